@@ -1,0 +1,47 @@
+// Reading and writing execution-graph files (see graph.proto for the layout).
+//
+// All functions are thread-safe (no shared state). Errors are absl::Status
+// values whose message names the file, what is wrong and what to do.
+#ifndef PRISM_PROTO_GRAPH_FILE_H_
+#define PRISM_PROTO_GRAPH_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/graph.pb.h"
+
+namespace prism::graph {
+
+inline constexpr char kGraphMagic[8] = {'P', 'R', 'I', 'S', 'M', 'G', 'R', 'F'};
+inline constexpr uint32_t kGraphFormatVersion = 1;
+inline constexpr size_t kGraphHeaderBytes = 16;
+// Refuse files larger than this before reading them (hostile input).
+inline constexpr uint64_t kMaxGraphFileBytes = 1ull << 30;
+
+// Serialises `graph` with the header. Sets graph.format_version.
+absl::StatusOr<std::string> EncodeGraph(const Graph& graph);
+
+// Parses header + message from `data` and validates it (ValidateGraph).
+// `origin` names the source in error messages (a path, "<memory>").
+absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>");
+
+// Writes atomically: to "<path>.tmp.<pid>", then rename. On any error no file
+// is left at `path` (and the temporary is removed).
+absl::Status WriteGraphFile(const Graph& graph, const std::string& path);
+
+// Reads, decodes and validates a graph file.
+absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
+
+// Structural checks: ids equal indices, every rank has a valid program and
+// one comm slot per program slot, communicator members are distinct valid
+// ranks and contain the ranks whose slots name them, split parents come
+// earlier, ops reference valid slots/streams/earlier ops, peers and roots are
+// in range, cluster sizes match the rank count. Returns the first problem.
+absl::Status ValidateGraph(const Graph& graph);
+
+}  // namespace prism::graph
+
+#endif  // PRISM_PROTO_GRAPH_FILE_H_
