@@ -1,0 +1,50 @@
+// The seam between NCCL connection setup for virtual ranks (daemon/bootstrap)
+// and the plugin sessions (daemon/session).
+//
+// When a real rank R sets up a NET connection with a virtual rank V, R's
+// NCCL exchanges 128-byte net handles with V over bootstrap (wire notes 4.2):
+//  - V receives from R: V must hand R a handle that R's plugin connect()
+//    recognises as virtual -> MintReceiveHandle.
+//  - V sends to R: R hands V its plugin's real listen handle; V must make
+//    R's plugin accept() return a comm -> ConnectToRealListener.
+// The bootstrap emulation calls these; the session service implements them.
+#ifndef PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
+#define PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/net_handles.h"
+
+namespace prism::daemon {
+
+// Identifies one directed connection for the models and logs.
+struct VirtualLinkInfo {
+  uint64_t comm_hash = 0;        // NCCL commHash of the communicator
+  uint32_t virtual_rank = 0;     // global rank in that communicator
+  uint32_t real_rank = 0;
+  int32_t channel = 0;
+};
+
+// Implementations are thread-safe: the bootstrap server calls from its own
+// thread, the gRPC session streams run elsewhere.
+class VirtualConnectionBroker {
+ public:
+  virtual ~VirtualConnectionBroker() = default;
+
+  // Returns a fresh handle (unique conn_id) for the virtual receiver of
+  // `link`. Never fails; the plugin reports ConnOpened with that conn_id
+  // when the real sender's connect() sees it.
+  virtual VirtualHandle MintReceiveHandle(const VirtualLinkInfo& link) = 0;
+
+  // Tells the plugin session that announced `listen.listen_id` to accept a
+  // connection from the virtual sender of `link`. FailedPrecondition when no
+  // live session announced that listen id yet (callers may retry briefly:
+  // ListenOpened can race the bootstrap message that carried the handle).
+  virtual absl::Status ConnectToRealListener(const RealListenHandle& listen,
+                                             const VirtualLinkInfo& link) = 0;
+};
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
