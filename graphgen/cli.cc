@@ -1,0 +1,117 @@
+#include "graphgen/cli.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+#include "CLI/CLI.hpp"
+#include "graphgen/collective_graph.h"
+#include "graphgen/inspect.h"
+#include "graphgen/job_graph.h"
+#include "graphgen/job_spec.h"
+#include "proto/graph_file.h"
+
+namespace prism::graphgen {
+namespace {
+
+int Fail(std::ostream& err, int code, const absl::Status& s) {
+  err << "prism-graphgen: error: " << s.message() << "\n";
+  return code;
+}
+
+int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
+  if (auto s = prism::graph::ValidateGraph(g); !s.ok())
+    return Fail(err, kExitWriteFailed, absl::InternalError(absl::StrCat("generated graph is invalid (a bug): ",
+                                                                        std::string(s.message()))));
+  if (auto s = prism::graph::WriteGraphFile(g, path); !s.ok()) return Fail(err, kExitWriteFailed, s);
+  out << "wrote " << path << ": " << g.ranks_size() << " ranks, " << g.programs_size() << " programs, "
+      << g.communicators_size() << " communicators\n";
+  return kExitOk;
+}
+
+int RunJob(const std::string& job_path, const std::string& output, std::ostream& out, std::ostream& err) {
+  auto spec = ParseJobSpecFile(job_path);
+  if (!spec.ok()) return Fail(err, kExitBadInput, spec.status());
+  auto graph = GenerateJobGraph(*spec);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  return WriteGraph(*graph, output, out, err);
+}
+
+int RunCollective(CollectiveJob job, const std::string& bytes, const std::string& output, std::ostream& out,
+                  std::ostream& err) {
+  auto size = ParseByteSize(bytes);
+  if (!size.ok()) return Fail(err, kExitBadInput, size.status());
+  job.bytes = *size;
+  auto graph = GenerateCollectiveGraph(job);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  return WriteGraph(*graph, output, out, err);
+}
+
+int RunInspect(const std::string& path, bool as_json, std::ostream& out, std::ostream& err) {
+  auto graph = prism::graph::ReadGraphFile(path);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  if (as_json) {
+    out << InspectGraph(*graph, true).dump(1) << "\n";
+  } else {
+    out << FormatInspectText(InspectGraph(*graph, false));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"prism-graphgen: full-scale execution graphs for Prism (see docs/graphgen.md)", "prism-graphgen"};
+  app.require_subcommand(1);
+
+  std::string job_path, job_output;
+  auto* job = app.add_subcommand("job", "graph of a Megatron-style training job described in YAML");
+  job->add_option("job_file", job_path, "job description (YAML)")->required();
+  job->add_option("-o,--output", job_output, "graph file to write")->required();
+
+  CollectiveJob coll;
+  std::string coll_bytes, coll_output;
+  auto* c = app.add_subcommand("collective", "nccl-tests-like graph: one collective repeated on all ranks");
+  c->add_option("--op", coll.op, "allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv")->required();
+  c->add_option("--bytes", coll_bytes, "buffer size (NCCL convention), K/M/G = KiB/MiB/GiB")->required();
+  c->add_option("--ranks", coll.ranks, "number of ranks")->required();
+  c->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node (default 1)");
+  c->add_option("--nics-per-node", coll.nics_per_node, "NICs per node (default 1)");
+  c->add_option("--nic-gbps", coll.nic_gbps, "NIC bandwidth, Gbit/s (default 400)");
+  c->add_option("--nic-latency-us", coll.nic_latency_us, "NIC latency, microseconds (default 5)");
+  c->add_option("--nvlink-gbps", coll.nvlink_gbps, "NVLink bandwidth per GPU, Gbit/s (default 3600)");
+  c->add_option("--nvlink-latency-us", coll.nvlink_latency_us, "NVLink latency, microseconds (default 1)");
+  c->add_option("--algo", coll.algo, "ring|tree (default: the network model chooses)");
+  c->add_option("--iterations", coll.iterations, "repetitions (default 20)");
+  c->add_option("--name", coll.name, "job name");
+  c->add_option("-o,--output", coll_output, "graph file to write")->required();
+
+  std::string inspect_path;
+  bool inspect_json = false;
+  auto* ins = app.add_subcommand("inspect", "summarise a graph file");
+  ins->add_option("graph_file", inspect_path, "graph file")->required();
+  ins->add_flag("--json", inspect_json, "machine-readable output (docs/inspect-json.md)");
+
+  std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
+  try {
+    app.parse(rest);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    err << "prism-graphgen: error: " << e.what() << "\n";
+    if (app.get_subcommands().empty()) err << app.help();
+    else err << "run 'prism-graphgen " << app.get_subcommands().front()->get_name() << " --help' for the options\n";
+    return kExitBadInput;
+  }
+  if (job->parsed()) return RunJob(job_path, job_output, out, err);
+  if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
+  return RunInspect(inspect_path, inspect_json, out, err);
+}
+
+}  // namespace prism::graphgen

@@ -1,0 +1,29 @@
+// The prism-graphgen command line, as a library function so tests can run it.
+//
+//   prism-graphgen job JOB.yaml -o G
+//   prism-graphgen collective --op OP --bytes SIZE --ranks N [...] -o G
+//   prism-graphgen inspect G [--json]
+//
+// Exit codes: 0 success; 2 bad input (job file, flags, unreadable graph);
+// 1 failure to write the output. On any failure no output file is created
+// (graph files are written atomically, and only after validation passes).
+// Writes only to `out`/`err` and the output file. Thread-compatible.
+#ifndef PRISM_GRAPHGEN_CLI_H_
+#define PRISM_GRAPHGEN_CLI_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace prism::graphgen {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitWriteFailed = 1;
+inline constexpr int kExitBadInput = 2;
+
+// args[0] is the program name.
+int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_CLI_H_

@@ -1,0 +1,172 @@
+#include "graphgen/collective_graph.h"
+
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "graphgen/job_graph.h"
+
+namespace prism::graphgen {
+namespace {
+
+namespace pg = prism::graph;
+
+absl::Status FlagError(const std::string& flag, const std::string& reason) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", reason));
+}
+
+bool KindOf(const std::string& op, pg::CollectiveKind& kind) {
+  if (op == "allreduce") kind = pg::ALLREDUCE;
+  else if (op == "allgather") kind = pg::ALLGATHER;
+  else if (op == "reducescatter") kind = pg::REDUCESCATTER;
+  else if (op == "alltoall") kind = pg::ALLTOALL;
+  else if (op == "broadcast") kind = pg::BROADCAST;
+  else return false;
+  return true;
+}
+
+absl::Status Check(const CollectiveJob& j) {
+  pg::CollectiveKind kind;
+  const bool sendrecv = j.op == "sendrecv";
+  if (!sendrecv && !KindOf(j.op, kind))
+    return FlagError("--op", absl::StrCat("unknown op '", j.op,
+                                          "'; use allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv"));
+  if (j.ranks == 0) return FlagError("--ranks", "must be at least 1");
+  if (sendrecv && j.ranks < 2) return FlagError("--ranks", "sendrecv needs at least 2 ranks");
+  if (j.ranks > (1u << 24)) return FlagError("--ranks", "is too large");
+  if (j.bytes == 0) return FlagError("--bytes", "must be at least 1 byte");
+  const bool split_buffer = j.op == "allgather" || j.op == "reducescatter" || j.op == "alltoall";
+  if (split_buffer && j.bytes % j.ranks != 0)
+    return FlagError("--bytes", absl::StrCat(j.bytes, " is not divisible by --ranks ", j.ranks, " (", j.op,
+                                             " splits the buffer evenly among ranks)"));
+  if (j.gpus_per_node == 0) return FlagError("--gpus-per-node", "must be at least 1");
+  if (j.nic_gbps == 0) return FlagError("--nic-gbps", "must be at least 1");
+  if (j.nvlink_gbps == 0) return FlagError("--nvlink-gbps", "must be at least 1");
+  if (j.nics_per_node == 0) return FlagError("--nics-per-node", "must be at least 1");
+  if (!(j.nic_latency_us >= 0) || !std::isfinite(j.nic_latency_us))
+    return FlagError("--nic-latency-us", "must be zero or more");
+  if (!(j.nvlink_latency_us >= 0) || !std::isfinite(j.nvlink_latency_us))
+    return FlagError("--nvlink-latency-us", "must be zero or more");
+  if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree")
+    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", j.algo, "'"));
+  if (j.iterations == 0) return FlagError("--iterations", "must be at least 1");
+  return absl::OkStatus();
+}
+
+void AddOps(const CollectiveJob& j, pg::Program& p) {
+  pg::CollectiveKind kind = pg::COLLECTIVE_KIND_UNSPECIFIED;
+  const bool sendrecv = !KindOf(j.op, kind);
+  const pg::Algorithm algo =
+      j.algo == "ring" ? pg::ALGORITHM_RING : j.algo == "tree" ? pg::ALGORITHM_TREE : pg::ALGORITHM_DEFAULT;
+  for (uint32_t i = 0; i < j.iterations; ++i) {
+    const std::string label = absl::StrCat(j.op, "#", i);
+    if (sendrecv) {
+      p.add_ops()->mutable_group_start();
+      auto* s = p.add_ops()->mutable_send();
+      s->set_peer(1);
+      s->set_peer_relative(true);
+      s->set_bytes(j.bytes);
+      s->set_label(label);
+      auto* r = p.add_ops()->mutable_recv();
+      r->set_peer(j.ranks - 1);
+      r->set_peer_relative(true);
+      r->set_bytes(j.bytes);
+      r->set_label(label);
+      p.add_ops()->mutable_group_end();
+      continue;
+    }
+    auto* c = p.add_ops()->mutable_collective();
+    c->set_kind(kind);
+    c->set_bytes(j.bytes);
+    c->set_dtype(pg::BF16);
+    c->set_algorithm(algo);
+    c->set_root(0);
+    c->set_label(label);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return FlagError("--bytes", absl::StrCat("'", text, "' is too large"));
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) return FlagError("--bytes", absl::StrCat("'", text, "' is not a size (examples: 4096, 64K, 1M, 1G)"));
+  std::string suffix = text.substr(i);
+  for (char& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  int shift = -1;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") shift = 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") shift = 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") shift = 30;
+  if (shift < 0) return FlagError("--bytes", absl::StrCat("unknown size suffix in '", text, "' (use K, M or G)"));
+  if (shift > 0 && value > (UINT64_MAX >> shift)) return FlagError("--bytes", absl::StrCat("'", text, "' is too large"));
+  return value << shift;
+}
+
+absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
+  if (auto s = Check(j); !s.ok()) return s;
+  pg::Graph g;
+  auto* job = g.mutable_job();
+  job->set_name(j.name.empty() ? absl::StrCat(j.op, "-", j.ranks) : j.name);
+  job->set_generator(absl::StrCat(kGeneratorName, " collective"));
+  job->set_description(absl::StrCat(j.op, " of ", j.bytes, " bytes over ", j.ranks, " ranks, ", j.iterations,
+                                    " iterations"));
+  job->set_world_size(j.ranks);
+  auto& a = *job->mutable_attributes();
+  a["iterations"] = absl::StrCat(j.iterations);
+  a["iterations_in_program"] = "true";
+  a["op"] = j.op;
+  a["bytes"] = absl::StrCat(j.bytes);
+  a["algo"] = j.algo.empty() ? "default" : j.algo;
+
+  auto* cl = g.mutable_cluster();
+  cl->set_gpus_per_node(j.gpus_per_node);
+  cl->set_nodes((j.ranks + j.gpus_per_node - 1) / j.gpus_per_node);
+  cl->mutable_gpu()->set_name("H100");
+  cl->mutable_gpu()->set_peak_bf16_flops(989000000000000ull);
+  cl->mutable_gpu()->set_hbm_bytes_per_s(3350000000000ull);
+  cl->mutable_gpu()->set_memory_bytes(80ull << 30);
+  cl->mutable_nic()->set_count(j.nics_per_node);
+  cl->mutable_nic()->set_bandwidth_bps(j.nic_gbps * 1000000000ull);
+  cl->mutable_nic()->set_latency_ns(static_cast<uint64_t>(j.nic_latency_us * 1000.0 + 0.5));
+  cl->mutable_intra_node()->set_bandwidth_bps(j.nvlink_gbps * 1000000000ull);
+  cl->mutable_intra_node()->set_latency_ns(static_cast<uint64_t>(j.nvlink_latency_us * 1000.0 + 0.5));
+  auto* layout = g.mutable_layout();
+  layout->set_dp(j.ranks);
+  layout->set_tp(1);
+  layout->set_pp(1);
+  layout->set_cp(1);
+  layout->set_ep(1);
+  layout->set_vpp(1);
+
+  auto* world = g.add_communicators();
+  world->set_id(0);
+  world->set_kind(pg::COMM_KIND_WORLD);
+  world->set_name("world");
+  for (uint32_t r = 0; r < j.ranks; ++r) world->add_members(r);
+  world->mutable_init();
+
+  auto* p = g.add_programs();
+  p->set_id(0);
+  p->set_name(j.op);
+  p->set_streams(1);
+  p->add_comm_slot_names("world");
+  AddOps(j, *p);
+  for (uint32_t r = 0; r < j.ranks; ++r) {
+    auto* rk = g.add_ranks();
+    rk->set_rank(r);
+    rk->set_program(0);
+    rk->set_node(r / j.gpus_per_node);
+    rk->set_local_gpu(r % j.gpus_per_node);
+    rk->add_comm_slots(0);
+  }
+  return g;
+}
+
+}  // namespace prism::graphgen

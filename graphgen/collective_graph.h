@@ -1,0 +1,48 @@
+// nccl-tests-like graphs: every rank runs one collective (or a ring of
+// send/recv) `iterations` times on the world communicator
+// (module: collective generator).
+//
+// Shape: one program shared by all ranks, one slot "world" naming
+// communicator 0 (kind WORLD, init). The op is repeated `iterations` times in
+// the program, and job.attributes["iterations"] records the count (the
+// simulator does not repeat it again). `bytes` follows NCCL's full-buffer
+// convention (graph.proto): allreduce/broadcast = the buffer, allgather = the
+// output, reducescatter = the input, alltoall = the whole send buffer,
+// sendrecv = what each rank sends (to rank+1; it receives from rank-1, inside
+// one NCCL group).
+// Pure functions; thread-safe.
+#ifndef PRISM_GRAPHGEN_COLLECTIVE_GRAPH_H_
+#define PRISM_GRAPHGEN_COLLECTIVE_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/graph.pb.h"
+
+namespace prism::graphgen {
+
+struct CollectiveJob {
+  std::string op = "allreduce";     // allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv
+  uint64_t bytes = 0;
+  uint32_t ranks = 0;
+  uint32_t gpus_per_node = 1;
+  uint64_t nic_gbps = 400;
+  double nic_latency_us = 5.0;
+  uint32_t nics_per_node = 1;
+  uint64_t nvlink_gbps = 3600;
+  double nvlink_latency_us = 1.0;
+  std::string algo;                 // "", "ring" or "tree"
+  uint32_t iterations = 20;
+  std::string name;                 // default "<op>-<ranks>"
+};
+
+// Errors name the command-line flag ("--bytes: ...").
+absl::StatusOr<prism::graph::Graph> GenerateCollectiveGraph(const CollectiveJob& job);
+
+// "1G", "64M", "512K", "4096" (K/M/G = KiB/MiB/GiB; optional trailing B/iB).
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_COLLECTIVE_GRAPH_H_

@@ -1,0 +1,241 @@
+#include "graphgen/inspect.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace prism::graphgen {
+namespace {
+
+namespace pg = prism::graph;
+using nlohmann::json;
+
+std::string KindName(pg::CommKind k) {
+  std::string n = pg::CommKind_Name(k);
+  const std::string prefix = "COMM_KIND_";
+  if (n.rfind(prefix, 0) == 0) n = n.substr(prefix.size());
+  return n;
+}
+
+std::string CollectiveName(pg::CollectiveKind k) {
+  switch (k) {
+    case pg::ALLREDUCE: return "allreduce";
+    case pg::ALLGATHER: return "allgather";
+    case pg::REDUCESCATTER: return "reducescatter";
+    case pg::BROADCAST: return "broadcast";
+    case pg::REDUCE: return "reduce";
+    case pg::ALLTOALL: return "alltoall";
+    case pg::BARRIER: return "barrier";
+    default: return "unspecified";
+  }
+}
+
+json Communicators(const pg::Graph& g, bool include_members) {
+  struct KindSummary {
+    uint64_t count = 0;
+    uint64_t members = 0;
+    std::set<uint32_t> sizes;
+    json groups = json::array();
+  };
+  std::map<std::string, KindSummary> by_kind;
+  std::vector<std::string> order;
+  for (const pg::Communicator& c : g.communicators()) {
+    const std::string kind = KindName(c.kind());
+    auto [it, inserted] = by_kind.try_emplace(kind);
+    if (inserted) order.push_back(kind);
+    KindSummary& s = it->second;
+    ++s.count;
+    s.members += c.members_size();
+    s.sizes.insert(static_cast<uint32_t>(c.members_size()));
+    if (!include_members) continue;
+    json e = {{"id", c.id()}, {"name", c.name()},
+              {"members", std::vector<uint32_t>(c.members().begin(), c.members().end())}};
+    if (c.has_split()) {
+      e["creation"] = "split";
+      e["parent"] = c.split().parent();
+      e["color"] = c.split().color();
+      e["key"] = c.split().key();
+    } else {
+      e["creation"] = "init";
+    }
+    s.groups.push_back(std::move(e));
+  }
+  json kinds = json::array();
+  for (const std::string& k : order) {
+    KindSummary& s = by_kind[k];
+    json e = {{"kind", k}, {"count", s.count}, {"sizes", std::vector<uint32_t>(s.sizes.begin(), s.sizes.end())},
+              {"total_members", s.members}};
+    if (include_members) e["groups"] = std::move(s.groups);
+    kinds.push_back(std::move(e));
+  }
+  return {{"count", g.communicators_size()}, {"by_kind", std::move(kinds)}};
+}
+
+uint64_t IterationsInProgram(const pg::Graph& g) {
+  const auto& a = g.job().attributes();
+  auto in_program = a.find("iterations_in_program");
+  auto it = a.find("iterations");
+  if (in_program == a.end() || in_program->second != "true" || it == a.end()) return 1;
+  const uint64_t n = std::strtoull(it->second.c_str(), nullptr, 10);
+  return n == 0 ? 1 : n;
+}
+
+json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uint64_t iterations) {
+  std::map<std::string, uint64_t> counts = {{"compute", 0}, {"collective", 0}, {"send", 0},
+                                            {"recv", 0},    {"group_start", 0}, {"group_end", 0}};
+  std::map<std::string, uint64_t> bytes;
+  std::map<std::string, std::map<std::string, uint64_t>> bytes_by_slot;
+  uint64_t compute_ns = 0;
+  int64_t live = 0, peak = 0;
+  auto slot_name = [&](uint32_t s) {
+    return s < static_cast<uint32_t>(p.comm_slot_names_size()) ? p.comm_slot_names(s) : std::string("?");
+  };
+  for (const pg::Op& op : p.ops()) {
+    switch (op.kind_case()) {
+      case pg::Op::kCompute:
+        ++counts["compute"];
+        compute_ns += op.compute().duration_ns();
+        live += op.compute().memory_delta_bytes();
+        peak = std::max(peak, live);
+        break;
+      case pg::Op::kCollective: {
+        ++counts["collective"];
+        const std::string k = CollectiveName(op.collective().kind());
+        bytes[k] += op.collective().bytes();
+        bytes_by_slot[slot_name(op.collective().comm_slot())][k] += op.collective().bytes();
+        break;
+      }
+      case pg::Op::kSend:
+        ++counts["send"];
+        bytes["send"] += op.send().bytes();
+        bytes_by_slot[slot_name(op.send().comm_slot())]["send"] += op.send().bytes();
+        break;
+      case pg::Op::kRecv:
+        ++counts["recv"];
+        bytes["recv"] += op.recv().bytes();
+        bytes_by_slot[slot_name(op.recv().comm_slot())]["recv"] += op.recv().bytes();
+        break;
+      case pg::Op::kGroupStart: ++counts["group_start"]; break;
+      case pg::Op::kGroupEnd: ++counts["group_end"]; break;
+      default: break;
+    }
+  }
+  json op_counts = counts;
+  op_counts["total"] = p.ops_size();
+  for (auto& [k, v] : bytes) v /= iterations;
+  for (auto& [s, m] : bytes_by_slot)
+    for (auto& [k, v] : m) v /= iterations;
+  return {{"program", p.id()},
+          {"name", p.name()},
+          {"ranks", ranks},
+          {"first_rank", first_rank},
+          {"streams", p.streams()},
+          {"comm_slots", std::vector<std::string>(p.comm_slot_names().begin(), p.comm_slot_names().end())},
+          {"op_counts", std::move(op_counts)},
+          {"compute_ns_per_iteration", compute_ns / iterations},
+          {"bytes_per_iteration", bytes},
+          {"bytes_per_iteration_by_slot", bytes_by_slot},
+          {"memory",
+           {{"static_bytes", p.static_memory_bytes()},
+            {"peak_activation_bytes", peak},
+            {"peak_bytes", p.static_memory_bytes() + static_cast<uint64_t>(peak)}}}};
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+}
+
+}  // namespace
+
+json InspectGraph(const pg::Graph& g, bool include_members) {
+  std::vector<uint64_t> ranks_of(g.programs_size(), 0);
+  std::vector<uint32_t> first_rank(g.programs_size(), UINT32_MAX);
+  for (const pg::Rank& r : g.ranks()) {
+    if (r.program() >= ranks_of.size()) continue;
+    ++ranks_of[r.program()];
+    first_rank[r.program()] = std::min(first_rank[r.program()], r.rank());
+  }
+  const uint64_t iterations = IterationsInProgram(g);
+  json classes = json::array();
+  for (int i = 0; i < g.programs_size(); ++i)
+    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i], iterations));
+  const auto& l = g.layout();
+  json attributes = json::object();
+  for (const auto& [k, v] : g.job().attributes()) attributes[k] = v;
+  return {{"schema", kInspectSchema},
+          {"job",
+           {{"name", g.job().name()},
+            {"generator", g.job().generator()},
+            {"model", g.job().model()},
+            {"description", g.job().description()},
+            {"world_size", g.job().world_size()},
+            {"attributes", std::move(attributes)}}},
+          {"ranks", g.ranks_size()},
+          {"nodes", g.cluster().nodes()},
+          {"gpus_per_node", g.cluster().gpus_per_node()},
+          {"layout",
+           {{"tp", l.tp()}, {"pp", l.pp()}, {"dp", l.dp()}, {"cp", l.cp()}, {"ep", l.ep()}, {"vpp", l.vpp()},
+            {"micro_batch", l.micro_batch()}, {"global_batch", l.global_batch()}, {"schedule", l.schedule()},
+            {"sequence_parallel", l.sequence_parallel()}, {"distributed_optimizer", l.distributed_optimizer()},
+            {"order", l.order()}}},
+          {"iterations_in_program", iterations},
+          {"communicators", Communicators(g, include_members)},
+          {"classes", std::move(classes)}};
+}
+
+std::string FormatInspectText(const json& s) {
+  std::string out;
+  const json& job = s["job"];
+  absl::StrAppend(&out, "graph: ", job["name"].get<std::string>(), " (", job["generator"].get<std::string>(), ")\n");
+  absl::StrAppend(&out, "ranks: ", s["ranks"].get<uint64_t>(), " on ", s["nodes"].get<uint64_t>(), " nodes x ",
+                  s["gpus_per_node"].get<uint64_t>(), " GPUs\n");
+  const json& l = s["layout"];
+  absl::StrAppend(&out, "layout: tp", l["tp"].get<uint64_t>(), " pp", l["pp"].get<uint64_t>(), " dp",
+                  l["dp"].get<uint64_t>(), " cp", l["cp"].get<uint64_t>(), " ep", l["ep"].get<uint64_t>(), " vpp",
+                  l["vpp"].get<uint64_t>(), ", micro ", l["micro_batch"].get<uint64_t>(), ", global ",
+                  l["global_batch"].get<uint64_t>(), ", schedule ", l["schedule"].get<std::string>(),
+                  l["sequence_parallel"].get<bool>() ? ", SP" : "",
+                  l["distributed_optimizer"].get<bool>() ? ", distributed optimizer" : "", "\n");
+  const json& comms = s["communicators"];
+  absl::StrAppend(&out, "communicators: ", comms["count"].get<uint64_t>(), "\n");
+  for (const json& k : comms["by_kind"]) {
+    std::string sizes;
+    for (const json& z : k["sizes"]) absl::StrAppend(&sizes, sizes.empty() ? "" : ",", z.get<uint64_t>());
+    absl::StrAppend(&out, absl::StrFormat("  %-16s %7d groups of size %s\n", k["kind"].get<std::string>(),
+                                          k["count"].get<int64_t>(), sizes));
+  }
+  absl::StrAppend(&out, "classes: ", s["classes"].size(), " programs\n");
+  for (const json& c : s["classes"]) {
+    const json& n = c["op_counts"];
+    absl::StrAppend(&out, absl::StrFormat("  program %d %s: %d ranks (first %d), %d ops: %d compute, %d collective, "
+                                          "%d send, %d recv\n",
+                                          c["program"].get<int64_t>(), c["name"].get<std::string>(),
+                                          c["ranks"].get<int64_t>(), c["first_rank"].get<int64_t>(),
+                                          n["total"].get<int64_t>(), n["compute"].get<int64_t>(),
+                                          n["collective"].get<int64_t>(), n["send"].get<int64_t>(),
+                                          n["recv"].get<int64_t>()));
+    std::string bytes;
+    for (const auto& [k, v] : c["bytes_per_iteration"].items())
+      absl::StrAppend(&bytes, bytes.empty() ? "" : ", ", k, " ", HumanBytes(v.get<double>()));
+    absl::StrAppend(&out, "    bytes/iteration per rank: ", bytes.empty() ? "none" : bytes, "\n");
+    const json& m = c["memory"];
+    absl::StrAppend(&out, "    memory: static ", HumanBytes(m["static_bytes"].get<double>()), ", peak activations ",
+                    HumanBytes(m["peak_activation_bytes"].get<double>()), ", peak ",
+                    HumanBytes(m["peak_bytes"].get<double>()), "; compute ",
+                    absl::StrFormat("%.3f", c["compute_ns_per_iteration"].get<double>() * 1e-6), " ms/iteration\n");
+  }
+  return out;
+}
+
+}  // namespace prism::graphgen

@@ -1,0 +1,26 @@
+// Summaries of an execution graph for people (text) and tools (JSON)
+// (module: inspect). The JSON form is documented in docs/inspect-json.md;
+// its field names are stable within schema "prism-graphgen-inspect/1".
+// Pure functions of the graph; thread-safe.
+#ifndef PRISM_GRAPHGEN_INSPECT_H_
+#define PRISM_GRAPHGEN_INSPECT_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "proto/graph.pb.h"
+
+namespace prism::graphgen {
+
+inline constexpr char kInspectSchema[] = "prism-graphgen-inspect/1";
+
+// The summary. With include_members, communicators.by_kind[].groups[] lists
+// every communicator with its members; without, only counts and sizes.
+nlohmann::json InspectGraph(const prism::graph::Graph& graph, bool include_members);
+
+// A human-readable rendering of InspectGraph(graph, false).
+std::string FormatInspectText(const nlohmann::json& summary);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_INSPECT_H_

@@ -1,0 +1,29 @@
+// Assembles the full execution graph of a Megatron job: cluster, layout,
+// communicators in Megatron's creation order, one program per pipeline
+// stage, and every rank's placement and comm slots.
+//
+// Communicator creation: communicator 0 is the world (kind WORLD, init).
+// Every Megatron process group is recorded as an ncclCommSplit of the world
+// (what PyTorch does for new_group when the default group was created with
+// device_id): parent 0, color = the group's index within its kind, key = the
+// global rank (members ascend, as PyTorch sorts new_group's ranks).
+// Program slot 0 is "world"; then one slot per Megatron group kind the
+// stage's ranks belong to, in creation order of the kinds.
+// Pure function; thread-safe.
+#ifndef PRISM_GRAPHGEN_JOB_GRAPH_H_
+#define PRISM_GRAPHGEN_JOB_GRAPH_H_
+
+#include "absl/status/statusor.h"
+#include "graphgen/job_spec.h"
+#include "proto/graph.pb.h"
+
+namespace prism::graphgen {
+
+inline constexpr char kGeneratorName[] = "prism-graphgen 0.1";
+
+// Contract: `spec` passed ValidateJobSpec (ParseJobSpec does that).
+absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_JOB_GRAPH_H_

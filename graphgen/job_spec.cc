@@ -1,0 +1,278 @@
+#include "graphgen/job_spec.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "graphgen/yaml_reader.h"
+
+namespace prism::graphgen {
+namespace {
+
+absl::Status ParseModel(const YAML::Node& node, ModelSpec& m) {
+  MapReader r(node, "model");
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  if (!node.IsDefined() || node.IsNull()) return KeyError("model", "is required (layers, hidden, heads, ...)");
+  for (const char* k : {"layers", "hidden", "heads", "seq_len", "vocab"})
+    if (!r.Has(k)) return KeyError(r.PathOf(k), "is required");
+  PRISM_RETURN_IF_ERROR(r.GetUint32("layers", m.layers));
+  PRISM_RETURN_IF_ERROR(r.GetUint("hidden", m.hidden));
+  PRISM_RETURN_IF_ERROR(r.GetUint("ffn_hidden", m.ffn_hidden));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("heads", m.heads));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("kv_heads", m.kv_heads));
+  PRISM_RETURN_IF_ERROR(r.GetUint("seq_len", m.seq_len));
+  PRISM_RETURN_IF_ERROR(r.GetUint("vocab", m.vocab));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("experts", m.experts, 0));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("topk", m.topk));
+  PRISM_RETURN_IF_ERROR(r.GetUint("moe_ffn_hidden", m.moe_ffn_hidden));
+  PRISM_RETURN_IF_ERROR(r.GetBool("gated_mlp", m.gated_mlp));
+  PRISM_RETURN_IF_ERROR(r.GetBool("tied_embeddings", m.tied_embeddings));
+  std::string pos = m.learned_position_embedding ? "learned" : "rope";
+  PRISM_RETURN_IF_ERROR(r.GetString("position_embedding", pos));
+  if (pos != "learned" && pos != "rope")
+    return KeyError(r.PathOf("position_embedding"), absl::StrCat("must be 'learned' or 'rope', got '", pos, "'"));
+  m.learned_position_embedding = pos == "learned";
+  PRISM_RETURN_IF_ERROR(r.Finish());
+  if (m.ffn_hidden == 0) m.ffn_hidden = 4 * m.hidden;
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.moe() && m.topk == 0) m.topk = 2;
+  if (m.moe_ffn_hidden == 0) m.moe_ffn_hidden = m.ffn_hidden;
+  return absl::OkStatus();
+}
+
+absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_given, bool& schedule_given) {
+  MapReader r(node, "parallel");
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  dp_given = r.Has("dp");
+  PRISM_RETURN_IF_ERROR(r.GetUint32("tp", p.tp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("pp", p.pp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("dp", p.dp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("cp", p.cp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("ep", p.ep));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("vpp", p.vpp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("expert_tp", p.expert_tp));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("micro_batch", p.micro_batch));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("global_batch", p.global_batch));
+  schedule_given = r.Has("schedule");
+  std::string schedule = "1f1b";
+  PRISM_RETURN_IF_ERROR(r.GetString("schedule", schedule));
+  if (schedule == "1f1b") p.schedule = Schedule::kOneFOneB;
+  else if (schedule == "interleaved-1f1b" || schedule == "interleaved") p.schedule = Schedule::kInterleavedOneFOneB;
+  else if (schedule == "gpipe") p.schedule = Schedule::kGPipe;
+  else return KeyError(r.PathOf("schedule"), absl::StrCat("must be 1f1b, interleaved-1f1b or gpipe, got '",
+                                                          schedule, "'"));
+  PRISM_RETURN_IF_ERROR(r.GetBool("sequence_parallel", p.sequence_parallel));
+  PRISM_RETURN_IF_ERROR(r.GetBool("distributed_optimizer", p.distributed_optimizer));
+  std::string grad_dtype = p.grads_fp32 ? "fp32" : "bf16";
+  PRISM_RETURN_IF_ERROR(r.GetString("grad_dtype", grad_dtype));
+  if (grad_dtype != "fp32" && grad_dtype != "bf16")
+    return KeyError(r.PathOf("grad_dtype"), absl::StrCat("must be fp32 or bf16, got '", grad_dtype, "'"));
+  p.grads_fp32 = grad_dtype == "fp32";
+  return r.Finish();
+}
+
+absl::Status ParseLink(const YAML::Node& node, const std::string& path, LinkSpec& link) {
+  MapReader r(node, path);
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(r.GetUint("gbps", link.gbps));
+  double latency_us = static_cast<double>(link.latency_ns) / 1000.0;
+  PRISM_RETURN_IF_ERROR(r.GetDouble("latency_us", latency_us, -1e-12, 1e6));
+  link.latency_ns = static_cast<uint64_t>(latency_us * 1000.0 + 0.5);
+  return r.Finish();
+}
+
+absl::Status ParseCluster(const YAML::Node& node, ClusterSpec& c) {
+  MapReader r(node, "cluster");
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(r.GetUint32("gpus_per_node", c.gpus_per_node));
+  const YAML::Node gpu = r.Child("gpu");
+  MapReader g(gpu, "cluster.gpu");
+  PRISM_RETURN_IF_ERROR(g.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(g.GetString("name", c.gpu_name));
+  PRISM_RETURN_IF_ERROR(g.GetUint("bf16_tflops", c.bf16_tflops));
+  PRISM_RETURN_IF_ERROR(g.GetUint("hbm_gbps", c.hbm_gbps));
+  PRISM_RETURN_IF_ERROR(g.GetUint("memory_gib", c.memory_gib));
+  PRISM_RETURN_IF_ERROR(g.Finish());
+  const YAML::Node nic = r.Child("nic");
+  MapReader n(nic, "cluster.nic");
+  PRISM_RETURN_IF_ERROR(n.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(n.GetUint32("count", c.nic_count));
+  PRISM_RETURN_IF_ERROR(n.GetUint("gbps", c.nic.gbps));
+  double nic_latency_us = static_cast<double>(c.nic.latency_ns) / 1000.0;
+  PRISM_RETURN_IF_ERROR(n.GetDouble("latency_us", nic_latency_us, -1e-12, 1e6));
+  c.nic.latency_ns = static_cast<uint64_t>(nic_latency_us * 1000.0 + 0.5);
+  PRISM_RETURN_IF_ERROR(n.Finish());
+  PRISM_RETURN_IF_ERROR(ParseLink(r.Child("nvlink"), "cluster.nvlink", c.nvlink));
+  return r.Finish();
+}
+
+absl::Status ParseTable(const YAML::Node& node, const std::string& path, ComputeSpec& c) {
+  MapReader r(node, path);
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  for (const char* kind : {"attention", "mlp", "moe", "embedding", "output", "optimizer"}) {
+    if (!r.Has(kind)) {
+      r.Child(kind);
+      continue;
+    }
+    MapReader e(r.Child(kind), r.PathOf(kind));
+    PRISM_RETURN_IF_ERROR(e.CheckIsMap());
+    MeasuredCompute m;
+    PRISM_RETURN_IF_ERROR(e.GetUint("fwd_ns", m.fwd_ns, 0));
+    PRISM_RETURN_IF_ERROR(e.GetUint("bwd_ns", m.bwd_ns, 0));
+    PRISM_RETURN_IF_ERROR(e.Finish());
+    c.table[kind] = m;
+  }
+  return r.Finish();
+}
+
+absl::Status ParseComputeTable(const YAML::Node& node, const std::string& base_dir, ComputeSpec& c) {
+  if (!node.IsDefined() || node.IsNull()) return absl::OkStatus();
+  if (!node.IsScalar()) return ParseTable(node, "compute_table", c);
+  std::filesystem::path p(node.Scalar());
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  std::ifstream f(p);
+  if (!f) return KeyError("compute_table", absl::StrCat("cannot read '", p.string(), "' (give a mapping or a path ",
+                                                        "to a YAML file relative to the job file)"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    return KeyError("compute_table", absl::StrCat(p.string(), " is not valid YAML: ", e.what()));
+  }
+  return ParseTable(doc, "compute_table", c);
+}
+
+absl::Status ParseEfficiency(const YAML::Node& node, ComputeSpec& c) {
+  MapReader r(node, "efficiency");
+  PRISM_RETURN_IF_ERROR(r.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(r.GetDouble("matmul", c.matmul_efficiency, 0.0, 1.0));
+  PRISM_RETURN_IF_ERROR(r.GetDouble("memory", c.memory_efficiency, 0.0, 1.0));
+  return r.Finish();
+}
+
+absl::Status ParseDocument(const YAML::Node& doc, const std::string& base_dir, JobSpec& spec) {
+  MapReader top(doc, "");
+  PRISM_RETURN_IF_ERROR(top.CheckIsMap());
+  PRISM_RETURN_IF_ERROR(top.GetString("name", spec.name));
+  uint64_t world = 0;
+  PRISM_RETURN_IF_ERROR(top.GetUint("world", world));
+  PRISM_RETURN_IF_ERROR(ParseModel(top.Child("model"), spec.model));
+  bool dp_given = false, schedule_given = false;
+  PRISM_RETURN_IF_ERROR(ParseParallel(top.Child("parallel"), spec.parallel, dp_given, schedule_given));
+  PRISM_RETURN_IF_ERROR(ParseCluster(top.Child("cluster"), spec.cluster));
+  PRISM_RETURN_IF_ERROR(ParseEfficiency(top.Child("efficiency"), spec.compute));
+  PRISM_RETURN_IF_ERROR(ParseComputeTable(top.Child("compute_table"), base_dir, spec.compute));
+  PRISM_RETURN_IF_ERROR(top.Finish());
+
+  ParallelSpec& p = spec.parallel;
+  const uint64_t model_ranks = uint64_t{p.tp} * p.pp * p.cp;
+  if (world != 0) {
+    if (world % model_ranks != 0)
+      return KeyError("world", absl::StrCat(world, " is not divisible by tp*pp*cp = ", model_ranks,
+                                            "; change world or parallel.tp/pp/cp"));
+    const uint64_t derived = world / model_ranks;
+    if (dp_given && derived != p.dp)
+      return KeyError("parallel.dp", absl::StrCat(p.dp, " disagrees with world / (tp*pp*cp) = ", derived,
+                                                  "; give one of them"));
+    p.dp = static_cast<uint32_t>(derived);
+  }
+  if (p.expert_tp == 0) p.expert_tp = p.tp;
+  if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
+  if (p.vpp > 1 && !schedule_given) p.schedule = Schedule::kInterleavedOneFOneB;
+  if (p.tp == 1) p.sequence_parallel = false;  // Megatron turns SP off without TP
+  if (spec.name.empty()) spec.name = "job";
+  return ValidateJobSpec(spec);
+}
+
+absl::Status Divides(const std::string& key, uint64_t value, uint64_t divisor, const std::string& what) {
+  if (divisor != 0 && value % divisor == 0) return absl::OkStatus();
+  return KeyError(key, absl::StrCat(value, " is not divisible by ", what, " = ", divisor));
+}
+
+}  // namespace
+
+const char* ScheduleName(Schedule s) {
+  switch (s) {
+    case Schedule::kOneFOneB: return "1f1b";
+    case Schedule::kInterleavedOneFOneB: return "interleaved-1f1b";
+    case Schedule::kGPipe: return "gpipe";
+  }
+  return "?";
+}
+
+absl::Status ValidateJobSpec(const JobSpec& spec) {
+  const ModelSpec& m = spec.model;
+  const ParallelSpec& p = spec.parallel;
+  PRISM_RETURN_IF_ERROR(Divides("model.hidden", m.hidden, m.heads, "model.heads"));
+  PRISM_RETURN_IF_ERROR(Divides("model.heads", m.heads, p.tp, "parallel.tp"));
+  PRISM_RETURN_IF_ERROR(Divides("model.heads", m.heads, m.kv_heads, "model.kv_heads"));
+  PRISM_RETURN_IF_ERROR(Divides("model.kv_heads", m.kv_heads, p.tp, "parallel.tp"));
+  PRISM_RETURN_IF_ERROR(Divides("model.ffn_hidden", m.ffn_hidden, p.tp, "parallel.tp"));
+  PRISM_RETURN_IF_ERROR(Divides("model.layers", m.layers, uint64_t{p.pp} * p.vpp, "parallel.pp * parallel.vpp"));
+  PRISM_RETURN_IF_ERROR(Divides("model.seq_len", m.seq_len, uint64_t{2} * p.cp > 2 ? 2ull * p.cp : 1,
+                                "2 * parallel.cp (load-balanced context parallelism)"));
+  if (p.sequence_parallel)
+    PRISM_RETURN_IF_ERROR(Divides("model.seq_len", m.seq_len, uint64_t{p.tp} * p.cp,
+                                  "parallel.tp * parallel.cp (sequence parallelism)"));
+  if (m.moe()) {
+    if (m.topk > m.experts)
+      return KeyError("model.topk", absl::StrCat(m.topk, " is larger than model.experts = ", m.experts));
+    PRISM_RETURN_IF_ERROR(Divides("model.experts", m.experts, p.ep, "parallel.ep"));
+    PRISM_RETURN_IF_ERROR(Divides("model.moe_ffn_hidden", m.moe_ffn_hidden, p.expert_tp, "parallel.expert_tp"));
+    if (p.tp > 1 && !p.sequence_parallel)
+      return KeyError("parallel.sequence_parallel", "must be true for MoE models with tp > 1 (as Megatron requires)");
+  } else if (p.ep > 1) {
+    return KeyError("parallel.ep", absl::StrCat(p.ep, " needs an MoE model (model.experts > 0)"));
+  }
+  const uint64_t expert_model_ranks = uint64_t{p.expert_tp} * p.ep * p.pp;
+  if (p.world() % expert_model_ranks != 0)
+    return KeyError("parallel.ep", absl::StrCat("ep * expert_tp = ", uint64_t{p.ep} * p.expert_tp,
+                                                " does not divide the data-parallel ranks (tp*dp*cp = ",
+                                                uint64_t{p.tp} * p.dp * p.cp, ")"));
+  if (p.vpp > 1 && p.pp == 1) return KeyError("parallel.vpp", "needs parallel.pp > 1 (interleaving needs a pipeline)");
+  if (p.vpp > 1 && p.schedule != Schedule::kInterleavedOneFOneB)
+    return KeyError("parallel.schedule", "must be interleaved-1f1b when parallel.vpp > 1");
+  if (p.vpp == 1 && p.schedule == Schedule::kInterleavedOneFOneB)
+    return KeyError("parallel.vpp", "must be > 1 for the interleaved-1f1b schedule");
+  PRISM_RETURN_IF_ERROR(Divides("parallel.global_batch", p.global_batch, uint64_t{p.micro_batch} * p.dp,
+                                "parallel.micro_batch * parallel.dp"));
+  if (p.schedule == Schedule::kInterleavedOneFOneB)
+    PRISM_RETURN_IF_ERROR(Divides("parallel.global_batch", p.microbatches(), p.pp,
+                                  "parallel.pp (microbatches per iteration must be a multiple of pp when "
+                                  "interleaving); microbatches"));
+  if (p.world() > (1u << 24)) return KeyError("parallel", absl::StrCat("world size ", p.world(), " is too large"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin,
+                                     const std::string& base_dir) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, " is not valid YAML: ", e.what()));
+  }
+  JobSpec spec;
+  try {
+    if (auto s = ParseDocument(doc, base_dir, spec); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", std::string(s.message())));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": malformed job file: ", e.what()));
+  }
+  return spec;
+}
+
+absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open job file '", path, "'"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return ParseJobSpec(ss.str(), path, dir.empty() ? "." : dir);
+}
+
+}  // namespace prism::graphgen

@@ -1,0 +1,110 @@
+// Job description of a Megatron-style training job, parsed from YAML and
+// validated (module: yaml job parsing + validation).
+//
+// Contract: ParseJobSpec* never throws. On success every field is set
+// (defaults filled in, derived sizes computed) and every divisibility rule
+// that the generator relies on holds. On failure the status message starts
+// with the full key path (e.g. "parallel.tp: ...") and says what to do.
+// Plain value types; thread-compatible.
+#ifndef PRISM_GRAPHGEN_JOB_SPEC_H_
+#define PRISM_GRAPHGEN_JOB_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace prism::graphgen {
+
+struct ModelSpec {
+  uint32_t layers = 0;
+  uint64_t hidden = 0;
+  uint64_t ffn_hidden = 0;          // default 4 * hidden
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;            // default heads (MHA)
+  uint64_t seq_len = 0;
+  uint64_t vocab = 0;
+  uint32_t experts = 0;             // 0 = dense model
+  uint32_t topk = 0;                // default 2 when experts > 0
+  uint64_t moe_ffn_hidden = 0;      // default ffn_hidden
+  bool gated_mlp = false;           // SwiGLU (3 matrices) instead of GeLU (2)
+  bool tied_embeddings = true;      // output layer shares the word embedding
+  bool learned_position_embedding = true;  // "learned" vs "rope"
+
+  uint64_t head_dim() const { return hidden / heads; }
+  bool moe() const { return experts > 0; }
+};
+
+enum class Schedule { kOneFOneB, kInterleavedOneFOneB, kGPipe };
+
+struct ParallelSpec {
+  uint32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
+  uint32_t expert_tp = 0;           // default tp
+  uint32_t micro_batch = 1;
+  uint32_t global_batch = 0;        // default micro_batch * dp
+  Schedule schedule = Schedule::kOneFOneB;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = true;
+  bool grads_fp32 = true;           // grad buffers / reductions in fp32 (Megatron with bf16)
+
+  uint64_t world() const { return uint64_t{tp} * pp * dp * cp; }
+  uint32_t microbatches() const { return global_batch / (micro_batch * dp); }
+  // Data-parallel ranks of expert layers: world / (expert_tp * ep * pp).
+  uint64_t expert_dp() const { return world() / (uint64_t{expert_tp} * ep * pp); }
+};
+
+struct LinkSpec {
+  uint64_t gbps = 0;                // per link, gigabits per second
+  uint64_t latency_ns = 0;
+};
+
+struct ClusterSpec {
+  uint32_t gpus_per_node = 8;
+  std::string gpu_name = "H100";
+  uint64_t bf16_tflops = 989;       // dense bf16 peak
+  uint64_t hbm_gbps = 3350;         // HBM bandwidth, gigaBYTES per second
+  uint64_t memory_gib = 80;
+  uint32_t nic_count = 8;
+  LinkSpec nic{400, 5000};
+  LinkSpec nvlink{3600, 1000};      // 450 GB/s per GPU
+};
+
+// Measured compute: nanoseconds per layer type and direction, per microbatch.
+struct MeasuredCompute {
+  uint64_t fwd_ns = 0;
+  uint64_t bwd_ns = 0;
+};
+
+struct ComputeSpec {
+  double matmul_efficiency = 0.55;  // fraction of peak bf16 FLOP/s matmuls reach
+  double memory_efficiency = 0.70;  // fraction of HBM bandwidth elementwise ops reach
+  // Keys: attention, mlp, moe, embedding, output, optimizer (optimizer: fwd_ns only).
+  std::map<std::string, MeasuredCompute> table;
+};
+
+struct JobSpec {
+  std::string name;
+  ModelSpec model;
+  ParallelSpec parallel;
+  ClusterSpec cluster;
+  ComputeSpec compute;
+};
+
+// Parses YAML text. `origin` names the source in messages; `base_dir` resolves
+// a relative `compute_table:` path.
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin = "<job>",
+                                     const std::string& base_dir = ".");
+// Reads and parses a job file.
+absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path);
+
+// The divisibility and range rules (also run by ParseJobSpec). Exposed so
+// tests and programmatic callers can check a hand-built spec.
+absl::Status ValidateJobSpec(const JobSpec& spec);
+
+const char* ScheduleName(Schedule s);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_JOB_SPEC_H_

@@ -1,0 +1,12 @@
+// prism-graphgen: thin entry point; everything lives in the prism_graphgen
+// library (graphgen/cli.h).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "graphgen/cli.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  return prism::graphgen::RunGraphgenCli(args, std::cout, std::cerr);
+}

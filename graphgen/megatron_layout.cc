@@ -1,0 +1,151 @@
+#include "graphgen/megatron_layout.h"
+
+#include <algorithm>
+
+
+namespace prism::graphgen {
+namespace {
+
+constexpr std::array<std::string_view, 5> kOrder = {"tp", "cp", "ep", "dp", "pp"};
+
+int DimIndex(std::string_view name) {
+  for (size_t i = 0; i < kOrder.size(); ++i)
+    if (kOrder[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+uint64_t OrderedDims::world() const {
+  uint64_t w = 1;
+  for (uint32_t s : size) w *= s;
+  return w;
+}
+
+OrderedDims DecoderDims(const ParallelSpec& p) { return OrderedDims{{p.tp, p.cp, 1, p.dp, p.pp}}; }
+
+OrderedDims ExpertDims(const ParallelSpec& p) {
+  return OrderedDims{{p.expert_tp, 1, p.ep, static_cast<uint32_t>(p.expert_dp()), p.pp}};
+}
+
+RankGroups GroupsOf(const OrderedDims& dims, std::string_view token) {
+  std::array<bool, 5> in_group{};
+  size_t start = 0;
+  while (start <= token.size()) {
+    size_t end = token.find('-', start);
+    if (end == std::string_view::npos) end = token.size();
+    const int i = DimIndex(token.substr(start, end - start));
+    if (i >= 0) in_group[i] = true;
+    start = end + 1;
+  }
+  // Stride of each dimension in the global rank (fastest first).
+  std::array<uint64_t, 5> stride{};
+  uint64_t s = 1;
+  for (int i = 0; i < 5; ++i) {
+    stride[i] = s;
+    s *= dims.size[i];
+  }
+  std::vector<int> member_dims, group_dims;
+  for (int i = 0; i < 5; ++i) (in_group[i] ? member_dims : group_dims).push_back(i);
+  uint64_t group_size = 1;
+  for (int i : member_dims) group_size *= dims.size[i];
+  const uint64_t groups = dims.world() / group_size;
+
+  RankGroups out(groups);
+  for (uint64_t g = 0; g < groups; ++g) {
+    uint64_t base = 0, rest = g;
+    for (int i : group_dims) {
+      base += (rest % dims.size[i]) * stride[i];
+      rest /= dims.size[i];
+    }
+    out[g].reserve(group_size);
+    for (uint64_t m = 0; m < group_size; ++m) {
+      uint64_t rank = base, r = m;
+      for (int i : member_dims) {
+        rank += (r % dims.size[i]) * stride[i];
+        r /= dims.size[i];
+      }
+      out[g].push_back(static_cast<uint32_t>(rank));
+    }
+  }
+  return out;
+}
+
+std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
+  namespace pg = prism::graph;
+  const OrderedDims dec = DecoderDims(p);
+  const OrderedDims exp = ExpertDims(p);
+  std::vector<GroupKind> kinds;
+  auto add = [&](std::string slot, std::string name, pg::CommKind kind, RankGroups groups) {
+    kinds.push_back(GroupKind{std::move(slot), std::move(name), kind, std::move(groups)});
+  };
+  add("dp_cp", "DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_DP_CP, GroupsOf(dec, "dp-cp"));
+  add("dp", "DATA_PARALLEL_GROUP", pg::COMM_KIND_DP, GroupsOf(dec, "dp"));
+  add("cp", "CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_CP, GroupsOf(dec, "cp"));
+  add("mp", "MODEL_PARALLEL_GROUP", pg::COMM_KIND_MP, GroupsOf(dec, "tp-pp"));
+  add("tp", "TENSOR_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP, GroupsOf(dec, "tp"));
+
+  // Pipeline groups, each followed by its embedding and position-embedding
+  // group (Megatron creates the three inside one loop).
+  const RankGroups pipelines = GroupsOf(dec, "pp");
+  RankGroups embedding, position;
+  for (const auto& ranks : pipelines) {
+    embedding.push_back(ranks.size() == 1 ? ranks : std::vector<uint32_t>{ranks.front(), ranks.back()});
+    position.push_back({ranks.front()});
+  }
+  // Kinds stay separate lists; CreationOrder() interleaves pp[i], embd[i], pos[i].
+  add("pp", "PIPELINE_MODEL_PARALLEL_GROUP", pg::COMM_KIND_PP, pipelines);
+  add("embd", "EMBEDDING_GROUP", pg::COMM_KIND_EMBEDDING, embedding);
+  add("pos_embd", "POSITION_EMBEDDING_GROUP", pg::COMM_KIND_POSITION_EMBEDDING, position);
+
+  add("tp_dp_cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_TP_DP_CP, GroupsOf(dec, "tp-dp-cp"));
+  add("tp_dp", "TENSOR_AND_DATA_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-dp"));
+  add("tp_cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-cp"));
+
+  add("ep", "EXPERT_MODEL_PARALLEL_GROUP", pg::COMM_KIND_EP, GroupsOf(exp, "ep"));
+  add("etp", "EXPERT_TENSOR_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_TP, GroupsOf(exp, "tp"));
+  add("tp_ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP_EP, GroupsOf(exp, "tp-ep"));
+  const RankGroups tp_ep_pp = GroupsOf(exp, "tp-ep-pp");
+  add("tp_ep_pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", pg::COMM_KIND_OTHER, tp_ep_pp);
+  add("edp", "EXPERT_DATA_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_DP, GroupsOf(exp, "dp"));
+
+  // One distributed-optimizer instance: the union of all tp-ep-pp groups
+  // (every rank), PyTorch orders members ascending.
+  std::vector<uint32_t> all;
+  for (const auto& g : tp_ep_pp) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  add("dist_opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", pg::COMM_KIND_OTHER, RankGroups{all});
+  return kinds;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds) {
+  std::vector<std::pair<uint32_t, uint32_t>> order;
+  for (uint32_t k = 0; k < kinds.size(); ++k) {
+    const std::string& slot = kinds[k].slot;
+    if (slot == "embd" || slot == "pos_embd") continue;  // emitted with "pp"
+    const bool with_embeddings = slot == "pp" && k + 2 < kinds.size() && kinds[k + 1].slot == "embd" &&
+                                 kinds[k + 2].slot == "pos_embd";
+    for (uint32_t g = 0; g < kinds[k].groups.size(); ++g) {
+      order.emplace_back(k, g);
+      if (with_embeddings) {
+        order.emplace_back(k + 1, g);
+        order.emplace_back(k + 2, g);
+      }
+    }
+  }
+  return order;
+}
+
+RankCoords CoordsOf(const ParallelSpec& p, uint32_t rank) {
+  RankCoords c;
+  c.tp = rank % p.tp;
+  rank /= p.tp;
+  c.cp = rank % p.cp;
+  rank /= p.cp;
+  c.dp = rank % p.dp;
+  rank /= p.dp;
+  c.pp = rank;
+  return c;
+}
+
+}  // namespace prism::graphgen

@@ -1,0 +1,70 @@
+// Megatron-core's rank layout and the process groups it creates
+// (module: megatron layout / communicators).
+//
+// Written from the behaviour of Megatron-core's parallel_state
+// (initialize_model_parallel and its RankGenerator), default order
+// "tp-cp-ep-dp-pp" (tp fastest, pp slowest):
+//   - the decoder generator has sizes tp, cp, ep=1, dp, pp;
+//   - the expert generator has sizes expert_tp, cp=1, ep, expert_dp, pp;
+//   - a group of a token ("tp-pp") holds the ranks that differ only in the
+//     token's dimensions; members ascend; groups are listed with the
+//     remaining dimensions enumerated fastest-first.
+// Group kinds are returned in the order Megatron calls new_group for them.
+// Pure functions of their arguments; thread-safe.
+#ifndef PRISM_GRAPHGEN_MEGATRON_LAYOUT_H_
+#define PRISM_GRAPHGEN_MEGATRON_LAYOUT_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graphgen/job_spec.h"
+#include "proto/graph.pb.h"
+
+namespace prism::graphgen {
+
+using RankGroups = std::vector<std::vector<uint32_t>>;
+
+// Sizes of the five dimensions in order tp, cp, ep, dp, pp.
+struct OrderedDims {
+  std::array<uint32_t, 5> size{1, 1, 1, 1, 1};
+  uint64_t world() const;
+};
+
+// The decoder (dense) and expert generators' dimensions for a job.
+OrderedDims DecoderDims(const ParallelSpec& p);
+OrderedDims ExpertDims(const ParallelSpec& p);
+
+// Groups for `token` ("tp", "dp-cp", "tp-ep-pp", ...) over `dims`. Tokens
+// name dimensions among tp, cp, ep, dp, pp. Contract: token is well formed.
+RankGroups GroupsOf(const OrderedDims& dims, std::string_view token);
+
+// One kind of process group, e.g. all tensor-parallel groups.
+struct GroupKind {
+  std::string slot;                   // program slot name: "tp", "dp_cp", ...
+  std::string megatron_name;          // e.g. "TENSOR_MODEL_PARALLEL_GROUP"
+  prism::graph::CommKind kind = prism::graph::COMM_KIND_UNSPECIFIED;
+  RankGroups groups;                  // in creation order, members ascending
+};
+
+// Every NCCL process group Megatron-core creates for the job (gloo groups
+// excluded), in creation order.
+std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p);
+
+// (kind index, group index) pairs in the order Megatron creates the groups:
+// kind after kind, except that each pipeline group is followed by its
+// embedding and position-embedding groups (one loop in Megatron).
+std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds);
+
+// Coordinates of a global rank in the decoder layout.
+struct RankCoords {
+  uint32_t tp = 0, cp = 0, dp = 0, pp = 0;
+};
+RankCoords CoordsOf(const ParallelSpec& p, uint32_t rank);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_MEGATRON_LAYOUT_H_

@@ -1,0 +1,348 @@
+#include "graphgen/program_builder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graphgen/schedule.h"
+
+namespace prism::graphgen {
+namespace {
+
+namespace pg = prism::graph;
+
+constexpr uint32_t kComputeStream = 0;
+constexpr uint32_t kDpStream = 1;
+constexpr uint32_t kCpStream = 2;
+
+struct PendingP2P {
+  bool send = true;
+  uint32_t peer = 0;
+  uint64_t bytes = 0;
+  std::string label;
+};
+
+uint64_t PadTo(uint64_t v, uint64_t multiple) { return multiple <= 1 ? v : (v + multiple - 1) / multiple * multiple; }
+
+class StageBuilder {
+ public:
+  explicit StageBuilder(const StageInputs& in)
+      : in_(in), spec_(*in.spec), par_(in.spec->parallel), cost_(*in.cost) {
+    layers_per_chunk_ = spec_.model.layers / (par_.pp * par_.vpp);
+    attn_ = cost_.Attention();
+    mlp_ = cost_.Mlp();
+  }
+  StageBuilder(const StageBuilder&) = delete;
+  StageBuilder& operator=(const StageBuilder&) = delete;
+
+  pg::Program Build() {
+    prog_.set_name(absl::StrCat("pp-stage-", in_.stage));
+    prog_.set_streams(par_.cp > 1 ? 3 : 2);
+    for (const auto& s : in_.slot_names) prog_.add_comm_slot_names(s);
+    const uint32_t m = par_.microbatches();
+    for (const PipelineStep& step : StageSchedule(par_.schedule, par_.pp, par_.vpp, in_.stage, m)) {
+      if (step.forward) Forward(step);
+      else Backward(step, step.microbatch == m - 1);
+    }
+    FlushP2P();
+    Finalize();
+    prog_.set_static_memory_bytes(cost_.StaticBytes(dense_params_, OptimizerShards(in_.dp_cp_size)) +
+                                  cost_.StaticBytes(expert_params_, OptimizerShards(in_.edp_size)));
+    return std::move(prog_);
+  }
+
+ private:
+  bool Has(const std::string& slot) const {
+    return std::find(in_.slot_names.begin(), in_.slot_names.end(), slot) != in_.slot_names.end();
+  }
+  uint32_t Slot(const std::string& slot) const {
+    return static_cast<uint32_t>(std::find(in_.slot_names.begin(), in_.slot_names.end(), slot) -
+                                 in_.slot_names.begin());
+  }
+  uint64_t OptimizerShards(uint64_t group) const { return par_.distributed_optimizer ? group : 1; }
+  bool FirstChunk(uint32_t chunk) const { return in_.stage == 0 && chunk == 0; }
+  bool LastChunk(uint32_t chunk) const { return in_.stage == par_.pp - 1 && chunk == par_.vpp - 1; }
+  uint32_t GlobalLayer(uint32_t chunk, uint32_t i) const {
+    return (chunk * par_.pp + in_.stage) * layers_per_chunk_ + i;
+  }
+
+  pg::Op* NewOp(uint32_t stream, const std::vector<uint32_t>& deps = {}) {
+    pg::Op* op = prog_.add_ops();
+    op->set_stream(stream);
+    for (uint32_t d : deps) op->add_deps(d);
+    return op;
+  }
+  uint32_t LastIndex() const { return static_cast<uint32_t>(prog_.ops_size() - 1); }
+
+  uint32_t Compute(const std::string& label, uint64_t ns, int64_t memory_delta, uint64_t flops,
+                   std::vector<uint32_t> deps = {}) {
+    auto* c = NewOp(kComputeStream, deps)->mutable_compute();
+    c->set_duration_ns(ns);
+    c->set_label(label);
+    c->set_memory_delta_bytes(memory_delta);
+    c->set_flops(flops);
+    return LastIndex();
+  }
+
+  uint32_t Collective(const std::string& slot, pg::CollectiveKind kind, uint64_t bytes, pg::DType dtype,
+                      const std::string& label, uint32_t stream = kComputeStream,
+                      std::vector<uint32_t> deps = {}) {
+    auto* c = NewOp(stream, deps)->mutable_collective();
+    c->set_comm_slot(Slot(slot));
+    c->set_kind(kind);
+    c->set_bytes(bytes);
+    c->set_dtype(dtype);
+    c->set_label(label);
+    return LastIndex();
+  }
+
+  // ---- pipeline send/recv, coalesced like Megatron's batched p2p ----
+  void FlushP2P() {
+    if (pending_.empty()) return;
+    const bool group = pending_.size() > 1;
+    if (group) NewOp(kComputeStream)->mutable_group_start();
+    for (const PendingP2P& p : pending_) {
+      pg::Op* op = NewOp(kComputeStream);
+      if (p.send) {
+        auto* s = op->mutable_send();
+        s->set_comm_slot(Slot("pp"));
+        s->set_peer(p.peer);
+        s->set_bytes(p.bytes);
+        s->set_label(p.label);
+      } else {
+        auto* r = op->mutable_recv();
+        r->set_comm_slot(Slot("pp"));
+        r->set_peer(p.peer);
+        r->set_bytes(p.bytes);
+        r->set_label(p.label);
+      }
+    }
+    if (group) NewOp(kComputeStream)->mutable_group_end();
+    pending_.clear();
+  }
+  uint32_t PrevStage() const { return (in_.stage + par_.pp - 1) % par_.pp; }
+  uint32_t NextStage() const { return (in_.stage + 1) % par_.pp; }
+
+  // ---- tensor-parallel wrappers around a sublayer ----
+  bool Tp() const { return par_.tp > 1; }
+  void TpBefore(const std::string& l, bool fwd) {
+    if (Tp() && par_.sequence_parallel)
+      Collective("tp", pg::ALLGATHER, cost_.TpCollectiveBytes(), pg::BF16, l + (fwd ? ".tp-ag" : ".tp-ag-grad"));
+  }
+  void TpAfter(const std::string& l, bool fwd) {
+    if (!Tp()) return;
+    const uint64_t b = cost_.TpCollectiveBytes();
+    if (!par_.sequence_parallel) {
+      Collective("tp", pg::ALLREDUCE, b, pg::BF16, l + ".tp-ar");
+    } else if (fwd) {
+      Collective("tp", pg::REDUCESCATTER, b, pg::BF16, l + ".tp-rs");
+    } else {
+      Collective("tp", pg::ALLGATHER, b, pg::BF16, l + ".tp-ag-input");
+      Collective("tp", pg::REDUCESCATTER, b, pg::BF16, l + ".tp-rs-grad");
+    }
+  }
+
+  // Attention compute; with cp > 1 split into cp chunks, chunk k waiting for
+  // the k-th KV block of the ring (stream 2).
+  void AttentionCompute(const std::string& l, bool fwd) {
+    const uint64_t ns = fwd ? attn_.fwd_ns : attn_.bwd_ns;
+    const int64_t mem = fwd ? attn_.activation_bytes : -attn_.activation_bytes;
+    const uint64_t flops = fwd ? attn_.fwd_flops : 2 * attn_.fwd_flops;
+    if (par_.cp == 1) {
+      Compute(l, ns, mem, flops);
+      return;
+    }
+    const uint64_t ring_bytes = cost_.CpKvBytes() * (fwd ? 1 : 2);  // backward also returns dKV
+    const uint32_t cp = par_.cp;
+    for (uint32_t k = 0; k < cp; ++k) {
+      std::vector<uint32_t> deps;
+      if (k + 1 < cp) {
+        NewOp(kCpStream)->mutable_group_start();
+        auto* s = NewOp(kCpStream)->mutable_send();
+        s->set_comm_slot(Slot("cp"));
+        s->set_peer(1);
+        s->set_peer_relative(true);
+        s->set_bytes(ring_bytes);
+        s->set_label(l + ".cp-ring");
+        auto* r = NewOp(kCpStream)->mutable_recv();
+        r->set_comm_slot(Slot("cp"));
+        r->set_peer(cp - 1);
+        r->set_peer_relative(true);
+        r->set_bytes(ring_bytes);
+        r->set_label(l + ".cp-ring");
+        NewOp(kCpStream)->mutable_group_end();
+        ring_end_.push_back(LastIndex());
+      }
+      if (k > 0) deps.push_back(ring_end_[ring_end_.size() - (k + 1 < cp ? 2 : 1)]);
+      const int64_t chunk_mem = fwd ? (k == 0 ? mem : 0) : (k + 1 == cp ? mem : 0);
+      Compute(absl::StrCat(l, ".cp", k), ns / cp, chunk_mem, flops / cp, deps);
+    }
+    ring_end_.clear();
+  }
+
+  void MlpCompute(const std::string& l, bool fwd) {
+    const bool a2a = spec_.model.moe() && par_.ep > 1;
+    if (a2a) Collective("ep", pg::ALLTOALL, cost_.EpAlltoallBytes(), pg::BF16, l + (fwd ? ".ep-dispatch" : ".ep-combine-grad"));
+    Compute(l, fwd ? mlp_.fwd_ns : mlp_.bwd_ns, fwd ? mlp_.activation_bytes : -mlp_.activation_bytes,
+            fwd ? mlp_.fwd_flops : 2 * mlp_.fwd_flops);
+    if (a2a) Collective("ep", pg::ALLTOALL, cost_.EpAlltoallBytes(), pg::BF16, l + (fwd ? ".ep-combine" : ".ep-dispatch-grad"));
+  }
+
+  void LayerForward(uint32_t layer) {
+    const std::string a = absl::StrCat("f.L", layer, ".attn"), m = absl::StrCat("f.L", layer, ".mlp");
+    TpBefore(a, true);
+    AttentionCompute(a, true);
+    TpAfter(a, true);
+    TpBefore(m, true);
+    MlpCompute(m, true);
+    TpAfter(m, true);
+  }
+
+  void LayerBackward(uint32_t layer) {
+    const std::string a = absl::StrCat("b.L", layer, ".attn"), m = absl::StrCat("b.L", layer, ".mlp");
+    TpBefore(m, false);
+    MlpCompute(m, false);
+    TpAfter(m, false);
+    TpBefore(a, false);
+    AttentionCompute(a, false);
+    TpAfter(a, false);
+  }
+
+  void Forward(const PipelineStep& step) {
+    const uint64_t act = cost_.PpActivationBytes();
+    if (!FirstChunk(step.chunk))
+      pending_.push_back({false, PrevStage(), act, absl::StrCat("f.c", step.chunk, ".recv-act")});
+    FlushP2P();
+    if (FirstChunk(step.chunk)) {
+      const PhaseCost e = cost_.Embedding();
+      Compute("f.embedding", e.fwd_ns, e.activation_bytes, e.fwd_flops);
+      if (Tp()) {
+        Collective("tp", par_.sequence_parallel ? pg::REDUCESCATTER : pg::ALLREDUCE, cost_.TpCollectiveBytes(),
+                   pg::BF16, par_.sequence_parallel ? "f.embedding.tp-rs" : "f.embedding.tp-ar");
+      }
+    }
+    for (uint32_t i = 0; i < layers_per_chunk_; ++i) LayerForward(GlobalLayer(step.chunk, i));
+    if (LastChunk(step.chunk)) {
+      const PhaseCost o = cost_.Output();
+      TpBefore("f.output", true);
+      Compute("f.output+loss", o.fwd_ns, o.activation_bytes, o.fwd_flops);
+    } else {
+      pending_.push_back({true, NextStage(), act, absl::StrCat("f.c", step.chunk, ".send-act")});
+    }
+  }
+
+  void Backward(const PipelineStep& step, bool last_microbatch) {
+    const uint64_t act = cost_.PpActivationBytes();
+    if (!LastChunk(step.chunk))
+      pending_.push_back({false, NextStage(), act, absl::StrCat("b.c", step.chunk, ".recv-grad")});
+    FlushP2P();
+    if (LastChunk(step.chunk)) {
+      const PhaseCost o = cost_.Output();
+      Compute("b.output+loss", o.bwd_ns, -o.activation_bytes, 2 * o.fwd_flops);
+      if (Tp())
+        Collective("tp", par_.sequence_parallel ? pg::REDUCESCATTER : pg::ALLREDUCE, cost_.TpCollectiveBytes(),
+                   pg::BF16, par_.sequence_parallel ? "b.output.tp-rs-grad" : "b.output.tp-ar");
+    }
+    for (uint32_t i = layers_per_chunk_; i-- > 0;) {
+      const uint32_t layer = GlobalLayer(step.chunk, i);
+      LayerBackward(layer);
+      const bool embedding_follows = FirstChunk(step.chunk) && i == 0;
+      if (last_microbatch && !embedding_follows) ReduceLayerGrads(step.chunk, i);
+    }
+    if (FirstChunk(step.chunk)) {
+      const PhaseCost e = cost_.Embedding();
+      Compute("b.embedding", e.bwd_ns, -e.activation_bytes, 0);
+      if (last_microbatch) ReduceLayerGrads(step.chunk, 0);
+    }
+    if (!FirstChunk(step.chunk))
+      pending_.push_back({true, PrevStage(), act, absl::StrCat("b.c", step.chunk, ".send-grad")});
+  }
+
+  // ---- data-parallel gradient reduction, one bucket per layer ----
+  void ReduceLayerGrads(uint32_t chunk, uint32_t i) {
+    const uint32_t layer = GlobalLayer(chunk, i);
+    uint64_t dense = cost_.DenseParamsPerLayer();
+    if (FirstChunk(chunk) && i == 0) dense += cost_.EmbeddingParams();
+    if (LastChunk(chunk) && i == layers_per_chunk_ - 1) dense += cost_.OutputParams();
+    const uint64_t experts = cost_.ExpertParamsPerLayer();
+    dense_params_ += dense;
+    expert_params_ += experts;
+    ReduceBucket("dp_cp", in_.dp_cp_size, dense, absl::StrCat("L", layer, ".grads"));
+    if (experts > 0) ReduceBucket("edp", in_.edp_size, experts, absl::StrCat("L", layer, ".expert-grads"));
+  }
+
+  void ReduceBucket(const std::string& slot, uint64_t group, uint64_t params, const std::string& label) {
+    if (group <= 1 || !Has(slot)) return;
+    const uint32_t after = LastIndex();
+    const uint64_t grad = cost_.GradBytesPerParam();
+    const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
+    if (par_.distributed_optimizer) {
+      const uint64_t padded = PadTo(params, group);
+      dp_ops_.push_back(Collective(slot, pg::REDUCESCATTER, padded * grad, dtype, "dp." + label + ".rs", kDpStream,
+                                   {after}));
+      gathers_.push_back({slot, padded * 2, "dp." + label + ".param-ag"});
+    } else {
+      dp_ops_.push_back(Collective(slot, pg::ALLREDUCE, params * grad, dtype, "dp." + label + ".ar", kDpStream,
+                                   {after}));
+    }
+  }
+
+  // ---- after the last backward: finish grad sync, optimizer, param gather ----
+  std::vector<uint32_t> TakeDpDeps() { return std::exchange(dp_ops_, {}); }
+
+  void Finalize() {
+    const uint64_t grad = cost_.GradBytesPerParam();
+    const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
+    if (Tp() && par_.sequence_parallel) {
+      const uint64_t norms = cost_.NormParamsPerLayer() * layers_per_chunk_ * par_.vpp;
+      Collective("tp", pg::ALLREDUCE, norms * grad, dtype, "tp.layernorm-grads", kComputeStream, TakeDpDeps());
+    }
+    const bool embedding_stage = in_.stage == 0 || in_.stage == par_.pp - 1;
+    if (spec_.model.tied_embeddings && par_.pp > 1 && embedding_stage && Has("embd")) {
+      const uint64_t words = cost_.padded_vocab() / par_.tp * spec_.model.hidden;
+      Collective("embd", pg::ALLREDUCE, words * grad, dtype, "embedding-grads", kComputeStream, TakeDpDeps());
+    }
+    const std::string norm_slot = par_.distributed_optimizer ? "dist_opt" : "mp";
+    const bool norm_group_trivial = par_.distributed_optimizer ? par_.world() == 1 : par_.tp * par_.pp == 1;
+    if (Has(norm_slot) && !norm_group_trivial)
+      Collective(norm_slot, pg::ALLREDUCE, 4, pg::FP32, "grad-norm", kComputeStream, TakeDpDeps());
+    const uint64_t local = dense_params_ / OptimizerShards(in_.dp_cp_size) +
+                           expert_params_ / OptimizerShards(in_.edp_size);
+    const uint32_t opt = Compute("optimizer", cost_.OptimizerNs(local), 0, 0, TakeDpDeps());
+    bool first = true;
+    for (const auto& g : gathers_) {
+      Collective(g.slot, pg::ALLGATHER, g.bytes, pg::BF16, g.label, kDpStream,
+                 first ? std::vector<uint32_t>{opt} : std::vector<uint32_t>{});
+      first = false;
+    }
+  }
+
+  struct Gather {
+    std::string slot;
+    uint64_t bytes;
+    std::string label;
+  };
+
+  const StageInputs& in_;
+  const JobSpec& spec_;
+  const ParallelSpec& par_;
+  const CostModel& cost_;
+  uint32_t layers_per_chunk_ = 0;
+  PhaseCost attn_, mlp_;
+  pg::Program prog_;
+  std::vector<PendingP2P> pending_;
+  std::vector<uint32_t> ring_end_;
+  std::vector<uint32_t> dp_ops_;
+  std::vector<Gather> gathers_;
+  uint64_t dense_params_ = 0;
+  uint64_t expert_params_ = 0;
+};
+
+}  // namespace
+
+pg::Program BuildStageProgram(const StageInputs& in) {
+  StageBuilder b(in);
+  return b.Build();
+}
+
+}  // namespace prism::graphgen

@@ -1,0 +1,133 @@
+#include "graphgen/yaml_reader.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace prism::graphgen {
+
+absl::Status KeyError(const std::string& path, const std::string& reason) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", reason));
+}
+
+MapReader::MapReader(const YAML::Node& node, std::string path)
+    : node_(node.IsDefined() ? node : YAML::Node()), path_(std::move(path)) {}
+
+std::string MapReader::PathOf(const std::string& key) const {
+  return path_.empty() ? key : absl::StrCat(path_, ".", key);
+}
+
+absl::Status MapReader::CheckIsMap() const {
+  if (!node_.IsDefined() || node_.IsNull() || node_.IsMap()) return absl::OkStatus();
+  return KeyError(path_.empty() ? "<document>" : path_, "must be a mapping of keys to values");
+}
+
+bool MapReader::Has(const std::string& key) const {
+  return node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
+}
+
+absl::Status MapReader::Scalar(const std::string& key, YAML::Node& out) {
+  consumed_.insert(key);
+  const YAML::Node& map = node_;
+  out = map[key];
+  if (!out.IsScalar()) return KeyError(PathOf(key), "must be a single value, not a list or mapping");
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::GetUint(const std::string& key, uint64_t& out, uint64_t min_value) {
+  if (!Has(key)) {
+    consumed_.insert(key);
+    return absl::OkStatus();
+  }
+  YAML::Node v;
+  if (auto s = Scalar(key, v); !s.ok()) return s;
+  const std::string text = v.Scalar();
+  errno = 0;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE)
+    return KeyError(PathOf(key), absl::StrCat("must be a whole number, got '", text, "'"));
+  if (parsed < 0 || static_cast<uint64_t>(parsed) < min_value)
+    return KeyError(PathOf(key), absl::StrCat("must be at least ", min_value, ", got ", parsed));
+  out = static_cast<uint64_t>(parsed);
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::GetUint32(const std::string& key, uint32_t& out, uint32_t min_value) {
+  uint64_t v = out;
+  if (auto s = GetUint(key, v, min_value); !s.ok()) return s;
+  if (v > UINT32_MAX) return KeyError(PathOf(key), absl::StrCat("is too large (", v, ")"));
+  out = static_cast<uint32_t>(v);
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::GetDouble(const std::string& key, double& out, double min_exclusive,
+                                  double max_inclusive) {
+  if (!Has(key)) {
+    consumed_.insert(key);
+    return absl::OkStatus();
+  }
+  YAML::Node v;
+  if (auto s = Scalar(key, v); !s.ok()) return s;
+  const std::string text = v.Scalar();
+  char* end = nullptr;
+  const double parsed = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(parsed))
+    return KeyError(PathOf(key), absl::StrCat("must be a number, got '", text, "'"));
+  if (!(parsed > min_exclusive && parsed <= max_inclusive))
+    return KeyError(PathOf(key), absl::StrCat("must be in (", min_exclusive, ", ", max_inclusive, "], got ",
+                                              text));
+  out = parsed;
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::GetBool(const std::string& key, bool& out) {
+  if (!Has(key)) {
+    consumed_.insert(key);
+    return absl::OkStatus();
+  }
+  YAML::Node v;
+  if (auto s = Scalar(key, v); !s.ok()) return s;
+  const std::string& t = v.Scalar();
+  if (t == "true" || t == "True" || t == "yes" || t == "on") out = true;
+  else if (t == "false" || t == "False" || t == "no" || t == "off") out = false;
+  else return KeyError(PathOf(key), absl::StrCat("must be true or false, got '", t, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::GetString(const std::string& key, std::string& out) {
+  if (!Has(key)) {
+    consumed_.insert(key);
+    return absl::OkStatus();
+  }
+  YAML::Node v;
+  if (auto s = Scalar(key, v); !s.ok()) return s;
+  out = v.Scalar();
+  return absl::OkStatus();
+}
+
+YAML::Node MapReader::Child(const std::string& key) {
+  consumed_.insert(key);
+  if (!node_.IsMap()) return YAML::Node();
+  const YAML::Node& map = node_;
+  return map[key];
+}
+
+absl::Status MapReader::Finish() const {
+  if (!node_.IsMap()) return absl::OkStatus();
+  for (const auto& kv : node_) {
+    std::string key;
+    try {
+      key = kv.first.as<std::string>();
+    } catch (const YAML::Exception&) {
+      return KeyError(path_.empty() ? "<document>" : path_, "has a key that is not a plain string");
+    }
+    if (!consumed_.contains(key))
+      return KeyError(PathOf(key), "unknown key (check the spelling; docs/graphgen.md lists the keys)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace prism::graphgen
