@@ -1,0 +1,142 @@
+// The exported C ABI: ncclNetPlugin_v11 and ncclNetPlugin_v10. Every entry
+// is a thin wrapper that forwards to Plugin and turns any C++ exception into
+// an ncclResult_t (nothing may unwind into NCCL).
+#include <cstring>
+#include <exception>
+
+#include "plugin/nccl_net_abi.h"
+#include "plugin/plugin.h"
+
+namespace prism::plugin {
+namespace {
+
+template <typename Fn>
+prism_ncclResult_t Guard(const char* what, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    PRISM_WARN(ThePlugin().logger(), "%s: out of memory", what);
+    return prism_ncclSystemError;
+  } catch (const std::exception& e) {
+    PRISM_WARN(ThePlugin().logger(), "%s: internal error: %s", what, e.what());
+    return prism_ncclInternalError;
+  } catch (...) {
+    PRISM_WARN(ThePlugin().logger(), "%s: internal error (unknown exception)", what);
+    return prism_ncclInternalError;
+  }
+}
+
+#define PRISM_GUARD(name, expr) Guard(name, [&]() -> prism_ncclResult_t { return expr; })
+
+// ---- shared between v10 and v11 ----
+prism_ncclResult_t Devices(int* ndev) { return PRISM_GUARD("devices", ThePlugin().Devices(ndev)); }
+prism_ncclResult_t Accept(void* l, void** rc, prism_ncclNetDeviceHandle_t** dev) {
+  if (dev != nullptr) *dev = nullptr;
+  return PRISM_GUARD("accept", ThePlugin().Accept(l, rc));
+}
+prism_ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mh) {
+  return PRISM_GUARD("regMr", ThePlugin().RegMr(comm, data, size, type, mh));
+}
+prism_ncclResult_t RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                               int fd, void** mh) {
+  return PRISM_GUARD("regMrDmaBuf", ThePlugin().RegMr(comm, data, size, type, mh));
+}
+prism_ncclResult_t DeregMr(void* comm, void* mh) {
+  return PRISM_GUARD("deregMr", ThePlugin().DeregMr(comm, mh));
+}
+prism_ncclResult_t Isend(void* comm, void* data, size_t size, int tag, void* mh, void* ph,
+                         void** req) {
+  return PRISM_GUARD("isend", ThePlugin().Isend(comm, data, size, tag, mh, req));
+}
+prism_ncclResult_t Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
+                         void** phs, void** req) {
+  return PRISM_GUARD("irecv", ThePlugin().Irecv(comm, n, data, sizes, tags, mhs, req));
+}
+prism_ncclResult_t Iflush(void* comm, int n, void** data, int* sizes, void** mhs, void** req) {
+  return PRISM_GUARD("iflush", ThePlugin().Iflush(comm, n, data, sizes, mhs, req));
+}
+prism_ncclResult_t Test(void* req, int* done, int* sizes) {
+  return PRISM_GUARD("test", ThePlugin().Test(req, done, sizes));
+}
+prism_ncclResult_t CloseSend(void* comm) {
+  return PRISM_GUARD("closeSend", ThePlugin().CloseComm(comm));
+}
+prism_ncclResult_t CloseRecv(void* comm) {
+  return PRISM_GUARD("closeRecv", ThePlugin().CloseComm(comm));
+}
+prism_ncclResult_t CloseListen(void* comm) {
+  return PRISM_GUARD("closeListen", ThePlugin().CloseListen(comm));
+}
+
+// ---- v11 ----
+prism_ncclResult_t InitV11(void** ctx, uint64_t comm_id, prism_ncclNetCommConfig_t* config,
+                           prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof) {
+  return PRISM_GUARD("init", ThePlugin().Init(logger, comm_id, ctx));
+}
+prism_ncclResult_t GetPropertiesV11(int dev, prism_ncclNetProperties_v11_t* props) {
+  return PRISM_GUARD("getProperties", ThePlugin().GetProperties(dev, props));
+}
+prism_ncclResult_t ListenV11(void* ctx, int dev, void* handle, void** lc) {
+  return PRISM_GUARD("listen", ThePlugin().Listen(ctx, dev, handle, lc));
+}
+prism_ncclResult_t ConnectV11(void* ctx, int dev, void* handle, void** sc,
+                              prism_ncclNetDeviceHandle_t** devc) {
+  if (devc != nullptr) *devc = nullptr;
+  return PRISM_GUARD("connect", ThePlugin().Connect(ctx, dev, handle, sc));
+}
+prism_ncclResult_t FinalizeV11(void* ctx) {
+  return PRISM_GUARD("finalize", ThePlugin().Finalize(ctx));
+}
+prism_ncclResult_t SetNetAttrV11(void* ctx, prism_ncclNetAttr_v11_t* attr) {
+  return prism_ncclSuccess;  // hints only; the modelled links do not depend on them
+}
+
+// ---- v10 ----
+prism_ncclResult_t InitV10(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof) {
+  return PRISM_GUARD("init", ThePlugin().Init(logger, 0, nullptr));
+}
+prism_ncclResult_t GetPropertiesV10(int dev, prism_ncclNetProperties_v10_t* props) {
+  return PRISM_GUARD("getProperties", [&] {
+    prism_ncclNetProperties_v11_t p11;
+    prism_ncclResult_t r = ThePlugin().GetProperties(dev, &p11);
+    if (r == prism_ncclSuccess) {
+      static_assert(sizeof(*props) <= sizeof(p11));
+      std::memcpy(props, &p11, sizeof(*props));  // v10 is v11 without the last field
+    }
+    return r;
+  }());
+}
+prism_ncclResult_t ListenV10(int dev, void* handle, void** lc) {
+  return PRISM_GUARD("listen", ThePlugin().Listen(nullptr, dev, handle, lc));
+}
+prism_ncclResult_t ConnectV10(int dev, prism_ncclNetCommConfig_t* config, void* handle,
+                              void** sc, prism_ncclNetDeviceHandle_t** devc) {
+  if (devc != nullptr) *devc = nullptr;
+  return PRISM_GUARD("connect", ThePlugin().Connect(nullptr, dev, handle, sc));
+}
+
+}  // namespace
+}  // namespace prism::plugin
+
+namespace pp = prism::plugin;
+
+extern "C" {
+
+__attribute__((visibility("default"))) prism_ncclNet_v11_t ncclNetPlugin_v11 = {
+    pp::kPluginName, pp::InitV11,   pp::Devices,     pp::GetPropertiesV11, pp::ListenV11,
+    pp::ConnectV11,  pp::Accept,    pp::RegMr,       pp::RegMrDmaBuf,      pp::DeregMr,
+    pp::Isend,       pp::Irecv,     pp::Iflush,      pp::Test,             pp::CloseSend,
+    pp::CloseRecv,   pp::CloseListen,
+    /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr, /*makeVDevice=*/nullptr,
+    pp::FinalizeV11, pp::SetNetAttrV11,
+};
+
+__attribute__((visibility("default"))) prism_ncclNet_v10_t ncclNetPlugin_v10 = {
+    pp::kPluginName, pp::InitV10,   pp::Devices,     pp::GetPropertiesV10, pp::ListenV10,
+    pp::ConnectV10,  pp::Accept,    pp::RegMr,       pp::RegMrDmaBuf,      pp::DeregMr,
+    pp::Isend,       pp::Irecv,     pp::Iflush,      pp::Test,             pp::CloseSend,
+    pp::CloseRecv,   pp::CloseListen,
+    /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr, /*makeVDevice=*/nullptr,
+};
+
+}  // extern "C"

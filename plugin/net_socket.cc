@@ -1,0 +1,164 @@
+#include "plugin/net_socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace prism::plugin {
+namespace {
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void Tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+sockaddr_in MakeAddr(uint32_t ipv4_be, uint16_t port_be) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = ipv4_be;
+  a.sin_port = port_be;
+  return a;
+}
+
+}  // namespace
+
+bool ChooseLocalIpv4(const std::string& ifaddr, uint32_t* ipv4_be, std::string* why) {
+  if (!ifaddr.empty()) {
+    in_addr a{};
+    if (inet_pton(AF_INET, ifaddr.c_str(), &a) != 1) {
+      *why = "PRISM_SOCKET_IFADDR='" + ifaddr + "' is not an IPv4 address (e.g. 10.0.0.5)";
+      return false;
+    }
+    *ipv4_be = a.s_addr;
+    return true;
+  }
+  *ipv4_be = htonl(INADDR_LOOPBACK);
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return true;
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    if ((it->ifa_flags & IFF_UP) == 0 || (it->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    *ipv4_be = reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr.s_addr;
+    break;
+  }
+  freeifaddrs(list);
+  return true;
+}
+
+int OpenListener(uint32_t ipv4_be, uint16_t* port_be, std::string* why) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = Errno("socket");
+    return -1;
+  }
+  sockaddr_in a = MakeAddr(ipv4_be, 0);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    *why = Errno(("bind " + Ipv4ToString(ipv4_be, 0)).c_str());
+    close(fd);
+    return -1;
+  }
+  if (listen(fd, 1024) != 0) {
+    *why = Errno("listen");
+    close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port_be = a.sin_port;
+  return fd;
+}
+
+int StartConnect(uint32_t ipv4_be, uint16_t port_be, std::string* why) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = Errno("socket");
+    return -1;
+  }
+  Tune(fd);
+  sockaddr_in a = MakeAddr(ipv4_be, port_be);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    *why = Errno(("connect " + Ipv4ToString(ipv4_be, port_be)).c_str());
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+ConnectState PollConnect(int fd, std::string* why) {
+  pollfd p{fd, POLLOUT, 0};
+  int n = poll(&p, 1, 0);
+  if (n == 0) return ConnectState::kInProgress;
+  if (n < 0) return errno == EINTR ? ConnectState::kInProgress : ConnectState::kFailed;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err == 0) return ConnectState::kConnected;
+  *why = std::string("connect: ") + std::strerror(err);
+  if (err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET) return ConnectState::kRefused;
+  return ConnectState::kFailed;
+}
+
+int AcceptOne(int listen_fd, bool* again, std::string* why) {
+  *again = false;
+  for (;;) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Tune(fd);
+      return fd;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) {
+      *again = true;
+      return -1;
+    }
+    *why = Errno("accept");
+    return -1;
+  }
+}
+
+long WriteSome(int fd, const void* buf, size_t len, std::string* why) {
+  for (;;) {
+    ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    *why = Errno("send to peer");
+    return -1;
+  }
+}
+
+long ReadSome(int fd, void* buf, size_t len, std::string* why) {
+  for (;;) {
+    ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+    if (n > 0) return n;
+    if (n == 0) {
+      *why = "peer closed the connection";
+      return -1;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    *why = Errno("recv from peer");
+    return -1;
+  }
+}
+
+std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be) {
+  char text[INET_ADDRSTRLEN] = {};
+  in_addr a{};
+  a.s_addr = ipv4_be;
+  inet_ntop(AF_INET, &a, text, sizeof(text));
+  return std::string(text) + ":" + std::to_string(ntohs(port_be));
+}
+
+}  // namespace prism::plugin

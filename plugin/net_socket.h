@@ -1,0 +1,40 @@
+// Small POSIX TCP helpers for the real-peer transport. All sockets are
+// non-blocking, TCP_NODELAY, close-on-exec. Functions return false/-1 and
+// fill `*why` (strerror text plus context) on failure; they never block.
+#ifndef PRISM_PLUGIN_NET_SOCKET_H_
+#define PRISM_PLUGIN_NET_SOCKET_H_
+
+#include <cstdint>
+#include <string>
+
+namespace prism::plugin {
+
+// The IPv4 address (network order) real peers should dial: `ifaddr` if
+// non-empty (must parse), else the first up, non-loopback IPv4 interface,
+// else 127.0.0.1.
+bool ChooseLocalIpv4(const std::string& ifaddr, uint32_t* ipv4_be, std::string* why);
+
+// Listening socket on ipv4_be:ephemeral port; returns fd and the port.
+int OpenListener(uint32_t ipv4_be, uint16_t* port_be, std::string* why);
+
+// Starts a non-blocking connect; returns the fd (connect may be in progress).
+int StartConnect(uint32_t ipv4_be, uint16_t port_be, std::string* why);
+
+enum class ConnectState { kInProgress, kConnected, kRefused, kFailed };
+// Checks a connect started by StartConnect without blocking.
+ConnectState PollConnect(int fd, std::string* why);
+
+// accept4 on a non-blocking listener: fd, or -1 with *again=true when none
+// is pending.
+int AcceptOne(int listen_fd, bool* again, std::string* why);
+
+// Non-blocking I/O that retries EINTR: bytes moved (>0), 0 on EAGAIN,
+// -1 on error or (for reads) end of stream (`*why` says which).
+long WriteSome(int fd, const void* buf, size_t len, std::string* why);
+long ReadSome(int fd, void* buf, size_t len, std::string* why);
+
+std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be);
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_NET_SOCKET_H_

@@ -1,0 +1,101 @@
+// The plugin's behaviour behind the C ABI (abi_shim.cc is the only caller).
+// One Plugin exists per process (NCCL's v10 ABI has no context argument);
+// it is created on first use and deliberately never destroyed, so that exit
+// and fork children never run its destructor.
+//
+// Thread-safety: every method may be called from any thread; per-comm calls
+// follow NCCL's one-thread-per-comm rule (comm.h).
+#ifndef PRISM_PLUGIN_PLUGIN_H_
+#define PRISM_PLUGIN_PLUGIN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin/comm.h"
+#include "plugin/cuda_copy.h"
+#include "plugin/log.h"
+#include "plugin/nccl_net_abi.h"
+#include "plugin/settings.h"
+#include "plugin/virtual_peers.h"
+
+namespace prism::plugin {
+
+inline constexpr const char* kPluginName = "Prism";
+inline constexpr const char* kPluginVersion = "0.1.0";
+
+// One NCCL net context (v11: one per communicator init; v10: one per process).
+class NetContext {
+ public:
+  NetContext(const CommEnv& env, uint64_t comm_id) : env_(env), comm_id_(comm_id) {}
+  NetContext(const NetContext&) = delete;
+  NetContext& operator=(const NetContext&) = delete;
+
+  uint64_t comm_id() const { return comm_id_; }
+  // Created on first call (no gRPC before a virtual peer may exist).
+  VirtualPeers& virtual_peers();
+  // Null until virtual_peers() was called.
+  VirtualPeers* virtual_peers_if_any();
+
+ private:
+  CommEnv env_;
+  uint64_t comm_id_;
+  std::mutex mu_;
+  std::unique_ptr<VirtualPeers> virtual_peers_;
+};
+
+class Plugin {
+ public:
+  Plugin() = default;
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  // v11: a fresh context per call; v10 (ctx == nullptr): the process context.
+  Result Init(prism_ncclDebugLogger_t logger, uint64_t comm_id, void** ctx);
+  Result Devices(int* ndev);
+  Result GetProperties(int dev, prism_ncclNetProperties_v11_t* props);
+  Result Listen(void* ctx, int dev, void* handle, void** listen_comm);
+  Result Connect(void* ctx, int dev, void* handle, void** send_comm);
+  Result Accept(void* listen_comm, void** recv_comm);
+  Result RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+  Result DeregMr(void* comm, void* mhandle);
+  Result Isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
+  Result Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+               void** request);
+  Result Iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request);
+  Result Test(void* request, int* done, int* sizes);
+  Result CloseComm(void* comm);
+  Result CloseListen(void* listen_comm);
+  Result Finalize(void* ctx);
+
+  // The v10 process-wide context (created by the first v10 init).
+  NetContext* process_context() { return process_context_; }
+  const Logger& logger() const { return logger_; }
+
+ private:
+  Result InitOnce();
+  NetContext* ContextOrDefault(void* ctx);
+
+  std::once_flag once_;
+  Result once_result_ = prism_ncclSuccess;
+  Settings settings_;
+  Logger logger_;
+  CudaCopier cuda_;
+  CommEnv env_;
+  std::vector<std::string> nic_names_;
+  uint32_t local_ipv4_be_ = 0;
+  std::atomic<uint64_t> listen_counter_{0};
+  uint64_t listen_id_base_ = 0;
+  std::mutex mu_;
+  NetContext* process_context_ = nullptr;
+};
+
+// The process's Plugin (never destroyed).
+Plugin& ThePlugin();
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_PLUGIN_H_

@@ -1,0 +1,160 @@
+// Send and receive comms between two plugin instances over TCP (real peers).
+// Wire format: real_wire.h. Link shaping: link_model.h (the sender's model is
+// authoritative: it stamps the delivery time into each message header).
+//
+// Each comm owns its sockets and one progress thread. NCCL's proxy thread
+// posts requests through a lock-free SPSC ring; the progress thread moves
+// bytes and publishes completion through the request's atomics; test() only
+// reads those atomics and the clock. At most kPrismNetMaxRequests requests
+// are in flight per comm: isend/irecv return a NULL request beyond that
+// (NCCL retries later).
+#ifndef PRISM_PLUGIN_REAL_COMMS_H_
+#define PRISM_PLUGIN_REAL_COMMS_H_
+
+#include <sys/uio.h>
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/comm.h"
+#include "plugin/link_model.h"
+#include "plugin/progress_thread.h"
+#include "plugin/real_wire.h"
+#include "plugin/spsc_ring.h"
+
+namespace prism::plugin {
+
+inline constexpr int kMaxGroupedRecvs = 8;
+
+// State shared by both directions: the broken flag and its reason.
+class CommFailure {
+ public:
+  void Set(std::string why) {
+    if (broken_.load(std::memory_order_acquire)) return;
+    why_ = std::move(why);
+    broken_.store(true, std::memory_order_release);
+  }
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  const std::string& why() const { return why_; }  // valid once broken()
+
+ private:
+  std::atomic<bool> broken_{false};
+  std::string why_;
+};
+
+class RealSendComm final : public NetComm {
+ public:
+  // Takes ownership of `fds` (connected, hellos written, non-blocking).
+  RealSendComm(const CommEnv& env, std::vector<int> fds, std::string peer);
+  ~RealSendComm() override;
+  RealSendComm(const RealSendComm&) = delete;
+  RealSendComm& operator=(const RealSendComm&) = delete;
+
+  Result Isend(void* data, size_t size, int tag, const MemRegion* mr, void** request) override;
+  void Close() override;
+
+ private:
+  struct SendRequest final : Request {
+    RealSendComm* owner = nullptr;
+    bool in_use = false;
+    const char* data = nullptr;
+    bool gpu = false;
+    MessageHeader header{};
+    int64_t wire_done_ns = 0;
+    std::vector<char> staging;   // GPU payload copied to host (progress thread)
+    int items_left = 0;          // progress thread
+    std::atomic<int64_t> ready_at{-1};
+    Result Test(int* done, int* sizes) override;
+  };
+  struct WriteItem {
+    SendRequest* req;
+    const char* ptr;
+    size_t left;
+  };
+
+  bool Step(bool* progressed);
+  bool StartRequest(SendRequest* req);
+  bool Pump(size_t sock, bool* progressed);
+  void FillPoll(std::vector<pollfd>* fds);
+
+  CommEnv env_;
+  std::string peer_;
+  std::vector<int> fds_;
+  std::vector<std::deque<WriteItem>> queues_;
+  std::array<SendRequest, kPrismNetMaxRequests> pool_;
+  SpscRing<SendRequest*, 64> submit_;
+  LinkModel link_;
+  uint64_t next_seq_ = 0;
+  CommFailure failure_;
+  bool warned_ = false;
+  ProgressThread progress_;
+};
+
+class RealRecvComm final : public NetComm {
+ public:
+  RealRecvComm(const CommEnv& env, std::vector<int> fds, std::string peer);
+  ~RealRecvComm() override;
+  RealRecvComm(const RealRecvComm&) = delete;
+  RealRecvComm& operator=(const RealRecvComm&) = delete;
+
+  Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
+               const MemRegion* const* mrs, void** request) override;
+  void Close() override;
+
+ private:
+  struct Slot {
+    char* user = nullptr;
+    uint64_t max_size = 0;
+    int tag = 0;
+    bool gpu = false;
+    bool matched = false;
+    uint64_t size = 0;
+    int chunks_left = 0;
+    std::vector<char> staging;
+  };
+  struct RecvRequest final : Request {
+    RealRecvComm* owner = nullptr;
+    bool in_use = false;
+    int n = 0;
+    std::array<Slot, kMaxGroupedRecvs> slots;
+    int unmatched = 0;           // progress thread
+    int slots_left = 0;          // progress thread
+    int64_t deliver_ns = 0;      // progress thread
+    std::atomic<int64_t> ready_at{-1};
+    Result Test(int* done, int* sizes) override;
+  };
+  struct ReadItem {
+    RecvRequest* req;
+    int slot;
+    char* ptr;
+    size_t left;
+  };
+
+  bool Step(bool* progressed);
+  bool Pump(size_t sock, bool* progressed);
+  bool TryMatchHeader(bool* matched);
+  bool SlotFilled(RecvRequest* req, int slot);
+  void FillPoll(std::vector<pollfd>* fds);
+
+  CommEnv env_;
+  std::string peer_;
+  std::vector<int> fds_;
+  std::vector<std::deque<ReadItem>> queues_;
+  std::array<RecvRequest, kPrismNetMaxRequests> pool_;
+  SpscRing<RecvRequest*, 64> submit_;
+  std::deque<RecvRequest*> posted_;   // progress thread: not fully matched yet
+  MessageHeader header_{};
+  size_t header_got_ = 0;             // bytes of header_ read so far
+  bool eof_ = false;                  // sender closed between messages
+  CommFailure failure_;
+  bool warned_ = false;
+  ProgressThread progress_;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_REAL_COMMS_H_

@@ -1,0 +1,184 @@
+#include "plugin/real_handshake.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "plugin/clock.h"
+#include "plugin/net_socket.h"
+#include "plugin/real_comms.h"
+
+namespace prism::plugin {
+
+ListenComm::ListenComm(const CommEnv& env, int listen_fd, const RealListenHandle& handle,
+                       VirtualAcceptFn virtual_accept)
+    : env_(env), listen_fd_(listen_fd), handle_(handle), virtual_accept_(std::move(virtual_accept)) {}
+
+ListenComm::~ListenComm() {
+  close(listen_fd_);
+  for (Incoming& in : incoming_) close(in.fd);
+  for (auto& [nonce, group] : groups_) {
+    for (Incoming& in : group) close(in.fd);
+  }
+}
+
+Result ListenComm::AcceptPending() {
+  for (;;) {
+    bool again = false;
+    std::string why;
+    int fd = AcceptOne(listen_fd_, &again, &why);
+    if (fd >= 0) {
+      incoming_.push_back(Incoming{fd, {}, 0});
+      continue;
+    }
+    if (again) return prism_ncclSuccess;
+    PRISM_WARN(*env_.logger, "accept on %s failed: %s",
+               Ipv4ToString(handle_.ipv4_be, handle_.port_be).c_str(), why.c_str());
+    return prism_ncclSystemError;
+  }
+}
+
+Result ListenComm::ReadHellos() {
+  for (size_t i = 0; i < incoming_.size();) {
+    Incoming& in = incoming_[i];
+    std::string why;
+    long got = ReadSome(in.fd, reinterpret_cast<char*>(&in.hello) + in.got,
+                        sizeof(SocketHello) - in.got, &why);
+    bool drop = got < 0;
+    if (got > 0) in.got += static_cast<size_t>(got);
+    if (in.got == sizeof(SocketHello)) {
+      const SocketHello& h = in.hello;
+      if (h.magic != kRealHandleMagic || h.listen_id != handle_.listen_id || h.nsocks == 0 ||
+          h.nsocks > 16 || h.index >= h.nsocks) {
+        PRISM_WARN(*env_.logger, "dropping a connection with a wrong hello on listen id %llx",
+                   static_cast<unsigned long long>(handle_.listen_id));
+        drop = true;
+      } else {
+        groups_[h.comm_nonce].push_back(in);
+        incoming_.erase(incoming_.begin() + static_cast<long>(i));
+        continue;
+      }
+    }
+    if (drop) {
+      close(in.fd);
+      incoming_.erase(incoming_.begin() + static_cast<long>(i));
+      continue;
+    }
+    ++i;
+  }
+  return prism_ncclSuccess;
+}
+
+std::unique_ptr<NetComm> ListenComm::TakeCompleteGroup() {
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    std::vector<Incoming>& g = it->second;
+    const uint32_t nsocks = g.front().hello.nsocks;
+    if (g.size() < nsocks) continue;
+    std::vector<int> fds(nsocks, -1);
+    for (const Incoming& in : g) fds[in.hello.index] = in.fd;
+    groups_.erase(it);
+    const std::string peer = "listen " + Ipv4ToString(handle_.ipv4_be, handle_.port_be);
+    return std::make_unique<RealRecvComm>(env_, std::move(fds), peer);
+  }
+  return nullptr;
+}
+
+Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
+  comm->reset();
+  if (virtual_accept_) {
+    *comm = virtual_accept_(handle_.listen_id);
+    if (*comm) return prism_ncclSuccess;
+  }
+  Result r = AcceptPending();
+  if (r != prism_ncclSuccess) return r;
+  r = ReadHellos();
+  if (r != prism_ncclSuccess) return r;
+  *comm = TakeCompleteGroup();
+  return prism_ncclSuccess;
+}
+
+PendingConnect::PendingConnect(const CommEnv& env, const RealListenHandle& handle)
+    : env_(env),
+      handle_(handle),
+      peer_(Ipv4ToString(handle.ipv4_be, handle.port_be)),
+      nonce_(std::random_device{}() * 0x100000001ull ^ static_cast<uint64_t>(MonoNowNs())),
+      deadline_ns_(MonoNowNs() + env.settings->connect_timeout_ms * 1000000),
+      socks_(static_cast<size_t>(env.settings->socks_per_comm)) {}
+
+PendingConnect::~PendingConnect() {
+  for (Sock& s : socks_) {
+    if (s.fd >= 0) close(s.fd);
+  }
+}
+
+Result PendingConnect::StepSocket(Sock& s, uint32_t index) {
+  std::string why;
+  if (s.fd < 0) {
+    if (MonoNowNs() < s.retry_at_ns) return prism_ncclSuccess;
+    s.fd = StartConnect(handle_.ipv4_be, handle_.port_be, &why);
+    if (s.fd < 0) {
+      PRISM_WARN(*env_.logger, "connect to %s failed: %s", peer_.c_str(), why.c_str());
+      return prism_ncclSystemError;
+    }
+  }
+  if (!s.connected) {
+    switch (PollConnect(s.fd, &why)) {
+      case ConnectState::kInProgress:
+        return prism_ncclSuccess;
+      case ConnectState::kConnected:
+        s.connected = true;
+        break;
+      case ConnectState::kRefused:
+        close(s.fd);
+        s.fd = -1;
+        s.retry_at_ns = MonoNowNs() + 10000000;  // retry in 10 ms
+        return prism_ncclSuccess;
+      case ConnectState::kFailed:
+        PRISM_WARN(*env_.logger, "connect to %s failed: %s", peer_.c_str(), why.c_str());
+        return prism_ncclSystemError;
+    }
+  }
+  const SocketHello hello{kRealHandleMagic, handle_.listen_id, nonce_, index,
+                          static_cast<uint32_t>(socks_.size())};
+  while (s.hello_sent < sizeof(hello)) {
+    long n = WriteSome(s.fd, reinterpret_cast<const char*>(&hello) + s.hello_sent,
+                       sizeof(hello) - s.hello_sent, &why);
+    if (n < 0) {
+      PRISM_WARN(*env_.logger, "handshake with %s failed: %s", peer_.c_str(), why.c_str());
+      return prism_ncclSystemError;
+    }
+    if (n == 0) return prism_ncclSuccess;
+    s.hello_sent += static_cast<size_t>(n);
+  }
+  return prism_ncclSuccess;
+}
+
+Result PendingConnect::Step(std::unique_ptr<NetComm>* comm) {
+  comm->reset();
+  bool all_done = true;
+  for (size_t i = 0; i < socks_.size(); ++i) {
+    Result r = StepSocket(socks_[i], static_cast<uint32_t>(i));
+    if (r != prism_ncclSuccess) return r;
+    all_done = all_done && socks_[i].hello_sent == sizeof(SocketHello);
+  }
+  if (!all_done) {
+    if (MonoNowNs() > deadline_ns_) {
+      PRISM_WARN(*env_.logger,
+                 "connect to %s (pid %u) did not complete within PRISM_CONNECT_TIMEOUT_MS=%lld; "
+                 "is the peer alive and the address reachable (PRISM_SOCKET_IFADDR)?",
+                 peer_.c_str(), handle_.pid,
+                 static_cast<long long>(env_.settings->connect_timeout_ms));
+      return prism_ncclSystemError;
+    }
+    return prism_ncclSuccess;
+  }
+  std::vector<int> fds;
+  for (Sock& s : socks_) {
+    fds.push_back(s.fd);
+    s.fd = -1;
+  }
+  *comm = std::make_unique<RealSendComm>(env_, std::move(fds), peer_);
+  return prism_ncclSuccess;
+}
+
+}  // namespace prism::plugin

@@ -1,0 +1,89 @@
+// Non-blocking connection setup between real peers (wire format: real_wire.h).
+// Neither class ever blocks: NCCL's proxy thread calls accept()/connect()
+// again while they report "not yet" (NULL comm).
+#ifndef PRISM_PLUGIN_REAL_HANDSHAKE_H_
+#define PRISM_PLUGIN_REAL_HANDSHAKE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/net_handles.h"
+#include "plugin/comm.h"
+#include "plugin/real_wire.h"
+
+namespace prism::plugin {
+
+// A listen comm: the TCP listener behind a RealListenHandle, plus a hook the
+// virtual-peer layer uses to hand out receive comms for virtual senders.
+// Used by one thread at a time (NCCL's proxy thread).
+class ListenComm {
+ public:
+  // Returns a comm for a virtual sender waiting on `listen_id`, or null.
+  using VirtualAcceptFn = std::function<std::unique_ptr<NetComm>(uint64_t listen_id)>;
+
+  // Takes ownership of `listen_fd`.
+  ListenComm(const CommEnv& env, int listen_fd, const RealListenHandle& handle,
+             VirtualAcceptFn virtual_accept);
+  ~ListenComm();
+  ListenComm(const ListenComm&) = delete;
+  ListenComm& operator=(const ListenComm&) = delete;
+
+  // Sets `*comm` to a new receive comm when one is ready, else null.
+  Result Accept(std::unique_ptr<NetComm>* comm);
+  const RealListenHandle& handle() const { return handle_; }
+
+ private:
+  struct Incoming {
+    int fd = -1;
+    SocketHello hello{};
+    size_t got = 0;
+  };
+  Result AcceptPending();
+  Result ReadHellos();
+  std::unique_ptr<NetComm> TakeCompleteGroup();
+
+  CommEnv env_;
+  int listen_fd_;
+  RealListenHandle handle_;
+  VirtualAcceptFn virtual_accept_;
+  std::vector<Incoming> incoming_;                 // hello not complete yet
+  std::map<uint64_t, std::vector<Incoming>> groups_;  // by comm_nonce
+};
+
+// The sender side of one connection being set up.
+class PendingConnect {
+ public:
+  PendingConnect(const CommEnv& env, const RealListenHandle& handle);
+  ~PendingConnect();
+  PendingConnect(const PendingConnect&) = delete;
+  PendingConnect& operator=(const PendingConnect&) = delete;
+
+  // Advances without blocking. Success with null `*comm`: call again.
+  // Success with `*comm`: done (this object may be deleted). Error: failed,
+  // with a warning logged.
+  Result Step(std::unique_ptr<NetComm>* comm);
+
+ private:
+  struct Sock {
+    int fd = -1;
+    bool connected = false;
+    size_t hello_sent = 0;
+    int64_t retry_at_ns = 0;
+  };
+  Result StepSocket(Sock& s, uint32_t index);
+
+  CommEnv env_;
+  RealListenHandle handle_;
+  std::string peer_;
+  uint64_t nonce_;
+  int64_t deadline_ns_;
+  std::vector<Sock> socks_;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_REAL_HANDSHAKE_H_

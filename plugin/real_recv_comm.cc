@@ -1,0 +1,223 @@
+#include <unistd.h>
+
+#include <cstring>
+
+#include "plugin/clock.h"
+#include "plugin/net_socket.h"
+#include "plugin/real_comms.h"
+
+namespace prism::plugin {
+
+RealRecvComm::RealRecvComm(const CommEnv& env, std::vector<int> fds, std::string peer)
+    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
+  for (RecvRequest& r : pool_) r.owner = this;
+  progress_.Start(
+      env_.settings->spin_ns, [this](bool* p) { return Step(p); },
+      [this](std::vector<pollfd>* f) { FillPoll(f); }, [this] { return !submit_.Empty(); });
+}
+
+RealRecvComm::~RealRecvComm() { Close(); }
+
+void RealRecvComm::Close() {
+  progress_.Stop();
+  for (int fd : fds_) close(fd);
+  fds_.clear();
+}
+
+Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
+                           const MemRegion* const* mrs, void** request) {
+  *request = nullptr;
+  if (n < 1 || n > kMaxGroupedRecvs) {
+    PRISM_WARN(*env_.logger, "irecv with n=%d; this plugin groups 1..%d receives", n,
+               kMaxGroupedRecvs);
+    return prism_ncclInvalidArgument;
+  }
+  if (failure_.broken()) {
+    if (!warned_) PRISM_WARN(*env_.logger, "receive from %s failed: %s", peer_.c_str(), failure_.why().c_str());
+    warned_ = true;
+    return prism_ncclSystemError;
+  }
+  RecvRequest* req = nullptr;
+  for (RecvRequest& r : pool_) {
+    if (!r.in_use) {
+      req = &r;
+      break;
+    }
+  }
+  if (req == nullptr) return prism_ncclSuccess;  // all in flight: NCCL retries
+  req->in_use = true;
+  req->n = n;
+  for (int i = 0; i < n; ++i) {
+    Slot& s = req->slots[i];
+    s.user = static_cast<char*>(data[i]);
+    s.max_size = sizes[i];
+    s.tag = tags != nullptr ? tags[i] : 0;
+    s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
+    s.matched = false;
+    s.size = 0;
+    s.chunks_left = 0;
+  }
+  req->unmatched = n;
+  req->slots_left = n;
+  req->deliver_ns = 0;
+  req->ready_at.store(-1, std::memory_order_relaxed);
+  submit_.Push(req);
+  progress_.waker().Wake();
+  *request = req;
+  return prism_ncclSuccess;
+}
+
+Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
+  *done = 0;
+  const int64_t at = ready_at.load(std::memory_order_acquire);
+  if (at < 0) {
+    if (owner->failure_.broken()) {
+      if (!owner->warned_) {
+        PRISM_WARN(*owner->env_.logger, "receive from %s failed: %s", owner->peer_.c_str(),
+                   owner->failure_.why().c_str());
+      }
+      owner->warned_ = true;
+      return prism_ncclSystemError;
+    }
+    return prism_ncclSuccess;
+  }
+  if (WallNowNs() < at) return prism_ncclSuccess;
+  *done = 1;
+  if (sizes != nullptr) {
+    for (int i = 0; i < n; ++i) sizes[i] = static_cast<int>(slots[i].size);
+  }
+  ready_at.store(-1, std::memory_order_relaxed);
+  in_use = false;
+  return prism_ncclSuccess;
+}
+
+bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
+  Slot& s = req->slots[slot];
+  if (s.gpu && s.size > 0) {
+    std::string why;
+    if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
+      failure_.Set(why);
+      return false;
+    }
+  }
+  if (--req->slots_left == 0) {
+    req->ready_at.store(std::max<int64_t>(WallNowNs(), req->deliver_ns),
+                        std::memory_order_release);
+  }
+  return true;
+}
+
+// Matches the header just read with the oldest posted receive that still
+// has an unmatched buffer with the same tag.
+bool RealRecvComm::TryMatchHeader(bool* matched) {
+  *matched = false;
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    RecvRequest* req = *it;
+    for (int i = 0; i < req->n; ++i) {
+      Slot& s = req->slots[i];
+      if (s.matched || s.tag != header_.tag) continue;
+      if (header_.size > s.max_size) {
+        failure_.Set("message " + std::to_string(header_.seq) + " from " + peer_ + " has " +
+                     std::to_string(header_.size) + " bytes but the receive buffer (tag " +
+                     std::to_string(s.tag) + ") holds " + std::to_string(s.max_size));
+        return false;
+      }
+      if (header_.nchunks < 1 || header_.nchunks > fds_.size()) {
+        failure_.Set("corrupt message header from " + peer_ + " (nchunks " +
+                     std::to_string(header_.nchunks) + ")");
+        return false;
+      }
+      s.matched = true;
+      s.size = header_.size;
+      char* dest = s.user;
+      if (s.gpu) {
+        s.staging.resize(s.size);
+        dest = s.staging.data();
+      }
+      for (uint32_t j = 0; j < header_.nchunks; ++j) {
+        const ChunkSpan c = ChunkOf(s.size, header_.nchunks, j);
+        if (c.length == 0) continue;
+        queues_[j].push_back(ReadItem{req, i, dest + c.offset, c.length});
+        ++s.chunks_left;
+      }
+      req->deliver_ns = std::max(req->deliver_ns, header_.deliver_ns);
+      if (--req->unmatched == 0) posted_.erase(it);
+      header_got_ = 0;
+      *matched = true;
+      return s.chunks_left > 0 || SlotFilled(req, i);
+    }
+  }
+  return true;
+}
+
+bool RealRecvComm::Pump(size_t sock, bool* progressed) {
+  std::string why;
+  std::deque<ReadItem>& q = queues_[sock];
+  for (;;) {
+    if (!q.empty()) {
+      ReadItem& r = q.front();
+      long got = ReadSome(fds_[sock], r.ptr, r.left, &why);
+      if (got < 0) {
+        failure_.Set(why + " (" + peer_ + ")");
+        return false;
+      }
+      if (got == 0) return true;
+      *progressed = true;
+      r.ptr += got;
+      r.left -= static_cast<size_t>(got);
+      if (r.left > 0) continue;
+      RecvRequest* req = r.req;
+      const int slot = r.slot;
+      q.pop_front();
+      if (--req->slots[slot].chunks_left == 0 && !SlotFilled(req, slot)) return false;
+      continue;
+    }
+    if (sock != 0 || eof_) return true;
+    if (header_got_ < sizeof(MessageHeader)) {
+      long got = ReadSome(fds_[0], reinterpret_cast<char*>(&header_) + header_got_,
+                          sizeof(MessageHeader) - header_got_, &why);
+      if (got < 0) {
+        // End of stream between messages is a normal close by the sender.
+        if (header_got_ == 0 && why == "peer closed the connection") {
+          eof_ = true;
+          return true;
+        }
+        failure_.Set(why + " (" + peer_ + ")");
+        return false;
+      }
+      if (got == 0) return true;
+      *progressed = true;
+      header_got_ += static_cast<size_t>(got);
+      if (header_got_ < sizeof(MessageHeader)) continue;
+    }
+    bool matched = false;
+    if (!TryMatchHeader(&matched)) return false;
+    if (!matched) return true;  // stalled until a matching receive is posted
+    *progressed = true;
+  }
+}
+
+bool RealRecvComm::Step(bool* progressed) {
+  RecvRequest* req;
+  while (submit_.Pop(&req)) {
+    *progressed = true;
+    posted_.push_back(req);
+  }
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (!Pump(i, progressed)) return false;
+  }
+  if (eof_ && !posted_.empty()) {
+    failure_.Set("peer " + peer_ + " closed the connection while receives were posted");
+    return false;
+  }
+  return true;
+}
+
+void RealRecvComm::FillPoll(std::vector<pollfd>* fds) {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    const bool want_header = i == 0 && !eof_ && header_got_ < sizeof(MessageHeader);
+    if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});
+  }
+}
+
+}  // namespace prism::plugin

@@ -1,0 +1,168 @@
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "plugin/clock.h"
+#include "plugin/real_comms.h"
+
+namespace prism::plugin {
+
+RealSendComm::RealSendComm(const CommEnv& env, std::vector<int> fds, std::string peer)
+    : env_(env),
+      peer_(std::move(peer)),
+      fds_(std::move(fds)),
+      queues_(fds_.size()),
+      link_(env.settings->link_bits_per_second, env.settings->link_latency_ns) {
+  for (SendRequest& r : pool_) r.owner = this;
+  progress_.Start(
+      env_.settings->spin_ns, [this](bool* p) { return Step(p); },
+      [this](std::vector<pollfd>* f) { FillPoll(f); }, [this] { return !submit_.Empty(); });
+}
+
+RealSendComm::~RealSendComm() { Close(); }
+
+void RealSendComm::Close() {
+  progress_.Stop();
+  for (int fd : fds_) close(fd);
+  fds_.clear();
+}
+
+Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr,
+                           void** request) {
+  *request = nullptr;
+  if (failure_.broken()) {
+    if (!warned_) PRISM_WARN(*env_.logger, "send to %s failed: %s", peer_.c_str(), failure_.why().c_str());
+    warned_ = true;
+    return prism_ncclSystemError;
+  }
+  SendRequest* req = nullptr;
+  for (SendRequest& r : pool_) {
+    if (!r.in_use) {
+      req = &r;
+      break;
+    }
+  }
+  if (req == nullptr) return prism_ncclSuccess;  // all in flight: NCCL retries
+  req->in_use = true;
+  req->data = static_cast<const char*>(data);
+  req->gpu = mr != nullptr && mr->on_gpu();
+  const int64_t now = WallNowNs();
+  const LinkModel::Times t = link_.Reserve(size, now);
+  req->wire_done_ns = link_.shaped() ? t.wire_done_ns : 0;
+  req->header = MessageHeader{size, tag,
+                              ChunkCount(size, env_.settings->min_chunk_bytes,
+                                         static_cast<uint32_t>(fds_.size())),
+                              link_.shaped() ? t.deliver_ns : 0, next_seq_++};
+  req->ready_at.store(-1, std::memory_order_relaxed);
+  submit_.Push(req);  // capacity 64 > pool size: never full
+  progress_.waker().Wake();
+  *request = req;
+  return prism_ncclSuccess;
+}
+
+Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
+  *done = 0;
+  const int64_t at = ready_at.load(std::memory_order_acquire);
+  if (at < 0) {
+    if (owner->failure_.broken()) {
+      if (!owner->warned_) {
+        PRISM_WARN(*owner->env_.logger, "send to %s failed: %s", owner->peer_.c_str(),
+                   owner->failure_.why().c_str());
+      }
+      owner->warned_ = true;
+      return prism_ncclSystemError;
+    }
+    return prism_ncclSuccess;
+  }
+  if (at > 0 && WallNowNs() < at) return prism_ncclSuccess;
+  *done = 1;
+  if (sizes != nullptr) sizes[0] = static_cast<int>(header.size);
+  ready_at.store(-1, std::memory_order_relaxed);
+  in_use = false;
+  return prism_ncclSuccess;
+}
+
+bool RealSendComm::StartRequest(SendRequest* req) {
+  const uint64_t size = req->header.size;
+  const char* src = req->data;
+  if (req->gpu && size > 0) {
+    req->staging.resize(size);
+    std::string why;
+    if (!env_.cuda->Copy(req->staging.data(), req->data, size, &why)) {
+      failure_.Set(why);
+      return false;
+    }
+    src = req->staging.data();
+  }
+  req->items_left = 1;
+  queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header),
+                                 sizeof(MessageHeader)});
+  for (uint32_t j = 0; j < req->header.nchunks; ++j) {
+    const ChunkSpan c = ChunkOf(size, req->header.nchunks, j);
+    if (c.length == 0) continue;
+    queues_[j].push_back(WriteItem{req, src + c.offset, c.length});
+    ++req->items_left;
+  }
+  return true;
+}
+
+bool RealSendComm::Pump(size_t sock, bool* progressed) {
+  std::deque<WriteItem>& q = queues_[sock];
+  while (!q.empty()) {
+    iovec iov[16];
+    int n = 0;
+    for (auto it = q.begin(); it != q.end() && n < 16; ++it, ++n) {
+      iov[n].iov_base = const_cast<char*>(it->ptr);
+      iov[n].iov_len = it->left;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t sent = sendmsg(fds_[sock], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      failure_.Set(std::string("send to ") + peer_ + ": " + std::strerror(errno));
+      return false;
+    }
+    *progressed = true;
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0 || (!q.empty() && q.front().left == 0)) {
+      WriteItem& w = q.front();
+      const size_t take = std::min(left, w.left);
+      w.ptr += take;
+      w.left -= take;
+      left -= take;
+      if (w.left != 0) break;
+      SendRequest* req = w.req;
+      q.pop_front();
+      if (--req->items_left == 0) {
+        req->ready_at.store(std::max<int64_t>(WallNowNs(), req->wire_done_ns),
+                            std::memory_order_release);
+      }
+    }
+  }
+  return true;
+}
+
+bool RealSendComm::Step(bool* progressed) {
+  SendRequest* req;
+  while (submit_.Pop(&req)) {
+    *progressed = true;
+    if (!StartRequest(req)) return false;
+  }
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (!Pump(i, progressed)) return false;
+  }
+  return true;
+}
+
+void RealSendComm::FillPoll(std::vector<pollfd>* fds) {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (!queues_[i].empty()) fds->push_back(pollfd{fds_[i], POLLOUT, 0});
+  }
+}
+
+}  // namespace prism::plugin

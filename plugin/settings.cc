@@ -1,0 +1,168 @@
+#include "plugin/settings.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace prism::plugin {
+namespace {
+
+// The one registry. Keep docs/plugin.md in step with it.
+constexpr EnvParam kParams[] = {
+    {"PRISM_NIC_COUNT", "1", "number of NICs (devices) the plugin reports"},
+    {"PRISM_NIC_NAME", "prism%d", "device name pattern; %d becomes the device index"},
+    {"PRISM_NIC_SPEED_MBPS", "400000", "NIC speed reported to NCCL, Mbps (400000 = 400 Gb/s)"},
+    {"PRISM_NIC_LATENCY_US", "0", "NIC latency reported to NCCL, microseconds"},
+    {"PRISM_NIC_PORT", "1", "port number reported for every NIC"},
+    {"PRISM_NIC_MAX_COMMS", "65536", "maxComms reported per NIC"},
+    {"PRISM_NIC_MAX_RECVS", "8", "maxRecvs: receives NCCL may group in one irecv (1..8)"},
+    {"PRISM_NIC_REG_IS_GLOBAL", "0", "regIsGlobal reported per NIC"},
+    {"PRISM_NIC_FORCE_FLUSH", "0", "forceFlush reported per NIC"},
+    {"PRISM_NIC_MAX_P2P_BYTES", "1099511627776", "maxP2pBytes (must be in (0, 1 TiB])"},
+    {"PRISM_NIC_MAX_COLL_BYTES", "1099511627776", "maxCollBytes"},
+    {"PRISM_NIC_MAX_MULTI_REQUEST_SIZE", "1", "maxMultiRequestSize (v11)"},
+    {"PRISM_NIC_PCI_PATH", "", "PCI path reported for every NIC; empty: none (CPU-attached)"},
+    {"PRISM_GDR", "0", "1: advertise NCCL_PTR_CUDA; GPU buffers are copied via libcudart"},
+    {"PRISM_DMABUF", "0", "1: advertise NCCL_PTR_DMABUF too (regMrDmaBuf; copies like PRISM_GDR)"},
+    {"PRISM_SOCKET_IFADDR", "", "IPv4 address real peers dial; empty: first non-loopback, else 127.0.0.1"},
+    {"PRISM_SOCKS_PER_COMM", "2", "TCP sockets per real-peer connection (1..16)"},
+    {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
+    {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
+    {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
+    {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
+    {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
+    {"PRISM_DAEMON", "unix:///tmp/prismd.sock",
+     "prismd address; when set, listen() opens the session; unset: only virtual handles do"},
+    {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
+    {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
+    {"PRISM_EVENT_FLUSH_US", "20", "events to prismd are batched at most this long"},
+};
+
+const char* RawValue(const EnvParam& p) {
+  const char* v = std::getenv(p.name);
+  return (v != nullptr && v[0] != '\0') ? v : p.default_value;
+}
+
+const EnvParam& Param(const char* name) {
+  for (const EnvParam& p : kParams) {
+    if (std::strcmp(p.name, name) == 0) return p;
+  }
+  std::abort();  // programming error: a name missing from the registry
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string* warnings) : warnings_(warnings) {}
+
+  std::string String(const char* name) { return RawValue(Param(name)); }
+
+  int64_t Int(const char* name, int64_t lo, int64_t hi) {
+    const EnvParam& p = Param(name);
+    int64_t v = 0;
+    if (!ParseInt(RawValue(p), &v) || v < lo || v > hi) {
+      Warn(p, lo, hi);
+      ParseInt(p.default_value, &v);
+    }
+    return v;
+  }
+
+  double Double(const char* name, double lo, double hi) {
+    const EnvParam& p = Param(name);
+    double v = 0;
+    if (!ParseDouble(RawValue(p), &v) || v < lo || v > hi) {
+      Warn(p, lo, hi);
+      ParseDouble(p.default_value, &v);
+    }
+    return v;
+  }
+
+ private:
+  static bool ParseInt(const char* s, int64_t* out) {
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(s, &end, 0);
+    if (errno != 0 || end == s || *end != '\0') return false;
+    *out = v;
+    return true;
+  }
+  static bool ParseDouble(const char* s, double* out) {
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !std::isfinite(v)) return false;
+    *out = v;
+    return true;
+  }
+  template <typename T>
+  void Warn(const EnvParam& p, T lo, T hi) {
+    if (warnings_ == nullptr) return;
+    *warnings_ += std::string(p.name) + "='" + RawValue(p) + "' is not a number in [" +
+                  std::to_string(lo) + ", " + std::to_string(hi) + "]; using " +
+                  p.default_value + "\n";
+  }
+
+  std::string* warnings_;
+};
+
+}  // namespace
+
+std::span<const EnvParam> AllEnvParams() { return kParams; }
+
+Settings LoadSettings(std::string* warnings) {
+  Reader r(warnings);
+  Settings s;
+  NicSettings& n = s.nic;
+  n.count = static_cast<int>(r.Int("PRISM_NIC_COUNT", 1, 64));
+  n.name_pattern = r.String("PRISM_NIC_NAME");
+  n.speed_mbps = static_cast<int>(r.Int("PRISM_NIC_SPEED_MBPS", 1, 2000000000));
+  n.latency_us = static_cast<float>(r.Double("PRISM_NIC_LATENCY_US", 0, 1e6));
+  n.port = static_cast<int>(r.Int("PRISM_NIC_PORT", 0, 1 << 20));
+  n.max_comms = static_cast<int>(r.Int("PRISM_NIC_MAX_COMMS", 1, 1 << 30));
+  n.max_recvs = static_cast<int>(r.Int("PRISM_NIC_MAX_RECVS", 1, 8));
+  n.reg_is_global = static_cast<int>(r.Int("PRISM_NIC_REG_IS_GLOBAL", 0, 1));
+  n.force_flush = static_cast<int>(r.Int("PRISM_NIC_FORCE_FLUSH", 0, 1));
+  n.max_p2p_bytes = r.Int("PRISM_NIC_MAX_P2P_BYTES", 1, int64_t{1} << 40);
+  n.max_coll_bytes = r.Int("PRISM_NIC_MAX_COLL_BYTES", 1, int64_t{1} << 40);
+  n.max_multi_request_size = static_cast<int>(r.Int("PRISM_NIC_MAX_MULTI_REQUEST_SIZE", 1, 1024));
+  n.pci_path = r.String("PRISM_NIC_PCI_PATH");
+  n.gdr = r.Int("PRISM_GDR", 0, 1) == 1;
+  n.dmabuf = r.Int("PRISM_DMABUF", 0, 1) == 1;
+
+  s.socket_ifaddr = r.String("PRISM_SOCKET_IFADDR");
+  s.socks_per_comm = static_cast<int>(r.Int("PRISM_SOCKS_PER_COMM", 1, 16));
+  s.min_chunk_bytes = r.Int("PRISM_MIN_CHUNK_BYTES", 4096, int64_t{1} << 30);
+  s.link_bits_per_second =
+      static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));
+  s.link_latency_ns = std::llround(r.Double("PRISM_LINK_LATENCY_US", 0, 1e7) * 1e3);
+  s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
+  s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
+  const char* daemon = std::getenv("PRISM_DAEMON");
+  s.daemon_configured = daemon != nullptr && daemon[0] != '\0';
+  s.daemon_address = r.String("PRISM_DAEMON");
+  s.daemon_timeout_ms = r.Int("PRISM_DAEMON_TIMEOUT_MS", 100, int64_t{1} << 31);
+  const std::string fill = r.String("PRISM_RECV_FILL");
+  if (fill == "none") {
+    s.recv_fill = RecvFill::kNone;
+  } else if (fill == "pattern") {
+    s.recv_fill = RecvFill::kPattern;
+  } else {
+    if (fill != "zeros" && warnings != nullptr) {
+      *warnings += "PRISM_RECV_FILL='" + fill + "' is not zeros|none|pattern; using zeros\n";
+    }
+    s.recv_fill = RecvFill::kZeros;
+  }
+  s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
+  return s;
+}
+
+std::string DescribeSettings() {
+  std::string out;
+  for (const EnvParam& p : kParams) {
+    if (!out.empty()) out += ' ';
+    out += std::string(p.name) + "=" + RawValue(p);
+  }
+  return out;
+}
+
+}  // namespace prism::plugin

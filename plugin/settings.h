@@ -1,0 +1,71 @@
+// Every PRISM_* setting of the plugin: one registry (name, default, meaning),
+// read once per process from the environment into a typed Settings value.
+// docs/plugin.md documents the same list; `PrintSettings` logs it at INFO.
+//
+// Thread-safety: Settings is an immutable value after LoadSettings returns.
+#ifndef PRISM_PLUGIN_SETTINGS_H_
+#define PRISM_PLUGIN_SETTINGS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace prism::plugin {
+
+// One registry entry. `default_value` is the text used when the variable is
+// unset or empty.
+struct EnvParam {
+  const char* name;
+  const char* default_value;
+  const char* doc;
+};
+
+// All parameters, in documentation order.
+std::span<const EnvParam> AllEnvParams();
+
+enum class RecvFill { kZeros, kNone, kPattern };
+
+struct NicSettings {
+  int count = 1;
+  std::string name_pattern;      // "%d" replaced by the device index
+  int speed_mbps = 0;
+  float latency_us = 0;
+  int port = 1;
+  int max_comms = 0;
+  int max_recvs = 1;
+  int reg_is_global = 0;
+  int force_flush = 0;
+  uint64_t max_p2p_bytes = 0;
+  uint64_t max_coll_bytes = 0;
+  int max_multi_request_size = 1;
+  std::string pci_path;          // empty: no PCI path (CPU-attached)
+  bool gdr = false;              // advertise NCCL_PTR_CUDA
+  bool dmabuf = false;           // advertise NCCL_PTR_DMABUF
+};
+
+struct Settings {
+  NicSettings nic;
+  std::string socket_ifaddr;     // empty: first non-loopback IPv4, else 127.0.0.1
+  int socks_per_comm = 1;
+  uint64_t min_chunk_bytes = 0;
+  uint64_t link_bits_per_second = 0;  // 0: unshaped
+  int64_t link_latency_ns = 0;
+  int64_t spin_ns = 0;
+  int64_t connect_timeout_ms = 0;
+  bool daemon_configured = false;     // PRISM_DAEMON set explicitly
+  std::string daemon_address;
+  int64_t daemon_timeout_ms = 0;
+  RecvFill recv_fill = RecvFill::kZeros;
+  int64_t event_flush_ns = 0;
+};
+
+// Reads every registry entry from the environment. Bad values fall back to
+// the default and are reported in `*warnings` (one line each).
+Settings LoadSettings(std::string* warnings);
+
+// "NAME=value" for every parameter, as the process sees it (effective value).
+std::string DescribeSettings();
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_SETTINGS_H_

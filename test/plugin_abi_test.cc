@@ -1,0 +1,166 @@
+// The plugin's C ABI as NCCL sees it: exported symbols, the device table from
+// PRISM_NIC_* settings, and argument errors that must not crash.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/net_handles.h"
+#include "test/plugin_driver.h"
+
+namespace {
+
+std::string Exports() {
+  std::string cmd = std::string("nm -D --defined-only ") + PRISM_PLUGIN_SO;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char line[512];
+  while (std::fgets(line, sizeof(line), p) != nullptr) out += line;
+  REQUIRE(pclose(p) == 0);
+  return out;
+}
+
+// Runs `check` in a forked child (fresh plugin settings), returns its message
+// ("" = pass).
+template <typename Fn>
+std::string InChild(Fn check) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg;
+    try {
+      msg = check();
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    ssize_t r = write(fds[1], msg.data(), msg.size());
+    (void)r;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) msg += " (child crashed)";
+  return msg;
+}
+
+}  // namespace
+
+TEST_CASE("only ncclNetPlugin_v* symbols are exported", "[plugin][abi]") {
+  const std::string out = Exports();
+  CHECK(out.find(" ncclNetPlugin_v11\n") != std::string::npos);
+  CHECK(out.find(" ncclNetPlugin_v10\n") != std::string::npos);
+  size_t lines = 0;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t end = out.find('\n', pos);
+    std::string line = out.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) continue;
+    ++lines;
+    INFO(line);
+    CHECK(line.find(" ncclNetPlugin_v") != std::string::npos);
+  }
+  CHECK(lines == 2);
+}
+
+TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    setenv("PRISM_NIC_COUNT", "3", 1);
+    setenv("PRISM_NIC_NAME", "mlx5_%d", 1);
+    setenv("PRISM_NIC_SPEED_MBPS", "200000", 1);
+    setenv("PRISM_NIC_LATENCY_US", "2.5", 1);
+    setenv("PRISM_NIC_MAX_RECVS", "4", 1);
+    setenv("PRISM_NIC_PORT", "2", 1);
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    if (std::string(drv.net().name) != "Prism") return "name is not Prism";
+    drv.Init();
+    int n = 0;
+    drv.net().devices(&n);
+    if (n != 3) return "devices() = " + std::to_string(n);
+    prism_ncclNetProperties_v11_t p{};
+    if (drv.net().getProperties(1, &p) != prism_ncclSuccess) return "getProperties failed";
+    if (std::string(p.name) != "mlx5_1") return std::string("name ") + p.name;
+    if (p.speed != 200000 || p.latency != 2.5f || p.maxRecvs != 4 || p.port != 2) {
+      return "speed/latency/maxRecvs/port wrong";
+    }
+    if (p.netDeviceType != 0 || p.ptrSupport != kPrismPtrHost) return "type/ptrSupport wrong";
+    if (p.maxP2pBytes != (1ull << 40) || p.maxP2pBytes == 0) return "maxP2pBytes wrong";
+    if (drv.net().getProperties(3, &p) == prism_ncclSuccess) return "dev 3 accepted";
+    auto* v10 = static_cast<prism_ncclNet_v10_t*>(dlsym(drv.lib(), "ncclNetPlugin_v10"));
+    if (v10 == nullptr) return "no v10";
+    prism_ncclNetProperties_v10_t q{};
+    if (v10->getProperties(2, &q) != prism_ncclSuccess) return "v10 getProperties failed";
+    if (std::string(q.name) != "mlx5_2" || q.speed != 200000 || q.maxRecvs != 4) {
+      return "v10 properties wrong";
+    }
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("PRISM_GDR advertises CUDA pointers only when set", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    drv.Init();
+    prism_ncclNetProperties_v11_t p{};
+    drv.net().getProperties(0, &p);
+    return (p.ptrSupport & kPrismPtrCuda) ? "CUDA advertised without PRISM_GDR" : "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("connect rejects a foreign handle without crashing", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    void* ctx = drv.Init();
+    char handle[128];
+    std::memset(handle, 0x5a, sizeof(handle));
+    void* comm = nullptr;
+    prism_ncclNetDeviceHandle_t* dev = nullptr;
+    if (drv.net().connect(ctx, 0, handle, &comm, &dev) == prism_ncclSuccess) {
+      return "foreign handle accepted";
+    }
+    if (comm != nullptr) return "comm set on error";
+    std::vector<char> h;
+    void* lc = nullptr;
+    if (drv.net().listen(ctx, 7, h.data(), &lc) == prism_ncclSuccess) return "bad dev accepted";
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("listen writes a real listen handle", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    void* ctx = drv.Init();
+    std::vector<char> h1, h2;
+    void* l1 = drv.Listen(ctx, &h1);
+    void* l2 = drv.Listen(ctx, &h2);
+    prism::RealListenHandle a, b;
+    std::memcpy(&a, h1.data(), sizeof(a));
+    std::memcpy(&b, h2.data(), sizeof(b));
+    drv.net().closeListen(l1);
+    drv.net().closeListen(l2);
+    if (a.magic != prism::kRealHandleMagic) return "bad magic";
+    if (a.listen_id == b.listen_id) return "listen ids repeat";
+    if (a.port_be == 0 || a.pid != static_cast<uint32_t>(getpid())) return "port/pid missing";
+    for (size_t i = sizeof(a); i < h1.size(); ++i) {
+      if (h1[i] != 0) return "bytes after the handle are not zero";
+    }
+    return "";
+  });
+  CHECK(msg == "");
+}

@@ -1,0 +1,277 @@
+// Helper process for the plugin tests: one "rank" that loads the plugin with
+// dlopen and runs a scenario against a peer process (started the same way).
+//
+//   plugin_peer <libnccl-net-prism.so> <scenario> <A|B>
+// Protocol with the launcher: prints "HANDLE <hex>" (its listen handle),
+// reads "PEER <hex>" (the other process's handle), connects and accepts,
+// runs the scenario, closes everything and exits 0 on success. Failures are
+// printed to stderr with exit code 1.
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "test/plugin_driver.h"
+
+namespace {
+
+using prism::testing::PatternByte;
+using prism::testing::PluginDriver;
+using prism::testing::PluginError;
+
+struct Link {
+  PluginDriver* drv;
+  void* send;
+  void* recv;
+  bool is_a;
+};
+
+void Fill(std::vector<char>& buf, size_t size, int tag, uint64_t seq) {
+  for (size_t k = 0; k < size; ++k) buf[k] = static_cast<char>(PatternByte(k, tag, seq));
+}
+
+void Verify(const std::vector<char>& buf, size_t size, int tag, uint64_t seq, const char* what) {
+  for (size_t k = 0; k < size; ++k) {
+    if (static_cast<unsigned char>(buf[k]) != PatternByte(k, tag, seq)) {
+      throw PluginError(std::string(what) + ": byte " + std::to_string(k) + " of " +
+                        std::to_string(size) + " (tag " + std::to_string(tag) + ") is wrong");
+    }
+  }
+}
+
+void* RegHost(Link& l, void* comm, std::vector<char>& buf) {
+  void* mh = nullptr;
+  PRISM_DRV_CHECK(l.drv->net().regMr(comm, buf.data(), buf.size(), kPrismPtrHost, &mh));
+  return mh;
+}
+
+void SendOne(Link& l, std::vector<char>& buf, size_t size, int tag, uint64_t seq) {
+  Fill(buf, size, tag, seq);
+  void* mh = RegHost(l, l.send, buf);
+  int sizes[1] = {-1};
+  l.drv->Wait(l.drv->Send(l.send, buf.data(), size, tag, mh), sizes);
+  if (sizes[0] != static_cast<int>(size)) throw PluginError("send test() size mismatch");
+  PRISM_DRV_CHECK(l.drv->net().deregMr(l.send, mh));
+}
+
+void RecvOne(Link& l, std::vector<char>& buf, size_t size, int tag, uint64_t seq) {
+  void* mh = RegHost(l, l.recv, buf);
+  void* data[1] = {buf.data()};
+  size_t max[1] = {buf.size()};
+  int tags[1] = {tag};
+  void* mhs[1] = {mh};
+  int sizes[1] = {-1};
+  l.drv->Wait(l.drv->Recv(l.recv, 1, data, max, tags, mhs), sizes);
+  if (sizes[0] != static_cast<int>(size)) {
+    throw PluginError("received " + std::to_string(sizes[0]) + " bytes, expected " +
+                      std::to_string(size));
+  }
+  Verify(buf, size, tag, seq, "sizes");
+  PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, mh));
+}
+
+// A sends every size to B, B checks and echoes, A checks the echo.
+void ScenarioSizes(Link& l) {
+  const size_t sizes[] = {0, 1, 7, 4096, 65537, (1u << 20) + 3, 16u << 20, 64u << 20};
+  std::vector<char> buf(64u << 20);
+  int i = 0;
+  for (size_t size : sizes) {
+    const int tag = 100 + i;
+    if (l.is_a) {
+      SendOne(l, buf, size, tag, i);
+      RecvOne(l, buf, size, tag, i);
+    } else {
+      RecvOne(l, buf, size, tag, i);
+      SendOne(l, buf, size, tag, i);
+    }
+    ++i;
+  }
+}
+
+// A sends tags 10, 11, 12 (different sizes); B posts one grouped irecv with
+// tags {12, 10, 11} and checks each buffer got the message with its tag.
+void ScenarioGrouped(Link& l) {
+  const int tags[3] = {10, 11, 12};
+  const size_t sizes[3] = {1000, 300000, 5};
+  std::vector<std::vector<char>> bufs(3, std::vector<char>(400000));
+  if (l.is_a) {
+    for (int i = 0; i < 3; ++i) SendOne(l, bufs[i], sizes[i], tags[i], i);
+    return;
+  }
+  const int order[3] = {2, 0, 1};  // slot -> message index
+  void* data[3];
+  size_t max[3];
+  int rtags[3];
+  void* mhs[3];
+  for (int s = 0; s < 3; ++s) {
+    data[s] = bufs[s].data();
+    max[s] = bufs[s].size();
+    rtags[s] = tags[order[s]];
+    mhs[s] = RegHost(l, l.recv, bufs[s]);
+  }
+  int got[3] = {-1, -1, -1};
+  l.drv->Wait(l.drv->Recv(l.recv, 3, data, max, rtags, mhs), got);
+  for (int s = 0; s < 3; ++s) {
+    const int m = order[s];
+    if (got[s] != static_cast<int>(sizes[m])) throw PluginError("grouped: wrong size in slot");
+    Verify(bufs[s], sizes[m], tags[m], m, "grouped");
+    PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, mhs[s]));
+  }
+}
+
+// A sends tag 1 then tag 2; B posts the receive for tag 2 first.
+void ScenarioOutOfOrder(Link& l) {
+  std::vector<char> b1(5000), b2(7000);
+  if (l.is_a) {
+    SendOne(l, b1, 5000, 1, 0);
+    SendOne(l, b2, 7000, 2, 1);
+    return;
+  }
+  void* mh1 = RegHost(l, l.recv, b1);
+  void* mh2 = RegHost(l, l.recv, b2);
+  void* d2[1] = {b2.data()};
+  size_t m2[1] = {b2.size()};
+  int t2[1] = {2};
+  void* mhs2[1] = {mh2};
+  void* r2 = l.drv->Recv(l.recv, 1, d2, m2, t2, mhs2);
+  void* d1[1] = {b1.data()};
+  size_t m1[1] = {b1.size()};
+  int t1[1] = {1};
+  void* mhs1[1] = {mh1};
+  void* r1 = l.drv->Recv(l.recv, 1, d1, m1, t1, mhs1);
+  int s2[1], s1[1];
+  l.drv->Wait(r2, s2);
+  l.drv->Wait(r1, s1);
+  if (s1[0] != 5000 || s2[0] != 7000) throw PluginError("out of order: wrong sizes");
+  Verify(b1, 5000, 1, 0, "out of order tag 1");
+  Verify(b2, 7000, 2, 1, "out of order tag 2");
+}
+
+// NCCL_NET_MAX_REQUESTS: 32 requests in flight per comm, the 33rd gets a
+// NULL request (retry) until one completes.
+void ScenarioLimits(Link& l) {
+  constexpr int kMax = kPrismNetMaxRequests;
+  std::vector<std::vector<char>> bufs(kMax + 1, std::vector<char>(1024));
+  void* comm = l.is_a ? l.send : l.recv;
+  std::vector<void*> mhs;
+  for (auto& b : bufs) mhs.push_back(RegHost(l, comm, b));
+  std::vector<void*> reqs;
+  auto post = [&](int i) -> void* {
+    void* req = nullptr;
+    if (l.is_a) {
+      Fill(bufs[i], 1024, i, i);
+      PRISM_DRV_CHECK(l.drv->net().isend(comm, bufs[i].data(), 1024, i, mhs[i], nullptr, &req));
+    } else {
+      void* d[1] = {bufs[i].data()};
+      size_t m[1] = {1024};
+      int t[1] = {i};
+      void* mh[1] = {mhs[i]};
+      PRISM_DRV_CHECK(l.drv->net().irecv(comm, 1, d, m, t, mh, nullptr, &req));
+    }
+    return req;
+  };
+  for (int i = 0; i < kMax; ++i) {
+    void* req = post(i);
+    if (req == nullptr) throw PluginError("request " + std::to_string(i) + " refused below the limit");
+    reqs.push_back(req);
+  }
+  if (post(kMax) != nullptr) throw PluginError("request 33 accepted beyond NCCL_NET_MAX_REQUESTS");
+  l.drv->Wait(reqs[0]);
+  void* last = post(kMax);
+  if (last == nullptr) throw PluginError("request refused after one completed");
+  for (int i = 1; i < kMax; ++i) l.drv->Wait(reqs[i]);
+  l.drv->Wait(last);
+  if (!l.is_a) {
+    for (int i = 0; i <= kMax; ++i) Verify(bufs[i], 1024, i, i, "limits");
+  }
+  for (void* mh : mhs) PRISM_DRV_CHECK(l.drv->net().deregMr(comm, mh));
+}
+
+// Many random-size messages both ways with up to 8 in flight.
+void ScenarioStream(Link& l) {
+  constexpr int kCount = 600;
+  constexpr int kWindow = 8;
+  uint64_t rng = 12345;
+  auto next = [&rng] {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return rng >> 33;
+  };
+  std::vector<size_t> sizes(kCount);
+  for (size_t& s : sizes) s = (next() % 4 == 0) ? next() % (1 << 20) : next() % 3000;
+  std::vector<std::vector<char>> sbufs(kWindow, std::vector<char>(1 << 20));
+  std::vector<std::vector<char>> rbufs(kWindow, std::vector<char>(1 << 20));
+  std::vector<void*> smh, rmh;
+  for (int w = 0; w < kWindow; ++w) {
+    smh.push_back(RegHost(l, l.send, sbufs[w]));
+    rmh.push_back(RegHost(l, l.recv, rbufs[w]));
+  }
+  std::vector<void*> sreq(kWindow, nullptr), rreq(kWindow, nullptr);
+  for (int i = 0; i < kCount + kWindow; ++i) {
+    const int w = i % kWindow;
+    const int old = i - kWindow;
+    if (old >= 0) {
+      l.drv->Wait(sreq[w]);
+      int got[1];
+      l.drv->Wait(rreq[w], got);
+      if (got[0] != static_cast<int>(sizes[old])) throw PluginError("stream: wrong size");
+      Verify(rbufs[w], sizes[old], 7, old, "stream");
+    }
+    if (i >= kCount) continue;
+    Fill(sbufs[w], sizes[i], 7, i);
+    void* d[1] = {rbufs[w].data()};
+    size_t m[1] = {rbufs[w].size()};
+    int t[1] = {7};
+    void* mh[1] = {rmh[w]};
+    rreq[w] = l.drv->Recv(l.recv, 1, d, m, t, mh);
+    sreq[w] = l.drv->Send(l.send, sbufs[w].data(), sizes[i], 7, smh[w]);
+  }
+  for (int w = 0; w < kWindow; ++w) {
+    PRISM_DRV_CHECK(l.drv->net().deregMr(l.send, smh[w]));
+    PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, rmh[w]));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: plugin_peer <plugin.so> <scenario> <A|B>\n";
+    return 2;
+  }
+  const std::string scenario = argv[2];
+  const bool is_a = std::string(argv[3]) == "A";
+  try {
+    PluginDriver drv(argv[1]);
+    void* ctx = drv.Init();
+    std::vector<char> handle;
+    void* lc = drv.Listen(ctx, &handle);
+    std::cout << "HANDLE " << prism::testing::HexEncode(handle) << std::endl;
+    std::string word, hex;
+    if (!(std::cin >> word >> hex) || word != "PEER") throw PluginError("no PEER line on stdin");
+    Link l{&drv, nullptr, nullptr, is_a};
+    drv.ConnectAccept(ctx, prism::testing::HexDecode(hex), lc, &l.send, &l.recv);
+    PRISM_DRV_CHECK(drv.net().closeListen(lc));
+    if (scenario == "sizes") {
+      ScenarioSizes(l);
+    } else if (scenario == "grouped") {
+      ScenarioGrouped(l);
+    } else if (scenario == "out_of_order") {
+      ScenarioOutOfOrder(l);
+    } else if (scenario == "limits") {
+      ScenarioLimits(l);
+    } else if (scenario == "stream") {
+      ScenarioStream(l);
+    } else {
+      throw PluginError("unknown scenario " + scenario);
+    }
+    PRISM_DRV_CHECK(drv.net().closeSend(l.send));
+    PRISM_DRV_CHECK(drv.net().closeRecv(l.recv));
+    PRISM_DRV_CHECK(drv.net().finalize(ctx));
+    std::cout << "OK" << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "plugin_peer " << argv[3] << " " << scenario << ": " << e.what() << std::endl;
+    return 1;
+  }
+}

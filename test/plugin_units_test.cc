@@ -1,0 +1,70 @@
+// Unit tests of plugin internals that need no sockets.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "plugin/link_model.h"
+#include "plugin/real_wire.h"
+#include "plugin/settings.h"
+
+using prism::plugin::ChunkCount;
+using prism::plugin::ChunkOf;
+using prism::plugin::LinkModel;
+
+TEST_CASE("link model: back-to-back sends queue behind each other", "[plugin][unit]") {
+  LinkModel link(8'000'000'000ull, 20'000);  // 1 GB/s, 20 us
+  auto t1 = link.Reserve(1000, 5000);
+  CHECK(t1.wire_done_ns == 6000);
+  CHECK(t1.deliver_ns == 26000);
+  auto t2 = link.Reserve(1000, 5500);  // posted while the link is busy
+  CHECK(t2.wire_done_ns == 7000);
+  auto t3 = link.Reserve(0, 100000);  // idle link: starts at post time
+  CHECK(t3.wire_done_ns == 100000);
+  CHECK(t3.deliver_ns == 120000);
+}
+
+TEST_CASE("link model: unshaped completes at post time", "[plugin][unit]") {
+  LinkModel link(0, 0);
+  CHECK_FALSE(link.shaped());
+  CHECK(link.Reserve(1 << 30, 42).wire_done_ns == 42);
+}
+
+TEST_CASE("chunks cover the message exactly once", "[plugin][unit]") {
+  for (uint64_t size : {0ull, 1ull, 4095ull, 4096ull, 4097ull, 100000ull, 1ull << 26}) {
+    for (uint32_t socks : {1u, 2u, 3u, 16u}) {
+      const uint32_t n = ChunkCount(size, 4096, socks);
+      REQUIRE(n >= 1);
+      REQUIRE(n <= socks);
+      uint64_t covered = 0;
+      for (uint32_t j = 0; j < n; ++j) {
+        auto c = ChunkOf(size, n, j);
+        CHECK(c.offset == covered);
+        covered += c.length;
+      }
+      CHECK(covered == size);
+    }
+  }
+}
+
+TEST_CASE("settings: bad numbers fall back to defaults with a warning", "[plugin][unit]") {
+  setenv("PRISM_SOCKS_PER_COMM", "lots", 1);
+  setenv("PRISM_LINK_GBPS", "8", 1);
+  setenv("PRISM_RECV_FILL", "pattern", 1);
+  std::string warnings;
+  auto s = prism::plugin::LoadSettings(&warnings);
+  unsetenv("PRISM_SOCKS_PER_COMM");
+  unsetenv("PRISM_LINK_GBPS");
+  unsetenv("PRISM_RECV_FILL");
+  CHECK(s.socks_per_comm == 2);
+  CHECK(warnings.find("PRISM_SOCKS_PER_COMM") != std::string::npos);
+  CHECK(s.link_bits_per_second == 8'000'000'000ull);
+  CHECK(s.recv_fill == prism::plugin::RecvFill::kPattern);
+}
+
+TEST_CASE("settings: every parameter has a default and a doc", "[plugin][unit]") {
+  for (const auto& p : prism::plugin::AllEnvParams()) {
+    INFO(p.name);
+    CHECK(std::string(p.name).rfind("PRISM_", 0) == 0);
+    CHECK(p.default_value != nullptr);
+    CHECK(std::string(p.doc).size() > 10);
+  }
+}
