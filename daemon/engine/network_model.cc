@@ -1,0 +1,153 @@
+#include "daemon/engine/network_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace prism::engine {
+namespace {
+
+using graph::Algorithm;
+using graph::CollectiveKind;
+
+Nanoseconds Clamp(unsigned __int128 ns) {
+  return Nanoseconds(ns >= static_cast<unsigned __int128>(kMaxTimeNs) ? kMaxTimeNs : static_cast<int64_t>(ns));
+}
+
+// k * latency, saturating.
+Nanoseconds Times(Nanoseconds latency, uint64_t k) {
+  return Clamp(static_cast<unsigned __int128>(std::max<int64_t>(latency.count(), 0)) * k);
+}
+
+uint32_t CeilLog2(uint32_t v) {
+  uint32_t r = 0;
+  while ((uint64_t{1} << r) < v) ++r;
+  return r;
+}
+
+}  // namespace
+
+Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
+  const int64_t s = a.count() + b.count();  // both within [0, 2^62]: no overflow
+  return Nanoseconds(std::min(s, kMaxTimeNs));
+}
+
+Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {
+  if (bw.count() == 0 || den == 0) return Nanoseconds(kMaxTimeNs);
+  // size * 8 * 1e9 * num fits in 128 bits for size < 2^64 and num < 2^31.
+  const unsigned __int128 bits = static_cast<unsigned __int128>(size.count()) * 8u * num;
+  const unsigned __int128 denom = static_cast<unsigned __int128>(den) * bw.count();
+  const unsigned __int128 limit = static_cast<unsigned __int128>(kMaxTimeNs) / 1000000000u;
+  if (bits / denom >= limit) return Nanoseconds(kMaxTimeNs);
+  return Clamp((bits * 1000000000u + denom - 1) / denom);
+}
+
+BitsPerSecond LinkModel::GpuNicShare() const {
+  if (gpus_per_node == 0) return BitsPerSecond(0);
+  const unsigned __int128 total = static_cast<unsigned __int128>(nic_bw.count()) * nic_count;
+  return BitsPerSecond(static_cast<uint64_t>(std::min<unsigned __int128>(total / gpus_per_node, UINT64_MAX)));
+}
+
+LinkModel NetworkModel::LinkModelFromCluster(const graph::Cluster& cluster) {
+  LinkModel m;
+  m.intra_bw = BitsPerSecond(cluster.intra_node().bandwidth_bps());
+  m.intra_latency = Nanoseconds(static_cast<int64_t>(std::min<uint64_t>(cluster.intra_node().latency_ns(), 1ull << 40)));
+  m.nic_bw = BitsPerSecond(cluster.nic().bandwidth_bps());
+  m.nic_count = cluster.nic().count();
+  m.gpus_per_node = std::max<uint32_t>(cluster.gpus_per_node(), 1);
+  m.nic_latency = Nanoseconds(static_cast<int64_t>(std::min<uint64_t>(cluster.nic().latency_ns(), 1ull << 40)));
+  return m;
+}
+
+absl::Status NetworkModel::CheckShape(const CommShape& shape) const {
+  if (shape.max_per_node > 1 && links_.intra_bw.count() == 0)
+    return absl::InvalidArgumentError(
+        "cluster.intra_node.bandwidth_bps is zero but a communicator has several ranks on one node; "
+        "set the intra-node link in the job description");
+  if (shape.SpansNodes() && links_.GpuNicShare().count() == 0)
+    return absl::InvalidArgumentError(
+        "a communicator spans nodes but the cluster has no NIC bandwidth (cluster.nic.count or "
+        "bandwidth_bps is zero); describe the NICs in the job description");
+  return absl::OkStatus();
+}
+
+absl::Status NetworkModel::CheckP2P(bool same_node) const {
+  CommShape s;
+  s.ranks = 2;
+  s.nodes = same_node ? 1 : 2;
+  s.min_per_node = s.max_per_node = same_node ? 2 : 1;
+  return CheckShape(s);
+}
+
+BitsPerSecond NetworkModel::RingBandwidth(const CommShape& shape) const {
+  uint64_t bw = UINT64_MAX;
+  if (shape.max_per_node > 1) bw = std::min(bw, links_.intra_bw.count());
+  if (shape.SpansNodes()) {
+    const unsigned __int128 nic = static_cast<unsigned __int128>(links_.GpuNicShare().count()) * shape.min_per_node;
+    bw = std::min<uint64_t>(bw, static_cast<uint64_t>(std::min<unsigned __int128>(nic, UINT64_MAX)));
+  }
+  if (bw == UINT64_MAX) bw = links_.intra_bw.count() > 0 ? links_.intra_bw.count() : UINT64_MAX;  // one rank
+  return BitsPerSecond(bw);
+}
+
+Nanoseconds NetworkModel::HopLatency(const CommShape& shape) const {
+  return shape.SpansNodes() ? Max(links_.nic_latency, links_.intra_latency) : links_.intra_latency;
+}
+
+Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  const uint64_t n = shape.ranks;
+  const BitsPerSecond bw = RingBandwidth(shape);
+  const Nanoseconds lat = HopLatency(shape);
+  switch (kind) {
+    case graph::ALLREDUCE:
+    case graph::BARRIER:
+      return SatAdd(FractionTransferTime(size, 2 * (n - 1), n, bw), Times(lat, 2 * (n - 1)));
+    case graph::ALLGATHER:
+    case graph::REDUCESCATTER:
+      return SatAdd(FractionTransferTime(size, n - 1, n, bw), Times(lat, n - 1));
+    default:  // broadcast, reduce: pipelined chain
+      return SatAdd(FractionTransferTime(size, 1, 1, bw), Times(lat, n - 1));
+  }
+}
+
+Nanoseconds NetworkModel::Tree(Bytes size, const CommShape& shape) const {
+  const BitsPerSecond bw = RingBandwidth(shape);
+  const Nanoseconds up = SatAdd(Times(links_.nic_latency, CeilLog2(shape.nodes)),
+                                Times(links_.intra_latency, shape.max_per_node - 1));
+  return SatAdd(FractionTransferTime(size, 20, 9, bw), Times(up, 2));
+}
+
+Nanoseconds NetworkModel::Pairwise(Bytes size, const CommShape& shape) const {
+  const uint64_t n = shape.ranks;
+  const uint64_t k = shape.max_per_node;
+  Nanoseconds intra(0), inter(0);
+  if (k > 1) intra = FractionTransferTime(size, k - 1, n, links_.intra_bw);
+  if (n > k) inter = FractionTransferTime(size, n - k, n, links_.GpuNicShare());
+  return SatAdd(Max(intra, inter), Times(HopLatency(shape), n - 1));
+}
+
+Algorithm NetworkModel::Choose(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  if (kind == graph::ALLTOALL) return graph::ALGORITHM_PAIRWISE;
+  if ((kind == graph::ALLREDUCE || kind == graph::BARRIER) && shape.SpansNodes() &&
+      Tree(size, shape) < Ring(kind, size, shape))
+    return graph::ALGORITHM_TREE;
+  return graph::ALGORITHM_RING;
+}
+
+Nanoseconds NetworkModel::CollectiveTime(CollectiveKind kind, Algorithm algorithm, Bytes size,
+                                         const CommShape& shape) const {
+  if (shape.ranks <= 1) return Nanoseconds(0);
+  if (algorithm == graph::ALGORITHM_DEFAULT) algorithm = Choose(kind, size, shape);
+  if (kind == graph::BARRIER) size = Bytes(0);
+  if (algorithm == graph::ALGORITHM_TREE && (kind == graph::ALLREDUCE || kind == graph::BARRIER))
+    return Tree(size, shape);
+  if (kind == graph::ALLTOALL) return Pairwise(size, shape);
+  return Ring(kind, size, shape);
+}
+
+Nanoseconds NetworkModel::PointToPointTime(Bytes size, bool same_node) const {
+  if (same_node) return SatAdd(links_.intra_latency, FractionTransferTime(size, 1, 1, links_.intra_bw));
+  return SatAdd(links_.nic_latency, FractionTransferTime(size, 1, 1, links_.GpuNicShare()));
+}
+
+}  // namespace prism::engine

@@ -1,0 +1,97 @@
+// The link model and the NCCL-like collective cost model of the replay engine.
+//
+// Formulas (docs/network-model.md has the derivations):
+//   ring allreduce      2(n-1)/n * S / B + 2(n-1) * L
+//   ring allgather      (n-1)/n * S / B + (n-1) * L        S = output bytes
+//   ring reducescatter  (n-1)/n * S / B + (n-1) * L        S = input bytes
+//   ring broadcast/reduce        S / B + (n-1) * L          (pipelined chain)
+//   tree allreduce      2 * S / (0.9 B) + 2 * (ceil(log2 nodes) * L_nic + (k-1) * L_intra)
+//   pairwise alltoall   max((k-1) S/n / B_intra, (n-k) S/n / B_gpu_nic) + (n-1) * L
+//   send/recv           L_hop + S / B_hop
+// B is the ring's bottleneck hop: the intra-node link when k > 1 ranks of the
+// communicator share a node, and k * (NIC share of one GPU) when it spans
+// nodes (each GPU of a node owns nic_count / gpus_per_node of its NICs).
+// L is the slowest hop's latency (NIC latency when the communicator spans nodes).
+//
+// Thread-compatible value type; no state beyond the link figures.
+#ifndef PRISM_DAEMON_ENGINE_NETWORK_MODEL_H_
+#define PRISM_DAEMON_ENGINE_NETWORK_MODEL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "common/units.h"
+#include "proto/graph.pb.h"
+
+namespace prism::engine {
+
+// Largest time the engine represents; every sum saturates here (~146 years).
+inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+
+// Saturating time arithmetic: hostile graphs must not overflow.
+Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b);
+
+struct LinkModel {
+  BitsPerSecond intra_bw;       // per GPU, inside a node
+  Nanoseconds intra_latency;
+  BitsPerSecond nic_bw;         // one NIC
+  uint32_t nic_count = 0;       // per node
+  uint32_t gpus_per_node = 1;
+  Nanoseconds nic_latency;
+  // NIC bandwidth one GPU owns: nic_count * nic_bw / gpus_per_node.
+  BitsPerSecond GpuNicShare() const;
+};
+
+// Placement of a communicator's members, all the model needs to know.
+struct CommShape {
+  uint32_t ranks = 1;
+  uint32_t nodes = 1;
+  uint32_t min_per_node = 1;    // fewest members on one of its nodes
+  uint32_t max_per_node = 1;
+  bool SpansNodes() const { return nodes > 1; }
+  auto operator<=>(const CommShape&) const = default;
+};
+
+class NetworkModel {
+ public:
+  // Fails when the cluster cannot carry traffic it will need (checked lazily
+  // by CheckShape): zero bandwidths are reported there, not here.
+  static LinkModel LinkModelFromCluster(const graph::Cluster& cluster);
+  explicit NetworkModel(const LinkModel& links) : links_(links) {}
+
+  // Whether this shape can be served by the links (non-zero bandwidths).
+  absl::Status CheckShape(const CommShape& shape) const;
+  absl::Status CheckP2P(bool same_node) const;
+
+  // ALGORITHM_DEFAULT resolved the NCCL-like way: allreduce takes the tree when
+  // it spans nodes and the tree's time is lower (large node counts, small
+  // sizes), else the ring; alltoall is pairwise; everything else ring.
+  graph::Algorithm Choose(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
+
+  // Time of one collective from the moment every member has arrived. An
+  // algorithm that does not apply to `kind` falls back to the ring.
+  Nanoseconds CollectiveTime(graph::CollectiveKind kind, graph::Algorithm algorithm, Bytes size,
+                             const CommShape& shape) const;
+
+  Nanoseconds PointToPointTime(Bytes size, bool same_node) const;
+
+  // Ring bottleneck bandwidth and per-step latency for `shape`.
+  BitsPerSecond RingBandwidth(const CommShape& shape) const;
+  Nanoseconds HopLatency(const CommShape& shape) const;
+
+  const LinkModel& links() const { return links_; }
+
+ private:
+  Nanoseconds Ring(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
+  Nanoseconds Tree(Bytes size, const CommShape& shape) const;
+  Nanoseconds Pairwise(Bytes size, const CommShape& shape) const;
+
+  LinkModel links_;
+};
+
+// Time to move size * num / den bytes at bw (rounded up), saturating.
+Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw);
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_NETWORK_MODEL_H_

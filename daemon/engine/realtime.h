@@ -1,0 +1,120 @@
+// Real-time pacing and the engine inbox (hybrid emulation).
+//
+// Emulated time T (integer ns from the replay's start) corresponds to the
+// wall-clock instant start + T. In real-time mode the engine handles an event
+// of time T no earlier than wall-clock start + T - lookahead; when it is late
+// it never sleeps, it records the lag (how far behind the wall clock it runs).
+//   best-effort: continues whatever the lag (the lag is a metric)
+//   hard-limit:  fails with a clear error once the lag exceeds the limit
+//
+// EngineInbox is the one way other threads talk to a running engine. Contract:
+//  - Post() may be called from any thread, any time, and never blocks on the
+//    engine (a mutex held for a vector push).
+//  - Only the engine thread drains it; events posted before Drain() are seen
+//    by that Drain(), in posting order per posting thread.
+//  - Injected times are emulated times (ns since the pacer's start); use
+//    WallClockPacer::EmulatedFromRealtime to convert CLOCK_REALTIME stamps.
+//  - An injected time earlier than the engine's current time is applied at
+//    the current time (causality: the engine never moves backwards).
+#ifndef PRISM_DAEMON_ENGINE_REALTIME_H_
+#define PRISM_DAEMON_ENGINE_REALTIME_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/units.h"
+
+namespace prism::engine {
+
+// "Real rank `rank` reached op `op` of its program at emulated time `at`."
+// The engine issues that op instance then (ops of real ranks wait for this);
+// a compute op in flight on the same stream completes at `at`. op ==
+// number of ops of the program means "finished the iteration": compute ops
+// still in flight complete at `at`. One event per op instance, in order.
+struct RankReachedOp {
+  uint32_t rank = 0;
+  uint32_t op = 0;
+  Nanoseconds at;
+};
+
+// Ends Run() at the next event boundary (Run returns Cancelled).
+struct StopRequest {};
+
+using InboxEvent = std::variant<RankReachedOp, StopRequest>;
+
+class EngineInbox {
+ public:
+  EngineInbox() = default;
+  EngineInbox(const EngineInbox&) = delete;
+  EngineInbox& operator=(const EngineInbox&) = delete;
+
+  // Any thread.
+  void Post(InboxEvent event);
+
+  // Engine thread. Cheap when nothing was posted (one relaxed atomic load).
+  bool HasPending() const { return pending_.load(std::memory_order_acquire); }
+  void Drain(std::vector<InboxEvent>* out);
+  // Blocks until something is posted or `deadline` passes; true if pending.
+  bool WaitUntil(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<InboxEvent> events_;
+  std::atomic<bool> pending_{false};
+};
+
+enum class RealtimeMode { kOff, kBestEffort, kHardLimit };
+
+struct RealtimeOptions {
+  RealtimeMode mode = RealtimeMode::kBestEffort;
+  Nanoseconds lag_limit = FromMilliseconds(100);  // hard-limit only
+  Nanoseconds lookahead;                          // how far ahead of the wall clock events may run
+};
+
+// Engine-thread object except lag_ns(), which any thread may read.
+class WallClockPacer {
+ public:
+  explicit WallClockPacer(RealtimeOptions options) : options_(options) {}
+  WallClockPacer(const WallClockPacer&) = delete;
+  WallClockPacer& operator=(const WallClockPacer&) = delete;
+
+  // Emulated time 0 := now.
+  void Start();
+
+  // Waits until event time `t` is due. Returns false when the wait was cut
+  // short because the inbox has events (the caller drains and retries).
+  bool WaitUntilDue(Nanoseconds t, EngineInbox* inbox);
+
+  // Called when the event at `t` is handled: updates the lag; in hard-limit
+  // mode returns DeadlineExceeded once the lag exceeds the limit.
+  absl::Status RecordLag(Nanoseconds t);
+
+  // Emulated time now (wall clock minus start).
+  Nanoseconds Now() const;
+  Nanoseconds EmulatedFromRealtime(uint64_t realtime_ns) const;
+
+  int64_t lag_ns() const { return lag_ns_.load(std::memory_order_relaxed); }
+  int64_t max_lag_ns() const { return max_lag_ns_.load(std::memory_order_relaxed); }
+  const RealtimeOptions& options() const { return options_; }
+
+ private:
+  RealtimeOptions options_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t start_realtime_ns_ = 0;
+  std::atomic<int64_t> lag_ns_{0};
+  std::atomic<int64_t> max_lag_ns_{0};
+};
+
+// Parses "best-effort" / "hard-limit".
+absl::Status ParseRealtimeMode(const std::string& text, RealtimeMode* mode);
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_REALTIME_H_

@@ -1,0 +1,40 @@
+// Raw figures a replay produces (SimulationReport formats them).
+// Sums are weighted by the ranks an actor stands for; 128-bit so that hostile
+// graphs cannot overflow them.
+#ifndef PRISM_DAEMON_ENGINE_REPLAY_STATS_H_
+#define PRISM_DAEMON_ENGINE_REPLAY_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "common/units.h"
+
+namespace prism::engine {
+
+// Index 0..7 collective kinds (graph::CollectiveKind), then send and recv.
+inline constexpr int kOpKindSend = 8;
+inline constexpr int kOpKindRecv = 9;
+inline constexpr int kOpKinds = 10;
+inline constexpr int kCommKinds = 17;
+
+struct KindTotals {
+  __int128 time_ns = 0;      // sum over rank-op instances of (completion - issue)
+  __int128 ops = 0;          // rank-op instances
+  __int128 bytes = 0;
+};
+
+struct ReplayStats {
+  uint64_t events = 0;
+  Nanoseconds end;
+  std::vector<Nanoseconds> iteration_end;       // per iteration: when its last op completed
+  std::array<KindTotals, kCommKinds> by_comm{};
+  std::array<KindTotals, kOpKinds> by_op{};
+  __int128 compute_ns = 0;                      // weighted
+  std::vector<int64_t> actor_exposed_ns;        // per actor, whole run
+  std::vector<int64_t> actor_peak_memory;       // per actor: max running sum of deltas
+};
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_REPLAY_STATS_H_

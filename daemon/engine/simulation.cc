@@ -1,0 +1,68 @@
+#include "daemon/engine/simulation.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace prism::engine {
+
+absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested) {
+  uint64_t n = requested;
+  if (n == 0) {
+    const auto& attrs = graph.job().attributes();
+    const auto it = attrs.find("iterations");
+    n = 1;
+    if (it != attrs.end() && !absl::SimpleAtoi(it->second, &n))
+      return absl::InvalidArgumentError(absl::StrCat("graph attribute iterations=\"", it->second,
+                                                     "\" is not a number; pass --iterations N"));
+  }
+  if (n == 0 || n > kMaxIterations)
+    return absl::InvalidArgumentError(absl::StrCat(n, " iterations requested; use 1 to ", kMaxIterations));
+  return n;
+}
+
+std::string SimulationResult::TraceJson(const graph::Graph& graph) const {
+  if (!trace) return "";
+  std::ostringstream out;
+  trace->WriteJson(graph, out);
+  return out.str();
+}
+
+absl::Status SimulationResult::WriteTrace(const graph::Graph& graph, const std::string& path) const {
+  if (!trace) return absl::FailedPreconditionError("no trace was recorded");
+  return trace->WriteFile(graph, path);
+}
+
+absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const SimulationOptions& options) {
+  auto iterations = IterationsFor(graph, options.iterations);
+  if (!iterations.ok()) return iterations.status();
+  const auto wall_start = std::chrono::steady_clock::now();
+  const NetworkModel model(NetworkModel::LinkModelFromCluster(graph.cluster()));
+  WorldOptions wopts;
+  wopts.use_classes = options.use_classes;
+  wopts.real_ranks = options.real_ranks;
+  auto world = BuildWorld(graph, model, wopts);
+  if (!world.ok()) return world.status();
+  SimulationResult result;
+  result.world = std::make_unique<EngineWorld>(std::move(*world));
+  if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
+  EngineOptions eopts;
+  eopts.iterations = *iterations;
+  ReplayEngine engine(*result.world, model, eopts);
+  engine.SetObserver(options.observer);
+  engine.SetTraceRecorder(result.trace.get());
+  std::unique_ptr<WallClockPacer> pacer;
+  if (options.realtime && options.realtime->mode != RealtimeMode::kOff) {
+    pacer = std::make_unique<WallClockPacer>(*options.realtime);
+    pacer->Start();
+  }
+  absl::Status run = engine.Run(pacer.get(), options.inbox);
+  if (!run.ok()) return run;
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  result.report = BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
+  return result;
+}
+
+}  // namespace prism::engine

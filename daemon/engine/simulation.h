@@ -1,0 +1,57 @@
+// One call that loads nothing and replays a graph: the glue used by prismd
+// --simulate, the tests and the benchmarks.
+//
+// Simulate() builds the world (equivalence classes unless switched off), runs
+// the engine on the calling thread and returns the report, plus the trace when
+// ranks were selected. Thread-compatible: concurrent calls share nothing.
+#ifndef PRISM_DAEMON_ENGINE_SIMULATION_H_
+#define PRISM_DAEMON_ENGINE_SIMULATION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/engine/realtime.h"
+#include "daemon/engine/replay_engine.h"
+#include "daemon/engine/simulation_report.h"
+#include "daemon/engine/trace_writer.h"
+#include "daemon/engine/world.h"
+#include "proto/graph.pb.h"
+
+namespace prism::engine {
+
+inline constexpr uint64_t kMaxIterations = 1000000;
+
+struct SimulationOptions {
+  uint64_t iterations = 0;                  // 0: JobInfo.attributes["iterations"], else 1
+  bool use_classes = true;
+  std::optional<std::vector<uint32_t>> trace_ranks;  // set: record a trace of these ranks
+  std::optional<RealtimeOptions> realtime;  // set: pace to the wall clock
+  std::vector<uint32_t> real_ranks;         // hybrid: ranks whose progress comes from `inbox`
+  EngineObserver* observer = nullptr;       // not owned
+  EngineInbox* inbox = nullptr;             // not owned
+};
+
+class SimulationResult {
+ public:
+  SimulationReport report;
+  // Empty unless trace_ranks was set.
+  std::string TraceJson(const graph::Graph& graph) const;
+  absl::Status WriteTrace(const graph::Graph& graph, const std::string& path) const;
+
+  std::unique_ptr<EngineWorld> world;
+  std::unique_ptr<TraceRecorder> trace;
+};
+
+// The iteration count to replay: `requested` if non-zero, else the graph's
+// "iterations" attribute, else 1. Errors on a malformed or absurd count.
+absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested);
+
+absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const SimulationOptions& options);
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_SIMULATION_H_

@@ -1,0 +1,156 @@
+#include "daemon/engine/simulation_report.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace prism::engine {
+namespace {
+
+std::string Lower(std::string s, const std::string& prefix) {
+  if (s.rfind(prefix, 0) == 0) s = s.substr(prefix.size());
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string OpKindName(int k) {
+  if (k == kOpKindSend) return "send";
+  if (k == kOpKindRecv) return "recv";
+  return Lower(graph::CollectiveKind_Name(static_cast<graph::CollectiveKind>(k)), "");
+}
+
+KindRow Row(std::string name, const KindTotals& t, double per) {
+  return KindRow{std::move(name), static_cast<double>(t.time_ns) * 1e-9 / per, static_cast<double>(t.ops) / per,
+                 static_cast<double>(t.bytes) / per};
+}
+
+nlohmann::ordered_json RowsJson(const std::vector<KindRow>& rows) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const KindRow& r : rows)
+    j[r.name] = {{"time_s_per_rank", r.time_s_per_rank}, {"ops_per_rank", r.ops_per_rank},
+                 {"bytes_per_rank", r.bytes_per_rank}};
+  return j;
+}
+
+std::vector<MemoryRow> Memory(const graph::Graph& graph, const EngineWorld& world, const ReplayStats& stats) {
+  bool models_memory = false;
+  for (const ProgramInfo& p : world.programs) {
+    models_memory |= p.static_memory > 0;
+    for (const OpInfo& op : p.ops) models_memory |= op.memory_delta != 0;
+  }
+  std::vector<MemoryRow> rows;
+  if (!models_memory) return rows;
+  rows.resize(world.programs.size());
+  for (size_t p = 0; p < rows.size(); ++p) {
+    rows[p].program = world.programs[p].name;
+    rows[p].static_bytes = world.programs[p].static_memory;
+    rows[p].peak_bytes = INT64_MIN;
+  }
+  for (size_t a = 0; a < world.actors.size(); ++a) {
+    MemoryRow& r = rows[world.actors[a].program];
+    r.ranks += world.actors[a].weight;
+    const __int128 peak = static_cast<__int128>(r.static_bytes) + stats.actor_peak_memory[a];
+    r.peak_bytes = std::max<int64_t>(r.peak_bytes, static_cast<int64_t>(std::clamp<__int128>(peak, INT64_MIN, INT64_MAX)));
+  }
+  std::erase_if(rows, [](const MemoryRow& r) { return r.ranks == 0; });
+  (void)graph;
+  return rows;
+}
+
+}  // namespace
+
+SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world, const ReplayStats& stats,
+                             uint64_t iterations, double wall_s) {
+  SimulationReport r;
+  r.graph_name = graph.job().name();
+  r.world_size = graph.ranks_size();
+  r.iterations = iterations;
+  Nanoseconds prev(0);
+  for (Nanoseconds end : stats.iteration_end) {
+    r.iteration_times.push_back(end - prev);
+    prev = end;
+  }
+  r.mean_iteration = Nanoseconds(prev.count() / static_cast<int64_t>(std::max<uint64_t>(iterations, 1)));
+  r.emulated_end = stats.end;
+  r.events = stats.events;
+  r.wall_s = wall_s;
+  r.actors = world.actors.size();
+  r.classes = world.classes;
+  r.reduced = world.reduced;
+  r.reduction_note = world.reduction_note;
+  const double per = static_cast<double>(std::max<uint64_t>(r.world_size, 1)) * static_cast<double>(std::max<uint64_t>(iterations, 1));
+  __int128 exposed = 0;
+  int64_t exposed_max = 0;
+  for (size_t a = 0; a < world.actors.size(); ++a) {
+    exposed += static_cast<__int128>(stats.actor_exposed_ns[a]) * world.actors[a].weight;
+    exposed_max = std::max(exposed_max, stats.actor_exposed_ns[a]);
+  }
+  r.exposed_comm_s_mean = static_cast<double>(exposed) * 1e-9 / per;
+  r.exposed_comm_s_max = static_cast<double>(exposed_max) * 1e-9 / static_cast<double>(std::max<uint64_t>(iterations, 1));
+  r.compute_s_per_rank = static_cast<double>(stats.compute_ns) * 1e-9 / per;
+  for (int k = 0; k < kCommKinds; ++k)
+    if (stats.by_comm[k].ops > 0)
+      r.by_comm.push_back(Row(Lower(graph::CommKind_Name(static_cast<graph::CommKind>(k)), "COMM_KIND_"),
+                              stats.by_comm[k], per));
+  for (int k = 0; k < kOpKinds; ++k)
+    if (stats.by_op[k].ops > 0) r.by_op.push_back(Row(OpKindName(k), stats.by_op[k], per));
+  r.memory = Memory(graph, world, stats);
+  return r;
+}
+
+std::string SimulationReport::ToJson(bool include_wall) const {
+  nlohmann::ordered_json j;
+  j["graph"] = graph_name;
+  j["world_size"] = world_size;
+  j["iterations"] = iterations;
+  j["iteration_time_s"] = mean_iteration.seconds();
+  auto& times = j["iteration_times_s"] = nlohmann::ordered_json::array();
+  for (Nanoseconds t : iteration_times) times.push_back(t.seconds());
+  j["emulated_time_s"] = emulated_end.seconds();
+  j["events"] = events;
+  if (include_wall) {
+    j["events_per_second"] = wall_s > 0 ? static_cast<double>(events) / wall_s : 0.0;
+    j["wall_s"] = wall_s;
+  }
+  j["replay"] = {{"actors", actors}, {"classes", classes}, {"equivalence_classes", reduced}, {"note", reduction_note}};
+  j["compute_s_per_rank"] = compute_s_per_rank;
+  j["exposed_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean}, {"max_rank", exposed_comm_s_max}};
+  j["communicators"] = RowsJson(by_comm);
+  j["collectives"] = RowsJson(by_op);
+  auto& mem = j["memory"] = nlohmann::ordered_json::array();
+  for (const MemoryRow& m : memory)
+    mem.push_back({{"program", m.program}, {"ranks", m.ranks}, {"static_bytes", m.static_bytes}, {"peak_bytes", m.peak_bytes}});
+  return j.dump(2) + "\n";
+}
+
+std::string SimulationReport::ToText() const {
+  std::string out = fmt::format("graph {} ({} ranks), {} iteration(s)\n", graph_name, world_size, iterations);
+  out += fmt::format("predicted iteration time: {:.6f} s (mean)\n", mean_iteration.seconds());
+  for (size_t i = 0; i < iteration_times.size() && i < 20; ++i)
+    out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());
+  out += fmt::format("compute per rank: {:.6f} s; exposed communication per rank: {:.6f} s mean, {:.6f} s max\n",
+                     compute_s_per_rank, exposed_comm_s_mean, exposed_comm_s_max);
+  out += "time per communicator kind (per rank per iteration):\n";
+  for (const KindRow& r : by_comm)
+    out += fmt::format("  {:<14} {:.6f} s  {:>10.1f} ops  {:>16.0f} bytes\n", r.name, r.time_s_per_rank,
+                       r.ops_per_rank, r.bytes_per_rank);
+  out += "time per collective kind (per rank per iteration):\n";
+  for (const KindRow& r : by_op)
+    out += fmt::format("  {:<14} {:.6f} s  {:>10.1f} ops  {:>16.0f} bytes\n", r.name, r.time_s_per_rank,
+                       r.ops_per_rank, r.bytes_per_rank);
+  if (!memory.empty()) {
+    out += "peak memory per rank class:\n";
+    for (const MemoryRow& m : memory)
+      out += fmt::format("  {:<20} {:>6} ranks  peak {:.3f} GiB (static {:.3f} GiB)\n", m.program, m.ranks,
+                         static_cast<double>(m.peak_bytes) / (1 << 30), static_cast<double>(m.static_bytes) / (1 << 30));
+  }
+  out += fmt::format("replay: {} actor(s) for {} ranks{}{}\n", actors, world_size,
+                     reduced ? " (equivalence classes)" : "", reduction_note.empty() ? "" : "; " + reduction_note);
+  out += fmt::format("{} events in {:.3f} s wall ({:.2f} M events/s)\n", events, wall_s,
+                     wall_s > 0 ? static_cast<double>(events) / wall_s / 1e6 : 0.0);
+  return out;
+}
+
+}  // namespace prism::engine

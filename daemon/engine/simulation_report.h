@@ -1,0 +1,63 @@
+// The result of a simulation, as text for people and JSON for tools.
+// Per-rank figures are averages over the ranks (weighted by class sizes) and
+// per iteration. Value type; thread-compatible.
+#ifndef PRISM_DAEMON_ENGINE_SIMULATION_REPORT_H_
+#define PRISM_DAEMON_ENGINE_SIMULATION_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "daemon/engine/replay_stats.h"
+#include "daemon/engine/world.h"
+#include "proto/graph.pb.h"
+
+namespace prism::engine {
+
+struct KindRow {
+  std::string name;
+  double time_s_per_rank = 0;   // per iteration
+  double ops_per_rank = 0;      // per iteration
+  double bytes_per_rank = 0;    // per iteration
+};
+
+struct MemoryRow {
+  std::string program;
+  uint64_t ranks = 0;
+  uint64_t static_bytes = 0;
+  int64_t peak_bytes = 0;       // static + running max of memory deltas, max over its ranks
+};
+
+struct SimulationReport {
+  std::string graph_name;
+  uint64_t world_size = 0;
+  uint64_t iterations = 0;
+  std::vector<Nanoseconds> iteration_times;
+  Nanoseconds mean_iteration;
+  Nanoseconds emulated_end;
+  uint64_t events = 0;
+  double wall_s = 0;
+  uint64_t actors = 0;
+  uint64_t classes = 0;
+  bool reduced = false;
+  std::string reduction_note;
+  double exposed_comm_s_mean = 0;   // per rank per iteration
+  double exposed_comm_s_max = 0;
+  double compute_s_per_rank = 0;
+  std::vector<KindRow> by_comm;     // only kinds that occurred
+  std::vector<KindRow> by_op;
+  std::vector<MemoryRow> memory;    // empty when the graph models no memory
+
+  // One JSON object. include_wall = false leaves out wall_s and
+  // events_per_second, the only fields that differ between identical runs.
+  std::string ToJson(bool include_wall = true) const;
+  std::string ToText() const;
+};
+
+SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world, const ReplayStats& stats,
+                             uint64_t iterations, double wall_s);
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_SIMULATION_REPORT_H_

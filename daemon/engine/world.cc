@@ -1,0 +1,225 @@
+#include "daemon/engine/world.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/engine/equivalence.h"
+
+namespace prism::engine {
+namespace {
+
+absl::Status Invalid(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("graph cannot be replayed: ", what));
+}
+
+OpInfo FlattenOp(const graph::Op& op) {
+  OpInfo o;
+  o.stream = op.stream();
+  switch (op.kind_case()) {
+    case graph::Op::kCompute:
+      o.kind = OpKind::kCompute;
+      o.duration = Nanoseconds(static_cast<int64_t>(std::min<uint64_t>(op.compute().duration_ns(), kMaxTimeNs)));
+      o.memory_delta = op.compute().memory_delta_bytes();
+      break;
+    case graph::Op::kCollective:
+      o.kind = OpKind::kCollective;
+      o.slot = op.collective().comm_slot();
+      o.collective = op.collective().kind();
+      o.algorithm = op.collective().algorithm();
+      o.bytes = Bytes(op.collective().bytes());
+      break;
+    case graph::Op::kSend:
+      o.kind = OpKind::kSend;
+      o.slot = op.send().comm_slot();
+      o.bytes = Bytes(op.send().bytes());
+      break;
+    case graph::Op::kRecv:
+      o.kind = OpKind::kRecv;
+      o.slot = op.recv().comm_slot();
+      o.bytes = Bytes(op.recv().bytes());
+      break;
+    case graph::Op::kGroupStart: o.kind = OpKind::kGroupStart; break;
+    default: o.kind = OpKind::kGroupEnd; break;
+  }
+  return o;
+}
+
+absl::StatusOr<ProgramInfo> FlattenProgram(const graph::Program& p) {
+  ProgramInfo info;
+  info.name = p.name().empty() ? absl::StrCat("program-", p.id()) : p.name();
+  info.static_memory = p.static_memory_bytes();
+  std::map<std::tuple<uint32_t, uint32_t, bool, bool>, int32_t> descs;
+  uint32_t streams = 0;
+  for (const graph::Op& op : p.ops()) streams = std::max(streams, op.stream() + 1);
+  if (streams > kMaxStreams)
+    return Invalid(absl::StrCat("program ", info.name, " uses stream ", streams - 1, "; at most ", kMaxStreams,
+                                " streams are supported"));
+  info.streams = streams;
+  info.stream_ops.resize(streams);
+  info.ops.reserve(p.ops_size());
+  for (int k = 0; k < p.ops_size(); ++k) {
+    const graph::Op& op = p.ops(k);
+    OpInfo o = FlattenOp(op);
+    o.deps_begin = static_cast<uint32_t>(info.deps.size());
+    for (uint32_t d : op.deps()) info.deps.push_back(d);
+    o.deps_end = static_cast<uint32_t>(info.deps.size());
+    if (o.kind == OpKind::kSend || o.kind == OpKind::kRecv) {
+      const bool is_send = o.kind == OpKind::kSend;
+      const uint32_t peer = is_send ? op.send().peer() : op.recv().peer();
+      const bool rel = is_send ? op.send().peer_relative() : op.recv().peer_relative();
+      auto [it, fresh] = descs.try_emplace({o.slot, peer, rel, is_send}, static_cast<int32_t>(info.p2p.size()));
+      if (fresh) info.p2p.push_back(P2PDesc{o.slot, peer, rel, is_send});
+      o.p2p_desc = it->second;
+    }
+    info.stream_ops[o.stream].push_back(static_cast<uint32_t>(k));
+    info.ops.push_back(o);
+  }
+  return info;
+}
+
+CommShape ShapeOf(const graph::Graph& g, const graph::Communicator& c) {
+  absl::flat_hash_map<uint32_t, uint32_t> per_node;
+  for (uint32_t m : c.members()) ++per_node[g.ranks(m).node()];
+  CommShape s;
+  s.ranks = static_cast<uint32_t>(c.members_size());
+  s.nodes = static_cast<uint32_t>(per_node.size());
+  s.min_per_node = UINT32_MAX;
+  s.max_per_node = 0;
+  for (const auto& [node, count] : per_node) {
+    s.min_per_node = std::min(s.min_per_node, count);
+    s.max_per_node = std::max(s.max_per_node, count);
+  }
+  return s;
+}
+
+std::vector<uint32_t> CanonicalSlots(const graph::Rank& rank) {
+  std::vector<uint32_t> canon(rank.comm_slots_size());
+  for (int s = 0; s < rank.comm_slots_size(); ++s) {
+    canon[s] = static_cast<uint32_t>(s);
+    for (int t = 0; t < s; ++t)
+      if (rank.comm_slots(t) == rank.comm_slots(s)) { canon[s] = static_cast<uint32_t>(t); break; }
+  }
+  return canon;
+}
+
+// Every communicator a collective uses and every P2P pair must be servable.
+absl::Status CheckLinks(const graph::Graph& g, const EngineWorld& w, const NetworkModel& model) {
+  std::vector<uint8_t> checked(w.comms.size(), 0);
+  for (const Actor& a : w.actors) {
+    const ProgramInfo& p = w.programs[a.program];
+    for (const OpInfo& op : p.ops) {
+      if (op.kind != OpKind::kCollective) continue;
+      const uint32_t c = a.slot_comm[op.slot];
+      if (checked[c]) continue;
+      checked[c] = 1;
+      if (auto s = model.CheckShape(w.comms[c].shape); !s.ok())
+        return Invalid(absl::StrCat("communicator ", w.comms[c].name, ": ", std::string(s.message())));
+    }
+    for (size_t d = 0; d < p.p2p.size(); ++d)
+      if (auto s = model.CheckP2P(a.peer_same_node[d]); !s.ok())
+        return Invalid(absl::StrCat("rank ", a.rep_rank, " send/recv: ", std::string(s.message())));
+  }
+  (void)g;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const WorldOptions& options) {
+  EngineWorld w;
+  for (const graph::Program& p : g.programs()) {
+    auto info = FlattenProgram(p);
+    if (!info.ok()) return info.status();
+    w.programs.push_back(std::move(*info));
+  }
+  w.comms.reserve(g.communicators_size());
+  for (const graph::Communicator& c : g.communicators()) {
+    EngineComm ec;
+    ec.members.assign(c.members().begin(), c.members().end());
+    ec.shape = ShapeOf(g, c);
+    ec.kind = c.kind();
+    ec.name = c.name().empty() ? absl::StrCat("comm-", c.id()) : c.name();
+    w.comms.push_back(std::move(ec));
+  }
+  std::vector<uint8_t> real(g.ranks_size(), 0);
+  for (uint32_t r : options.real_ranks) {
+    if (r >= static_cast<uint32_t>(g.ranks_size()))
+      return absl::InvalidArgumentError(absl::StrCat("real rank ", r, " is outside the ", g.ranks_size(),
+                                                     "-rank world of the graph"));
+    real[r] = 1;
+  }
+  const CommRankIndex index(g);
+  w.actors.resize(g.ranks_size());
+  w.actor_of_rank.resize(g.ranks_size());
+  for (int r = 0; r < g.ranks_size(); ++r) {
+    const graph::Rank& rank = g.ranks(r);
+    Actor& a = w.actors[r];
+    a.program = rank.program();
+    a.rep_rank = static_cast<uint32_t>(r);
+    a.real = real[r] != 0;
+    a.slot_comm.assign(rank.comm_slots().begin(), rank.comm_slots().end());
+    a.slot_canonical = CanonicalSlots(rank);
+    for (const P2PDesc& d : w.programs[a.program].p2p) {
+      const uint32_t peer = index.PeerRank(static_cast<uint32_t>(r), d);
+      a.peer_actor.push_back(peer);
+      a.peer_same_node.push_back(g.ranks(peer).node() == rank.node());
+    }
+    w.actor_of_rank[r] = static_cast<uint32_t>(r);
+  }
+  w.classes = static_cast<uint32_t>(g.ranks_size());
+  return w;
+}
+
+}  // namespace
+
+CommRankIndex::CommRankIndex(const graph::Graph& graph) : graph_(graph) {
+  std::vector<std::vector<uint32_t>> p2p_slots(graph.programs_size());
+  for (int i = 0; i < graph.programs_size(); ++i) {
+    std::vector<uint8_t> used(graph.programs(i).comm_slot_names_size(), 0);
+    for (const graph::Op& op : graph.programs(i).ops()) {
+      if (op.has_send()) used[op.send().comm_slot()] = 1;
+      if (op.has_recv()) used[op.recv().comm_slot()] = 1;
+    }
+    for (size_t s = 0; s < used.size(); ++s)
+      if (used[s]) p2p_slots[i].push_back(static_cast<uint32_t>(s));
+  }
+  std::vector<uint8_t> wanted(graph.communicators_size(), 0);
+  for (const graph::Rank& rank : graph.ranks())
+    for (uint32_t s : p2p_slots[rank.program()]) wanted[rank.comm_slots(s)] = 1;
+  for (int c = 0; c < graph.communicators_size(); ++c) {
+    if (!wanted[c]) continue;
+    const auto& members = graph.communicators(c).members();
+    for (int i = 0; i < members.size(); ++i)
+      position_[(uint64_t{static_cast<uint32_t>(c)} << 32) | members[i]] = static_cast<uint32_t>(i);
+  }
+}
+
+uint32_t CommRankIndex::PeerRank(uint32_t rank, const P2PDesc& d) const {
+  const graph::Rank& rk = graph_.ranks(rank);
+  const uint32_t comm = rk.comm_slots(d.slot);
+  const auto& members = graph_.communicators(comm).members();
+  const uint32_t size = static_cast<uint32_t>(members.size());
+  uint64_t target = d.peer % size;
+  if (d.relative) {
+    const auto it = position_.find((uint64_t{comm} << 32) | rank);
+    const uint32_t mine = it == position_.end() ? 0 : it->second;
+    target = (uint64_t{mine} + d.peer) % size;
+  }
+  return members[static_cast<int>(target)];
+}
+
+absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
+                                       const WorldOptions& options) {
+  if (static_cast<uint64_t>(graph.ranks_size()) > kMaxRanks)
+    return Invalid(absl::StrCat(graph.ranks_size(), " ranks; prismd replays at most ", kMaxRanks));
+  auto full = BuildFull(graph, options);
+  if (!full.ok()) return full.status();
+  if (auto s = CheckLinks(graph, *full, model); !s.ok()) return s;
+  if (!options.use_classes) {
+    full->reduction_note = "equivalence classes switched off (--no-classes)";
+    return full;
+  }
+  return ReduceWorld(graph, std::move(*full));
+}
+
+}  // namespace prism::engine
