@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Gathers the NCCL net plugin, prismd (if built) and the shared libraries they
+# need into one folder that can be copied to a GPU host lacking gRPC/protobuf/
+# Abseil:
+#   OUTDIR/libnccl-net-prism.so   (DT_RPATH $ORIGIN/lib)
+#   OUTDIR/prismd                 (DT_RPATH $ORIGIN/lib), when built
+#   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
+#                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
+#                                 libpthread, libdl, librt) and libcuda
+# Usage: scripts/bundle-runtime.sh [OUTDIR]
+# Env: BUILD_DIR (default: <repo>/build; falls back to build-plugin when the
+#      plugin is not there), PLUGIN (path of the .so), PRISMD (path of prismd).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$repo/build/prism-runtime}"
+build="${BUILD_DIR:-$repo/build}"
+
+find_first() {  # prints the first existing path among the arguments
+  for p in "$@"; do [[ -n "$p" && -f "$p" ]] && { echo "$p"; return 0; }; done
+  return 1
+}
+
+plugin="$(find_first "${PLUGIN:-}" "$build/plugin/libnccl-net-prism.so" \
+  "$repo/build-plugin/plugin/libnccl-net-prism.so")" || {
+  echo "bundle-runtime: libnccl-net-prism.so not found; build it first" \
+       "(ninja -C $build nccl-net-prism) or set PLUGIN=/path/to/libnccl-net-prism.so" >&2
+  exit 1
+}
+prismd="$(find_first "${PRISMD:-}" "$build/daemon/prismd" "$build/prismd" || true)"
+
+mkdir -p "$out/lib"
+install -m 0755 "$plugin" "$out/libnccl-net-prism.so"
+bins=("$out/libnccl-net-prism.so")
+if [[ -n "$prismd" ]]; then
+  install -m 0755 "$prismd" "$out/prismd"
+  bins+=("$out/prismd")
+else
+  echo "bundle-runtime: prismd not built; bundling the plugin only" >&2
+fi
+
+skip='^(linux-vdso|libc\.so|libstdc\+\+\.so|libgcc_s\.so|ld-linux|libm\.so|libpthread\.so|libdl\.so|librt\.so|libcuda\.so)'
+count=0
+for bin in "${bins[@]}"; do
+  # ldd prints the whole transitive closure: "name => /path (addr)".
+  while read -r name _ path _; do
+    [[ "$path" == /* ]] || continue
+    if [[ "$name" =~ $skip ]]; then continue; fi
+    if [[ ! -f "$out/lib/$name" ]]; then
+      cp -L "$path" "$out/lib/$name"
+      count=$((count + 1))
+    fi
+  done < <(ldd "$bin" | grep '=>')
+done
+
+# Old-style DT_RPATH $ORIGIN/lib: also serves the bundled libraries' own
+# dependencies (DT_RUNPATH would not).
+for bin in "${bins[@]}"; do
+  if readelf -d "$bin" | grep -q 'RPATH.*\$ORIGIN/lib'; then continue; fi
+  if command -v patchelf > /dev/null; then
+    patchelf --force-rpath --set-rpath '$ORIGIN/lib' "$bin"
+  else
+    echo "bundle-runtime: $bin has no DT_RPATH \$ORIGIN/lib and patchelf is missing;" \
+         "run it with LD_LIBRARY_PATH=$out/lib (or apt-get install patchelf)" >&2
+  fi
+done
+
+size="$(du -sh "$out" | cut -f1)"
+echo "bundle-runtime: $out ($count libraries, $size)"
+for bin in "${bins[@]}"; do
+  missing="$(LD_LIBRARY_PATH= ldd "$bin" | grep 'not found' || true)"
+  [[ -z "$missing" ]] || { echo "bundle-runtime: unresolved in $bin:" >&2; echo "$missing" >&2; exit 1; }
+done

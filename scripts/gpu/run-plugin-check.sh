@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Plugin check on a GPU host: PyTorch ranks on one GPU, each its own NCCL
+# "host" (NCCL_HOSTID), talking through libnccl-net-prism.so, then the same
+# through NCCL's own Socket transport for comparison. 2 and 8 ranks, under MPS.
+#
+# Usage: scripts/gpu/run-plugin-check.sh [BUNDLE_DIR]
+#   BUNDLE_DIR: output of scripts/bundle-runtime.sh (holds libnccl-net-prism.so)
+#               default: $PRISM_BUNDLE or <repo>/build/prism-runtime
+# Env: OUT (results directory; default /tmp/prism-plugin-check-<time>),
+#      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS,
+#      PYTHON (default python3), NO_MPS=1 to skip MPS, any PRISM_* (passed on).
+# Writes $OUT/summary.txt, $OUT/<label>.json, $OUT/<label>/rank<r>.log.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bundle="${1:-${PRISM_BUNDLE:-$here/../../build/prism-runtime}}"
+bundle="$(cd "$bundle" && pwd)" || { echo "no bundle dir $bundle" >&2; exit 1; }
+plugin="$bundle/libnccl-net-prism.so"
+[[ -f "$plugin" ]] || { echo "missing $plugin (run scripts/bundle-runtime.sh)" >&2; exit 1; }
+OUT="${OUT:-/tmp/prism-plugin-check-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUT"
+export OUT
+py="${PYTHON:-python3}"
+worlds="${WORLDS:-2 8}"
+summary="$OUT/summary.txt"
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+mps_started=0
+if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then mps_started=1; else say "WARNING: MPS did not start"; fi
+fi
+cleanup() {
+  if [[ $mps_started == 1 ]]; then echo quit | nvidia-cuda-mps-control || true; fi
+}
+trap cleanup EXIT
+
+port=29500
+run_one() {  # label world transport
+  local label="$1" world="$2" transport="$3" dir="$OUT/$1" pids=() rc=0
+  mkdir -p "$dir"
+  port=$((port + 7))
+  for ((r = 0; r < world; r++)); do
+    local -a env=(RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 MASTER_ADDR=127.0.0.1
+      MASTER_PORT=$port PRISM_CHECK_LABEL=$label NCCL_HOSTID="prism-check-host-$r"
+      NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
+      NCCL_SOCKET_IFNAME=lo NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0)
+    if [[ $transport == prism ]]; then
+      env+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=Prism PRISM_SOCKET_IFADDR=127.0.0.1)
+    else
+      env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
+    fi
+    env "${env[@]}" timeout 150 "$py" "$here/plugin_pytorch.py" > "$dir/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  local via
+  via=$(grep -h -c "via NET/Prism" "$dir"/rank*.log | awk '{s+=$1} END {print s+0}')
+  grep -h "^\[rank 0\]" "$dir/rank0.log" | tee -a "$summary"
+  say "$label: exit $([[ $rc == 0 ]] && echo ok || echo FAILED), 'via NET/Prism' lines: $via"
+  if [[ $rc != 0 ]]; then
+    say "  last lines of failing logs:"
+    for f in "$dir"/rank*.log; do tail -n 5 "$f" | sed "s|^|  $(basename "$f"): |" | tee -a "$summary"; done
+  fi
+  return $rc
+}
+
+status=0
+start=$(date +%s)
+say "plugin: $plugin"
+say "MPS: $([[ $mps_started == 1 ]] && echo on || echo off)"
+for w in $worlds; do
+  run_one "prism-w$w" "$w" prism || status=1
+  run_one "socket-w$w" "$w" socket || status=1
+done
+say "total $(( $(date +%s) - start )) s; results in $OUT"
+exit $status
