@@ -1,0 +1,18 @@
+#include "daemon/bootstrap/bootstrap_service.h"
+
+#include "daemon/bootstrap/bootstrap_server.h"
+
+namespace prism::bootstrap {
+
+BootstrapService::BootstrapService(BootstrapConfig config, BootstrapPlan plan,
+                                   daemon::VirtualConnectionBroker* broker)
+    : server_(std::make_unique<BootstrapServer>(std::move(config), std::move(plan), broker)) {}
+
+BootstrapService::~BootstrapService() { Stop(); }
+
+absl::Status BootstrapService::Start() { return server_->Start(); }
+void BootstrapService::Stop() { server_->Stop(); }
+BootstrapStats BootstrapService::Stats() const { return server_->Stats(); }
+uint16_t BootstrapService::port() const { return server_->port(); }
+
+}  // namespace prism::bootstrap

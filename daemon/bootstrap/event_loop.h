@@ -1,0 +1,60 @@
+// A minimal epoll event loop: one thread calls Run() and owns every handler;
+// Wake()/Stop() are the only calls other threads may make.
+#ifndef PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
+#define PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+
+#include "absl/status/status.h"
+
+namespace prism::bootstrap {
+
+class IoHandler {
+ public:
+  virtual ~IoHandler() = default;
+  virtual void OnIo(uint32_t epoll_events) = 0;
+};
+
+class EventLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimerId = uint64_t;
+
+  EventLoop() = default;
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  absl::Status Init();
+  // Registration (loop thread only). `handler` must outlive its registration.
+  absl::Status Add(int fd, uint32_t events, IoHandler* handler);
+  absl::Status Modify(int fd, uint32_t events, IoHandler* handler);
+  void Remove(int fd);
+
+  TimerId AddTimer(std::chrono::nanoseconds delay, std::function<void()> fn);
+  void CancelTimer(TimerId id);
+
+  // Runs until Stop(); `on_wake` runs on the loop thread after every Wake().
+  void Run(const std::function<void()>& on_wake);
+  // Runs ready events and due timers once, waiting at most `max_wait`.
+  void RunOnce(std::chrono::milliseconds max_wait);
+  void Wake();   // any thread
+  void Stop();   // any thread
+  bool stopping() const { return stop_.load(); }
+
+ private:
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> woken_{false};
+  TimerId next_timer_ = 1;
+  std::multimap<Clock::time_point, std::pair<TimerId, std::function<void()>>> timers_;
+};
+
+}  // namespace prism::bootstrap
+
+#endif  // PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
