@@ -15,13 +15,6 @@ constexpr uint32_t kComputeStream = 0;
 constexpr uint32_t kDpStream = 1;
 constexpr uint32_t kCpStream = 2;
 
-struct PendingP2P {
-  bool send = true;
-  uint32_t peer = 0;
-  uint64_t bytes = 0;
-  std::string label;
-};
-
 uint64_t PadTo(uint64_t v, uint64_t multiple) { return multiple <= 1 ? v : (v + multiple - 1) / multiple * multiple; }
 
 class StageBuilder {
@@ -40,11 +33,11 @@ class StageBuilder {
     prog_.set_streams(par_.cp > 1 ? 3 : 2);
     for (const auto& s : in_.slot_names) prog_.add_comm_slot_names(s);
     const uint32_t m = par_.microbatches();
-    for (const PipelineStep& step : StageSchedule(par_.schedule, par_.pp, par_.vpp, in_.stage, m)) {
-      if (step.forward) Forward(step);
-      else Backward(step, step.microbatch == m - 1);
+    for (const PipelineAction& a : StageActions(par_.schedule, par_.pp, par_.vpp, in_.stage, m)) {
+      if (a.is_exchange) Exchange(a.exchange);
+      else if (a.step.forward) Forward(a.step);
+      else Backward(a.step, a.step.microbatch == m - 1);
     }
-    FlushP2P();
     Finalize();
     prog_.set_static_memory_bytes(cost_.StaticBytes(dense_params_, OptimizerShards(in_.dp_cp_size)) +
                                   cost_.StaticBytes(expert_params_, OptimizerShards(in_.edp_size)));
@@ -96,29 +89,32 @@ class StageBuilder {
     return LastIndex();
   }
 
-  // ---- pipeline send/recv, coalesced like Megatron's batched p2p ----
-  void FlushP2P() {
-    if (pending_.empty()) return;
-    const bool group = pending_.size() > 1;
-    if (group) NewOp(kComputeStream)->mutable_group_start();
-    for (const PendingP2P& p : pending_) {
-      pg::Op* op = NewOp(kComputeStream);
-      if (p.send) {
-        auto* s = op->mutable_send();
-        s->set_comm_slot(Slot("pp"));
-        s->set_peer(p.peer);
-        s->set_bytes(p.bytes);
-        s->set_label(p.label);
-      } else {
-        auto* r = op->mutable_recv();
-        r->set_comm_slot(Slot("pp"));
-        r->set_peer(p.peer);
-        r->set_bytes(p.bytes);
-        r->set_label(p.label);
-      }
+  // ---- pipeline send/recv: one exchange = one NCCL group (Megatron's batched p2p) ----
+  void P2P(bool send, uint32_t peer, const char* label) {
+    pg::Op* op = NewOp(kComputeStream);
+    const uint64_t bytes = cost_.PpActivationBytes();
+    if (send) {
+      auto* s = op->mutable_send();
+      s->set_comm_slot(Slot("pp"));
+      s->set_peer(peer);
+      s->set_bytes(bytes);
+      s->set_label(label);
+    } else {
+      auto* r = op->mutable_recv();
+      r->set_comm_slot(Slot("pp"));
+      r->set_peer(peer);
+      r->set_bytes(bytes);
+      r->set_label(label);
     }
-    if (group) NewOp(kComputeStream)->mutable_group_end();
-    pending_.clear();
+  }
+  void Exchange(const PipelineExchange& e) {
+    const int ops = e.send_prev + e.recv_prev + e.send_next + e.recv_next;
+    if (ops > 1) NewOp(kComputeStream)->mutable_group_start();
+    if (e.send_prev) P2P(true, PrevStage(), "pp.send-grad");
+    if (e.recv_prev) P2P(false, PrevStage(), "pp.recv-act");
+    if (e.send_next) P2P(true, NextStage(), "pp.send-act");
+    if (e.recv_next) P2P(false, NextStage(), "pp.recv-grad");
+    if (ops > 1) NewOp(kComputeStream)->mutable_group_end();
   }
   uint32_t PrevStage() const { return (in_.stage + par_.pp - 1) % par_.pp; }
   uint32_t NextStage() const { return (in_.stage + 1) % par_.pp; }
@@ -209,10 +205,6 @@ class StageBuilder {
   }
 
   void Forward(const PipelineStep& step) {
-    const uint64_t act = cost_.PpActivationBytes();
-    if (!FirstChunk(step.chunk))
-      pending_.push_back({false, PrevStage(), act, absl::StrCat("f.c", step.chunk, ".recv-act")});
-    FlushP2P();
     if (FirstChunk(step.chunk)) {
       const PhaseCost e = cost_.Embedding();
       Compute("f.embedding", e.fwd_ns, e.activation_bytes, e.fwd_flops);
@@ -226,16 +218,10 @@ class StageBuilder {
       const PhaseCost o = cost_.Output();
       TpBefore("f.output", true);
       Compute("f.output+loss", o.fwd_ns, o.activation_bytes, o.fwd_flops);
-    } else {
-      pending_.push_back({true, NextStage(), act, absl::StrCat("f.c", step.chunk, ".send-act")});
     }
   }
 
   void Backward(const PipelineStep& step, bool last_microbatch) {
-    const uint64_t act = cost_.PpActivationBytes();
-    if (!LastChunk(step.chunk))
-      pending_.push_back({false, NextStage(), act, absl::StrCat("b.c", step.chunk, ".recv-grad")});
-    FlushP2P();
     if (LastChunk(step.chunk)) {
       const PhaseCost o = cost_.Output();
       Compute("b.output+loss", o.bwd_ns, -o.activation_bytes, 2 * o.fwd_flops);
@@ -254,8 +240,6 @@ class StageBuilder {
       Compute("b.embedding", e.bwd_ns, -e.activation_bytes, 0);
       if (last_microbatch) ReduceLayerGrads(step.chunk, 0);
     }
-    if (!FirstChunk(step.chunk))
-      pending_.push_back({true, PrevStage(), act, absl::StrCat("b.c", step.chunk, ".send-grad")});
   }
 
   // ---- data-parallel gradient reduction, one bucket per layer ----
@@ -330,7 +314,6 @@ class StageBuilder {
   uint32_t layers_per_chunk_ = 0;
   PhaseCost attn_, mlp_;
   pg::Program prog_;
-  std::vector<PendingP2P> pending_;
   std::vector<uint32_t> ring_end_;
   std::vector<uint32_t> dp_ops_;
   std::vector<Gather> gathers_;

@@ -1,0 +1,12 @@
+# prism-graphgen tests (graphgen/). Included from test/CMakeLists.txt.
+add_executable(graphgen_tests
+  graphgen_test_util.cc
+  graphgen_layout_test.cc
+  graphgen_volume_test.cc
+  graphgen_errors_test.cc
+  graphgen_collective_test.cc
+  graphgen_inspect_test.cc
+  graphgen_graph_test.cc)
+target_link_libraries(graphgen_tests PRIVATE prism_test_main prism_graphgen)
+target_compile_definitions(graphgen_tests PRIVATE PRISM_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")
+catch_discover_tests(graphgen_tests)

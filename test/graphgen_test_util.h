@@ -1,0 +1,45 @@
+// Helpers shared by the graphgen tests: build jobs from YAML snippets, pick
+// communicators by kind, sum op bytes by label.
+#ifndef PRISM_TEST_GRAPHGEN_TEST_UTIL_H_
+#define PRISM_TEST_GRAPHGEN_TEST_UTIL_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graphgen/job_spec.h"
+#include "proto/graph.pb.h"
+
+namespace prism::graphgen::testing {
+
+// A job YAML with a small dense GPT model and the given `parallel:` body
+// (flow-style, e.g. "{tp: 2, pp: 2, dp: 2}") plus optional extra model keys.
+std::string SmallJobYaml(const std::string& parallel, const std::string& extra_model = "");
+
+// Parses and generates; REQUIREs success.
+prism::graph::Graph GraphOf(const std::string& yaml);
+JobSpec SpecOf(const std::string& yaml);
+
+// Member lists of the communicators whose name starts with "<slot>[", in
+// creation order.
+std::vector<std::vector<uint32_t>> MembersOf(const prism::graph::Graph& g, const std::string& slot);
+
+// Sum of bytes (and count) of ops of `p` that satisfy `pred`.
+struct Tally {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+};
+Tally TallyOps(const prism::graph::Program& p, const std::function<bool(const prism::graph::Op&)>& pred);
+
+// Label of a collective/send/recv/compute op ("" for groups).
+std::string LabelOf(const prism::graph::Op& op);
+// Slot name an op uses ("" for compute and groups).
+std::string SlotOf(const prism::graph::Program& p, const prism::graph::Op& op);
+
+// A fresh path in a temporary directory (file not created).
+std::string TempPath(const std::string& name);
+
+}  // namespace prism::graphgen::testing
+
+#endif  // PRISM_TEST_GRAPHGEN_TEST_UTIL_H_
