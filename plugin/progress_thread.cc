@@ -1,5 +1,6 @@
 #include "plugin/progress_thread.h"
 
+#include <sched.h>
 #include <time.h>
 
 namespace prism::plugin {
@@ -40,7 +41,10 @@ void ProgressThread::Main(int64_t spin_ns) {
     }
     const int64_t now = MonoNs();
     if (idle_since < 0) idle_since = now;
-    if (now - idle_since < spin_ns) continue;
+    if (now - idle_since < spin_ns) {
+      sched_yield();  // other threads (NCCL's proxy, peers) may need this core
+      continue;
+    }
     waker_.PrepareSleep();
     if (has_input_() || stop_.load(std::memory_order_acquire)) {
       waker_.AfterSleep();

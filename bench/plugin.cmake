@@ -1,0 +1,6 @@
+# Plugin benchmarks (print figures; no assertions).
+add_executable(plugin_bench ${CMAKE_CURRENT_SOURCE_DIR}/plugin_bench.cc)
+target_include_directories(plugin_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(plugin_bench PRIVATE ${CMAKE_DL_LIBS})
+target_compile_definitions(plugin_bench PRIVATE PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>")
+add_dependencies(plugin_bench nccl-net-prism)
