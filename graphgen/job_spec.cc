@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -10,6 +11,10 @@
 
 namespace prism::graphgen {
 namespace {
+
+constexpr uint64_t kMaxWorld = 1ull << 20;
+constexpr uint64_t kMaxModelDimension = 1ull << 24;
+constexpr uint64_t kMaxOpsPerProgram = 20'000'000;
 
 absl::Status ParseModel(const YAML::Node& node, ModelSpec& m) {
   MapReader r(node, "model");
@@ -181,7 +186,8 @@ absl::Status ParseDocument(const YAML::Node& doc, const std::string& base_dir, J
     p.dp = static_cast<uint32_t>(derived);
   }
   if (p.expert_tp == 0) p.expert_tp = p.tp;
-  if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
+  const uint64_t one_round = uint64_t{p.micro_batch} * p.dp;
+  if (p.global_batch == 0 && one_round <= UINT32_MAX) p.global_batch = static_cast<uint32_t>(one_round);
   if (p.vpp > 1 && !schedule_given) p.schedule = Schedule::kInterleavedOneFOneB;
   if (p.tp == 1) p.sequence_parallel = false;  // Megatron turns SP off without TP
   if (spec.name.empty()) spec.name = "job";
@@ -207,6 +213,27 @@ const char* ScheduleName(Schedule s) {
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   const ModelSpec& m = spec.model;
   const ParallelSpec& p = spec.parallel;
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"model.hidden", m.hidden},
+                                   {"model.ffn_hidden", m.ffn_hidden}, {"model.moe_ffn_hidden", m.moe_ffn_hidden},
+                                   {"model.seq_len", m.seq_len}, {"model.vocab", m.vocab},
+                                   {"model.layers", m.layers}, {"model.heads", m.heads},
+                                   {"model.experts", m.experts}})
+    if (value > kMaxModelDimension)
+      return KeyError(key, absl::StrCat(value, " is above the supported ", kMaxModelDimension));
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"parallel.tp", p.tp}, {"parallel.pp", p.pp},
+                                   {"parallel.dp", p.dp}, {"parallel.cp", p.cp}, {"parallel.ep", p.ep},
+                                   {"parallel.vpp", p.vpp}, {"parallel.expert_tp", p.expert_tp},
+                                   {"parallel.micro_batch", p.micro_batch}})
+    if (value > kMaxWorld) return KeyError(key, absl::StrCat(value, " is above the supported ", kMaxWorld));
+  if (p.world() > kMaxWorld)
+    return KeyError("parallel", absl::StrCat("world size tp*pp*dp*cp = ", p.world(), " is above the supported ",
+                                             kMaxWorld));
+  if (p.global_batch == 0)
+    return KeyError("parallel.global_batch", "is missing, and micro_batch * dp is too large to be its default");
+  if (uint64_t{p.micro_batch} * m.seq_len * m.hidden > (1ull << 40))
+    return KeyError("model.seq_len", "micro_batch * seq_len * hidden is above 2^40 (one microbatch's activations "
+                                     "would not fit any GPU)");
+  if (p.expert_tp == 0) return KeyError("parallel.expert_tp", "must be at least 1");
   PRISM_RETURN_IF_ERROR(Divides("model.hidden", m.hidden, m.heads, "model.heads"));
   PRISM_RETURN_IF_ERROR(Divides("model.heads", m.heads, p.tp, "parallel.tp"));
   PRISM_RETURN_IF_ERROR(Divides("model.heads", m.heads, m.kv_heads, "model.kv_heads"));
@@ -244,7 +271,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
     PRISM_RETURN_IF_ERROR(Divides("parallel.global_batch", p.microbatches(), p.pp,
                                   "parallel.pp (microbatches per iteration must be a multiple of pp when "
                                   "interleaving); microbatches"));
-  if (p.world() > (1u << 24)) return KeyError("parallel", absl::StrCat("world size ", p.world(), " is too large"));
+  // Op count of one program: a few dozen ops per layer per microbatch.
+  const uint64_t ops = uint64_t{2} * p.microbatches() * (m.layers / p.pp) * (12 + 2 * uint64_t{p.cp});
+  if (ops > kMaxOpsPerProgram)
+    return KeyError("parallel.global_batch", absl::StrCat("gives about ", ops, " ops per program (", p.microbatches(),
+                                                          " microbatches x ", m.layers / p.pp,
+                                                          " layers per stage); the limit is ", kMaxOpsPerProgram));
   return absl::OkStatus();
 }
 

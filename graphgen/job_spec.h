@@ -50,7 +50,7 @@ struct ParallelSpec {
   bool grads_fp32 = true;           // grad buffers / reductions in fp32 (Megatron with bf16)
 
   uint64_t world() const { return uint64_t{tp} * pp * dp * cp; }
-  uint32_t microbatches() const { return global_batch / (micro_batch * dp); }
+  uint32_t microbatches() const { return static_cast<uint32_t>(global_batch / (uint64_t{micro_batch} * dp)); }
   // Data-parallel ranks of expert layers: world / (expert_tp * ep * pp).
   uint64_t expert_dp() const { return world() / (uint64_t{expert_tp} * ep * pp); }
 };
