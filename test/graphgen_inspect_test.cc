@@ -88,7 +88,7 @@ TEST_CASE("inspect reports bytes per iteration for repeated collectives", "[grap
   CHECK(s.at("classes").at(0).at("ranks") == 16);
 }
 
-TEST_CASE("inspect CLI: text and JSON from a file; a bad file exits 2", "[graphgen][inspect]") {
+TEST_CASE("inspect CLI: text and JSON from a file, and a bad file exits 2", "[graphgen][inspect]") {
   const std::string path = prism::graphgen::testing::TempPath("inspect.graph");
   REQUIRE(pg::WriteGraphFile(GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2}")), path).ok());
   std::ostringstream o, e;
