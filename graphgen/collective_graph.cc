@@ -11,6 +11,9 @@ namespace {
 
 namespace pg = prism::graph;
 
+// prismd's engine accepts up to 10^6 iterations.
+constexpr uint32_t kMaxCollectiveIterations = 1000000;
+
 absl::Status FlagError(const std::string& flag, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", reason));
 }
@@ -49,40 +52,38 @@ absl::Status Check(const CollectiveJob& j) {
     return FlagError("--nvlink-latency-us", "must be zero or more");
   if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree")
     return FlagError("--algo", absl::StrCat("must be ring or tree, got '", j.algo, "'"));
-  if (j.iterations == 0) return FlagError("--iterations", "must be at least 1");
+  if (j.iterations == 0 || j.iterations > kMaxCollectiveIterations)
+    return FlagError("--iterations", absl::StrCat("must be 1 to ", kMaxCollectiveIterations));
   return absl::OkStatus();
 }
 
+// One iteration: the collective once, or one {send +1, recv -1} group.
 void AddOps(const CollectiveJob& j, pg::Program& p) {
   pg::CollectiveKind kind = pg::COLLECTIVE_KIND_UNSPECIFIED;
-  const bool sendrecv = !KindOf(j.op, kind);
-  const pg::Algorithm algo =
-      j.algo == "ring" ? pg::ALGORITHM_RING : j.algo == "tree" ? pg::ALGORITHM_TREE : pg::ALGORITHM_DEFAULT;
-  for (uint32_t i = 0; i < j.iterations; ++i) {
-    const std::string label = absl::StrCat(j.op, "#", i);
-    if (sendrecv) {
-      p.add_ops()->mutable_group_start();
-      auto* s = p.add_ops()->mutable_send();
-      s->set_peer(1);
-      s->set_peer_relative(true);
-      s->set_bytes(j.bytes);
-      s->set_label(label);
-      auto* r = p.add_ops()->mutable_recv();
-      r->set_peer(j.ranks - 1);
-      r->set_peer_relative(true);
-      r->set_bytes(j.bytes);
-      r->set_label(label);
-      p.add_ops()->mutable_group_end();
-      continue;
-    }
-    auto* c = p.add_ops()->mutable_collective();
-    c->set_kind(kind);
-    c->set_bytes(j.bytes);
-    c->set_dtype(pg::BF16);
-    c->set_algorithm(algo);
-    c->set_root(0);
-    c->set_label(label);
+  if (!KindOf(j.op, kind)) {
+    p.add_ops()->mutable_group_start();
+    auto* s = p.add_ops()->mutable_send();
+    s->set_peer(1);
+    s->set_peer_relative(true);
+    s->set_bytes(j.bytes);
+    s->set_label(j.op);
+    auto* r = p.add_ops()->mutable_recv();
+    r->set_peer(j.ranks - 1);
+    r->set_peer_relative(true);
+    r->set_bytes(j.bytes);
+    r->set_label(j.op);
+    p.add_ops()->mutable_group_end();
+    return;
   }
+  auto* c = p.add_ops()->mutable_collective();
+  c->set_kind(kind);
+  c->set_bytes(j.bytes);
+  c->set_dtype(pg::BF16);
+  c->set_algorithm(j.algo == "ring" ? pg::ALGORITHM_RING
+                   : j.algo == "tree" ? pg::ALGORITHM_TREE
+                                      : pg::ALGORITHM_DEFAULT);
+  c->set_root(0);
+  c->set_label(j.op);
 }
 
 }  // namespace
@@ -120,7 +121,6 @@ absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   job->set_world_size(j.ranks);
   auto& a = *job->mutable_attributes();
   a["iterations"] = absl::StrCat(j.iterations);
-  a["iterations_in_program"] = "true";
   a["op"] = j.op;
   a["bytes"] = absl::StrCat(j.bytes);
   a["algo"] = j.algo.empty() ? "default" : j.algo;

@@ -3,9 +3,9 @@
 // (module: collective generator).
 //
 // Shape: one program shared by all ranks, one slot "world" naming
-// communicator 0 (kind WORLD, init). The op is repeated `iterations` times in
-// the program, and job.attributes["iterations"] records the count (the
-// simulator does not repeat it again). `bytes` follows NCCL's full-buffer
+// communicator 0 (kind WORLD, init). The program holds ONE iteration (the op
+// once); job.attributes["iterations"] records how many times the simulator
+// repeats the program (prismd's engine reads it as its default). `bytes` follows NCCL's full-buffer
 // convention (graph.proto): allreduce/broadcast = the buffer, allgather = the
 // output, reducescatter = the input, alltoall = the whole send buffer,
 // sendrecv = what each rank sends (to rank+1; it receives from rank-1, inside

@@ -76,16 +76,17 @@ json Communicators(const pg::Graph& g, bool include_members) {
   return {{"count", g.communicators_size()}, {"by_kind", std::move(kinds)}};
 }
 
-uint64_t IterationsInProgram(const pg::Graph& g) {
+// job.attributes["iterations"]: how many times the simulator repeats the
+// programs (each program holds one iteration). 1 when absent or malformed.
+uint64_t Iterations(const pg::Graph& g) {
   const auto& a = g.job().attributes();
-  auto in_program = a.find("iterations_in_program");
   auto it = a.find("iterations");
-  if (in_program == a.end() || in_program->second != "true" || it == a.end()) return 1;
+  if (it == a.end()) return 1;
   const uint64_t n = std::strtoull(it->second.c_str(), nullptr, 10);
   return n == 0 ? 1 : n;
 }
 
-json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uint64_t iterations) {
+json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank) {
   std::map<std::string, uint64_t> counts = {{"compute", 0}, {"collective", 0}, {"send", 0},
                                             {"recv", 0},    {"group_start", 0}, {"group_end", 0}};
   std::map<std::string, uint64_t> bytes;
@@ -127,9 +128,6 @@ json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uin
   }
   json op_counts = counts;
   op_counts["total"] = p.ops_size();
-  for (auto& [k, v] : bytes) v /= iterations;
-  for (auto& [s, m] : bytes_by_slot)
-    for (auto& [k, v] : m) v /= iterations;
   return {{"program", p.id()},
           {"name", p.name()},
           {"ranks", ranks},
@@ -137,7 +135,7 @@ json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uin
           {"streams", p.streams()},
           {"comm_slots", std::vector<std::string>(p.comm_slot_names().begin(), p.comm_slot_names().end())},
           {"op_counts", std::move(op_counts)},
-          {"compute_ns_per_iteration", compute_ns / iterations},
+          {"compute_ns_per_iteration", compute_ns},
           {"bytes_per_iteration", bytes},
           {"bytes_per_iteration_by_slot", bytes_by_slot},
           {"memory",
@@ -166,10 +164,9 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
     ++ranks_of[r.program()];
     first_rank[r.program()] = std::min(first_rank[r.program()], r.rank());
   }
-  const uint64_t iterations = IterationsInProgram(g);
   json classes = json::array();
   for (int i = 0; i < g.programs_size(); ++i)
-    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i], iterations));
+    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i]));
   const auto& l = g.layout();
   json attributes = json::object();
   for (const auto& [k, v] : g.job().attributes()) attributes[k] = v;
@@ -189,7 +186,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
             {"micro_batch", l.micro_batch()}, {"global_batch", l.global_batch()}, {"schedule", l.schedule()},
             {"sequence_parallel", l.sequence_parallel()}, {"distributed_optimizer", l.distributed_optimizer()},
             {"order", l.order()}}},
-          {"iterations_in_program", iterations},
+          {"iterations", Iterations(g)},
           {"communicators", Communicators(g, include_members)},
           {"classes", std::move(classes)}};
 }

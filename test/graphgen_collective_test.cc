@@ -25,7 +25,7 @@ TEST_CASE("sizes accept K/M/G as binary multiples", "[graphgen][collective]") {
   CHECK_FALSE(ParseByteSize("99999999999999999999").ok());
 }
 
-TEST_CASE("a collective graph: one program, world communicator, op repeated", "[graphgen][collective]") {
+TEST_CASE("a collective graph: one program, world communicator, one op per iteration", "[graphgen][collective]") {
   struct Case {
     std::string op;
     pg::CollectiveKind kind;
@@ -56,7 +56,7 @@ TEST_CASE("a collective graph: one program, world communicator, op repeated", "[
     CHECK(g->communicators(0).members_size() == 64);
     REQUIRE(g->programs_size() == 1);
     const auto& p = g->programs(0);
-    REQUIRE(p.ops_size() == 7);
+    REQUIRE(p.ops_size() == 1);  // one iteration; the simulator repeats it
     for (const auto& op : p.ops()) {
       REQUIRE(op.has_collective());
       CHECK(op.collective().kind() == c.kind);
@@ -78,9 +78,10 @@ TEST_CASE("sendrecv: each rank sends to rank+1 and receives from rank-1 in a gro
   auto g = GenerateCollectiveGraph(job);
   REQUIRE(g.ok());
   CHECK(pg::ValidateGraph(*g).ok());
+  CHECK(g->job().attributes().at("iterations") == "3");
   const auto& p = g->programs(0);
-  REQUIRE(p.ops_size() == 12);
-  for (int i = 0; i < 12; i += 4) {
+  REQUIRE(p.ops_size() == 4);
+  for (int i = 0; i < 4; i += 4) {
     CHECK(p.ops(i).has_group_start());
     REQUIRE(p.ops(i + 1).has_send());
     CHECK(p.ops(i + 1).send().peer_relative());
@@ -118,6 +119,7 @@ TEST_CASE("bad collective flags are refused with the flag named", "[graphgen][co
                                         o, e) == 0);
   auto g2 = pg::ReadGraphFile(out);
   REQUIRE(g2.ok());
-  CHECK(g2->programs(0).ops_size() == 20);
+  CHECK(g2->programs(0).ops_size() == 1);
+  CHECK(g2->job().attributes().at("iterations") == "20");
   CHECK(g2->programs(0).ops(0).collective().algorithm() == pg::ALGORITHM_TREE);
 }

@@ -19,7 +19,7 @@ TEST_CASE("inspect JSON has the documented fields", "[graphgen][inspect]") {
   const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, global_batch: 8}"));
   const json s = prism::graphgen::InspectGraph(g, true);
   CHECK(s.at("schema") == prism::graphgen::kInspectSchema);
-  for (const char* k : {"job", "ranks", "nodes", "gpus_per_node", "layout", "iterations_in_program", "communicators",
+  for (const char* k : {"job", "ranks", "nodes", "gpus_per_node", "layout", "iterations", "communicators",
                         "classes"})
     CHECK(s.contains(k));
   for (const char* k : {"name", "generator", "model", "description", "world_size", "attributes"})
@@ -74,7 +74,7 @@ TEST_CASE("inspect JSON has the documented fields", "[graphgen][inspect]") {
   CHECK(prism::graphgen::FormatInspectText(brief).find("classes: 2 programs") != std::string::npos);
 }
 
-TEST_CASE("inspect reports bytes per iteration for repeated collectives", "[graphgen][inspect]") {
+TEST_CASE("inspect reports bytes per iteration and the iteration count", "[graphgen][inspect]") {
   prism::graphgen::CollectiveJob job;
   job.op = "allgather";
   job.bytes = 64 << 20;
@@ -83,7 +83,7 @@ TEST_CASE("inspect reports bytes per iteration for repeated collectives", "[grap
   auto g = prism::graphgen::GenerateCollectiveGraph(job);
   REQUIRE(g.ok());
   const json s = prism::graphgen::InspectGraph(*g, false);
-  CHECK(s.at("iterations_in_program") == 5);
+  CHECK(s.at("iterations") == 5);
   CHECK(s.at("classes").at(0).at("bytes_per_iteration").at("allgather") == 64u << 20);
   CHECK(s.at("classes").at(0).at("ranks") == 16);
 }
