@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/simulation.h"
@@ -70,6 +72,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     if (!f.realtime.empty()) PRISM_RETURN_IF_ERROR(prism::engine::ParseRealtimeMode(f.realtime, &rt.mode));
     rt.lag_limit = prism::FromMilliseconds(f.lag_limit_ms);
     o.realtime = rt;
+    o.progress_every_events = 256;  // paced: keep /metrics fresh
   }
   return o;
 }
@@ -116,7 +119,11 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
 }
 
 int Run(const Flags& f) {
-  auto graph = prism::graph::ReadGraphFile(f.graph);
+  absl::StatusOr<prism::graph::Graph> graph;
+  {
+    google::protobuf::LogSilencer quiet;  // a corrupt file is reported below, once, clearly
+    graph = prism::graph::ReadGraphFile(f.graph);
+  }
   if (!graph.ok()) return Fail(graph.status());
   auto options = EngineOptions(f, *graph, !f.simulate);
   if (!options.ok()) return Fail(options.status());

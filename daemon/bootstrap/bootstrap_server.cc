@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <cstdlib>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ BootstrapServer::~BootstrapServer() {
 }
 
 absl::Status BootstrapServer::Start() {
+  if (std::getenv("PRISM_BOOTSTRAP_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
   PRISM_ASSIGN_OR_RETURN(profile_, SelectWireProfile(config_.nccl_version));
   PRISM_RETURN_IF_ERROR(ValidatePlan(plan_));
   if (config_.comm_id.empty()) {

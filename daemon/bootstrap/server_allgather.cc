@@ -33,6 +33,10 @@ int InSlice(const RingLink& l, int s, int n) {
 
 }  // namespace
 
+bool LinkFinished(const AgState& ag, const RingLink& l) {
+  return l.in_step >= InCount(ag, l) && l.out_step >= OutCount(ag, l);
+}
+
 const char* AgKindName(AgKind k) {
   switch (k) {
     case AgKind::kRingAllInfo: return "ringAllInfo";

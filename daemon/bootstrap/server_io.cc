@@ -191,6 +191,7 @@ void BootstrapServer::StartConnect(Conn* c) {
 }
 
 void BootstrapServer::RetryConnect(Conn* c) {
+  spdlog::debug("bootstrap: retry connect {} ({})", ToString(c->remote), c->note);
   if (c->fd >= 0) {
     loop_.Remove(c->fd);
     close(c->fd);
@@ -254,6 +255,7 @@ void BootstrapServer::OnConnIo(Conn* c, uint32_t events) {
     }
     c->connecting = false;
     c->local = LocalOf(c->fd);
+    spdlog::debug("bootstrap: connected {} ({})", ToString(c->remote), c->note);
     if (recorder_) recorder_->Opened(c->id, true, c->local, c->remote, c->note);
     Flush(c);
     if (c->dead) return;
@@ -277,6 +279,8 @@ void BootstrapServer::OnConnIo(Conn* c, uint32_t events) {
       if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof = true;
       break;
     }
+    spdlog::debug("bootstrap: conn {} ({}) role {} has {} bytes{}", c->id, c->note,
+                  static_cast<int>(c->role), c->Available(), eof ? ", eof" : "");
     HandleInput(c);
     if (eof && !c->dead) {
       c->eof = true;

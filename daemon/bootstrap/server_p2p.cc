@@ -263,14 +263,21 @@ void BootstrapServer::HandleEof(Conn* c) {
   if (role == ConnRole::kRingFromRealPrev || role == ConnRole::kRingToRealNext) {
     RingLink& l = Link(*comm, c->rank, role == ConnRole::kRingFromRealPrev);
     l.closed = true;
-    if (comm->ag || leftover || comm->phase != CommPhase::kReady) {
+    // A real rank that finished its part of the current all-gather may close
+    // (destroy) before prismd has read its other socket: only a link that
+    // still owes steps means the rank died mid-protocol.
+    const bool unfinished = comm->ag ? !LinkFinished(*comm->ag, l)
+                                     : comm->phase != CommPhase::kReady;
+    if (unfinished || leftover) {
       FailComm(*comm, absl::StrCat("real rank ", l.real_rank, " closed its ring connection to ",
                                    "virtual rank ", l.vrank, " mid-protocol",
                                    comm->ag ? absl::StrCat(" (during ", AgKindName(comm->ag->kind), ")")
                                             : std::string()));
       return;
     }
-    MaybeCommDone(*comm);
+    const uint64_t gen = job_gen_;
+    if (comm->ag) PumpAllGather(*comm);
+    if (gen == job_gen_ && !comm->ag) MaybeCommDone(*comm);
     return;
   }
   if (role == ConnRole::kP2pIn || role == ConnRole::kRootIn || role == ConnRole::kRootDeliveryIn) {

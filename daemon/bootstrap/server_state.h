@@ -94,6 +94,9 @@ struct AgState {
   std::chrono::steady_clock::time_point started;
 };
 
+// True when `l` has exchanged every step of `ag`.
+bool LinkFinished(const AgState& ag, const RingLink& l);
+
 enum class CommPhase : uint8_t { kWaiting, kRoot, kRingOps, kReady, kDone };
 
 struct PendingMsg {

@@ -1,5 +1,6 @@
 #include "daemon/engine/simulation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -50,6 +51,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
   EngineOptions eopts;
   eopts.iterations = *iterations;
+  eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
   ReplayEngine engine(*result.world, model, eopts);
   engine.SetObserver(options.observer);
   engine.SetTraceRecorder(result.trace.get());

@@ -33,6 +33,7 @@ struct SimulationOptions {
   std::vector<uint32_t> real_ranks;         // hybrid: ranks whose progress comes from `inbox`
   EngineObserver* observer = nullptr;       // not owned
   EngineInbox* inbox = nullptr;             // not owned
+  uint64_t progress_every_events = 1 << 16; // observer OnProgress cadence
 };
 
 class SimulationResult {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -78,27 +79,38 @@ TraceRecorder::TraceRecorder(std::vector<uint32_t> ranks, const EngineWorld& wor
 }
 
 void TraceRecorder::WriteFlows(const graph::Graph& g, std::ostream& out, bool* first) const {
+  // Expanded to rank pairs, then sorted: the order (and the ids) depend only
+  // on the timelines, not on whether ranks were replayed per class.
+  struct Flow { int64_t send_start, end; uint32_t src, dst, send_stream, recv_stream; int64_t f_ts; };
+  std::vector<Flow> flows;
   const CommRankIndex index(g);
-  uint64_t id = 0;
+  std::vector<std::vector<uint32_t>> selected_of_actor(world_.actors.size());
+  for (uint32_t r : ranks_) selected_of_actor[world_.actor_of_rank[r]].push_back(r);
   for (const FlowRecord& f : flows_) {
-    const Actor& sender = world_.actors[f.send_actor];
-    const ProgramInfo& sp = world_.programs[sender.program];
+    const ProgramInfo& sp = world_.programs[world_.actors[f.send_actor].program];
     const OpInfo& send = sp.ops[f.send_op];
     const uint32_t recv_stream = world_.programs[world_.actors[f.recv_actor].program].ops[f.recv_op].stream;
-    for (uint32_t r : ranks_) {
-      if (world_.actor_of_rank[r] != f.send_actor) continue;
+    const Nanoseconds f_ts = std::max(f.recv_start, f.end - Nanoseconds(1));
+    for (uint32_t r : selected_of_actor[f.send_actor]) {
       const uint32_t peer = index.PeerRank(r, sp.p2p[send.p2p_desc]);
-      if (!selected_[peer]) continue;
-      const Nanoseconds f_ts = std::max(f.recv_start, f.end - Nanoseconds(1));
-      out << (*first ? "" : ",\n");
-      *first = false;
-      out << fmt::format(R"({{"ph":"s","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}},)", id, r,
-                         send.stream, Micros(f.send_start))
-          << "\n"
-          << fmt::format(R"({{"ph":"f","bp":"e","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}})", id,
-                         peer, recv_stream, Micros(f_ts));
-      ++id;
+      if (selected_[peer])
+        flows.push_back({f.send_start.count(), f.end.count(), r, peer, send.stream, recv_stream, f_ts.count()});
     }
+  }
+  std::sort(flows.begin(), flows.end(), [](const Flow& a, const Flow& b) {
+    return std::tie(a.send_start, a.src, a.end, a.dst, a.send_stream, a.recv_stream) <
+           std::tie(b.send_start, b.src, b.end, b.dst, b.send_stream, b.recv_stream);
+  });
+  uint64_t id = 0;
+  for (const Flow& f : flows) {
+    out << (*first ? "" : ",\n");
+    *first = false;
+    out << fmt::format(R"({{"ph":"s","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}},)", id, f.src,
+                       f.send_stream, Micros(Nanoseconds(f.send_start)))
+        << "\n"
+        << fmt::format(R"({{"ph":"f","bp":"e","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}})", id,
+                       f.dst, f.recv_stream, Micros(Nanoseconds(f.f_ts)));
+    ++id;
   }
 }
 

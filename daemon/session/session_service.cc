@@ -1,0 +1,225 @@
+#include "daemon/session/session_service.h"
+
+#include <time.h>
+
+#include <random>
+
+namespace prism::daemon {
+namespace {
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+struct PluginSessionService::Session {
+  SessionId id = 0;
+  grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream = nullptr;
+  std::mutex write_mu;        // one writer at a time; guards `open` and `last_write_ns`
+  bool open = true;
+  int64_t last_write_ns = 0;
+};
+
+class PluginSessionService::GrpcService final : public rpc::PluginSession::Service {
+ public:
+  explicit GrpcService(PluginSessionService* owner) : owner_(owner) {}
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) override {
+    return owner_->RunSession(context, stream);
+  }
+
+ private:
+  PluginSessionService* owner_;
+};
+
+PluginSessionService::PluginSessionService(Options options, ScheduleSource* source)
+    : options_(std::move(options)),
+      source_(source),
+      grpc_service_(std::make_unique<GrpcService>(this)),
+      next_conn_((uint64_t{std::random_device{}()} << 32) | 1) {
+  keepalive_ = std::thread([this] { KeepaliveMain(); });
+}
+
+PluginSessionService::~PluginSessionService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  keepalive_.join();
+}
+
+grpc::Service* PluginSessionService::service() { return grpc_service_.get(); }
+
+uint64_t PluginSessionService::NextConnId() { return next_conn_.fetch_add(1); }
+
+std::optional<VirtualLinkInfo> PluginSessionService::LinkOf(uint64_t conn_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = links_.find(conn_id);
+  if (it == links_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::shared_ptr<PluginSessionService::Session> PluginSessionService::Register(
+    grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) {
+  auto s = std::make_shared<Session>();
+  s->stream = stream;
+  s->last_write_ns = MonoNs();
+  std::lock_guard<std::mutex> lock(mu_);
+  s->id = next_session_++;
+  sessions_[s->id] = s;
+  connected_.fetch_add(1);
+  sessions_total_.fetch_add(1);
+  return s;
+}
+
+void PluginSessionService::Unregister(const std::shared_ptr<Session>& s) {
+  {
+    std::lock_guard<std::mutex> wlock(s->write_mu);
+    s->open = false;  // no writes after the stream handler returns
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.erase(s->id);
+  for (auto it = listen_owner_.begin(); it != listen_owner_.end();) {
+    it = it->second == s->id ? listen_owner_.erase(it) : std::next(it);
+  }
+  connected_.fetch_sub(1);
+}
+
+bool PluginSessionService::Write(Session& s, const rpc::DaemonMessage& msg) {
+  std::lock_guard<std::mutex> lock(s.write_mu);
+  if (!s.open) return false;
+  s.last_write_ns = MonoNs();
+  return s.stream->Write(msg);
+}
+
+bool PluginSessionService::PushSchedules(SessionId id,
+                                         std::vector<rpc::ReceiveSchedule> schedules) {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return false;
+    s = it->second;
+  }
+  rpc::DaemonMessage msg;
+  auto* batch = msg.mutable_schedules();
+  batch->mutable_receives()->Reserve(static_cast<int>(schedules.size()));
+  for (rpc::ReceiveSchedule& r : schedules) *batch->add_receives() = std::move(r);
+  return Write(*s, msg);
+}
+
+VirtualHandle PluginSessionService::MintReceiveHandle(const VirtualLinkInfo& link) {
+  VirtualHandle h;
+  h.conn_id = NextConnId();
+  h.virtual_rank = link.virtual_rank;
+  std::lock_guard<std::mutex> lock(mu_);
+  links_[h.conn_id] = link;
+  return h;
+}
+
+absl::Status PluginSessionService::ConnectToRealListener(const RealListenHandle& listen,
+                                                         const VirtualLinkInfo& link) {
+  if (listen.magic != kRealHandleMagic) {
+    return absl::InvalidArgumentError("not a Prism plugin listen handle (wrong magic); is the "
+                                      "real rank running with NCCL_NET_PLUGIN=prism?");
+  }
+  std::shared_ptr<Session> s;
+  const uint64_t conn_id = NextConnId();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto owner = listen_owner_.find(listen.listen_id);
+    if (owner == listen_owner_.end()) {
+      return absl::FailedPreconditionError(
+          "no plugin session announced listen id " + std::to_string(listen.listen_id) +
+          " (pid " + std::to_string(listen.pid) + "); is PRISM_DAEMON set for that rank?");
+    }
+    s = sessions_.at(owner->second);
+    links_[conn_id] = link;
+  }
+  rpc::DaemonMessage msg;
+  auto* in = msg.mutable_incoming();
+  in->set_listen_id(listen.listen_id);
+  in->set_conn_id(conn_id);
+  in->set_virtual_rank(static_cast<int32_t>(link.virtual_rank));
+  if (!Write(*s, msg)) return absl::UnavailableError("the plugin session closed meanwhile");
+  return absl::OkStatus();
+}
+
+void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch) {
+  for (const rpc::Event& e : batch.events()) {
+    if (!e.has_listen_opened()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listen_owner_[e.listen_opened().listen_id()] = s.id;
+    }
+    if (options_.on_listen) options_.on_listen(s.id, e.listen_opened().listen_id(), e.listen_opened().dev());
+  }
+  if (source_ == nullptr) return;
+  std::vector<rpc::ReceiveSchedule> reply;
+  source_->OnEvents(s.id, batch, &reply);
+  if (!reply.empty()) PushSchedules(s.id, std::move(reply));
+}
+
+grpc::Status PluginSessionService::RunSession(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) {
+  rpc::PluginMessage msg;
+  if (!stream->Read(&msg)) return grpc::Status::OK;
+  if (!msg.has_hello()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of a plugin session must be Hello");
+  }
+  if (msg.hello().protocol_version() != kSessionProtocolVersion) {
+    rpc::DaemonMessage err;
+    err.mutable_error()->set_message(
+        "plugin speaks session protocol " + std::to_string(msg.hello().protocol_version()) +
+        ", prismd speaks " + std::to_string(kSessionProtocolVersion) +
+        "; use a plugin and prismd from the same Prism build");
+    stream->Write(err);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, err.error().message());
+  }
+  std::shared_ptr<Session> s = Register(stream);
+  const rpc::Hello hello = msg.hello();
+  rpc::DaemonMessage welcome;
+  welcome.mutable_welcome()->set_protocol_version(kSessionProtocolVersion);
+  welcome.mutable_welcome()->set_daemon_version(options_.daemon_version);
+  welcome.mutable_welcome()->set_session_id(s->id);
+  Write(*s, welcome);
+  if (source_ != nullptr) source_->OnSessionOpened(s->id, hello, this);
+  while (stream->Read(&msg)) {
+    if (msg.has_events()) HandleEvents(*s, msg.events());
+    if (msg.has_goodbye()) break;
+  }
+  Unregister(s);
+  if (source_ != nullptr) source_->OnSessionClosed(s->id);
+  return grpc::Status::OK;
+}
+
+void PluginSessionService::KeepaliveMain() {
+  const auto period = options_.keepalive;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_cv_.wait_for(lock, period / 2, [this] { return stop_; })) {
+    std::vector<std::shared_ptr<Session>> all;
+    for (auto& [id, s] : sessions_) all.push_back(s);
+    lock.unlock();
+    rpc::DaemonMessage empty;
+    empty.mutable_schedules();
+    const int64_t now = MonoNs();
+    for (auto& s : all) {
+      bool idle;
+      {
+        std::lock_guard<std::mutex> wlock(s->write_mu);
+        idle = now - s->last_write_ns >= std::chrono::nanoseconds(period).count();
+      }
+      if (idle) Write(*s, empty);
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace prism::daemon

@@ -1,0 +1,113 @@
+// prismd's side of the plugin sessions (proto/prism_service.proto,
+// PluginSession): one bidirectional stream per plugin context. Implements
+// the VirtualConnectionBroker the bootstrap emulation calls, and feeds the
+// sessions' events to a ScheduleSource whose schedules it pushes back.
+//
+// Usage (prismd):
+//   LinkModelScheduleSource source(100'000'000'000, 5'000);
+//   PluginSessionService sessions({.daemon_version = "0.1"}, &source);
+//   builder.RegisterService(sessions.service());
+//   bootstrap.SetBroker(&sessions.broker());
+//
+// Threads: gRPC's sync-server threads run the streams (one per session);
+// one keepalive thread (started by the constructor, joined by the
+// destructor) writes an empty ScheduleBatch to sessions idle for
+// `keepalive`. No thread is spawned inside a gRPC call. Every public method
+// is thread-safe. Destroy only after the gRPC server has shut down.
+#ifndef PRISM_DAEMON_SESSION_SESSION_SERVICE_H_
+#define PRISM_DAEMON_SESSION_SESSION_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/session/schedule_source.h"
+#include "daemon/session/virtual_connections.h"
+#include "proto/prism_service.grpc.pb.h"
+
+namespace prism::daemon {
+
+inline constexpr uint32_t kSessionProtocolVersion = 1;
+
+// Observes listen announcements (e.g. a test daemon that connects a virtual
+// sender to every listener). Called on the session's stream thread.
+using ListenObserver = std::function<void(SessionId, uint64_t listen_id, int32_t dev)>;
+
+class PluginSessionService final : public VirtualConnectionBroker, public ScheduleSink {
+ public:
+  struct Options {
+    std::string daemon_version = "dev";
+    std::chrono::milliseconds keepalive{1000};
+    ListenObserver on_listen;  // optional
+  };
+
+  // `source` is not owned and must outlive this object.
+  PluginSessionService(Options options, ScheduleSource* source);
+  ~PluginSessionService() override;
+  PluginSessionService(const PluginSessionService&) = delete;
+  PluginSessionService& operator=(const PluginSessionService&) = delete;
+
+  // Register with grpc::ServerBuilder::RegisterService.
+  grpc::Service* service();
+  VirtualConnectionBroker& broker() { return *this; }
+
+  // Sessions whose stream is open now.
+  int connected_sessions() const { return connected_.load(std::memory_order_relaxed); }
+  uint64_t sessions_total() const { return sessions_total_.load(std::memory_order_relaxed); }
+
+  // The link a connection id was minted or connected for, if any.
+  std::optional<VirtualLinkInfo> LinkOf(uint64_t conn_id) const;
+
+  // ScheduleSink
+  bool PushSchedules(SessionId id, std::vector<rpc::ReceiveSchedule> schedules) override;
+
+  // VirtualConnectionBroker
+  VirtualHandle MintReceiveHandle(const VirtualLinkInfo& link) override;
+  absl::Status ConnectToRealListener(const RealListenHandle& listen,
+                                     const VirtualLinkInfo& link) override;
+
+ private:
+  class GrpcService;
+  struct Session;
+
+  grpc::Status RunSession(grpc::ServerContext* context,
+                          grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream);
+  std::shared_ptr<Session> Register(
+      grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream);
+  void Unregister(const std::shared_ptr<Session>& s);
+  bool Write(Session& s, const rpc::DaemonMessage& msg);
+  void HandleEvents(Session& s, const rpc::EventBatch& batch);
+  void KeepaliveMain();
+  uint64_t NextConnId();
+
+  Options options_;
+  ScheduleSource* source_;
+  std::unique_ptr<GrpcService> grpc_service_;
+  std::atomic<int> connected_{0};
+  std::atomic<uint64_t> sessions_total_{0};
+  std::atomic<uint64_t> next_conn_{0};
+
+  mutable std::mutex mu_;  // guards the maps and stop_
+  std::unordered_map<SessionId, std::shared_ptr<Session>> sessions_;
+  std::unordered_map<uint64_t, SessionId> listen_owner_;  // listen_id -> session
+  std::unordered_map<uint64_t, VirtualLinkInfo> links_;    // conn_id -> link
+  SessionId next_session_ = 1;
+  bool stop_ = false;
+  std::condition_variable stop_cv_;
+  std::thread keepalive_;
+};
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_SESSION_SESSION_SERVICE_H_

@@ -1,0 +1,198 @@
+// Replay engine semantics: streams, deps, groups, send/recv, NIC
+// serialisation, iterations, memory, determinism of report and trace.
+#include <catch2/catch.hpp>
+
+#include "daemon/engine/network_model.h"
+#include "daemon/engine/simulation.h"
+#include "nlohmann/json.hpp"
+#include "test/daemon_test_graphs.h"
+
+namespace {
+
+namespace g = prism::graph;
+using prism::engine::Simulate;
+using prism::engine::SimulationOptions;
+
+// ranks on `nodes` nodes (gpn each), one communicator per entry of `comms`
+// (member lists), one program per rank given by `programs[rank]`.
+g::Graph Custom(uint32_t ranks, uint32_t gpn, const std::vector<std::vector<uint32_t>>& comms,
+                const std::vector<g::Program>& programs, const std::vector<uint32_t>& program_of,
+                const std::vector<std::vector<uint32_t>>& slots) {
+  g::Graph gr;
+  gr.mutable_job()->set_name("custom");
+  auto* cl = gr.mutable_cluster();
+  cl->set_gpus_per_node(gpn);
+  cl->set_nodes((ranks + gpn - 1) / gpn);
+  cl->mutable_nic()->set_count(1);
+  cl->mutable_nic()->set_bandwidth_bps(100'000'000'000ull);
+  cl->mutable_nic()->set_latency_ns(2000);
+  cl->mutable_intra_node()->set_bandwidth_bps(800'000'000'000ull);
+  cl->mutable_intra_node()->set_latency_ns(500);
+  for (size_t c = 0; c < comms.size(); ++c) {
+    auto* comm = gr.add_communicators();
+    comm->set_id(static_cast<uint32_t>(c));
+    comm->set_name("c" + std::to_string(c));
+    comm->set_kind(g::COMM_KIND_OTHER);
+    for (uint32_t m : comms[c]) comm->add_members(m);
+  }
+  for (size_t p = 0; p < programs.size(); ++p) {
+    *gr.add_programs() = programs[p];
+    gr.mutable_programs(static_cast<int>(p))->set_id(static_cast<uint32_t>(p));
+  }
+  for (uint32_t r = 0; r < ranks; ++r) {
+    auto* rk = gr.add_ranks();
+    rk->set_rank(r), rk->set_program(program_of[r]), rk->set_node(r / gpn), rk->set_local_gpu(r % gpn);
+    for (uint32_t s : slots[r]) rk->add_comm_slots(s);
+  }
+  return gr;
+}
+
+g::Op* AddCompute(g::Program& p, uint64_t ns, uint32_t stream = 0) {
+  g::Op* op = p.add_ops();
+  op->set_stream(stream);
+  op->mutable_compute()->set_duration_ns(ns);
+  return op;
+}
+g::Op* AddCollective(g::Program& p, uint32_t slot, uint64_t bytes, uint32_t stream = 0) {
+  g::Op* op = p.add_ops();
+  op->set_stream(stream);
+  op->mutable_collective()->set_comm_slot(slot);
+  op->mutable_collective()->set_kind(g::ALLREDUCE);
+  op->mutable_collective()->set_bytes(bytes);
+  op->mutable_collective()->set_algorithm(g::ALGORITHM_RING);
+  return op;
+}
+g::Op* AddP2P(g::Program& p, bool send, uint32_t peer, uint64_t bytes) {
+  g::Op* op = p.add_ops();
+  if (send) op->mutable_send()->set_peer(peer), op->mutable_send()->set_bytes(bytes);
+  else op->mutable_recv()->set_peer(peer), op->mutable_recv()->set_bytes(bytes);
+  return op;
+}
+
+int64_t IterationNs(const g::Graph& gr, SimulationOptions o = {}) {
+  auto r = Simulate(gr, o);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  return r->report.mean_iteration.count();
+}
+
+prism::engine::NetworkModel ModelOf(const g::Graph& gr) {
+  return prism::engine::NetworkModel(prism::engine::NetworkModel::LinkModelFromCluster(gr.cluster()));
+}
+
+}  // namespace
+
+TEST_CASE("ops on a stream run in order; deps join streams; a collective waits for the last member", "[daemon][engine]") {
+  g::Program fast, slow;
+  fast.set_streams(2), slow.set_streams(2);
+  fast.add_comm_slot_names("w"), slow.add_comm_slot_names("w");
+  AddCompute(fast, 1000, 0);
+  AddCompute(fast, 5000, 1);
+  AddCollective(fast, 0, 1 << 20)->add_deps(1);  // waits for stream 1's 5 us
+  AddCompute(slow, 1000, 0);
+  AddCompute(slow, 9000, 0);                     // arrives at 10 us
+  AddCollective(slow, 0, 1 << 20);
+  const g::Graph gr = Custom(2, 2, {{0, 1}}, {fast, slow}, {0, 1}, {{0}, {0}});
+  prism::engine::CommShape shape{2, 1, 2, 2};
+  const int64_t coll = ModelOf(gr).CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), shape).count();
+  CHECK(IterationNs(gr) == 10000 + coll);
+}
+
+TEST_CASE("send/recv match in order per pair; grouped pairs do not deadlock", "[daemon][engine]") {
+  g::Program a, b;
+  for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+  // a: send 1 MB, then group{send 2 MB, recv 2 MB}; b: recv 1 MB, then group{send, recv}.
+  AddP2P(a, true, 1, 1 << 20);
+  a.add_ops()->mutable_group_start();
+  AddP2P(a, true, 1, 2 << 20);
+  AddP2P(a, false, 1, 2 << 20);
+  a.add_ops()->mutable_group_end();
+  AddCompute(b, 3000);
+  AddP2P(b, false, 0, 1 << 20);
+  b.add_ops()->mutable_group_start();
+  AddP2P(b, false, 0, 2 << 20);
+  AddP2P(b, true, 0, 2 << 20);
+  b.add_ops()->mutable_group_end();
+  const g::Graph gr = Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}});  // two nodes: NIC hops
+  const auto m = ModelOf(gr);
+  const int64_t t1 = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
+  const int64_t t2 = m.PointToPointTime(prism::Bytes(2 << 20), false).count();
+  // The first pair waits for b's 3 us; the two grouped transfers share each GPU's NIC: serialised.
+  CHECK(IterationNs(gr) == 3000 + t1 + 2 * t2);
+}
+
+TEST_CASE("concurrent inter-node collectives of one GPU serialise on its NIC share", "[daemon][engine]") {
+  g::Program p;
+  p.set_streams(2);
+  p.add_comm_slot_names("x"), p.add_comm_slot_names("y");
+  AddCollective(p, 0, 64 << 20, 0);
+  AddCollective(p, 1, 64 << 20, 1);
+  const std::vector<uint32_t> all{0, 1, 2, 3};
+  const g::Graph two_nodes = Custom(4, 2, {all, all}, {p}, {0, 0, 0, 0}, {{0, 1}, {0, 1}, {0, 1}, {0, 1}});
+  const prism::engine::CommShape shape{4, 2, 2, 2};
+  const int64_t one =
+      ModelOf(two_nodes).CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(64 << 20), shape).count();
+  CHECK(IterationNs(two_nodes) == 2 * one);
+  const g::Graph one_node = Custom(4, 4, {all, all}, {p}, {0, 0, 0, 0}, {{0, 1}, {0, 1}, {0, 1}, {0, 1}});
+  const int64_t nvlink = ModelOf(one_node)
+                             .CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(64 << 20), {4, 1, 4, 4})
+                             .count();
+  CHECK(IterationNs(one_node) == nvlink);  // NVLink: no NIC serialisation
+}
+
+TEST_CASE("iterations repeat the program; the graph attribute sets the default", "[daemon][engine]") {
+  g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 2, 1000);
+  SimulationOptions o;
+  auto one = Simulate(gr, o);
+  REQUIRE(one.ok());
+  (*gr.mutable_job()->mutable_attributes())["iterations"] = "3";
+  auto three = Simulate(gr, o);
+  REQUIRE(three.ok());
+  CHECK(three->report.iterations == 3);
+  REQUIRE(three->report.iteration_times.size() == 3);
+  for (auto t : three->report.iteration_times) CHECK(t == one->report.mean_iteration);
+  o.iterations = 5;
+  CHECK(Simulate(gr, o)->report.iteration_times.size() == 5);
+}
+
+TEST_CASE("peak memory is static plus the running maximum of deltas", "[daemon][engine]") {
+  g::Program p;
+  p.set_streams(1);
+  p.set_static_memory_bytes(1000);
+  for (int64_t d : {300, 200, -400, 250, -350}) AddCompute(p, 10)->mutable_compute()->set_memory_delta_bytes(d);
+  auto r = Simulate(Custom(2, 2, {}, {p}, {0, 0}, {{}, {}}), {});
+  REQUIRE(r.ok());
+  REQUIRE(r->report.memory.size() == 1);
+  CHECK(r->report.memory[0].peak_bytes == 1000 + 500);
+  CHECK(r->report.memory[0].ranks == 2);
+}
+
+TEST_CASE("the same graph gives byte-identical JSON and trace twice", "[daemon][engine]") {
+  prism::testing::TrainingSpec s;
+  s.tp = 2, s.pp = 4, s.dp = 2, s.microbatches = 6, s.layers_per_stage = 2;
+  s.cluster.gpus_per_node = 4;
+  const g::Graph gr = prism::testing::TrainingGraph(s);
+  for (bool classes : {true, false}) {
+    SimulationOptions o;
+    o.use_classes = classes;
+    o.trace_ranks = std::vector<uint32_t>{0, 1, 4, 5, 8, 9};
+    auto a = Simulate(gr, o);
+    auto b = Simulate(gr, o);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a->report.ToJson(false) == b->report.ToJson(false));
+    const std::string ta = a->TraceJson(gr);
+    CHECK(ta == b->TraceJson(gr));
+    const auto trace = nlohmann::json::parse(ta);  // valid JSON with ops and flows
+    int complete = 0, flows = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      complete += e["ph"] == "X";
+      flows += e["ph"] == "s";
+    }
+    CHECK(complete > 100);
+    CHECK(flows > 0);
+    const auto json = nlohmann::json::parse(a->report.ToJson());
+    for (const char* key : {"iteration_time_s", "iterations", "events", "events_per_second", "wall_s"})
+      CHECK(json.contains(key));
+  }
+}

@@ -1,0 +1,163 @@
+// Truncated, corrupt and hostile graphs: clear errors, never a crash or hang.
+// Also the prismd binary end to end (exit codes, --json).
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <google/protobuf/stubs/logging.h>
+
+#include "daemon/engine/simulation.h"
+#include "nlohmann/json.hpp"
+#include "proto/graph_file.h"
+#include "test/daemon_test_graphs.h"
+
+namespace {
+
+namespace g = prism::graph;
+
+absl::Status Run(const g::Graph& gr) {
+  prism::engine::SimulationOptions o;
+  o.iterations = 1;
+  auto r = prism::engine::Simulate(gr, o);
+  return r.ok() ? absl::OkStatus() : r.status();
+}
+
+void ExpectError(const g::Graph& gr, const std::string& words) {
+  const absl::Status s = Run(gr);
+  INFO(s.message());
+  REQUIRE_FALSE(s.ok());
+  CHECK(std::string(s.message()).find(words) != std::string::npos);
+}
+
+g::Graph TwoComms() {
+  return prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 1000);
+}
+
+std::string TempPath(const std::string& name) { return "/tmp/prism-daemon-test-" + std::to_string(getpid()) + name; }
+
+std::pair<int, std::string> Prismd(const std::string& args) {
+  const std::string out = TempPath(".out");
+  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>&1").c_str());
+  std::ifstream f(out);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(out.c_str());
+  return {WEXITSTATUS(rc), text};
+}
+
+}  // namespace
+
+TEST_CASE("a collective not every member reaches stalls with a clear error", "[daemon][hostile]") {
+  g::Graph gr = TwoComms();
+  g::Program lazy = gr.programs(0);
+  lazy.set_id(1);
+  lazy.clear_ops();
+  *gr.add_programs() = lazy;
+  gr.mutable_ranks(3)->set_program(1);
+  ExpectError(gr, "stalled");
+}
+
+TEST_CASE("cross-ordered collectives on two communicators deadlock into a clear error", "[daemon][hostile]") {
+  g::Graph gr = TwoComms();
+  auto* second = gr.add_communicators();
+  *second = gr.communicators(0);
+  second->set_id(1);
+  g::Program p = gr.programs(0);
+  p.add_comm_slot_names("other");
+  p.clear_ops();
+  for (uint32_t slot : {0u, 1u}) {
+    auto* op = p.add_ops()->mutable_collective();
+    op->set_comm_slot(slot), op->set_kind(g::ALLREDUCE), op->set_bytes(1024);
+  }
+  g::Program q = p;
+  q.set_id(1);
+  q.mutable_ops(0)->mutable_collective()->set_comm_slot(1);
+  q.mutable_ops(1)->mutable_collective()->set_comm_slot(0);
+  *gr.mutable_programs(0) = p;
+  *gr.add_programs() = q;
+  for (int r = 0; r < gr.ranks_size(); ++r) {
+    gr.mutable_ranks(r)->add_comm_slots(1);
+    if (r == 5) gr.mutable_ranks(r)->set_program(1);
+  }
+  ExpectError(gr, "stalled");
+  g::Graph unmatched = TwoComms();  // a send whose receive never comes
+  auto* send = unmatched.mutable_programs(0)->add_ops()->mutable_send();
+  send->set_peer(1), send->set_peer_relative(true), send->set_bytes(10);
+  ExpectError(unmatched, "stalled");
+}
+
+TEST_CASE("links that cannot carry a communicator are refused", "[daemon][hostile]") {
+  prism::testing::ClusterSpec no_nic;
+  no_nic.nics_per_node = 0;
+  ExpectError(prism::testing::CollectiveGraph(16, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 1, 0, no_nic), "NIC");
+  prism::testing::ClusterSpec no_nvlink;
+  no_nvlink.nvlink_bps = 0;
+  ExpectError(prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 1, 0, no_nvlink), "intra_node");
+}
+
+TEST_CASE("huge sizes, durations and stream ids saturate or are refused", "[daemon][hostile]") {
+  g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, UINT64_MAX, g::ALGORITHM_RING, 3, UINT64_MAX);
+  CHECK(Run(gr).ok());
+  g::Graph streams = TwoComms();
+  streams.mutable_programs(0)->set_streams(UINT32_MAX);
+  CHECK(Run(streams).ok());  // declared but unused streams cost nothing
+  streams.mutable_programs(0)->mutable_ops(0)->set_stream(UINT32_MAX - 1);
+  ExpectError(streams, "streams");
+  g::Graph attr = TwoComms();
+  (*attr.mutable_job()->mutable_attributes())["iterations"] = "many";
+  CHECK_FALSE(prism::engine::IterationsFor(attr, 0).ok());
+  (*attr.mutable_job()->mutable_attributes())["iterations"] = "99999999999";
+  CHECK_FALSE(prism::engine::IterationsFor(attr, 0).ok());
+}
+
+TEST_CASE("truncated and bit-flipped graph files give errors, never crashes", "[daemon][hostile]") {
+  prism::testing::TrainingSpec s;
+  s.tp = 2, s.pp = 2, s.dp = 2, s.microbatches = 3, s.layers_per_stage = 1;
+  s.cluster.gpus_per_node = 2;
+  google::protobuf::LogSilencer quiet;  // corrupt strings make protobuf log; the Status is what counts
+  auto bytes = g::EncodeGraph(prism::testing::TrainingGraph(s));
+  REQUIRE(bytes.ok());
+  for (size_t cut : {size_t{0}, size_t{8}, size_t{16}, bytes->size() / 2, bytes->size() - 1}) {
+    auto decoded = g::DecodeGraph(std::string_view(*bytes).substr(0, cut));
+    if (decoded.ok()) Run(*decoded).IgnoreError();  // a prefix may parse; it must not crash
+    else CHECK_FALSE(decoded.status().message().empty());
+  }
+  std::mt19937 rng(12345);
+  int rejected = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string mutated = *bytes;
+    for (int k = 0; k < 4; ++k) mutated[16 + rng() % (mutated.size() - 16)] = static_cast<char>(rng());
+    auto decoded = g::DecodeGraph(mutated);
+    if (!decoded.ok()) {
+      ++rejected;
+      continue;
+    }
+    Run(*decoded).IgnoreError();
+  }
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on good ones", "[daemon][hostile]") {
+  const std::string garbage = TempPath(".garbage");
+  std::ofstream(garbage) << "not a graph at all";
+  auto [rc, text] = Prismd("--graph " + garbage + " --simulate --metrics-address none");
+  CHECK(rc == 1);
+  CHECK(text.find("not a Prism graph file") != std::string::npos);
+  auto [rc2, text2] = Prismd("--graph /nonexistent/g --simulate --metrics-address none");
+  CHECK(rc2 == 1);
+  CHECK(text2.find("cannot open") != std::string::npos);
+  const std::string good = TempPath(".graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), good).ok());
+  auto [rc3, text3] = Prismd("--graph " + good + " --simulate --json --iterations 2 --metrics-address none");
+  CHECK(rc3 == 0);
+  const auto j = nlohmann::json::parse(text3);
+  CHECK(j["iterations"] == 2);
+  CHECK(j["iteration_time_s"].get<double>() > 0);
+  auto [rc4, text4] = Prismd("--graph " + good + " --simulate --trace-ranks 99 --trace x --metrics-address none");
+  CHECK(rc4 == 1);
+  CHECK(text4.find("outside") != std::string::npos);
+  std::remove(garbage.c_str());
+  std::remove(good.c_str());
+}

@@ -1,0 +1,107 @@
+// Simulated collective graphs against closed-form ring and tree times of the
+// same link model (formulas written here independently of the engine).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "daemon/engine/simulation.h"
+#include "test/daemon_test_graphs.h"
+
+namespace {
+
+using prism::graph::Algorithm;
+using prism::graph::CollectiveKind;
+using prism::testing::ClusterSpec;
+
+struct Links {
+  double bw_bits, lat_s, nic_lat_s, intra_lat_s;
+  double nodes, per_node;
+};
+
+Links LinksFor(uint32_t n, const ClusterSpec& c) {
+  Links l{};
+  l.per_node = std::min<double>(n, c.gpus_per_node);
+  l.nodes = std::ceil(static_cast<double>(n) / c.gpus_per_node);
+  const double nic_share = static_cast<double>(c.nic_bps) * c.nics_per_node / c.gpus_per_node;
+  l.bw_bits = static_cast<double>(c.nvlink_bps);
+  if (l.nodes > 1) l.bw_bits = std::min(l.bw_bits, l.per_node * nic_share);
+  l.nic_lat_s = c.nic_latency_ns * 1e-9;
+  l.intra_lat_s = c.nvlink_latency_ns * 1e-9;
+  l.lat_s = l.nodes > 1 ? std::max(l.nic_lat_s, l.intra_lat_s) : l.intra_lat_s;
+  return l;
+}
+
+double ClosedForm(CollectiveKind kind, Algorithm alg, double n, double bytes, const Links& l) {
+  const double bits = bytes * 8;
+  if (alg == prism::graph::ALGORITHM_TREE) {
+    const double depth = std::ceil(std::log2(l.nodes));
+    return 2 * bits / (0.9 * l.bw_bits) + 2 * (depth * l.nic_lat_s + (l.per_node - 1) * l.intra_lat_s);
+  }
+  if (kind == prism::graph::ALLREDUCE) return 2 * (n - 1) / n * bits / l.bw_bits + 2 * (n - 1) * l.lat_s;
+  return (n - 1) / n * bits / l.bw_bits + (n - 1) * l.lat_s;  // allgather, reducescatter
+}
+
+double Simulated(uint32_t n, CollectiveKind kind, Algorithm alg, uint64_t bytes, bool classes, uint32_t count,
+                 uint64_t compute_ns) {
+  prism::engine::SimulationOptions o;
+  o.use_classes = classes;
+  auto r = prism::engine::Simulate(prism::testing::CollectiveGraph(n, kind, bytes, alg, count, compute_ns), o);
+  REQUIRE(r.ok());
+  return r->report.mean_iteration.seconds();
+}
+
+}  // namespace
+
+TEST_CASE("ring and tree collectives match the closed forms within 3% from 8 to 8192 ranks", "[daemon][network]") {
+  const ClusterSpec cluster;
+  for (uint32_t n : {8u, 64u, 512u, 8192u}) {
+    for (uint64_t bytes : {1ull << 20, 256ull << 20}) {
+      for (CollectiveKind kind : {prism::graph::ALLREDUCE, prism::graph::ALLGATHER, prism::graph::REDUCESCATTER}) {
+        for (Algorithm alg : {prism::graph::ALGORITHM_RING, prism::graph::ALGORITHM_TREE}) {
+          if (alg == prism::graph::ALGORITHM_TREE && kind != prism::graph::ALLREDUCE) continue;
+          const Links l = LinksFor(n, cluster);
+          const double expect = 3 * (1e-3 + ClosedForm(kind, alg, n, static_cast<double>(bytes), l));
+          for (bool classes : {true, false}) {
+            INFO("n=" << n << " bytes=" << bytes << " kind=" << kind << " alg=" << alg << " classes=" << classes);
+            const double got = Simulated(n, kind, alg, bytes, classes, 3, 1'000'000);
+            CHECK(std::abs(got - expect) <= 0.03 * expect);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("default allreduce algorithm takes the faster of tree and ring across nodes", "[daemon][network]") {
+  const ClusterSpec cluster;
+  for (uint32_t n : {64u, 8192u}) {
+    for (uint64_t bytes : {1ull << 10, 4ull << 30}) {
+      const Links l = LinksFor(n, cluster);
+      const double ring = ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_RING, n, bytes, l);
+      const double tree = ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_TREE, n, bytes, l);
+      const double got = Simulated(n, prism::graph::ALLREDUCE, prism::graph::ALGORITHM_DEFAULT, bytes, true, 1, 0);
+      INFO("n=" << n << " bytes=" << bytes << " ring=" << ring << " tree=" << tree);
+      CHECK(std::abs(got - std::min(ring, tree)) <= 0.03 * std::min(ring, tree));
+    }
+  }
+  // Small messages at scale pick the tree; huge ones the ring.
+  const Links big = LinksFor(8192, cluster);
+  CHECK(ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_TREE, 8192, 1 << 10, big) <
+        ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_RING, 8192, 1 << 10, big));
+}
+
+TEST_CASE("a ring inside one node runs at NVLink speed, across nodes at the NIC share", "[daemon][network]") {
+  const uint64_t bytes = 1ull << 30;
+  const double intra = Simulated(8, prism::graph::ALLGATHER, prism::graph::ALGORITHM_RING, bytes, true, 1, 0);
+  ClusterSpec slow_nic;
+  slow_nic.nics_per_node = 1;  // one 400G NIC for 8 GPUs: 50 Gb/s each
+  prism::engine::SimulationOptions o;
+  auto r = prism::engine::Simulate(
+      prism::testing::CollectiveGraph(16, prism::graph::ALLGATHER, bytes, prism::graph::ALGORITHM_RING, 1, 0, slow_nic), o);
+  REQUIRE(r.ok());
+  const double inter = r->report.mean_iteration.seconds();
+  const Links l = LinksFor(16, slow_nic);
+  CHECK(l.bw_bits == Approx(8 * 50e9));
+  CHECK(inter == Approx(ClosedForm(prism::graph::ALLGATHER, prism::graph::ALGORITHM_RING, 16, bytes, l)).epsilon(0.03));
+  CHECK(inter > 5 * intra);
+}
