@@ -1,0 +1,49 @@
+// Shared helpers for the bootstrap tests: a fake VirtualConnectionBroker, a
+// free-port picker, a scenario runner (server + fake real ranks in threads)
+// and the checks of what virtual ranks sent.
+#ifndef PRISM_TEST_BOOTSTRAP_TEST_UTIL_H_
+#define PRISM_TEST_BOOTSTRAP_TEST_UTIL_H_
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/session/virtual_connections.h"
+#include "test/bootstrap_fake_rank.h"
+
+namespace prism::bootstrap::testing {
+
+class FakeBroker : public daemon::VirtualConnectionBroker {
+ public:
+  VirtualHandle MintReceiveHandle(const daemon::VirtualLinkInfo& link) override;
+  absl::Status ConnectToRealListener(const RealListenHandle& listen,
+                                     const daemon::VirtualLinkInfo& link) override;
+  int mints() const { return mints_.load(); }
+  int connects() const { return connects_.load(); }
+  std::vector<uint64_t> listen_ids() const;
+
+ private:
+  std::atomic<int> mints_{0}, connects_{0};
+  std::atomic<uint64_t> next_conn_{1};
+  mutable std::mutex mu_;
+  std::vector<uint64_t> listen_ids_;
+};
+
+uint16_t FreePort();
+
+// Problems with what the virtual ranks sent to `fake` (empty = none).
+// `real` = comm ranks that are real; `node_of` = graph node per comm rank.
+std::vector<std::string> CheckVirtualSlices(const FakeRealRank& fake, const std::vector<int>& real,
+                                            const std::vector<uint32_t>& node_of,
+                                            uint16_t daemon_port);
+
+// Runs `body` for every real rank in its own thread; returns the errors.
+std::vector<std::string> RunRealRanks(const std::vector<int>& real,
+                                      const std::function<void(int rank)>& body);
+
+}  // namespace prism::bootstrap::testing
+
+#endif  // PRISM_TEST_BOOTSTRAP_TEST_UTIL_H_
