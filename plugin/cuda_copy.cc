@@ -23,8 +23,9 @@ bool CudaCopier::Load(std::string* why) {
     }
     memcpy_ = reinterpret_cast<MemcpyFn>(dlsym(lib, "cudaMemcpy"));
     error_string_ = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cudaGetErrorString"));
-    if (memcpy_ == nullptr) {
-      load_error_ = "libcudart has no cudaMemcpy";
+    memset_ = reinterpret_cast<MemsetFn>(dlsym(lib, "cudaMemset"));
+    if (memcpy_ == nullptr || memset_ == nullptr) {
+      load_error_ = "libcudart has no cudaMemcpy/cudaMemset";
       return;
     }
     loaded_ = true;
@@ -42,6 +43,20 @@ bool CudaCopier::Copy(void* dst, const void* src, size_t bytes, std::string* why
   if (err == 0) return true;
   if (why != nullptr) {
     *why = std::string("cudaMemcpy failed: ") +
+           (error_string_ != nullptr ? error_string_(err) : std::to_string(err));
+  }
+  return false;
+}
+
+bool CudaCopier::Memset(void* dst, int value, size_t bytes, std::string* why) const {
+  if (!loaded_) {
+    if (why != nullptr) *why = load_error_;
+    return false;
+  }
+  const int err = memset_(dst, value, bytes);
+  if (err == 0) return true;
+  if (why != nullptr) {
+    *why = std::string("cudaMemset failed: ") +
            (error_string_ != nullptr ? error_string_(err) : std::to_string(err));
   }
   return false;

@@ -25,6 +25,8 @@ class CudaCopier {
 
   // cudaMemcpy(dst, src, bytes, cudaMemcpyDefault); false with `*why`.
   bool Copy(void* dst, const void* src, size_t bytes, std::string* why) const;
+  // cudaMemset(dst, value, bytes); false with `*why`.
+  bool Memset(void* dst, int value, size_t bytes, std::string* why) const;
 
  private:
   using MemcpyFn = int (*)(void*, const void*, size_t, int);
@@ -35,6 +37,8 @@ class CudaCopier {
   std::string load_error_;
   MemcpyFn memcpy_ = nullptr;
   ErrorStringFn error_string_ = nullptr;
+  using MemsetFn = int (*)(void*, int, size_t);
+  MemsetFn memset_ = nullptr;
 };
 
 }  // namespace prism::plugin

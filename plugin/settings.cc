@@ -36,7 +36,7 @@ constexpr EnvParam kParams[] = {
      "prismd address; when set, listen() opens the session; unset: only virtual handles do"},
     {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
     {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
-    {"PRISM_EVENT_FLUSH_US", "20", "events to prismd are batched at most this long"},
+    {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
 };
 
 const char* RawValue(const EnvParam& p) {
@@ -153,6 +153,9 @@ Settings LoadSettings(std::string* warnings) {
     s.recv_fill = RecvFill::kZeros;
   }
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
+  // Not a Prism setting: the launcher's rank, only reported to prismd.
+  const char* rank = std::getenv("RANK");
+  s.rank = rank != nullptr ? std::atoi(rank) : -1;
   return s;
 }
 

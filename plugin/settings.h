@@ -57,6 +57,7 @@ struct Settings {
   int64_t daemon_timeout_ms = 0;
   RecvFill recv_fill = RecvFill::kZeros;
   int64_t event_flush_ns = 0;
+  int rank = -1;                      // RANK (set by launchers), for prismd's logs
 };
 
 // Reads every registry entry from the environment. Bad values fall back to

@@ -1,24 +1,68 @@
+// VirtualPeers backed by a lazily opened DaemonSession.
+#include <mutex>
+
+#include "plugin/daemon_session.h"
+#include "plugin/virtual_comms.h"
 #include "plugin/virtual_peers.h"
 
 namespace prism::plugin {
 namespace {
-class NoVirtualPeers final : public VirtualPeers {
+
+class SessionVirtualPeers final : public VirtualPeers {
  public:
-  explicit NoVirtualPeers(const CommEnv& env) : env_(env) {}
-  Result Connect(const VirtualHandle&, int, std::unique_ptr<NetComm>*) override {
-    PRISM_WARN(*env_.logger, "virtual peers are not supported yet");
-    return prism_ncclInvalidUsage;
+  SessionVirtualPeers(const CommEnv& env, uint64_t comm_id) : env_(env), comm_id_(comm_id) {}
+
+  Result Connect(const VirtualHandle& handle, int dev, std::unique_ptr<NetComm>* comm) override {
+    std::shared_ptr<DaemonSession> s = Session();
+    std::string why;
+    if (!s->Healthy(false, &why)) {
+      PRISM_WARN(*env_.logger, "connect to virtual rank %u: %s", handle.virtual_rank, why.c_str());
+      return prism_ncclRemoteError;
+    }
+    *comm = std::make_unique<VirtualSendComm>(env_, s, handle.conn_id, dev);
+    return prism_ncclSuccess;
   }
-  void ListenOpened(uint64_t, int) override {}
-  void ListenClosed(uint64_t) override {}
-  std::unique_ptr<NetComm> Accept(uint64_t) override { return nullptr; }
+
+  void ListenOpened(uint64_t listen_id, int dev) override {
+    SessionEvent e{SessionEvent::kListenOpened};
+    e.id = listen_id;
+    e.dev = dev;
+    Session()->Emit(e);
+  }
+
+  void ListenClosed(uint64_t listen_id) override {}
+
+  std::unique_ptr<NetComm> Accept(uint64_t listen_id) override {
+    std::shared_ptr<DaemonSession> s = SessionIfOpen();
+    uint64_t conn_id = 0;
+    if (!s || !s->TakeIncoming(listen_id, &conn_id)) return nullptr;
+    return std::make_unique<VirtualRecvComm>(env_, s, conn_id, 0);
+  }
 
  private:
+  std::shared_ptr<DaemonSession> Session() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!session_) {
+      session_ = std::make_shared<DaemonSession>(env_, comm_id_);
+      session_->Start();
+    }
+    return session_;
+  }
+  std::shared_ptr<DaemonSession> SessionIfOpen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return session_;
+  }
+
   CommEnv env_;
+  uint64_t comm_id_;
+  std::mutex mu_;
+  std::shared_ptr<DaemonSession> session_;
 };
+
 }  // namespace
 
 std::unique_ptr<VirtualPeers> MakeVirtualPeers(const CommEnv& env, uint64_t comm_id) {
-  return std::make_unique<NoVirtualPeers>(env);
+  return std::make_unique<SessionVirtualPeers>(env, comm_id);
 }
+
 }  // namespace prism::plugin

@@ -1,16 +1,28 @@
-# Plugin tests: unit tests of internals (linked), ABI and two-process
-# transfer tests through dlopen of the built libnccl-net-prism.so.
+# Plugin tests.
+# plugin_tests: drive the built libnccl-net-prism.so through dlopen (ABI,
+# two-process real-peer transfers, virtual peers against
+# prism-session-testd). It must not link the plugin's code itself: the
+# generated proto descriptors would then register twice in libprotobuf.
+# plugin_unit_tests: internals of the plugin and of daemon/session, linked.
 add_executable(plugin_peer ${CMAKE_CURRENT_SOURCE_DIR}/plugin_peer.cc)
 target_include_directories(plugin_peer PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plugin_peer PRIVATE ${CMAKE_DL_LIBS})
 
 add_executable(plugin_tests
-  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_abi_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_transfer_test.cc)
-target_link_libraries(plugin_tests PRIVATE prism_test_main prism_plugin_core ${CMAKE_DL_LIBS})
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_transfer_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_virtual_test.cc)
+target_include_directories(plugin_tests PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(plugin_tests PRIVATE prism_test_main Threads::Threads ${CMAKE_DL_LIBS})
 target_compile_definitions(plugin_tests PRIVATE
   PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>"
-  PRISM_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>")
-add_dependencies(plugin_tests nccl-net-prism plugin_peer)
+  PRISM_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>"
+  PRISM_SESSION_TESTD="$<TARGET_FILE:prism-session-testd>")
+add_dependencies(plugin_tests nccl-net-prism plugin_peer prism-session-testd)
 catch_discover_tests(plugin_tests)
+
+add_executable(plugin_unit_tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_session_test.cc)
+target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
+catch_discover_tests(plugin_unit_tests)

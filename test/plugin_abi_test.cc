@@ -11,6 +11,9 @@
 
 #include "common/net_handles.h"
 #include "test/plugin_driver.h"
+#include "test/plugin_process.h"
+
+using prism::testing::InChild;
 
 namespace {
 
@@ -23,37 +26,6 @@ std::string Exports() {
   while (std::fgets(line, sizeof(line), p) != nullptr) out += line;
   REQUIRE(pclose(p) == 0);
   return out;
-}
-
-// Runs `check` in a forked child (fresh plugin settings), returns its message
-// ("" = pass).
-template <typename Fn>
-std::string InChild(Fn check) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string msg;
-    try {
-      msg = check();
-    } catch (const std::exception& e) {
-      msg = e.what();
-    }
-    ssize_t r = write(fds[1], msg.data(), msg.size());
-    (void)r;
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[256];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) msg.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status)) msg += " (child crashed)";
-  return msg;
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,6 +110,71 @@ inline std::pair<int, int> RunPeerPair(const std::string& peer, const std::strin
   const int ra = a.Wait(timeout_ms);
   const int rb = b.Wait(timeout_ms);
   return {ra, rb};
+}
+
+// prism-session-testd on a fresh Unix socket; ready when constructed
+// (address() empty if it failed to start). Killed by the destructor.
+class SessionDaemon {
+ public:
+  SessionDaemon(const std::string& testd, std::vector<std::string> args) {
+    static int counter = 0;
+    address_ = "unix:///tmp/prism-plugin-test-" + std::to_string(getpid()) + "-" +
+               std::to_string(counter++) + ".sock";
+    std::vector<std::string> argv = {testd, "--listen", address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    process_ = std::make_unique<ChildProcess>(argv, std::vector<std::string>{});
+    if (process_->ReadLine(20000).rfind("READY", 0) != 0) address_.clear();
+  }
+  const std::string& address() const { return address_; }
+  void Kill() { process_.reset(); }
+
+ private:
+  std::string address_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+// Runs `check` (returns "" on success, else what failed) in a forked child,
+// so that it gets a fresh plugin (settings are read once per process).
+// Returns the child's message; a crash or a hang past `timeout_ms` is
+// reported as a failure.
+template <typename Fn>
+std::string InChild(Fn check, int timeout_ms = 60000) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg;
+    try {
+      msg = check();
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    ssize_t r = write(fds[1], msg.data(), msg.size());
+    (void)r;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[256];
+  for (int waited = 0;; waited += 10) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 10) > 0) {
+      ssize_t n = read(fds[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      msg.append(buf, static_cast<size_t>(n));
+    }
+    if (waited > timeout_ms) {
+      kill(pid, SIGKILL);
+      msg += " (child hung: killed)";
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) msg += " (child crashed or was killed)";
+  return msg;
 }
 
 }  // namespace prism::testing

@@ -1,0 +1,125 @@
+// The plugin context's gRPC session with prismd (proto/prism_service.proto,
+// PluginSession.Session): one bidirectional stream, opened on first need by
+// Start() without blocking the caller. Events go out in batches (at most
+// PRISM_EVENT_FLUSH_US late); schedules and incoming connections come back
+// and are kept per connection until the comms take them.
+//
+// Threads: an I/O thread connects and writes batches, a reader thread reads.
+// Every public method is thread-safe. The destructor says Goodbye, cancels
+// the stream and joins both threads (bounded by PRISM_DAEMON_TIMEOUT_MS).
+//
+// Failure: if prismd cannot be reached, ends the stream, reports a
+// SessionError, or stays silent for PRISM_DAEMON_TIMEOUT_MS while work waits
+// on it, Healthy() turns false with a message saying what to do.
+#ifndef PRISM_PLUGIN_DAEMON_SESSION_H_
+#define PRISM_PLUGIN_DAEMON_SESSION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "plugin/comm.h"
+
+namespace prism::plugin {
+
+// One receive schedule (ReceiveSchedule in the proto), as the comms use it.
+struct Schedule {
+  uint64_t bytes = 0;
+  int64_t earliest_ns = 0;
+  bool has_after_send = false;
+  uint64_t after_send_conn = 0;
+  uint64_t after_send_seq = 0;
+  int64_t delay_ns = 0;
+  uint64_t link_bits_per_second = 0;
+  int64_t link_latency_ns = 0;
+};
+
+// Per-connection state shared between the session's threads and one comm.
+class ConnState {
+ public:
+  // Receive side: the schedule for `seq`, if prismd sent it (removed).
+  bool TakeSchedule(uint64_t seq, Schedule* out);
+  void PutSchedule(uint64_t seq, const Schedule& s);
+  // Send side: when send `seq` left the wire (modelled); false if unknown yet.
+  void RecordSent(uint64_t seq, int64_t wire_done_ns);
+  bool SentAt(uint64_t seq, int64_t* at) const;
+
+ private:
+  static constexpr size_t kSentWindow = 1 << 16;  // sends remembered per conn
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Schedule> schedules_;
+  std::deque<int64_t> sent_;  // sent_[i] is send (sent_base_ + i)
+  uint64_t sent_base_ = 0;
+};
+
+// Events the comms report (converted to proto in the I/O thread).
+struct SessionEvent {
+  enum Kind : uint8_t { kConnOpened, kListenOpened, kPosted, kCompleted, kConnClosed };
+  Kind kind;
+  bool is_send = false;
+  int32_t dev = 0;
+  int32_t tag = 0;
+  uint64_t id = 0;   // conn_id, or listen_id for kListenOpened
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  int64_t at_ns = 0;
+};
+
+class DaemonSession {
+ public:
+  DaemonSession(const CommEnv& env, uint64_t comm_id);
+  ~DaemonSession();
+  DaemonSession(const DaemonSession&) = delete;
+  DaemonSession& operator=(const DaemonSession&) = delete;
+
+  // Starts connecting in the background (idempotent, never blocks).
+  void Start();
+
+  void Emit(const SessionEvent& e);
+  // The state of connection `conn_id` (created on first use).
+  std::shared_ptr<ConnState> Conn(uint64_t conn_id);
+  void ForgetConn(uint64_t conn_id);
+  // An incoming virtual connection prismd announced on `listen_id`.
+  bool TakeIncoming(uint64_t listen_id, uint64_t* conn_id);
+
+  // False once the session failed; with `waiting` also when prismd has been
+  // silent for longer than PRISM_DAEMON_TIMEOUT_MS. `*why` says why.
+  bool Healthy(bool waiting, std::string* why);
+
+ private:
+  class Stream;  // gRPC objects (daemon_session.cc)
+
+  void IoMain();
+  void ReaderMain();
+  void Fail(const std::string& why);
+  bool WriteBatch(std::vector<SessionEvent>* batch);
+
+  CommEnv env_;
+  uint64_t comm_id_;
+  std::once_flag started_;
+  std::unique_ptr<Stream> stream_;
+  std::thread io_thread_;
+  std::thread reader_thread_;
+
+  std::mutex mu_;                      // guards the members below
+  std::condition_variable cv_;
+  std::vector<SessionEvent> pending_;  // not yet written
+  bool stopping_ = false;
+  std::unordered_map<uint64_t, std::shared_ptr<ConnState>> conns_;
+  std::unordered_map<uint64_t, std::deque<uint64_t>> incoming_;  // listen_id -> conn ids
+  std::string failure_;
+
+  std::atomic<bool> failed_{false};
+  std::atomic<int64_t> last_heard_ns_{0};  // monotonic
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_DAEMON_SESSION_H_

@@ -1,0 +1,65 @@
+// The daemon side of plugin sessions (daemon/session): broker and the
+// default link-model schedule source, without sockets.
+#include <catch2/catch.hpp>
+
+#include "daemon/session/link_schedule_source.h"
+#include "daemon/session/session_service.h"
+
+using prism::daemon::LinkModelScheduleSource;
+using prism::daemon::PluginSessionService;
+
+TEST_CASE("session service: minted handles are unique virtual handles", "[plugin][session]") {
+  PluginSessionService service({}, nullptr);
+  prism::daemon::VirtualLinkInfo link;
+  link.virtual_rank = 17;
+  auto a = service.MintReceiveHandle(link);
+  auto b = service.MintReceiveHandle(link);
+  CHECK(a.magic == prism::kVirtualHandleMagic);
+  CHECK(a.conn_id != b.conn_id);
+  CHECK(a.virtual_rank == 17);
+  REQUIRE(service.LinkOf(a.conn_id).has_value());
+  CHECK(service.LinkOf(a.conn_id)->virtual_rank == 17);
+  CHECK(service.connected_sessions() == 0);
+}
+
+TEST_CASE("session service: unknown listen id is FailedPrecondition", "[plugin][session]") {
+  PluginSessionService service({}, nullptr);
+  prism::RealListenHandle h;
+  h.listen_id = 99;
+  CHECK(absl::IsFailedPrecondition(service.ConnectToRealListener(h, {})));
+  h.magic = 1;
+  CHECK(absl::IsInvalidArgument(service.ConnectToRealListener(h, {})));
+}
+
+TEST_CASE("link schedule source keeps a window ahead of posted receives", "[plugin][session]") {
+  LinkModelScheduleSource source(8'000'000'000ull, 20'000, 4);
+  prism::rpc::EventBatch batch;
+  auto* open = batch.add_events()->mutable_conn_opened();
+  open->set_conn_id(7);
+  open->set_is_send(false);
+  auto* send_open = batch.add_events()->mutable_conn_opened();
+  send_open->set_conn_id(8);
+  send_open->set_is_send(true);
+  std::vector<prism::rpc::ReceiveSchedule> out;
+  source.OnEvents(1, batch, &out);
+  REQUIRE(out.size() == 4);  // seqs 0..3 for the receive connection only
+  for (size_t i = 0; i < out.size(); ++i) {
+    CHECK(out[i].conn_id() == 7);
+    CHECK(out[i].seq() == i);
+    CHECK(out[i].link_bits_per_second() == 8'000'000'000ull);
+    CHECK(out[i].link_latency_ns() == 20'000);
+  }
+  prism::rpc::EventBatch posted;
+  auto* p = posted.add_events()->mutable_posted();
+  p->set_conn_id(7);
+  p->set_seq(2);
+  out.clear();
+  source.OnEvents(1, posted, &out);
+  REQUIRE(out.size() == 3);  // now up to seq 2 + 4
+  CHECK(out.front().seq() == 4);
+  CHECK(out.back().seq() == 6);
+  posted.mutable_events(0)->mutable_posted()->set_conn_id(8);  // a send conn: nothing
+  out.clear();
+  source.OnEvents(1, posted, &out);
+  CHECK(out.empty());
+}
