@@ -4,3 +4,11 @@ target_include_directories(plugin_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plugin_bench PRIVATE ${CMAKE_DL_LIBS})
 target_compile_definitions(plugin_bench PRIVATE PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>")
 add_dependencies(plugin_bench nccl-net-prism)
+
+add_executable(plugin_virtual_bench ${CMAKE_CURRENT_SOURCE_DIR}/plugin_virtual_bench.cc)
+target_include_directories(plugin_virtual_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(plugin_virtual_bench PRIVATE ${CMAKE_DL_LIBS})
+target_compile_definitions(plugin_virtual_bench PRIVATE
+  PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>"
+  PRISM_SESSION_TESTD="$<TARGET_FILE:prism-session-testd>")
+add_dependencies(plugin_virtual_bench nccl-net-prism prism-session-testd)

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "plugin/clock.h"
@@ -200,12 +201,22 @@ Schedule FromProto(const rpc::ReceiveSchedule& r) {
 }  // namespace
 
 bool DaemonSession::WriteBatch(std::vector<SessionEvent>* batch) {
+  // Stay far below gRPC's 4 MiB default message limit (~20 B per event).
+  constexpr size_t kMaxEventsPerMessage = 16384;
   rpc::PluginMessage msg;
-  auto* events = msg.mutable_events();
-  events->mutable_events()->Reserve(static_cast<int>(batch->size()));
-  for (const SessionEvent& e : *batch) ToProto(e, events->add_events());
+  for (size_t begin = 0; begin < batch->size(); begin += kMaxEventsPerMessage) {
+    const size_t end = std::min(batch->size(), begin + kMaxEventsPerMessage);
+    auto* events = msg.mutable_events()->mutable_events();
+    events->Clear();
+    events->Reserve(static_cast<int>(end - begin));
+    for (size_t i = begin; i < end; ++i) ToProto((*batch)[i], events->Add());
+    if (!stream_->rw->Write(msg)) {
+      batch->clear();
+      return false;
+    }
+  }
   batch->clear();
-  return stream_->rw->Write(msg);
+  return true;
 }
 
 void DaemonSession::IoMain() {
@@ -254,7 +265,10 @@ void DaemonSession::IoMain() {
   while (!stop && !failed_.load(std::memory_order_acquire)) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !pending_.empty() || failed_.load(); });
+      cv_.wait(lock, [&] {
+        return stopping_ || read_ended_ || !pending_.empty() || failed_.load();
+      });
+      if (read_ended_ && !stopping_) break;
       if (!stopping_ && s.event_flush_ns > 0) {
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::nanoseconds(s.event_flush_ns));
@@ -273,9 +287,19 @@ void DaemonSession::IoMain() {
     st.rw->Write(bye);
     st.rw->WritesDone();
   }
-  st.context.TryCancel();
+  bool ended_by_daemon;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_by_daemon = read_ended_ && !stopping_;
+  }
+  if (!ended_by_daemon) st.context.TryCancel();
   if (reader_thread_.joinable()) reader_thread_.join();
-  if (st.rw) st.rw->Finish();
+  grpc::Status status = st.rw ? st.rw->Finish() : grpc::Status::OK;
+  if (ended_by_daemon) {
+    Fail("prismd at " + s.daemon_address + " ended the session" +
+         (status.ok() ? std::string(" (did prismd exit? see its log)")
+                      : ": " + status.error_message()));
+  }
   if (failed_.load() && !stop) PRISM_WARN(*env_.logger, "%s", failure_.c_str());
 }
 
@@ -306,15 +330,11 @@ void DaemonSession::ReaderMain() {
         break;
     }
   }
-  bool stopping;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping = stopping_;
+    read_ended_ = true;
   }
-  if (!stopping) {
-    Fail("prismd at " + env_.settings->daemon_address +
-         " ended the session (did prismd exit? see its log)");
-  }
+  cv_.notify_all();
 }
 
 }  // namespace prism::plugin

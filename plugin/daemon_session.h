@@ -112,6 +112,7 @@ class DaemonSession {
   std::condition_variable cv_;
   std::vector<SessionEvent> pending_;  // not yet written
   bool stopping_ = false;
+  bool read_ended_ = false;            // the daemon's side of the stream ended
   std::unordered_map<uint64_t, std::shared_ptr<ConnState>> conns_;
   std::unordered_map<uint64_t, std::deque<uint64_t>> incoming_;  // listen_id -> conn ids
   std::string failure_;
