@@ -1,6 +1,9 @@
 // Unit tests of plugin internals that need no sockets.
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "plugin/link_model.h"
 #include "plugin/real_wire.h"
@@ -66,5 +69,15 @@ TEST_CASE("settings: every parameter has a default and a doc", "[plugin][unit]")
     CHECK(std::string(p.name).rfind("PRISM_", 0) == 0);
     CHECK(p.default_value != nullptr);
     CHECK(std::string(p.doc).size() > 10);
+  }
+}
+
+TEST_CASE("docs/plugin.md documents every PRISM_* setting", "[plugin][unit]") {
+  std::ifstream in(PRISM_PLUGIN_DOC);
+  REQUIRE(in.good());
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& p : prism::plugin::AllEnvParams()) {
+    INFO(p.name);
+    CHECK(doc.find("| `" + std::string(p.name) + "` |") != std::string::npos);
   }
 }
