@@ -39,6 +39,7 @@ struct Flags {
   std::string realtime;
   int64_t lag_limit_ms = 100;
   std::string metrics_address = "127.0.0.1:9464";
+  bool metrics_address_given = false;
   std::string listen;
   std::string real_ranks;
 };
@@ -136,8 +137,14 @@ int Run(const Flags& f) {
   std::unique_ptr<prism::server::HttpEndpoint> http;
   if (f.metrics_address != "none") {
     auto endpoint = prism::server::HttpEndpoint::Start(f.metrics_address, &metrics, &status);
-    if (!endpoint.ok()) return Fail(endpoint.status());
-    http = std::move(*endpoint);
+    if (endpoint.ok()) {
+      http = std::move(*endpoint);
+    } else if (f.simulate && !f.metrics_address_given) {  // a simulation does not need the default port
+      std::fprintf(stderr, "prismd: warning: %s; simulating without metrics\n",
+                   std::string(endpoint.status().message()).c_str());
+    } else {
+      return Fail(endpoint.status());
+    }
   }
   if (!f.simulate) return RunHybrid(f, *graph, *options, status, metrics);
   std::optional<prism::server::DaemonServer> server;
@@ -174,6 +181,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", f.listen, "gRPC address (hybrid default unix:///tmp/prismd.sock)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
   CLI11_PARSE(app, argc, argv);
+  f.metrics_address_given = app.count("--metrics-address") > 0;
   if (f.iterations > prism::engine::kMaxIterations) {
     std::fprintf(stderr, "prismd: --iterations must be 1 to %llu\n",
                  static_cast<unsigned long long>(prism::engine::kMaxIterations));

@@ -1,17 +1,23 @@
 // Truncated, corrupt and hostile graphs: clear errors, never a crash or hang.
 // Also the prismd binary end to end (exit codes, --json).
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <google/protobuf/stubs/logging.h>
 
 #include "daemon/engine/simulation.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
+#include "proto/prism_service.grpc.pb.h"
 #include "test/daemon_test_graphs.h"
 
 namespace {
@@ -160,4 +166,38 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   CHECK(text4.find("outside") != std::string::npos);
   std::remove(garbage.c_str());
   std::remove(good.c_str());
+}
+
+TEST_CASE("prismd in hybrid mode serves gRPC and /status until SIGTERM, then exits cleanly", "[daemon][server]") {
+  const std::string graph = TempPath(".hybrid.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
+  const std::string sock = TempPath(".sock");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--listen", ("unix://" + sock).c_str(),
+          "--metrics-address", "none", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
+  auto stub = prism::rpc::Daemon::NewStub(channel);
+  prism::rpc::StatusReply reply;
+  bool answered = false;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);  // until prismd listens
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    answered = stub->Status(&ctx, prism::rpc::StatusRequest(), &reply).ok();
+  }
+  CHECK(answered);
+  if (answered) CHECK(nlohmann::json::parse(reply.json())["mode"] == "hybrid");
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  CHECK(access(sock.c_str(), F_OK) != 0);
+  std::remove(graph.c_str());
 }
