@@ -29,15 +29,10 @@ ConnectStage* StageOf(void* handle) {
 
 }  // namespace
 
-VirtualPeers& NetContext::virtual_peers() {
+std::shared_ptr<VirtualPeers> NetContext::virtual_peers() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!virtual_peers_) virtual_peers_ = MakeVirtualPeers(env_, comm_id_);
-  return *virtual_peers_;
-}
-
-VirtualPeers* NetContext::virtual_peers_if_any() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return virtual_peers_.get();
+  return virtual_peers_;
 }
 
 Plugin& ThePlugin() {
@@ -160,9 +155,9 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   std::memcpy(handle, &h, sizeof(h));
   ListenComm::VirtualAcceptFn virtual_accept;
   if (settings_.daemon_configured) {
-    VirtualPeers& vp = context->virtual_peers();
-    vp.ListenOpened(h.listen_id, dev);
-    virtual_accept = [&vp](uint64_t id) { return vp.Accept(id); };
+    std::shared_ptr<VirtualPeers> vp = context->virtual_peers();
+    vp->ListenOpened(h.listen_id, dev);
+    virtual_accept = [vp](uint64_t id) { return vp->Accept(id); };
   }
   *listen_comm = new ListenComm(env_, fd, h, std::move(virtual_accept));
   return prism_ncclSuccess;
@@ -176,7 +171,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   if (magic == kVirtualHandleMagic) {
     VirtualHandle vh;
     std::memcpy(&vh, handle, sizeof(vh));
-    Result r = context->virtual_peers().Connect(vh, dev, &comm);
+    Result r = context->virtual_peers()->Connect(vh, dev, &comm);
     *send_comm = comm.release();
     return r;
   }

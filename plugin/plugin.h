@@ -35,16 +35,16 @@ class NetContext {
   NetContext& operator=(const NetContext&) = delete;
 
   uint64_t comm_id() const { return comm_id_; }
-  // Created on first call (no gRPC before a virtual peer may exist).
-  VirtualPeers& virtual_peers();
-  // Null until virtual_peers() was called.
-  VirtualPeers* virtual_peers_if_any();
+  // Created on first call (no gRPC before a virtual peer may exist). Shared
+  // with the listen comms that accept virtual senders, which may outlive
+  // the context.
+  std::shared_ptr<VirtualPeers> virtual_peers();
 
  private:
   CommEnv env_;
   uint64_t comm_id_;
   std::mutex mu_;
-  std::unique_ptr<VirtualPeers> virtual_peers_;
+  std::shared_ptr<VirtualPeers> virtual_peers_;
 };
 
 class Plugin {

@@ -34,7 +34,7 @@ class VirtualPeers {
 };
 
 // The gRPC-backed implementation (virtual_session.cc).
-std::unique_ptr<VirtualPeers> MakeVirtualPeers(const CommEnv& env, uint64_t comm_id);
+std::shared_ptr<VirtualPeers> MakeVirtualPeers(const CommEnv& env, uint64_t comm_id);
 
 }  // namespace prism::plugin
 

@@ -61,8 +61,8 @@ class SessionVirtualPeers final : public VirtualPeers {
 
 }  // namespace
 
-std::unique_ptr<VirtualPeers> MakeVirtualPeers(const CommEnv& env, uint64_t comm_id) {
-  return std::make_unique<SessionVirtualPeers>(env, comm_id);
+std::shared_ptr<VirtualPeers> MakeVirtualPeers(const CommEnv& env, uint64_t comm_id) {
+  return std::make_shared<SessionVirtualPeers>(env, comm_id);
 }
 
 }  // namespace prism::plugin

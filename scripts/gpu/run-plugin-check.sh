@@ -8,7 +8,8 @@
 #               default: $PRISM_BUNDLE or <repo>/build/prism-runtime
 # Env: OUT (results directory; default /tmp/prism-plugin-check-<time>),
 #      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS,
-#      PYTHON (default python3), NO_MPS=1 to skip MPS, any PRISM_* (passed on).
+#      PYTHON (default python3), NO_MPS=1 to skip MPS, RUN_TIMEOUT (s per run, 75),
+#      any PRISM_* (passed on).
 # Writes $OUT/summary.txt, $OUT/<label>.json, $OUT/<label>/rank<r>.log.
 set -uo pipefail
 
@@ -52,7 +53,7 @@ run_one() {  # label world transport
     else
       env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
     fi
-    env "${env[@]}" timeout 150 "$py" "$here/plugin_pytorch.py" > "$dir/rank$r.log" 2>&1 &
+    env "${env[@]}" timeout "${RUN_TIMEOUT:-75}" "$py" "$here/plugin_pytorch.py" > "$dir/rank$r.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
