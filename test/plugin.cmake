@@ -19,7 +19,7 @@ target_compile_definitions(plugin_tests PRIVATE
   PRISM_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>"
   PRISM_SESSION_TESTD="$<TARGET_FILE:prism-session-testd>")
 add_dependencies(plugin_tests nccl-net-prism plugin_peer prism-session-testd)
-catch_discover_tests(plugin_tests)
+catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
@@ -27,4 +27,4 @@ add_executable(plugin_unit_tests
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE
   PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md")
-catch_discover_tests(plugin_unit_tests)
+catch_discover_tests(plugin_unit_tests TEST_PREFIX "plugin unit: ")

@@ -136,3 +136,55 @@ TEST_CASE("listen writes a real listen handle", "[plugin][abi]") {
   });
   CHECK(msg == "");
 }
+
+TEST_CASE("the v10 table works end to end (one process, loopback)", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    auto* v10 = static_cast<prism_ncclNet_v10_t*>(dlsym(drv.lib(), "ncclNetPlugin_v10"));
+    if (v10 == nullptr) return "no v10";
+    if (v10->init(prism::testing::DriverLogger, nullptr) != prism_ncclSuccess) return "init";
+    std::vector<char> handle(128, 0);
+    void* lc = nullptr;
+    if (v10->listen(0, handle.data(), &lc) != prism_ncclSuccess) return "listen";
+    void* sc = nullptr;
+    void* rc = nullptr;
+    prism_ncclNetDeviceHandle_t* dev = nullptr;
+    prism_ncclNetCommConfig_t config{-1};
+    const int64_t deadline = prism::testing::NowNs() + 10'000'000'000;
+    while (sc == nullptr || rc == nullptr) {
+      if (sc == nullptr && v10->connect(0, &config, handle.data(), &sc, &dev) != prism_ncclSuccess) {
+        return "connect";
+      }
+      if (rc == nullptr && v10->accept(lc, &rc, &dev) != prism_ncclSuccess) return "accept";
+      if (prism::testing::NowNs() > deadline) return "connect/accept timed out";
+    }
+    v10->closeListen(lc);
+    std::vector<char> out(100000), in(100000, 0);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    v10->regMr(sc, out.data(), out.size(), kPrismPtrHost, &smh);
+    v10->regMr(rc, in.data(), in.size(), kPrismPtrHost, &rmh);
+    void* sreq = nullptr;
+    void* rreq = nullptr;
+    void* d[1] = {in.data()};
+    size_t m[1] = {in.size()};
+    int tag[1] = {3};
+    void* mhs[1] = {rmh};
+    while (rreq == nullptr) v10->irecv(rc, 1, d, m, tag, mhs, nullptr, &rreq);
+    while (sreq == nullptr) v10->isend(sc, out.data(), out.size(), 3, smh, nullptr, &sreq);
+    int sdone = 0, rdone = 0, size = -1;
+    while (!sdone || !rdone) {
+      if (!sdone && v10->test(sreq, &sdone, nullptr) != prism_ncclSuccess) return "send test";
+      if (!rdone && v10->test(rreq, &rdone, &size) != prism_ncclSuccess) return "recv test";
+      if (prism::testing::NowNs() > deadline) return "transfer timed out";
+    }
+    if (size != static_cast<int>(in.size()) || in != out) return "data differs";
+    v10->deregMr(sc, smh);
+    v10->deregMr(rc, rmh);
+    v10->closeSend(sc);
+    v10->closeRecv(rc);
+    return "";
+  });
+  CHECK(msg == "");
+}
