@@ -159,7 +159,7 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
     vp->ListenOpened(h.listen_id, dev);
     virtual_accept = [vp](uint64_t id) { return vp->Accept(id); };
   }
-  *listen_comm = new ListenComm(env_, fd, h, std::move(virtual_accept));
+  *listen_comm = new ListenComm(env_, context->engine(), fd, h, std::move(virtual_accept));
   return prism_ncclSuccess;
 }
 
@@ -185,7 +185,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   if (stage->magic != kStageMagic) {
     RealListenHandle h;
     std::memcpy(&h, handle, sizeof(h));
-    stage->pending = new PendingConnect(env_, h);
+    stage->pending = new PendingConnect(env_, context->engine(), h);
     stage->magic = kStageMagic;
   }
   Result r = stage->pending->Step(&comm);

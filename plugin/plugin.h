@@ -19,6 +19,7 @@
 #include "plugin/cuda_copy.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
+#include "plugin/progress_engine.h"
 #include "plugin/settings.h"
 #include "plugin/virtual_peers.h"
 
@@ -30,11 +31,17 @@ inline constexpr const char* kPluginVersion = "0.1.0";
 // One NCCL net context (v11: one per communicator init; v10: one per process).
 class NetContext {
  public:
-  NetContext(const CommEnv& env, uint64_t comm_id) : env_(env), comm_id_(comm_id) {}
+  NetContext(const CommEnv& env, uint64_t comm_id)
+      : env_(env),
+        comm_id_(comm_id),
+        engine_(std::make_shared<ProgressEngine>(env.settings->spin_ns)) {}
   NetContext(const NetContext&) = delete;
   NetContext& operator=(const NetContext&) = delete;
 
   uint64_t comm_id() const { return comm_id_; }
+  // The progress thread of this context's real-peer comms (started by the
+  // first comm; comms share ownership, so they may outlive the context).
+  const std::shared_ptr<ProgressEngine>& engine() const { return engine_; }
   // Created on first call (no gRPC before a virtual peer may exist). Shared
   // with the listen comms that accept virtual senders, which may outlive
   // the context.
@@ -43,6 +50,7 @@ class NetContext {
  private:
   CommEnv env_;
   uint64_t comm_id_;
+  std::shared_ptr<ProgressEngine> engine_;
   std::mutex mu_;
   std::shared_ptr<VirtualPeers> virtual_peers_;
 };

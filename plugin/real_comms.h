@@ -2,10 +2,11 @@
 // Wire format: real_wire.h. Link shaping: link_model.h (the sender's model is
 // authoritative: it stamps the delivery time into each message header).
 //
-// Each comm owns its sockets and one progress thread. NCCL's proxy thread
-// posts requests through a lock-free SPSC ring; the progress thread moves
-// bytes and publishes completion through the request's atomics; test() only
-// reads those atomics and the clock. At most kPrismNetMaxRequests requests
+// Each comm owns its sockets; the context's progress thread (ProgressEngine)
+// serves all its comms. NCCL's proxy thread posts requests through a
+// lock-free SPSC ring; the progress thread moves bytes and publishes
+// completion through the request's atomics; test() only reads those atomics
+// and the clock. At most kPrismNetMaxRequests requests
 // are in flight per comm: isend/irecv return a NULL request beyond that
 // (NCCL retries later).
 #ifndef PRISM_PLUGIN_REAL_COMMS_H_
@@ -22,7 +23,7 @@
 
 #include "plugin/comm.h"
 #include "plugin/link_model.h"
-#include "plugin/progress_thread.h"
+#include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
 #include "plugin/spsc_ring.h"
 
@@ -46,10 +47,11 @@ class CommFailure {
   std::string why_;
 };
 
-class RealSendComm final : public NetComm {
+class RealSendComm final : public NetComm, private ProgressClient {
  public:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
-  RealSendComm(const CommEnv& env, std::vector<int> fds, std::string peer);
+  RealSendComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, std::vector<int> fds,
+               std::string peer);
   ~RealSendComm() override;
   RealSendComm(const RealSendComm&) = delete;
   RealSendComm& operator=(const RealSendComm&) = delete;
@@ -76,10 +78,14 @@ class RealSendComm final : public NetComm {
     size_t left;
   };
 
-  bool Step(bool* progressed);
+  // ProgressClient
+  void Step(bool* progressed) override;
+  void FillPoll(std::vector<pollfd>* fds) override;
+  bool HasInput() override { return !submit_.Empty(); }
+
+  bool StepInner(bool* progressed);
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
-  void FillPoll(std::vector<pollfd>* fds);
 
   CommEnv env_;
   std::string peer_;
@@ -91,12 +97,14 @@ class RealSendComm final : public NetComm {
   uint64_t next_seq_ = 0;
   CommFailure failure_;
   bool warned_ = false;
-  ProgressThread progress_;
+  std::shared_ptr<ProgressEngine> engine_;
+  bool registered_ = false;
 };
 
-class RealRecvComm final : public NetComm {
+class RealRecvComm final : public NetComm, private ProgressClient {
  public:
-  RealRecvComm(const CommEnv& env, std::vector<int> fds, std::string peer);
+  RealRecvComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, std::vector<int> fds,
+               std::string peer);
   ~RealRecvComm() override;
   RealRecvComm(const RealRecvComm&) = delete;
   RealRecvComm& operator=(const RealRecvComm&) = delete;
@@ -134,11 +142,15 @@ class RealRecvComm final : public NetComm {
     size_t left;
   };
 
-  bool Step(bool* progressed);
+  // ProgressClient
+  void Step(bool* progressed) override;
+  void FillPoll(std::vector<pollfd>* fds) override;
+  bool HasInput() override { return !submit_.Empty(); }
+
+  bool StepInner(bool* progressed);
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);
   bool SlotFilled(RecvRequest* req, int slot);
-  void FillPoll(std::vector<pollfd>* fds);
 
   CommEnv env_;
   std::string peer_;
@@ -152,7 +164,8 @@ class RealRecvComm final : public NetComm {
   bool eof_ = false;                  // sender closed between messages
   CommFailure failure_;
   bool warned_ = false;
-  ProgressThread progress_;
+  std::shared_ptr<ProgressEngine> engine_;
+  bool registered_ = false;
 };
 
 }  // namespace prism::plugin

@@ -13,6 +13,7 @@
 
 #include "common/net_handles.h"
 #include "plugin/comm.h"
+#include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
 
 namespace prism::plugin {
@@ -26,8 +27,8 @@ class ListenComm {
   using VirtualAcceptFn = std::function<std::unique_ptr<NetComm>(uint64_t listen_id)>;
 
   // Takes ownership of `listen_fd`.
-  ListenComm(const CommEnv& env, int listen_fd, const RealListenHandle& handle,
-             VirtualAcceptFn virtual_accept);
+  ListenComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, int listen_fd,
+             const RealListenHandle& handle, VirtualAcceptFn virtual_accept);
   ~ListenComm();
   ListenComm(const ListenComm&) = delete;
   ListenComm& operator=(const ListenComm&) = delete;
@@ -47,6 +48,7 @@ class ListenComm {
   std::unique_ptr<NetComm> TakeCompleteGroup();
 
   CommEnv env_;
+  std::shared_ptr<ProgressEngine> engine_;
   int listen_fd_;
   RealListenHandle handle_;
   VirtualAcceptFn virtual_accept_;
@@ -57,7 +59,8 @@ class ListenComm {
 // The sender side of one connection being set up.
 class PendingConnect {
  public:
-  PendingConnect(const CommEnv& env, const RealListenHandle& handle);
+  PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+                 const RealListenHandle& handle);
   ~PendingConnect();
   PendingConnect(const PendingConnect&) = delete;
   PendingConnect& operator=(const PendingConnect&) = delete;
@@ -77,6 +80,7 @@ class PendingConnect {
   Result StepSocket(Sock& s, uint32_t index);
 
   CommEnv env_;
+  std::shared_ptr<ProgressEngine> engine_;
   RealListenHandle handle_;
   std::string peer_;
   uint64_t nonce_;

@@ -8,18 +8,20 @@
 
 namespace prism::plugin {
 
-RealRecvComm::RealRecvComm(const CommEnv& env, std::vector<int> fds, std::string peer)
+RealRecvComm::RealRecvComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+                           std::vector<int> fds, std::string peer)
     : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
-  progress_.Start(
-      env_.settings->spin_ns, [this](bool* p) { return Step(p); },
-      [this](std::vector<pollfd>* f) { FillPoll(f); }, [this] { return !submit_.Empty(); });
+  engine_ = std::move(engine);
+  engine_->Add(this);
+  registered_ = true;
 }
 
 RealRecvComm::~RealRecvComm() { Close(); }
 
 void RealRecvComm::Close() {
-  progress_.Stop();
+  if (registered_) engine_->Remove(this);
+  registered_ = false;
   for (int fd : fds_) close(fd);
   fds_.clear();
 }
@@ -62,7 +64,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
   req->deliver_ns = 0;
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);
-  progress_.waker().Wake();
+  engine_->Wake();
   *request = req;
   return prism_ncclSuccess;
 }
@@ -197,7 +199,11 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   }
 }
 
-bool RealRecvComm::Step(bool* progressed) {
+void RealRecvComm::Step(bool* progressed) {
+  if (!failure_.broken()) StepInner(progressed);
+}
+
+bool RealRecvComm::StepInner(bool* progressed) {
   RecvRequest* req;
   while (submit_.Pop(&req)) {
     *progressed = true;
@@ -214,6 +220,7 @@ bool RealRecvComm::Step(bool* progressed) {
 }
 
 void RealRecvComm::FillPoll(std::vector<pollfd>* fds) {
+  if (failure_.broken()) return;
   for (size_t i = 0; i < fds_.size(); ++i) {
     const bool want_header = i == 0 && !eof_ && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});

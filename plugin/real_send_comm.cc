@@ -9,22 +9,21 @@
 
 namespace prism::plugin {
 
-RealSendComm::RealSendComm(const CommEnv& env, std::vector<int> fds, std::string peer)
-    : env_(env),
-      peer_(std::move(peer)),
-      fds_(std::move(fds)),
-      queues_(fds_.size()),
+RealSendComm::RealSendComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+                           std::vector<int> fds, std::string peer)
+    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()),
       link_(env.settings->link_bits_per_second, env.settings->link_latency_ns) {
   for (SendRequest& r : pool_) r.owner = this;
-  progress_.Start(
-      env_.settings->spin_ns, [this](bool* p) { return Step(p); },
-      [this](std::vector<pollfd>* f) { FillPoll(f); }, [this] { return !submit_.Empty(); });
+  engine_ = std::move(engine);
+  engine_->Add(this);
+  registered_ = true;
 }
 
 RealSendComm::~RealSendComm() { Close(); }
 
 void RealSendComm::Close() {
-  progress_.Stop();
+  if (registered_) engine_->Remove(this);
+  registered_ = false;
   for (int fd : fds_) close(fd);
   fds_.clear();
 }
@@ -57,7 +56,7 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
                               link_.shaped() ? t.deliver_ns : 0, next_seq_++};
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);  // capacity 64 > pool size: never full
-  progress_.waker().Wake();
+  engine_->Wake();
   *request = req;
   return prism_ncclSuccess;
 }
@@ -147,7 +146,11 @@ bool RealSendComm::Pump(size_t sock, bool* progressed) {
   return true;
 }
 
-bool RealSendComm::Step(bool* progressed) {
+void RealSendComm::Step(bool* progressed) {
+  if (!failure_.broken()) StepInner(progressed);
+}
+
+bool RealSendComm::StepInner(bool* progressed) {
   SendRequest* req;
   while (submit_.Pop(&req)) {
     *progressed = true;
@@ -160,6 +163,7 @@ bool RealSendComm::Step(bool* progressed) {
 }
 
 void RealSendComm::FillPoll(std::vector<pollfd>* fds) {
+  if (failure_.broken()) return;
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!queues_[i].empty()) fds->push_back(pollfd{fds_[i], POLLOUT, 0});
   }

@@ -1,0 +1,83 @@
+#include "plugin/progress_engine.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+#include "plugin/clock.h"
+
+namespace prism::plugin {
+
+ProgressEngine::~ProgressEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.store(true, std::memory_order_release);
+  ForceWake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProgressEngine::ForceWake() {
+  uint64_t one = 1;
+  ssize_t r = write(waker_.fd(), &one, sizeof(one));
+  (void)r;
+}
+
+void ProgressEngine::Add(ProgressClient* client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  clients_.push_back(client);
+  ++version_;
+  changed_.store(true, std::memory_order_release);
+  if (!thread_.joinable()) thread_ = std::thread([this] { Main(); });
+  ForceWake();
+}
+
+void ProgressEngine::Remove(ProgressClient* client) {
+  std::unique_lock<std::mutex> lock(mu_);
+  clients_.erase(std::remove(clients_.begin(), clients_.end(), client), clients_.end());
+  const uint64_t target = ++version_;
+  changed_.store(true, std::memory_order_release);
+  ForceWake();
+  cv_.wait(lock, [&] { return seen_version_ >= target || stop_; });
+}
+
+void ProgressEngine::Main() {
+  std::vector<ProgressClient*> local;
+  std::vector<pollfd> fds;
+  int64_t idle_since = -1;
+  for (;;) {
+    if (changed_.exchange(false, std::memory_order_acq_rel)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      local = clients_;
+      seen_version_ = version_;
+      cv_.notify_all();
+    }
+    bool progressed = false;
+    for (ProgressClient* c : local) c->Step(&progressed);
+    if (progressed) {
+      idle_since = -1;
+      continue;
+    }
+    const int64_t now = MonoNowNs();
+    if (idle_since < 0) idle_since = now;
+    if (now - idle_since < spin_ns_) {
+      sched_yield();  // other threads (NCCL's proxy, peers) may need this core
+      continue;
+    }
+    waker_.PrepareSleep();
+    bool input = changed_.load(std::memory_order_acquire);
+    for (ProgressClient* c : local) input = input || c->HasInput();
+    if (!input) {
+      fds.clear();
+      fds.push_back(pollfd{waker_.fd(), POLLIN, 0});
+      for (ProgressClient* c : local) c->FillPoll(&fds);
+      poll(fds.data(), fds.size(), 100);
+    }
+    waker_.AfterSleep();
+    idle_since = -1;
+  }
+}
+
+}  // namespace prism::plugin
