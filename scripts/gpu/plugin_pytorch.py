@@ -73,7 +73,7 @@ def main():
     world = int(os.environ["WORLD_SIZE"])
     port = int(os.environ["MASTER_PORT"])
     label = os.environ.get("PRISM_CHECK_LABEL", "run")
-    sizes = [int(s) for s in os.environ.get("PRISM_CHECK_SIZES", "1048576,67108864").split(",")]
+    sizes = [int(s) for s in os.environ.get("PRISM_CHECK_SIZES", "1048576,33554432").split(",")]
     iters = int(os.environ.get("PRISM_CHECK_ITERS", "5"))
     out_dir = os.environ.get("OUT", "")
     dev = torch.device("cuda:0")
