@@ -93,3 +93,29 @@ TEST_CASE("refinement separates ranks whose communicators differ in placement", 
   for (uint32_t r = 4; r < 12; ++r) b->add_members(r), gr.mutable_ranks(static_cast<int>(r))->set_comm_slots(0, 1);
   CompareModes(gr, 2);
 }
+
+TEST_CASE("classes equal full replay when a class exchanges with itself across nodes", "[daemon][classes]") {
+  // Context-parallel-like pairs {0,1}, {2,3}, ... one rank per node: each rank
+  // sends to +1 and receives from -1 (the same partner) in a group, 3 times.
+  g::Graph gr = prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 0,
+                                                {1, 1, 100'000'000'000ull, 3000, 800'000'000'000ull, 500});
+  g::Program* p = gr.mutable_programs(0);
+  p->add_comm_slot_names("cp");
+  for (int i = 0; i < 3; ++i) {
+    p->add_ops()->mutable_compute()->set_duration_ns(1000 + i);
+    p->add_ops()->mutable_group_start();
+    auto* send = p->add_ops()->mutable_send();
+    send->set_comm_slot(1), send->set_peer(1), send->set_peer_relative(true), send->set_bytes(8 << 20);
+    auto* recv = p->add_ops()->mutable_recv();
+    recv->set_comm_slot(1), recv->set_peer(1), recv->set_peer_relative(true), recv->set_bytes(8 << 20);
+    p->add_ops()->mutable_group_end();
+  }
+  for (uint32_t pair = 0; pair < 4; ++pair) {
+    auto* c = gr.add_communicators();
+    c->set_id(static_cast<uint32_t>(gr.communicators_size() - 1)), c->set_kind(g::COMM_KIND_CP);
+    c->add_members(2 * pair), c->add_members(2 * pair + 1);
+    gr.mutable_ranks(static_cast<int>(2 * pair))->add_comm_slots(c->id());
+    gr.mutable_ranks(static_cast<int>(2 * pair + 1))->add_comm_slots(c->id());
+  }
+  CompareModes(gr, 1);
+}

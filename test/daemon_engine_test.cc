@@ -117,8 +117,21 @@ TEST_CASE("send/recv match in order per pair; grouped pairs do not deadlock", "[
   const auto m = ModelOf(gr);
   const int64_t t1 = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
   const int64_t t2 = m.PointToPointTime(prism::Bytes(2 << 20), false).count();
-  // The first pair waits for b's 3 us; the two grouped transfers share each GPU's NIC: serialised.
-  CHECK(IterationNs(gr) == 3000 + t1 + 2 * t2);
+  // The first pair waits for b's 3 us; the grouped transfers go opposite ways: full duplex, they overlap.
+  CHECK(IterationNs(gr) == 3000 + t1 + t2);
+}
+
+TEST_CASE("two sends from one GPU to other nodes serialise on its NIC transmit side", "[daemon][engine]") {
+  g::Program a, b;
+  for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("all");
+  a.add_ops()->mutable_group_start();
+  AddP2P(a, true, 1, 4 << 20);
+  AddP2P(a, true, 2, 4 << 20);
+  a.add_ops()->mutable_group_end();
+  AddP2P(b, false, 0, 4 << 20);
+  const g::Graph gr = Custom(3, 1, {{0, 1, 2}}, {a, b}, {0, 1, 1}, {{0}, {0}, {0}});
+  const int64_t t = ModelOf(gr).PointToPointTime(prism::Bytes(4 << 20), false).count();
+  CHECK(IterationNs(gr) == 2 * t);
 }
 
 TEST_CASE("concurrent inter-node collectives of one GPU serialise on its NIC share", "[daemon][engine]") {

@@ -193,12 +193,12 @@ void ReplayEngine::ResolveCollective(uint32_t comm, Instance& in) {
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   int64_t start = in.last;
   const bool spans = c.shape.SpansNodes();
-  if (spans)
-    for (uint32_t m : c.members) start = std::max(start, state_[m].nic_busy);
+  if (spans)  // a collective across nodes sends and receives on every member's NIC share
+    for (uint32_t m : c.members) start = std::max({start, state_[m].nic_tx_busy, state_[m].nic_rx_busy});
   const Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
   const int64_t end = AddTime(start, took.count());
   if (spans)
-    for (uint32_t m : c.members) state_[m].nic_busy = end;
+    for (uint32_t m : c.members) state_[m].nic_tx_busy = state_[m].nic_rx_busy = end;
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
@@ -225,9 +225,10 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   int64_t start = now_;
-  if (!same_node) start = std::max({start, state_[send.actor].nic_busy, state_[recv.actor].nic_busy});
+  // Between nodes: the sender's transmit and the receiver's receive direction.
+  if (!same_node) start = std::max({start, state_[send.actor].nic_tx_busy, state_[recv.actor].nic_rx_busy});
   const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
-  if (!same_node) state_[send.actor].nic_busy = state_[recv.actor].nic_busy = end;
+  if (!same_node) state_[send.actor].nic_tx_busy = state_[recv.actor].nic_rx_busy = end;
   Push(end, send.actor, send.op, send.posted);
   Push(end, recv.actor, recv.op, recv.posted);
   if (observer_) observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);

@@ -6,7 +6,8 @@
 // together. A collective completes when every member has reached it (the j-th
 // call on a communicator matches the j-th call of every member), then takes
 // the network model's time, after waiting for the members' NIC shares when it
-// spans nodes (per-GPU NIC serialisation). Send/recv match per (communicator,
+// spans nodes (per-GPU NIC serialisation, each direction separately: a GPU's
+// share transmits one transfer and receives one transfer at a time). Send/recv match per (communicator,
 // src, dst) in order and take the point-to-point time. Time is integer ns.
 //
 // Other threads interact only through the EngineInbox passed to Run and the
@@ -86,7 +87,7 @@ class ReplayEngine {
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
     std::vector<uint32_t> iteration_left;
     uint64_t iterations_done = 0;
-    int64_t nic_busy = 0, last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
+    int64_t nic_tx_busy = 0, nic_rx_busy = 0, last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
     uint32_t computing = 0, communicating = 0;
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
