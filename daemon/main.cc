@@ -108,6 +108,8 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
     engine_status = r.ok() ? absl::OkStatus() : r.status();
     status.SetState(r.ok() ? "finished" : absl::StrCat("stopped: ", r.status().message()));
     if (r.ok()) std::fprintf(stderr, "%s", r->report.ToText().c_str());
+    else if (!absl::IsCancelled(r.status()))  // reported now; prismd keeps serving until signalled
+      std::fprintf(stderr, "prismd: replay stopped: %s\n", std::string(r.status().message()).c_str());
   });
   int sig = 0;
   sigwait(&signals, &sig);
