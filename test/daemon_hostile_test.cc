@@ -201,3 +201,15 @@ TEST_CASE("prismd in hybrid mode serves gRPC and /status until SIGTERM, then exi
   CHECK(access(sock.c_str(), F_OK) != 0);
   std::remove(graph.c_str());
 }
+
+TEST_CASE("graphs whose replay state would exhaust memory are refused before allocating", "[daemon][hostile]") {
+  // 65536 ranks x 8192 ops each = 2^29 op counters without classes.
+  g::Graph gr = prism::testing::CollectiveGraph(65536, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 4096, 1);
+  prism::engine::SimulationOptions o;
+  o.use_classes = false;
+  auto r = prism::engine::Simulate(gr, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(std::string(r.status().message()).find("drop --no-classes") != std::string::npos);
+  o.use_classes = true;  // one class: cheap
+  CHECK(prism::engine::Simulate(gr, o).ok());
+}

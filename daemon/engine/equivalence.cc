@@ -11,6 +11,10 @@
 namespace prism::engine {
 namespace {
 
+// Work the symmetry analysis may spend (elementary steps) before it gives up
+// and replays every rank: hostile graphs must not make it hang.
+constexpr uint64_t kAnalysisBudget = uint64_t{1} << 30;
+
 // Dense ids for vectors of integers, in first-seen order (deterministic).
 class Interner {
  public:
@@ -68,10 +72,13 @@ std::string JoinSlots(const EngineWorld& full, Reduction& r) {
   for (uint32_t a = 0; a < classes; ++a)
     r.slot_offset[a + 1] = r.slot_offset[a] + static_cast<uint32_t>(full.actors[r.rep[a]].slot_comm.size());
   r.uf = UnionFind(r.slot_offset[classes]);
+  uint64_t work = 0;
   for (uint32_t a = 0; a < classes; ++a) {
     const Actor& rep = full.actors[r.rep[a]];
     for (uint32_t s = 0; s < rep.slot_comm.size(); ++s) {
       const uint32_t c = rep.slot_comm[s];
+      work += full.comms[c].members.size() * (1 + rep.slot_comm.size());
+      if (work > kAnalysisBudget) return "the symmetry analysis would take too long for this graph";
       for (uint32_t m : full.comms[c].members) {
         const Actor& member = full.actors[m];
         for (uint32_t t = 0; t < member.slot_comm.size(); ++t)
@@ -91,9 +98,12 @@ std::string JoinSlots(const EngineWorld& full, Reduction& r) {
 
 // Every send/recv pair must map one-to-one between the classes (see docs).
 std::string CheckP2P(const EngineWorld& full, Reduction& r) {
+  uint64_t work = 0;
   for (uint32_t rank = 0; rank < full.actors.size(); ++rank) {
     const Actor& a = full.actors[rank];
     const auto& descs = full.programs[a.program].p2p;
+    work += descs.size() * (descs.size() + 1) * 2;
+    if (work > kAnalysisBudget) return "the send/recv symmetry check would take too long for this graph";
     const uint32_t ca = r.colour[rank];
     for (size_t d = 0; d < descs.size(); ++d) {
       const uint32_t peer = a.peer_actor[d];
@@ -160,7 +170,15 @@ std::vector<uint32_t> RefineColours(const graph::Graph& graph, const EngineWorld
     shape_id[c] = shapes.Id({s.ranks, s.nodes, s.min_per_node, s.max_per_node});
   }
   size_t count = initial.size();
+  uint64_t work = 0;
   for (;;) {
+    work += full.comms.size();
+    for (const Actor& a : full.actors) work += 1 + 3 * a.slot_comm.size() + 2 * a.peer_actor.size();
+    for (const EngineComm& c : full.comms) work += c.members.size();
+    if (work > kAnalysisBudget) {  // give up: every rank its own colour
+      for (size_t r = 0; r < n; ++r) colour[r] = static_cast<uint32_t>(r);
+      return colour;
+    }
     Interner sets;
     std::vector<uint32_t> set_id(full.comms.size());
     for (size_t c = 0; c < full.comms.size(); ++c) set_id[c] = sets.Id(MemberColours(full.comms[c], colour));

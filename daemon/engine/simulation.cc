@@ -46,6 +46,11 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   wopts.real_ranks = options.real_ranks;
   auto world = BuildWorld(graph, model, wopts);
   if (!world.ok()) return world.status();
+  if (const uint64_t entries = EngineStateEntries(*world, *iterations); entries > kMaxStateEntries)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replaying this graph needs ", entries, " state entries (", world->actors.size(), " actors x ops and ",
+        *iterations, " iterations); prismd handles at most ", kMaxStateEntries,
+        ": use equivalence classes (drop --no-classes), fewer iterations or a smaller graph"));
   SimulationResult result;
   result.world = std::make_unique<EngineWorld>(std::move(*world));
   if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);

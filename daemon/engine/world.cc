@@ -208,10 +208,27 @@ uint32_t CommRankIndex::PeerRank(uint32_t rank, const P2PDesc& d) const {
   return members[static_cast<int>(target)];
 }
 
+uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations) {
+  uint64_t entries = 0;
+  for (const Actor& a : world.actors) {
+    const ProgramInfo& p = world.programs[a.program];
+    entries += p.ops.size() * (a.real ? 2 : 1) + p.streams + a.slot_comm.size() + iterations;
+  }
+  return entries;
+}
+
 absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
                                        const WorldOptions& options) {
   if (static_cast<uint64_t>(graph.ranks_size()) > kMaxRanks)
     return Invalid(absl::StrCat(graph.ranks_size(), " ranks; prismd replays at most ", kMaxRanks));
+  std::vector<uint64_t> p2p_ops(graph.programs_size(), 0);  // bounds the send/recv targets per rank
+  for (int i = 0; i < graph.programs_size(); ++i)
+    for (const graph::Op& op : graph.programs(i).ops()) p2p_ops[i] += op.has_send() || op.has_recv();
+  uint64_t rank_state = 0;  // what BuildFull allocates per rank
+  for (const graph::Rank& rank : graph.ranks()) rank_state += 2 + rank.comm_slots_size() + p2p_ops[rank.program()];
+  if (rank_state > kMaxStateEntries)
+    return Invalid(absl::StrCat("the graph needs ", rank_state, " rank-level entries; prismd handles at most ",
+                                kMaxStateEntries));
   auto full = BuildFull(graph, options);
   if (!full.ok()) return full.status();
   if (auto s = CheckLinks(graph, *full, model); !s.ok()) return s;

@@ -95,6 +95,13 @@ struct EngineWorld {
 // Limits that keep hostile graphs from exhausting memory.
 inline constexpr uint64_t kMaxRanks = 1u << 22;
 inline constexpr uint64_t kMaxStreams = 4096;
+// Per-rank (or per-actor) state entries: slots, send/recv targets, op
+// counters. About 4-8 bytes each.
+inline constexpr uint64_t kMaxStateEntries = uint64_t{1} << 28;
+
+// Entries the engine allocates to replay `world` for `iterations`
+// iterations (op counters, streams, slots, per-iteration bookkeeping).
+uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations);
 
 absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
                                        const WorldOptions& options);
