@@ -313,7 +313,12 @@ void BootstrapServer::FinishAllGather(LiveComm& c) {
   }
   const AgKind done = ag.kind;
   c.ag.reset();
-  if (done == AgKind::kTopoInfo && c.phase != CommPhase::kReady && c.ag_queue.empty()) {
+  if (done == AgKind::kSplitInfo) {  // COMMSPLIT messages that came before the split ended
+    std::vector<PendingMsg> early;
+    early.swap(c.early_split_msgs);
+    for (const PendingMsg& m : early) HandleSplitMessage(c, m);
+  }
+  if (done == AgKind::kTopoInfo && c.phase != CommPhase::kReady) {
     const uint64_t gen = job_gen_;
     CommReady(c);
     if (gen != job_gen_) return;

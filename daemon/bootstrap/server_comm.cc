@@ -256,14 +256,12 @@ void BootstrapServer::CompleteSplit(LiveComm& parent) {
     StartRingOps(child, profile_->split_child_ops);
   }
   if (call && !parent.children_by_color.count(plan_.comms[*call].color)) plan_done_[*call] = 1;
-  std::vector<PendingMsg> early;
-  early.swap(parent.early_split_msgs);
-  for (const PendingMsg& m : early) HandleSplitMessage(parent, m);
 }
 
 void BootstrapServer::HandleSplitMessage(LiveComm& parent, const PendingMsg& m) {
-  const bool split_running = parent.ag && parent.ag->kind == AgKind::kSplitInfo;
-  if (split_running || parent.split_msgs_pending == 0) {
+  // A message for the latest split's children, or an early one for the next
+  // split (its sender finished that split's all-gather before prismd did).
+  if (parent.split_msgs_pending == 0) {
     parent.early_split_msgs.push_back(m);
     return;
   }
@@ -276,10 +274,8 @@ void BootstrapServer::HandleSplitMessage(LiveComm& parent, const PendingMsg& m) 
     if (to_it == child->global.end() || from_it == child->global.end()) continue;
     const int v = static_cast<int>(to_it - child->global.begin());
     const int r = static_cast<int>(from_it - child->global.begin());
-    if (r != (v + 1) % child->n || m.payload.size() < kSockAddrBytes) {
-      Diverge(absl::StrCat(parent.name, ": COMMSPLIT from rank ", m.from_rank, " to ", m.to_rank,
-                           " does not match child ", child->name, "'s ring"));
-      return;
+    if (r != (v + 1) % child->n || child->next_ring[v] || m.payload.size() < kSockAddrBytes) {
+      continue;  // not this child's ring: a later split's message
     }
     auto addr = DecodeSockAddr(m.payload.data());
     if (!addr.ok()) {
@@ -291,8 +287,7 @@ void BootstrapServer::HandleSplitMessage(LiveComm& parent, const PendingMsg& m) 
     ConnectRingNext(*child, v, *addr);
     return;
   }
-  Diverge(absl::StrCat(parent.name, ": COMMSPLIT from rank ", m.from_rank, " to virtual rank ",
-                       m.to_rank, " matches no child of the latest split"));
+  parent.early_split_msgs.push_back(m);  // for the next split
 }
 
 }  // namespace prism::bootstrap
