@@ -33,7 +33,8 @@
 namespace prism::engine {
 
 // "Real rank `rank` reached op `op` of its program at emulated time `at`."
-// The engine issues that op instance then (ops of real ranks wait for this);
+// The engine issues that op instance then (ops of real ranks, except
+// GroupStart/GroupEnd markers, wait for this);
 // a compute op in flight on the same stream completes at `at`. op ==
 // number of ops of the program means "finished the iteration": compute ops
 // still in flight complete at `at`. One event per op instance, in order.

@@ -51,7 +51,8 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
-  if (world_.actors[actor].real && s.reached[k] <= iteration) return false;
+  const bool marker = op.kind == OpKind::kGroupStart || op.kind == OpKind::kGroupEnd;
+  if (world_.actors[actor].real && !marker && s.reached[k] <= iteration) return false;
   return true;
 }
 
