@@ -82,7 +82,7 @@ prism::engine::NetworkModel ModelOf(const g::Graph& gr) {
 
 }  // namespace
 
-TEST_CASE("ops on a stream run in order; deps join streams; a collective waits for the last member", "[daemon][engine]") {
+TEST_CASE("ops on a stream run in order, deps join streams, a collective waits for the last member", "[daemon][engine]") {
   g::Program fast, slow;
   fast.set_streams(2), slow.set_streams(2);
   fast.add_comm_slot_names("w"), slow.add_comm_slot_names("w");
@@ -98,7 +98,7 @@ TEST_CASE("ops on a stream run in order; deps join streams; a collective waits f
   CHECK(IterationNs(gr) == 10000 + coll);
 }
 
-TEST_CASE("send/recv match in order per pair; grouped pairs do not deadlock", "[daemon][engine]") {
+TEST_CASE("send/recv match in order per pair, grouped pairs do not deadlock", "[daemon][engine]") {
   g::Program a, b;
   for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
   // a: send 1 MB, then group{send 2 MB, recv 2 MB}; b: recv 1 MB, then group{send, recv}.
@@ -153,7 +153,7 @@ TEST_CASE("concurrent inter-node collectives of one GPU serialise on its NIC sha
   CHECK(IterationNs(one_node) == nvlink);  // NVLink: no NIC serialisation
 }
 
-TEST_CASE("iterations repeat the program; the graph attribute sets the default", "[daemon][engine]") {
+TEST_CASE("iterations repeat the program, the graph attribute sets the default", "[daemon][engine]") {
   g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 2, 1000);
   SimulationOptions o;
   auto one = Simulate(gr, o);
