@@ -100,6 +100,11 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   std::fprintf(stderr, "prismd: serving gRPC on %s; Ctrl-C to stop\n", listen.c_str());
   prism::engine::EngineInbox inbox;
   options.inbox = &inbox;
+  // The pacer outlives the engine so that services can convert wall-clock stamps
+  // (pacer.EmulatedFromRealtime) and inject RankReachedOp events into `inbox`.
+  prism::engine::WallClockPacer pacer(options.realtime.value_or(prism::engine::RealtimeOptions{}));
+  pacer.Start();
+  options.pacer = &pacer;
   options.observer = &metrics;
   status.SetState("running");
   absl::Status engine_status;

@@ -79,7 +79,9 @@ struct RealtimeOptions {
   Nanoseconds lookahead;                          // how far ahead of the wall clock events may run
 };
 
-// Engine-thread object except lag_ns(), which any thread may read.
+// Start() once before the engine runs; then WaitUntilDue/RecordLag belong to
+// the engine thread, while Now(), EmulatedFromRealtime(), lag_ns() and
+// max_lag_ns() may be called from any thread.
 class WallClockPacer {
  public:
   explicit WallClockPacer(RealtimeOptions options) : options_(options) {}

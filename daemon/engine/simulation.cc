@@ -61,11 +61,11 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   engine.SetObserver(options.observer);
   engine.SetTraceRecorder(result.trace.get());
   std::unique_ptr<WallClockPacer> pacer;
-  if (options.realtime && options.realtime->mode != RealtimeMode::kOff) {
+  if (!options.pacer && options.realtime && options.realtime->mode != RealtimeMode::kOff) {
     pacer = std::make_unique<WallClockPacer>(*options.realtime);
     pacer->Start();
   }
-  absl::Status run = engine.Run(pacer.get(), options.inbox);
+  absl::Status run = engine.Run(options.pacer ? options.pacer : pacer.get(), options.inbox);
   if (!run.ok()) return run;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   result.report = BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);

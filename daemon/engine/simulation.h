@@ -29,7 +29,11 @@ struct SimulationOptions {
   uint64_t iterations = 0;                  // 0: JobInfo.attributes["iterations"], else 1
   bool use_classes = true;
   std::optional<std::vector<uint32_t>> trace_ranks;  // set: record a trace of these ranks
-  std::optional<RealtimeOptions> realtime;  // set: pace to the wall clock
+  std::optional<RealtimeOptions> realtime;  // set: pace to the wall clock (Simulate owns the pacer)
+  // Or a pacer the caller owns and has Start()ed (hybrid mode: the session
+  // service converts CLOCK_REALTIME stamps with pacer->EmulatedFromRealtime,
+  // safe from any thread after Start). Overrides `realtime`.
+  WallClockPacer* pacer = nullptr;
   std::vector<uint32_t> real_ranks;         // hybrid: ranks whose progress comes from `inbox`
   EngineObserver* observer = nullptr;       // not owned
   EngineInbox* inbox = nullptr;             // not owned
