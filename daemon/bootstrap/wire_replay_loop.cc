@@ -276,6 +276,7 @@ bool Replay::Pump(int timeout_ms) {
   std::vector<pollfd> fds;
   std::vector<int64_t> who;   // >= 0: conn id; < 0: -(listener index + 1)
   for (size_t i = 0; i < listeners_.size(); ++i) {
+    if (listeners_[i].fd < 0) continue;
     fds.push_back({listeners_[i].fd, POLLIN, 0});
     who.push_back(-static_cast<int64_t>(i) - 1);
   }
@@ -304,6 +305,12 @@ bool Replay::Pump(int timeout_ms) {
           break;
         }
         conns_[l.waiting[l.next++]].fd = fd;
+      }
+      // NCCL's root thread exits once every rank checked in: prismd's next
+      // job (re-armed at once) must find it gone, as in the recording.
+      if (!failed_ && l.old_ep == old_comm_id_ && l.next == l.waiting.size()) {
+        close(l.fd);
+        l.fd = -1;
       }
       continue;
     }

@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "daemon/bootstrap/wire_replay.h"
+#include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Replay prismd wire recordings (fixture dirs with manifest.json)"};
@@ -18,7 +19,10 @@ int main(int argc, char** argv) {
   app.add_option("dirs", dirs, "fixture directories (or roots with --all)")->required();
   app.add_flag("--all", all, "replay every fixture directory under each given root");
   app.add_option("--stall-timeout-ms", stall_ms, "fail after this long without progress");
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "prismd log level (debug, info, warn, ...)");
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
   std::vector<std::string> fixtures;
   for (const std::string& d : dirs) {
     if (!all) {
