@@ -85,6 +85,10 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   c->add_option("--algo", coll.algo, "ring|tree (default: the network model chooses)");
   c->add_option("--iterations", coll.iterations, "repetitions (default 20)");
   c->add_option("--name", coll.name, "job name");
+  c->add_option("--subgroups", coll.subgroup_size,
+                "also create TP-like groups of this many consecutive ranks and the matching DP-like groups "
+                "(splits of the world, for control-plane tests)");
+  c->add_option("--max-subgroups", coll.max_subgroups, "create at most this many groups of each kind (0 = all)");
   c->add_option("-o,--output", coll_output, "graph file to write")->required();
 
   std::string inspect_path;

@@ -1,7 +1,9 @@
 #include "graphgen/collective_graph.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "graphgen/job_graph.h"
@@ -35,6 +37,8 @@ absl::Status Check(const CollectiveJob& j) {
     return FlagError("--op", absl::StrCat("unknown op '", j.op,
                                           "'; use allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv"));
   if (j.ranks == 0) return FlagError("--ranks", "must be at least 1");
+  if (j.subgroup_size > 1 && j.ranks % j.subgroup_size != 0)
+    return FlagError("--subgroups", absl::StrCat(j.subgroup_size, " does not divide --ranks ", j.ranks));
   if (sendrecv && j.ranks < 2) return FlagError("--ranks", "sendrecv needs at least 2 ranks");
   if (j.ranks > (1u << 24)) return FlagError("--ranks", "is too large");
   if (j.bytes == 0) return FlagError("--bytes", "must be at least 1 byte");
@@ -110,6 +114,40 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
   return value << shift;
 }
 
+namespace {
+
+// Appends one split-of-world communicator per group (see CollectiveJob).
+void AddSubgroups(const CollectiveJob& j, pg::Graph& g) {
+  if (j.subgroup_size <= 1) return;
+  const uint32_t size = j.subgroup_size;
+  const uint32_t tp_groups = j.ranks / size;
+  auto add = [&](pg::CommKind kind, const char* name, uint32_t index, std::vector<uint32_t> members) {
+    auto* c = g.add_communicators();
+    c->set_id(static_cast<uint32_t>(g.communicators_size() - 1));
+    c->set_kind(kind);
+    c->set_name(absl::StrCat(name, "[", index, "]"));
+    for (uint32_t m : members) c->add_members(m);
+    auto* split = c->mutable_split();
+    split->set_parent(0);
+    split->set_color(static_cast<int32_t>(index));
+    split->set_key(static_cast<int32_t>(members.front()));
+  };
+  const uint32_t tp_limit = j.max_subgroups ? std::min(j.max_subgroups, tp_groups) : tp_groups;
+  for (uint32_t t = 0; t < tp_limit; ++t) {
+    std::vector<uint32_t> members;
+    for (uint32_t k = 0; k < size; ++k) members.push_back(t * size + k);
+    add(pg::COMM_KIND_TP, "tp", t, std::move(members));
+  }
+  const uint32_t dp_limit = j.max_subgroups ? std::min(j.max_subgroups, size) : size;
+  for (uint32_t i = 0; i < dp_limit; ++i) {
+    std::vector<uint32_t> members;
+    for (uint32_t t = 0; t < tp_groups; ++t) members.push_back(t * size + i);
+    add(pg::COMM_KIND_DP, "dp", i, std::move(members));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   if (auto s = Check(j); !s.ok()) return s;
   pg::Graph g;
@@ -151,6 +189,8 @@ absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   world->set_name("world");
   for (uint32_t r = 0; r < j.ranks; ++r) world->add_members(r);
   world->mutable_init();
+
+  AddSubgroups(j, g);
 
   auto* p = g.add_programs();
   p->set_id(0);

@@ -35,6 +35,17 @@ struct CollectiveJob {
   std::string algo;                 // "", "ring" or "tree"
   uint32_t iterations = 20;
   std::string name;                 // default "<op>-<ranks>"
+  // When > 1: after the world communicator, add the subgroups a program
+  // creates with new_group, as splits of the world (color = group index,
+  // key = global rank): first the TP-like groups of `subgroup_size`
+  // consecutive ranks, then the DP-like groups of ranks with the same index
+  // inside their TP-like group. For control-plane tests (prismd's bootstrap
+  // emulation); the ops stay on the world communicator.
+  uint32_t subgroup_size = 0;
+  // Limit on how many groups of each kind are added (0 = all): a rank-0
+  // test need not create every group (the first TP-like and DP-like groups
+  // hold rank 0).
+  uint32_t max_subgroups = 0;
 };
 
 // Errors name the command-line flag ("--bytes: ...").

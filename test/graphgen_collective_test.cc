@@ -123,3 +123,29 @@ TEST_CASE("bad collective flags are refused with the flag named", "[graphgen][co
   CHECK(g2->job().attributes().at("iterations") == "20");
   CHECK(g2->programs(0).ops(0).collective().algorithm() == pg::ALGORITHM_TREE);
 }
+
+TEST_CASE("collective --subgroups adds TP-like then DP-like splits of the world", "[graphgen][collective]") {
+  prism::graphgen::CollectiveJob j;
+  j.op = "allreduce";
+  j.bytes = 1 << 20;
+  j.ranks = 16;
+  j.subgroup_size = 4;
+  auto g = prism::graphgen::GenerateCollectiveGraph(j);
+  REQUIRE(g.ok());
+  REQUIRE(g->communicators_size() == 1 + 4 + 4);
+  const auto& tp1 = g->communicators(2);  // second TP-like group: ranks 4..7
+  CHECK(tp1.kind() == prism::graph::COMM_KIND_TP);
+  CHECK(std::vector<uint32_t>(tp1.members().begin(), tp1.members().end()) == std::vector<uint32_t>{4, 5, 6, 7});
+  CHECK(tp1.split().parent() == 0);
+  CHECK(tp1.split().color() == 1);
+  const auto& dp3 = g->communicators(8);  // last DP-like group: index 3 of every TP group
+  CHECK(dp3.kind() == prism::graph::COMM_KIND_DP);
+  CHECK(std::vector<uint32_t>(dp3.members().begin(), dp3.members().end()) == std::vector<uint32_t>{3, 7, 11, 15});
+  CHECK(prism::graph::ValidateGraph(*g).ok());
+  j.max_subgroups = 1;
+  CHECK(prism::graphgen::GenerateCollectiveGraph(j)->communicators_size() == 3);
+  j.subgroup_size = 5;
+  auto bad = prism::graphgen::GenerateCollectiveGraph(j);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("--subgroups"));
+}
