@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "daemon/control_plane.h"
 #include "daemon/engine/simulation.h"
 #include "daemon/server/daemon_server.h"
 #include "daemon/server/http_endpoint.h"
@@ -42,6 +44,12 @@ struct Flags {
   bool metrics_address_given = false;
   std::string listen;
   std::string real_ranks;
+  // Hybrid control plane (daemon/control_plane.h).
+  std::string nccl_comm_id;
+  int wire_profile = 22809;
+  uint16_t bootstrap_port = 0;
+  std::string record_wire;
+  int nccl_runtime_connect = 0;
 };
 
 int Fail(const absl::Status& s) {
@@ -85,6 +93,23 @@ int PrintResult(const Flags& f, const prism::graph::Graph& g, const prism::engin
   return 0;
 }
 
+prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
+                                                           const prism::engine::SimulationOptions& o) {
+  prism::daemon::ControlPlaneOptions c;
+  c.real_ranks.assign(o.real_ranks.begin(), o.real_ranks.end());
+  c.nccl_comm_id = f.nccl_comm_id;
+  if (c.nccl_comm_id.empty()) {
+    const char* env = std::getenv("NCCL_COMM_ID");
+    c.nccl_comm_id = env ? env : "127.0.0.1:29555";  // prism run's default
+  }
+  c.nccl_version = f.wire_profile;
+  c.runtime_connect = f.nccl_runtime_connect != 0;
+  c.bootstrap_port = f.bootstrap_port;
+  c.record_wire_dir = f.record_wire;
+  c.version = "0.1.0";
+  return c;
+}
+
 int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::SimulationOptions options,
               prism::server::StatusBoard& status, prism::server::Metrics& metrics) {
   sigset_t signals;
@@ -93,10 +118,12 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
   prism::server::DaemonServer server(&status);
-  // Other modules' services (the PluginSession service) are registered here,
-  // with server.RegisterService(&service), before Start.
+  auto control = prism::daemon::ControlPlane::Create(g, ControlPlaneOptionsFrom(f, options), &metrics);
+  if (!control.ok()) return Fail(control.status());
+  server.RegisterService((*control)->session_service());
   const std::string listen = f.listen.empty() ? prism::server::kDefaultListenAddress : f.listen;
   if (auto s = server.Start(listen); !s.ok()) return Fail(s);
+  if (auto s = (*control)->Start(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "prismd: serving gRPC on %s; Ctrl-C to stop\n", listen.c_str());
   prism::engine::EngineInbox inbox;
   options.inbox = &inbox;
@@ -121,6 +148,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   inbox.Post(prism::engine::StopRequest{});
   engine.join();
+  (*control)->Stop();
   server.Shutdown();
   if (!engine_status.ok() && !absl::IsCancelled(engine_status)) return Fail(engine_status);
   return 0;
@@ -187,6 +215,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
   app.add_option("--listen", f.listen, "gRPC address (hybrid default unix:///tmp/prismd.sock)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
+  app.add_option("--nccl-comm-id", f.nccl_comm_id,
+                 "hybrid: the real ranks' NCCL_COMM_ID host:port (default: $NCCL_COMM_ID, else 127.0.0.1:29555)");
+  app.add_option("--wire-profile", f.wire_profile, "hybrid: NCCL version code of the real ranks (default 22809)");
+  app.add_option("--bootstrap-port", f.bootstrap_port, "hybrid: port of the virtual ranks' bootstrap listener");
+  app.add_option("--record-wire", f.record_wire, "hybrid: record bytes exchanged with real ranks into DIR");
+  app.add_option("--nccl-runtime-connect", f.nccl_runtime_connect,
+                 "hybrid: the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)");
   CLI11_PARSE(app, argc, argv);
   f.metrics_address_given = app.count("--metrics-address") > 0;
   if (f.iterations > prism::engine::kMaxIterations) {

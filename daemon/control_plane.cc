@@ -1,0 +1,122 @@
+#include "daemon/control_plane.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/bootstrap/bootstrap_plan.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+
+namespace prism::daemon {
+namespace {
+
+// Counters of BootstrapStats exported as prism_bootstrap_<name>_total.
+struct BootstrapCounter {
+  const char* name;
+  const char* help;
+  uint64_t bootstrap::BootstrapStats::*field;
+};
+
+constexpr BootstrapCounter kBootstrapCounters[] = {
+    {"jobs_started", "NCCL jobs whose bootstrap began", &bootstrap::BootstrapStats::jobs_started},
+    {"jobs_completed", "NCCL jobs whose communicators were all destroyed cleanly",
+     &bootstrap::BootstrapStats::jobs_completed},
+    {"jobs_failed", "NCCL jobs abandoned (a real rank died or diverged)", &bootstrap::BootstrapStats::jobs_failed},
+    {"comms_initialized", "communicators initialised or split with virtual ranks",
+     &bootstrap::BootstrapStats::comms_initialized},
+    {"comms_destroyed", "communicators destroyed", &bootstrap::BootstrapStats::comms_destroyed},
+    {"allgathers", "bootstrap all-gathers completed", &bootstrap::BootstrapStats::allgathers_completed},
+    {"p2p_messages_in", "bootstrap point-to-point messages from real ranks",
+     &bootstrap::BootstrapStats::p2p_messages_in},
+    {"p2p_messages_out", "bootstrap point-to-point messages to real ranks",
+     &bootstrap::BootstrapStats::p2p_messages_out},
+    {"transport_setups", "NET transport setup exchanges answered", &bootstrap::BootstrapStats::p2p_setups},
+    {"barriers", "bootstrap barriers completed", &bootstrap::BootstrapStats::barriers},
+    {"divergences", "real-rank actions the graph or wire profile did not predict",
+     &bootstrap::BootstrapStats::divergences},
+    {"real_rank_failures", "real ranks that closed their sockets mid-protocol",
+     &bootstrap::BootstrapStats::real_rank_failures},
+    {"broker_errors", "virtual connections that could not be handed to a plugin session",
+     &bootstrap::BootstrapStats::broker_errors},
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::Graph& graph,
+                                                                   ControlPlaneOptions options,
+                                                                   server::Metrics* metrics) {
+  const auto& nic = graph.cluster().nic();
+  const uint64_t bps = nic.bandwidth_bps() ? nic.bandwidth_bps() : 400'000'000'000ull;
+  std::unique_ptr<ControlPlane> cp(
+      new ControlPlane(std::move(options), bps, static_cast<int64_t>(nic.latency_ns()), metrics));
+  if (cp->options_.real_ranks.empty()) return cp;
+  if (cp->options_.nccl_comm_id.empty())
+    return absl::InvalidArgumentError(
+        "--nccl-comm-id is required with --real-ranks: give the NCCL_COMM_ID host:port the real ranks use "
+        "(prism run sets 127.0.0.1:29555)");
+  auto plan = bootstrap::PlanFromGraph(graph, cp->options_.real_ranks);
+  if (!plan.ok()) return plan.status();
+  bootstrap::BootstrapConfig config;
+  config.nccl_version = cp->options_.nccl_version;
+  config.comm_id = cp->options_.nccl_comm_id;
+  config.bootstrap_port = cp->options_.bootstrap_port;
+  config.record_wire_dir = cp->options_.record_wire_dir;
+  config.env.runtime_connect = cp->options_.runtime_connect;
+  config.env.register_ag = cp->options_.register_allgather;
+  cp->bootstrap_ = std::make_unique<bootstrap::BootstrapService>(std::move(config), std::move(*plan),
+                                                                 &cp->sessions_.broker());
+  return cp;
+}
+
+ControlPlane::ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64_t link_latency_ns,
+                           server::Metrics* metrics)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      schedules_(link_bps, link_latency_ns),
+      sessions_({.daemon_version = options_.version}, &schedules_) {}
+
+ControlPlane::~ControlPlane() { Stop(); }
+
+absl::Status ControlPlane::Start() {
+  if (bootstrap_) {
+    if (auto s = bootstrap_->Start(); !s.ok()) return s;
+    std::fprintf(stderr, "prismd: NCCL bootstrap for %zu real rank(s), NCCL_COMM_ID %s, virtual ranks on port %u\n",
+                 options_.real_ranks.size(), options_.nccl_comm_id.c_str(), bootstrap_->port());
+  }
+  poller_ = std::thread([this] { PollMetrics(); });
+  return absl::OkStatus();
+}
+
+void ControlPlane::Stop() {
+  if (stop_.exchange(true)) return;
+  if (poller_.joinable()) poller_.join();
+  if (bootstrap_) bootstrap_->Stop();
+}
+
+// Copies the sessions' and the bootstrap's counters into Prometheus metrics
+// twice a second (the services keep plain counters; this thread owns the
+// deltas).
+void ControlPlane::PollMetrics() {
+  auto& family = prometheus::BuildCounter()
+                     .Name("prism_bootstrap_events_total")
+                     .Help("NCCL bootstrap emulation events, by kind (see docs/metrics.md)")
+                     .Register(*metrics_->registry());
+  std::vector<prometheus::Counter*> counters;
+  for (const auto& c : kBootstrapCounters) counters.push_back(&family.Add({{"kind", c.name}}));
+  std::vector<uint64_t> last(counters.size(), 0);
+  while (!stop_.load()) {
+    metrics_->SetPluginSessions(sessions_.connected_sessions());
+    if (bootstrap_) {
+      const bootstrap::BootstrapStats stats = bootstrap_->Stats();
+      for (size_t i = 0; i < counters.size(); ++i) {
+        const uint64_t now = stats.*(kBootstrapCounters[i].field);
+        if (now > last[i]) counters[i]->Increment(static_cast<double>(now - last[i]));
+        last[i] = now;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace prism::daemon

@@ -1,0 +1,75 @@
+// prismd's hybrid-mode services that face the real ranks: the plugin
+// sessions (gRPC PluginSession) and the NCCL bootstrap emulation of the
+// virtual ranks, joined through the VirtualConnectionBroker seam, with their
+// counters exported as Prometheus metrics.
+//
+// Lifetime: Create(), register session_service() with the gRPC server
+// before it starts, Start() (binds the bootstrap listeners), Stop() before
+// the gRPC server shuts down. The object must outlive the gRPC server's
+// use of session_service(). Not copyable. Start/Stop from one thread.
+#ifndef PRISM_DAEMON_CONTROL_PLANE_H_
+#define PRISM_DAEMON_CONTROL_PLANE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/server/metrics.h"
+#include "daemon/session/link_schedule_source.h"
+#include "daemon/session/session_service.h"
+#include "proto/graph.pb.h"
+
+namespace prism::daemon {
+
+struct ControlPlaneOptions {
+  std::vector<uint32_t> real_ranks;  // empty: no bootstrap emulation (sessions only)
+  std::string nccl_comm_id;          // the real ranks' NCCL_COMM_ID, "host:port"
+  int nccl_version = 22809;          // wire profile
+  bool runtime_connect = false;      // the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)
+  bool register_allgather = true;    // NCCL_LOCAL_REGISTER || NCCL_GRAPH_REGISTER
+  uint16_t bootstrap_port = 0;       // 0: the kernel's choice
+  std::string record_wire_dir;       // empty: no recording
+  std::string version = "dev";
+};
+
+class ControlPlane {
+ public:
+  // `metrics` must outlive the object. Errors name the flag to fix.
+  static absl::StatusOr<std::unique_ptr<ControlPlane>> Create(const graph::Graph& graph,
+                                                              ControlPlaneOptions options,
+                                                              server::Metrics* metrics);
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  grpc::Service* session_service() { return sessions_.service(); }
+
+  // Starts the bootstrap emulation (if real ranks were given) and the
+  // metrics poller. Prints where the bootstrap listens.
+  absl::Status Start();
+  void Stop();
+
+ private:
+  ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64_t link_latency_ns,
+               server::Metrics* metrics);
+  void PollMetrics();
+
+  ControlPlaneOptions options_;
+  server::Metrics* metrics_;
+  LinkModelScheduleSource schedules_;
+  PluginSessionService sessions_;
+  std::unique_ptr<bootstrap::BootstrapService> bootstrap_;
+  std::thread poller_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_CONTROL_PLANE_H_
