@@ -28,6 +28,11 @@ def main():
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--store-port", type=int, default=29600)
     ap.add_argument("--tp", type=int, default=8, help="TP-like group size (consecutive ranks)")
+    ap.add_argument("--max-groups", type=int, default=0,
+                    help="create at most this many groups of each kind (0 = all); must match the graph's "
+                         "prism-graphgen collective --max-subgroups")
+    ap.add_argument("--store-client", action="store_true",
+                    help="connect to a store another real rank hosts instead of hosting it")
     ap.add_argument("--collectives", action="store_true", help="run a few collectives")
     args = ap.parse_args()
     if "NCCL_COMM_ID" not in os.environ:
@@ -36,7 +41,7 @@ def main():
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(args.store_port)
     store = dist.TCPStore("127.0.0.1", args.store_port, args.world_size,
-                          is_master=True, wait_for_workers=False)
+                          is_master=not args.store_client, wait_for_workers=False)
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     t0 = time.time()
@@ -47,6 +52,8 @@ def main():
     t1 = time.time()
     tp_groups = [list(range(s, min(s + tp, n))) for s in range(0, n, tp)]
     dp_groups = [list(range(i, n, tp)) for i in range(tp)]
+    if args.max_groups:
+        tp_groups, dp_groups = tp_groups[:args.max_groups], dp_groups[:args.max_groups]
     mine = {}
     for kind, groups in (("tp", tp_groups), ("dp", dp_groups)):
         for g in groups:  # every rank calls new_group for every group (Megatron style)
@@ -55,7 +62,8 @@ def main():
                 mine[kind] = pg
     print(f"new_group x{len(tp_groups) + len(dp_groups)}: {time.time() - t1:.3f} s", flush=True)
     if args.collectives:
-        x = torch.ones(1 << 20, device=dev)
+        elems = max(1024, (1 << 24) // n)  # all_gather output stays at 64 MiB of floats
+        x = torch.ones(elems, device=dev)
         for name, fn in (("all_reduce", lambda: dist.all_reduce(x)),
                          ("broadcast", lambda: dist.broadcast(x, src=0)),
                          ("all_gather", lambda: dist.all_gather_into_tensor(
@@ -63,12 +71,12 @@ def main():
                          ("reduce_scatter", lambda: dist.reduce_scatter_tensor(
                              torch.empty(x.numel() // n or 1, device=dev),
                              torch.ones((x.numel() // n or 1) * n, device=dev))),
-                         ("tp all_reduce", lambda: dist.all_reduce(x, group=mine["tp"])),
+                         ("tp all_reduce", lambda: dist.all_reduce(x, group=mine["tp"]) if "tp" in mine else None),
                          ("send/recv", lambda: (dist.send(x, (r + 1) % n), dist.recv(x, (r - 1) % n)))):
             t = time.time()
             fn()
             torch.cuda.synchronize()
-            print(f"{name}: {time.time() - t:.3f} s", flush=True)
+            print(f"{name}: {time.time() - t:.3f} s (x[0] = {x[0].item():g})", flush=True)
     t2 = time.time()
     dist.destroy_process_group()
     print(f"destroy_process_group: {time.time() - t2:.3f} s", flush=True)
