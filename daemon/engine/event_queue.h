@@ -1,4 +1,4 @@
-// The engine's pending events: a binary min-heap ordered by (time, actor,
+// The engine's pending events: a 4-ary min-heap ordered by (time, actor,
 // op), so that equal-time events are handled in a fixed order and a replay is
 // deterministic. Single-threaded (owned by the engine thread).
 #ifndef PRISM_DAEMON_ENGINE_EVENT_QUEUE_H_
@@ -20,47 +20,76 @@ inline constexpr uint32_t kReachFlag = 1u << 31;
 
 class EventQueue {
  public:
-  bool empty() const { return heap_.empty(); }
-  size_t size() const { return heap_.size(); }
+  bool empty() const { return heap_.size() == static_cast<size_t>(hole_); }
+  size_t size() const { return heap_.size() - hole_; }
   const Event& top() const { return heap_.front(); }
 
+  // A 4-ary heap: half the depth of a binary heap, children on one cache line.
+  // Keys (time, actor, op) are unique, so the pop order is fully determined.
   void Push(const Event& e) {
+    if (hole_) {  // the popped root's slot is still free: sift the new event down
+      hole_ = false;
+      SiftDown(e);
+      return;
+    }
     heap_.push_back(e);
     size_t i = heap_.size() - 1;
     while (i > 0) {
-      const size_t parent = (i - 1) / 2;
-      if (!Less(heap_[i], heap_[parent])) break;
-      std::swap(heap_[i], heap_[parent]);
+      const size_t parent = (i - 1) / kArity;
+      if (!Less(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
       i = parent;
     }
+    heap_[i] = e;
+  }
+
+  // Pops the minimum in two steps so that the handler's first Push can reuse
+  // the root (one sift instead of two): BeginPop() returns the minimum, the
+  // caller handles it (pushing follow-ups), then calls EndPop().
+  Event BeginPop() {
+    hole_ = true;
+    return heap_.front();
+  }
+  void EndPop() {
+    if (!hole_) return;
+    hole_ = false;
+    const Event last = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) SiftDown(last);
   }
 
   Event Pop() {
-    const Event out = heap_.front();
-    const Event last = heap_.back();
-    heap_.pop_back();
-    const size_t n = heap_.size();
-    if (n == 0) return out;
-    size_t i = 0;
-    for (;;) {  // sift the last element down from the root
-      size_t child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && Less(heap_[child + 1], heap_[child])) ++child;
-      if (!Less(heap_[child], last)) break;
-      heap_[i] = heap_[child];
-      i = child;
-    }
-    heap_[i] = last;
+    const Event out = BeginPop();
+    EndPop();
     return out;
   }
 
   void Reserve(size_t n) { heap_.reserve(n); }
 
  private:
+  // Places `e` at the root and restores the heap order below it.
+  void SiftDown(const Event& e) {
+    const size_t n = heap_.size();
+    size_t i = 0;
+    for (;;) {
+      const size_t first = kArity * i + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t end = first + kArity < n ? first + kArity : n;
+      for (size_t c = first + 1; c < end; ++c)
+        if (Less(heap_[c], heap_[best])) best = c;
+      if (!Less(heap_[best], e)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = e;
+  }
+
+  static constexpr size_t kArity = 4;
+  bool hole_ = false;
   static bool Less(const Event& a, const Event& b) {
     if (a.time != b.time) return a.time < b.time;
-    if (a.actor != b.actor) return a.actor < b.actor;
-    return a.op < b.op;
+    return (uint64_t{a.actor} << 32 | a.op) < (uint64_t{b.actor} << 32 | b.op);
   }
   std::vector<Event> heap_;
 };

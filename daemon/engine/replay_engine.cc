@@ -1,6 +1,7 @@
 #include "daemon/engine/replay_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -177,7 +178,10 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const uint64_t index = call - cs.base;
   while (cs.pending.size() <= index) cs.pending.emplace_back();
   Instance& in = cs.pending[index];
-  if (in.arrived == 0) in.first_actor = actor, in.first_op = k;
+  if (in.arrived == 0) {
+    in.first_actor = actor, in.first_op = k;
+    in.waiters.reserve(world_.comms[comm].members.size());
+  }
   ++in.arrived;
   in.last = std::max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
@@ -301,6 +305,8 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     }
     Advance(a);
   }
+  uint64_t until_progress = options_.progress_every_events;
+  const auto run_start = std::chrono::steady_clock::now();
   while (!stop_) {
     if (inbox && inbox->HasPending()) {
       if (auto s = ApplyInbox(inbox); !s.ok()) return s;
@@ -318,7 +324,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       if (!pacer->WaitUntilDue(Nanoseconds(queue_.top().time), inbox)) continue;
       if (auto s = pacer->RecordLag(Nanoseconds(queue_.top().time)); !s.ok()) return s;
     }
-    const Event e = queue_.Pop();
+    const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
     now_ = e.time;
     ++events_;
     if (e.op & kReachFlag) {
@@ -337,10 +343,15 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     } else {
       Complete(e.actor, e.op, e.issued);
     }
-    if (events_ % options_.progress_every_events == 0) Progress(pacer);
+    queue_.EndPop();
+    if (--until_progress == 0) {
+      until_progress = options_.progress_every_events;
+      Progress(pacer);
+    }
   }
   stats_.events = events_;
   stats_.end = Nanoseconds(now_);
+  stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   for (size_t a = 0; a < state_.size(); ++a) {
     stats_.actor_exposed_ns[a] = state_[a].exposed;
     stats_.actor_peak_memory[a] = state_[a].memory_peak;

@@ -26,6 +26,7 @@ struct KindTotals {
 
 struct ReplayStats {
   uint64_t events = 0;
+  double run_wall_s = 0;                        // wall time of the event loop alone (a measurement)
   Nanoseconds end;
   std::vector<Nanoseconds> iteration_end;       // per iteration: when its last op completed
   std::array<KindTotals, kCommKinds> by_comm{};

@@ -37,7 +37,8 @@ struct SimulationReport {
   Nanoseconds mean_iteration;
   Nanoseconds emulated_end;
   uint64_t events = 0;
-  double wall_s = 0;
+  double wall_s = 0;               // whole simulation: world setup + replay
+  double engine_wall_s = 0;        // the event loop alone; events_per_second = events / engine_wall_s
   uint64_t actors = 0;
   uint64_t classes = 0;
   bool reduced = false;
@@ -49,8 +50,8 @@ struct SimulationReport {
   std::vector<KindRow> by_op;
   std::vector<MemoryRow> memory;    // empty when the graph models no memory
 
-  // One JSON object. include_wall = false leaves out wall_s and
-  // events_per_second, the only fields that differ between identical runs.
+  // One JSON object. include_wall = false leaves out wall_s, engine_wall_s
+  // and events_per_second, the only fields that differ between identical runs.
   std::string ToJson(bool include_wall = true) const;
   std::string ToText() const;
 };
