@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graphgen/split_color.h"
 #include "graphgen/job_graph.h"
 
 namespace prism::graphgen {
@@ -129,8 +130,8 @@ void AddSubgroups(const CollectiveJob& j, pg::Graph& g) {
     for (uint32_t m : members) c->add_members(m);
     auto* split = c->mutable_split();
     split->set_parent(0);
-    split->set_color(static_cast<int32_t>(index));
-    split->set_key(static_cast<int32_t>(members.front()));
+    split->set_color(PyTorchSplitColor(members));
+    split->set_key(0);  // PyTorch: the member's index in the sorted group
   };
   const uint32_t tp_limit = j.max_subgroups ? std::min(j.max_subgroups, tp_groups) : tp_groups;
   for (uint32_t t = 0; t < tp_limit; ++t) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graphgen/split_color.h"
 #include "common/status_macros.h"
 #include "graphgen/cost_model.h"
 #include "graphgen/megatron_layout.h"
@@ -105,8 +106,8 @@ std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>
     }
     auto* split = c->mutable_split();
     split->set_parent(0);
-    split->set_color(static_cast<int32_t>(gi));
-    split->set_key(static_cast<int32_t>(members.front()));
+    split->set_color(PyTorchSplitColor(members));
+    split->set_key(0);  // PyTorch: the member's index in the sorted group
   }
   return comm_of;
 }

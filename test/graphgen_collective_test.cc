@@ -5,6 +5,7 @@
 
 #include "graphgen/cli.h"
 #include "graphgen/collective_graph.h"
+#include "graphgen/split_color.h"
 #include "proto/graph_file.h"
 #include "test/graphgen_test_util.h"
 
@@ -137,7 +138,8 @@ TEST_CASE("collective --subgroups adds TP-like then DP-like splits of the world"
   CHECK(tp1.kind() == prism::graph::COMM_KIND_TP);
   CHECK(std::vector<uint32_t>(tp1.members().begin(), tp1.members().end()) == std::vector<uint32_t>{4, 5, 6, 7});
   CHECK(tp1.split().parent() == 0);
-  CHECK(tp1.split().color() == 1);
+  CHECK(tp1.split().color() == prism::graphgen::PyTorchSplitColor({4, 5, 6, 7}));
+  CHECK(tp1.split().key() == 0);
   const auto& dp3 = g->communicators(8);  // last DP-like group: index 3 of every TP group
   CHECK(dp3.kind() == prism::graph::COMM_KIND_DP);
   CHECK(std::vector<uint32_t>(dp3.members().begin(), dp3.members().end()) == std::vector<uint32_t>{3, 7, 11, 15});
@@ -148,4 +150,13 @@ TEST_CASE("collective --subgroups adds TP-like then DP-like splits of the world"
   auto bad = prism::graphgen::GenerateCollectiveGraph(j);
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("--subgroups"));
+}
+
+TEST_CASE("split colors are PyTorch's: abs(hash(tuple(sorted(ranks)))) % 2**31", "[graphgen][split_color]") {
+  // Values PyTorch 2.11 / CPython 3.12 computed on the GPU host (and NCCL logged).
+  CHECK(prism::graphgen::PyTorchSplitColor({0}) == 59908776);
+  CHECK(prism::graphgen::PyTorchSplitColor({1}) == 440515407);
+  CHECK(prism::graphgen::PyTorchSplitColor({1, 0}) == 2130503744);
+  CHECK(prism::graphgen::PyTorchSplitColor({0, 1, 2, 3}) == 2003953581);
+  CHECK(prism::graphgen::PyTorchSplitColor({0, 1, 2, 3, 4, 5, 6, 7}) == 1266629538);
 }

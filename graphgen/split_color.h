@@ -1,0 +1,27 @@
+// The ncclCommSplit color and key PyTorch passes for `new_group(ranks)` on a
+// default group that was initialised eagerly (init_process_group with
+// device_id): every rank of the parent calls ncclCommSplit once per
+// new_group, members with
+//   color = abs(hash(tuple(sorted(ranks)))) % 2**31   (CPython's tuple hash)
+//   key   = the member's index in sorted(ranks)
+// and non-members with NCCL_SPLIT_NOCOLOR (checked against PyTorch 2.11 on
+// the GPU host; docs/graphgen.md). Graphs record these so that prismd's
+// virtual ranks pass exactly what the real ranks' PyTorch passes.
+// Pure functions; thread-safe.
+#ifndef PRISM_GRAPHGEN_SPLIT_COLOR_H_
+#define PRISM_GRAPHGEN_SPLIT_COLOR_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace prism::graphgen {
+
+// CPython 3.8+ (64-bit) hash of a tuple of non-negative ints below 2^61-1.
+int64_t PythonTupleHash(const std::vector<uint32_t>& items);
+
+// PyTorch's split color for a group of global ranks (any order).
+int32_t PyTorchSplitColor(std::vector<uint32_t> ranks);
+
+}  // namespace prism::graphgen
+
+#endif  // PRISM_GRAPHGEN_SPLIT_COLOR_H_
