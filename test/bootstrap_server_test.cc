@@ -23,6 +23,7 @@ struct Scenario {
   bool ring_connect = false;
   bool barrier = false;
   bool split = false;
+  bool framework_colors = false;
   ContributionSource source = ContributionSource::kFirstRealRecord;
   std::string record_dir;
 };
@@ -108,7 +109,10 @@ void RunScenario(const Scenario& s) {
         const auto& members = plan.comms[g + 1].members;
         const auto it = std::find(members.begin(), members.end(), static_cast<uint32_t>(rank));
         const bool member = it != members.end();
-        auto child = fake.Split(member ? colors[g] : -1, member ? static_cast<int32_t>(it - members.begin()) : 0);
+        // framework_colors: the real rank passes its own color (as PyTorch
+        // does, a hash of the member list), not the plan's.
+        const int32_t color = s.framework_colors ? colors[g] * 7919 + 12345 : colors[g];
+        auto child = fake.Split(member ? color : -1, member ? static_cast<int32_t>(it - members.begin()) : 0);
         if (member != (child != nullptr)) problems.push_back("split membership");
         if (!child) continue;
         if (child->nranks() != static_cast<int>(members.size())) problems.push_back("child size");
@@ -253,6 +257,19 @@ TEST_CASE("splits: TP/DP-like groups and a NOCOLOR split", "[bootstrap][server][
       s.real = real;
       s.split = true;
       s.ring_connect = true;
+      RunScenario(s);
+    }
+  }
+}
+
+TEST_CASE("splits: virtual members adopt the color a real member passes", "[bootstrap][server][split]") {
+  for (std::vector<int> real : {std::vector<int>{0}, {0, 5}}) {
+    SECTION(absl::StrCat("real ", real[0], real.size() > 1 ? "+5" : "")) {
+      Scenario s;
+      s.n = 64;
+      s.real = real;
+      s.split = true;
+      s.framework_colors = true;
       RunScenario(s);
     }
   }

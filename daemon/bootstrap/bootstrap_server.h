@@ -95,7 +95,8 @@ class BootstrapServer {
   void PumpAllGather(LiveComm& c);
   void PumpLinkOut(LiveComm& c, RingLink& l);
   void ParseLinkIn(LiveComm& c, RingLink& l, Conn* conn);
-  void FillVirtualSlices(LiveComm& c, const Bytes* real_record);
+  void FillVirtualSlices(LiveComm& c, const Bytes* real_record, int real_slice = -1);
+  bool ReadyToFill(const LiveComm& c, int real_slice) const;
   void OnSliceReceived(LiveComm& c, int slice, const uint8_t* data, int32_t from_real);
   bool AllGatherComplete(const LiveComm& c) const;
   void FinishAllGather(LiveComm& c);

@@ -83,20 +83,33 @@ void BootstrapServer::ArmAllGather(LiveComm& c, AgKind kind) {
     l->in_step = 0;
     l->out_header_sent = false;
   }
+  // Split colors are held too: frameworks derive the color from the member
+  // list (PyTorch hashes it), so virtual members of a real rank's group adopt
+  // the color that real rank sends (FillVirtualSlices).
   const bool needs_real = kind == AgKind::kPeerInfo || kind == AgKind::kTopoInfo ||
-                          kind == AgKind::kRingConnect;
+                          kind == AgKind::kRingConnect || kind == AgKind::kSplitInfo;
   if (!needs_real || config_.contributions == ContributionSource::kTemplate) {
     FillVirtualSlices(c, nullptr);
   }
   PumpAllGather(c);
 }
 
-void BootstrapServer::FillVirtualSlices(LiveComm& c, const Bytes* real_record) {
+void BootstrapServer::FillVirtualSlices(LiveComm& c, const Bytes* real_record, int real_slice) {
   AgState& ag = *c.ag;
   const WireProfile& p = *profile_;
   const PlanComm* call = nullptr;
+  int32_t split_color = 0;
   if (ag.kind == AgKind::kSplitInfo && !c.pending_split_calls.empty()) {
     call = &plan_.comms[c.pending_split_calls.front()];
+    split_color = call->color;
+    // A real member's own color wins over the plan's (same group, the
+    // framework's color); a real non-member (NOCOLOR) tells nothing.
+    if (real_record != nullptr && real_slice >= 0) {
+      const int32_t real_color = ReadAt<int32_t>(real_record->data(), 4);
+      const bool real_is_member = std::find(call->members.begin(), call->members.end(),
+                                            c.global[real_slice]) != call->members.end();
+      if (real_is_member && real_color != kSplitNoColor) split_color = real_color;
+    }
   }
   Bytes peer_tmpl = real_record ? *real_record
                     : !config_.peer_info_template.empty() ? config_.peer_info_template
@@ -121,7 +134,7 @@ void BootstrapServer::FillVirtualSlices(LiveComm& c, const Bytes* real_record) {
           for (size_t i = 0; i < call->members.size(); ++i) {
             if (call->members[i] == c.global[v]) {
               key = call->key0 + static_cast<int32_t>(i);
-              color = call->color;
+              color = split_color;
             }
           }
         }
@@ -194,10 +207,31 @@ void BootstrapServer::OnSliceReceived(LiveComm& c, int slice, const uint8_t* dat
   }
   ag.slices[slice].assign(data, data + ag.size);
   ag.known[slice] = 1;
-  if (!ag.virtual_filled && c.real[slice]) {
+  if (!ag.virtual_filled && c.real[slice] && ReadyToFill(c, slice)) {
     const Bytes record = ag.slices[slice];
-    FillVirtualSlices(c, &record);
+    FillVirtualSlices(c, &record, slice);
   }
+}
+
+// Virtual slices are filled from the first real record, except in a split
+// all-gather, where a real non-member's record (NOCOLOR) does not tell the
+// group's color: wait for a real member's record, or for every real rank
+// that has a virtual ring neighbour (their own slices reach prismd at step 0
+// without waiting, so this cannot deadlock).
+bool BootstrapServer::ReadyToFill(const LiveComm& c, int real_slice) const {
+  const AgState& ag = *c.ag;
+  if (ag.kind != AgKind::kSplitInfo || c.pending_split_calls.empty()) return true;
+  const PlanComm& call = plan_.comms[c.pending_split_calls.front()];
+  const auto is_member = [&](int r) {
+    return std::find(call.members.begin(), call.members.end(), c.global[r]) != call.members.end();
+  };
+  if (is_member(real_slice)) return true;
+  for (int r = 0; r < c.n; ++r) {
+    if (!c.real[r] || ag.known[r]) continue;
+    const bool virtual_neighbour = !c.real[(r + 1) % c.n] || !c.real[(r + c.n - 1) % c.n];
+    if (virtual_neighbour) return false;
+  }
+  return true;
 }
 
 bool BootstrapServer::AllGatherComplete(const LiveComm& c) const {

@@ -207,12 +207,15 @@ void BootstrapServer::CompleteSplit(LiveComm& parent) {
   }
   parent.children_by_color.clear();
   parent.split_msgs_pending = 0;
+  bool planned_child_live = false;
   for (auto& [color, list] : groups) {
     std::sort(list.begin(), list.end());
     std::vector<uint32_t> members;
     for (auto& [key, r] : list) members.push_back(parent.global[r]);
     PlanComm pc;
-    const bool planned = call && plan_.comms[*call].color == color;
+    // The planned group: same color, or the plan's members under the color a
+    // real member chose (frameworks derive colors themselves).
+    const bool planned = call && (plan_.comms[*call].color == color || plan_.comms[*call].members == members);
     if (planned) {
       pc = plan_.comms[*call];
       if (pc.members != members) {
@@ -238,6 +241,7 @@ void BootstrapServer::CompleteSplit(LiveComm& parent) {
     LiveComm& child = CreateComm(pc, members, ChildCommHash(parent.hash, parent.split_count, color),
                                  parent.live_id);
     parent.children_by_color[color] = child.live_id;
+    planned_child_live |= planned;
     // COMMSPLIT: every virtual child rank with a real predecessor sends it its
     // child ring address; every one with a real successor waits for its.
     for (int v = 0; v < child.n; ++v) {
@@ -255,7 +259,7 @@ void BootstrapServer::CompleteSplit(LiveComm& parent) {
     }
     StartRingOps(child, profile_->split_child_ops);
   }
-  if (call && !parent.children_by_color.count(plan_.comms[*call].color)) plan_done_[*call] = 1;
+  if (call && !planned_child_live) plan_done_[*call] = 1;
 }
 
 void BootstrapServer::HandleSplitMessage(LiveComm& parent, const PendingMsg& m) {
