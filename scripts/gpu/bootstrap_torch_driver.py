@@ -22,6 +22,16 @@ import torch
 import torch.distributed as dist
 
 
+def nccl_comm_id_bytes(comm_id):
+    """The 128-byte ncclUniqueId NCCL builds from NCCL_COMM_ID=host:port (IPv4)."""
+    import socket
+    import struct
+    host, port = comm_id.rsplit(":", 1)
+    uid = struct.pack("<Q", 0x0280028002800280) + struct.pack("<H", socket.AF_INET)
+    uid += struct.pack(">H", int(port)) + socket.inet_aton(socket.gethostbyname(host))
+    return uid + bytes(128 - len(uid))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world-size", type=int, required=True)
@@ -33,6 +43,9 @@ def main():
                          "prism-graphgen collective --max-subgroups")
     ap.add_argument("--store-client", action="store_true",
                     help="connect to a store another real rank hosts instead of hosting it")
+    ap.add_argument("--publish-id", action="store_true",
+                    help="rank 0 is virtual: put NCCL_COMM_ID's unique id into the store under the key "
+                         "PyTorch 2.11's non-zero ranks read ('0//cuda//0' with store=)")
     ap.add_argument("--collectives", action="store_true", help="run a few collectives")
     args = ap.parse_args()
     if "NCCL_COMM_ID" not in os.environ:
@@ -42,6 +55,8 @@ def main():
     os.environ["MASTER_PORT"] = str(args.store_port)
     store = dist.TCPStore("127.0.0.1", args.store_port, args.world_size,
                           is_master=not args.store_client, wait_for_workers=False)
+    if args.publish_id:
+        store.set("0//cuda//0", nccl_comm_id_bytes(os.environ["NCCL_COMM_ID"]))
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     t0 = time.time()

@@ -29,12 +29,13 @@ for scenario in "$@"; do
   first="${reals%%,*}"; pids=(); t0=$EPOCHREALTIME
   for r in ${reals//,/ }; do
     client=(); [[ $r != "$first" ]] && client=(--store-client)
+    [[ $r == "$first" && $first != 0 ]] && client=(--publish-id)
     coll=(--collectives); [[ "${COLLECTIVES:-1}" == 0 ]] && coll=()
     env PYTHONUNBUFFERED=1 NCCL_COMM_ID="$comm_id" NCCL_NET_PLUGIN="$bundle/libnccl-net-prism.so" NCCL_NET=Prism \
       PRISM_DAEMON="unix://$sock" NCCL_HOSTID="prism-real-$r" NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 \
       NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 NCCL_COLLNET_ENABLE=0 NCCL_PROTO=Simple NCCL_RUNTIME_CONNECT=0 \
       NCCL_PXN_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP \
-      TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+      TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_RANKS_PER_ROOT=1048576 \
       timeout "${STEP_TIMEOUT:-150}" python3 "$here/bootstrap_torch_driver.py" --world-size "$n" --rank "$r" \
       --store-port $((port + 2)) --tp 8 --max-groups "${maxg:-0}" "${client[@]}" "${coll[@]}" > "$dir/rank$r.log" 2>&1 &
     pids+=($!)
