@@ -16,7 +16,7 @@ trace="build/demo/$name.trace.json"
 
 echo "== prism-graphgen job $job -o $graph"
 build/graphgen/prism-graphgen job "$job" -o "$graph"
-build/graphgen/prism-graphgen inspect "$graph" | head -n 25
+build/graphgen/prism-graphgen inspect "$graph" | sed -n 1,12p
 echo
 echo "== prismd --graph $graph --simulate --trace $trace"
 build/daemon/prismd --graph "$graph" --simulate --metrics-address none --trace "$trace" --trace-ranks 0-7,4096
