@@ -30,6 +30,20 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
   }
   comm_state_.resize(world_.comms.size());
+  // Dense ids for the (communicator, src, dst) FIFO queues that send/recv use.
+  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> queue_ids;
+  p2p_queue_of_.resize(world_.actors.size());
+  for (uint32_t a = 0; a < world_.actors.size(); ++a) {
+    const Actor& actor = world_.actors[a];
+    for (size_t d = 0; d < world_.programs[actor.program].p2p.size(); ++d) {
+      const P2PDesc& desc = world_.programs[actor.program].p2p[d];
+      const uint32_t comm = actor.slot_comm[desc.slot], peer = actor.peer_actor[d];
+      const auto key = desc.is_send ? std::make_tuple(comm, a, peer) : std::make_tuple(comm, peer, a);
+      auto [it, fresh] = queue_ids.try_emplace(key, static_cast<uint32_t>(queue_ids.size()));
+      p2p_queue_of_[a].push_back(it->second);
+    }
+  }
+  p2p_.resize(queue_ids.size());
   iteration_actors_left_.assign(options_.iterations, world_.actors.size());
   stats_.iteration_end.assign(options_.iterations, Nanoseconds(0));
   stats_.actor_exposed_ns.assign(world_.actors.size(), 0);
@@ -211,10 +225,8 @@ void ReplayEngine::ResolveCollective(uint32_t comm, Instance& in) {
 void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
-  const uint32_t peer = a.peer_actor[op.p2p_desc];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
-  const uint32_t comm = a.slot_comm[op.slot];
-  P2PQueue& q = p2p_[is_send ? std::make_tuple(comm, actor, peer) : std::make_tuple(comm, peer, actor)];
+  P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
   const PendingP2P mine{actor, k, now_};
   auto& others = is_send ? q.recvs : q.sends;
   if (others.empty()) {

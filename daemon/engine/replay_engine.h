@@ -127,7 +127,8 @@ class ReplayEngine {
   std::vector<ActorState> state_;
   std::vector<CommState> comm_state_;
   std::vector<uint64_t> iteration_actors_left_;
-  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, P2PQueue> p2p_;
+  std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)
+  std::vector<std::vector<uint32_t>> p2p_queue_of_;  // per actor, per P2P desc: index into p2p_
   ReplayStats stats_;
 };
 
