@@ -275,7 +275,7 @@ TEST_CASE("splits: virtual members adopt the color a real member passes", "[boot
   }
 }
 
-TEST_CASE("a real rank dying mid-init is cleaned up; the next job is served",
+TEST_CASE("a real rank dying mid-init is cleaned up and the next job is served",
           "[bootstrap][server]") {
   const uint16_t root_port = FreePort();
   BootstrapConfig config;
