@@ -2,8 +2,7 @@
 # fake real ranks, recording and replay.
 add_library(prism_bootstrap_testlib STATIC
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_fake_rank.cc
-  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_test_util.cc
-  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_replay.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_test_util.cc)
 target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_common
   nlohmann_json::nlohmann_json Threads::Threads)
 

@@ -18,7 +18,6 @@
 #include "daemon/bootstrap/wire_replay.h"
 #include "nlohmann/json.hpp"
 #include "test/bootstrap_fake_rank.h"
-#include "test/bootstrap_replay.h"
 #include "test/bootstrap_test_util.h"
 
 namespace prism::bootstrap::testing {
@@ -48,16 +47,16 @@ TEST_CASE("record-wire writes a readable JSON-lines recording", "[bootstrap][rec
   std::vector<std::string> files;
   for (auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path().string());
   REQUIRE(files.size() == 1);
-  auto events = ReadRecording(files[0]);
+  auto events = ReadWireRecording(files[0]);
   REQUIRE(events.ok());
   size_t opens = 0, closes = 0, in_bytes = 0, out_bytes = 0;
   bool saw_checkin = false;
-  for (const WireEvent& e : *events) {
-    if (e.kind == WireEvent::kOpen) ++opens;
-    if (e.kind == WireEvent::kClose) ++closes;
-    if (e.kind == WireEvent::kData) (e.daemon_side ? out_bytes : in_bytes) += e.bytes.size();
+  for (const WireRecordEvent& e : *events) {
+    if (e.kind == WireRecordEvent::kOpen) ++opens;
+    if (e.kind == WireRecordEvent::kClose) ++closes;
+    if (e.kind == WireRecordEvent::kData) (e.from_daemon ? out_bytes : in_bytes) += e.bytes.size();
     // The real rank's check-in to prismd's root: NCCL_MAGIC, type 1, int 172.
-    if (e.kind == WireEvent::kData && !e.daemon_side && e.bytes.size() >= 16 &&
+    if (e.kind == WireRecordEvent::kData && !e.from_daemon && e.bytes.size() >= 16 &&
         e.bytes.substr(0, 8) == std::string("\x80\x02\x80\x02\x80\x02\x80\x02", 8) &&
         e.bytes[12] == static_cast<char>(172)) {
       saw_checkin = true;
@@ -79,7 +78,7 @@ TEST_CASE("recordings with bad lines are refused", "[bootstrap][record]") {
     std::ofstream out(path);
     out << "{\"t_ns\":1,\"conn\":1,\"ev\":\"open\",\"dir\":\"in\"}\nnot json\n";
   }
-  CHECK_FALSE(ReadRecording(path).ok());
+  CHECK_FALSE(ReadWireRecording(path).ok());
   std::filesystem::remove(path);
 }
 
