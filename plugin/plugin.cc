@@ -67,9 +67,13 @@ Result Plugin::InitOnce() {
     }
     listen_id_base_ = (uint64_t{std::random_device{}()} << 32) ^
                       (uint64_t{static_cast<uint32_t>(getpid())} << 16);
-    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm%s",
+    const std::string threads =
+        settings_.progress_threads > 0
+            ? std::to_string(settings_.progress_threads) + " progress thread(s) per context"
+            : std::string("one progress thread per comm");
+    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm, %s%s",
                settings_.nic.count, Ipv4ToString(local_ipv4_be_, 0).c_str(),
-               settings_.socks_per_comm,
+               settings_.socks_per_comm, threads.c_str(),
                settings_.link_bits_per_second > 0 || settings_.link_latency_ns > 0
                    ? ", links shaped"
                    : "");
@@ -159,7 +163,7 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
     vp->ListenOpened(h.listen_id, dev);
     virtual_accept = [vp](uint64_t id) { return vp->Accept(id); };
   }
-  *listen_comm = new ListenComm(env_, context->engine(), fd, h, std::move(virtual_accept));
+  *listen_comm = new ListenComm(env_, context->engines(), fd, h, std::move(virtual_accept));
   return prism_ncclSuccess;
 }
 
@@ -185,7 +189,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   if (stage->magic != kStageMagic) {
     RealListenHandle h;
     std::memcpy(&h, handle, sizeof(h));
-    stage->pending = new PendingConnect(env_, context->engine(), h);
+    stage->pending = new PendingConnect(env_, context->engines(), h);
     stage->magic = kStageMagic;
   }
   Result r = stage->pending->Step(&comm);

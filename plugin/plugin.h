@@ -34,14 +34,16 @@ class NetContext {
   NetContext(const CommEnv& env, uint64_t comm_id)
       : env_(env),
         comm_id_(comm_id),
-        engine_(std::make_shared<ProgressEngine>(env.settings->spin_ns)) {}
+        engines_(std::make_shared<ProgressEnginePool>(env.settings->progress_threads,
+                                                      env.settings->spin_ns)) {}
   NetContext(const NetContext&) = delete;
   NetContext& operator=(const NetContext&) = delete;
 
   uint64_t comm_id() const { return comm_id_; }
-  // The progress thread of this context's real-peer comms (started by the
-  // first comm; comms share ownership, so they may outlive the context).
-  const std::shared_ptr<ProgressEngine>& engine() const { return engine_; }
+  // The progress threads of this context's real-peer comms
+  // (PRISM_PROGRESS_THREADS; started as comms attach; comms share
+  // ownership of theirs, so they may outlive the context).
+  const std::shared_ptr<ProgressEnginePool>& engines() const { return engines_; }
   // Created on first call (no gRPC before a virtual peer may exist). Shared
   // with the listen comms that accept virtual senders, which may outlive
   // the context.
@@ -50,7 +52,7 @@ class NetContext {
  private:
   CommEnv env_;
   uint64_t comm_id_;
-  std::shared_ptr<ProgressEngine> engine_;
+  std::shared_ptr<ProgressEnginePool> engines_;
   std::mutex mu_;
   std::shared_ptr<VirtualPeers> virtual_peers_;
 };

@@ -27,6 +27,7 @@ void ProgressEngine::ForceWake() {
 void ProgressEngine::Add(ProgressClient* client) {
   std::lock_guard<std::mutex> lock(mu_);
   clients_.push_back(client);
+  client_count_.fetch_add(1, std::memory_order_acq_rel);
   ++version_;
   changed_.store(true, std::memory_order_release);
   if (!thread_.joinable()) thread_ = std::thread([this] { Main(); });
@@ -35,7 +36,9 @@ void ProgressEngine::Add(ProgressClient* client) {
 
 void ProgressEngine::Remove(ProgressClient* client) {
   std::unique_lock<std::mutex> lock(mu_);
-  clients_.erase(std::remove(clients_.begin(), clients_.end(), client), clients_.end());
+  const auto it = std::remove(clients_.begin(), clients_.end(), client);
+  if (it != clients_.end()) client_count_.fetch_sub(1, std::memory_order_acq_rel);
+  clients_.erase(it, clients_.end());
   const uint64_t target = ++version_;
   changed_.store(true, std::memory_order_release);
   ForceWake();
@@ -78,6 +81,30 @@ void ProgressEngine::Main() {
     waker_.AfterSleep();
     idle_since = -1;
   }
+}
+
+std::shared_ptr<ProgressEngine> ProgressEnginePool::Attach(ProgressClient* client) {
+  std::shared_ptr<ProgressEngine> engine;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (threads_ <= 0) {
+    engine = std::make_shared<ProgressEngine>(spin_ns_);
+  } else {
+    for (const std::shared_ptr<ProgressEngine>& e : engines_) {
+      if (!engine || e->client_count() < engine->client_count()) engine = e;
+    }
+    // A new engine (thread) while below the limit and every engine is busy.
+    if (static_cast<int>(engines_.size()) < threads_ && (!engine || engine->client_count() > 0)) {
+      engine = std::make_shared<ProgressEngine>(spin_ns_);
+      engines_.push_back(engine);
+    }
+  }
+  engine->Add(client);  // under mu_: concurrent Attach calls see this load
+  return engine;
+}
+
+int ProgressEnginePool::engine_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(engines_.size());
 }
 
 }  // namespace prism::plugin

@@ -1,15 +1,19 @@
-// One progress thread per plugin context, shared by all the context's
-// real-peer comms (so that a rank with dozens of NCCL connections runs one
-// I/O thread per communicator, not one per connection).
+// Progress threads for real-peer comms. A ProgressEngine is one thread
+// serving several comms; a ProgressEnginePool is a plugin context's set of
+// engines (PRISM_PROGRESS_THREADS of them, or one per comm), so that a rank
+// with dozens of NCCL connections runs a bounded number of I/O threads while
+// its concurrently busy comms still move bytes in parallel.
 //
 // Each client (a comm) owns its sockets and an SPSC ring fed by NCCL's proxy
 // thread; the engine thread calls every client's Step() in turn, and when
 // none made progress for `spin_ns` (yielding meanwhile) it sleeps in poll()
-// on the fds the clients ask for plus its eventfd (100 ms cap).
+// on the fds the clients ask for plus its eventfd (100 ms cap). A client is
+// served by exactly one engine for its whole life, so each ring keeps one
+// consumer (and NCCL's proxy thread stays its one producer).
 //
-// Thread-safety: Add/Remove/Wake from any thread. After Remove(c) returns,
-// the engine thread never touches c again. The thread starts on the first
-// Add and is joined by the destructor.
+// Thread-safety: Add/Remove/Wake/client_count from any thread. After
+// Remove(c) returns, the engine thread never touches c again. The thread
+// starts on the first Add and is joined by the destructor.
 #ifndef PRISM_PLUGIN_PROGRESS_ENGINE_H_
 #define PRISM_PLUGIN_PROGRESS_ENGINE_H_
 
@@ -18,6 +22,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -49,6 +54,8 @@ class ProgressEngine {
   void Remove(ProgressClient* client);
   // Producers call this after publishing work for a client.
   void Wake() { waker_.Wake(); }
+  // Clients added and not yet removed (the pool's load measure).
+  int client_count() const { return client_count_.load(std::memory_order_acquire); }
 
  private:
   void Main();
@@ -63,7 +70,35 @@ class ProgressEngine {
   uint64_t seen_version_ = 0;             // guarded by mu_; what the thread uses
   bool stop_ = false;                     // guarded by mu_
   std::atomic<bool> changed_{false};
+  std::atomic<int> client_count_{0};
   std::thread thread_;
+};
+
+// A plugin context's engines. With `threads` > 0 it creates up to that many
+// engines, lazily, and attaches each new client to the engine with the
+// fewest clients (lowest index on ties: round-robin while nothing closes).
+// With `threads` == 0 every client gets an engine (thread) of its own,
+// which ends when the client's last reference to it goes.
+//
+// Thread-safety: Attach from any thread. Engines are shared with the
+// clients, so they outlive the pool while a client still uses them.
+class ProgressEnginePool {
+ public:
+  ProgressEnginePool(int threads, int64_t spin_ns) : threads_(threads), spin_ns_(spin_ns) {}
+  ProgressEnginePool(const ProgressEnginePool&) = delete;
+  ProgressEnginePool& operator=(const ProgressEnginePool&) = delete;
+
+  // Adds `client` to the chosen engine and returns it; the client must call
+  // engine->Remove(client) before it is destroyed.
+  std::shared_ptr<ProgressEngine> Attach(ProgressClient* client);
+  // Engines created so far (threads == 0: always 0, they are not kept).
+  int engine_count() const;
+
+ private:
+  const int threads_;
+  const int64_t spin_ns_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<ProgressEngine>> engines_;  // guarded by mu_
 };
 
 }  // namespace prism::plugin

@@ -2,8 +2,8 @@
 // Wire format: real_wire.h. Link shaping: link_model.h (the sender's model is
 // authoritative: it stamps the delivery time into each message header).
 //
-// Each comm owns its sockets; the context's progress thread (ProgressEngine)
-// serves all its comms. NCCL's proxy thread posts requests through a
+// Each comm owns its sockets and is served by one of its context's progress
+// threads (ProgressEngine, picked by the context's ProgressEnginePool). NCCL's proxy thread posts requests through a
 // lock-free SPSC ring; the progress thread moves bytes and publishes
 // completion through the request's atomics; test() only reads those atomics
 // and the clock. At most kPrismNetMaxRequests requests
@@ -50,7 +50,8 @@ class CommFailure {
 class RealSendComm final : public NetComm, private ProgressClient {
  public:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
-  RealSendComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, std::vector<int> fds,
+  RealSendComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
+               std::vector<int> fds,
                std::string peer);
   ~RealSendComm() override;
   RealSendComm(const RealSendComm&) = delete;
@@ -103,7 +104,8 @@ class RealSendComm final : public NetComm, private ProgressClient {
 
 class RealRecvComm final : public NetComm, private ProgressClient {
  public:
-  RealRecvComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, std::vector<int> fds,
+  RealRecvComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
+               std::vector<int> fds,
                std::string peer);
   ~RealRecvComm() override;
   RealRecvComm(const RealRecvComm&) = delete;

@@ -10,10 +10,10 @@
 
 namespace prism::plugin {
 
-ListenComm::ListenComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+ListenComm::ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
                        int listen_fd, const RealListenHandle& handle,
                        VirtualAcceptFn virtual_accept)
-    : env_(env), engine_(std::move(engine)), listen_fd_(listen_fd), handle_(handle), virtual_accept_(std::move(virtual_accept)) {}
+    : env_(env), engines_(std::move(engines)), listen_fd_(listen_fd), handle_(handle), virtual_accept_(std::move(virtual_accept)) {}
 
 ListenComm::~ListenComm() {
   close(listen_fd_);
@@ -79,7 +79,7 @@ std::unique_ptr<NetComm> ListenComm::TakeCompleteGroup() {
     for (const Incoming& in : g) fds[in.hello.index] = in.fd;
     groups_.erase(it);
     const std::string peer = "listen " + Ipv4ToString(handle_.ipv4_be, handle_.port_be);
-    return std::make_unique<RealRecvComm>(env_, engine_, std::move(fds), peer);
+    return std::make_unique<RealRecvComm>(env_, engines_, std::move(fds), peer);
   }
   return nullptr;
 }
@@ -98,10 +98,10 @@ Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
   return prism_ncclSuccess;
 }
 
-PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
                                const RealListenHandle& handle)
     : env_(env),
-      engine_(std::move(engine)),
+      engines_(std::move(engines)),
       handle_(handle),
       peer_(Ipv4ToString(handle.ipv4_be, handle.port_be)),
       nonce_(std::random_device{}() * 0x100000001ull ^ static_cast<uint64_t>(MonoNowNs())),
@@ -180,7 +180,7 @@ Result PendingConnect::Step(std::unique_ptr<NetComm>* comm) {
     fds.push_back(s.fd);
     s.fd = -1;
   }
-  *comm = std::make_unique<RealSendComm>(env_, engine_, std::move(fds), peer_);
+  *comm = std::make_unique<RealSendComm>(env_, engines_, std::move(fds), peer_);
   return prism_ncclSuccess;
 }
 

@@ -27,7 +27,7 @@ class ListenComm {
   using VirtualAcceptFn = std::function<std::unique_ptr<NetComm>(uint64_t listen_id)>;
 
   // Takes ownership of `listen_fd`.
-  ListenComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine, int listen_fd,
+  ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, int listen_fd,
              const RealListenHandle& handle, VirtualAcceptFn virtual_accept);
   ~ListenComm();
   ListenComm(const ListenComm&) = delete;
@@ -48,7 +48,7 @@ class ListenComm {
   std::unique_ptr<NetComm> TakeCompleteGroup();
 
   CommEnv env_;
-  std::shared_ptr<ProgressEngine> engine_;
+  std::shared_ptr<ProgressEnginePool> engines_;
   int listen_fd_;
   RealListenHandle handle_;
   VirtualAcceptFn virtual_accept_;
@@ -59,7 +59,7 @@ class ListenComm {
 // The sender side of one connection being set up.
 class PendingConnect {
  public:
-  PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+  PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
                  const RealListenHandle& handle);
   ~PendingConnect();
   PendingConnect(const PendingConnect&) = delete;
@@ -80,7 +80,7 @@ class PendingConnect {
   Result StepSocket(Sock& s, uint32_t index);
 
   CommEnv env_;
-  std::shared_ptr<ProgressEngine> engine_;
+  std::shared_ptr<ProgressEnginePool> engines_;
   RealListenHandle handle_;
   std::string peer_;
   uint64_t nonce_;

@@ -8,12 +8,12 @@
 
 namespace prism::plugin {
 
-RealRecvComm::RealRecvComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+RealRecvComm::RealRecvComm(const CommEnv& env,
+                           const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
     : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
-  engine_ = std::move(engine);
-  engine_->Add(this);
+  engine_ = engines->Attach(this);
   registered_ = true;
 }
 

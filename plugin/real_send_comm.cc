@@ -9,13 +9,13 @@
 
 namespace prism::plugin {
 
-RealSendComm::RealSendComm(const CommEnv& env, std::shared_ptr<ProgressEngine> engine,
+RealSendComm::RealSendComm(const CommEnv& env,
+                           const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
     : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()),
       link_(env.settings->link_bits_per_second, env.settings->link_latency_ns) {
   for (SendRequest& r : pool_) r.owner = this;
-  engine_ = std::move(engine);
-  engine_->Add(this);
+  engine_ = engines->Attach(this);
   registered_ = true;
 }
 

@@ -32,6 +32,8 @@ constexpr EnvParam kParams[] = {
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
     {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
+    {"PRISM_PROGRESS_THREADS", "4",
+     "progress threads per context (communicator), comms spread by load; 0: one per comm"},
     {"PRISM_DAEMON", "unix:///tmp/prismd.sock",
      "prismd address; when set, listen() opens the session; unset: only virtual handles do"},
     {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
@@ -136,6 +138,7 @@ Settings LoadSettings(std::string* warnings) {
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));
   s.link_latency_ns = std::llround(r.Double("PRISM_LINK_LATENCY_US", 0, 1e7) * 1e3);
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
+  s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", 0, 64));
   s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
   const char* daemon = std::getenv("PRISM_DAEMON");
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';

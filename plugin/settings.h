@@ -51,6 +51,7 @@ struct Settings {
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;
   int64_t spin_ns = 0;
+  int progress_threads = 0;           // per context; 0: one per comm
   int64_t connect_timeout_ms = 0;
   bool daemon_configured = false;     // PRISM_DAEMON set explicitly
   std::string daemon_address;

@@ -23,6 +23,7 @@ catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_progress_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_session_test.cc)
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE

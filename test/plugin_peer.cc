@@ -6,9 +6,12 @@
 // reads "PEER <hex>" (the other process's handle), connects and accepts,
 // runs the scenario, closes everything and exits 0 on success. Failures are
 // printed to stderr with exit code 1.
+#include <dirent.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -188,48 +191,116 @@ void ScenarioLimits(Link& l) {
   for (void* mh : mhs) PRISM_DRV_CHECK(l.drv->net().deregMr(comm, mh));
 }
 
-// Many random-size messages both ways with up to 8 in flight.
-void ScenarioStream(Link& l) {
-  constexpr int kCount = 600;
-  constexpr int kWindow = 8;
-  uint64_t rng = 12345;
-  auto next = [&rng] {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return rng >> 33;
-  };
-  std::vector<size_t> sizes(kCount);
-  for (size_t& s : sizes) s = (next() % 4 == 0) ? next() % (1 << 20) : next() % 3000;
-  std::vector<std::vector<char>> sbufs(kWindow, std::vector<char>(1 << 20));
-  std::vector<std::vector<char>> rbufs(kWindow, std::vector<char>(1 << 20));
-  std::vector<void*> smh, rmh;
-  for (int w = 0; w < kWindow; ++w) {
-    smh.push_back(RegHost(l, l.send, sbufs[w]));
-    rmh.push_back(RegHost(l, l.recv, rbufs[w]));
+// Many random-size messages both ways on one link, up to 8 in flight; the
+// payload depends on `tag`, so data from another link would not verify.
+class Stream {
+ public:
+  static constexpr int kWindow = 8;
+
+  Stream(Link& l, int count, int tag, uint64_t seed) : l_(l), tag_(tag), sizes_(count) {
+    uint64_t rng = seed;
+    auto next = [&rng] {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      return rng >> 33;
+    };
+    for (size_t& s : sizes_) s = (next() % 4 == 0) ? next() % (1 << 20) : next() % 3000;
+    for (int w = 0; w < kWindow; ++w) {
+      sbufs_.emplace_back(1 << 20);
+      rbufs_.emplace_back(1 << 20);
+      smh_.push_back(RegHost(l, l.send, sbufs_[w]));
+      rmh_.push_back(RegHost(l, l.recv, rbufs_[w]));
+    }
   }
-  std::vector<void*> sreq(kWindow, nullptr), rreq(kWindow, nullptr);
-  for (int i = 0; i < kCount + kWindow; ++i) {
+  ~Stream() {
+    for (int w = 0; w < kWindow; ++w) {
+      l_.drv->net().deregMr(l_.send, smh_[w]);
+      l_.drv->net().deregMr(l_.recv, rmh_[w]);
+    }
+  }
+  int steps() const { return static_cast<int>(sizes_.size()) + kWindow; }
+
+  // Step i: completes message i - kWindow (checking it), posts message i.
+  void Step(int i) {
     const int w = i % kWindow;
     const int old = i - kWindow;
     if (old >= 0) {
-      l.drv->Wait(sreq[w]);
+      l_.drv->Wait(sreq_[w]);
       int got[1];
-      l.drv->Wait(rreq[w], got);
-      if (got[0] != static_cast<int>(sizes[old])) throw PluginError("stream: wrong size");
-      Verify(rbufs[w], sizes[old], 7, old, "stream");
+      l_.drv->Wait(rreq_[w], got);
+      if (got[0] != static_cast<int>(sizes_[old])) throw PluginError("stream: wrong size");
+      Verify(rbufs_[w], sizes_[old], tag_, old, "stream");
     }
-    if (i >= kCount) continue;
-    Fill(sbufs[w], sizes[i], 7, i);
-    void* d[1] = {rbufs[w].data()};
-    size_t m[1] = {rbufs[w].size()};
-    int t[1] = {7};
-    void* mh[1] = {rmh[w]};
-    rreq[w] = l.drv->Recv(l.recv, 1, d, m, t, mh);
-    sreq[w] = l.drv->Send(l.send, sbufs[w].data(), sizes[i], 7, smh[w]);
+    if (i >= static_cast<int>(sizes_.size())) return;
+    Fill(sbufs_[w], sizes_[i], tag_, i);
+    void* d[1] = {rbufs_[w].data()};
+    size_t m[1] = {rbufs_[w].size()};
+    int t[1] = {tag_};
+    void* mh[1] = {rmh_[w]};
+    rreq_[w] = l_.drv->Recv(l_.recv, 1, d, m, t, mh);
+    sreq_[w] = l_.drv->Send(l_.send, sbufs_[w].data(), sizes_[i], tag_, smh_[w]);
   }
-  for (int w = 0; w < kWindow; ++w) {
-    PRISM_DRV_CHECK(l.drv->net().deregMr(l.send, smh[w]));
-    PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, rmh[w]));
+
+ private:
+  Link& l_;
+  int tag_;
+  std::vector<size_t> sizes_;
+  std::vector<std::vector<char>> sbufs_, rbufs_;
+  std::vector<void*> smh_, rmh_;
+  void* sreq_[kWindow] = {};
+  void* rreq_[kWindow] = {};
+};
+
+void ScenarioStream(Link& l) {
+  Stream s(l, 600, 7, 12345);
+  for (int i = 0; i < s.steps(); ++i) s.Step(i);
+}
+
+// Connected pairs come out of accept() in any order: each side sends its
+// send comm's index, and reorders its receive comms by the index received,
+// so that link k is (send comm k, receive comm from the peer's send comm k).
+std::vector<Link> PairLinks(PluginDriver& drv, const std::vector<void*>& sends,
+                            const std::vector<void*>& recvs, bool is_a) {
+  const size_t n = sends.size();
+  std::vector<uint32_t> out_ids(n), in_ids(n, 0xffffffffu);
+  std::vector<void*> sreq(n), rreq(n);
+  for (size_t k = 0; k < n; ++k) {
+    out_ids[k] = static_cast<uint32_t>(k);
+    sreq[k] = drv.Send(sends[k], &out_ids[k], sizeof(uint32_t), 1, nullptr);
+    void* d[1] = {&in_ids[k]};
+    size_t m[1] = {sizeof(uint32_t)};
+    int t[1] = {1};
+    void* mh[1] = {nullptr};
+    rreq[k] = drv.Recv(recvs[k], 1, d, m, t, mh);
   }
+  std::vector<Link> links(n, Link{&drv, nullptr, nullptr, is_a});
+  for (size_t k = 0; k < n; ++k) {
+    drv.Wait(sreq[k]);
+    drv.Wait(rreq[k]);
+    if (in_ids[k] >= n || links[in_ids[k]].recv != nullptr) throw PluginError("multi: bad link id");
+    links[k].send = sends[k];
+    links[in_ids[k]].recv = recvs[k];
+  }
+  return links;
+}
+
+// Every link streams at once (one driver thread posts and tests them all in
+// turn, as NCCL's proxy thread does), each with its own payload pattern.
+void ScenarioMulti(std::vector<Link>& links) {
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (size_t k = 0; k < links.size(); ++k) {
+    streams.push_back(std::make_unique<Stream>(links[k], 300, 20 + static_cast<int>(k), 777 + k));
+  }
+  for (int i = 0; i < streams[0]->steps(); ++i) {
+    for (auto& s : streams) s->Step(i);
+  }
+}
+
+int ThreadCount() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
 }
 
 }  // namespace
@@ -249,9 +320,25 @@ int main(int argc, char** argv) {
     std::cout << "HANDLE " << prism::testing::HexEncode(handle) << std::endl;
     std::string word, hex;
     if (!(std::cin >> word >> hex) || word != "PEER") throw PluginError("no PEER line on stdin");
-    Link l{&drv, nullptr, nullptr, is_a};
-    drv.ConnectAccept(ctx, prism::testing::HexDecode(hex), lc, &l.send, &l.recv);
+    // "multi": kMultiPairs connections each way in one context (several
+    // comms per progress thread pool); the others use one.
+    constexpr int kMultiPairs = 5;
+    const int pairs = scenario == "multi" ? kMultiPairs : 1;
+    const int threads_before = ThreadCount();
+    std::vector<void*> sends(pairs), recvs(pairs);
+    for (int k = 0; k < pairs; ++k) {
+      drv.ConnectAccept(ctx, prism::testing::HexDecode(hex), lc, &sends[k], &recvs[k]);
+    }
     PRISM_DRV_CHECK(drv.net().closeListen(lc));
+    // PRISM_TEST_EXPECT_THREADS: how many progress threads the comms must have started.
+    if (const char* want = std::getenv("PRISM_TEST_EXPECT_THREADS")) {
+      const int started = ThreadCount() - threads_before;
+      if (started != std::atoi(want)) {
+        throw PluginError(std::to_string(2 * pairs) + " comms started " +
+                          std::to_string(started) + " progress threads, expected " + want);
+      }
+    }
+    Link l{&drv, sends[0], recvs[0], is_a};
     if (scenario == "sizes") {
       ScenarioSizes(l);
     } else if (scenario == "grouped") {
@@ -262,11 +349,16 @@ int main(int argc, char** argv) {
       ScenarioLimits(l);
     } else if (scenario == "stream") {
       ScenarioStream(l);
+    } else if (scenario == "multi") {
+      std::vector<Link> links = PairLinks(drv, sends, recvs, is_a);
+      ScenarioMulti(links);
     } else {
       throw PluginError("unknown scenario " + scenario);
     }
-    PRISM_DRV_CHECK(drv.net().closeSend(l.send));
-    PRISM_DRV_CHECK(drv.net().closeRecv(l.recv));
+    for (int k = 0; k < pairs; ++k) {
+      PRISM_DRV_CHECK(drv.net().closeSend(sends[k]));
+      PRISM_DRV_CHECK(drv.net().closeRecv(recvs[k]));
+    }
     PRISM_DRV_CHECK(drv.net().finalize(ctx));
     std::cout << "OK" << std::endl;
     return 0;

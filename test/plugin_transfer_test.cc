@@ -59,3 +59,32 @@ TEST_CASE("real peers: shaped link still delivers everything", "[plugin][real]")
   CHECK(a == 0);
   CHECK(b == 0);
 }
+
+// PRISM_PROGRESS_THREADS: 5 connections each way in one context (10 comms
+// per process) streaming at once, data verified; the peer also checks how
+// many progress threads the comms started.
+TEST_CASE("real peers: 10 comms on PRISM_PROGRESS_THREADS=1", "[plugin][real][threads]") {
+  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: 10 comms on PRISM_PROGRESS_THREADS=3", "[plugin][real][threads]") {
+  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=3", "PRISM_TEST_EXPECT_THREADS=3",
+                              "PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: 10 comms, PRISM_PROGRESS_THREADS=0 (one per comm)",
+          "[plugin][real][threads]") {
+  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=0", "PRISM_TEST_EXPECT_THREADS=10"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: 10 comms with the default thread count (4)", "[plugin][real][threads]") {
+  auto [a, b] = Run("multi", {"PRISM_TEST_EXPECT_THREADS=4"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
