@@ -2,6 +2,7 @@
 // beside a plain TCP socket pair measured by the same two processes.
 //
 //   plugin_bench [--plugin PATH] [--count N] [--shaped-gbps G] [--shaped-latency-us L]
+//   plugin_bench --multi K [--threads 1,4,0] [--size BYTES] [--count N] [--plugin PATH]
 //
 // Part 1 (unshaped): GB/s of the plugin and of one plain TCP socket for
 // 64 KiB, 1 MiB and 64 MiB messages, and their ratio; ping-pong latency.
@@ -9,6 +10,16 @@
 // = 1 GB/s and 20 us): measured bandwidth (64 MiB messages) and one-way
 // latency (8 B ping-pong, median) against the setting, with the error in %.
 // Each part runs two worker processes (this program with --worker).
+//
+// --multi K (instead of parts 1 and 2): K connections each way between two
+// processes (2K comms per plugin context), all streaming at once both ways,
+// `count` messages of `size` (default 512 KiB, NCCL's usual NET step) per
+// comm with 8 in flight, posted and tested by one driver thread as NCCL's
+// proxy does. One row per PRISM_PROGRESS_THREADS value: aggregate GB/s (both
+// directions), progress threads started, CPU cores the worker used while
+// streaming, and CPU used over 1 s idle with every comm still open.
+#include <dirent.h>
+#include <sys/resource.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -218,9 +230,10 @@ int WorkerMain(const std::string& plugin, bool is_a, const std::string& tasks) {
 }
 
 std::map<std::string, double> RunPair(const std::string& self, const std::string& plugin,
-                                      const std::string& tasks, std::vector<std::string> env) {
-  prism::testing::ChildProcess a({self, "--worker", plugin, "A", tasks}, env);
-  prism::testing::ChildProcess b({self, "--worker", plugin, "B", tasks}, env);
+                                      const std::string& tasks, std::vector<std::string> env,
+                                      const std::string& mode = "--worker") {
+  prism::testing::ChildProcess a({self, mode, plugin, "A", tasks}, env);
+  prism::testing::ChildProcess b({self, mode, plugin, "B", tasks}, env);
   const std::string ha = a.ReadLine(), hb = b.ReadLine();
   if (ha.rfind("HANDLE ", 0) != 0 || hb.rfind("HANDLE ", 0) != 0) {
     throw PluginError("workers did not start");
@@ -241,6 +254,155 @@ std::map<std::string, double> RunPair(const std::string& self, const std::string
   return out;
 }
 
+int ThreadCount() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+int64_t CpuNs() {  // user + system time of this process
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (int64_t{u.ru_utime.tv_sec} + u.ru_stime.tv_sec) * 1000000000 +
+         (int64_t{u.ru_utime.tv_usec} + u.ru_stime.tv_usec) * 1000;
+}
+
+// One direction of one comm: `count` messages with up to kMultiWindow posted.
+struct Lane {
+  static constexpr int kMultiWindow = 8;
+  void* comm = nullptr;
+  void* mh = nullptr;
+  char* buf = nullptr;  // kMultiWindow slots of `size` (receives) or one (sends)
+  bool recv = false;
+  int posted = 0, done = 0;
+  void* reqs[kMultiWindow] = {};
+};
+
+// Tests the oldest request and posts what the window allows, never blocking.
+// Returns true while the lane has work left.
+bool PumpLane(PluginDriver& drv, Lane& l, size_t size, int count) {
+  while (l.done < l.posted) {
+    int finished = 0;
+    int sizes[1];
+    PRISM_DRV_CHECK(drv.net().test(l.reqs[l.done % Lane::kMultiWindow], &finished, sizes));
+    if (!finished) break;
+    ++l.done;
+  }
+  while (l.posted < count && l.posted - l.done < Lane::kMultiWindow) {
+    const int slot = l.posted % Lane::kMultiWindow;
+    void* req = nullptr;
+    if (l.recv) {
+      void* d[1] = {l.buf + static_cast<size_t>(slot) * size};
+      size_t m[1] = {size};
+      int t[1] = {3};
+      void* mh[1] = {l.mh};
+      PRISM_DRV_CHECK(drv.net().irecv(l.comm, 1, d, m, t, mh, nullptr, &req));
+    } else {
+      PRISM_DRV_CHECK(drv.net().isend(l.comm, l.buf, size, 3, l.mh, nullptr, &req));
+    }
+    if (req == nullptr) break;  // request pool full: retry on the next pass
+    l.reqs[slot] = req;
+    ++l.posted;
+  }
+  return l.done < count;
+}
+
+// spec "K:SIZE:COUNT". A prints RESULT lines: gbps, threads, busy_cores, idle_cores.
+int MultiWorkerMain(const std::string& plugin, bool is_a, const std::string& spec) {
+  int k = 0, count = 0;
+  size_t size = 0;
+  if (std::sscanf(spec.c_str(), "%d:%zu:%d", &k, &size, &count) != 3 || k < 1) return 2;
+  PluginDriver drv(plugin);
+  void* ctx = drv.Init();
+  std::vector<char> handle;
+  void* lc = drv.Listen(ctx, &handle);
+  std::cout << "HANDLE " << prism::testing::HexEncode(handle) << " 0" << std::endl;
+  std::string word, hex;
+  std::cin >> word >> hex;
+  const int threads_before = ThreadCount();
+  std::vector<void*> sends(k), recvs(k);
+  for (int i = 0; i < k; ++i) {
+    drv.ConnectAccept(ctx, prism::testing::HexDecode(hex), lc, &sends[i], &recvs[i]);
+  }
+  const int threads = ThreadCount() - threads_before;
+  drv.net().closeListen(lc);
+  prism::testing::OrderRecvsByPeerIndex(drv, sends, &recvs);
+
+  std::vector<char> send_buf(size);
+  std::vector<char> recv_bufs(static_cast<size_t>(k) * Lane::kMultiWindow * size);
+  std::vector<Lane> lanes(2 * static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) {
+    Lane& s = lanes[2 * i];
+    s.comm = sends[i];
+    s.buf = send_buf.data();
+    PRISM_DRV_CHECK(drv.net().regMr(s.comm, s.buf, size, kPrismPtrHost, &s.mh));
+    Lane& r = lanes[2 * i + 1];
+    r.comm = recvs[i];
+    r.recv = true;
+    r.buf = recv_bufs.data() + static_cast<size_t>(i) * Lane::kMultiWindow * size;
+    PRISM_DRV_CHECK(
+        drv.net().regMr(r.comm, r.buf, Lane::kMultiWindow * size, kPrismPtrHost, &r.mh));
+  }
+  // Start together: one message each way on link 0.
+  char token = 0;
+  void* d[1] = {&token};
+  size_t m[1] = {1};
+  int t[1] = {98};
+  void* mh[1] = {nullptr};
+  drv.Wait(drv.Send(sends[0], &token, 1, 98, nullptr));
+  drv.Wait(drv.Recv(recvs[0], 1, d, m, t, mh));
+
+  const int64_t cpu0 = CpuNs(), t0 = NowNs();
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (Lane& l : lanes) busy = PumpLane(drv, l, size, count) || busy;
+    if (busy) sched_yield();
+  }
+  const int64_t cpu1 = CpuNs(), t1 = NowNs();
+  usleep(1000000);  // idle, every comm open
+  const int64_t cpu2 = CpuNs(), t2 = NowNs();
+  if (is_a) {
+    const double bytes = 2.0 * k * static_cast<double>(count) * static_cast<double>(size);
+    std::cout << "RESULT gbps " << bytes / static_cast<double>(t1 - t0) << "\n"
+              << "RESULT threads " << threads << "\n"
+              << "RESULT busy_cores " << static_cast<double>(cpu1 - cpu0) / (t1 - t0) << "\n"
+              << "RESULT idle_cores " << static_cast<double>(cpu2 - cpu1) / (t2 - t1)
+              << std::endl;
+  }
+  // Finish together, so neither closes while the other still measures idle.
+  drv.Wait(drv.Send(sends[0], &token, 1, 98, nullptr));
+  drv.Wait(drv.Recv(recvs[0], 1, d, m, t, mh));
+  for (Lane& l : lanes) drv.net().deregMr(l.comm, l.mh);
+  for (int i = 0; i < k; ++i) {
+    drv.net().closeSend(sends[i]);
+    drv.net().closeRecv(recvs[i]);
+  }
+  std::cout << "DONE" << std::endl;
+  return 0;
+}
+
+int MultiMain(const std::string& self, const std::string& plugin, int k,
+              const std::string& thread_list, size_t size, int count) {
+  std::printf("plugin_bench --multi: %s, %d connections each way (%d comms per process), "
+              "%d x %zu B per comm per direction, 8 in flight, loopback, %ld CPUs\n",
+              plugin.c_str(), k, 2 * k, count, size, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("\nPRISM_PROGRESS_THREADS  threads  aggregate GB/s  busy CPU (cores)  "
+              "idle CPU, 1 s (%% of a core)\n");
+  std::stringstream ss(thread_list);
+  std::string value;
+  while (std::getline(ss, value, ',')) {
+    const std::string spec =
+        std::to_string(k) + ":" + std::to_string(size) + ":" + std::to_string(count);
+    auto r = RunPair(self, plugin, spec, {"PRISM_PROGRESS_THREADS=" + value}, "--multi-worker");
+    std::printf("%22s  %7.0f  %14.3f  %16.2f  %26.2f\n", value.c_str(), r["threads"],
+                r["gbps"], r["busy_cores"], 100 * r["idle_cores"]);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,19 +410,29 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "--worker") {
       return WorkerMain(argv[2], std::string(argv[3]) == "A", argv[4]);
     }
+    if (argc >= 2 && std::string(argv[1]) == "--multi-worker") {
+      return MultiWorkerMain(argv[2], std::string(argv[3]) == "A", argv[4]);
+    }
     std::string plugin = PRISM_PLUGIN_SO;
     int count = 8;
     double gbps = 8, lat_us = 20;
+    int multi = 0, multi_count = 256;
+    size_t multi_size = 512u << 10;
+    std::string thread_list = "1,4,0";
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string k = argv[i];
       if (k == "--plugin") plugin = argv[i + 1];
-      if (k == "--count") count = std::stoi(argv[i + 1]);
+      if (k == "--count") count = multi_count = std::stoi(argv[i + 1]);
+      if (k == "--multi") multi = std::stoi(argv[i + 1]);
+      if (k == "--threads") thread_list = argv[i + 1];
+      if (k == "--size") multi_size = std::stoull(argv[i + 1]);
       if (k == "--shaped-gbps") gbps = std::stod(argv[i + 1]);
       if (k == "--shaped-latency-us") lat_us = std::stod(argv[i + 1]);
     }
     const std::string self = "/proc/self/exe";
     char exe[4096] = {};
     if (readlink(self.c_str(), exe, sizeof(exe) - 1) <= 0) return 1;
+    if (multi > 0) return MultiMain(exe, plugin, multi, thread_list, multi_size, multi_count);
 
     std::printf("plugin_bench: %s, %d messages per size, loopback\n", plugin.c_str(), count);
     std::printf("\n[unshaped] size        plugin GB/s   tcp GB/s   ratio\n");

@@ -136,6 +136,34 @@ class PluginDriver {
   prism_ncclNet_v11_t* net_ = nullptr;
 };
 
+// Connected pairs come out of accept() in any order. Each side sends every
+// send comm's index k over it and reorders its receive comms by the index
+// received: afterwards recvs[k] receives what the peer sends on its sends[k].
+// Both sides must call it (it uses tag 1, 4-byte messages).
+inline void OrderRecvsByPeerIndex(PluginDriver& drv, const std::vector<void*>& sends,
+                                  std::vector<void*>* recvs) {
+  const size_t n = sends.size();
+  std::vector<uint32_t> out_ids(n), in_ids(n, 0xffffffffu);
+  std::vector<void*> sreq(n), rreq(n);
+  for (size_t k = 0; k < n; ++k) {
+    out_ids[k] = static_cast<uint32_t>(k);
+    sreq[k] = drv.Send(sends[k], &out_ids[k], sizeof(uint32_t), 1, nullptr);
+    void* d[1] = {&in_ids[k]};
+    size_t m[1] = {sizeof(uint32_t)};
+    int t[1] = {1};
+    void* mh[1] = {nullptr};
+    rreq[k] = drv.Recv((*recvs)[k], 1, d, m, t, mh);
+  }
+  std::vector<void*> ordered(n, nullptr);
+  for (size_t k = 0; k < n; ++k) {
+    drv.Wait(sreq[k]);
+    drv.Wait(rreq[k]);
+    if (in_ids[k] >= n || ordered[in_ids[k]] != nullptr) throw PluginError("bad link index");
+    ordered[in_ids[k]] = (*recvs)[k];
+  }
+  *recvs = std::move(ordered);
+}
+
 inline std::string HexEncode(const std::vector<char>& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;

@@ -255,34 +255,6 @@ void ScenarioStream(Link& l) {
   for (int i = 0; i < s.steps(); ++i) s.Step(i);
 }
 
-// Connected pairs come out of accept() in any order: each side sends its
-// send comm's index, and reorders its receive comms by the index received,
-// so that link k is (send comm k, receive comm from the peer's send comm k).
-std::vector<Link> PairLinks(PluginDriver& drv, const std::vector<void*>& sends,
-                            const std::vector<void*>& recvs, bool is_a) {
-  const size_t n = sends.size();
-  std::vector<uint32_t> out_ids(n), in_ids(n, 0xffffffffu);
-  std::vector<void*> sreq(n), rreq(n);
-  for (size_t k = 0; k < n; ++k) {
-    out_ids[k] = static_cast<uint32_t>(k);
-    sreq[k] = drv.Send(sends[k], &out_ids[k], sizeof(uint32_t), 1, nullptr);
-    void* d[1] = {&in_ids[k]};
-    size_t m[1] = {sizeof(uint32_t)};
-    int t[1] = {1};
-    void* mh[1] = {nullptr};
-    rreq[k] = drv.Recv(recvs[k], 1, d, m, t, mh);
-  }
-  std::vector<Link> links(n, Link{&drv, nullptr, nullptr, is_a});
-  for (size_t k = 0; k < n; ++k) {
-    drv.Wait(sreq[k]);
-    drv.Wait(rreq[k]);
-    if (in_ids[k] >= n || links[in_ids[k]].recv != nullptr) throw PluginError("multi: bad link id");
-    links[k].send = sends[k];
-    links[in_ids[k]].recv = recvs[k];
-  }
-  return links;
-}
-
 // Every link streams at once (one driver thread posts and tests them all in
 // turn, as NCCL's proxy thread does), each with its own payload pattern.
 void ScenarioMulti(std::vector<Link>& links) {
@@ -350,7 +322,9 @@ int main(int argc, char** argv) {
     } else if (scenario == "stream") {
       ScenarioStream(l);
     } else if (scenario == "multi") {
-      std::vector<Link> links = PairLinks(drv, sends, recvs, is_a);
+      prism::testing::OrderRecvsByPeerIndex(drv, sends, &recvs);
+      std::vector<Link> links;
+      for (int k = 0; k < pairs; ++k) links.push_back(Link{&drv, sends[k], recvs[k], is_a});
       ScenarioMulti(links);
     } else {
       throw PluginError("unknown scenario " + scenario);
