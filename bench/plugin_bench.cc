@@ -2,7 +2,8 @@
 // beside a plain TCP socket pair measured by the same two processes.
 //
 //   plugin_bench [--plugin PATH] [--count N] [--shaped-gbps G] [--shaped-latency-us L]
-//   plugin_bench --multi K [--threads 1,4,0] [--size BYTES] [--count N] [--plugin PATH]
+//   plugin_bench --multi K [--threads 1,4,0] [--size BYTES] [--count N] [--repeat R]
+//                [--plugin PATH]
 //
 // Part 1 (unshaped): GB/s of the plugin and of one plain TCP socket for
 // 64 KiB, 1 MiB and 64 MiB messages, and their ratio; ping-pong latency.
@@ -17,7 +18,8 @@
 // comm with 8 in flight, posted and tested by one driver thread as NCCL's
 // proxy does. One row per PRISM_PROGRESS_THREADS value: aggregate GB/s (both
 // directions), progress threads started, CPU cores the worker used while
-// streaming, and CPU used over 1 s idle with every comm still open.
+// streaming, and CPU used over 1 s idle with every comm still open; each
+// row is the median (by GB/s) of R runs (default 3).
 #include <dirent.h>
 #include <sys/resource.h>
 #include <arpa/inet.h>
@@ -384,10 +386,11 @@ int MultiWorkerMain(const std::string& plugin, bool is_a, const std::string& spe
 }
 
 int MultiMain(const std::string& self, const std::string& plugin, int k,
-              const std::string& thread_list, size_t size, int count) {
+              const std::string& thread_list, size_t size, int count, int repeat) {
   std::printf("plugin_bench --multi: %s, %d connections each way (%d comms per process), "
-              "%d x %zu B per comm per direction, 8 in flight, loopback, %ld CPUs\n",
-              plugin.c_str(), k, 2 * k, count, size, sysconf(_SC_NPROCESSORS_ONLN));
+              "%d x %zu B per comm per direction, 8 in flight, loopback, %ld CPUs; "
+              "median of %d runs\n",
+              plugin.c_str(), k, 2 * k, count, size, sysconf(_SC_NPROCESSORS_ONLN), repeat);
   std::printf("\nPRISM_PROGRESS_THREADS  threads  aggregate GB/s  busy CPU (cores)  "
               "idle CPU, 1 s (%% of a core)\n");
   std::stringstream ss(thread_list);
@@ -395,7 +398,13 @@ int MultiMain(const std::string& self, const std::string& plugin, int k,
   while (std::getline(ss, value, ',')) {
     const std::string spec =
         std::to_string(k) + ":" + std::to_string(size) + ":" + std::to_string(count);
-    auto r = RunPair(self, plugin, spec, {"PRISM_PROGRESS_THREADS=" + value}, "--multi-worker");
+    std::vector<std::map<std::string, double>> runs;
+    for (int i = 0; i < repeat; ++i) {
+      runs.push_back(
+          RunPair(self, plugin, spec, {"PRISM_PROGRESS_THREADS=" + value}, "--multi-worker"));
+    }
+    std::sort(runs.begin(), runs.end(), [](auto& x, auto& y) { return x["gbps"] < y["gbps"]; });
+    auto& r = runs[runs.size() / 2];  // the median run by GB/s
     std::printf("%22s  %7.0f  %14.3f  %16.2f  %26.2f\n", value.c_str(), r["threads"],
                 r["gbps"], r["busy_cores"], 100 * r["idle_cores"]);
     std::fflush(stdout);
@@ -416,7 +425,7 @@ int main(int argc, char** argv) {
     std::string plugin = PRISM_PLUGIN_SO;
     int count = 8;
     double gbps = 8, lat_us = 20;
-    int multi = 0, multi_count = 256;
+    int multi = 0, multi_count = 256, repeat = 3;
     size_t multi_size = 512u << 10;
     std::string thread_list = "1,4,0";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -425,6 +434,7 @@ int main(int argc, char** argv) {
       if (k == "--count") count = multi_count = std::stoi(argv[i + 1]);
       if (k == "--multi") multi = std::stoi(argv[i + 1]);
       if (k == "--threads") thread_list = argv[i + 1];
+      if (k == "--repeat") repeat = std::max(1, std::stoi(argv[i + 1]));
       if (k == "--size") multi_size = std::stoull(argv[i + 1]);
       if (k == "--shaped-gbps") gbps = std::stod(argv[i + 1]);
       if (k == "--shaped-latency-us") lat_us = std::stod(argv[i + 1]);
@@ -432,7 +442,9 @@ int main(int argc, char** argv) {
     const std::string self = "/proc/self/exe";
     char exe[4096] = {};
     if (readlink(self.c_str(), exe, sizeof(exe) - 1) <= 0) return 1;
-    if (multi > 0) return MultiMain(exe, plugin, multi, thread_list, multi_size, multi_count);
+    if (multi > 0) {
+      return MultiMain(exe, plugin, multi, thread_list, multi_size, multi_count, repeat);
+    }
 
     std::printf("plugin_bench: %s, %d messages per size, loopback\n", plugin.c_str(), count);
     std::printf("\n[unshaped] size        plugin GB/s   tcp GB/s   ratio\n");
