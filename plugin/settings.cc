@@ -32,7 +32,7 @@ constexpr EnvParam kParams[] = {
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
     {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
-    {"PRISM_PROGRESS_THREADS", "4",
+    {"PRISM_PROGRESS_THREADS", "0",
      "progress threads per context (communicator), comms spread by load; 0: one per comm"},
     {"PRISM_DAEMON", "unix:///tmp/prismd.sock",
      "prismd address; when set, listen() opens the session; unset: only virtual handles do"},
