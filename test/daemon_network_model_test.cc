@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "daemon/engine/simulation.h"
+#include "graphgen/collective_graph.h"
 #include "test/daemon_test_graphs.h"
 
 namespace {
@@ -104,4 +105,43 @@ TEST_CASE("a ring inside one node runs at NVLink speed, across nodes at the NIC 
   CHECK(l.bw_bits == Approx(8 * 50e9));
   CHECK(inter == Approx(ClosedForm(prism::graph::ALLGATHER, prism::graph::ALGORITHM_RING, 16, bytes, l)).epsilon(0.03));
   CHECK(inter > 5 * intra);
+}
+
+// The same check on graphs made by prism-graphgen's own collective generator
+// (the code behind `prism-graphgen collective`), so the generator and the
+// engine agree on what a collective graph means.
+TEST_CASE("prism-graphgen collective graphs simulate to the closed forms within 3%", "[daemon][network][graphgen]") {
+  const ClusterSpec cluster;  // graphgen's defaults spelled out below
+  for (uint32_t n : {8u, 64u, 1024u, 8192u}) {
+    for (const char* op : {"allreduce", "allgather", "reducescatter"}) {
+      for (const char* algo : {"ring", "tree"}) {
+        if (std::string(algo) == "tree" && std::string(op) != "allreduce") continue;
+        prism::graphgen::CollectiveJob job;
+        job.op = op;
+        job.algo = algo;
+        job.bytes = 64ull << 20;
+        job.ranks = n;
+        job.iterations = 3;
+        job.gpus_per_node = cluster.gpus_per_node;
+        job.nics_per_node = cluster.nics_per_node;
+        job.nic_gbps = cluster.nic_bps / 1'000'000'000ull;
+        job.nic_latency_us = cluster.nic_latency_ns / 1000.0;
+        job.nvlink_gbps = cluster.nvlink_bps / 1'000'000'000ull;
+        job.nvlink_latency_us = cluster.nvlink_latency_ns / 1000.0;
+        auto graph = prism::graphgen::GenerateCollectiveGraph(job);
+        REQUIRE(graph.ok());
+        auto r = prism::engine::Simulate(*graph, prism::engine::SimulationOptions{});
+        REQUIRE(r.ok());
+        const CollectiveKind kind = std::string(op) == "allreduce"   ? prism::graph::ALLREDUCE
+                                    : std::string(op) == "allgather" ? prism::graph::ALLGATHER
+                                                                     : prism::graph::REDUCESCATTER;
+        const Algorithm alg = std::string(algo) == "tree" ? prism::graph::ALGORITHM_TREE : prism::graph::ALGORITHM_RING;
+        const double expect = ClosedForm(kind, alg, n, static_cast<double>(job.bytes), LinksFor(n, cluster));
+        const double got = r->report.mean_iteration.seconds();
+        INFO("n=" << n << " op=" << op << " algo=" << algo << " got " << got << " s, closed form " << expect << " s");
+        CHECK(r->report.iterations == 3);
+        CHECK(std::abs(got - expect) <= 0.03 * expect);
+      }
+    }
+  }
 }
