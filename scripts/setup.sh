@@ -11,6 +11,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev catch2 prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libbenchmark-dev
+  libcurl4-openssl-dev zlib1g-dev libcivetweb-dev
   patchelf binutils
 )
 
