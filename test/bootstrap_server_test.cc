@@ -305,6 +305,27 @@ TEST_CASE("a real rank dying mid-init is cleaned up and the next job is served",
   service.Stop();
 }
 
+TEST_CASE("a real rank with another NCCL version fails fast instead of hanging",
+          "[bootstrap][server]") {
+  const uint16_t root_port = FreePort();
+  BootstrapConfig config;
+  config.comm_id = absl::StrCat("127.0.0.1:", root_port);
+  BootstrapService service(config, WorldPlan(8, 8, {0}), nullptr);
+  REQUIRE(service.Start().ok());
+  FakeRankOptions o;
+  o.nranks = 8;
+  o.comm_id = {0x7f000001, root_port};
+  o.timeout_ms = 5000;
+  o.version = 22907;  // a 2.29 peer-info version code in a 2.28-shaped exchange
+  FakeRealRank fake(o);
+  CHECK_THROWS(fake.Init());  // its sockets are closed: an error, not a wait
+  REQUIRE(WaitFor([&] { return service.Stats().jobs_failed == 1; }));
+  const BootstrapStats st = service.Stats();
+  REQUIRE_FALSE(st.recent_divergences.empty());
+  CHECK(st.recent_divergences.back().find("NCCL version code 22907") != std::string::npos);
+  service.Stop();
+}
+
 TEST_CASE("unexpected all-gather size from a real rank is diagnosed, job reset",
           "[bootstrap][server]") {
   const uint16_t root_port = FreePort();

@@ -207,6 +207,20 @@ void BootstrapServer::OnSliceReceived(LiveComm& c, int slice, const uint8_t* dat
   }
   ag.slices[slice].assign(data, data + ag.size);
   ag.known[slice] = 1;
+  if (ag.kind == AgKind::kPeerInfo && c.real[slice]) {
+    // Refuse another NCCL at once: closing its sockets makes the real rank's
+    // init fail with a socket error instead of waiting on a protocol that
+    // differs (wire profiles are per version).
+    const WireProfile& p = *profile_;
+    const int32_t version = ReadAt<int32_t>(data, p.peer_info.version);
+    if (version != p.version_code) {
+      FailComm(c, absl::StrCat("real rank ", slice, " runs NCCL version code ", version,
+                               " but prismd plays the ", p.name, " profile (", p.version_code,
+                               "): run the real ranks with NCCL ", p.name,
+                               " or start prismd with the matching --wire-profile"));
+      return;
+    }
+  }
   if (!ag.virtual_filled && c.real[slice] && ReadyToFill(c, slice)) {
     const Bytes record = ag.slices[slice];
     FillVirtualSlices(c, &record, slice);
