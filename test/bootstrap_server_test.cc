@@ -2,6 +2,11 @@
 // real side written from the wire notes): root in both modes, ring,
 // double-ring all-gathers, AG1/AG3 synthesis, P2pSetup with the broker,
 // barriers, splits, destroy, a real rank dying mid-protocol.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -323,6 +328,66 @@ TEST_CASE("a real rank with another NCCL version fails fast instead of hanging",
   const BootstrapStats st = service.Stats();
   REQUIRE_FALSE(st.recent_divergences.empty());
   CHECK(st.recent_divergences.back().find("NCCL version code 22907") != std::string::npos);
+  service.Stop();
+}
+
+TEST_CASE("a 2.29-style root check-in is refused with a fatal socket type, not left waiting",
+          "[bootstrap][server]") {
+  const uint16_t root_port = FreePort();
+  BootstrapConfig config;
+  config.comm_id = absl::StrCat("127.0.0.1:", root_port);
+  // Rank 0 virtual: prismd hosts the root; rank 1 is the (2.29) real rank.
+  BootstrapService service(config, WorldPlan(4, 8, {1}), nullptr);
+  REQUIRE(service.Start().ok());
+  // The real rank's root listener, where NCCL waits for its delivery.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in la{};
+  la.sin_family = AF_INET;
+  la.sin_addr.s_addr = htonl(0x7f000001);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&la), sizeof(la)) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  socklen_t len = sizeof(la);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&la), &len);
+  // Check in as 2.29 does: 176-byte extInfo, listenRootAddress at offset 20.
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in root{};
+  root.sin_family = AF_INET;
+  root.sin_port = htons(root_port);
+  root.sin_addr.s_addr = htonl(0x7f000001);
+  REQUIRE(connect(c, reinterpret_cast<sockaddr*>(&root), sizeof(root)) == 0);
+  std::string msg(12 + 4 + 176, '\0');
+  const uint64_t magic = 0x0280028002800280ull;
+  const int32_t type = 1, size = 176, rank = 1, nranks = 4;
+  std::memcpy(msg.data(), &magic, 8);
+  std::memcpy(msg.data() + 8, &type, 4);
+  std::memcpy(msg.data() + 12, &size, 4);
+  std::memcpy(msg.data() + 16, &rank, 4);
+  std::memcpy(msg.data() + 20, &nranks, 4);
+  std::memcpy(msg.data() + 16 + 20, &la, sizeof(la));  // sockaddr_in layout = ncclSocketAddress's start
+  REQUIRE(write(c, msg.data(), msg.size()) == static_cast<ssize_t>(msg.size()));
+  close(c);
+  pollfd pfd{listener, POLLIN, 0};
+  REQUIRE(poll(&pfd, 1, 5000) == 1);  // prismd answers at once
+  const int a = accept(listener, nullptr, nullptr);
+  REQUIRE(a >= 0);
+  char header[12];
+  size_t got = 0;
+  while (got < sizeof(header)) {
+    const ssize_t n = read(a, header + got, sizeof(header) - got);
+    REQUIRE(n > 0);
+    got += static_cast<size_t>(n);
+  }
+  uint64_t got_magic;
+  int32_t got_type;
+  std::memcpy(&got_magic, header, 8);
+  std::memcpy(&got_type, header + 8, 4);
+  CHECK(got_magic == magic);   // NCCL reads the magic first: it must match ...
+  CHECK(got_type != 1);        // ... then a type other than bootstrap is fatal for it
+  close(a);
+  close(listener);
+  const BootstrapStats st = service.Stats();
+  REQUIRE_FALSE(st.recent_divergences.empty());
+  CHECK(st.recent_divergences.back().find("runs NCCL 2.29") != std::string::npos);
   service.Stop();
 }
 

@@ -48,7 +48,8 @@ class BootstrapServer {
   void OnAccept(Listener* l);
   Conn* NewConn(int fd, ConnRole role, const std::string& note);
   Conn* ConnectOut(const Ipv4Endpoint& to, ConnRole role, uint64_t magic, std::string payload,
-                   uint32_t comm, int32_t rank, const std::string& note);
+                   uint32_t comm, int32_t rank, const std::string& note,
+                   int32_t socket_type = kSocketTypeBootstrap);
   void StartConnect(Conn* c);
   void RetryConnect(Conn* c);
   void Send(Conn* c, const std::string& bytes);
@@ -82,6 +83,7 @@ class BootstrapServer {
   void StartRoot(LiveComm& c);
   void PumpCheckins(LiveComm& c);
   void OnRootCheckin(Conn* conn);
+  void RefuseOtherVersionCheckin(Conn* conn, int32_t len);
   void OnRootDelivery(Conn* conn);
   void DeliverFromDaemonRoot(LiveComm& c);
   void ConnectRingNext(LiveComm& c, int32_t v, const Ipv4Endpoint& real_listener);

@@ -15,6 +15,7 @@ namespace prism::bootstrap {
 inline constexpr uint64_t kNcclMagic = 0x0280028002800280ull;  // ids from NCCL_COMM_ID
 inline constexpr size_t kSockAddrBytes = 28;                   // union ncclSocketAddress
 inline constexpr int32_t kSocketTypeBootstrap = 1;
+inline constexpr int32_t kSocketTypeProxy = 2;  // any type but 1 is fatal on a bootstrap listener
 inline constexpr int32_t kSplitNoColor = -1;                   // NCCL_SPLIT_NOCOLOR
 
 using UniqueId = std::array<uint8_t, 128>;

@@ -145,13 +145,13 @@ Conn* BootstrapServer::FindConn(uint64_t id) {
 
 Conn* BootstrapServer::ConnectOut(const Ipv4Endpoint& to, ConnRole role, uint64_t magic,
                                   std::string payload, uint32_t comm, int32_t rank,
-                                  const std::string& note) {
+                                  const std::string& note, int32_t socket_type) {
   Conn* c = NewConn(-1, role, note);
   c->remote = to;
   c->comm = comm;
   c->rank = rank;
   char header[12];
-  const int32_t type = kSocketTypeBootstrap;
+  const int32_t type = socket_type;
   std::memcpy(header, &magic, 8);
   std::memcpy(header + 8, &type, 4);
   c->out.assign(header, 12);

@@ -126,12 +126,11 @@ void BootstrapServer::OnRootCheckin(Conn* conn) {
   int32_t len = 0;
   const int got = TakeSized(conn, p.ext_info_size, &ext, &len);
   if (got == 0) return;
-  CloseConn(conn);
   if (got < 0) {
-    Diverge(absl::StrCat("root check-in of ", len, " bytes, expected ", p.ext_info_size,
-                         " (NCCL ", p.name, " extInfo): wrong NCCL version on a real rank?"));
+    RefuseOtherVersionCheckin(conn, len);
     return;
   }
+  CloseConn(conn);
   const int32_t rank = ReadAt<int32_t>(ext.data(), p.ext_rank);
   const int32_t nranks = ReadAt<int32_t>(ext.data(), p.ext_nranks);
   LiveComm* c = current_root_comm_ ? Comm(*current_root_comm_) : nullptr;
@@ -150,6 +149,40 @@ void BootstrapServer::OnRootCheckin(Conn* conn) {
   c->real_seen = true;
   c->real_ext[rank] = std::move(ext);
   if (++c->checked_in == c->num_real) DeliverFromDaemonRoot(*c);
+}
+
+constexpr uint32_t kNoComm = UINT32_MAX;  // a connection that belongs to no communicator
+
+// A check-in whose size is another NCCL version's extInfo: that real rank
+// would wait forever for its root delivery. Answer its root listener with a
+// socket of the wrong type, which NCCL treats as fatal ("wrong type"), so its
+// init fails at once; the divergence names both versions.
+void BootstrapServer::RefuseOtherVersionCheckin(Conn* conn, int32_t len) {
+  const WireProfile& p = *profile_;
+  const WireProfile* other = nullptr;  // the first version with this extInfo size
+  std::string names;
+  for (const WireProfile& w : AllWireProfiles()) {
+    if (w.ext_info_size != static_cast<size_t>(len) || w.version_code == p.version_code) continue;
+    if (other == nullptr) other = &w;
+    absl::StrAppend(&names, names.empty() ? "" : " or ", w.name);
+  }
+  if (other != nullptr && conn->Available() < 4 + static_cast<size_t>(len)) return;  // wait for it all
+  std::string why = absl::StrCat("root check-in of ", len, " bytes, expected ", p.ext_info_size, " (NCCL ",
+                                 p.name, " extInfo)");
+  if (other != nullptr) {
+    const auto* ext = reinterpret_cast<const uint8_t*>(conn->in.data() + conn->in_off + 4);
+    auto listen = DecodeSockAddr(ext + other->ext_listen_root_addr);
+    if (listen.ok()) {
+      ConnectOut(*listen, ConnRole::kOneShotOut, UniqueIdMagic(unique_id_), std::string(), kNoComm, -1,
+                 "refuse NCCL " + names, kSocketTypeProxy);
+    }
+    absl::StrAppend(&why, ": the real rank runs NCCL ", names, "; prismd plays ", p.name,
+                    " (--wire-profile). Refused: its init fails now");
+  } else {
+    absl::StrAppend(&why, ": wrong NCCL version on a real rank?");
+  }
+  CloseConn(conn);
+  Diverge(why);
 }
 
 void BootstrapServer::DeliverFromDaemonRoot(LiveComm& c) {
