@@ -18,6 +18,16 @@ int64_t LinkLatency(const Settings& s) {
                                : static_cast<int64_t>(s.nic.latency_us * 1000.0f);
 }
 
+// Tells prismd that a virtual connection opened or closed (batched by the session).
+void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t conn_id, bool is_send, int dev) {
+  SessionEvent e{kind};
+  e.is_send = is_send;
+  e.dev = dev;
+  e.id = conn_id;
+  e.at_ns = WallNowNs();
+  session.Emit(e);
+}
+
 }  // namespace
 
 // ---- send ----
@@ -30,12 +40,7 @@ VirtualSendComm::VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSessi
       conn_id_(conn_id),
       link_(LinkBits(*env.settings), LinkLatency(*env.settings)) {
   for (SendRequest& r : pool_) r.owner = this;
-  SessionEvent e{SessionEvent::kConnOpened};
-  e.is_send = true;
-  e.dev = dev;
-  e.id = conn_id;
-  e.at_ns = WallNowNs();
-  session_->Emit(e);
+  EmitConnEvent(*session_, SessionEvent::kConnOpened, conn_id, /*is_send=*/true, dev);
 }
 
 VirtualSendComm::~VirtualSendComm() { Close(); }
@@ -43,10 +48,7 @@ VirtualSendComm::~VirtualSendComm() { Close(); }
 void VirtualSendComm::Close() {
   if (closed_) return;
   closed_ = true;
-  SessionEvent e{SessionEvent::kConnClosed};
-  e.id = conn_id_;
-  e.at_ns = WallNowNs();
-  session_->Emit(e);
+  EmitConnEvent(*session_, SessionEvent::kConnClosed, conn_id_, /*is_send=*/true, 0);
 }
 
 Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr,
@@ -103,12 +105,7 @@ VirtualRecvComm::VirtualRecvComm(const CommEnv& env, std::shared_ptr<DaemonSessi
                                  uint64_t conn_id, int dev)
     : env_(env), session_(std::move(session)), conn_(session_->Conn(conn_id)), conn_id_(conn_id) {
   for (RecvRequest& r : pool_) r.owner = this;
-  SessionEvent e{SessionEvent::kConnOpened};
-  e.is_send = false;
-  e.dev = dev;
-  e.id = conn_id;
-  e.at_ns = WallNowNs();
-  session_->Emit(e);
+  EmitConnEvent(*session_, SessionEvent::kConnOpened, conn_id, /*is_send=*/false, dev);
 }
 
 VirtualRecvComm::~VirtualRecvComm() { Close(); }
@@ -116,10 +113,7 @@ VirtualRecvComm::~VirtualRecvComm() { Close(); }
 void VirtualRecvComm::Close() {
   if (closed_) return;
   closed_ = true;
-  SessionEvent e{SessionEvent::kConnClosed};
-  e.id = conn_id_;
-  e.at_ns = WallNowNs();
-  session_->Emit(e);
+  EmitConnEvent(*session_, SessionEvent::kConnClosed, conn_id_, /*is_send=*/false, 0);
   session_->ForgetConn(conn_id_);
 }
 
