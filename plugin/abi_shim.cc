@@ -1,11 +1,13 @@
-// The exported C ABI: ncclNetPlugin_v11 and ncclNetPlugin_v10. Every entry
-// is a thin wrapper that forwards to Plugin and turns any C++ exception into
-// an ncclResult_t (nothing may unwind into NCCL).
+// The exported C ABI: ncclNetPlugin_v11, ncclNetPlugin_v10 and the profiler
+// role's ncclProfiler_v5. Every entry is a thin wrapper that forwards to
+// Plugin and turns any C++ exception into an ncclResult_t (nothing may unwind
+// into NCCL).
 #include <cstring>
 #include <exception>
 
 #include "plugin/nccl_net_abi.h"
 #include "plugin/plugin.h"
+#include "plugin/profiler_abi.h"
 
 namespace prism::plugin {
 namespace {
@@ -46,11 +48,11 @@ prism_ncclResult_t DeregMr(void* comm, void* mh) {
 }
 prism_ncclResult_t Isend(void* comm, void* data, size_t size, int tag, void* mh, void* ph,
                          void** req) {
-  return PRISM_GUARD("isend", ThePlugin().Isend(comm, data, size, tag, mh, req));
+  return PRISM_GUARD("isend", ThePlugin().Isend(comm, data, size, tag, mh, ph, req));
 }
 prism_ncclResult_t Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
                          void** phs, void** req) {
-  return PRISM_GUARD("irecv", ThePlugin().Irecv(comm, n, data, sizes, tags, mhs, req));
+  return PRISM_GUARD("irecv", ThePlugin().Irecv(comm, n, data, sizes, tags, mhs, phs, req));
 }
 prism_ncclResult_t Iflush(void* comm, int n, void** data, int* sizes, void** mhs, void** req) {
   return PRISM_GUARD("iflush", ThePlugin().Iflush(comm, n, data, sizes, mhs, req));
@@ -71,7 +73,7 @@ prism_ncclResult_t CloseListen(void* comm) {
 // ---- v11 ----
 prism_ncclResult_t InitV11(void** ctx, uint64_t comm_id, prism_ncclNetCommConfig_t* config,
                            prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof) {
-  return PRISM_GUARD("init", ThePlugin().Init(logger, comm_id, ctx));
+  return PRISM_GUARD("init", ThePlugin().Init(logger, prof, comm_id, ctx));
 }
 prism_ncclResult_t GetPropertiesV11(int dev, prism_ncclNetProperties_v11_t* props) {
   return PRISM_GUARD("getProperties", ThePlugin().GetProperties(dev, props));
@@ -93,7 +95,7 @@ prism_ncclResult_t SetNetAttrV11(void* ctx, prism_ncclNetAttr_v11_t* attr) {
 
 // ---- v10 ----
 prism_ncclResult_t InitV10(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof) {
-  return PRISM_GUARD("init", ThePlugin().Init(logger, 0, nullptr));
+  return PRISM_GUARD("init", ThePlugin().Init(logger, prof, 0, nullptr));
 }
 prism_ncclResult_t GetPropertiesV10(int dev, prism_ncclNetProperties_v10_t* props) {
   return PRISM_GUARD("getProperties", [&] {
@@ -113,6 +115,28 @@ prism_ncclResult_t ConnectV10(int dev, prism_ncclNetCommConfig_t* config, void* 
                               void** sc, prism_ncclNetDeviceHandle_t** devc) {
   if (devc != nullptr) *devc = nullptr;
   return PRISM_GUARD("connect", ThePlugin().Connect(nullptr, dev, handle, sc));
+}
+
+// ---- profiler v5 (the same library as NCCL's profiler plugin) ----
+prism_ncclResult_t ProfInit(void** context, uint64_t comm_id, int* mask, const char* comm_name, int nnodes,
+                            int nranks, int rank, prism_ncclDebugLogger_t logger) {
+  if (context != nullptr) *context = nullptr;
+  if (context == nullptr) return prism_ncclInvalidArgument;
+  return PRISM_GUARD("profiler init", ThePlugin().ProfilerInit(context, comm_id, mask, nranks, rank, logger));
+}
+prism_ncclResult_t ProfStart(void* context, void** handle, prism_ncclProfilerEventDescr_v5_t* descr) {
+  if (handle != nullptr) *handle = nullptr;
+  return PRISM_GUARD("profiler startEvent", ThePlugin().tracker().StartEvent(context, handle, descr));
+}
+prism_ncclResult_t ProfStop(void* handle) {
+  return PRISM_GUARD("profiler stopEvent", ThePlugin().tracker().StopEvent(handle));
+}
+prism_ncclResult_t ProfRecord(void* handle, prism_ncclProfilerEventState_t state,
+                              prism_ncclProfilerEventStateArgs_v5_t* args) {
+  return prism_ncclSuccess;  // sizes and states come through the net side
+}
+prism_ncclResult_t ProfFinalize(void* context) {
+  return PRISM_GUARD("profiler finalize", ThePlugin().tracker().Finalize(context));
 }
 
 }  // namespace
@@ -137,6 +161,10 @@ __attribute__((visibility("default"))) prism_ncclNet_v10_t ncclNetPlugin_v10 = {
     pp::Isend,       pp::Irecv,     pp::Iflush,      pp::Test,             pp::CloseSend,
     pp::CloseRecv,   pp::CloseListen,
     /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr, /*makeVDevice=*/nullptr,
+};
+
+__attribute__((visibility("default"))) prism_ncclProfiler_v5_t ncclProfiler_v5 = {
+    pp::kPluginName, pp::ProfInit, pp::ProfStart, pp::ProfStop, pp::ProfRecord, pp::ProfFinalize,
 };
 
 }  // extern "C"

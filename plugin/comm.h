@@ -1,6 +1,10 @@
 // The objects the plugin hands to NCCL as opaque pointers: memory handles,
 // requests and send/receive comms, for real (TCP) and virtual (prismd) peers.
 //
+// Every such object carries a kind tag, so that the C shim can
+// refuse a NULL or wrong-kind pointer from NCCL with an error instead of
+// crashing (ObjectKind, CheckedCast).
+//
 // Threading contract (NCCL's): all calls on one comm and its requests come
 // from one thread at a time (NCCL's proxy thread). Implementations may run a
 // private progress thread and talk to it through lock-free rings.
@@ -9,22 +13,73 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "plugin/cuda_copy.h"
+#include "plugin/link_model.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
+#include "plugin/op_tracker.h"
 #include "plugin/settings.h"
 
 namespace prism::plugin {
 
 using Result = prism_ncclResult_t;
 
+class OpScheduleBook;
+
+// Kinds of objects handed to NCCL; the first member of each (see Tagged).
+enum class ObjectKind : uint32_t {
+  kMemRegion = 0x50524d52,   // "PRMR"
+  kRequest = 0x50525251,     // "PRRQ"
+  kComm = 0x5052434d,        // "PRCM"
+  kListenComm = 0x50524c43,  // "PRLC"
+  kContext = 0x50524358,     // "PRCX"
+  kDead = 0x44454144,
+};
+
+// Base of every object NCCL holds. CheckedCast reads the tag through the
+// expected class's layout: a NULL pointer or an object of another kind (a
+// listen comm passed to closeSend, a request passed twice after recycling
+// into another kind) is refused; a wild pointer is not detectable.
+class Tagged {
+ public:
+  explicit Tagged(ObjectKind kind) : kind_(kind) {}
+  ~Tagged() { kind_ = ObjectKind::kDead; }
+  ObjectKind object_kind() const { return kind_; }
+
+ private:
+  ObjectKind kind_;
+};
+
+// `p` as a T when it is non-null and tagged `kind`; else null.
+template <typename T>
+T* CheckedCast(void* p, ObjectKind kind) {
+  if (p == nullptr) return nullptr;
+  auto* t = static_cast<T*>(p);
+  return t->object_kind() == kind ? t : nullptr;
+}
+
 // What regMr returns: the region and where it lives.
-struct MemRegion {
+struct MemRegion : Tagged {
+  MemRegion(void* b, size_t s, int t) : Tagged(ObjectKind::kMemRegion), base(b), size(s), type(t) {}
   void* base = nullptr;
   size_t size = 0;
   int type = kPrismPtrHost;  // NCCL_PTR_HOST / CUDA / DMABUF
   bool on_gpu() const { return type != kPrismPtrHost; }
+};
+
+// The NICs' shared transmit links (one per device), owned by the Plugin.
+class NicLinks {
+ public:
+  NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns) {
+    for (int i = 0; i < count; ++i) links_.emplace_back(std::make_unique<SharedLink>(bits_per_second, latency_ns));
+  }
+  SharedLink& Tx(int dev) { return *links_[dev >= 0 && dev < static_cast<int>(links_.size()) ? dev : 0]; }
+
+ private:
+  std::vector<std::unique_ptr<SharedLink>> links_;
 };
 
 // Shared, process-lifetime services every comm may use. Not owned by comms.
@@ -32,25 +87,32 @@ struct CommEnv {
   const Settings* settings = nullptr;
   const Logger* logger = nullptr;
   CudaCopier* cuda = nullptr;
+  NicLinks* nics = nullptr;            // modelled NIC transmit sides
+  OpScheduleBook* schedules = nullptr; // prismd's per-operation schedules
 };
 
 // A request returned by isend/irecv. Test() completes it; once it reported
 // done (or an error) the request is recycled and must not be tested again.
-class Request {
+class Request : public Tagged {
  public:
+  Request() : Tagged(ObjectKind::kRequest) {}
   virtual ~Request() = default;
   virtual Result Test(int* done, int* sizes) = 0;
 };
 
 // A send or receive comm. Default implementations reject the wrong direction.
-class NetComm {
+// `tag` / `tags` say which NCCL operation, channel and step each transfer
+// belongs to (invalid when the profiler role is not active).
+class NetComm : public Tagged {
  public:
+  NetComm() : Tagged(ObjectKind::kComm) {}
   virtual ~NetComm() = default;
-  virtual Result Isend(void* data, size_t size, int tag, const MemRegion* mr, void** request) {
+  virtual Result Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
+                       void** request) {
     return prism_ncclInvalidUsage;
   }
   virtual Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
-                       const MemRegion* const* mrs, void** request) {
+                       const MemRegion* const* mrs, const MessageTag* ops, void** request) {
     return prism_ncclInvalidUsage;
   }
   // Stops all activity; the object is deleted right after.

@@ -7,12 +7,13 @@
 #include <chrono>
 
 #include "plugin/clock.h"
+#include "plugin/op_schedules.h"
 #include "plugin/plugin.h"
 #include "proto/prism_service.grpc.pb.h"
 
 namespace prism::plugin {
 
-inline constexpr uint32_t kSessionProtocolVersion = 1;
+inline constexpr uint32_t kSessionProtocolVersion = 2;
 
 // ---- ConnState ----
 
@@ -143,6 +144,24 @@ bool DaemonSession::TakeIncoming(uint64_t listen_id, uint64_t* conn_id) {
 
 namespace {
 
+void OpStartedToProto(const OpInfo& info, rpc::OpStarted* m) {
+  m->set_op_id(info.id);
+  rpc::OpKey* k = m->mutable_key();
+  k->set_comm_hash(info.comm_hash);
+  k->set_kind(static_cast<rpc::OpKind>(info.kind));
+  k->set_seq(info.seq);
+  k->set_peer(info.peer);
+  m->set_comm_rank(info.comm_rank);
+  m->set_comm_size(info.comm_size);
+  m->set_bytes(info.bytes);
+  m->set_algorithm(static_cast<rpc::OpAlgorithm>(info.algo));
+  m->set_algo_name(info.algo_name);
+  m->set_proto_name(info.proto_name);
+  m->set_channels(info.channels);
+  m->set_root(info.root);
+  m->set_at_ns(static_cast<uint64_t>(info.enqueued_ns));
+}
+
 void ToProto(const SessionEvent& e, rpc::Event* out) {
   switch (e.kind) {
     case SessionEvent::kConnOpened: {
@@ -159,6 +178,9 @@ void ToProto(const SessionEvent& e, rpc::Event* out) {
       m->set_dev(e.dev);
       break;
     }
+    case SessionEvent::kListenClosed:
+      out->mutable_listen_closed()->set_listen_id(e.id);
+      break;
     case SessionEvent::kPosted: {
       auto* m = out->mutable_posted();
       m->set_conn_id(e.id);
@@ -166,6 +188,9 @@ void ToProto(const SessionEvent& e, rpc::Event* out) {
       m->set_bytes(e.bytes);
       m->set_tag(e.tag);
       m->set_at_ns(static_cast<uint64_t>(e.at_ns));
+      m->set_op_id(e.op_id);
+      m->set_channel(e.channel);
+      m->set_step(e.step);
       break;
     }
     case SessionEvent::kCompleted: {
@@ -174,6 +199,22 @@ void ToProto(const SessionEvent& e, rpc::Event* out) {
       m->set_seq(e.seq);
       m->set_bytes(e.bytes);
       m->set_at_ns(static_cast<uint64_t>(e.at_ns));
+      m->set_op_id(e.op_id);
+      m->set_channel(e.channel);
+      m->set_step(e.step);
+      break;
+    }
+    case SessionEvent::kOpStarted:
+      if (e.op) OpStartedToProto(*e.op, out->mutable_op_started());
+      break;
+    case SessionEvent::kOpFinished: {
+      auto* m = out->mutable_op_finished();
+      m->set_op_id(e.op ? e.op->id : 0);
+      m->set_first_send_ns(static_cast<uint64_t>(e.summary.first_send_ns));
+      m->set_end_ns(static_cast<uint64_t>(e.summary.end_ns));
+      m->set_bytes_sent(e.summary.bytes_sent);
+      m->set_bytes_received(e.summary.bytes_received);
+      m->set_messages(e.summary.messages);
       break;
     }
     case SessionEvent::kConnClosed: {
@@ -196,6 +237,19 @@ Schedule FromProto(const rpc::ReceiveSchedule& r) {
   s.link_bits_per_second = r.link_bits_per_second();
   s.link_latency_ns = static_cast<int64_t>(r.link_latency_ns());
   return s;
+}
+
+void PutOpSchedule(const rpc::OpSchedule& r, OpScheduleBook* book) {
+  OpKey key{r.key().comm_hash(), static_cast<OpKind>(r.key().kind()), r.key().seq(), r.key().peer()};
+  OpSchedule s;
+  s.mode = r.mode() == rpc::OpSchedule::STREAM ? OpSchedule::Mode::kStream : OpSchedule::Mode::kMirror;
+  s.ready_ns = static_cast<int64_t>(r.ready_ns());
+  s.link_bits_per_second = r.link_bits_per_second();
+  s.link_latency_ns = r.link_bits_per_second() > 0 || r.link_latency_ns() > 0
+                          ? static_cast<int64_t>(r.link_latency_ns())
+                          : -1;
+  s.unmatched = r.unmatched();
+  book->Put(key, s);
 }
 
 }  // namespace
@@ -316,6 +370,9 @@ void DaemonSession::ReaderMain() {
       case rpc::DaemonMessage::kSchedules:
         for (const rpc::ReceiveSchedule& r : msg.schedules().receives()) {
           Conn(r.conn_id())->PutSchedule(r.seq(), FromProto(r));
+        }
+        if (env_.schedules != nullptr) {
+          for (const rpc::OpSchedule& r : msg.schedules().ops()) PutOpSchedule(r, env_.schedules);
         }
         break;
       case rpc::DaemonMessage::kIncoming: {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "plugin/comm.h"
+#include "plugin/op_tracker.h"
 
 namespace prism::plugin {
 
@@ -59,21 +60,37 @@ class ConnState {
   uint64_t sent_base_ = 0;
 };
 
-// Events the comms report (converted to proto in the I/O thread).
+// Events the comms and the profiler role report (converted to proto in the
+// I/O thread).
 struct SessionEvent {
-  enum Kind : uint8_t { kConnOpened, kListenOpened, kPosted, kCompleted, kConnClosed };
+  enum Kind : uint8_t {
+    kConnOpened,
+    kListenOpened,
+    kListenClosed,
+    kPosted,
+    kCompleted,
+    kConnClosed,
+    kOpStarted,
+    kOpFinished,
+  };
   Kind kind;
   bool is_send = false;
   int32_t dev = 0;
   int32_t tag = 0;
-  uint64_t id = 0;   // conn_id, or listen_id for kListenOpened
+  uint64_t id = 0;   // conn_id, or listen_id for kListen*
   uint64_t seq = 0;
   uint64_t bytes = 0;
   int64_t at_ns = 0;
+  uint64_t op_id = 0;      // kPosted/kCompleted: the transfer's operation (0: unknown)
+  uint32_t channel = 0;
+  uint32_t step = 0;
+  std::shared_ptr<const OpInfo> op;  // kOpStarted/kOpFinished
+  OpSummary summary;             // kOpFinished
 };
 
 class DaemonSession {
  public:
+  // `env.schedules` receives the operation schedules prismd pushes.
   DaemonSession(const CommEnv& env, uint64_t comm_id);
   ~DaemonSession();
   DaemonSession(const DaemonSession&) = delete;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 
 #include "common/units.h"
 
@@ -49,6 +50,30 @@ class LinkModel {
   uint64_t bits_per_second_;
   int64_t latency_ns_;
   int64_t wire_free_ns_ = 0;
+};
+
+// The transmit side of one NIC (device) of the process, shared by every
+// connection through it, real or virtual: a NIC's bandwidth is divided among
+// its connections and channels, not granted to each (DESIGN.md, "A ground
+// truth is only as good as its links"). Thread-safe (isend runs on NCCL's
+// proxy threads, one per communicator).
+class SharedLink {
+ public:
+  SharedLink(uint64_t bits_per_second, int64_t latency_ns) : link_(bits_per_second, latency_ns) {}
+  SharedLink(const SharedLink&) = delete;
+  SharedLink& operator=(const SharedLink&) = delete;
+
+  LinkModel::Times Reserve(uint64_t bytes, int64_t now_ns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return link_.Reserve(bytes, now_ns);
+  }
+  bool shaped() const { return link_.shaped(); }
+  int64_t latency_ns() const { return link_.latency_ns(); }
+  uint64_t bits_per_second() const { return link_.bits_per_second(); }
+
+ private:
+  std::mutex mu_;
+  LinkModel link_;
 };
 
 }  // namespace prism::plugin

@@ -8,6 +8,7 @@
 
 #include "common/net_handles.h"
 #include "plugin/net_socket.h"
+#include "plugin/real_comms.h"
 #include "plugin/real_handshake.h"
 
 namespace prism::plugin {
@@ -44,7 +45,16 @@ Result Plugin::InitOnce() {
   std::call_once(once_, [this] {
     std::string warnings;
     settings_ = LoadSettings(&warnings);
-    env_ = CommEnv{&settings_, &logger_, &cuda_};
+    // Every connection of a device shares its transmit link: the modelled
+    // link when shaped, else (virtual peers only) the NIC speed reported.
+    const uint64_t link_bps = settings_.link_bits_per_second > 0
+                                  ? settings_.link_bits_per_second
+                                  : static_cast<uint64_t>(settings_.nic.speed_mbps) * 1000000ull;
+    const int64_t link_latency = settings_.link_latency_ns > 0
+                                     ? settings_.link_latency_ns
+                                     : static_cast<int64_t>(settings_.nic.latency_us * 1000.0f);
+    nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
+    env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_};
     PRISM_INFO(logger_, "plugin %s, settings: %s", kPluginVersion, DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {
@@ -81,8 +91,10 @@ Result Plugin::InitOnce() {
   return once_result_;
 }
 
-Result Plugin::Init(prism_ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
+Result Plugin::Init(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof_fn, uint64_t comm_id,
+                    void** ctx) {
   if (logger != nullptr) logger_.Set(logger);
+  if (prof_fn != nullptr) prof_fn_.store(prof_fn, std::memory_order_release);
   Result r = InitOnce();
   if (r != prism_ncclSuccess) return r;
   std::lock_guard<std::mutex> lock(mu_);
@@ -94,15 +106,23 @@ Result Plugin::Init(prism_ncclDebugLogger_t logger, uint64_t comm_id, void** ctx
   return prism_ncclSuccess;
 }
 
+Result Plugin::ProfilerInit(void** context, uint64_t comm_id, int* activation_mask, int nranks, int rank,
+                            prism_ncclDebugLogger_t logger) {
+  if (logger != nullptr) logger_.Set(logger);
+  Result r = InitOnce();
+  if (r != prism_ncclSuccess) return r;
+  return tracker_.Init(context, comm_id, activation_mask, nranks, rank);
+}
+
 NetContext* Plugin::ContextOrDefault(void* ctx) {
-  if (ctx != nullptr) return static_cast<NetContext*>(ctx);
+  if (ctx != nullptr) return CheckedCast<NetContext>(ctx, ObjectKind::kContext);
   std::lock_guard<std::mutex> lock(mu_);
   if (process_context_ == nullptr) process_context_ = new NetContext(env_, 0);
   return process_context_;
 }
 
 Result Plugin::Finalize(void* ctx) {
-  delete static_cast<NetContext*>(ctx);
+  delete CheckedCast<NetContext>(ctx, ObjectKind::kContext);
   return prism_ncclSuccess;
 }
 
@@ -141,8 +161,9 @@ Result Plugin::GetProperties(int dev, prism_ncclNetProperties_v11_t* props) {
 
 Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   *listen_comm = nullptr;
-  if (dev < 0 || dev >= settings_.nic.count) return prism_ncclInvalidArgument;
+  if (dev < 0 || dev >= settings_.nic.count || handle == nullptr) return prism_ncclInvalidArgument;
   NetContext* context = ContextOrDefault(ctx);
+  if (context == nullptr) return prism_ncclInvalidArgument;
   std::string why;
   RealListenHandle h;
   int fd = OpenListener(local_ipv4_be_, &h.port_be, &why);
@@ -157,19 +178,19 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.dev = static_cast<uint32_t>(dev);
   std::memset(handle, 0, kNetHandleBytes);
   std::memcpy(handle, &h, sizeof(h));
-  ListenComm::VirtualAcceptFn virtual_accept;
+  std::shared_ptr<VirtualPeers> vp;
   if (settings_.daemon_configured) {
-    std::shared_ptr<VirtualPeers> vp = context->virtual_peers();
+    vp = context->virtual_peers();
     vp->ListenOpened(h.listen_id, dev);
-    virtual_accept = [vp](uint64_t id) { return vp->Accept(id); };
   }
-  *listen_comm = new ListenComm(env_, context->engines(), fd, h, std::move(virtual_accept));
+  *listen_comm = new ListenComm(env_, context->engines(), fd, h, std::move(vp));
   return prism_ncclSuccess;
 }
 
 Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   *send_comm = nullptr;
   NetContext* context = ContextOrDefault(ctx);
+  if (context == nullptr || handle == nullptr) return prism_ncclInvalidArgument;
   const uint64_t magic = HandleMagic(handle);
   std::unique_ptr<NetComm> comm;
   if (magic == kVirtualHandleMagic) {
@@ -189,7 +210,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   if (stage->magic != kStageMagic) {
     RealListenHandle h;
     std::memcpy(&h, handle, sizeof(h));
-    stage->pending = new PendingConnect(env_, context->engines(), h);
+    stage->pending = new PendingConnect(env_, context->engines(), h, dev);
     stage->magic = kStageMagic;
   }
   Result r = stage->pending->Step(&comm);
@@ -203,14 +224,19 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
 }
 
 Result Plugin::Accept(void* listen_comm, void** recv_comm) {
+  *recv_comm = nullptr;
+  auto* l = CheckedCast<ListenComm>(listen_comm, ObjectKind::kListenComm);
+  if (l == nullptr) return prism_ncclInvalidArgument;
   std::unique_ptr<NetComm> comm;
-  Result r = static_cast<ListenComm*>(listen_comm)->Accept(&comm);
+  Result r = l->Accept(&comm);
   *recv_comm = comm.release();
   return r;
 }
 
 Result Plugin::CloseListen(void* listen_comm) {
-  auto* l = static_cast<ListenComm*>(listen_comm);
+  if (listen_comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
+  auto* l = CheckedCast<ListenComm>(listen_comm, ObjectKind::kListenComm);
+  if (l == nullptr) return prism_ncclInvalidArgument;
   delete l;
   return prism_ncclSuccess;
 }
@@ -224,25 +250,44 @@ Result Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhand
       return prism_ncclSystemError;
     }
   }
-  *mhandle = new MemRegion{data, size, type};
+  *mhandle = new MemRegion(data, size, type);
   return prism_ncclSuccess;
 }
 
 Result Plugin::DeregMr(void* comm, void* mhandle) {
-  delete static_cast<MemRegion*>(mhandle);
+  if (mhandle == nullptr) return prism_ncclSuccess;
+  auto* mr = CheckedCast<MemRegion>(mhandle, ObjectKind::kMemRegion);
+  if (mr == nullptr) return prism_ncclInvalidArgument;
+  delete mr;
   return prism_ncclSuccess;
 }
 
-Result Plugin::Isend(void* comm, void* data, size_t size, int tag, void* mhandle,
+Result Plugin::Isend(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                      void** request) {
-  return static_cast<NetComm*>(comm)->Isend(data, size, tag,
-                                            static_cast<const MemRegion*>(mhandle), request);
+  if (request == nullptr) return prism_ncclInvalidArgument;
+  *request = nullptr;
+  auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
+  if (c == nullptr) return prism_ncclInvalidArgument;
+  MessageTag op;
+  OpTracker::Resolve(prof_fn_.load(std::memory_order_acquire), phandle, &op);
+  return c->Isend(data, size, tag, CheckedCast<MemRegion>(mhandle, ObjectKind::kMemRegion), op, request);
 }
 
 Result Plugin::Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                     void** request) {
-  return static_cast<NetComm*>(comm)->Irecv(
-      n, data, sizes, tags, reinterpret_cast<const MemRegion* const*>(mhandles), request);
+                     void** phandles, void** request) {
+  if (request == nullptr || n < 1 || n > kMaxGroupedRecvs || data == nullptr || sizes == nullptr)
+    return prism_ncclInvalidArgument;
+  *request = nullptr;
+  auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
+  if (c == nullptr) return prism_ncclInvalidArgument;
+  const prism_ncclProfilerCallback_t prof_fn = prof_fn_.load(std::memory_order_acquire);
+  MessageTag ops[kMaxGroupedRecvs];
+  const MemRegion* mrs[kMaxGroupedRecvs] = {};
+  for (int i = 0; i < n; ++i) {
+    if (phandles != nullptr) OpTracker::Resolve(prof_fn, phandles[i], &ops[i]);
+    if (mhandles != nullptr) mrs[i] = CheckedCast<MemRegion>(mhandles[i], ObjectKind::kMemRegion);
+  }
+  return c->Irecv(n, data, sizes, tags, mrs, ops, request);
 }
 
 Result Plugin::Iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
@@ -253,15 +298,20 @@ Result Plugin::Iflush(void* comm, int n, void** data, int* sizes, void** mhandle
 }
 
 Result Plugin::Test(void* request, int* done, int* sizes) {
+  if (done == nullptr) return prism_ncclInvalidArgument;
   if (request == nullptr) {
     *done = 1;
     return prism_ncclSuccess;
   }
-  return static_cast<Request*>(request)->Test(done, sizes);
+  auto* r = CheckedCast<Request>(request, ObjectKind::kRequest);
+  if (r == nullptr) return prism_ncclInvalidArgument;
+  return r->Test(done, sizes);
 }
 
 Result Plugin::CloseComm(void* comm) {
-  auto* c = static_cast<NetComm*>(comm);
+  if (comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
+  auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
+  if (c == nullptr) return prism_ncclInvalidArgument;
   c->Close();
   delete c;
   return prism_ncclSuccess;

@@ -19,6 +19,10 @@
 #include "plugin/cuda_copy.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
+#include "plugin/op_relay.h"
+#include "plugin/op_schedules.h"
+#include "plugin/op_tracker.h"
+#include "plugin/profiler_abi.h"
 #include "plugin/progress_engine.h"
 #include "plugin/settings.h"
 #include "plugin/virtual_peers.h"
@@ -29,10 +33,11 @@ inline constexpr const char* kPluginName = "Prism";
 inline constexpr const char* kPluginVersion = "0.1.0";
 
 // One NCCL net context (v11: one per communicator init; v10: one per process).
-class NetContext {
+class NetContext : public Tagged {
  public:
   NetContext(const CommEnv& env, uint64_t comm_id)
-      : env_(env),
+      : Tagged(ObjectKind::kContext),
+        env_(env),
         comm_id_(comm_id),
         engines_(std::make_shared<ProgressEnginePool>(env.settings->progress_threads,
                                                       env.settings->spin_ns)) {}
@@ -64,7 +69,9 @@ class Plugin {
   Plugin& operator=(const Plugin&) = delete;
 
   // v11: a fresh context per call; v10 (ctx == nullptr): the process context.
-  Result Init(prism_ncclDebugLogger_t logger, uint64_t comm_id, void** ctx);
+  // `prof_fn` is NCCL's profiler callback (kept for Isend/Irecv).
+  Result Init(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t prof_fn, uint64_t comm_id,
+              void** ctx);
   Result Devices(int* ndev);
   Result GetProperties(int dev, prism_ncclNetProperties_v11_t* props);
   Result Listen(void* ctx, int dev, void* handle, void** listen_comm);
@@ -72,14 +79,22 @@ class Plugin {
   Result Accept(void* listen_comm, void** recv_comm);
   Result RegMr(void* comm, void* data, size_t size, int type, void** mhandle);
   Result DeregMr(void* comm, void* mhandle);
-  Result Isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
-  Result Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+  // `phandle(s)`: NCCL's per-transfer profiler handles (may be null).
+  Result Isend(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                void** request);
+  Result Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+               void** phandles, void** request);
   Result Iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result Test(void* request, int* done, int* sizes);
   Result CloseComm(void* comm);
   Result CloseListen(void* listen_comm);
   Result Finalize(void* ctx);
+
+  // The profiler role (profiler_shim.cc): the same library is NCCL's
+  // profiler plugin; these forward to the OpTracker.
+  Result ProfilerInit(void** context, uint64_t comm_id, int* activation_mask, int nranks, int rank,
+                      prism_ncclDebugLogger_t logger);
+  OpTracker& tracker() { return tracker_; }
 
   // The v10 process-wide context (created by the first v10 init).
   NetContext* process_context() { return process_context_; }
@@ -94,7 +109,12 @@ class Plugin {
   Settings settings_;
   Logger logger_;
   CudaCopier cuda_;
+  std::unique_ptr<NicLinks> nics_;
+  OpScheduleBook schedules_;
   CommEnv env_;
+  OpRelay relay_{&env_};
+  OpTracker tracker_{&relay_};
+  std::atomic<prism_ncclProfilerCallback_t> prof_fn_{nullptr};
   std::vector<std::string> nic_names_;
   uint32_t local_ipv4_be_ = 0;
   std::atomic<uint64_t> listen_counter_{0};

@@ -1,6 +1,9 @@
 // Send and receive comms between two plugin instances over TCP (real peers).
-// Wire format: real_wire.h. Link shaping: link_model.h (the sender's model is
-// authoritative: it stamps the delivery time into each message header).
+// Wire format: real_wire.h. Link shaping: link_model.h (the sender's NIC
+// link, shared by all its connections, is authoritative: it stamps the
+// delivery time into each message header). Both directions record their
+// transfers in the NCCL operation they belong to (op_tracker.h), so that a
+// virtual peer's messages can mirror them.
 //
 // Each comm owns its sockets and is served by one of its context's progress
 // threads (ProgressEngine, picked by the context's ProgressEnginePool). NCCL's proxy thread posts requests through a
@@ -50,14 +53,15 @@ class CommFailure {
 class RealSendComm final : public NetComm, private ProgressClient {
  public:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
+  // `dev`: the local NIC (its shared transmit link shapes the sends).
   RealSendComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
-               std::vector<int> fds,
-               std::string peer);
+               std::vector<int> fds, std::string peer, int dev);
   ~RealSendComm() override;
   RealSendComm(const RealSendComm&) = delete;
   RealSendComm& operator=(const RealSendComm&) = delete;
 
-  Result Isend(void* data, size_t size, int tag, const MemRegion* mr, void** request) override;
+  Result Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
+               void** request) override;
   void Close() override;
 
  private:
@@ -94,7 +98,8 @@ class RealSendComm final : public NetComm, private ProgressClient {
   std::vector<std::deque<WriteItem>> queues_;
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
-  LinkModel link_;
+  SharedLink* nic_;
+  bool shaped_;
   uint64_t next_seq_ = 0;
   CommFailure failure_;
   bool warned_ = false;
@@ -112,11 +117,12 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   RealRecvComm& operator=(const RealRecvComm&) = delete;
 
   Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
-               const MemRegion* const* mrs, void** request) override;
+               const MemRegion* const* mrs, const MessageTag* ops, void** request) override;
   void Close() override;
 
  private:
   struct Slot {
+    MessageTag op;               // proxy thread only
     char* user = nullptr;
     uint64_t max_size = 0;
     int tag = 0;

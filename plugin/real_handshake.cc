@@ -12,10 +12,16 @@ namespace prism::plugin {
 
 ListenComm::ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
                        int listen_fd, const RealListenHandle& handle,
-                       VirtualAcceptFn virtual_accept)
-    : env_(env), engines_(std::move(engines)), listen_fd_(listen_fd), handle_(handle), virtual_accept_(std::move(virtual_accept)) {}
+                       std::shared_ptr<VirtualPeers> virtual_peers)
+    : Tagged(ObjectKind::kListenComm),
+      env_(env),
+      engines_(std::move(engines)),
+      listen_fd_(listen_fd),
+      handle_(handle),
+      virtual_peers_(std::move(virtual_peers)) {}
 
 ListenComm::~ListenComm() {
+  if (virtual_peers_) virtual_peers_->ListenClosed(handle_.listen_id);
   close(listen_fd_);
   for (Incoming& in : incoming_) close(in.fd);
   for (auto& [nonce, group] : groups_) {
@@ -86,8 +92,8 @@ std::unique_ptr<NetComm> ListenComm::TakeCompleteGroup() {
 
 Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
   comm->reset();
-  if (virtual_accept_) {
-    *comm = virtual_accept_(handle_.listen_id);
+  if (virtual_peers_) {
+    *comm = virtual_peers_->Accept(handle_.listen_id);
     if (*comm) return prism_ncclSuccess;
   }
   Result r = AcceptPending();
@@ -99,10 +105,11 @@ Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
 }
 
 PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
-                               const RealListenHandle& handle)
+                               const RealListenHandle& handle, int dev)
     : env_(env),
       engines_(std::move(engines)),
       handle_(handle),
+      dev_(dev),
       peer_(Ipv4ToString(handle.ipv4_be, handle.port_be)),
       nonce_(std::random_device{}() * 0x100000001ull ^ static_cast<uint64_t>(MonoNowNs())),
       deadline_ns_(MonoNowNs() + env.settings->connect_timeout_ms * 1000000),
@@ -180,7 +187,7 @@ Result PendingConnect::Step(std::unique_ptr<NetComm>* comm) {
     fds.push_back(s.fd);
     s.fd = -1;
   }
-  *comm = std::make_unique<RealSendComm>(env_, engines_, std::move(fds), peer_);
+  *comm = std::make_unique<RealSendComm>(env_, engines_, std::move(fds), peer_, dev_);
   return prism_ncclSuccess;
 }
 

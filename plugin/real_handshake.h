@@ -15,20 +15,20 @@
 #include "plugin/comm.h"
 #include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
+#include "plugin/virtual_peers.h"
 
 namespace prism::plugin {
 
 // A listen comm: the TCP listener behind a RealListenHandle, plus a hook the
 // virtual-peer layer uses to hand out receive comms for virtual senders.
 // Used by one thread at a time (NCCL's proxy thread).
-class ListenComm {
+class ListenComm : public Tagged {
  public:
-  // Returns a comm for a virtual sender waiting on `listen_id`, or null.
-  using VirtualAcceptFn = std::function<std::unique_ptr<NetComm>(uint64_t listen_id)>;
-
-  // Takes ownership of `listen_fd`.
+  // Takes ownership of `listen_fd`. `virtual_peers` (nullable: no prismd)
+  // was told about the listener (ListenOpened) and hands out receive comms
+  // for virtual senders; the destructor tells it ListenClosed.
   ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, int listen_fd,
-             const RealListenHandle& handle, VirtualAcceptFn virtual_accept);
+             const RealListenHandle& handle, std::shared_ptr<VirtualPeers> virtual_peers);
   ~ListenComm();
   ListenComm(const ListenComm&) = delete;
   ListenComm& operator=(const ListenComm&) = delete;
@@ -51,7 +51,7 @@ class ListenComm {
   std::shared_ptr<ProgressEnginePool> engines_;
   int listen_fd_;
   RealListenHandle handle_;
-  VirtualAcceptFn virtual_accept_;
+  std::shared_ptr<VirtualPeers> virtual_peers_;
   std::vector<Incoming> incoming_;                 // hello not complete yet
   std::map<uint64_t, std::vector<Incoming>> groups_;  // by comm_nonce
 };
@@ -59,8 +59,9 @@ class ListenComm {
 // The sender side of one connection being set up.
 class PendingConnect {
  public:
+  // `dev`: the local NIC the connection leaves through (its shared link).
   PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
-                 const RealListenHandle& handle);
+                 const RealListenHandle& handle, int dev);
   ~PendingConnect();
   PendingConnect(const PendingConnect&) = delete;
   PendingConnect& operator=(const PendingConnect&) = delete;
@@ -82,6 +83,7 @@ class PendingConnect {
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
   RealListenHandle handle_;
+  int dev_;
   std::string peer_;
   uint64_t nonce_;
   int64_t deadline_ns_;

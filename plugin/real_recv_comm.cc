@@ -27,7 +27,7 @@ void RealRecvComm::Close() {
 }
 
 Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
-                           const MemRegion* const* mrs, void** request) {
+                           const MemRegion* const* mrs, const MessageTag* ops, void** request) {
   *request = nullptr;
   if (n < 1 || n > kMaxGroupedRecvs) {
     PRISM_WARN(*env_.logger, "irecv with n=%d; this plugin groups 1..%d receives", n,
@@ -51,6 +51,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
   req->n = n;
   for (int i = 0; i < n; ++i) {
     Slot& s = req->slots[i];
+    s.op = ops != nullptr ? ops[i] : MessageTag{};
     s.user = static_cast<char*>(data[i]);
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
@@ -85,8 +86,10 @@ Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   }
   if (WallNowNs() < at) return prism_ncclSuccess;
   *done = 1;
-  if (sizes != nullptr) {
-    for (int i = 0; i < n; ++i) sizes[i] = static_cast<int>(slots[i].size);
+  for (int i = 0; i < n; ++i) {
+    if (sizes != nullptr) sizes[i] = static_cast<int>(slots[i].size);
+    if (slots[i].op.valid()) slots[i].op.op->RecordReceive(at, slots[i].size);
+    slots[i].op = MessageTag{};
   }
   ready_at.store(-1, std::memory_order_relaxed);
   in_use = false;

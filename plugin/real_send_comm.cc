@@ -11,9 +11,10 @@ namespace prism::plugin {
 
 RealSendComm::RealSendComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
-                           std::vector<int> fds, std::string peer)
+                           std::vector<int> fds, std::string peer, int dev)
     : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()),
-      link_(env.settings->link_bits_per_second, env.settings->link_latency_ns) {
+      nic_(&env.nics->Tx(dev)),
+      shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
   for (SendRequest& r : pool_) r.owner = this;
   engine_ = engines->Attach(this);
   registered_ = true;
@@ -28,7 +29,7 @@ void RealSendComm::Close() {
   fds_.clear();
 }
 
-Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr,
+Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
                            void** request) {
   *request = nullptr;
   if (failure_.broken()) {
@@ -48,12 +49,13 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
   req->data = static_cast<const char*>(data);
   req->gpu = mr != nullptr && mr->on_gpu();
   const int64_t now = WallNowNs();
-  const LinkModel::Times t = link_.Reserve(size, now);
-  req->wire_done_ns = link_.shaped() ? t.wire_done_ns : 0;
+  const LinkModel::Times t = shaped_ ? nic_->Reserve(size, now) : LinkModel::Times{now, now};
+  req->wire_done_ns = shaped_ ? t.wire_done_ns : 0;
+  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done_ns, size);
   req->header = MessageHeader{size, tag,
                               ChunkCount(size, env_.settings->min_chunk_bytes,
                                          static_cast<uint32_t>(fds_.size())),
-                              link_.shaped() ? t.deliver_ns : 0, next_seq_++};
+                              shaped_ ? t.deliver_ns : 0, next_seq_++};
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);  // capacity 64 > pool size: never full
   engine_->Wake();

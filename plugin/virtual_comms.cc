@@ -9,14 +9,9 @@
 namespace prism::plugin {
 namespace {
 
-uint64_t LinkBits(const Settings& s) {
-  return s.link_bits_per_second > 0 ? s.link_bits_per_second
-                                    : static_cast<uint64_t>(s.nic.speed_mbps) * 1000000ull;
-}
-int64_t LinkLatency(const Settings& s) {
-  return s.link_latency_ns > 0 ? s.link_latency_ns
-                               : static_cast<int64_t>(s.nic.latency_us * 1000.0f);
-}
+// A STREAM-kind receive that has waited this long for its schedule is
+// reported once (prismd's engine may be behind, or the graph lacks the op).
+constexpr int64_t kWaitWarnNs = 2'000'000'000;
 
 // Tells prismd that a virtual connection opened or closed (batched by the session).
 void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t conn_id, bool is_send, int dev) {
@@ -26,6 +21,25 @@ void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t con
   e.id = conn_id;
   e.at_ns = WallNowNs();
   session.Emit(e);
+}
+
+SessionEvent MessageEvent(SessionEvent::Kind kind, uint64_t conn_id, uint64_t seq, uint64_t bytes, int64_t at,
+                          const MessageTag& op) {
+  SessionEvent e{kind};
+  e.id = conn_id;
+  e.seq = seq;
+  e.bytes = bytes;
+  e.at_ns = at;
+  if (op.valid()) {
+    e.op_id = op.op->info().id;
+    e.channel = op.channel;
+    e.step = op.step;
+  }
+  return e;
+}
+
+int64_t Transfer(uint64_t bytes, uint64_t bits_per_second) {
+  return bits_per_second > 0 ? TransferTime(Bytes(bytes), BitsPerSecond(bits_per_second)).count() : 0;
 }
 
 }  // namespace
@@ -38,7 +52,7 @@ VirtualSendComm::VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSessi
       session_(std::move(session)),
       conn_(session_->Conn(conn_id)),
       conn_id_(conn_id),
-      link_(LinkBits(*env.settings), LinkLatency(*env.settings)) {
+      nic_(&env.nics->Tx(dev)) {
   for (SendRequest& r : pool_) r.owner = this;
   EmitConnEvent(*session_, SessionEvent::kConnOpened, conn_id, /*is_send=*/true, dev);
 }
@@ -51,7 +65,7 @@ void VirtualSendComm::Close() {
   EmitConnEvent(*session_, SessionEvent::kConnClosed, conn_id_, /*is_send=*/true, 0);
 }
 
-Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr,
+Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
                               void** request) {
   *request = nullptr;
   std::string why;
@@ -69,23 +83,18 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   }
   if (req == nullptr) return prism_ncclSuccess;
   const int64_t now = WallNowNs();
-  const LinkModel::Times t = link_.Reserve(size, now);
+  const LinkModel::Times t = nic_->Reserve(size, now);
+  const uint64_t seq = next_seq_++;
   req->in_use = true;
-  req->seq = next_seq_++;
   req->size = size;
   req->done_at = t.wire_done_ns;
-  conn_->RecordSent(req->seq, t.wire_done_ns);
-  SessionEvent e{SessionEvent::kPosted};
-  e.id = conn_id_;
-  e.seq = req->seq;
-  e.bytes = size;
+  conn_->RecordSent(seq, t.wire_done_ns);
+  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done_ns, size);
+  SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
   e.tag = tag;
-  e.at_ns = now;
   session_->Emit(e);
   // The completion time is already known: report it at once.
-  e.kind = SessionEvent::kCompleted;
-  e.at_ns = t.wire_done_ns;
-  session_->Emit(e);
+  session_->Emit(MessageEvent(SessionEvent::kCompleted, conn_id_, seq, size, t.wire_done_ns, op));
   *request = req;
   return prism_ncclSuccess;
 }
@@ -127,7 +136,7 @@ Result VirtualRecvComm::Fail(const std::string& why) {
 }
 
 Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
-                              const MemRegion* const* mrs, void** request) {
+                              const MemRegion* const* mrs, const MessageTag* ops, void** request) {
   *request = nullptr;
   if (n < 1 || n > kMaxSlots) return prism_ncclInvalidArgument;
   std::string why;
@@ -143,6 +152,7 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
   req->in_use = true;
   req->n = n;
   req->posted_at = WallNowNs();
+  req->waiting_since = 0;
   for (int i = 0; i < n; ++i) {
     Slot& s = req->slots[i];
     s = Slot{};
@@ -150,12 +160,9 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     s.max_size = sizes[i];
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
     s.seq = next_seq_++;
-    SessionEvent e{SessionEvent::kPosted};
-    e.id = conn_id_;
-    e.seq = s.seq;
-    e.bytes = sizes[i];
+    if (ops != nullptr) s.op = ops[i];
+    SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, s.seq, sizes[i], req->posted_at, s.op);
     e.tag = tags != nullptr ? tags[i] : 0;
-    e.at_ns = req->posted_at;
     session_->Emit(e);
   }
   *request = req;
@@ -184,77 +191,160 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);
 }
 
-bool VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot, Result* error) {
-  if (!slot.has_schedule) {
-    if (!conn_->TakeSchedule(slot.seq, &slot.schedule)) return false;
-    slot.has_schedule = true;
-    slot.bytes = slot.schedule.bytes > 0 ? slot.schedule.bytes : slot.max_size;
-    if (slot.bytes > slot.max_size) {
-      *error = Fail("prismd scheduled " + std::to_string(slot.bytes) + " bytes into a " +
-                    std::to_string(slot.max_size) + "-byte buffer (receive " +
-                    std::to_string(slot.seq) + "); the graph and this run disagree on sizes");
-      return false;
-    }
-    if (!Fill(slot)) {
-      *error = Fail("cannot fill a GPU receive buffer (CUDA runtime)");
-      return false;
-    }
-  }
-  if (slot.seq != next_resolve_seq_) return false;  // an earlier receive resolves first
-  const Schedule& s = slot.schedule;
+uint64_t VirtualRecvComm::LinkBits(const OpSchedule* s) const {
+  if (s != nullptr && s->link_bits_per_second > 0) return s->link_bits_per_second;
+  const Settings& st = *env_.settings;
+  return st.link_bits_per_second > 0 ? st.link_bits_per_second
+                                     : static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull;
+}
+
+int64_t VirtualRecvComm::LinkLatency(const OpSchedule* s) const {
+  if (s != nullptr && s->link_latency_ns >= 0) return s->link_latency_ns;
+  const Settings& st = *env_.settings;
+  return st.link_latency_ns > 0 ? st.link_latency_ns : static_cast<int64_t>(st.nic.latency_us * 1000.0f);
+}
+
+// An explicit per-message schedule (ReceiveSchedule): tests and benchmarks.
+VirtualRecvComm::Outcome VirtualRecvComm::ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s) {
   int64_t at = s.earliest_ns;
   if (s.has_after_send) {
     int64_t sent = 0;
-    std::shared_ptr<ConnState> other =
-        s.after_send_conn == conn_id_ ? conn_ : session_->Conn(s.after_send_conn);
-    if (!other->SentAt(s.after_send_seq, &sent)) return false;  // that send is not out yet
+    std::shared_ptr<ConnState> other = s.after_send_conn == conn_id_ ? conn_ : session_->Conn(s.after_send_conn);
+    if (!other->SentAt(s.after_send_seq, &sent)) return Outcome::kWait;  // that send is not out yet
     at = std::max(at, sent + s.delay_ns);
   }
+  slot.bytes = s.bytes > 0 ? s.bytes : slot.max_size;
   if (s.link_bits_per_second > 0 || s.link_latency_ns > 0) {
-    int64_t wire_end = std::max(req.posted_at, link_wire_end_);
-    if (s.link_bits_per_second > 0) {
-      wire_end += TransferTime(Bytes(slot.bytes), BitsPerSecond(s.link_bits_per_second)).count();
-    }
-    link_wire_end_ = wire_end;
-    at = std::max(at, wire_end + s.link_latency_ns);
+    wire_end_ = std::max(req.posted_at, wire_end_) + Transfer(slot.bytes, s.link_bits_per_second);
+    at = std::max(at, wire_end_ + s.link_latency_ns);
   }
   slot.done_at = at;
+  return Outcome::kResolved;
+}
+
+// Symmetric ring collective: my predecessor's i-th send on this channel is
+// timed like my own i-th send on this channel (DESIGN.md hard part 2).
+VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& slot,
+                                                        const std::optional<OpSchedule>& s) {
+  int64_t sent = 0;
+  uint64_t bytes = 0;
+  if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
+  const OpSchedule* sched = s ? &*s : nullptr;
+  const int64_t latency = LinkLatency(sched);
+  slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
+  int64_t at = sent + latency;
+  if (sched != nullptr && sched->ready_ns > 0)  // the virtual members arrived only then
+    at = std::max(at, sched->ready_ns + Transfer(slot.bytes, LinkBits(sched)) + latency);
+  slot.done_at = at;
+  return Outcome::kResolved;
+}
+
+// Bytes a virtual sender puts into this receive step: the posted size, but
+// no more than what is left of the operation's share on this connection.
+uint64_t VirtualRecvComm::StreamBytes(const Slot& slot) {
+  const OpInfo& info = slot.op.op->info();
+  if (stream_op_ != info.id) {
+    stream_op_ = info.id;
+    stream_bytes_ = 0;
+  }
+  const uint64_t channels = std::max<uint64_t>(info.channels, 1);
+  const uint64_t share = (info.bytes + channels - 1) / channels;
+  const uint64_t left = share > stream_bytes_ ? share - stream_bytes_ : 0;
+  const uint64_t bytes = left > 0 ? std::min(slot.max_size, left) : slot.max_size;
+  stream_bytes_ += bytes;
+  return bytes;
+}
+
+// The virtual sender streams this operation's messages from s.ready_ns.
+VirtualRecvComm::Outcome VirtualRecvComm::ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s) {
+  slot.bytes = StreamBytes(slot);
+  wire_end_ = std::max(s.ready_ns, wire_end_) + Transfer(slot.bytes, LinkBits(&s));
+  slot.done_at = wire_end_ + LinkLatency(&s);
+  return Outcome::kResolved;
+}
+
+// No identity and no schedule: a plain modelled link from the posting time.
+void VirtualRecvComm::ResolvePlainLink(RecvRequest& req, Slot& slot) {
+  slot.bytes = slot.max_size;
+  wire_end_ = std::max(req.posted_at, wire_end_) + Transfer(slot.bytes, LinkBits(nullptr));
+  slot.done_at = wire_end_ + LinkLatency(nullptr);
+}
+
+VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) {
+  if (slot.seq != next_resolve_seq_) return Outcome::kWait;  // an earlier receive resolves first
+  Outcome out = Outcome::kResolved;
+  Schedule explicit_schedule;
+  if (conn_->TakeSchedule(slot.seq, &explicit_schedule)) {
+    out = ResolveExplicit(req, slot, explicit_schedule);
+    if (out == Outcome::kWait) conn_->PutSchedule(slot.seq, explicit_schedule);  // keep it for the next try
+  } else if (slot.op.valid()) {
+    const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
+    const bool mirror = s ? s->mode == OpSchedule::Mode::kMirror : slot.op.op->info().mirror_kind();
+    if (mirror) out = ResolveMirror(req, slot, s);
+    else if (s) out = ResolveStream(req, slot, *s);
+    else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
+  } else {
+    ResolvePlainLink(req, slot);
+  }
+  if (out != Outcome::kResolved) return out;
+  if (slot.bytes > slot.max_size) {
+    Fail("prismd scheduled " + std::to_string(slot.bytes) + " bytes into a " + std::to_string(slot.max_size) +
+         "-byte buffer (receive " + std::to_string(slot.seq) + "); the graph and this run disagree on sizes");
+    return Outcome::kError;
+  }
+  if (!Fill(slot)) {
+    Fail("cannot fill a GPU receive buffer (CUDA runtime)");
+    return Outcome::kError;
+  }
+  slot.done_at = std::max(slot.done_at, req.posted_at);
   slot.resolved = true;
   ++next_resolve_seq_;
-  return true;
+  return Outcome::kResolved;
+}
+
+void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
+  if (warned_waiting_ || !slot.op.valid()) return;
+  warned_waiting_ = true;
+  const OpInfo& info = slot.op.op->info();
+  PRISM_WARN(*env_.logger,
+             "receive %llu on virtual connection %llx has waited %lld ms for prismd's schedule of "
+             "operation comm %llx kind %d seq %llu peer %d (is prismd's engine behind, or is this operation "
+             "missing from the graph? see prismd's log)",
+             static_cast<unsigned long long>(slot.seq), static_cast<unsigned long long>(conn_id_),
+             static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000),
+             static_cast<unsigned long long>(info.comm_hash), static_cast<int>(info.kind),
+             static_cast<unsigned long long>(info.seq), info.peer);
 }
 
 Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
   VirtualRecvComm& c = *owner;
   int64_t done_at = 0;
-  bool all = true;
   for (int i = 0; i < n; ++i) {
     Slot& s = slots[i];
-    Result error = prism_ncclSuccess;
-    if (!s.resolved && !c.Resolve(*this, s, &error)) {
-      if (error != prism_ncclSuccess) return error;
-      all = false;
-      break;
+    if (!s.resolved) {
+      const Outcome o = c.Resolve(*this, s);
+      if (o == Outcome::kError) return prism_ncclRemoteError;
+      if (o == Outcome::kWait) {
+        const int64_t now = WallNowNs();
+        if (waiting_since == 0) waiting_since = now;
+        if (now - waiting_since > kWaitWarnNs) c.WarnWaiting(*this, s);
+        std::string why;
+        if (!c.session_->Healthy(true, &why)) return c.Fail(why);
+        return prism_ncclSuccess;
+      }
     }
     done_at = std::max(done_at, s.done_at);
-  }
-  if (!all) {
-    std::string why;
-    if (!c.session_->Healthy(true, &why)) return c.Fail(why);
-    return prism_ncclSuccess;
   }
   const int64_t now = WallNowNs();
   if (now < done_at) return prism_ncclSuccess;
   *done = 1;
   for (int i = 0; i < n; ++i) {
-    if (sizes != nullptr) sizes[i] = static_cast<int>(slots[i].bytes);
-    SessionEvent e{SessionEvent::kCompleted};
-    e.id = c.conn_id_;
-    e.seq = slots[i].seq;
-    e.bytes = slots[i].bytes;
-    e.at_ns = now;
-    c.session_->Emit(e);
+    Slot& s = slots[i];
+    if (sizes != nullptr) sizes[i] = static_cast<int>(s.bytes);
+    if (s.op.valid()) s.op.op->RecordReceive(done_at, s.bytes);
+    c.session_->Emit(MessageEvent(SessionEvent::kCompleted, c.conn_id_, s.seq, s.bytes, done_at, s.op));
+    s.op = MessageTag{};  // drop the operation reference now
   }
   in_use = false;
   return prism_ncclSuccess;

@@ -1,8 +1,18 @@
 // Send and receive comms whose peer is a virtual rank played by prismd. No
-// payload travels: sends complete at the time the local link model gives;
-// receives complete at the time prismd's schedule gives (DaemonSession) and
-// their buffers are filled by PRISM_RECV_FILL. Completion times are decided
-// locally in test(); no call waits for prismd.
+// payload travels; receive buffers are filled by PRISM_RECV_FILL.
+//
+// Completion times are decided locally in test(); no call waits for prismd
+// (docs/timing.md):
+//  - a send completes when the NIC's shared transmit link (NicLinks) has
+//    carried it;
+//  - a receive that the profiler role tied to an NCCL operation completes by
+//    that operation's schedule (OpScheduleBook): MIRROR (symmetric ring
+//    collectives: the plugin's own send of the same operation, channel and
+//    step plus the link latency, and not before the virtual members arrived)
+//    or STREAM (the virtual sender streams from the time prismd's engine says
+//    it was ready, at link rate);
+//  - an explicit per-message schedule (tests, benchmarks) wins over both;
+//  - without either, the receive is a plain modelled link from its posting.
 //
 // Threading: NCCL's one-thread-per-comm rule (comm.h). Requests are pooled,
 // kPrismNetMaxRequests per comm; isend/irecv return a NULL request beyond.
@@ -15,7 +25,7 @@
 
 #include "plugin/comm.h"
 #include "plugin/daemon_session.h"
-#include "plugin/link_model.h"
+#include "plugin/op_schedules.h"
 
 namespace prism::plugin {
 
@@ -27,14 +37,14 @@ class VirtualSendComm final : public NetComm {
   VirtualSendComm(const VirtualSendComm&) = delete;
   VirtualSendComm& operator=(const VirtualSendComm&) = delete;
 
-  Result Isend(void* data, size_t size, int tag, const MemRegion* mr, void** request) override;
+  Result Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
+               void** request) override;
   void Close() override;
 
  private:
   struct SendRequest final : Request {
     VirtualSendComm* owner = nullptr;
     bool in_use = false;
-    uint64_t seq = 0;
     uint64_t size = 0;
     int64_t done_at = 0;
     Result Test(int* done, int* sizes) override;
@@ -44,7 +54,7 @@ class VirtualSendComm final : public NetComm {
   std::shared_ptr<DaemonSession> session_;
   std::shared_ptr<ConnState> conn_;
   uint64_t conn_id_;
-  LinkModel link_;
+  SharedLink* nic_;
   uint64_t next_seq_ = 0;
   bool closed_ = false;
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
@@ -59,7 +69,7 @@ class VirtualRecvComm final : public NetComm {
   VirtualRecvComm& operator=(const VirtualRecvComm&) = delete;
 
   Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
-               const MemRegion* const* mrs, void** request) override;
+               const MemRegion* const* mrs, const MessageTag* ops, void** request) override;
   void Close() override;
 
  private:
@@ -69,35 +79,46 @@ class VirtualRecvComm final : public NetComm {
     uint64_t max_size = 0;
     bool gpu = false;
     uint64_t seq = 0;
-    bool resolved = false;     // schedule known and complete time computed
+    MessageTag op;
+    bool resolved = false;     // completion time computed
     uint64_t bytes = 0;
     int64_t done_at = 0;
-    Schedule schedule;
-    bool has_schedule = false;
   };
   struct RecvRequest final : Request {
     VirtualRecvComm* owner = nullptr;
     bool in_use = false;
     int n = 0;
     int64_t posted_at = 0;
+    int64_t waiting_since = 0; // first test() that found a slot unresolvable
     std::array<Slot, kMaxSlots> slots;
     Result Test(int* done, int* sizes) override;
   };
-  // Tries to compute slot's completion time; false when something is still
-  // unknown. Sets *error on a bad schedule.
-  bool Resolve(RecvRequest& req, Slot& slot, Result* error);
+  // How a slot's completion is decided (see the file comment).
+  enum class Outcome { kResolved, kWait, kError };
+  Outcome Resolve(RecvRequest& req, Slot& slot);
+  Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
+  Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
+  Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
+  void ResolvePlainLink(RecvRequest& req, Slot& slot);
+  uint64_t StreamBytes(const Slot& slot);
   bool Fill(const Slot& slot);
   Result Fail(const std::string& why);
+  void WarnWaiting(const RecvRequest& req, const Slot& slot);
+  uint64_t LinkBits(const OpSchedule* s) const;
+  int64_t LinkLatency(const OpSchedule* s) const;
 
   CommEnv env_;
   std::shared_ptr<DaemonSession> session_;
   std::shared_ptr<ConnState> conn_;
   uint64_t conn_id_;
   uint64_t next_seq_ = 0;
-  uint64_t next_resolve_seq_ = 0;  // the link model runs in receive order
-  int64_t link_wire_end_ = 0;
+  uint64_t next_resolve_seq_ = 0;  // receives resolve in order (links are FIFO)
+  int64_t wire_end_ = 0;           // the modelled virtual sender's link
+  uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
+  uint64_t stream_bytes_ = 0;
   bool closed_ = false;
   bool warned_ = false;
+  bool warned_waiting_ = false;
   std::array<RecvRequest, kPrismNetMaxRequests> pool_;
 };
 

@@ -30,7 +30,13 @@ class SessionVirtualPeers final : public VirtualPeers {
     Session()->Emit(e);
   }
 
-  void ListenClosed(uint64_t listen_id) override {}
+  void ListenClosed(uint64_t listen_id) override {
+    std::shared_ptr<DaemonSession> s = SessionIfOpen();
+    if (!s) return;
+    SessionEvent e{SessionEvent::kListenClosed};
+    e.id = listen_id;
+    s->Emit(e);
+  }
 
   std::unique_ptr<NetComm> Accept(uint64_t listen_id) override {
     std::shared_ptr<DaemonSession> s = SessionIfOpen();

@@ -30,10 +30,11 @@ std::string Exports() {
 
 }  // namespace
 
-TEST_CASE("only ncclNetPlugin_v* symbols are exported", "[plugin][abi]") {
+TEST_CASE("only ncclNetPlugin_v* and ncclProfiler_v5 are exported", "[plugin][abi]") {
   const std::string out = Exports();
   CHECK(out.find(" ncclNetPlugin_v11\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v10\n") != std::string::npos);
+  CHECK(out.find(" ncclProfiler_v5\n") != std::string::npos);
   size_t lines = 0;
   size_t pos = 0;
   while (pos < out.size()) {
@@ -43,9 +44,9 @@ TEST_CASE("only ncclNetPlugin_v* symbols are exported", "[plugin][abi]") {
     if (line.empty()) continue;
     ++lines;
     INFO(line);
-    CHECK(line.find(" ncclNetPlugin_v") != std::string::npos);
+    CHECK((line.find(" ncclNetPlugin_v") != std::string::npos || line.find(" ncclProfiler_v5") != std::string::npos));
   }
-  CHECK(lines == 2);
+  CHECK(lines == 3);
 }
 
 TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi]") {

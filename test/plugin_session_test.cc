@@ -40,26 +40,26 @@ TEST_CASE("link schedule source keeps a window ahead of posted receives", "[plug
   auto* send_open = batch.add_events()->mutable_conn_opened();
   send_open->set_conn_id(8);
   send_open->set_is_send(true);
-  std::vector<prism::rpc::ReceiveSchedule> out;
+  prism::rpc::ScheduleBatch out;
   source.OnEvents(1, batch, &out);
-  REQUIRE(out.size() == 4);  // seqs 0..3 for the receive connection only
-  for (size_t i = 0; i < out.size(); ++i) {
-    CHECK(out[i].conn_id() == 7);
-    CHECK(out[i].seq() == i);
-    CHECK(out[i].link_bits_per_second() == 8'000'000'000ull);
-    CHECK(out[i].link_latency_ns() == 20'000);
+  REQUIRE(out.receives_size() == 4);  // seqs 0..3 for the receive connection only
+  for (int i = 0; i < out.receives_size(); ++i) {
+    CHECK(out.receives(i).conn_id() == 7);
+    CHECK(out.receives(i).seq() == static_cast<uint64_t>(i));
+    CHECK(out.receives(i).link_bits_per_second() == 8'000'000'000ull);
+    CHECK(out.receives(i).link_latency_ns() == 20'000);
   }
   prism::rpc::EventBatch posted;
   auto* p = posted.add_events()->mutable_posted();
   p->set_conn_id(7);
   p->set_seq(2);
-  out.clear();
+  out.Clear();
   source.OnEvents(1, posted, &out);
-  REQUIRE(out.size() == 3);  // now up to seq 2 + 4
-  CHECK(out.front().seq() == 4);
-  CHECK(out.back().seq() == 6);
+  REQUIRE(out.receives_size() == 3);  // now up to seq 2 + 4
+  CHECK(out.receives(0).seq() == 4);
+  CHECK(out.receives(2).seq() == 6);
   posted.mutable_events(0)->mutable_posted()->set_conn_id(8);  // a send conn: nothing
-  out.clear();
+  out.Clear();
   source.OnEvents(1, posted, &out);
-  CHECK(out.empty());
+  CHECK(out.receives_size() == 0);
 }

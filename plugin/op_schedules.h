@@ -1,0 +1,92 @@
+// prismd's schedules for the real rank's NCCL operations (OpSchedule in
+// proto/prism_service.proto), kept per process until the operation ends:
+// the session readers put them, the virtual receive comms read them.
+//
+// Thread-safety: every method is thread-safe (one mutex; a lookup per
+// receive step, a few per operation).
+#ifndef PRISM_PLUGIN_OP_SCHEDULES_H_
+#define PRISM_PLUGIN_OP_SCHEDULES_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "plugin/op_tracker.h"
+
+namespace prism::plugin {
+
+// How a virtual peer's messages of one operation are timed (see the proto).
+struct OpSchedule {
+  enum class Mode : uint8_t { kMirror = 1, kStream = 2 };
+  Mode mode = Mode::kMirror;
+  int64_t ready_ns = 0;              // 0: none
+  uint64_t link_bits_per_second = 0; // 0: the plugin's own link
+  int64_t link_latency_ns = -1;      // < 0: the plugin's own link
+  bool unmatched = false;
+};
+
+// The identity prismd and the plugin both give an operation.
+struct OpKey {
+  uint64_t comm_hash = 0;
+  OpKind kind = OpKind::kUnknown;
+  uint64_t seq = 0;
+  int32_t peer = -1;
+  static OpKey Of(const OpInfo& info) { return OpKey{info.comm_hash, info.kind, info.seq, info.peer}; }
+  auto operator<=>(const OpKey&) const = default;
+};
+
+class OpScheduleBook {
+ public:
+  OpScheduleBook() = default;
+  OpScheduleBook(const OpScheduleBook&) = delete;
+  OpScheduleBook& operator=(const OpScheduleBook&) = delete;
+
+  // A later schedule for the same key replaces the earlier one. Schedules
+  // for operations already finished are dropped.
+  void Put(const OpKey& key, const OpSchedule& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_.count(key) != 0) return;
+    book_[key] = s;
+    ++puts_;
+  }
+  std::optional<OpSchedule> Get(const OpKey& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = book_.find(key);
+    if (it == book_.end()) return std::nullopt;
+    return it->second;
+  }
+  // The operation ended: forget its schedule (a late one is dropped).
+  void Finish(const OpKey& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    book_.erase(key);
+    if (!finished_.insert(key).second) return;
+    finished_order_.push_back(key);
+    if (finished_order_.size() > kFinishedKept) {  // forget the oldest
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return book_.size();
+  }
+  uint64_t puts() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return puts_;
+  }
+
+ private:
+  static constexpr size_t kFinishedKept = 4096;
+  mutable std::mutex mu_;
+  std::map<OpKey, OpSchedule> book_;
+  std::set<OpKey> finished_;
+  std::deque<OpKey> finished_order_;
+  uint64_t puts_ = 0;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_OP_SCHEDULES_H_

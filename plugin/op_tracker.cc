@@ -1,0 +1,314 @@
+#include "plugin/op_tracker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "plugin/clock.h"
+
+namespace prism::plugin {
+namespace {
+
+// Every handle the tracker gives NCCL starts with one of these tags, so a
+// handle of the wrong kind (or a foreign pointer) is recognised, not cast.
+enum HandleTag : uint32_t {
+  kContextTag = 0x50435458,   // "PCTX"
+  kOpTag = 0x504f5052,        // "POPR"
+  kProxyOpTag = 0x50505859,   // "PPXY"
+  kStepTag = 0x50535450,      // "PSTP"
+  kDeadTag = 0x44454144,      // "DEAD"
+};
+
+uint32_t TagOf(const void* handle) {
+  uint32_t tag = 0;
+  if (handle != nullptr) std::memcpy(&tag, handle, sizeof(tag));
+  return tag;
+}
+
+bool Is(const char* a, const char* b) { return a != nullptr && std::strcmp(a, b) == 0; }
+
+}  // namespace
+
+// ---- NCCL names ----
+
+OpKind OpKindFromNccl(const char* f) {
+  if (Is(f, "AllReduce")) return OpKind::kAllReduce;
+  if (Is(f, "AllGather")) return OpKind::kAllGather;
+  if (Is(f, "ReduceScatter")) return OpKind::kReduceScatter;
+  if (Is(f, "Broadcast")) return OpKind::kBroadcast;
+  if (Is(f, "Reduce")) return OpKind::kReduce;
+  if (Is(f, "AlltoAll")) return OpKind::kAllToAll;
+  if (Is(f, "Send")) return OpKind::kSend;
+  if (Is(f, "Recv")) return OpKind::kRecv;
+  return f != nullptr ? OpKind::kOtherCollective : OpKind::kUnknown;
+}
+
+OpAlgo OpAlgoFromNccl(const char* a) {
+  if (a == nullptr) return OpAlgo::kUnknown;
+  if (Is(a, "RING")) return OpAlgo::kRing;
+  if (Is(a, "TREE")) return OpAlgo::kTree;
+  return OpAlgo::kOther;
+}
+
+uint64_t DatatypeBytes(const char* t) {
+  if (t == nullptr) return 1;
+  for (const char* four : {"ncclInt32", "ncclUint32", "ncclFloat32"})
+    if (Is(t, four)) return 4;
+  for (const char* eight : {"ncclInt64", "ncclUint64", "ncclFloat64"})
+    if (Is(t, eight)) return 8;
+  if (Is(t, "ncclFloat16") || Is(t, "ncclBfloat16")) return 2;
+  return 1;  // ncclInt8, fp8 types, and names NCCL leaves "Unknown" (ncclUint8)
+}
+
+// ---- OpRecord ----
+
+void OpRecord::RecordSend(uint8_t channel, int32_t step, int64_t posted_ns, int64_t wire_done_ns,
+                          uint64_t bytes) {
+  if (step < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  if (sends_.size() <= channel) sends_.resize(channel + 1u);
+  std::vector<SendStamp>& ch = sends_[channel];
+  if (ch.size() <= static_cast<size_t>(step)) ch.resize(static_cast<size_t>(step) + 1);
+  ch[static_cast<size_t>(step)] = SendStamp{wire_done_ns, bytes};
+  if (summary_.first_send_ns == 0 || posted_ns < summary_.first_send_ns) summary_.first_send_ns = posted_ns;
+  summary_.end_ns = std::max(summary_.end_ns, wire_done_ns);
+  summary_.bytes_sent += bytes;
+  ++summary_.messages;
+}
+
+bool OpRecord::SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step < 0 || channel >= sends_.size() || static_cast<size_t>(step) >= sends_[channel].size()) return false;
+  const SendStamp& s = sends_[channel][static_cast<size_t>(step)];
+  if (s.wire_done_ns < 0) return false;
+  *wire_done_ns = s.wire_done_ns;
+  *bytes = s.bytes;
+  return true;
+}
+
+void OpRecord::RecordReceive(int64_t done_ns, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  summary_.end_ns = std::max(summary_.end_ns, done_ns);
+  summary_.bytes_received += bytes;
+  ++summary_.messages;
+}
+
+void OpRecord::ProxyOpStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++live_proxy_ops_;
+}
+
+bool OpRecord::ProxyOpStopped(OpSummary* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (live_proxy_ops_ > 0) --live_proxy_ops_;
+  if (live_proxy_ops_ > 0 || finished_) return false;
+  finished_ = true;
+  *out = summary_;
+  sends_.clear();  // the mirror needs them no longer; retired handles keep only the shell
+  sends_.shrink_to_fit();
+  return true;
+}
+
+// ---- profiler handles ----
+
+struct OpTracker::Context {
+  uint32_t tag = kContextTag;
+  uint64_t comm_hash = 0;
+  int rank = -1;
+  int nranks = 0;
+  std::mutex mu;                                  // guards the members below
+  std::map<std::pair<int, int>, uint64_t> p2p_next;  // (peer, is_send) -> next ordinal
+  std::deque<std::unique_ptr<OpHandle>> retired;
+};
+
+struct OpTracker::OpHandle {
+  uint32_t tag = kOpTag;
+  Context* ctx = nullptr;
+  std::shared_ptr<OpRecord> op;
+};
+
+struct OpTracker::StepHandle {
+  uint32_t tag = kStepTag;
+  ProxyOpHandle* parent = nullptr;
+  int32_t step = 0;
+};
+
+struct OpTracker::ProxyOpHandle {
+  uint32_t tag = kProxyOpTag;
+  std::shared_ptr<OpRecord> op;
+  uint8_t channel = 0;
+  int32_t steps = 0;
+  bool is_send = false;
+  StepHandle step_slots[8];  // NCCL_STEPS: in-flight steps of one proxy op use distinct slots
+};
+
+prism_ncclResult_t OpTracker::Init(void** context, uint64_t comm_id, int* activation_mask, int nranks,
+                                   int rank) {
+  auto* ctx = new Context();
+  ctx->comm_hash = comm_id;
+  ctx->rank = rank;
+  ctx->nranks = nranks;
+  *context = ctx;
+  // NetPlugin alone enables the whole chain (Coll/P2p, ProxyOp, ProxyStep).
+  if (activation_mask != nullptr)
+    *activation_mask |= static_cast<int>(kPrismProfileColl | kPrismProfileP2p | kPrismProfileProxyOp |
+                                         kPrismProfileProxyStep | kPrismProfileNetPlugin);
+  return prism_ncclSuccess;
+}
+
+prism_ncclResult_t OpTracker::Finalize(void* context) {
+  if (TagOf(context) != kContextTag) return prism_ncclSuccess;
+  auto* ctx = static_cast<Context*>(context);
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    for (auto& h : ctx->retired) h->tag = kDeadTag;
+    ctx->retired.clear();
+  }
+  ctx->tag = kDeadTag;
+  delete ctx;
+  return prism_ncclSuccess;
+}
+
+prism_ncclResult_t OpTracker::StartEvent(void* context, void** handle,
+                                         const prism_ncclProfilerEventDescr_v5_t* descr) {
+  if (handle == nullptr || descr == nullptr) return prism_ncclSuccess;
+  switch (descr->type) {
+    case kPrismProfileColl:
+    case kPrismProfileP2p:
+      *handle = TagOf(context) == kContextTag ? StartOp(static_cast<Context*>(context), *descr) : nullptr;
+      break;
+    case kPrismProfileProxyOp:
+      *handle = StartProxyOp(*descr);
+      break;
+    case kPrismProfileProxyStep:
+      *handle = StartStep(*descr);
+      break;
+    case kPrismProfileNetPlugin:
+      FillTag(*descr);
+      *handle = nullptr;  // nothing to stop: the net side never stops it
+      break;
+    default:
+      *handle = nullptr;  // groups, API events, proxy control, kernel channels: not needed
+      break;
+  }
+  return prism_ncclSuccess;
+}
+
+void* OpTracker::StartOp(Context* ctx, const prism_ncclProfilerEventDescr_v5_t& d) {
+  OpInfo info;
+  info.comm_hash = ctx->comm_hash;
+  info.comm_rank = d.rank;
+  info.comm_size = ctx->nranks;
+  info.enqueued_ns = WallNowNs();
+  if (d.type == kPrismProfileColl) {
+    info.kind = OpKindFromNccl(d.coll.func);
+    info.seq = d.coll.seqNumber;
+    info.root = d.coll.root;
+    // AllGather and Broadcast counts arrive in bytes with type ncclInt8 already.
+    info.bytes = static_cast<uint64_t>(d.coll.count) * DatatypeBytes(d.coll.datatype);
+    info.algo = OpAlgoFromNccl(d.coll.algo);
+    info.algo_name = d.coll.algo != nullptr ? d.coll.algo : "";
+    info.proto_name = d.coll.proto != nullptr ? d.coll.proto : "";
+    info.channels = d.coll.nChannels;
+  } else {
+    info.kind = OpKindFromNccl(d.p2p.func);
+    info.peer = d.p2p.peer;
+    info.bytes = static_cast<uint64_t>(d.p2p.count) * DatatypeBytes(d.p2p.datatype);
+    info.channels = d.p2p.nChannels;
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    info.seq = ctx->p2p_next[{d.p2p.peer, info.kind == OpKind::kSend ? 1 : 0}]++;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    info.id = next_id_++;
+    ++ops_started_;
+  }
+  auto h = std::make_unique<OpHandle>();
+  h->ctx = ctx;
+  h->op = std::make_shared<OpRecord>(info);
+  if (listener_ != nullptr) listener_->OnOpStarted(h->op->info());
+  return h.release();
+}
+
+void* OpTracker::StartProxyOp(const prism_ncclProfilerEventDescr_v5_t& d) {
+  if (d.proxyOp.pid != getpid()) return nullptr;  // PXN: another process's operation
+  if (TagOf(d.parentObj) != kOpTag) return nullptr;
+  const auto* parent = static_cast<const OpHandle*>(d.parentObj);
+  if (!parent->op) return nullptr;
+  auto* h = new ProxyOpHandle();
+  h->op = parent->op;
+  h->channel = d.proxyOp.channelId;
+  h->steps = d.proxyOp.nSteps;
+  h->is_send = d.proxyOp.isSend != 0;
+  for (StepHandle& s : h->step_slots) s.parent = h;
+  h->op->ProxyOpStarted();
+  return h;
+}
+
+void* OpTracker::StartStep(const prism_ncclProfilerEventDescr_v5_t& d) {
+  if (TagOf(d.parentObj) != kProxyOpTag) return nullptr;
+  auto* parent = static_cast<ProxyOpHandle*>(d.parentObj);
+  StepHandle& s = parent->step_slots[static_cast<uint32_t>(d.proxyStep.step) % 8];
+  s.step = d.proxyStep.step;  // a retried start of the same step reuses its slot
+  return &s;
+}
+
+void OpTracker::FillTag(const prism_ncclProfilerEventDescr_v5_t& d) {
+  if (d.netPlugin.id != kNetPluginId || d.netPlugin.data == nullptr) return;
+  if (TagOf(d.parentObj) != kStepTag) return;
+  const auto* step = static_cast<const StepHandle*>(d.parentObj);
+  const ProxyOpHandle* p = step->parent;
+  auto* tag = static_cast<MessageTag*>(d.netPlugin.data);
+  tag->op = p->op;
+  tag->channel = p->channel;
+  tag->step = step->step;
+  tag->steps = p->steps;
+  tag->is_send = p->is_send;
+}
+
+prism_ncclResult_t OpTracker::StopEvent(void* handle) {
+  switch (TagOf(handle)) {
+    case kOpTag: {
+      auto* h = static_cast<OpHandle*>(handle);
+      Context* ctx = h->ctx;
+      std::lock_guard<std::mutex> lock(ctx->mu);  // NCCL may still name it as a parent: retire
+      ctx->retired.emplace_back(h);
+      if (ctx->retired.size() > kRetiredOps) {
+        ctx->retired.front()->tag = kDeadTag;
+        ctx->retired.pop_front();
+      }
+      break;
+    }
+    case kProxyOpTag: {
+      auto* h = static_cast<ProxyOpHandle*>(handle);
+      std::shared_ptr<OpRecord> op = std::move(h->op);
+      h->tag = kDeadTag;
+      delete h;
+      FinishIfDone(op);
+      break;
+    }
+    default:
+      break;  // steps live inside their proxy op; other kinds were never handed out
+  }
+  return prism_ncclSuccess;
+}
+
+void OpTracker::FinishIfDone(const std::shared_ptr<OpRecord>& op) {
+  OpSummary summary;
+  if (op && op->ProxyOpStopped(&summary) && listener_ != nullptr) listener_->OnOpFinished(op->info(), summary);
+}
+
+void OpTracker::Resolve(prism_ncclProfilerCallback_t prof_fn, void* phandle, MessageTag* tag) {
+  if (prof_fn == nullptr || phandle == nullptr) return;
+  void* event = nullptr;
+  prof_fn(&event, kPrismNetEventStart, phandle, kNetPluginId, tag);
+}
+
+uint64_t OpTracker::ops_started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ops_started_;
+}
+
+}  // namespace prism::plugin
