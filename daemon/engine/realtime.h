@@ -15,7 +15,9 @@
 //  - Injected times are emulated times (ns since the pacer's start); use
 //    WallClockPacer::EmulatedFromRealtime to convert CLOCK_REALTIME stamps.
 //  - An injected time earlier than the engine's current time is applied at
-//    the current time (causality: the engine never moves backwards).
+//    its own time: the engine may run ahead of the wall clock (lookahead), and
+//    what a real rank did in the past can only affect ops that were waiting
+//    for it, which the engine has not handled yet.
 #ifndef PRISM_DAEMON_ENGINE_REALTIME_H_
 #define PRISM_DAEMON_ENGINE_REALTIME_H_
 
@@ -32,22 +34,35 @@
 
 namespace prism::engine {
 
-// "Real rank `rank` reached op `op` of its program at emulated time `at`."
-// The engine issues that op instance then (ops of real ranks, except
-// GroupStart/GroupEnd markers, wait for this);
-// a compute op in flight on the same stream completes at `at`. op ==
-// number of ops of the program means "finished the iteration": compute ops
-// still in flight complete at `at`. One event per op instance, in order.
+// "Real rank `rank` reached communication op `op` of its program at emulated
+// time `at`." The engine issues that op instance then: a real rank's
+// communication ops wait for this, its compute ops do not (they are real: the
+// engine sees only their ends). Compute ops still running on the op's stream
+// end at `at` (the rank moved on). op == number of ops of the program means
+// "finished the iteration": every compute op still running ends at `at`.
+// One event per op instance, in program order per stream.
 struct RankReachedOp {
   uint32_t rank = 0;
   uint32_t op = 0;
   Nanoseconds at;
 };
 
+// "Real rank `rank` finished communication op `op` (its oldest instance in
+// flight) at `at`; its first transfer left at `started` (0: unknown)." A real
+// rank's communication ops complete only through this: the network time they
+// took is real, not modelled. For a send to a virtual rank, `at` is when its
+// last byte left the wire.
+struct RankCompletedOp {
+  uint32_t rank = 0;
+  uint32_t op = 0;
+  Nanoseconds at;
+  Nanoseconds started;
+};
+
 // Ends Run() at the next event boundary (Run returns Cancelled).
 struct StopRequest {};
 
-using InboxEvent = std::variant<RankReachedOp, StopRequest>;
+using InboxEvent = std::variant<RankReachedOp, RankCompletedOp, StopRequest>;
 
 class EngineInbox {
  public:

@@ -25,11 +25,17 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     ActorState& s = state_[a];
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
-    if (actor.real) s.reached.assign(p.ops.size(), 0);
+    if (actor.real) {
+      s.reached.assign(p.ops.size(), 0);
+      s.open_calls.resize(p.ops.size());
+      s.open_p2p.resize(p.ops.size());
+    }
     s.calls.assign(actor.slot_comm.size(), 0);
     s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
   }
   comm_state_.resize(world_.comms.size());
+  for (size_t c = 0; c < world_.comms.size(); ++c)
+    for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
   // Dense ids for the (communicator, src, dst) FIFO queues that send/recv use.
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> queue_ids;
   p2p_queue_of_.resize(world_.actors.size());
@@ -51,14 +57,20 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   queue_.Reserve(world_.actors.size() * 4);
 }
 
+// In paced runs an event that follows from a real rank's report may be due
+// before the report arrived: its lag counts from when the engine learned of it.
 void ReplayEngine::Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued) {
-  queue_.Push(Event{time, actor, op, issued});
+  int64_t known = time;
+  if (pacer_ != nullptr && handling_report_) known = std::max(time, pacer_->Now().count());
+  queue_.Push(Event{time, actor, op, issued, known});
 }
 
-// Exposed communication: time with a communication op in flight and no compute.
+// Exposed communication: time with a communication op in flight and no
+// compute. Real ranks' reports may arrive out of the engine's time order:
+// never count a negative span.
 void ReplayEngine::Account(ActorState& s) {
-  if (s.communicating > 0 && s.computing == 0) s.exposed += now_ - s.last_change;
-  s.last_change = now_;
+  if (s.communicating > 0 && s.computing == 0 && now_ > s.last_change) s.exposed += now_ - s.last_change;
+  s.last_change = std::max(s.last_change, now_);
 }
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
@@ -66,8 +78,8 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
-  const bool marker = op.kind == OpKind::kGroupStart || op.kind == OpKind::kGroupEnd;
-  if (world_.actors[actor].real && !marker && s.reached[k] <= iteration) return false;
+  // A real rank's communication ops wait until it reached them.
+  if (world_.actors[actor].real && IsComm(op.kind) && s.reached[k] <= iteration) return false;
   return true;
 }
 
@@ -121,8 +133,13 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       ++s.computing;
       s.memory += op.memory_delta;
       s.memory_peak = std::max(s.memory_peak, s.memory);
-      if (a.real) s.streams[op.stream].pending_compute = k, s.streams[op.stream].pending_issued = now_;
-      else Push(AddTime(now_, op.duration.count()), actor, k, now_);
+      if (!a.real) {
+        Push(AddTime(now_, op.duration.count()), actor, k, now_);
+      } else if (NextCommReached(actor, op.stream)) {
+        Push(now_, actor, k, now_);  // the rank already moved past it
+      } else {
+        s.streams[op.stream].pending_compute = k, s.streams[op.stream].pending_issued = now_;
+      }
       break;
     case OpKind::kCollective:
       ++s.communicating;
@@ -131,6 +148,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
     case OpKind::kSend:
     case OpKind::kRecv:
       ++s.communicating;
+      if (a.real) s.open_p2p[k].push_back(now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
     default:
@@ -160,7 +178,7 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   ActorState& s = state_[actor];
   Account(s);
   const __int128 w = a.weight;
-  const int64_t took = now_ - issued;
+  const int64_t took = std::max<int64_t>(0, now_ - issued);
   if (op.kind == OpKind::kCompute) {
     --s.computing;
     stats_.compute_ns += w * took;
@@ -190,7 +208,10 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const uint64_t call = state_[actor].calls[a.slot_canonical[op.slot]]++;
   CommState& cs = comm_state_[comm];
   const uint64_t index = call - cs.base;
-  while (cs.pending.size() <= index) cs.pending.emplace_back();
+  while (cs.pending.size() <= index) {
+    cs.pending.emplace_back();
+    cs.pending.back().real_left = cs.real_members;
+  }
   Instance& in = cs.pending[index];
   if (in.arrived == 0) {
     in.first_actor = actor, in.first_op = k;
@@ -199,22 +220,43 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   ++in.arrived;
   in.last = std::max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
+  if (a.real) {
+    state_[actor].open_calls[k].push_back({comm, call, now_});
+  } else if (cs.real_members > 0) {
+    in.last_virtual = std::max(in.last_virtual, now_);
+    const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
+    if (++in.virtual_arrived == virtual_members && observer_)
+      observer_->OnVirtualMembersArrived(comm, call, Nanoseconds(in.last_virtual));
+  }
   // The j-th instance completes only after every earlier one (members call in order).
   while (!cs.pending.empty() && cs.pending.front().arrived >= world_.comms[comm].members.size()) {
-    ResolveCollective(comm, cs.pending.front());
+    ResolveCollective(comm, cs.base, cs.pending.front());
     cs.pending.pop_front();
     ++cs.base;
   }
 }
 
-void ReplayEngine::ResolveCollective(uint32_t comm, Instance& in) {
+void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in) {
   const EngineComm& c = world_.comms[comm];
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
+  if (comm_state_[comm].real_members > 0) {
+    // Real members finish it for real: virtual members finish when they do.
+    if (in.real_left == 0) FinishMixed(in);
+    else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
+    return;
+  }
   int64_t start = in.last;
   const bool spans = c.shape.SpansNodes();
   if (spans)  // a collective across nodes sends and receives on every member's NIC share
     for (uint32_t m : c.members) start = std::max({start, state_[m].nic_tx_busy, state_[m].nic_rx_busy});
-  const Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
+  Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
+  if (!measured_.empty()) {
+    const auto it = measured_.find(CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape});
+    if (it != measured_.end()) {
+      took = Nanoseconds(it->second);
+      ++stats_.calibrated_instances;
+    }
+  }
   const int64_t end = AddTime(start, took.count());
   if (spans)
     for (uint32_t m : c.members) state_[m].nic_tx_busy = state_[m].nic_rx_busy = end;
@@ -222,12 +264,96 @@ void ReplayEngine::ResolveCollective(uint32_t comm, Instance& in) {
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
 
+// Every member arrived and every real member finished: the virtual members
+// finish with the last real one. When the real members started after the
+// virtual ones were all there, the real duration is a clean measurement of
+// this collective: all-virtual instances of the same kind, size and shape
+// take it from now on.
+void ReplayEngine::FinishMixed(const Instance& in) {
+  const int64_t end = std::max(in.real_done, in.last_virtual);
+  if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
+  const Actor& first = world_.actors[in.first_actor];
+  const OpInfo& op = world_.programs[first.program].ops[in.first_op];
+  const uint32_t comm = first.slot_comm[op.slot];
+  const EngineComm& c = world_.comms[comm];
+  for (const Waiter& w : in.waiters)
+    if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
+  if (c.shape.SpansNodes())
+    for (uint32_t m : c.members)
+      if (!world_.actors[m].real) state_[m].nic_tx_busy = state_[m].nic_rx_busy = std::max(state_[m].nic_tx_busy, end);
+  const int64_t start = std::max(in.real_started, in.last_virtual);
+  if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start)
+    measured_[CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape}] = in.real_done - start;
+  if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+}
+
+void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
+  ActorState& s = state_[actor];
+  if (s.open_calls[k].empty()) return;  // CheckInjected refused this already
+  const OpenCall oc = s.open_calls[k].front();
+  s.open_calls[k].pop_front();
+  CommState& cs = comm_state_[oc.comm];
+  Instance* in = nullptr;
+  auto waiting = awaiting_real_.end();
+  if (oc.call >= cs.base) {
+    in = &cs.pending[oc.call - cs.base];  // some member has not arrived yet
+  } else {
+    waiting = awaiting_real_.find({oc.comm, oc.call});
+    if (waiting != awaiting_real_.end()) in = &waiting->second;
+  }
+  if (in != nullptr) {
+    in->real_done = std::max(in->real_done, at);
+    in->real_started = std::max(in->real_started, started);
+    if (in->real_left > 0) --in->real_left;
+    if (waiting != awaiting_real_.end() && in->real_left == 0) {
+      FinishMixed(*in);
+      awaiting_real_.erase(waiting);
+    }
+  }
+  Complete(actor, k, oc.issued);  // now_ == at: this handler runs the report's event
+}
+
+Nanoseconds ReplayEngine::HopLatency(bool same_node) const {
+  return same_node ? model_.links().intra_latency : model_.links().nic_latency;
+}
+
 void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
+  const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
   P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
   const PendingP2P mine{actor, k, now_};
+  if (a.real) {
+    // A real rank's send/recv completes through its report. Only a real
+    // send to a virtual receiver needs the queue: the receive ends when the
+    // send's last byte arrives.
+    if (!is_send || peer_real) return;
+    if (!q.recvs.empty()) {
+      const PendingP2P recv = q.recvs.front();
+      q.recvs.pop_front();
+      q.awaiting.emplace_back(mine, recv);
+    } else {
+      q.sends.push_back(mine);
+    }
+    return;
+  }
+  if (peer_real) {
+    if (is_send) {
+      SendVirtualToReal(actor, k, q, same_node);
+      return;
+    }
+    // A virtual receive from a real sender.
+    if (!q.sends.empty()) {
+      const PendingP2P send = q.sends.front();
+      q.sends.pop_front();
+      if (send.real_done >= 0) DeliverFromReal(send, mine, same_node);
+      else q.awaiting.emplace_back(send, mine);
+    } else {
+      q.recvs.push_back(mine);
+    }
+    return;
+  }
   auto& others = is_send ? q.recvs : q.sends;
   if (others.empty()) {
     (is_send ? q.sends : q.recvs).push_back(mine);
@@ -239,9 +365,69 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   else MatchP2P(other, mine, same_node);
 }
 
+// A virtual sender does not wait for its real receiver (NCCL's senders never
+// do): it leaves when its NIC is free, completes by the model, and the
+// observer tells the real receiver when the first byte left.
+void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node) {
+  const Actor& a = world_.actors[actor];
+  const OpInfo& op = world_.programs[a.program].ops[k];
+  ActorState& s = state_[actor];
+  int64_t start = now_;
+  if (!same_node) start = std::max(start, s.nic_tx_busy);
+  const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
+  if (!same_node) s.nic_tx_busy = AddTime(start, (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count());
+  Push(end, actor, k, now_);
+  const uint32_t comm = a.slot_comm[op.slot];
+  const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
+  if (observer_) {
+    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, q.virtual_to_real, Nanoseconds(start), op.bytes);
+    observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
+  }
+  ++q.virtual_to_real;
+}
+
+// A real send's last byte left at send.real_done: the virtual receive ends a
+// hop later, or when it was posted if that is later.
+void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
+  const int64_t end = std::max(recv.posted, AddTime(send.real_done, HopLatency(same_node).count()));
+  Push(end, recv.actor, recv.op, recv.posted);
+  if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
+    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
+                       Nanoseconds(end));
+}
+
+void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
+  ActorState& s = state_[actor];
+  int64_t issued = at;
+  if (!s.open_p2p[k].empty()) {
+    issued = s.open_p2p[k].front();
+    s.open_p2p[k].pop_front();
+  }
+  const Actor& a = world_.actors[actor];
+  const OpInfo& op = world_.programs[a.program].ops[k];
+  const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
+  if (op.kind == OpKind::kSend && !peer_real) {
+    P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
+    const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
+    if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
+      auto [send, recv] = q.awaiting.front();  // the oldest matched send is this one
+      q.awaiting.pop_front();
+      send.real_done = at;
+      DeliverFromReal(send, recv, same_node);
+    } else {
+      for (PendingP2P& send : q.sends)
+        if (send.actor == actor && send.real_done < 0) {
+          send.real_done = at;
+          break;
+        }
+    }
+  }
+  Complete(actor, k, issued);  // now_ == at: this handler runs the report's event
+}
+
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  int64_t start = now_;
+  int64_t start = std::max(send.posted, recv.posted);
   // Between nodes: the sender's transmit and the receiver's receive direction.
   if (!same_node) start = std::max({start, state_[send.actor].nic_tx_busy, state_[recv.actor].nic_rx_busy});
   const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
@@ -254,6 +440,22 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
                        Nanoseconds(end));
 }
 
+absl::Status ReplayEngine::CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const {
+  if (rank >= world_.actor_of_rank.size())
+    return absl::InvalidArgumentError(absl::StrCat("injected event names rank ", rank, " outside the world"));
+  *actor = world_.actor_of_rank[rank];
+  if (!world_.actors[*actor].real)
+    return absl::InvalidArgumentError(absl::StrCat("injected event for rank ", rank, ", which is not real"));
+  const ProgramInfo& p = world_.programs[world_.actors[*actor].program];
+  if (op > p.ops.size() || (completion && op == p.ops.size()))
+    return absl::InvalidArgumentError(
+        absl::StrCat("injected event names op ", op, " of rank ", rank, ", beyond its program"));
+  if (completion && !IsComm(p.ops[op].kind))
+    return absl::InvalidArgumentError(
+        absl::StrCat("injected completion of op ", op, " of rank ", rank, ", which is not a communication op"));
+  return absl::OkStatus();
+}
+
 absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
   std::vector<InboxEvent> events;
   inbox->Drain(&events);
@@ -262,18 +464,52 @@ absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
       stop_ = true;
       continue;
     }
-    const RankReachedOp& r = std::get<RankReachedOp>(e);
-    if (r.rank >= world_.actor_of_rank.size())
-      return absl::InvalidArgumentError(absl::StrCat("injected event names rank ", r.rank, " outside the world"));
-    const uint32_t actor = world_.actor_of_rank[r.rank];
-    if (!world_.actors[actor].real)
-      return absl::InvalidArgumentError(absl::StrCat("injected event for rank ", r.rank, ", which is not real"));
-    if (r.op > world_.programs[world_.actors[actor].program].ops.size())
-      return absl::InvalidArgumentError(absl::StrCat("injected event names op ", r.op, " of rank ", r.rank,
-                                                     ", beyond its program"));
-    Push(std::max(now_, r.at.count()), actor, r.op | kReachFlag, 0);
+    uint32_t actor = 0;
+    if (const auto* r = std::get_if<RankReachedOp>(&e)) {
+      if (auto s = CheckInjected(r->rank, r->op, false, &actor); !s.ok()) return s;
+      Push(r->at.count(), actor, r->op | kReachFlag, r->at.count());
+    } else if (const auto* c = std::get_if<RankCompletedOp>(&e)) {
+      if (auto s = CheckInjected(c->rank, c->op, true, &actor); !s.ok()) return s;
+      Push(c->at.count(), actor, c->op | kCompleteFlag, c->started.count());
+    }
+    ++stats_.real_reports;
   }
   return absl::OkStatus();
+}
+
+// Whether a real actor already reached the next communication op after the
+// stream's current position (its compute ops up to there are over).
+bool ReplayEngine::NextCommReached(uint32_t actor, uint32_t stream) const {
+  const ActorState& s = state_[actor];
+  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const std::vector<uint32_t>& ops = p.stream_ops[stream];
+  const uint64_t len = ops.size(), total = len * options_.iterations;
+  for (uint64_t pos = s.streams[stream].pos; pos < total; ++pos) {
+    const uint32_t j = ops[pos % len];
+    if (IsComm(p.ops[j].kind)) return s.reached[j] > pos / len;
+  }
+  return false;
+}
+
+// A real rank reached communication op k (or the end of an iteration): the
+// compute ops it ran meanwhile on that stream end now.
+void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
+  ActorState& s = state_[actor];
+  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const bool end_of_iteration = k == p.ops.size();
+  if (!end_of_iteration) ++s.reached[k];
+  for (uint32_t st = 0; st < s.streams.size(); ++st) {
+    if (!end_of_iteration && st != p.ops[k].stream) continue;
+    // Consecutive compute ops before k all end here: complete one, let the
+    // stream issue the next, repeat.
+    for (int guard = 0; s.streams[st].pending_compute >= 0 && guard < 1 << 20; ++guard) {
+      StreamState& ss = s.streams[st];
+      const uint32_t done = static_cast<uint32_t>(ss.pending_compute);
+      ss.pending_compute = -1;
+      Complete(actor, done, ss.pending_issued);
+    }
+  }
+  Advance(actor);
 }
 
 bool ReplayEngine::Finished() const {
@@ -303,11 +539,12 @@ absl::Status ReplayEngine::StallError() const {
 
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
-    observer_->OnProgress(EngineProgress{Nanoseconds(now_), events_, iterations_done_,
+    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, iterations_done_,
                                          Nanoseconds(pacer ? pacer->lag_ns() : 0)});
 }
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
+  pacer_ = pacer;
   bool has_real = false;
   for (const Actor& a : world_.actors) has_real |= a.real;
   for (uint32_t a = 0; a < state_.size(); ++a) {
@@ -332,29 +569,29 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       }
       return StallError();
     }
-    if (pacer) {
-      if (!pacer->WaitUntilDue(Nanoseconds(queue_.top().time), inbox)) continue;
-      if (auto s = pacer->RecordLag(Nanoseconds(queue_.top().time)); !s.ok()) return s;
+    const Event& top = queue_.top();
+    const bool injected = (top.op & (kReachFlag | kCompleteFlag)) != 0;
+    if (pacer && !injected) {  // reports carry their own (real, past) times: no waiting, no lag
+      if (!pacer->WaitUntilDue(Nanoseconds(top.time), inbox)) continue;
+      if (auto s = pacer->RecordLag(Nanoseconds(std::max(top.time, top.known))); !s.ok()) return s;
     }
     const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
     now_ = e.time;
+    horizon_ = std::max(horizon_, now_);
     ++events_;
+    handling_report_ = true;
     if (e.op & kReachFlag) {
-      const uint32_t k = e.op & ~kReachFlag;
-      ActorState& s = state_[e.actor];
-      for (StreamState& st : s.streams)  // the rank moved on: its compute in flight is over
-        if (st.pending_compute >= 0 &&
-            (k == world_.programs[world_.actors[e.actor].program].ops.size() ||
-             &st == &s.streams[world_.programs[world_.actors[e.actor].program].ops[k].stream])) {
-          const uint32_t done = static_cast<uint32_t>(st.pending_compute);
-          st.pending_compute = -1;
-          Complete(e.actor, done, st.pending_issued);
-        }
-      if (k < s.reached.size()) ++s.reached[k];
-      Advance(e.actor);
+      ReachOp(e.actor, e.op & ~kReachFlag);
+    } else if (e.op & kCompleteFlag) {
+      const uint32_t k = e.op & ~kCompleteFlag;
+      const OpKind kind = world_.programs[world_.actors[e.actor].program].ops[k].kind;
+      if (kind == OpKind::kCollective) RealCollectiveDone(e.actor, k, e.time, e.issued);
+      else RealP2PDone(e.actor, k, e.time);
     } else {
+      handling_report_ = false;
       Complete(e.actor, e.op, e.issued);
     }
+    handling_report_ = false;
     queue_.EndPop();
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
@@ -362,7 +599,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     }
   }
   stats_.events = events_;
-  stats_.end = Nanoseconds(now_);
+  stats_.end = Nanoseconds(horizon_);
   stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   for (size_t a = 0; a < state_.size(); ++a) {
     stats_.actor_exposed_ns[a] = state_[a].exposed;

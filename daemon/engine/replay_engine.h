@@ -10,6 +10,18 @@
 // share transmits one transfer and receives one transfer at a time). Send/recv match per (communicator,
 // src, dst) in order and take the point-to-point time. Time is integer ns.
 //
+// Hybrid mode (real ranks among virtual ones, docs/timing.md): a real rank's
+// communication ops are issued when the inbox says it reached them and
+// complete when the inbox says it finished them (RankCompletedOp); its compute
+// ops end when it moves on. A collective with real members completes for its
+// virtual members when the last real member finished it (in a ring all of
+// them finish together); a virtual rank's receive from a real sender completes
+// when the real send's last byte arrives; a virtual rank's send to a real
+// receiver completes by the model, and the observer hears when it left
+// (OnVirtualSendToReal) so that the real receiver can be told. The engine may
+// run ahead of the wall clock (the pacer's lookahead); real ranks' events
+// arrive with their own, possibly past, times and are handled at those times.
+//
 // Other threads interact only through the EngineInbox passed to Run and the
 // EngineObserver callbacks, which run on the engine thread.
 #ifndef PRISM_DAEMON_ENGINE_REPLAY_ENGINE_H_
@@ -18,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -50,8 +63,51 @@ class EngineObserver {
   // last arrival to completion, bytes per rank.
   virtual void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) {}
   virtual void OnPointToPoint(Nanoseconds latency, Bytes bytes) {}
-  // An op of a real rank completed (sessions turn this into schedules).
+  // An op of a real rank completed (at the time the inbox said).
   virtual void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) {}
+  // Hybrid: every virtual member of collective instance `call` (0-based, all
+  // kinds counted) of engine communicator `comm` has arrived; the last at
+  // `arrived`. Only for communicators with real members.
+  virtual void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) {}
+  // Hybrid: virtual rank `send_rank` starts sending message `index` (0-based,
+  // per (comm, send_rank, recv_rank)) of `bytes` to real rank `recv_rank` on
+  // engine communicator `comm`; its first byte leaves at `ready`.
+  virtual void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                   Nanoseconds ready, Bytes bytes) {}
+};
+
+// Fans callbacks out to several observers (metrics, the hybrid bridge, ...).
+// Observers are not owned and must outlive the engine run.
+class ObserverList final : public EngineObserver {
+ public:
+  void Add(EngineObserver* o) {
+    if (o != nullptr) observers_.push_back(o);
+  }
+  void OnProgress(const EngineProgress& p) override {
+    for (auto* o : observers_) o->OnProgress(p);
+  }
+  void OnIteration(uint64_t index, Nanoseconds d) override {
+    for (auto* o : observers_) o->OnIteration(index, d);
+  }
+  void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override {
+    for (auto* o : observers_) o->OnCollective(kind, comm, latency, bytes);
+  }
+  void OnPointToPoint(Nanoseconds latency, Bytes bytes) override {
+    for (auto* o : observers_) o->OnPointToPoint(latency, bytes);
+  }
+  void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
+    for (auto* o : observers_) o->OnRealRankOpComplete(rank, op, at);
+  }
+  void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
+    for (auto* o : observers_) o->OnVirtualMembersArrived(comm, call, arrived);
+  }
+  void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                           Nanoseconds ready, Bytes bytes) override {
+    for (auto* o : observers_) o->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
+  }
+
+ private:
+  std::vector<EngineObserver*> observers_;
 };
 
 struct EngineOptions {
@@ -80,10 +136,14 @@ class ReplayEngine {
 
  private:
   struct StreamState { uint64_t pos = 0; uint32_t inflight = 0; bool in_group = false; int64_t pending_compute = -1; int64_t pending_issued = 0; };
+  // A real actor's collective instance in flight: which call of which comm.
+  struct OpenCall { uint32_t comm; uint64_t call; int64_t issued; };
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<uint32_t> reached;   // real actors: per op, injected "reached" count
+    std::vector<std::deque<OpenCall>> open_calls;  // real actors: per op, collectives in flight
+    std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
     std::vector<uint32_t> iteration_left;
     uint64_t iterations_done = 0;
@@ -91,10 +151,37 @@ class ReplayEngine {
     uint32_t computing = 0, communicating = 0;
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
-  struct Instance { uint32_t arrived = 0; int64_t last = 0; uint32_t first_actor = 0, first_op = 0; std::vector<Waiter> waiters; };
-  struct CommState { uint64_t base = 0; std::deque<Instance> pending; };
-  struct PendingP2P { uint32_t actor, op; int64_t posted; };
-  struct P2PQueue { std::deque<PendingP2P> sends, recvs; };
+  struct Instance {
+    uint32_t arrived = 0, virtual_arrived = 0;
+    int64_t last = 0, last_virtual = 0;  // latest arrival (all members / virtual ones)
+    uint32_t first_actor = 0, first_op = 0;
+    std::vector<Waiter> waiters;
+    uint32_t real_left = 0;              // real members that have not finished it
+    int64_t real_done = 0, real_started = 0;
+  };
+  struct CommState { uint64_t base = 0; std::deque<Instance> pending; uint32_t real_members = 0; };
+  struct PendingP2P { uint32_t actor, op; int64_t posted; int64_t real_done = -1; };
+  // One (communicator, src, dst) FIFO. `awaiting` pairs a real send already
+  // matched with a virtual receive that waits for the send's report.
+  struct P2PQueue {
+    std::deque<PendingP2P> sends, recvs;
+    std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv)
+    uint64_t virtual_to_real = 0;    // messages a virtual sender started to a real receiver
+  };
+  // Measured durations of collectives a real rank took part in, keyed by
+  // (kind, algorithm, bytes, shape): all-virtual instances of the same key
+  // take the measured time instead of the model's.
+  struct CalibrationKey {
+    int kind, algorithm;
+    uint64_t bytes;
+    CommShape shape;
+    bool operator==(const CalibrationKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const CalibrationKey& k) {
+      return H::combine(std::move(h), k.kind, k.algorithm, k.bytes, k.shape.ranks, k.shape.nodes,
+                        k.shape.min_per_node, k.shape.max_per_node);
+    }
+  };
 
   void Advance(uint32_t actor);
   void AdvanceStream(uint32_t actor, uint32_t stream);
@@ -105,11 +192,20 @@ class ReplayEngine {
   void CountDone(uint32_t actor, uint32_t k);
   void Account(ActorState& s);
   void Arrive(uint32_t actor, uint32_t k);
-  void ResolveCollective(uint32_t comm, Instance& in);
+  void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
+  void FinishMixed(const Instance& in);
+  void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
+  void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
   void MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node);
+  void DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node);
+  void RealP2PDone(uint32_t actor, uint32_t k, int64_t at);
+  void ReachOp(uint32_t actor, uint32_t k);
+  bool NextCommReached(uint32_t actor, uint32_t stream) const;
+  Nanoseconds HopLatency(bool same_node) const;
   void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
+  absl::Status CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const;
   absl::Status StallError() const;
   bool Finished() const;
   void Progress(WallClockPacer* pacer);
@@ -120,6 +216,8 @@ class ReplayEngine {
   EngineObserver* observer_ = nullptr;
   TraceRecorder* trace_ = nullptr;
   EventQueue queue_;
+  WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
+  bool handling_report_ = false;      // the current event is a real rank's report
   int64_t now_ = 0;
   uint64_t events_ = 0;
   uint64_t iterations_done_ = 0;
@@ -129,6 +227,10 @@ class ReplayEngine {
   std::vector<uint64_t> iteration_actors_left_;
   std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)
   std::vector<std::vector<uint32_t>> p2p_queue_of_;  // per actor, per P2P desc: index into p2p_
+  // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
+  absl::flat_hash_map<CalibrationKey, int64_t> measured_;
+  int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };
 

@@ -34,6 +34,10 @@ struct ReplayStats {
   __int128 compute_ns = 0;                      // weighted
   std::vector<int64_t> actor_exposed_ns;        // per actor, whole run
   std::vector<int64_t> actor_peak_memory;       // per actor: max running sum of deltas
+  // Hybrid runs.
+  uint64_t real_reports = 0;                    // reached/completed reports from real ranks
+  uint64_t calibrated_instances = 0;            // all-virtual collectives timed by a measurement
+  uint64_t late_virtual_members = 0;            // mixed collectives whose real members finished first
 };
 
 }  // namespace prism::engine

@@ -12,8 +12,7 @@ LinkModelScheduleSource::LinkModelScheduleSource(uint64_t bits_per_second, int64
                                                  uint64_t window)
     : bits_per_second_(bits_per_second), latency_ns_(latency_ns), window_(window) {}
 
-void LinkModelScheduleSource::OnEvents(SessionId id, const rpc::EventBatch& batch,
-                                       std::vector<rpc::ReceiveSchedule>* reply) {
+void LinkModelScheduleSource::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
   std::lock_guard<std::mutex> lock(mu_);
   window_.Advance(
       id, batch,

@@ -1,4 +1,4 @@
-// The default ScheduleSource: every virtual sender is a plain link of
+// A test ScheduleSource: every virtual sender is a plain link of
 // `bits_per_second` and `latency_ns`. For each receive connection it pushes
 // `window` schedules ahead of the receives the plugin posted, each telling
 // the plugin to apply its local link model (ReceiveSchedule.link_*): receive
@@ -26,8 +26,7 @@ class ReceiveWindow {
   explicit ReceiveWindow(uint64_t window) : window_(window) {}
   // Records events of one batch; appends schedules that became due.
   template <typename MakeFn>
-  void Advance(SessionId id, const rpc::EventBatch& batch, MakeFn make,
-               std::vector<rpc::ReceiveSchedule>* out);
+  void Advance(SessionId id, const rpc::EventBatch& batch, MakeFn make, rpc::ScheduleBatch* out);
   void Forget(SessionId id);
 
  private:
@@ -39,8 +38,7 @@ class LinkModelScheduleSource final : public ScheduleSource {
  public:
   LinkModelScheduleSource(uint64_t bits_per_second, int64_t latency_ns, uint64_t window = 256);
 
-  void OnEvents(SessionId id, const rpc::EventBatch& batch,
-                std::vector<rpc::ReceiveSchedule>* reply) override;
+  void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) override;
   void OnSessionClosed(SessionId id) override;
 
  private:
@@ -54,7 +52,7 @@ class LinkModelScheduleSource final : public ScheduleSource {
 
 template <typename MakeFn>
 void ReceiveWindow::Advance(SessionId id, const rpc::EventBatch& batch, MakeFn make,
-                            std::vector<rpc::ReceiveSchedule>* out) {
+                            rpc::ScheduleBatch* out) {
   for (const rpc::Event& e : batch.events()) {
     uint64_t conn = 0;
     uint64_t upto = 0;
@@ -74,11 +72,10 @@ void ReceiveWindow::Advance(SessionId id, const rpc::EventBatch& batch, MakeFn m
     auto it = next_seq_.find({id, conn});
     if (it == next_seq_.end()) continue;  // a send connection
     for (; it->second < upto; ++it->second) {
-      rpc::ReceiveSchedule s;
-      s.set_conn_id(conn);
-      s.set_seq(it->second);
-      make(&s);
-      out->push_back(std::move(s));
+      rpc::ReceiveSchedule* s = out->add_receives();
+      s->set_conn_id(conn);
+      s->set_seq(it->second);
+      make(s);
     }
   }
 }

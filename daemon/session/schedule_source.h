@@ -1,14 +1,15 @@
 // Who decides when a real rank's receive from a virtual peer completes.
 //
 // The session service (session_service.h) feeds every plugin session's
-// events to one ScheduleSource; the source answers with ReceiveSchedules,
-// either at once (the `reply` of OnEvents, sent on that session's stream
-// right after the batch) or later from any thread through the ScheduleSink
-// it was given. Schedules should run ahead of need (before the plugin posts
-// the receive) so that no completion waits for a round trip.
+// events to one ScheduleSource; the source answers with schedules (per NCCL
+// operation, OpSchedule; or per message, ReceiveSchedule), either at once
+// (the `reply` of OnEvents, sent on that session's stream right after the
+// batch) or later from any thread through the ScheduleSink it was given.
+// Schedules should run ahead of need (before the plugin posts the receive)
+// so that no completion waits for a round trip.
 //
-// The default is LinkModelScheduleSource (link_schedule_source.h); the replay
-// engine plugs in its own implementation.
+// prismd's hybrid mode uses the replay engine's source (daemon/hybrid/);
+// tests use LinkModelScheduleSource (link_schedule_source.h).
 #ifndef PRISM_DAEMON_SESSION_SCHEDULE_SOURCE_H_
 #define PRISM_DAEMON_SESSION_SCHEDULE_SOURCE_H_
 
@@ -25,8 +26,8 @@ using SessionId = uint64_t;
 class ScheduleSink {
  public:
   virtual ~ScheduleSink() = default;
-  // Sends `schedules` to session `id`. False when that session is gone.
-  virtual bool PushSchedules(SessionId id, std::vector<rpc::ReceiveSchedule> schedules) = 0;
+  // Sends `batch` to session `id`. False when that session is gone.
+  virtual bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) = 0;
 };
 
 // Called from the sessions' stream threads, possibly concurrently for
@@ -38,8 +39,8 @@ class ScheduleSource {
 
   // `sink` stays valid until OnSessionClosed(id) returns.
   virtual void OnSessionOpened(SessionId id, const rpc::Hello& hello, ScheduleSink* sink) {}
-  virtual void OnEvents(SessionId id, const rpc::EventBatch& batch,
-                        std::vector<rpc::ReceiveSchedule>* reply) = 0;
+  // `reply` starts empty; what the source adds is sent at once.
+  virtual void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) = 0;
   virtual void OnSessionClosed(SessionId id) {}
 };
 

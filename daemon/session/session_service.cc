@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <cstdio>
 #include <random>
 
 namespace prism::daemon {
@@ -21,6 +22,8 @@ struct PluginSessionService::Session {
   std::mutex write_mu;        // one writer at a time; guards `open` and `last_write_ns`
   bool open = true;
   int64_t last_write_ns = 0;
+  bool warned_unknown_conn = false;  // stream thread only
+  int32_t rank = -1;                 // Hello.rank, for logs
 };
 
 class PluginSessionService::GrpcService final : public rpc::PluginSession::Service {
@@ -97,8 +100,7 @@ bool PluginSessionService::Write(Session& s, const rpc::DaemonMessage& msg) {
   return s.stream->Write(msg);
 }
 
-bool PluginSessionService::PushSchedules(SessionId id,
-                                         std::vector<rpc::ReceiveSchedule> schedules) {
+bool PluginSessionService::PushSchedules(SessionId id, rpc::ScheduleBatch batch) {
   std::shared_ptr<Session> s;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -107,10 +109,13 @@ bool PluginSessionService::PushSchedules(SessionId id,
     s = it->second;
   }
   rpc::DaemonMessage msg;
-  auto* batch = msg.mutable_schedules();
-  batch->mutable_receives()->Reserve(static_cast<int>(schedules.size()));
-  for (rpc::ReceiveSchedule& r : schedules) *batch->add_receives() = std::move(r);
+  *msg.mutable_schedules() = std::move(batch);
   return Write(*s, msg);
+}
+
+size_t PluginSessionService::listeners() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return listen_owner_.size();
 }
 
 VirtualHandle PluginSessionService::MintReceiveHandle(const VirtualLinkInfo& link) {
@@ -150,8 +155,61 @@ absl::Status PluginSessionService::ConnectToRealListener(const RealListenHandle&
   return absl::OkStatus();
 }
 
+namespace {
+
+// The connection an event names, or 0 for events without one.
+uint64_t ConnOf(const rpc::Event& e) {
+  switch (e.kind_case()) {
+    case rpc::Event::kConnOpened: return e.conn_opened().conn_id();
+    case rpc::Event::kPosted: return e.posted().conn_id();
+    case rpc::Event::kCompleted: return e.completed().conn_id();
+    case rpc::Event::kConnClosed: return e.conn_closed().conn_id();
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool PluginSessionService::DropUnknownConnections(Session& s, const rpc::EventBatch& batch,
+                                                  rpc::EventBatch* kept) {
+  std::vector<int> unknown;
+  uint64_t first_unknown = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < batch.events_size(); ++i) {
+      const uint64_t conn = ConnOf(batch.events(i));
+      if (conn == 0 || links_.count(conn) != 0) continue;
+      if (unknown.empty()) first_unknown = conn;
+      unknown.push_back(i);
+    }
+  }
+  if (unknown.empty()) return false;
+  rejected_events_.fetch_add(unknown.size(), std::memory_order_relaxed);
+  if (!s.warned_unknown_conn) {
+    s.warned_unknown_conn = true;
+    std::fprintf(stderr,
+                 "prismd: session %llu (rank %d) reports events on connection %llx, which prismd never "
+                 "minted; they are dropped (is this plugin talking to the right prismd?)\n",
+                 static_cast<unsigned long long>(s.id), s.rank, static_cast<unsigned long long>(first_unknown));
+  }
+  size_t next = 0;
+  for (int i = 0; i < batch.events_size(); ++i) {
+    if (next < unknown.size() && unknown[next] == i) {
+      ++next;
+      continue;
+    }
+    *kept->add_events() = batch.events(i);
+  }
+  return true;
+}
+
 void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch) {
   for (const rpc::Event& e : batch.events()) {
+    if (e.has_listen_closed()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      listen_owner_.erase(e.listen_closed().listen_id());
+      continue;
+    }
     if (!e.has_listen_opened()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -160,9 +218,11 @@ void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch
     if (options_.on_listen) options_.on_listen(s.id, e.listen_opened().listen_id(), e.listen_opened().dev());
   }
   if (source_ == nullptr) return;
-  std::vector<rpc::ReceiveSchedule> reply;
-  source_->OnEvents(s.id, batch, &reply);
-  if (!reply.empty()) PushSchedules(s.id, std::move(reply));
+  rpc::EventBatch kept;
+  const rpc::EventBatch& good = DropUnknownConnections(s, batch, &kept) ? kept : batch;
+  rpc::ScheduleBatch reply;
+  source_->OnEvents(s.id, good, &reply);
+  if (reply.receives_size() > 0 || reply.ops_size() > 0) PushSchedules(s.id, std::move(reply));
 }
 
 grpc::Status PluginSessionService::RunSession(
@@ -185,6 +245,7 @@ grpc::Status PluginSessionService::RunSession(
   }
   std::shared_ptr<Session> s = Register(stream);
   const rpc::Hello hello = msg.hello();
+  s->rank = hello.rank();
   rpc::DaemonMessage welcome;
   welcome.mutable_welcome()->set_protocol_version(kSessionProtocolVersion);
   welcome.mutable_welcome()->set_daemon_version(options_.daemon_version);

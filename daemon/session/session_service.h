@@ -38,7 +38,7 @@
 
 namespace prism::daemon {
 
-inline constexpr uint32_t kSessionProtocolVersion = 1;
+inline constexpr uint32_t kSessionProtocolVersion = 2;
 
 // Observes listen announcements (e.g. a test daemon that connects a virtual
 // sender to every listener). Called on the session's stream thread.
@@ -68,9 +68,13 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
 
   // The link a connection id was minted or connected for, if any.
   std::optional<VirtualLinkInfo> LinkOf(uint64_t conn_id) const;
+  // Listen comms announced and not closed (a bounded table).
+  size_t listeners() const;
+  // Events dropped because they named a connection prismd never minted.
+  uint64_t rejected_events() const { return rejected_events_.load(std::memory_order_relaxed); }
 
   // ScheduleSink
-  bool PushSchedules(SessionId id, std::vector<rpc::ReceiveSchedule> schedules) override;
+  bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override;
 
   // VirtualConnectionBroker
   VirtualHandle MintReceiveHandle(const VirtualLinkInfo& link) override;
@@ -88,6 +92,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   void Unregister(const std::shared_ptr<Session>& s);
   bool Write(Session& s, const rpc::DaemonMessage& msg);
   void HandleEvents(Session& s, const rpc::EventBatch& batch);
+  // Copies `batch` without events on unknown connections into `*kept`;
+  // false when nothing had to be dropped (then `*kept` is untouched).
+  bool DropUnknownConnections(Session& s, const rpc::EventBatch& batch, rpc::EventBatch* kept);
   void KeepaliveMain();
   uint64_t NextConnId();
 
@@ -97,6 +104,7 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   std::atomic<int> connected_{0};
   std::atomic<uint64_t> sessions_total_{0};
   std::atomic<uint64_t> next_conn_{0};
+  std::atomic<uint64_t> rejected_events_{0};
 
   mutable std::mutex mu_;  // guards the maps and stop_
   std::unordered_map<SessionId, std::shared_ptr<Session>> sessions_;

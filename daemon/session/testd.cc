@@ -32,8 +32,7 @@ class PacedScheduleSource final : public prism::daemon::ScheduleSource {
  public:
   PacedScheduleSource(int64_t start_ns, int64_t interval_ns, uint64_t window)
       : start_ns_(start_ns), interval_ns_(interval_ns), window_(window) {}
-  void OnEvents(SessionId id, const prism::rpc::EventBatch& batch,
-                std::vector<prism::rpc::ReceiveSchedule>* reply) override {
+  void OnEvents(SessionId id, const prism::rpc::EventBatch& batch, prism::rpc::ScheduleBatch* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
     window_.Advance(
         id, batch,
