@@ -3,7 +3,7 @@
 add_library(prism_bootstrap_testlib STATIC
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_fake_rank.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_test_util.cc)
-target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_common
+target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_wire_replay prism_common
   nlohmann_json::nlohmann_json Threads::Threads)
 
 add_executable(bootstrap_tests
