@@ -281,13 +281,22 @@ absl::StatusOr<PlanComm> BootstrapServer::ResolveRequest(const CommRequest& r) c
   return pc;
 }
 
-absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc) {
+LiveComm* BootstrapServer::Requested(const PlanComm& pc, const std::string& key) {
+  LiveComm* live = nullptr;
+  if (key.empty()) {
+    live = comms_.FindByPlan(pc.id);
+  } else if (auto it = requested_.find(key); it != requested_.end() && it->second.first == comms_.job_gen()) {
+    live = comms_.Find(it->second.second);
+  }
+  return live != nullptr && live->phase != CommPhase::kDone ? live : nullptr;
+}
+
+absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc, const std::string& key) {
   if (plan_.IsReal(pc.members[0])) {
     return absl::FailedPreconditionError(absl::StrCat(pc.name, ": comm rank 0 is global rank ", pc.members[0],
                                                       ", a real rank: it makes the NCCL id, not prismd"));
   }
-  if (LiveComm* live = comms_.FindByPlan(pc.id); live != nullptr && live->phase != CommPhase::kDone &&
-                                                  live->root.host == RootHost::kDaemonOwn) {
+  if (LiveComm* live = Requested(pc, key); live != nullptr && live->root.host == RootHost::kDaemonOwn) {
     return live->root.id;  // already hosted (a second waiter for the same id)
   }
   PRISM_ASSIGN_OR_RETURN(Ipv4Endpoint addr, conns_.AllocEndpoint({0, 0, EndpointKind::kRootHost}));
@@ -301,19 +310,19 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc) {
   comm.root.host = RootHost::kDaemonOwn;
   comm.root.id = id;
   comm.root.addr = addr;
+  if (!key.empty()) requested_[key] = {comms_.job_gen(), comm.live_id};
   spdlog::info("bootstrap: {}: prismd plays comm rank 0 and hosts its root at {}", comm.name, ToString(addr));
   root_.Start(comm);
   return id;
 }
 
-absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const UniqueId& id) {
+absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const std::string& key, const UniqueId& id) {
   if (!plan_.IsReal(pc.members[0])) {
     return absl::FailedPreconditionError(absl::StrCat(
         pc.name, ": a real rank made this communicator's NCCL id, but the graph's comm rank 0 is global rank ",
         pc.members[0], ", which is virtual: the program's group does not match the graph's"));
   }
-  if (LiveComm* live = comms_.FindByPlan(pc.id);
-      live != nullptr && live->phase != CommPhase::kDone && live->root.id == id) {
+  if (LiveComm* live = Requested(pc, key); live != nullptr && live->root.id == id) {
     return absl::OkStatus();  // already joined
   }
   auto root = UniqueIdRoot(id);
@@ -327,6 +336,7 @@ absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const UniqueId&
   comm.root.host = RootHost::kRealRank;
   comm.root.id = id;
   comm.root.addr = *root;
+  if (!key.empty()) requested_[key] = {comms_.job_gen(), comm.live_id};
   spdlog::info("bootstrap: {}: real rank {} hosts its root at {}", comm.name, pc.members[0], ToString(*root));
   root_.Start(comm);
   return absl::OkStatus();
@@ -339,9 +349,9 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRoot(const CommRequest& request) {
   }
   PRISM_ASSIGN_OR_RETURN(PlanComm pc, ResolveRequest(request));
   auto id = std::make_shared<UniqueId>();  // outlives a timed-out wait
-  PRISM_RETURN_IF_ERROR(RunOnLoop([this, pc, id]() mutable -> absl::Status {
+  PRISM_RETURN_IF_ERROR(RunOnLoop([this, pc, id, key = request.key]() mutable -> absl::Status {
     if (pc.id == CommRequest::kUnplanned) pc.id = static_cast<uint32_t>(plan_.comms.size()) + next_unplanned_++;
-    auto got = HostRootOnLoop(pc);
+    auto got = HostRootOnLoop(pc, key);
     if (!got.ok()) return got.status();
     *id = *got;
     return absl::OkStatus();
@@ -355,9 +365,9 @@ absl::Status BootstrapServer::JoinRoot(const CommRequest& request, const UniqueI
                                          "ids from PyTorch's store need prismd without it");
   }
   PRISM_ASSIGN_OR_RETURN(PlanComm pc, ResolveRequest(request));
-  return RunOnLoop([this, pc, id]() mutable -> absl::Status {
+  return RunOnLoop([this, pc, id, key = request.key]() mutable -> absl::Status {
     if (pc.id == CommRequest::kUnplanned) pc.id = static_cast<uint32_t>(plan_.comms.size()) + next_unplanned_++;
-    return JoinRootOnLoop(pc, id);
+    return JoinRootOnLoop(pc, key, id);
   });
 }
 

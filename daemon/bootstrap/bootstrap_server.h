@@ -57,8 +57,10 @@ class BootstrapServer : public ConnEvents {
   // Runs `fn` on the loop thread and waits for its result.
   absl::Status RunOnLoop(const std::function<absl::Status()>& fn);
   absl::StatusOr<PlanComm> ResolveRequest(const CommRequest& request) const;
-  absl::StatusOr<UniqueId> HostRootOnLoop(const PlanComm& pc);
-  absl::Status JoinRootOnLoop(const PlanComm& pc, const UniqueId& id);
+  absl::StatusOr<UniqueId> HostRootOnLoop(const PlanComm& pc, const std::string& key);
+  absl::Status JoinRootOnLoop(const PlanComm& pc, const std::string& key, const UniqueId& id);
+  // The live communicator made for request `key` (or plan entry) in this job.
+  LiveComm* Requested(const PlanComm& pc, const std::string& key);
   void Watchdog();
   std::vector<WaitReport> CollectWaits() const;
 
@@ -77,6 +79,7 @@ class BootstrapServer : public ConnEvents {
   std::thread thread_;
   uint16_t shared_port_ = 0;
   uint32_t next_unplanned_ = 0;
+  std::map<std::string, std::pair<uint64_t, uint32_t>> requested_;  // key -> (job gen, live id)
   std::map<std::string, SteadyTime> waits_logged_;  // report text -> last logged
 };
 

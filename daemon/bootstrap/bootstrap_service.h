@@ -101,6 +101,10 @@ struct CommRequest {
   uint32_t plan_id = kUnplanned;   // the plan entry it is (members from the plan)
   std::vector<uint32_t> members;   // kUnplanned only: global ranks, comm-rank order
   std::string name;                // for logs; default: the plan's name
+  // Identity of the request (e.g. the store key of the id): a second
+  // HostRoot/JoinRoot with the same key in the same job is answered from
+  // the first (same id, no second communicator). Empty: the plan entry.
+  std::string key;
 };
 
 // Thread-safe snapshot of counters (exported as metrics by prismd).

@@ -240,16 +240,12 @@ void ConnectionTable::OnAccept(Listener* l) {
     if (fd < 0) {
       const int err = errno;
       if (!ResourceError(err)) return;  // EAGAIN, or a transient error of one connection
-      reporter_.Update([](BootstrapStats& s) { ++s.accept_failures; ++s.accept_pauses; });
-      l->backoff_ms = std::min(kMaxAcceptBackoffMs,
-                               l->backoff_ms == 0 ? static_cast<int>(limits_.accept_backoff.count())
-                                                  : 2 * l->backoff_ms);
-      reporter_.Warn("accept", absl::StrCat("cannot accept bootstrap connections: ", std::strerror(err),
-                                            " (", conns_.size(), " bootstrap connections open, open-file limit ",
-                                            FdLimitText(), "); pausing the listener for ", l->backoff_ms,
-                                            " ms. Raise `ulimit -n` or run fewer virtual ranks per prismd"));
-      Pause(l, std::chrono::milliseconds(l->backoff_ms));
+      OnAcceptExhausted(l, err);
       return;
+    }
+    if (l->exhausted) {
+      l->exhausted = false;
+      spdlog::info("bootstrap: accepting bootstrap connections again");
     }
     l->backoff_ms = 0;
     SetNoDelay(fd);
@@ -276,6 +272,26 @@ void ConnectionTable::OnAccept(Listener* l) {
     }
     ArmHeaderTimeout(c->id);
   }
+}
+
+// accept4 failed for lack of fds or memory. Level-triggered epoll would
+// report the pending connection again at once and the loop would spin: take
+// the listener out of epoll for a growing pause, and say so once.
+void ConnectionTable::OnAcceptExhausted(Listener* l, int err) {
+  reporter_.Update([](BootstrapStats& s) {
+    ++s.accept_failures;
+    ++s.accept_pauses;
+  });
+  l->backoff_ms = std::min(kMaxAcceptBackoffMs, l->backoff_ms == 0 ? static_cast<int>(limits_.accept_backoff.count())
+                                                                    : 2 * l->backoff_ms);
+  if (!l->exhausted) {
+    l->exhausted = true;
+    reporter_.Warn("accept", absl::StrCat("cannot accept bootstrap connections: ", std::strerror(err), " (",
+                                          conns_.size(), " bootstrap connections open, open-file limit ",
+                                          FdLimitText(), "); pausing the listener and retrying with back-off. "
+                                          "Raise `ulimit -n` or run fewer virtual ranks per prismd"));
+  }
+  Pause(l, std::chrono::milliseconds(l->backoff_ms));
 }
 
 void ConnectionTable::ArmHeaderTimeout(uint64_t id) {

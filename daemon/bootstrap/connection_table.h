@@ -164,12 +164,14 @@ class ConnectionTable {
     int fd = -1;
     ListenerKind kind = ListenerKind::kEndpoints;
     bool paused = false;
+    bool exhausted = false;  // accept4 ran out of fds/memory; said so once
     int backoff_ms = 0;
     void OnIo(uint32_t) override { table->OnAccept(this); }
   };
   friend struct Conn;
 
   void OnAccept(Listener* l);
+  void OnAcceptExhausted(Listener* l, int err);
   bool AtCapacity() const;
   void Pause(Listener* l, std::chrono::milliseconds for_how_long);
   void ResumeAll();
