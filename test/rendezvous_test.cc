@@ -210,6 +210,10 @@ TEST_CASE("key grammar: PyTorch 2.11's NCCL id keys", "[rendezvous]") {
   k = ParseNcclIdKey("/default_pg/0//ad56679d49f2bae2c3e8e6a4bbe1b7b1e1e8b0aa//cuda//UniqueNCCLID:1");
   REQUIRE(k);
   CHECK(k->kind == NcclIdKey::Kind::kScalableRoot);
+  k = ParseNcclIdKey("/worker/attempt_0/default_pg/0//3//cuda//0");  // an outer PrefixStore
+  REQUIRE(k);
+  CHECK(k->env_prefix);
+  CHECK(k->group == "3");
   CHECK_FALSE(ParseNcclIdKey("/init/"));
   CHECK_FALSE(ParseNcclIdKey("/default_pg/0//cuda//x"));
   CHECK_FALSE(ParseNcclIdKey("/store_based_barrier_key:1"));

@@ -173,6 +173,10 @@ TEST_CASE("store: requests split at every byte boundary parse the same", "[store
 }
 
 TEST_CASE("store: a client's process and RANK are found through /proc", "[store]") {
+  if (access("/usr/bin/python3", X_OK) != 0) {
+    WARN("no /usr/bin/python3 to play the client process: skipped");
+    return;
+  }
   const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;

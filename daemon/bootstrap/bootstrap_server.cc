@@ -343,11 +343,13 @@ absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const std::stri
 }
 
 absl::StatusOr<UniqueId> BootstrapServer::HostRoot(const CommRequest& request) {
-  if (!config_.comm_id.empty()) {
-    return absl::FailedPreconditionError("prismd plays init communicators at NCCL_COMM_ID (--nccl-comm-id); "
-                                         "ids from PyTorch's store need prismd without it");
-  }
   PRISM_ASSIGN_OR_RETURN(PlanComm pc, ResolveRequest(request));
+  if (!config_.comm_id.empty()) {  // every init uses the NCCL_COMM_ID id; the plan order plays it
+    if (plan_.IsReal(pc.members[0])) {
+      return absl::FailedPreconditionError(absl::StrCat(pc.name, ": comm rank 0 is real: it makes the NCCL id"));
+    }
+    return c_.shared_id;
+  }
   auto id = std::make_shared<UniqueId>();  // outlives a timed-out wait
   PRISM_RETURN_IF_ERROR(RunOnLoop([this, pc, id, key = request.key]() mutable -> absl::Status {
     if (pc.id == CommRequest::kUnplanned) pc.id = static_cast<uint32_t>(plan_.comms.size()) + next_unplanned_++;
@@ -360,11 +362,15 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRoot(const CommRequest& request) {
 }
 
 absl::Status BootstrapServer::JoinRoot(const CommRequest& request, const UniqueId& id) {
-  if (!config_.comm_id.empty()) {
-    return absl::FailedPreconditionError("prismd plays init communicators at NCCL_COMM_ID (--nccl-comm-id); "
-                                         "ids from PyTorch's store need prismd without it");
-  }
   PRISM_ASSIGN_OR_RETURN(PlanComm pc, ResolveRequest(request));
+  if (!config_.comm_id.empty()) {  // the plan order plays every init at NCCL_COMM_ID
+    if (id != c_.shared_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          pc.name, ": a real rank made an NCCL id that is not NCCL_COMM_ID's (", config_.comm_id,
+          "): set the same NCCL_COMM_ID on every real rank, or start prismd without --nccl-comm-id"));
+    }
+    return absl::OkStatus();
+  }
   return RunOnLoop([this, pc, id, key = request.key]() mutable -> absl::Status {
     if (pc.id == CommRequest::kUnplanned) pc.id = static_cast<uint32_t>(plan_.comms.size()) + next_unplanned_++;
     return JoinRootOnLoop(pc, key, id);

@@ -152,9 +152,10 @@ class BootstrapService {
   void Stop();
   BootstrapStats Stats() const;
 
-  // Ids from PyTorch's store (no comm_id). Blocking until the loop thread
-  // has acted; never call from the loop thread. `id` bytes as NCCL makes
-  // them (128 bytes).
+  // Ids from PyTorch's store. Blocking until the loop thread has acted;
+  // never call from the loop thread. `id` bytes as NCCL makes them (128
+  // bytes). With comm_id set, HostRoot answers NCCL_COMM_ID's id and JoinRoot
+  // only checks that the id is that one (the plan order plays them).
   // prismd plays comm rank 0: mints an id whose root prismd hosts (an
   // endpoint of this communicator) and returns it for the store.
   absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);

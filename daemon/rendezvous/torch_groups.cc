@@ -38,13 +38,8 @@ bool ParseTail(absl::string_view tail, NcclIdKey* k) {
          k->lo < k->hi;
 }
 
-}  // namespace
-
-std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
-  NcclIdKey k;
-  k.key = store_key;
-  absl::string_view s = store_key;
-  absl::ConsumePrefix(&s, "/");  // the TCPStore client's own prefix
+// The key from its "0//" on (after any store prefix).
+std::optional<NcclIdKey> ParseAt(absl::string_view s, NcclIdKey k) {
   k.env_prefix = absl::ConsumePrefix(&s, "default_pg/");
   if (!absl::ConsumePrefix(&s, "0//")) return std::nullopt;
   if (!absl::ConsumePrefix(&s, "cuda//")) {
@@ -58,6 +53,22 @@ std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
   }
   if (!ParseTail(s, &k)) return std::nullopt;
   return k;
+}
+
+}  // namespace
+
+std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
+  NcclIdKey k;
+  k.key = store_key;
+  absl::string_view s = store_key;
+  absl::ConsumePrefix(&s, "/");  // the TCPStore client's own prefix
+  // Outer PrefixStores (e.g. an elastic agent's "/worker/attempt_0") may
+  // come first: try every '/'-separated position, the outermost first.
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && s[i - 1] != '/') continue;
+    if (auto parsed = ParseAt(s.substr(i), k)) return parsed;
+  }
+  return std::nullopt;
 }
 
 GroupResolver::GroupResolver(const bootstrap::BootstrapPlan& plan) : plan_(plan) {}

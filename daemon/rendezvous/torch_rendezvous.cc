@@ -245,7 +245,11 @@ void TorchRendezvous::Tick() {
     auto it = logged_.find(key);
     if (it != logged_.end() && now - it->second < kRelog) continue;
     logged_[key] = now;
-    spdlog::warn("rendezvous: {} waiting {:.0f} s: {}", w.communicator, w.seconds, w.waits_for);
+    if (w.communicator == "store") {
+      spdlog::warn("rendezvous: waiting {:.0f} s: {}", w.seconds, w.waits_for);
+    } else {
+      spdlog::warn("rendezvous: {} waiting {:.0f} s: {}", w.communicator, w.seconds, w.waits_for);
+    }
   }
 }
 

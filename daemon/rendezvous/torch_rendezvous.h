@@ -65,7 +65,7 @@ class BootstrapRoots : public CommRoots {
 
 struct RendezvousOptions {
   std::chrono::milliseconds report_after{3000};
-  std::chrono::milliseconds expect_ranks_within{5000};
+  std::chrono::milliseconds expect_ranks_within{3000};
   std::string store_address;  // for messages, e.g. "127.0.0.1:29500"
 };
 
