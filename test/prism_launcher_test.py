@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PRISM = os.path.join(HERE, "..", "scripts", "prism")
@@ -154,6 +155,7 @@ class WholeRuns(unittest.TestCase):
         cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         named = None
+        status_url = None
         seen = []
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -161,10 +163,16 @@ class WholeRuns(unittest.TestCase):
             if not line:
                 break
             seen.append(line)
+            if "/status on " in line:
+                status_url = line.split("/status on ")[1].split(";")[0]
             if line.startswith("[prismd]") and "real rank(s) 5" in line and "not connected" in line:
                 named = line
                 break
         self.assertIsNotNone(named, "".join(seen))
+        with urllib.request.urlopen(status_url, timeout=5) as r:  # the same wait on prismd's /status
+            status = json.loads(r.read().decode())
+        self.assertTrue(any(w["ranks"] == [5] and "not connected" in w["waits_for"] for w in status["waiting"]),
+                        status)
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 130, rest)
