@@ -296,6 +296,27 @@ TEST_CASE("a group the graph does not have is a named error, not a silent wait",
   CHECK(e.find("regenerate the graph") != std::string::npos);
 }
 
+TEST_CASE("a real rank whose group is not the graph's is refused at once, not left waiting", "[rendezvous]") {
+  Prismd prismd(PlanFor(16, 8, {5}));
+  TorchStoreClient store(prismd.store->port());
+  // The program's group 2 has 4 ranks with rank 5 at index 1; the graph's
+  // communicator 2 (tp[1]) has ranks 8..15.
+  const std::string bytes = store.Get("default_pg/0//2//cuda//0");  // prismd plays its rank 0
+  REQUIRE(bytes.size() == 128);
+  FakeRankOptions o;
+  o.rank = 1;
+  o.nranks = 4;
+  o.timeout_ms = 20000;
+  bootstrap::UniqueId id{};
+  std::copy(bytes.begin(), bytes.end(), id.begin());
+  o.id = id;
+  FakeRealRank rank5(o);
+  CHECK_THROWS_WITH(rank5.Init(), Catch::Contains("wrong socket type"));  // NCCL: "wrong type", init fails
+  const auto st = prismd.bootstrap->Stats();
+  REQUIRE_FALSE(st.recent_divergences.empty());
+  CHECK(st.recent_divergences.back().find("differs from the graph's communicator") != std::string::npos);
+}
+
 TEST_CASE("a real rank that never comes and an id a real rank 0 owes are reported", "[rendezvous]") {
   Prismd prismd(PlanFor(16, 8, {0, 5}));
   store::ClientInfo rank5;

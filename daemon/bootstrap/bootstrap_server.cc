@@ -407,6 +407,10 @@ std::optional<WaitReport> RootWait(const LiveComm& comm) {
   w.communicator = comm.name;
   if (root.host != RootHost::kRealRank) {
     if (root.delivered) return std::nullopt;
+    if (!root.mismatch.empty()) {
+      w.waits_for = root.mismatch;
+      return w;
+    }
     for (int r = 0; r < comm.n; ++r) {
       if (comm.real[r] && root.real_ext[r].empty()) w.ranks.push_back(comm.global[r]);
     }

@@ -89,6 +89,7 @@ struct RootProgress {
   int checkins_outstanding = 0;
   int deliveries_seen = 0;
   bool delivered = false;         // daemon root: deliveries sent
+  std::string mismatch;           // a refused check-in that did not fit the graph
 };
 
 struct SplitProgress {

@@ -149,10 +149,12 @@ void RootCheckin::OnCheckin(Conn& conn) {
   RootProgress& root = comm->root;
   if (nranks != comm->n || rank < 0 || rank >= comm->n || !comm->real[rank] || !root.real_ext[rank].empty() ||
       root.delivered) {
-    c_.reporter->Diverge(absl::StrCat(comm->name, ": unexpected check-in from rank ", rank, " of ", nranks,
-                                      " (plan: ", comm->n, " ranks, rank ",
-                                      rank >= 0 && rank < comm->n && comm->real[rank] ? "real" : "virtual",
-                                      ", real ranks checked in ", root.checked_in, ")"));
+    const std::string why = absl::StrCat(comm->name, ": unexpected check-in from rank ", rank, " of ", nranks,
+                                         " (plan: ", comm->n, " ranks, rank ",
+                                         rank >= 0 && rank < comm->n && comm->real[rank] ? "real" : "virtual",
+                                         ", real ranks checked in ", root.checked_in, ")");
+    if (root.host == RootHost::kDaemonOwn) RefuseMismatch(*comm, ext, why);
+    else c_.reporter->Diverge(why);
     return;
   }
   auto listen = DecodeSockAddr(ext.data() + p.ext_listen_root_addr);
@@ -167,6 +169,23 @@ void RootCheckin::OnCheckin(Conn& conn) {
   CommTable::Touch(*comm);
   root.real_ext[rank] = std::move(ext);
   if (++root.checked_in == comm->num_real) Deliver(*comm);
+}
+
+// A real rank checked in at a root prismd minted for a graph communicator
+// that it does not fit (another size, or a virtual rank's place): the
+// program's group is not the graph's. Refusing its root listener with a
+// socket of the wrong type makes its NCCL init fail at once instead of
+// waiting forever; the reason stays on the communicator for /status.
+void RootCheckin::RefuseMismatch(LiveComm& comm, const Bytes& ext, const std::string& why) {
+  const WireProfile& p = *c_.profile;
+  comm.root.mismatch = absl::StrCat(why, ": the program's group differs from the graph's communicator (order ",
+                                    "or members); the real rank's NCCL init was refused");
+  auto listen = DecodeSockAddr(ext.data() + p.ext_listen_root_addr);
+  if (listen.ok() && c_.conns->DialAllowed(listen->ip)) {
+    c_.conns->ConnectOut(*listen, ConnRole::kOneShotOut, UniqueIdMagic(comm.root.id), std::string(), kNoComm, -1,
+                         "refuse mismatched check-in", kSocketTypeProxy);
+  }
+  c_.reporter->Diverge(comm.root.mismatch);
 }
 
 // A check-in whose size is another NCCL version's extInfo: that real rank

@@ -14,7 +14,10 @@
 // once every real rank checked in, delivers to each its successor's ring
 // address and connects virtual ranks to their real successors.
 // Check-ins are accepted only from ranks the plan says are real, of the
-// right size, once per rank; anything else is a divergence, never a dial.
+// right size, once per rank; anything else is a divergence, never a dial to
+// an address the peer policy refuses. At a root prismd minted (kDaemonOwn)
+// a check-in that does not fit the graph communicator is refused at once
+// (its NCCL init fails) and the mismatch is kept for the waiting report.
 #ifndef PRISM_DAEMON_BOOTSTRAP_ROOT_CHECKIN_H_
 #define PRISM_DAEMON_BOOTSTRAP_ROOT_CHECKIN_H_
 
@@ -47,6 +50,7 @@ class RootCheckin {
   bool TakeCheckinHeader(Conn& conn);
   LiveComm* CommOfCheckin(const Conn& conn);
   void RefuseOtherVersion(Conn& conn, int32_t len);
+  void RefuseMismatch(LiveComm& comm, const Bytes& ext, const std::string& why);
   void Deliver(LiveComm& comm);
 
   Components& c_;

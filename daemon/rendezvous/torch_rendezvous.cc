@@ -34,6 +34,10 @@ void TorchRendezvous::OnConnected(const store::ClientInfo& client) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!first_client_) first_client_ = Clock::now();
   clients_[client.id] = client;
+  if (client.rank && plan_.IsReal(static_cast<uint32_t>(*client.rank))) {
+    spdlog::info("rendezvous: real rank {} connected to PyTorch's store (pid {})", *client.rank,
+                 client.pid.value_or(0));
+  }
   if (client.rank && !plan_.IsReal(static_cast<uint32_t>(*client.rank))) {
     Error(absl::StrCat("rank ", *client.rank, " (pid ", client.pid.value_or(0), ") connected to PyTorch's store, ",
                        "but prismd plays it virtually (its real ranks: ",
