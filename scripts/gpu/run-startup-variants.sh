@@ -12,8 +12,10 @@
 #               prism-graphgen, lib/); default $PRISM_BUNDLE or build/prism-runtime
 # Env: OUT (default /tmp/prism-startup-<time>), PYTHON (python3),
 #      WORLDS (default "8 64"), ONLY (grep -E over labels, e.g. 'env|store'),
-#      BUDGET (s, default 400: later variants are skipped, never the end table),
-#      RUN_TIMEOUT (s per run, default 75).
+#      BUDGET (s, default 330: variants not started by then are skipped; the
+#      never-starts case and the table always run), RUN_TIMEOUT (s per run, default 50).
+# Order: all 16 variants at world 8, then world 64 with rank 0 virtual, then
+# rank 0 real (the budget cuts the last ones first).
 # Writes $OUT/summary.txt (the table) and $OUT/<label>/{run.out,prismd.log,rank<R>.log}.
 set -uo pipefail
 
@@ -30,8 +32,8 @@ graphgen="$bundle/prism-graphgen"
 export PRISM_HOME="$bundle" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/prism-startup-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
 py="${PYTHON:-python3}"
-budget="${BUDGET:-400}"
-run_timeout="${RUN_TIMEOUT:-75}"
+budget="${BUDGET:-330}"
+run_timeout="${RUN_TIMEOUT:-50}"
 rows="$OUT/rows.txt"; : > "$rows"
 row() { printf '%-14s %-6s %-5s %-8s %-8s %-44s %6s %4s %5s\n' "$@" >> "$rows"; }
 port=29800
@@ -54,7 +56,7 @@ mkdir -p "$OUT/store-selftest"
 pd=$!
 for _ in $(seq 100); do grep -q "serving gRPC" "$OUT/store-selftest/prismd.log" 2>/dev/null && break; sleep 0.1; done
 t0=$EPOCHREALTIME
-timeout 60 "$py" "$here/torch_store_selftest.py" "$port" > "$OUT/store-selftest/run.out" 2>&1
+timeout 30 "$py" "$here/torch_store_selftest.py" "$port" > "$OUT/store-selftest/run.out" 2>&1
 rc=$?
 kill -TERM $pd 2>/dev/null; wait $pd 2>/dev/null
 secs=$(awk "BEGIN {printf \"%.1f\", $EPOCHREALTIME - $t0}")
@@ -64,47 +66,51 @@ result="ok ($oks calls)"; [[ $rc != 0 ]] && result="FAIL: $fails of $((oks + fai
 row "store-selftest" "-" "-" "-" "-" "$result" "$secs" "-" "-"
 
 # ---- 2. The start-up variants.
-skipped=0
+variants=()
 for world in ${WORLDS:-8 64}; do
-  graph="$OUT/g$world.graph"; tp=$(tp_of "$world")
-  for init in env store tcp torchrun; do
-    for dev in device lazy; do
-      for r0 in real virtual; do
-        label="$init-$dev-r0$r0-n$world"
-        [[ -n "${ONLY:-}" ]] && ! grep -qE "$ONLY" <<< "$label" && continue
-        reals=$(reals_of "$world" "$r0")
-        if (( SECONDS > budget )); then skipped=$((skipped + 1)); row "$init" "$dev" "$world" "$reals" "$r0" "skipped (BUDGET)" "-" "-" "-"; continue; fi
-        next_port
-        dir="$OUT/$label"; mkdir -p "$dir"
-        prog_init=$init; envs=()
-        if [[ $init == torchrun ]]; then  # what torchrun's agent exports besides RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*
-          prog_init=env
-          envs=(TORCHELASTIC_RUN_ID=prism TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 ROLE_NAME=default
-                GROUP_WORLD_SIZE="$world" ROLE_WORLD_SIZE="$world" TORCHELASTIC_USE_AGENT_STORE=True OMP_NUM_THREADS=1)
-        fi
-        devflag=(); [[ $dev == device ]] && devflag=(--device-id)
-        version=2.28.9; [[ ! -s "$OUT/.detected" ]] && version=auto && touch "$OUT/.detected"
-        t0=$EPOCHREALTIME
-        env "${envs[@]}" timeout -s INT "$run_timeout" "$py" "$prism" run --graph "$graph" --ranks "$reals" \
-          --nccl-version "$version" --store-port "$port" --log-dir "$dir" -- \
-          "$py" "$here/startup_tp_dp.py" --init "$prog_init" --tp "$tp" "${devflag[@]}" > "$dir/run.out" 2>&1
-        rc=$?
-        secs=$(awk "BEGIN {printf \"%.1f\", $EPOCHREALTIME - $t0}")
-        nreal=$(tr ',' '\n' <<< "$reals" | wc -l)
-        oks=$(grep -c "\] OK rank" "$dir/run.out")
-        div=$(grep -c "divergence:" "$dir/prismd.log" 2>/dev/null); div=${div:-0}
-        waits=$(grep -c "waiting [0-9]* s:" "$dir/prismd.log" 2>/dev/null); waits=${waits:-0}
-        if [[ $rc == 0 && $oks == "$nreal" ]]; then
-          result="ok"
-        else
-          why=$(grep -hE "Error|error:|FAIL|Timeout|timed out" "$dir/run.out" | grep -v "^\[prismd\]" | tail -1 | cut -c1-60)
-          [[ $rc == 124 || $rc == 130 ]] && why="timeout ${run_timeout}s; ${why}"
-          result="FAIL rc=$rc: ${why:-see run.out}"
-        fi
-        row "$init" "$dev" "$world" "$reals" "$r0" "${result:0:44}" "$secs" "$div" "$waits"
-      done
+  r0s="real virtual"; [[ $world != 8 ]] && r0s="virtual real"
+  for r0 in $r0s; do
+    for init in env store tcp torchrun; do
+      for dev in device lazy; do variants+=("$world $init $dev $r0"); done
     done
   done
+done
+skipped=0
+for v in "${variants[@]}"; do
+  read -r world init dev r0 <<< "$v"
+  graph="$OUT/g$world.graph"; tp=$(tp_of "$world")
+  label="$init-$dev-r0$r0-n$world"
+  [[ -n "${ONLY:-}" ]] && ! grep -qE "$ONLY" <<< "$label" && continue
+  reals=$(reals_of "$world" "$r0")
+  if (( SECONDS > budget )); then skipped=$((skipped + 1)); row "$init" "$dev" "$world" "$reals" "$r0" "skipped (BUDGET)" "-" "-" "-"; continue; fi
+  next_port
+  dir="$OUT/$label"; mkdir -p "$dir"
+  prog_init=$init; envs=()
+  if [[ $init == torchrun ]]; then  # what torchrun's agent exports besides RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*
+    prog_init=env
+    envs=(TORCHELASTIC_RUN_ID=prism TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 ROLE_NAME=default
+          GROUP_WORLD_SIZE="$world" ROLE_WORLD_SIZE="$world" TORCHELASTIC_USE_AGENT_STORE=True OMP_NUM_THREADS=1)
+  fi
+  devflag=(); [[ $dev == device ]] && devflag=(--device-id)
+  version=2.28.9; [[ ! -e "$OUT/.detected" ]] && version=auto && touch "$OUT/.detected"
+  t0=$EPOCHREALTIME
+  env "${envs[@]}" timeout -s INT "$run_timeout" "$py" "$prism" run --graph "$graph" --ranks "$reals" \
+    --nccl-version "$version" --store-port "$port" --log-dir "$dir" -- \
+    "$py" "$here/startup_tp_dp.py" --init "$prog_init" --tp "$tp" --timeout 40 "${devflag[@]}" > "$dir/run.out" 2>&1
+  rc=$?
+  secs=$(awk "BEGIN {printf \"%.1f\", $EPOCHREALTIME - $t0}")
+  nreal=$(tr ',' '\n' <<< "$reals" | wc -l)
+  oks=$(grep -c "\] OK rank" "$dir/run.out")
+  div=$(grep -c "divergence:" "$dir/prismd.log" 2>/dev/null); div=${div:-0}
+  waits=$(grep -c "waiting [0-9]* s:" "$dir/prismd.log" 2>/dev/null); waits=${waits:-0}
+  if [[ $rc == 0 && $oks == "$nreal" ]]; then
+    result="ok"
+  else
+    why=$(grep -hE "Error|error:|FAIL|Timeout|timed out" "$dir/run.out" | grep -v "^\[prismd\]" | tail -1 | cut -c1-60)
+    [[ $rc == 124 || $rc == 130 ]] && why="timeout ${run_timeout}s; ${why}"
+    result="FAIL rc=$rc: ${why:-see run.out}"
+  fi
+  row "$init" "$dev" "$world" "$reals" "$r0" "${result:0:44}" "$secs" "$div" "$waits"
 done
 
 # ---- 3. A real rank that never starts: prismd must name it.
