@@ -166,6 +166,7 @@ void ConnectionTable::FreeEndpoint(const Ipv4Endpoint& e) {
   endpoints_.erase({e.ip, e.port});
   auto it = endpoint_listeners_.find({e.ip, e.port});
   if (it != endpoint_listeners_.end()) {
+    if (it->second->paused) --paused_;
     loop_.Remove(it->second->fd);
     close(it->second->fd);
     endpoint_listeners_.erase(it);
@@ -206,6 +207,7 @@ bool ConnectionTable::AtCapacity() const {
 void ConnectionTable::Pause(Listener* l, std::chrono::milliseconds for_how_long) {
   if (l->paused) return;
   l->paused = true;
+  ++paused_;
   loop_.Remove(l->fd);
   if (for_how_long.count() > 0) {
     loop_.AddTimer(for_how_long, [this] { ResumeAll(); });
@@ -213,9 +215,11 @@ void ConnectionTable::Pause(Listener* l, std::chrono::milliseconds for_how_long)
 }
 
 void ConnectionTable::ResumeAll() {
+  if (paused_ == 0) return;
   auto resume = [this](Listener* l) {
     if (!l->paused || AtCapacity()) return;
     l->paused = false;
+    --paused_;
     loop_.Add(l->fd, EPOLLIN, l).IgnoreError();
   };
   for (auto& l : listeners_) resume(l.get());
@@ -308,6 +312,7 @@ void ConnectionTable::Identify(Conn* c) {
   if (!c->accepted || c->identified) return;
   c->identified = true;
   --unidentified_;
+  ResumeAll();  // below the cap again
 }
 
 Conn* ConnectionTable::NewConn(int fd, ConnRole role, const std::string& note) {

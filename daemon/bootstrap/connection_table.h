@@ -201,6 +201,7 @@ class ConnectionTable {
   bool reap_scheduled_ = false;
   uint64_t next_conn_id_ = 1;
   int unidentified_ = 0;
+  int paused_ = 0;  // listeners out of epoll
   bool cap_warned_ = false;
 };
 
