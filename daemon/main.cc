@@ -51,6 +51,7 @@ struct Flags {
   std::string record_wire;
   int nccl_runtime_connect = 0;
   std::string torch_store = "127.0.0.1:29500";
+  bool torch_store_given = false;
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
 };
@@ -101,7 +102,9 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
   prism::daemon::ControlPlaneOptions c;
   c.real_ranks.assign(o.real_ranks.begin(), o.real_ranks.end());
   c.nccl_comm_id = f.nccl_comm_id;  // empty: NCCL ids from PyTorch's store
-  c.torch_store = f.torch_store == "none" ? std::string() : f.torch_store;
+  // With --nccl-comm-id the ranks bring their own store unless one is asked for.
+  const bool store = f.torch_store != "none" && (f.nccl_comm_id.empty() || f.torch_store_given);
+  c.torch_store = store ? f.torch_store : std::string();
   c.bootstrap_routable_host = f.bootstrap_routable;
   c.bootstrap_allow = f.bootstrap_allow;
   c.nccl_version = f.wire_profile;
@@ -224,7 +227,8 @@ int main(int argc, char** argv) {
                  "init at a time (default: none, ids come from PyTorch's store)");
   app.add_option("--torch-store", f.torch_store,
                  "hybrid: host PyTorch's TCPStore here, HOST:PORT = the ranks' MASTER_ADDR:MASTER_PORT, or none "
-                 "(default 127.0.0.1:29500); prismd plays or joins every NCCL root announced through it");
+                 "(default 127.0.0.1:29500, none with --nccl-comm-id); prismd plays or joins every NCCL root "
+                 "announced through it");
   app.add_option("--bootstrap-routable", f.bootstrap_routable,
                  "hybrid: give virtual ranks routable bootstrap addresses on HOST (one port each) for real ranks "
                  "on other hosts (default: loopback aliases, this host only)");
@@ -238,6 +242,7 @@ int main(int argc, char** argv) {
                  "hybrid: the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)");
   CLI11_PARSE(app, argc, argv);
   f.metrics_address_given = app.count("--metrics-address") > 0;
+  f.torch_store_given = app.count("--torch-store") > 0;
   if (f.iterations > prism::engine::kMaxIterations) {
     std::fprintf(stderr, "prismd: --iterations must be 1 to %llu\n",
                  static_cast<unsigned long long>(prism::engine::kMaxIterations));
