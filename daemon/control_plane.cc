@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "prometheus/counter.h"
@@ -50,20 +51,29 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
   const uint64_t bps = nic.bandwidth_bps() ? nic.bandwidth_bps() : 400'000'000'000ull;
   std::unique_ptr<ControlPlane> cp(
       new ControlPlane(std::move(options), bps, static_cast<int64_t>(nic.latency_ns()), metrics));
-  if (cp->options_.real_ranks.empty()) return cp;
-  if (cp->options_.nccl_comm_id.empty())
+  const ControlPlaneOptions& o = cp->options_;
+  if (o.real_ranks.empty()) return cp;
+  if (o.nccl_comm_id.empty() && o.torch_store.empty()) {
     return absl::InvalidArgumentError(
-        "--nccl-comm-id is required with --real-ranks: give the NCCL_COMM_ID host:port the real ranks use "
-        "(prism run sets 127.0.0.1:29555)");
-  auto plan = bootstrap::PlanFromGraph(graph, cp->options_.real_ranks);
+        "with --real-ranks, prismd needs the NCCL ids: host PyTorch's store (--torch-store host:port, the "
+        "ranks' MASTER_ADDR:MASTER_PORT; prism run does this) or give the NCCL_COMM_ID the ranks use "
+        "(--nccl-comm-id)");
+  }
+  auto plan = bootstrap::PlanFromGraph(graph, o.real_ranks);
   if (!plan.ok()) return plan.status();
+  cp->plan_ = *plan;
   bootstrap::BootstrapConfig config;
-  config.nccl_version = cp->options_.nccl_version;
-  config.comm_id = cp->options_.nccl_comm_id;
-  config.bootstrap_port = cp->options_.bootstrap_port;
-  config.record_wire_dir = cp->options_.record_wire_dir;
-  config.env.runtime_connect = cp->options_.runtime_connect;
-  config.env.register_ag = cp->options_.register_allgather;
+  config.nccl_version = o.nccl_version;
+  config.comm_id = o.nccl_comm_id;
+  config.bootstrap_port = o.bootstrap_port;
+  config.record_wire_dir = o.record_wire_dir;
+  config.env.runtime_connect = o.runtime_connect;
+  config.env.register_ag = o.register_allgather;
+  if (!o.bootstrap_routable_host.empty()) {
+    config.address_mode = bootstrap::AddressMode::kPortPerEndpoint;
+    config.advertise_host = o.bootstrap_routable_host;
+  }
+  config.allowed_peers = o.bootstrap_allow;
   cp->bootstrap_ = std::make_unique<bootstrap::BootstrapService>(std::move(config), std::move(*plan),
                                                                  &cp->sessions_.broker());
   return cp;
@@ -78,11 +88,40 @@ ControlPlane::ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64
 
 ControlPlane::~ControlPlane() { Stop(); }
 
+// PyTorch's store on torch_store, watched by the rendezvous.
+absl::Status ControlPlane::StartStore() {
+  const std::string& at = options_.torch_store;
+  const size_t colon = at.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(at.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--torch-store '", at, "' is not host:port (e.g. 127.0.0.1:29500)"));
+  }
+  roots_ = std::make_unique<rendezvous::BootstrapRoots>(bootstrap_.get());
+  rendezvous::RendezvousOptions ro;
+  ro.store_address = at;
+  rendezvous_ = std::make_unique<rendezvous::TorchRendezvous>(plan_, roots_.get(), ro);
+  store::StoreServerOptions so;
+  so.host = at.substr(0, colon);
+  so.port = static_cast<uint16_t>(port);
+  auto server = store::StoreServer::Start(so, rendezvous_.get());
+  if (!server.ok()) return server.status();
+  store_ = std::move(*server);
+  rendezvous_->SetStore(store_.get());
+  return absl::OkStatus();
+}
+
 absl::Status ControlPlane::Start() {
   if (bootstrap_) {
     if (auto s = bootstrap_->Start(); !s.ok()) return s;
-    std::fprintf(stderr, "prismd: NCCL bootstrap for %zu real rank(s), NCCL_COMM_ID %s, virtual ranks on port %u\n",
-                 options_.real_ranks.size(), options_.nccl_comm_id.c_str(), bootstrap_->port());
+    if (!options_.torch_store.empty()) {
+      if (auto s = StartStore(); !s.ok()) return s;
+    }
+    const std::string ids = options_.nccl_comm_id.empty()
+                                ? absl::StrCat("NCCL ids from PyTorch's store on ", options_.torch_store,
+                                               " (MASTER_ADDR:MASTER_PORT)")
+                                : absl::StrCat("NCCL_COMM_ID ", options_.nccl_comm_id);
+    std::fprintf(stderr, "prismd: NCCL bootstrap for %zu real rank(s), %s, virtual ranks on port %u\n",
+                 options_.real_ranks.size(), ids.c_str(), bootstrap_->port());
   }
   poller_ = std::thread([this] { PollMetrics(); });
   return absl::OkStatus();
@@ -91,7 +130,27 @@ absl::Status ControlPlane::Start() {
 void ControlPlane::Stop() {
   if (stop_.exchange(true)) return;
   if (poller_.joinable()) poller_.join();
+  if (store_) store_->Stop();
   if (bootstrap_) bootstrap_->Stop();
+}
+
+// Bootstrap and store waits, and start-up errors, to /status (and the log).
+void ControlPlane::PublishWaits() {
+  std::vector<server::StatusWait> waits;
+  std::vector<std::string> errors;
+  auto add = [&](const char* source, const bootstrap::WaitReport& w) {
+    waits.push_back({source, w.communicator, w.ranks, w.waits_for, w.seconds});
+  };
+  if (bootstrap_) {
+    for (const auto& w : bootstrap_->Stats().waiting) add("bootstrap", w);
+  }
+  if (rendezvous_) {
+    rendezvous_->Tick();
+    rendezvous::RendezvousReports r = rendezvous_->Reports();
+    for (const auto& w : r.waiting) add("store", w);
+    errors = std::move(r.errors);
+  }
+  if (options_.status != nullptr) options_.status->SetWaiting(std::move(waits), std::move(errors));
 }
 
 // Copies the sessions' and the bootstrap's counters into Prometheus metrics
@@ -115,6 +174,7 @@ void ControlPlane::PollMetrics() {
         last[i] = now;
       }
     }
+    PublishWaits();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }

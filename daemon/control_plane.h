@@ -1,7 +1,9 @@
 // prismd's hybrid-mode services that face the real ranks: the plugin
-// sessions (gRPC PluginSession) and the NCCL bootstrap emulation of the
-// virtual ranks, joined through the VirtualConnectionBroker seam, with their
-// counters exported as Prometheus metrics.
+// sessions (gRPC PluginSession), the NCCL bootstrap emulation of the
+// virtual ranks, joined through the VirtualConnectionBroker seam, and
+// PyTorch's store (hosted here so that NCCL ids of any start-up reach the
+// bootstrap, daemon/rendezvous), with their counters exported as Prometheus
+// metrics and what they wait for on /status.
 //
 // Lifetime: Create(), register session_service() with the gRPC server
 // before it starts, Start() (binds the bootstrap listeners), Stop() before
@@ -21,7 +23,10 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/server/metrics.h"
+#include "daemon/server/status.h"
+#include "daemon/store/store_server.h"
 #include "daemon/session/link_schedule_source.h"
 #include "daemon/session/session_service.h"
 #include "proto/graph.pb.h"
@@ -30,13 +35,25 @@ namespace prism::daemon {
 
 struct ControlPlaneOptions {
   std::vector<uint32_t> real_ranks;  // empty: no bootstrap emulation (sessions only)
-  std::string nccl_comm_id;          // the real ranks' NCCL_COMM_ID, "host:port"
+  // The real ranks' NCCL_COMM_ID, "host:port": every init communicator from
+  // that one id, one at a time (legacy). Empty: ids from PyTorch's store.
+  std::string nccl_comm_id;
+  // PyTorch's store hosted by prismd, "host:port" (the ranks' MASTER_ADDR/
+  // MASTER_PORT). Required when nccl_comm_id is empty; empty = no store.
+  std::string torch_store;
+  // Non-empty: routable bootstrap endpoints (one port each) on this host, for
+  // real ranks on other hosts; empty: loopback aliases (this host only).
+  std::string bootstrap_routable_host;
+  std::vector<std::string> bootstrap_allow;  // routable mode: peers accepted ("a.b.c.d[/len]")
   int nccl_version = 22809;          // wire profile
   bool runtime_connect = false;      // the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)
   bool register_allgather = true;    // NCCL_LOCAL_REGISTER || NCCL_GRAPH_REGISTER
   uint16_t bootstrap_port = 0;       // 0: the kernel's choice
   std::string record_wire_dir;       // empty: no recording
   std::string version = "dev";
+  // Where waits and start-up errors are shown (/status); nullable, must
+  // outlive the ControlPlane.
+  server::StatusBoard* status = nullptr;
 };
 
 class ControlPlane {
@@ -59,13 +76,19 @@ class ControlPlane {
  private:
   ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64_t link_latency_ns,
                server::Metrics* metrics);
+  absl::Status StartStore();
   void PollMetrics();
+  void PublishWaits();
 
   ControlPlaneOptions options_;
   server::Metrics* metrics_;
   LinkModelScheduleSource schedules_;
   PluginSessionService sessions_;
+  bootstrap::BootstrapPlan plan_;
   std::unique_ptr<bootstrap::BootstrapService> bootstrap_;
+  std::unique_ptr<rendezvous::BootstrapRoots> roots_;
+  std::unique_ptr<rendezvous::TorchRendezvous> rendezvous_;
+  std::unique_ptr<store::StoreServer> store_;
   std::thread poller_;
   std::atomic<bool> stop_{false};
 };

@@ -50,6 +50,10 @@ struct Flags {
   uint16_t bootstrap_port = 0;
   std::string record_wire;
   int nccl_runtime_connect = 0;
+  std::string torch_store = "127.0.0.1:29500";
+  bool torch_store_given = false;
+  std::string bootstrap_routable;
+  std::vector<std::string> bootstrap_allow;
 };
 
 int Fail(const absl::Status& s) {
@@ -97,11 +101,12 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
                                                            const prism::engine::SimulationOptions& o) {
   prism::daemon::ControlPlaneOptions c;
   c.real_ranks.assign(o.real_ranks.begin(), o.real_ranks.end());
-  c.nccl_comm_id = f.nccl_comm_id;
-  if (c.nccl_comm_id.empty()) {
-    const char* env = std::getenv("NCCL_COMM_ID");
-    c.nccl_comm_id = env ? env : "127.0.0.1:29555";  // prism run's default
-  }
+  c.nccl_comm_id = f.nccl_comm_id;  // empty: NCCL ids from PyTorch's store
+  // With --nccl-comm-id the ranks bring their own store unless one is asked for.
+  const bool store = f.torch_store != "none" && (f.nccl_comm_id.empty() || f.torch_store_given);
+  c.torch_store = store ? f.torch_store : std::string();
+  c.bootstrap_routable_host = f.bootstrap_routable;
+  c.bootstrap_allow = f.bootstrap_allow;
   c.nccl_version = f.wire_profile;
   c.runtime_connect = f.nccl_runtime_connect != 0;
   c.bootstrap_port = f.bootstrap_port;
@@ -118,7 +123,9 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
   prism::server::DaemonServer server(&status);
-  auto control = prism::daemon::ControlPlane::Create(g, ControlPlaneOptionsFrom(f, options), &metrics);
+  prism::daemon::ControlPlaneOptions control_options = ControlPlaneOptionsFrom(f, options);
+  control_options.status = &status;
+  auto control = prism::daemon::ControlPlane::Create(g, std::move(control_options), &metrics);
   if (!control.ok()) return Fail(control.status());
   server.RegisterService((*control)->session_service());
   const std::string listen = f.listen.empty() ? prism::server::kDefaultListenAddress : f.listen;
@@ -216,7 +223,18 @@ int main(int argc, char** argv) {
   app.add_option("--listen", f.listen, "gRPC address (hybrid default unix:///tmp/prismd.sock)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,
-                 "hybrid: the real ranks' NCCL_COMM_ID host:port (default: $NCCL_COMM_ID, else 127.0.0.1:29555)");
+                 "hybrid: the real ranks' NCCL_COMM_ID host:port; every communicator then shares that id, one "
+                 "init at a time (default: none, ids come from PyTorch's store)");
+  app.add_option("--torch-store", f.torch_store,
+                 "hybrid: host PyTorch's TCPStore here, HOST:PORT = the ranks' MASTER_ADDR:MASTER_PORT, or none "
+                 "(default 127.0.0.1:29500, none with --nccl-comm-id); prismd plays or joins every NCCL root "
+                 "announced through it");
+  app.add_option("--bootstrap-routable", f.bootstrap_routable,
+                 "hybrid: give virtual ranks routable bootstrap addresses on HOST (one port each) for real ranks "
+                 "on other hosts (default: loopback aliases, this host only)");
+  app.add_option("--bootstrap-allow", f.bootstrap_allow,
+                 "hybrid, with --bootstrap-routable: peers accepted, a.b.c.d[/len] (repeatable; default any)")
+      ->delimiter(',');
   app.add_option("--wire-profile", f.wire_profile, "hybrid: NCCL version code of the real ranks (default 22809)");
   app.add_option("--bootstrap-port", f.bootstrap_port, "hybrid: port of the virtual ranks' bootstrap listener");
   app.add_option("--record-wire", f.record_wire, "hybrid: record bytes exchanged with real ranks into DIR");
@@ -224,6 +242,7 @@ int main(int argc, char** argv) {
                  "hybrid: the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)");
   CLI11_PARSE(app, argc, argv);
   f.metrics_address_given = app.count("--metrics-address") > 0;
+  f.torch_store_given = app.count("--torch-store") > 0;
   if (f.iterations > prism::engine::kMaxIterations) {
     std::fprintf(stderr, "prismd: --iterations must be 1 to %llu\n",
                  static_cast<unsigned long long>(prism::engine::kMaxIterations));

@@ -4,6 +4,7 @@
 # Abseil:
 #   OUTDIR/libnccl-net-prism.so   (DT_RPATH $ORIGIN/lib)
 #   OUTDIR/prismd                 (DT_RPATH $ORIGIN/lib), when built
+#   OUTDIR/prism-graphgen         (DT_RPATH $ORIGIN/lib), when built (prism graph/inspect)
 #   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
 #                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
 #                                 libpthread, libdl, librt) and libcuda
@@ -37,6 +38,11 @@ if [[ -n "$prismd" ]]; then
   bins+=("$out/prismd")
 else
   echo "bundle-runtime: prismd not built; bundling the plugin only" >&2
+fi
+graphgen="$(find_first "${GRAPHGEN:-}" "$build/graphgen/prism-graphgen" || true)"
+if [[ -n "$graphgen" ]]; then
+  install -m 0755 "$graphgen" "$out/prism-graphgen"
+  bins+=("$out/prism-graphgen")
 fi
 
 skip='^(linux-vdso|libc\.so|libstdc\+\+\.so|libgcc_s\.so|ld-linux|libm\.so|libpthread\.so|libdl\.so|librt\.so|libcuda\.so)'

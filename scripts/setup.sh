@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libbenchmark-dev
   libcurl4-openssl-dev zlib1g-dev libcivetweb-dev
   patchelf binutils
+  python3
 )
 
 missing=()

@@ -3,12 +3,13 @@
 add_library(prism_bootstrap_testlib STATIC
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_fake_rank.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_test_util.cc)
-target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_common
-  nlohmann_json::nlohmann_json Threads::Threads)
+target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_wire_replay prism_common
+  nlohmann_json::nlohmann_json spdlog::spdlog Threads::Threads)
 
 add_executable(bootstrap_tests
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_ids_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_server_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_hostile_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_replay_test.cc)
 target_link_libraries(bootstrap_tests PRIVATE prism_test_main prism_bootstrap_testlib)
 target_compile_definitions(bootstrap_tests PRIVATE

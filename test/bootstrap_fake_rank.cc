@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -175,9 +176,24 @@ Bytes FakeTopoInfo(int rank) {
 }
 
 FakeRealRank::FakeRealRank(FakeRankOptions options) : opt_(std::move(options)) {
-  const UniqueId id = UniqueIdForCommId(opt_.comm_id);
+  const UniqueId id = opt_.id ? *opt_.id : UniqueIdForCommId(opt_.comm_id);
   comm_hash_ = CommHashOfId(id);
   magic_ = UniqueIdMagic(id);
+}
+
+UniqueId FakeRealRank::MakeUniqueId() {
+  if (opt_.rank != 0) Fail("only comm rank 0 makes the id");
+  root_listen_ = Listen();
+  std::random_device rd;
+  const uint64_t magic = (uint64_t{rd()} << 32) ^ rd();
+  UniqueId id{};
+  std::memcpy(id.data(), &magic, 8);
+  const SockAddrBytes a = EncodeSockAddr(AddrOf(root_listen_));
+  std::copy(a.begin(), a.end(), id.begin() + 8);
+  opt_.id = id;
+  comm_hash_ = CommHashOfId(id);
+  magic_ = magic;
+  return id;
 }
 
 FakeRealRank::FakeRealRank(FakeRankOptions options, uint64_t hash, uint64_t magic)
@@ -259,7 +275,10 @@ void FakeRealRank::Init() {
   const auto t0 = std::chrono::steady_clock::now();
   ring_listen_ = Listen();
   int my_root_listen = Listen();
-  if (opt_.rank == 0) {
+  const Ipv4Endpoint root_addr = opt_.id ? ParseAddr(opt_.id->data() + 8) : opt_.comm_id;
+  if (opt_.rank == 0 && root_listen_ >= 0) {
+    root_thread_ = std::thread([this] { RunRoot(); });  // MakeUniqueId listened already
+  } else if (opt_.rank == 0) {
     root_listen_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(root_listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -282,7 +301,7 @@ void FakeRealRank::Init() {
   const Bytes ra = AddrBytes(AddrOf(ring_listen_), 128);
   std::copy(la.begin(), la.end(), ext.begin() + 16);
   std::copy(ra.begin(), ra.end(), ext.begin() + 44);
-  int fd = Connect(opt_.comm_id, magic_, opt_.timeout_ms);
+  int fd = Connect(root_addr, magic_, opt_.timeout_ms);
   SendMsg(fd, ext);
   close(fd);
   fd = AcceptChecked(my_root_listen, magic_);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,7 +23,8 @@ using Bytes = std::vector<uint8_t>;
 struct FakeRankOptions {
   int rank = 0;
   int nranks = 0;
-  Ipv4Endpoint comm_id;          // NCCL_COMM_ID
+  Ipv4Endpoint comm_id;          // NCCL_COMM_ID (when `id` is not given)
+  std::optional<UniqueId> id;    // the unique id (from PyTorch's store), NCCL_COMM_ID unset
   std::string host_name = "real-host-a";
   int version = 22809;
   int timeout_ms = 60000;        // every blocking wait
@@ -42,7 +44,11 @@ class FakeRealRank {
   FakeRealRank(const FakeRealRank&) = delete;
   FakeRealRank& operator=(const FakeRealRank&) = delete;
 
-  // ncclCommInitRank with NCCL_COMM_ID: hosts the root when rank 0.
+  // ncclGetUniqueId without NCCL_COMM_ID (comm rank 0 only): listens for
+  // the root on 127.0.0.1 (kernel port) and returns the id (random magic).
+  UniqueId MakeUniqueId();
+  // ncclCommInitRank: rank 0 hosts the root (at NCCL_COMM_ID, or where
+  // MakeUniqueId put it); every rank checks in.
   void Init();
   // Generic bootstrap all-gather (double ring, socket mode).
   std::vector<Bytes> AllGather(const Bytes& mine);

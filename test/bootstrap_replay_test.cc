@@ -1,6 +1,6 @@
 // Recording format: a session recorded with --record-wire is readable and
 // holds what went over the wire; every fixture under test/fixtures/wire/
-// replays against a fresh prismd (daemon/bootstrap/wire_replay.h), and a
+// replays against a fresh prismd (daemon/bootstrap/replay/wire_replay.h), and a
 // changed prismd byte is reported as the first divergence.
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/bootstrap_service.h"
-#include "daemon/bootstrap/wire_replay.h"
+#include "daemon/bootstrap/replay/wire_replay.h"
 #include "nlohmann/json.hpp"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
@@ -82,7 +82,7 @@ TEST_CASE("recordings with bad lines are refused", "[bootstrap][record]") {
   std::filesystem::remove(path);
 }
 
-// ---- Replay of wire fixtures (daemon/bootstrap/wire_replay.h) ----
+// ---- Replay of wire fixtures (daemon/bootstrap/replay/wire_replay.h) ----
 
 // The fake's scenario recorded as a fixture: init, ring connect (P2pSetup
 // with broker handles), a 0xbeef barrier, three splits (the real rank's tp

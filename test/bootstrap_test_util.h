@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "daemon/bootstrap/bootstrap_service.h"
-#include "daemon/session/virtual_connections.h"
+#include "daemon/bootstrap/virtual_connections.h"
 #include "test/bootstrap_fake_rank.h"
 
 namespace prism::bootstrap::testing {

@@ -1,17 +1,57 @@
 #!/usr/bin/env python3
 """Tests of scripts/prism (the launcher) that need no GPU: the environment
-each real rank gets (--dry-run) and the errors for bad input."""
+each real rank gets (--dry-run), the errors for bad input, and whole runs
+with prismd and a stand-in for PyTorch ranks (test/fake_torch_program.py):
+the NCCL id through prismd's store, a failing rank, a rank that never comes,
+Ctrl-C."""
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
+import urllib.request
 
-PRISM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "prism")
+HERE = os.path.dirname(os.path.abspath(__file__))
+PRISM = os.path.join(HERE, "..", "scripts", "prism")
+FAKE = os.path.join(HERE, "fake_torch_program.py")
+BUILD = os.environ.get("PRISM_BUILD_DIR", os.path.join(HERE, "..", "build"))
+GRAPHGEN = os.path.join(BUILD, "graphgen", "prism-graphgen")
+PRISMD = os.path.join(BUILD, "daemon", "prismd")
+PLUGIN = os.path.join(BUILD, "plugin", "libnccl-net-prism.so")
 
 
-def run(*args):
-    return subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True)
+def run(*args, timeout=120):
+    return subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def have_binaries():
+    return all(os.path.isfile(p) for p in (GRAPHGEN, PRISMD, PLUGIN))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def processes_mentioning(text):
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
 class DryRun(unittest.TestCase):
@@ -49,6 +89,24 @@ class DryRun(unittest.TestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("nothing to run", out.stderr)
 
+    def test_default_environment_uses_prismds_store_and_no_fixed_id(self):
+        out = run("run", "--graph", "g", "--world", "16", "--ranks", "5", "--plugin", PRISM, "--dry-run",
+                  "--", "python3", "train.py")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        self.assertNotIn("NCCL_COMM_ID", env)
+        self.assertEqual(env["MASTER_ADDR"], "127.0.0.1")
+        self.assertEqual(env["MASTER_PORT"], "29500")
+        self.assertEqual(env["TORCHELASTIC_USE_AGENT_STORE"], "True")
+        self.assertEqual(env["NCCL_SOCKET_IFNAME"], "lo")
+
+    def test_help_of_every_verb(self):
+        top = run("--help")
+        self.assertEqual(top.returncode, 0)
+        for verb in ("run", "graph", "inspect", "simulate"):
+            self.assertIn(verb, top.stdout)
+        self.assertIn("MASTER_PORT", run("run", "--help").stdout)
+
     def test_unique_id_bytes_match_nccl(self):
         import importlib.machinery
         import importlib.util
@@ -61,6 +119,93 @@ class DryRun(unittest.TestCase):
         self.assertEqual(uid[:16].hex(), "8002800280028002020073737f000001")
         self.assertEqual(len(uid), 128)
         self.assertEqual(uid[16:], bytes(112))
+
+
+@unittest.skipUnless(have_binaries(), "prismd, prism-graphgen or the plugin is not built")
+class WholeRuns(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="prism-launcher-test-")
+        cls.graph = os.path.join(cls.tmp, "g16.graph")
+        subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "16",
+                        "--subgroups", "8", "-o", cls.graph], check=True, capture_output=True)
+
+    def launch(self, ranks, *program_args, extra=()):
+        log_dir = tempfile.mkdtemp(prefix="run-", dir=self.tmp)
+        cmd = [sys.executable, PRISM, "run", "--graph", self.graph, "--ranks", ranks, "--nccl-version", "2.28.9",
+               "--store-port", str(free_port()), "--log-dir", log_dir, *extra,
+               "--", sys.executable, FAKE, *program_args]
+        return cmd, log_dir
+
+    def test_a_virtual_rank_0s_nccl_id_comes_from_prismds_store(self):
+        cmd, _ = self.launch("5")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("[rank 5] got the world's NCCL id: 128 bytes, root 127.64.", out.stdout)
+        self.assertIn("prismd ready", out.stderr)
+
+    def test_a_failing_rank_stops_the_others_and_sets_the_exit_status(self):
+        cmd, log_dir = self.launch("0,1", "--fail-rank", "1", "--code", "3", "--linger", "600")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        self.assertIn("rank 1 exited with status 3", out.stderr)
+        self.assertEqual(processes_mentioning(log_dir), [])
+
+    def test_a_rank_that_never_comes_is_named_and_ctrl_c_stops_everything(self):
+        cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        named = None
+        status_url = None
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "/status on " in line:
+                status_url = line.split("/status on ")[1].split(";")[0]
+            if line.startswith("[prismd]") and "real rank(s) 5" in line and "not connected" in line:
+                named = line
+                break
+        self.assertIsNotNone(named, "".join(seen))
+        with urllib.request.urlopen(status_url, timeout=5) as r:  # the same wait on prismd's /status
+            status = json.loads(r.read().decode())
+        self.assertTrue(any(w["ranks"] == [5] and "not connected" in w["waits_for"] for w in status["waiting"]),
+                        status)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, rest)
+        self.assertIn("interrupted", rest)
+        self.assertEqual(processes_mentioning(log_dir), [])
+
+    def test_bad_inputs_give_one_line_and_status_2(self):
+        garbage = os.path.join(self.tmp, "garbage.graph")
+        with open(garbage, "wb") as f:
+            f.write(b"not a graph at all")
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        busy = held.getsockname()[1]
+        cases = {
+            "graph": ["run", "--graph", garbage, "--ranks", "0", "--nccl-version", "2.28.9", "--store-port",
+                      str(free_port()), "--", "true"],
+            "plugin": ["run", "--graph", self.graph, "--ranks", "0", "--plugin", "/nonexistent/libnccl-net-prism.so",
+                       "--", "true"],
+            "port": ["run", "--graph", self.graph, "--ranks", "0", "--store-port", str(busy), "--", "true"],
+            "nccl": ["run", "--graph", self.graph, "--ranks", "0", "--nccl-version", "2.27.7", "--store-port",
+                     str(free_port()), "--", "true"],
+        }
+        expected = {"graph": "graph", "plugin": "no such file", "port": "in use", "nccl": "2.27.7"}
+        for name, argv in cases.items():
+            with self.subTest(name):
+                out = run(*argv)
+                self.assertEqual(out.returncode, 2, out.stderr)
+                lines = out.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, out.stderr)
+                self.assertTrue(lines[0].startswith("prism: error: "), lines[0])
+                self.assertIn(expected[name], lines[0])
+        held.close()
 
 
 if __name__ == "__main__":

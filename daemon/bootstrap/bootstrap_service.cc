@@ -15,4 +15,14 @@ void BootstrapService::Stop() { server_->Stop(); }
 BootstrapStats BootstrapService::Stats() const { return server_->Stats(); }
 uint16_t BootstrapService::port() const { return server_->port(); }
 
+absl::StatusOr<UniqueId> BootstrapService::HostRoot(const CommRequest& request) {
+  return server_->HostRoot(request);
+}
+
+absl::Status BootstrapService::JoinRoot(const CommRequest& request, const UniqueId& id) {
+  return server_->JoinRoot(request, id);
+}
+
+void BootstrapService::EndJob(const std::string& why, int grace_ms) { server_->EndJob(why, grace_ms); }
+
 }  // namespace prism::bootstrap

@@ -4,8 +4,18 @@
 // BootstrapPlan on NCCL's bootstrap wire protocol (root check-in, ring,
 // ring all-gathers, point-to-point bootstrap messages, split, transport
 // setup). One thread owns all protocol state (an epoll loop over
-// non-blocking sockets); Start() spawns it, Stop() joins it. Stats() is a
-// thread-safe snapshot. See docs/bootstrap.md.
+// non-blocking sockets); Start() spawns it, Stop() joins it. Stats(),
+// HostRoot() and JoinRoot() may be called from any other thread.
+//
+// Where communicators come from:
+//  * with `comm_id` (NCCL_COMM_ID): the plan's init communicators, one at a
+//    time in plan order, all from the id NCCL builds for that address;
+//  * without it: on demand, from ids exchanged through PyTorch's store
+//    (daemon/rendezvous): HostRoot() when comm rank 0 is virtual (prismd
+//    mints the id and hosts the root), JoinRoot() when a real comm rank 0
+//    made the id. Any number of such roots may be live at once.
+// Split children come from their parent's split all-gather either way.
+// See docs/bootstrap.md.
 #ifndef PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVICE_H_
 #define PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVICE_H_
 
@@ -17,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
+#include "daemon/bootstrap/nccl_ids.h"
 #include "daemon/bootstrap/wire_profile.h"
 
 namespace prism::daemon {
@@ -26,11 +37,14 @@ class VirtualConnectionBroker;
 namespace prism::bootstrap {
 
 enum class AddressMode {
-  // One listener on listen_host:bootstrap_port; every virtual endpoint is a
-  // distinct 127.64.x.y address on that port (real ranks on this host only).
+  // One listener on bootstrap_port; every virtual endpoint is a distinct
+  // 127.64.x.y address on that port. The listener must be bound to the
+  // wildcard address (a socket bound to 127.0.0.1 never sees connections
+  // dialled to 127.64/10), so it drops every connection that is not from a
+  // loopback address to a loopback address: real ranks on this host only.
   kLoopbackAliases,
-  // One listener per virtual endpoint on advertise_host (routable; costs an
-  // fd per endpoint).
+  // One listener per virtual endpoint on advertise_host (routable, for real
+  // ranks on other hosts; costs an fd per endpoint). Peers: allowed_peers.
   kPortPerEndpoint,
 };
 
@@ -46,8 +60,9 @@ enum class ContributionSource {
 
 struct BootstrapConfig {
   int nccl_version = 22809;          // --wire-profile / Hello.nccl_version
-  std::string comm_id;               // NCCL_COMM_ID "host:port" (required)
-  std::string listen_host = "0.0.0.0";
+  // NCCL_COMM_ID "host:port": every init communicator uses the id NCCL
+  // builds for it. Empty: ids come from HostRoot()/JoinRoot().
+  std::string comm_id;
   uint16_t bootstrap_port = 0;       // --bootstrap-port; 0 = kernel's choice
   AddressMode address_mode = AddressMode::kLoopbackAliases;
   std::string advertise_host = "127.0.0.1";  // kPortPerEndpoint only
@@ -58,6 +73,38 @@ struct BootstrapConfig {
   std::string record_wire_dir;       // --record-wire DIR; empty = off
   int max_concurrent_checkins = 64;  // outstanding connections to a real root
   int root_connect_timeout_ms = 600000;
+  // Peers accepted (and dialled) besides loopback ones, "a.b.c.d[/len]";
+  // kPortPerEndpoint only (loopback-alias mode accepts loopback only).
+  // Empty in kPortPerEndpoint = any peer.
+  std::vector<std::string> allowed_peers;
+  int max_unidentified_connections = 256;  // accepted, no valid header yet
+  int max_connections = 8192;              // all bootstrap connections
+  int header_timeout_ms = 10000;           // accepted, no valid header: closed
+  int accept_backoff_ms = 100;             // first pause when accept4 runs out of fds
+  // A communicator with no progress for this long is reported as waiting
+  // (WaitReport in Stats, a warning on the log).
+  int stall_report_ms = 3000;
+};
+
+// Something prismd waits for that only a real rank can bring: never a silent
+// wait (docs/bootstrap.md, "Waiting").
+struct WaitReport {
+  std::string communicator;        // e.g. "tp[3]"
+  std::vector<uint32_t> ranks;     // global ranks (real) it waits for
+  std::string waits_for;           // one line, what and where
+  double seconds = 0;              // since the last progress
+};
+
+// A communicator whose NCCL id comes from outside prismd (PyTorch's store).
+struct CommRequest {
+  static constexpr uint32_t kUnplanned = UINT32_MAX;
+  uint32_t plan_id = kUnplanned;   // the plan entry it is (members from the plan)
+  std::vector<uint32_t> members;   // kUnplanned only: global ranks, comm-rank order
+  std::string name;                // for logs; default: the plan's name
+  // Identity of the request (e.g. the store key of the id): a second
+  // HostRoot/JoinRoot with the same key in the same job is answered from
+  // the first (same id, no second communicator). Empty: the plan entry.
+  std::string key;
 };
 
 // Thread-safe snapshot of counters (exported as metrics by prismd).
@@ -78,8 +125,12 @@ struct BootstrapStats {
   uint64_t divergences = 0;          // real rank did what the plan/profile did not predict
   uint64_t real_rank_failures = 0;   // real rank closed mid-protocol
   uint64_t accepted_connections = 0;
-  uint64_t open_fds = 0;
+  uint64_t rejected_connections = 0; // dropped before a valid header (peer, idle, cap, bad header)
+  uint64_t accept_failures = 0;      // accept4 out of fds/memory
+  uint64_t accept_pauses = 0;        // listener taken out of epoll after such a failure
+  uint64_t warnings_suppressed = 0;  // rate-limited log lines
   std::vector<std::string> recent_divergences;  // last 32 messages
+  std::vector<WaitReport> waiting;   // current waits (stall_report_ms without progress)
   uint16_t bootstrap_port = 0;       // actual shared listener port
   std::string last_init_summary;     // e.g. "world: 1024 ranks, 1 real, 0.213 s"
 };
@@ -100,6 +151,20 @@ class BootstrapService {
   absl::Status Start();
   void Stop();
   BootstrapStats Stats() const;
+
+  // Ids from PyTorch's store. Blocking until the loop thread has acted;
+  // never call from the loop thread. `id` bytes as NCCL makes them (128
+  // bytes). With comm_id set, HostRoot answers NCCL_COMM_ID's id and JoinRoot
+  // only checks that the id is that one (the plan order plays them).
+  // prismd plays comm rank 0: mints an id whose root prismd hosts (an
+  // endpoint of this communicator) and returns it for the store.
+  absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);
+  // A real comm rank 0 made `id`: the virtual members check in to its root.
+  absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
+  // The real ranks are gone (their store connections closed): unless every
+  // communicator finishes within `grace_ms`, the job is failed with `why`
+  // and the next one is served.
+  void EndJob(const std::string& why, int grace_ms = 2000);
   // The shared bootstrap port after Start() (for tests and logs).
   uint16_t port() const;
 

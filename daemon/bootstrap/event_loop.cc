@@ -84,6 +84,12 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
       while (read(wake_fd_, &v, sizeof(v)) > 0) {
       }
       woken_.store(true);
+      std::vector<std::function<void()>> posted;
+      {
+        std::lock_guard<std::mutex> lock(posted_mu_);
+        posted.swap(posted_);
+      }
+      for (auto& fn : posted) fn();
       continue;
     }
     h->OnIo(events[i].events);
@@ -106,6 +112,14 @@ void EventLoop::Run(const std::function<void()>& on_wake) {
 void EventLoop::Wake() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t r = write(wake_fd_, &one, sizeof(one));
+}
+
+void EventLoop::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    posted_.push_back(std::move(fn));
+  }
+  Wake();
 }
 
 void EventLoop::Stop() {

@@ -1,5 +1,5 @@
 // A minimal epoll event loop: one thread calls Run() and owns every handler;
-// Wake()/Stop() are the only calls other threads may make.
+// Wake()/Stop()/Post() are the only calls other threads may make.
 #ifndef PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
 #define PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
 
@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -44,6 +46,8 @@ class EventLoop {
   void RunOnce(std::chrono::milliseconds max_wait);
   void Wake();   // any thread
   void Stop();   // any thread
+  // Runs `fn` on the loop thread soon (any thread; FIFO).
+  void Post(std::function<void()> fn);
   bool stopping() const { return stop_.load(); }
 
  private:
@@ -53,6 +57,8 @@ class EventLoop {
   std::atomic<bool> woken_{false};
   TimerId next_timer_ = 1;
   std::multimap<Clock::time_point, std::pair<TimerId, std::function<void()>>> timers_;
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
 };
 
 }  // namespace prism::bootstrap

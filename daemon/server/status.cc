@@ -17,6 +17,12 @@ void StatusBoard::SetProgress(Nanoseconds emulated, uint64_t events, uint64_t it
 void StatusBoard::SetLastIterationTime(Nanoseconds t) { std::lock_guard<std::mutex> l(mu_); last_iteration_ns_ = t.count(); }
 void StatusBoard::SetPluginSessions(int64_t sessions) { std::lock_guard<std::mutex> l(mu_); sessions_ = sessions; }
 
+void StatusBoard::SetWaiting(std::vector<StatusWait> waits, std::vector<std::string> startup_errors) {
+  std::lock_guard<std::mutex> l(mu_);
+  waits_ = std::move(waits);
+  startup_errors_ = std::move(startup_errors);
+}
+
 std::string StatusBoard::Json() const {
   std::lock_guard<std::mutex> l(mu_);
   nlohmann::ordered_json j;
@@ -32,6 +38,17 @@ std::string StatusBoard::Json() const {
   j["events"] = events_;
   j["engine_lag_s"] = static_cast<double>(lag_ns_) * 1e-9;
   j["plugin_sessions"] = sessions_;
+  j["waiting"] = nlohmann::ordered_json::array();
+  for (const StatusWait& w : waits_) {
+    nlohmann::ordered_json e;
+    e["source"] = w.source;
+    e["communicator"] = w.communicator;
+    e["ranks"] = w.ranks;
+    e["waits_for"] = w.waits_for;
+    e["seconds"] = w.seconds;
+    j["waiting"].push_back(std::move(e));
+  }
+  j["startup_errors"] = startup_errors_;
   return j.dump() + "\n";
 }
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "daemon/session/schedule_source.h"
-#include "daemon/session/virtual_connections.h"
+#include "daemon/bootstrap/virtual_connections.h"
 #include "proto/prism_service.grpc.pb.h"
 
 namespace prism::daemon {

@@ -1,6 +1,6 @@
 // Recording and manifest reading for the wire replayer (the replay loop is in
 // wire_replay_loop.cc).
-#include "daemon/bootstrap/wire_replay.h"
+#include "daemon/bootstrap/replay/wire_replay.h"
 
 #include <zlib.h>
 

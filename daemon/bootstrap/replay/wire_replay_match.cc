@@ -1,4 +1,4 @@
-#include "daemon/bootstrap/wire_replay_match.h"
+#include "daemon/bootstrap/replay/wire_replay_match.h"
 
 #include <algorithm>
 #include <cstring>

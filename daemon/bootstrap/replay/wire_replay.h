@@ -29,8 +29,8 @@
 // Thread-safety: the functions are reentrant; each call owns its sockets and
 // service. Blocking: a replay runs until done or options.stall_timeout_ms
 // passes without progress.
-#ifndef PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_H_
-#define PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_H_
+#ifndef PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_H_
+#define PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_H_
 
 #include <atomic>
 #include <cstdint>
@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/bootstrap/nccl_ids.h"
-#include "daemon/session/virtual_connections.h"
+#include "daemon/bootstrap/virtual_connections.h"
 
 namespace prism::bootstrap {
 
@@ -120,4 +120,4 @@ std::vector<std::string> ListWireFixtures(const std::string& root);
 
 }  // namespace prism::bootstrap
 
-#endif  // PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_H_
+#endif  // PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_H_

@@ -1,5 +1,6 @@
 // The seam between NCCL connection setup for virtual ranks (daemon/bootstrap)
-// and the plugin sessions (daemon/session).
+// and the plugin sessions (daemon/session). It lives on the bootstrap side:
+// bootstrap calls it, the session service implements it.
 //
 // When a real rank R sets up a NET connection with a virtual rank V, R's
 // NCCL exchanges 128-byte net handles with V over bootstrap (wire notes 4.2):
@@ -8,8 +9,8 @@
 //  - V sends to R: R hands V its plugin's real listen handle; V must make
 //    R's plugin accept() return a comm -> ConnectToRealListener.
 // The bootstrap emulation calls these; the session service implements them.
-#ifndef PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
-#define PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
+#ifndef PRISM_DAEMON_BOOTSTRAP_VIRTUAL_CONNECTIONS_H_
+#define PRISM_DAEMON_BOOTSTRAP_VIRTUAL_CONNECTIONS_H_
 
 #include <cstdint>
 
@@ -47,4 +48,4 @@ class VirtualConnectionBroker {
 
 }  // namespace prism::daemon
 
-#endif  // PRISM_DAEMON_SESSION_VIRTUAL_CONNECTIONS_H_
+#endif  // PRISM_DAEMON_BOOTSTRAP_VIRTUAL_CONNECTIONS_H_

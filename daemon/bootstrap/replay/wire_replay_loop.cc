@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/bootstrap/wire_replay.h"
-#include "daemon/bootstrap/wire_replay_match.h"
+#include "daemon/bootstrap/replay/wire_replay.h"
+#include "daemon/bootstrap/replay/wire_replay_match.h"
 
 namespace prism::bootstrap {
 namespace {

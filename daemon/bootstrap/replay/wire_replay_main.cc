@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "daemon/bootstrap/wire_replay.h"
+#include "daemon/bootstrap/replay/wire_replay.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {

@@ -2,8 +2,8 @@
 // (recorded bytes + renamed fields), the consistent renamings learned while
 // comparing, and the rewriting of the real side's recorded bytes. Pure data
 // structures; not thread-safe (the replay loop owns them).
-#ifndef PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_MATCH_H_
-#define PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_MATCH_H_
+#ifndef PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_MATCH_H_
+#define PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_MATCH_H_
 
 #include <cstdint>
 #include <map>
@@ -91,4 +91,4 @@ std::string Hex(const std::string& bytes, size_t offset, size_t size);
 
 }  // namespace prism::bootstrap::replay
 
-#endif  // PRISM_DAEMON_BOOTSTRAP_WIRE_REPLAY_MATCH_H_
+#endif  // PRISM_DAEMON_BOOTSTRAP_REPLAY_WIRE_REPLAY_MATCH_H_

@@ -1,0 +1,126 @@
+#include "daemon/bootstrap/comm_split.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/bootstrap/allgather_engine.h"
+#include "daemon/bootstrap/comm_table.h"
+#include "daemon/bootstrap/p2p_messages.h"
+#include "daemon/bootstrap/reporter.h"
+
+namespace prism::bootstrap {
+
+void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
+  const AgState& ag = *parent.ag;
+  const BootstrapPlan& plan = *c_.plan;
+  const WireProfile& p = *c_.profile;
+  SplitProgress& split = parent.split;
+  ++split.split_count;
+  std::optional<uint32_t> call;
+  if (!split.pending_calls.empty()) {
+    call = split.pending_calls.front();
+    split.pending_calls.pop_front();
+  }
+  // color -> [(key, parent rank)]
+  std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> groups;
+  for (int r = 0; r < parent.n; ++r) {
+    const int32_t key = ReadAt<int32_t>(ag.slices[r].data(), 0);
+    const int32_t color = ReadAt<int32_t>(ag.slices[r].data(), 4);
+    if (color != kSplitNoColor) groups[color].push_back({key, r});
+  }
+  split.children_by_color.clear();
+  split.msgs_pending = 0;
+  bool planned_child_live = false;
+  for (auto& [color, list] : groups) {
+    std::sort(list.begin(), list.end());
+    std::vector<uint32_t> members;
+    for (auto& [key, r] : list) members.push_back(parent.global[r]);
+    PlanComm pc;
+    // The planned group: same color, or the plan's members under the color a
+    // real member chose (frameworks derive colors themselves).
+    const bool planned = call && (plan.comms[*call].color == color || plan.comms[*call].members == members);
+    if (planned) {
+      pc = plan.comms[*call];
+      if (pc.members != members) {
+        c_.reporter->Diverge(absl::StrCat(parent.name, ": split #", split.split_count, " color ", color, " produced ",
+                                          members.size(), " members differing from the plan's ", pc.name, " (",
+                                          pc.members.size(), " members); following NCCL"));
+      }
+    } else {
+      c_.reporter->Diverge(absl::StrCat(parent.name, ": split #", split.split_count, " color ", color,
+                                        " is not in the plan (expected ",
+                                        call ? plan.comms[*call].name : std::string("no split"), ")"));
+      pc.id = static_cast<uint32_t>(plan.comms.size());  // unplanned
+      pc.name = absl::StrCat(parent.name, "/split", split.split_count, "/color", color);
+    }
+    const bool any_real = std::any_of(members.begin(), members.end(), [&](uint32_t g) { return plan.IsReal(g); });
+    const bool any_virtual =
+        std::any_of(members.begin(), members.end(), [&](uint32_t g) { return !plan.IsReal(g); });
+    if (!any_real || !any_virtual) {
+      if (planned) c_.comms->MarkPlanDone(pc.id);
+      continue;
+    }
+    const uint64_t hash = ChildCommHash(parent.hash, split.split_count, color);
+    LiveComm& child = c_.comms->Create(pc, members, hash, hash, parent.live_id);
+    split.children_by_color[color] = child.live_id;
+    planned_child_live |= planned;
+    // COMMSPLIT: every virtual child rank with a real predecessor sends it its
+    // child ring address; every one with a real successor waits for its.
+    for (int v = 0; v < child.n; ++v) {
+      if (child.real[v]) continue;
+      const int pred = (v + child.n - 1) % child.n;
+      const int succ = (v + 1) % child.n;
+      const int32_t v_parent = list[v].second;
+      if (child.real[pred]) {
+        Bytes info(p.ring_connect_info_size, 0);
+        const SockAddrBytes a = EncodeSockAddr(child.ring_ep[v]);
+        std::copy(a.begin(), a.end(), info.begin());
+        c_.p2p->SendToReal(parent, v_parent, list[pred].second, p.tag_comm_split, info);
+      }
+      if (child.real[succ]) ++split.msgs_pending;
+    }
+    c_.allgather->QueueOps(child, p.split_child_ops);
+  }
+  if (call && !planned_child_live) c_.comms->MarkPlanDone(*call);
+}
+
+void SplitCoordinator::OnSplitMessage(LiveComm& parent, const PendingMsg& m) {
+  SplitProgress& split = parent.split;
+  // A message for the latest split's children, or an early one for the next
+  // split (its sender finished that split's all-gather before prismd did).
+  if (split.msgs_pending == 0) {
+    split.early_msgs.push_back(m);
+    return;
+  }
+  for (auto& [color, live] : split.children_by_color) {
+    LiveComm* child = c_.comms->Find(live);
+    if (child == nullptr) continue;
+    const uint32_t to_g = parent.global[m.to_rank], from_g = parent.global[m.from_rank];
+    const auto to_it = std::find(child->global.begin(), child->global.end(), to_g);
+    const auto from_it = std::find(child->global.begin(), child->global.end(), from_g);
+    if (to_it == child->global.end() || from_it == child->global.end()) continue;
+    const int v = static_cast<int>(to_it - child->global.begin());
+    const int r = static_cast<int>(from_it - child->global.begin());
+    if (r != (v + 1) % child->n || child->next_ring[v] || m.payload.size() < kSockAddrBytes) {
+      continue;  // not this child's ring: a later split's message
+    }
+    auto addr = DecodeSockAddr(m.payload.data());
+    if (!addr.ok()) {
+      c_.reporter->Diverge(absl::StrCat(child->name, ": ", addr.status().message()));
+      return;
+    }
+    --split.msgs_pending;
+    child->next_ring[v] = *addr;
+    c_.allgather->ConnectNext(*child, v, *addr);
+    return;
+  }
+  split.early_msgs.push_back(m);  // for the next split
+}
+
+void SplitCoordinator::ReplayEarlyMessages(LiveComm& parent) {
+  std::vector<PendingMsg> early;
+  early.swap(parent.split.early_msgs);
+  for (const PendingMsg& m : early) OnSplitMessage(parent, m);
+}
+
+}  // namespace prism::bootstrap

@@ -1,0 +1,122 @@
+#include "daemon/rendezvous/torch_groups.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "daemon/rendezvous/sha1.h"
+
+namespace prism::rendezvous {
+namespace {
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+bool IsSha1Hex(absl::string_view s) {
+  return s.size() == 40 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); });
+}
+
+// The tail after "cuda//".
+bool ParseTail(absl::string_view tail, NcclIdKey* k) {
+  if (absl::ConsumePrefix(&tail, "UniqueNCCLID:")) {
+    k->kind = NcclIdKey::Kind::kScalableRoot;
+    return AllDigits(tail) && absl::SimpleAtoi(tail, &k->index);
+  }
+  const size_t colon = tail.find(':');
+  if (colon == absl::string_view::npos) {
+    k->kind = NcclIdKey::Kind::kCommunicator;
+    return AllDigits(tail) && absl::SimpleAtoi(tail, &k->index);
+  }
+  k->kind = NcclIdKey::Kind::kPair;
+  const absl::string_view lo = tail.substr(0, colon), hi = tail.substr(colon + 1);
+  return AllDigits(lo) && AllDigits(hi) && absl::SimpleAtoi(lo, &k->lo) && absl::SimpleAtoi(hi, &k->hi) &&
+         k->lo < k->hi;
+}
+
+// The key from its "0//" on (after any store prefix).
+std::optional<NcclIdKey> ParseAt(absl::string_view s, NcclIdKey k) {
+  k.env_prefix = absl::ConsumePrefix(&s, "default_pg/");
+  if (!absl::ConsumePrefix(&s, "0//")) return std::nullopt;
+  if (!absl::ConsumePrefix(&s, "cuda//")) {
+    const size_t end = s.find("//");
+    if (end == absl::string_view::npos) return std::nullopt;
+    const absl::string_view group = s.substr(0, end);
+    if (!AllDigits(group) && !IsSha1Hex(group)) return std::nullopt;
+    k.group = std::string(group);
+    s.remove_prefix(end + 2);
+    if (!absl::ConsumePrefix(&s, "cuda//")) return std::nullopt;
+  }
+  if (!ParseTail(s, &k)) return std::nullopt;
+  return k;
+}
+
+}  // namespace
+
+std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
+  NcclIdKey k;
+  k.key = store_key;
+  absl::string_view s = store_key;
+  absl::ConsumePrefix(&s, "/");  // the TCPStore client's own prefix
+  // Outer PrefixStores (e.g. an elastic agent's "/worker/attempt_0") may
+  // come first: try every '/'-separated position, the outermost first.
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && s[i - 1] != '/') continue;
+    if (auto parsed = ParseAt(s.substr(i), k)) return parsed;
+  }
+  return std::nullopt;
+}
+
+GroupResolver::GroupResolver(const bootstrap::BootstrapPlan& plan) : plan_(plan) {}
+
+absl::StatusOr<uint32_t> GroupResolver::ResolveHashed(const std::string& name) const {
+  const uint32_t count = static_cast<uint32_t>(plan_.comms.size());
+  for (uint32_t id = 1; id < count; ++id) {
+    std::vector<uint32_t> sorted = plan_.comms[id].members;
+    std::sort(sorted.begin(), sorted.end());
+    const std::string ranks = absl::StrJoin(sorted, "_");
+    for (uint32_t made = 0; made <= count; ++made) {  // groups the rank had made before
+      if (Sha1Hex(absl::StrCat(ranks, "_", made)) == name) return id;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "PyTorch group '", name, "' (new_group with use_local_synchronization) hashes members that no "
+      "communicator of the graph has: the program's groups differ from the graph's; regenerate the graph "
+      "for this program's layout"));
+}
+
+absl::StatusOr<ResolvedGroup> GroupResolver::Resolve(const std::string& group) const {
+  const uint32_t count = static_cast<uint32_t>(plan_.comms.size());
+  ResolvedGroup r;
+  if (IsSha1Hex(group)) {
+    auto id = ResolveHashed(group);
+    if (!id.ok()) return id.status();
+    r.plan_id = *id;
+  } else {
+    uint64_t k = 0;
+    if (!absl::SimpleAtoi(group, &k)) return absl::InvalidArgumentError(absl::StrCat("bad group name '", group, "'"));
+    if (k >= count) {
+      return absl::NotFoundError(absl::StrCat(
+          "PyTorch group '", group, "' is the program's new_group call #", k, ", but the graph lists only ",
+          count == 0 ? 0 : count - 1, " groups after the world: the program makes more groups than the graph "
+          "(Gloo groups count too) or makes them in another order; regenerate the graph for this program's "
+          "groups, in creation order"));
+    }
+    r.plan_id = static_cast<uint32_t>(k);
+  }
+  const bootstrap::PlanComm& pc = plan_.comms[r.plan_id];
+  if (r.plan_id == 0 && (pc.parent || pc.members.size() != plan_.ranks.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the graph's first communicator (", pc.name, ", ", pc.members.size(), " ranks) is not the whole world ",
+        "(", plan_.ranks.size(), " ranks), so it cannot be PyTorch's default group"));
+  }
+  r.members = pc.members;
+  r.name = group == "0" ? pc.name : absl::StrCat(pc.name, " (PyTorch group ", group.substr(0, 12), ")");
+  return r;
+}
+
+}  // namespace prism::rendezvous

@@ -1,0 +1,71 @@
+// PyTorch 2.11's names for NCCL ids in its store, and which communicator of
+// the graph a PyTorch process group is (pytorch-2.11-nccl-startup-notes.md,
+// section 1; docs/bootstrap.md "Ids from PyTorch's store").
+//
+// Key grammar (after the TCPStore client's leading '/'):
+//   [default_pg/]0//[<group>//]cuda//<tail>
+//   <group> = decimal counter of new_group() calls, or the 40-hex SHA-1 name
+//             of a use_local_synchronization group; absent = the default group
+//   <tail>  = N (the group's N-th communicator) | lo:hi (a lone send/recv
+//             pair, ranks of the group) | UniqueNCCLID:i (scalable init root i)
+//
+// Group rule (GroupResolver): the graph lists communicators in creation
+// order, world first (prism-graphgen does). PyTorch names the default group
+// "0" and numbers new_group() calls 1, 2, ... in the order the program makes
+// them, so group "k" is graph communicator k. A hashed name is the SHA-1 of
+// "<sorted members joined by _>_<n>" (n = process groups the rank had made
+// before); it matches the graph communicator with those members.
+// Limits: a program that makes groups the graph does not list (Gloo groups,
+// extra groups) or in another order shifts the numbering; the group's
+// members then disagree with the real ranks' check-ins and prismd names the
+// mismatch. Pure functions and immutable data; thread-safe.
+#ifndef PRISM_DAEMON_RENDEZVOUS_TORCH_GROUPS_H_
+#define PRISM_DAEMON_RENDEZVOUS_TORCH_GROUPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/bootstrap/bootstrap_plan.h"
+
+namespace prism::rendezvous {
+
+struct NcclIdKey {
+  enum class Kind { kCommunicator, kPair, kScalableRoot };
+  std::string key;            // as the store saw it
+  bool env_prefix = false;    // "default_pg/" (env://, tcp://, torchrun)
+  std::string group = "0";    // "0" = the default group
+  Kind kind = Kind::kCommunicator;
+  int64_t index = 0;          // kCommunicator: N; kScalableRoot: i
+  int64_t lo = 0, hi = 0;     // kPair: group ranks
+};
+
+// nullopt for keys that are not NCCL ids.
+std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key);
+
+// A process group resolved to the graph.
+struct ResolvedGroup {
+  uint32_t plan_id = 0;              // graph communicator
+  std::vector<uint32_t> members;     // global ranks, group-rank order
+  std::string name;                  // "tp[0] (PyTorch group 3)"
+};
+
+class GroupResolver {
+ public:
+  // `plan` must outlive the resolver.
+  explicit GroupResolver(const bootstrap::BootstrapPlan& plan);
+
+  // The graph communicator of PyTorch group `group` (see the rule above).
+  // NotFound / FailedPrecondition name the group and how to fix the mismatch.
+  absl::StatusOr<ResolvedGroup> Resolve(const std::string& group) const;
+
+ private:
+  absl::StatusOr<uint32_t> ResolveHashed(const std::string& name) const;
+  const bootstrap::BootstrapPlan& plan_;
+};
+
+}  // namespace prism::rendezvous
+
+#endif  // PRISM_DAEMON_RENDEZVOUS_TORCH_GROUPS_H_

@@ -1,0 +1,93 @@
+#include "daemon/store/peer_process.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace prism::store {
+namespace {
+
+// /proc/net/tcp prints an IPv4 address as the hex of its in-memory u32
+// (network order bytes read as a host-order integer) and the port in hex.
+std::string ProcNetAddress(uint32_t ip, uint16_t port) {
+  const uint32_t net = ((ip & 0xff) << 24) | ((ip & 0xff00) << 8) | ((ip >> 8) & 0xff00) | (ip >> 24);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%08X:%04X", net, port);
+  return buf;
+}
+
+// Inode of the socket whose local end is `local` and remote end `remote`.
+std::optional<std::string> SocketInode(const std::string& local, const std::string& remote) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, loc, rem, state, queues, timer, retr, uid, timeout, inode;
+    fields >> slot >> loc >> rem >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+    if (loc == local && rem == remote && inode != "0") return inode;
+  }
+  return std::nullopt;
+}
+
+bool HoldsSocket(const std::string& pid, const std::string& target) {
+  const std::string dir = "/proc/" + pid + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool found = false;
+  char link[64];
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), link, sizeof(link) - 1);
+    if (n > 0 && std::string(link, n) == target) {
+      found = true;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+PeerProcess Describe(int pid) {
+  PeerProcess p;
+  p.pid = pid;
+  std::ifstream env("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  while (std::getline(env, var, '\0')) {
+    if (var.rfind("RANK=", 0) == 0) {
+      char* end = nullptr;
+      const long r = std::strtol(var.c_str() + 5, &end, 10);
+      if (end != var.c_str() + 5 && *end == '\0' && r >= 0) p.rank = static_cast<int>(r);
+    }
+  }
+  std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::getline(cmd, p.command, '\0');
+  return p;
+}
+
+}  // namespace
+
+std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
+                                           uint16_t server_port) {
+  auto inode = SocketInode(ProcNetAddress(client_ip, client_port), ProcNetAddress(server_ip, server_port));
+  if (!inode) return std::nullopt;
+  const std::string target = "socket:[" + *inode + "]";
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return std::nullopt;
+  std::optional<PeerProcess> found;
+  while (dirent* e = readdir(proc)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    if (HoldsSocket(e->d_name, target)) {
+      found = Describe(std::atoi(e->d_name));
+      break;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+}  // namespace prism::store

@@ -1,0 +1,31 @@
+// Which local process is at the other end of an accepted TCP connection, and
+// which rank it says it is (its RANK environment variable). Linux only, same
+// host only, best effort: reads /proc/net/tcp for the client socket's inode,
+// then /proc/<pid>/fd of the processes this user may read.
+//
+// Thread-safe (reads /proc only). Costs one pass over /proc/*/fd: call once
+// per connection, not per request.
+#ifndef PRISM_DAEMON_STORE_PEER_PROCESS_H_
+#define PRISM_DAEMON_STORE_PEER_PROCESS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace prism::store {
+
+struct PeerProcess {
+  int pid = 0;
+  std::optional<int> rank;   // RANK=... in its environment
+  std::string command;       // argv[0]
+};
+
+// `client_ip`/`client_port`: the peer's address; `server_ip`/`server_port`:
+// ours (IPv4, host order). nullopt when it cannot be told (other host, other
+// user, the process is gone).
+std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
+                                           uint16_t server_port);
+
+}  // namespace prism::store
+
+#endif  // PRISM_DAEMON_STORE_PEER_PROCESS_H_

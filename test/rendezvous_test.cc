@@ -1,0 +1,372 @@
+// PyTorch 2.11's start-up variants against prismd's store + rendezvous +
+// bootstrap, with fake real ranks that behave like ProcessGroupNCCL
+// (pytorch-2.11-nccl-startup-notes.md): the NCCL id of each communicator
+// travels through the store under PyTorch's key, the group's rank 0 makes
+// and sets it, the others WAIT and GET it; eager start-up (device_id)
+// splits the world for every new_group, lazy start-up makes one
+// communicator per group at its first collective.
+//
+// Variants covered on the CPU: the key prefixes of store= ("") and of
+// env:// / tcp:// / torchrun ("default_pg/") x eager / lazy x rank 0 real /
+// virtual x one or two real ranks, lone send/recv pairs, a group the graph
+// does not have, and real ranks that never come.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/rendezvous/sha1.h"
+#include "daemon/rendezvous/torch_groups.h"
+#include "daemon/rendezvous/torch_rendezvous.h"
+#include "daemon/store/store_server.h"
+#include "test/bootstrap_fake_rank.h"
+#include "test/bootstrap_test_util.h"
+#include "test/torch_store_client.h"
+
+namespace prism::rendezvous {
+namespace {
+
+using bootstrap::BootstrapPlan;
+using bootstrap::testing::FakeRankOptions;
+using bootstrap::testing::FakeRealRank;
+using prism::testing::TorchStoreClient;
+
+bool Eventually(const std::function<bool()>& pred, int limit_ms = 20000) {
+  for (int waited = 0; waited < limit_ms; waited += 10) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+// The program's groups in new_group order: tp groups (consecutive ranks),
+// then dp groups (strided), as the GPU host's TP/DP program makes them.
+std::vector<std::vector<uint32_t>> Groups(int n, int tp) {
+  std::vector<std::vector<uint32_t>> groups;
+  for (int s = 0; s < n; s += tp) {
+    std::vector<uint32_t> g;
+    for (int m = s; m < s + tp; ++m) g.push_back(m);
+    groups.push_back(g);
+  }
+  for (int i = 0; i < tp; ++i) {
+    std::vector<uint32_t> g;
+    for (int m = i; m < n; m += tp) g.push_back(m);
+    groups.push_back(g);
+  }
+  return groups;
+}
+
+BootstrapPlan PlanFor(int n, int tp, const std::vector<uint32_t>& real) {
+  BootstrapPlan plan = bootstrap::WorldPlan(n, 8, real);
+  const auto groups = Groups(n, tp);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    bootstrap::AddSplit(plan, 0, groups[g], static_cast<int32_t>(100 + g), 0,
+                        absl::StrCat(g < static_cast<size_t>(n / tp) ? "tp" : "dp", "[", g, "]"));
+  }
+  return plan;
+}
+
+std::string IdKey(const std::string& prefix, const std::string& group, const std::string& tail) {
+  return absl::StrCat(prefix, "0//", group == "0" ? "" : absl::StrCat(group, "//"), "cuda//", tail);
+}
+
+// ProcessGroupNCCL making one communicator from a store id.
+std::unique_ptr<FakeRealRank> CommFromStore(TorchStoreClient& store, const std::string& key, int group_rank,
+                                            int group_size, int global_rank) {
+  FakeRankOptions o;
+  o.rank = group_rank;
+  o.nranks = group_size;
+  o.host_name = absl::StrCat("real-host-", global_rank);
+  o.timeout_ms = 30000;
+  if (group_rank == 0) {
+    auto comm = std::make_unique<FakeRealRank>(o);
+    const bootstrap::UniqueId id = comm->MakeUniqueId();
+    store.Set(key, std::string(id.begin(), id.end()));
+    comm->Init();
+    return comm;
+  }
+  const std::string bytes = store.Get(key);
+  if (bytes.size() != 128) throw std::runtime_error("id of " + std::to_string(bytes.size()) + " bytes");
+  bootstrap::UniqueId id{};
+  std::copy(bytes.begin(), bytes.end(), id.begin());
+  o.id = id;
+  auto comm = std::make_unique<FakeRealRank>(o);
+  comm->Init();
+  return comm;
+}
+
+struct StartupCase {
+  std::string prefix;          // "" (store=) or "default_pg/" (env://, tcp://, torchrun)
+  bool eager = true;           // device_id given
+  std::vector<uint32_t> real = {0};
+  int n = 16;
+  int tp = 8;
+  bool pairs = false;          // lazy: lone send/recv with both ring neighbours
+};
+
+// prismd's side: bootstrap without NCCL_COMM_ID, the store, the rendezvous.
+struct Prismd {
+  explicit Prismd(BootstrapPlan p) : plan(std::move(p)) {
+    bootstrap = std::make_unique<bootstrap::BootstrapService>(bootstrap::BootstrapConfig{}, plan, &broker);
+    REQUIRE(bootstrap->Start().ok());
+    roots = std::make_unique<BootstrapRoots>(bootstrap.get());
+    RendezvousOptions o;
+    o.report_after = std::chrono::milliseconds(200);
+    o.expect_ranks_within = std::chrono::milliseconds(200);
+    rendezvous = std::make_unique<TorchRendezvous>(plan, roots.get(), o);
+    store::StoreServerOptions so;
+    so.identify_clients = false;
+    auto s = store::StoreServer::Start(so, rendezvous.get());
+    REQUIRE(s.ok());
+    store = std::move(*s);
+    rendezvous->SetStore(store.get());
+  }
+  ~Prismd() {
+    store->Stop();
+    bootstrap->Stop();
+  }
+  BootstrapPlan plan;
+  bootstrap::testing::FakeBroker broker;
+  std::unique_ptr<bootstrap::BootstrapService> bootstrap;
+  std::unique_ptr<BootstrapRoots> roots;
+  std::unique_ptr<TorchRendezvous> rendezvous;
+  std::unique_ptr<store::StoreServer> store;
+};
+
+// One real rank of the TP/DP program.
+void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
+  TorchStoreClient store(store_port);
+  const auto groups = Groups(sc.n, sc.tp);
+  std::vector<std::unique_ptr<FakeRealRank>> comms;
+  auto world = CommFromStore(store, IdKey(sc.prefix, "0", "0"), rank, sc.n, rank);
+  if (sc.eager) {  // init_process_group(device_id=...): world now; new_group = ncclCommSplit of it
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
+      const bool member = it != groups[g].end();
+      auto child = world->Split(member ? static_cast<int32_t>(100 + g) : -1,
+                                member ? static_cast<int32_t>(it - groups[g].begin()) : 0);
+      if (member != (child != nullptr)) throw std::runtime_error("split membership");
+      if (child) comms.push_back(std::move(child));
+    }
+  } else {  // lazy: one communicator per group at its first collective, keyed by the group number
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
+      if (it == groups[g].end()) continue;
+      comms.push_back(CommFromStore(store, IdKey(sc.prefix, std::to_string(g + 1), "0"),
+                                    static_cast<int>(it - groups[g].begin()), static_cast<int>(groups[g].size()),
+                                    rank));
+    }
+    if (sc.pairs) {  // dist.send to rank+1, dist.recv from rank-1: a 2-rank comm per pair, lo:hi
+      for (int peer : {(rank + 1) % sc.n, (rank + sc.n - 1) % sc.n}) {
+        const int lo = std::min(rank, peer), hi = std::max(rank, peer);
+        comms.push_back(CommFromStore(store, IdKey(sc.prefix, "0", absl::StrCat(lo, ":", hi)), rank == lo ? 0 : 1,
+                                      2, rank));
+      }
+    }
+  }
+  for (auto& c : comms) c->Destroy();
+  world->Destroy();
+}
+
+void RunCase(const StartupCase& sc) {
+  Prismd prismd(PlanFor(sc.n, sc.tp, sc.real));
+  std::vector<int> real(sc.real.begin(), sc.real.end());
+  const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
+    RunRealRank(sc, prismd.store->port(), rank);
+  });
+  for (const auto& e : errors) UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+  const auto st = prismd.bootstrap->Stats();
+  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
+  CHECK(st.divergences == 0);
+  CHECK(st.jobs_failed == 0);
+  CHECK(st.comms_destroyed == st.comms_initialized);
+  const auto reports = prismd.rendezvous->Reports();
+  for (const auto& e : reports.errors) UNSCOPED_INFO(e);
+  CHECK(reports.errors.empty());
+}
+
+TEST_CASE("key grammar: PyTorch 2.11's NCCL id keys", "[rendezvous]") {
+  auto k = ParseNcclIdKey("/default_pg/0//cuda//0");
+  REQUIRE(k);
+  CHECK(k->env_prefix);
+  CHECK(k->group == "0");
+  CHECK(k->kind == NcclIdKey::Kind::kCommunicator);
+  k = ParseNcclIdKey("/0//12//cuda//3");
+  REQUIRE(k);
+  CHECK_FALSE(k->env_prefix);
+  CHECK(k->group == "12");
+  CHECK(k->index == 3);
+  k = ParseNcclIdKey("/0//cuda//4:5");
+  REQUIRE(k);
+  CHECK(k->kind == NcclIdKey::Kind::kPair);
+  CHECK((k->lo == 4 && k->hi == 5));
+  k = ParseNcclIdKey("/default_pg/0//ad56679d49f2bae2c3e8e6a4bbe1b7b1e1e8b0aa//cuda//UniqueNCCLID:1");
+  REQUIRE(k);
+  CHECK(k->kind == NcclIdKey::Kind::kScalableRoot);
+  k = ParseNcclIdKey("/worker/attempt_0/default_pg/0//3//cuda//0");  // an outer PrefixStore
+  REQUIRE(k);
+  CHECK(k->env_prefix);
+  CHECK(k->group == "3");
+  CHECK_FALSE(ParseNcclIdKey("/init/"));
+  CHECK_FALSE(ParseNcclIdKey("/default_pg/0//cuda//x"));
+  CHECK_FALSE(ParseNcclIdKey("/store_based_barrier_key:1"));
+}
+
+TEST_CASE("group rule: new_group number = graph communicator; hashed names by members", "[rendezvous]") {
+  // Measured on the GPU host (notes 1.1): new_group([0,1], local sync) after two groups -> sha1("0_1_2").
+  CHECK(Sha1Hex("0_1_2").substr(0, 8) == "ad56679d");
+  CHECK(Sha1Hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  const BootstrapPlan plan = PlanFor(16, 8, {0});
+  GroupResolver groups(plan);
+  auto world = groups.Resolve("0");
+  REQUIRE(world.ok());
+  CHECK(world->plan_id == 0);
+  auto third = groups.Resolve("3");
+  REQUIRE(third.ok());
+  CHECK(third->plan_id == 3);
+  CHECK(third->members == plan.comms[3].members);
+  auto hashed = groups.Resolve(Sha1Hex("8_9_10_11_12_13_14_15_1"));
+  REQUIRE(hashed.ok());
+  CHECK(hashed->plan_id == 2);
+  auto beyond = groups.Resolve("11");
+  REQUIRE_FALSE(beyond.ok());
+  CHECK(std::string(beyond.status().message()).find("new_group call #11") != std::string::npos);
+}
+
+TEST_CASE("start-up: eager (device_id), store= and env:// keys, rank 0 real or virtual", "[rendezvous][startup]") {
+  for (const std::string prefix : {"", "default_pg/"}) {
+    for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {5}, {0, 9}, {3, 12}}) {
+      SECTION(absl::StrCat(prefix.empty() ? "store=" : "env://", " real ", real[0], real.size() > 1 ? "+" : "")) {
+        StartupCase sc;
+        sc.prefix = prefix;
+        sc.eager = true;
+        sc.real = real;
+        RunCase(sc);
+      }
+    }
+  }
+}
+
+TEST_CASE("start-up: lazy (no device_id), one id per group at its first collective", "[rendezvous][startup]") {
+  for (const std::string prefix : {"", "default_pg/"}) {
+    for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {5}, {0, 5}, {9, 13}}) {
+      SECTION(absl::StrCat(prefix.empty() ? "store=" : "env://", " real ", real[0], real.size() > 1 ? "+" : "")) {
+        StartupCase sc;
+        sc.prefix = prefix;
+        sc.eager = false;
+        sc.real = real;
+        RunCase(sc);
+      }
+    }
+  }
+}
+
+TEST_CASE("start-up: lazy lone send/recv pairs (lo:hi keys), both ends", "[rendezvous][startup]") {
+  StartupCase sc;
+  sc.prefix = "default_pg/";
+  sc.eager = false;
+  sc.real = {5};
+  sc.pairs = true;
+  RunCase(sc);
+}
+
+TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once", "[rendezvous][startup]") {
+  StartupCase sc;
+  sc.prefix = "default_pg/";
+  sc.eager = false;
+  sc.n = 64;
+  sc.real = {0, 13};
+  RunCase(sc);
+}
+
+TEST_CASE("a group the graph does not have is a named error, not a silent wait", "[rendezvous]") {
+  Prismd prismd(PlanFor(16, 8, {5}));
+  TorchStoreClient store(prismd.store->port());
+  CHECK_FALSE(store.WaitFor({"default_pg/0//40//cuda//0"}, 100));
+  REQUIRE(Eventually([&] { return !prismd.rendezvous->Reports().errors.empty(); }));
+  const std::string e = prismd.rendezvous->Reports().errors.front();
+  CHECK(e.find("PyTorch group '40'") != std::string::npos);
+  CHECK(e.find("regenerate the graph") != std::string::npos);
+}
+
+TEST_CASE("a real rank whose group is not the graph's is refused at once, not left waiting", "[rendezvous]") {
+  Prismd prismd(PlanFor(16, 8, {5}));
+  TorchStoreClient store(prismd.store->port());
+  // The program's group 2 has 4 ranks with rank 5 at index 1; the graph's
+  // communicator 2 (tp[1]) has ranks 8..15.
+  const std::string bytes = store.Get("default_pg/0//2//cuda//0");  // prismd plays its rank 0
+  REQUIRE(bytes.size() == 128);
+  FakeRankOptions o;
+  o.rank = 1;
+  o.nranks = 4;
+  o.timeout_ms = 20000;
+  bootstrap::UniqueId id{};
+  std::copy(bytes.begin(), bytes.end(), id.begin());
+  o.id = id;
+  FakeRealRank rank5(o);
+  CHECK_THROWS_WITH(rank5.Init(), Catch::Contains("wrong socket type"));  // NCCL: "wrong type", init fails
+  const auto st = prismd.bootstrap->Stats();
+  REQUIRE_FALSE(st.recent_divergences.empty());
+  CHECK(st.recent_divergences.back().find("differs from the graph's communicator") != std::string::npos);
+}
+
+TEST_CASE("a real rank that never comes and an id a real rank 0 owes are reported", "[rendezvous]") {
+  Prismd prismd(PlanFor(16, 8, {0, 5}));
+  store::ClientInfo rank5;
+  rank5.id = 1;
+  rank5.rank = 5;
+  rank5.address = "127.0.0.1:1";
+  prismd.rendezvous->OnConnected(rank5);
+  // Rank 5 waits for tp[0]'s id, which real rank 0 (its comm rank 0) owes; rank 0 never came.
+  prismd.rendezvous->OnWait(rank5, {"/default_pg/0//1//cuda//0"});
+  REQUIRE(Eventually([&] { return prismd.rendezvous->Reports().waiting.size() >= 2; }));
+  const auto reports = prismd.rendezvous->Reports();
+  bool missing = false, owed = false;
+  for (const auto& w : reports.waiting) {
+    missing |= w.ranks == std::vector<uint32_t>{0} && w.waits_for.find("have not connected") != std::string::npos;
+    owed |= w.communicator.find("tp[0]") != std::string::npos && w.waits_for.find("global rank 0") != std::string::npos;
+  }
+  CHECK(missing);
+  CHECK(owed);
+}
+
+TEST_CASE("bootstrap reports what a communicator's init waits for", "[rendezvous][bootstrap]") {
+  bootstrap::BootstrapConfig config;
+  config.stall_report_ms = 100;
+  BootstrapPlan plan = PlanFor(16, 8, {0, 5});
+  bootstrap::BootstrapService service(config, plan, nullptr);
+  REQUIRE(service.Start().ok());
+  bootstrap::CommRequest world;
+  world.plan_id = 0;
+  // Rank 0 makes the world's id and checks in; rank 5 never comes.
+  FakeRankOptions o;
+  o.rank = 0;
+  o.nranks = 16;
+  o.timeout_ms = 5000;  // its Init gives up after the report; nothing else waits on it
+  FakeRealRank rank0(o);
+  const bootstrap::UniqueId id = rank0.MakeUniqueId();
+  REQUIRE(service.JoinRoot(world, id).ok());
+  std::thread init([&] {
+    try {
+      rank0.Init();
+    } catch (const std::exception&) {
+    }
+  });
+  REQUIRE(Eventually([&] { return !service.Stats().waiting.empty(); }));
+  const bootstrap::WaitReport w = service.Stats().waiting.front();
+  CHECK(w.communicator == "world");
+  CHECK(w.ranks == std::vector<uint32_t>{5});
+  CHECK(w.waits_for.find("real rank(s) 5") != std::string::npos);
+  init.join();
+  service.Stop();
+}
+
+}  // namespace
+}  // namespace prism::rendezvous
