@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Prism needs (when missing) and builds
+# Installs the Debian 12 packages Prism needs (when missing; chromium is for
+# the status page's browser test, daemon.status_page_browser) and builds
 # Release into build/. Idempotent: a second run only rebuilds what changed.
 #   scripts/setup.sh            install + configure + build
 #   PRISM_SKIP_APT=1 scripts/setup.sh   build only
@@ -13,6 +14,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libbenchmark-dev
   libcurl4-openssl-dev zlib1g-dev libcivetweb-dev
   patchelf binutils
+  chromium fonts-liberation
 )
 
 missing=()
