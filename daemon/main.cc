@@ -175,6 +175,7 @@ int Run(const Flags& f) {
   prism::server::StatusBoard status;
   status.SetGraph(graph->job().name(), graph->ranks_size(), *iterations);
   status.SetMode(f.simulate ? "simulate" : "hybrid");
+  status.SetRealRanks(options->real_ranks);  // the status page lists them, "not connected yet"
   prism::server::Metrics metrics(&status);
   std::unique_ptr<prism::server::HttpEndpoint> http;
   if (f.metrics_address != "none") {

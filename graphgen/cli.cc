@@ -1,6 +1,7 @@
 #include "graphgen/cli.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -48,10 +49,15 @@ int RunCollective(CollectiveJob job, const std::string& bytes, const std::string
   return WriteGraph(*graph, output, out, err);
 }
 
-int RunInspect(const std::string& path, bool as_json, std::ostream& out, std::ostream& err) {
+int RunInspect(const std::string& path, bool as_json, std::optional<uint32_t> ops_rank, std::ostream& out,
+               std::ostream& err) {
   auto graph = prism::graph::ReadGraphFile(path);
   if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
-  if (as_json) {
+  if (ops_rank) {
+    auto program = RankProgram(*graph, *ops_rank);
+    if (!program.ok()) return Fail(err, kExitBadInput, program.status());
+    out << program->dump() << "\n";
+  } else if (as_json) {
     out << InspectGraph(*graph, true).dump(1) << "\n";
   } else {
     out << FormatInspectText(InspectGraph(*graph, false));
@@ -96,6 +102,8 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   auto* ins = app.add_subcommand("inspect", "summarise a graph file");
   ins->add_option("graph_file", inspect_path, "graph file")->required();
   ins->add_flag("--json", inspect_json, "machine-readable output (docs/inspect-json.md)");
+  std::optional<uint32_t> ops_rank;
+  ins->add_option("--ops", ops_rank, "print the program of this rank, op by op, as JSON (docs/inspect-json.md)");
 
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
@@ -115,7 +123,7 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   }
   if (job->parsed()) return RunJob(job_path, job_output, out, err);
   if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
-  return RunInspect(inspect_path, inspect_json, out, err);
+  return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
 }
 
 }  // namespace prism::graphgen

@@ -98,6 +98,8 @@ uint64_t CostModel::EpAlltoallBytes() const {
   return static_cast<uint64_t>(tokens()) / sp_shards * spec_.model.topk * spec_.model.hidden * 2;
 }
 
+uint64_t CostModel::LossReductionBytes() const { return static_cast<uint64_t>(tokens()) * 4; }
+
 PhaseCost CostModel::Attention() const {
   const ModelSpec& m = spec_.model;
   const ParallelSpec& p = spec_.parallel;

@@ -46,6 +46,7 @@ class CostModel {
   uint64_t PpActivationBytes() const;      // micro * seq/cp * hidden * 2 / (tp if SP)
   uint64_t CpKvBytes() const;              // K and V of one sequence chunk
   uint64_t EpAlltoallBytes() const;        // tokens * topk * hidden * 2
+  uint64_t LossReductionBytes() const;     // micro * seq/cp * 4: one fp32 per token
   uint64_t GradBytesPerParam() const { return spec_.parallel.grads_fp32 ? 4 : 2; }
 
   // Resident bytes: bf16 weights (2) + grads (4 or 2) + fp32 master, Adam m, v

@@ -1,6 +1,7 @@
 #include "graphgen/inspect.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -154,7 +155,105 @@ std::string HumanBytes(double b) {
   return absl::StrFormat(u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
 }
 
+std::string DTypeName(pg::DType d) {
+  std::string n = pg::DType_Name(d);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  return n;
+}
+
+// Resolves an op's slot to the rank's communicator; InvalidArgument if absent.
+absl::StatusOr<const pg::Communicator*> CommOf(const pg::Graph& g, const pg::Rank& r, uint32_t slot) {
+  if (slot >= static_cast<uint32_t>(r.comm_slots_size()))
+    return absl::InvalidArgumentError(absl::StrCat("rank ", r.rank(), " has no comm slot ", slot));
+  const uint32_t id = r.comm_slots(slot);
+  if (id >= static_cast<uint32_t>(g.communicators_size()))
+    return absl::InvalidArgumentError(absl::StrCat("communicator ", id, " does not exist"));
+  return &g.communicators(id);
+}
+
+// The comm rank and global rank of a send/recv peer.
+absl::StatusOr<std::pair<uint32_t, uint32_t>> PeerOf(const pg::Communicator& c, uint32_t me, uint32_t peer,
+                                                     bool relative) {
+  const auto size = static_cast<uint32_t>(c.members_size());
+  const auto it = std::find(c.members().begin(), c.members().end(), me);
+  if (it == c.members().end() || size == 0)
+    return absl::InvalidArgumentError(absl::StrCat("rank ", me, " is not a member of ", c.name()));
+  const uint32_t mine = static_cast<uint32_t>(it - c.members().begin());
+  const uint32_t p = relative ? (mine + peer) % size : peer;
+  if (p >= size) return absl::InvalidArgumentError(absl::StrCat("peer ", p, " is outside ", c.name()));
+  return std::make_pair(p, c.members(static_cast<int>(p)));
+}
+
+void AddComm(json& e, const pg::Program& p, uint32_t slot, const pg::Communicator& c) {
+  e["slot"] = slot < static_cast<uint32_t>(p.comm_slot_names_size()) ? p.comm_slot_names(slot) : std::string("?");
+  e["comm"] = c.id();
+  e["comm_name"] = c.name();
+}
+
+absl::StatusOr<json> OpJson(const pg::Graph& g, const pg::Program& p, const pg::Rank& r, const pg::Op& op) {
+  json e = {{"stream", op.stream()}, {"deps", std::vector<uint32_t>(op.deps().begin(), op.deps().end())}};
+  switch (op.kind_case()) {
+    case pg::Op::kCompute:
+      e["type"] = "compute", e["label"] = op.compute().label(), e["duration_ns"] = op.compute().duration_ns();
+      return e;
+    case pg::Op::kCollective: {
+      const pg::CollectiveOp& c = op.collective();
+      auto comm = CommOf(g, r, c.comm_slot());
+      if (!comm.ok()) return comm.status();
+      e["type"] = "collective", e["kind"] = CollectiveName(c.kind()), e["bytes"] = c.bytes();
+      e["dtype"] = DTypeName(c.dtype()), e["label"] = c.label();
+      AddComm(e, p, c.comm_slot(), **comm);
+      return e;
+    }
+    case pg::Op::kSend:
+    case pg::Op::kRecv: {
+      const bool send = op.kind_case() == pg::Op::kSend;
+      const uint32_t slot = send ? op.send().comm_slot() : op.recv().comm_slot();
+      auto comm = CommOf(g, r, slot);
+      if (!comm.ok()) return comm.status();
+      auto peer = send ? PeerOf(**comm, r.rank(), op.send().peer(), op.send().peer_relative())
+                       : PeerOf(**comm, r.rank(), op.recv().peer(), op.recv().peer_relative());
+      if (!peer.ok()) return peer.status();
+      e["type"] = send ? "send" : "recv";
+      e["bytes"] = send ? op.send().bytes() : op.recv().bytes();
+      e["label"] = send ? op.send().label() : op.recv().label();
+      e["peer"] = peer->first, e["peer_rank"] = peer->second;
+      AddComm(e, p, slot, **comm);
+      return e;
+    }
+    case pg::Op::kGroupStart: e["type"] = "group_start"; return e;
+    case pg::Op::kGroupEnd: e["type"] = "group_end"; return e;
+    default: e["type"] = "unknown"; return e;
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<json> RankProgram(const pg::Graph& g, uint32_t rank) {
+  if (rank >= static_cast<uint32_t>(g.ranks_size()))
+    return absl::InvalidArgumentError(absl::StrCat("--ops ", rank, ": the graph has ranks 0 to ", g.ranks_size() - 1));
+  const pg::Rank& r = g.ranks(static_cast<int>(rank));
+  if (r.program() >= static_cast<uint32_t>(g.programs_size()))
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " runs program ", r.program(), ", which is absent"));
+  const pg::Program& p = g.programs(static_cast<int>(r.program()));
+  json slots = json::array();
+  for (uint32_t s = 0; s < static_cast<uint32_t>(r.comm_slots_size()); ++s) {
+    auto comm = CommOf(g, r, s);
+    if (!comm.ok()) return comm.status();
+    json e;
+    AddComm(e, p, s, **comm);
+    e["members"] = std::vector<uint32_t>((*comm)->members().begin(), (*comm)->members().end());
+    slots.push_back(std::move(e));
+  }
+  json ops = json::array();
+  for (const pg::Op& op : p.ops()) {
+    auto e = OpJson(g, p, r, op);
+    if (!e.ok()) return e.status();
+    ops.push_back(std::move(*e));
+  }
+  return json{{"schema", kRankProgramSchema}, {"rank", rank},     {"program", p.id()},
+              {"name", p.name()},             {"slots", slots},   {"ops", std::move(ops)}};
+}
 
 json InspectGraph(const pg::Graph& g, bool include_members) {
   std::vector<uint64_t> ranks_of(g.programs_size(), 0);

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph.pb.h"
 
@@ -17,6 +18,15 @@ inline constexpr char kInspectSchema[] = "prism-graphgen-inspect/1";
 // The summary. With include_members, communicators.by_kind[].groups[] lists
 // every communicator with its members; without, only counts and sizes.
 nlohmann::json InspectGraph(const prism::graph::Graph& graph, bool include_members);
+
+inline constexpr char kRankProgramSchema[] = "prism-graphgen-rank-program/1";
+
+// The program one rank runs, op by op, with every communicator slot resolved
+// to the rank's communicator (id, name, members) and every send/recv peer to
+// a communicator rank and a global rank (`inspect --ops RANK`, documented in
+// docs/inspect-json.md). InvalidArgument when `rank` is not in the graph or
+// the graph is inconsistent (a slot or peer out of range).
+absl::StatusOr<nlohmann::json> RankProgram(const prism::graph::Graph& graph, uint32_t rank);
 
 // A human-readable rendering of InspectGraph(graph, false).
 std::string FormatInspectText(const nlohmann::json& summary);

@@ -33,6 +33,7 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   a["expert_tp"] = absl::StrCat(p.expert_tp);
   a["expert_dp"] = absl::StrCat(p.expert_dp());
   a["grad_dtype"] = p.grads_fp32 ? "fp32" : "bf16";
+  a["process_groups"] = p.minimal_groups ? "minimal" : "megatron";
   a["matmul_efficiency"] = absl::StrCat(spec.compute.matmul_efficiency);
   a["memory_efficiency"] = absl::StrCat(spec.compute.memory_efficiency);
   a["compute_source"] = spec.compute.table.empty() ? "roofline" : "table+roofline";
@@ -123,7 +124,8 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
   FillCluster(spec, g);
   FillLayout(p, g);
 
-  const std::vector<GroupKind> kinds = MegatronGroupKinds(p);
+  const std::vector<GroupKind> kinds =
+      p.minimal_groups ? MinimalGroupKinds(MegatronGroupKinds(p), spec) : MegatronGroupKinds(p);
   const std::vector<std::vector<uint32_t>> comm_of = AddCommunicators(kinds, world, g);
 
   // One program per pipeline stage; its slots are the kinds whose groups

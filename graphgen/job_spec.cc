@@ -75,6 +75,11 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   if (grad_dtype != "fp32" && grad_dtype != "bf16")
     return KeyError(r.PathOf("grad_dtype"), absl::StrCat("must be fp32 or bf16, got '", grad_dtype, "'"));
   p.grads_fp32 = grad_dtype == "fp32";
+  std::string groups = p.minimal_groups ? "minimal" : "megatron";
+  PRISM_RETURN_IF_ERROR(r.GetString("process_groups", groups));
+  if (groups != "megatron" && groups != "minimal")
+    return KeyError(r.PathOf("process_groups"), absl::StrCat("must be megatron or minimal, got '", groups, "'"));
+  p.minimal_groups = groups == "minimal";
   return r.Finish();
 }
 

@@ -48,6 +48,11 @@ struct ParallelSpec {
   bool sequence_parallel = false;
   bool distributed_optimizer = true;
   bool grads_fp32 = true;           // grad buffers / reductions in fp32 (Megatron with bf16)
+  // Which process groups exist: every group Megatron-core creates (false), or
+  // only those the programs use (true: parallel.process_groups: minimal, as a
+  // hand-written PyTorch program creates them; the grad-norm all-reduce of the
+  // distributed optimizer then runs on the world group).
+  bool minimal_groups = false;
 
   uint64_t world() const { return uint64_t{tp} * pp * dp * cp; }
   uint32_t microbatches() const { return static_cast<uint32_t>(global_batch / (uint64_t{micro_batch} * dp)); }

@@ -118,19 +118,30 @@ std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
   return kinds;
 }
 
+std::vector<GroupKind> MinimalGroupKinds(std::vector<GroupKind> kinds, const JobSpec& spec) {
+  const ParallelSpec& p = spec.parallel;
+  auto used = [&](const std::string& slot) {
+    if (slot == "dp_cp" || slot == "tp" || slot == "pp") return true;
+    if (slot == "cp") return p.cp > 1;
+    if (slot == "mp") return !p.distributed_optimizer;
+    if (slot == "embd") return spec.model.tied_embeddings && p.pp > 1;
+    if (slot == "ep" || slot == "edp") return spec.model.moe();
+    return false;
+  };
+  std::erase_if(kinds, [&](const GroupKind& k) { return !used(k.slot); });
+  return kinds;
+}
+
 std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds) {
+  auto is_embedding = [&](uint32_t k) { return kinds[k].slot == "embd" || kinds[k].slot == "pos_embd"; };
   std::vector<std::pair<uint32_t, uint32_t>> order;
   for (uint32_t k = 0; k < kinds.size(); ++k) {
-    const std::string& slot = kinds[k].slot;
-    if (slot == "embd" || slot == "pos_embd") continue;  // emitted with "pp"
-    const bool with_embeddings = slot == "pp" && k + 2 < kinds.size() && kinds[k + 1].slot == "embd" &&
-                                 kinds[k + 2].slot == "pos_embd";
+    if (is_embedding(k)) continue;  // emitted with "pp"
+    std::vector<uint32_t> with;     // the embedding kinds that follow "pp"
+    for (uint32_t e = k + 1; kinds[k].slot == "pp" && e < kinds.size() && is_embedding(e); ++e) with.push_back(e);
     for (uint32_t g = 0; g < kinds[k].groups.size(); ++g) {
       order.emplace_back(k, g);
-      if (with_embeddings) {
-        order.emplace_back(k + 1, g);
-        order.emplace_back(k + 2, g);
-      }
+      for (uint32_t e : with) order.emplace_back(e, g);
     }
   }
   return order;

@@ -54,9 +54,16 @@ struct GroupKind {
 // excluded), in creation order.
 std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p);
 
+// The kinds of `kinds` that the programs of `spec` use (job key
+// parallel.process_groups: minimal), order kept: dp_cp, cp (cp > 1), mp
+// (without the distributed optimizer), tp, pp, embd (tied embeddings and
+// pp > 1), ep and edp (MoE). Megatron's other groups are dropped.
+std::vector<GroupKind> MinimalGroupKinds(std::vector<GroupKind> kinds, const JobSpec& spec);
+
 // (kind index, group index) pairs in the order Megatron creates the groups:
 // kind after kind, except that each pipeline group is followed by its
-// embedding and position-embedding groups (one loop in Megatron).
+// embedding and position-embedding groups, where those kinds follow "pp"
+// (one loop in Megatron).
 std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds);
 
 // Coordinates of a global rank in the decoder layout.

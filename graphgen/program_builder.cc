@@ -218,7 +218,18 @@ class StageBuilder {
       const PhaseCost o = cost_.Output();
       TpBefore("f.output", true);
       Compute("f.output+loss", o.fwd_ns, o.activation_bytes, o.fwd_flops);
+      VocabParallelLoss();
     }
+  }
+
+  // Megatron's vocab-parallel cross-entropy: all-reduce of the logits' max
+  // (MAX), of the target logits and of the sums of exponentials (SUM), fp32
+  // per token, on the tensor-parallel group; its backward needs no exchange.
+  void VocabParallelLoss() {
+    if (!Tp()) return;
+    const uint64_t b = cost_.LossReductionBytes();
+    for (const char* what : {"max", "target", "sum-exp"})
+      Collective("tp", pg::ALLREDUCE, b, pg::FP32, absl::StrCat("f.loss.tp-ar-", what));
   }
 
   void Backward(const PipelineStep& step, bool last_microbatch) {
@@ -286,7 +297,9 @@ class StageBuilder {
       const uint64_t words = cost_.padded_vocab() / par_.tp * spec_.model.hidden;
       Collective("embd", pg::ALLREDUCE, words * grad, dtype, "embedding-grads", kComputeStream, TakeDpDeps());
     }
-    const std::string norm_slot = par_.distributed_optimizer ? "dist_opt" : "mp";
+    // Megatron's distributed optimizer reduces the norm on its instance group;
+    // with process_groups: minimal that group does not exist: the world does it.
+    const std::string norm_slot = !par_.distributed_optimizer ? "mp" : Has("dist_opt") ? "dist_opt" : "world";
     const bool norm_group_trivial = par_.distributed_optimizer ? par_.world() == 1 : par_.tp * par_.pp == 1;
     if (Has(norm_slot) && !norm_group_trivial)
       Collective(norm_slot, pg::ALLREDUCE, 4, pg::FP32, "grad-norm", kComputeStream, TakeDpDeps());

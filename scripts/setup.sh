@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Prism needs (when missing) and builds
+# Installs the Debian 12 packages Prism needs (when missing; chromium is for
+# the status page's browser test, daemon.status_page_browser) and builds
 # Release into build/. Idempotent: a second run only rebuilds what changed.
 #   scripts/setup.sh            install + configure + build
 #   PRISM_SKIP_APT=1 scripts/setup.sh   build only
@@ -14,6 +15,7 @@ PACKAGES=(
   libcurl4-openssl-dev zlib1g-dev libcivetweb-dev
   patchelf binutils
   python3
+  chromium fonts-liberation
 )
 
 missing=()

@@ -5,9 +5,20 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   find_package(CURL REQUIRED)
   add_executable(daemon_tests
     daemon_test_graphs.cc daemon_network_model_test.cc daemon_engine_test.cc daemon_classes_test.cc
-    daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc)
+    daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc)
   target_link_libraries(daemon_tests PRIVATE prism_test_main prism_engine prism_server prism_graphgen CURL::libcurl)
   target_compile_definitions(daemon_tests PRIVATE PRISMD_PATH="$<TARGET_FILE:prismd>")
   add_dependencies(daemon_tests prismd)
   catch_discover_tests(daemon_tests TEST_PREFIX "daemon.")
+
+  # The status page in headless Chromium (skipped when /usr/bin/chromium is absent).
+  add_executable(status_page_server status_page_server.cc)
+  target_link_libraries(status_page_server PRIVATE prism_server)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME daemon.status_page_browser
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/status_page_test.py $<TARGET_FILE:prismd>
+                     $<TARGET_FILE:prism-graphgen> $<TARGET_FILE:status_page_server>)
+    set_tests_properties(daemon.status_page_browser PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  endif()
 endif()

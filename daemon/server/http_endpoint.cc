@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/server/status_page.h"
 
 namespace prism::server {
 namespace {
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::str
                                                " (address in use?); pass --metrics-address HOST:PORT or none"));
   mg_set_request_handler(self->ctx_, "/metrics$", MetricsHandler, self.get());
   mg_set_request_handler(self->ctx_, "/status$", StatusHandler, self.get());
+  RegisterStatusPage(self->ctx_);  // GET /: the live status page
   mg_server_port ports[4];
   std::memset(ports, 0, sizeof(ports));
   if (mg_get_server_ports(self->ctx_, 4, ports) > 0) self->port_ = ports[0].port;

@@ -22,6 +22,13 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return b;
 }
 
+// "TP", "DP_CP", ...: the CommKind's name without its prefix.
+std::string CommKindName(int k) {
+  std::string s = graph::CommKind_Name(static_cast<graph::CommKind>(k));
+  const std::string prefix = "COMM_KIND_";
+  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
+}
+
 }  // namespace
 
 Metrics::Metrics(StatusBoard* status) : status_(status), registry_(std::make_shared<prometheus::Registry>()) {
@@ -66,23 +73,44 @@ void Metrics::OnProgress(const engine::EngineProgress& p) {
   events_seen_ = p.events;
   lag_->Set(p.lag.seconds());
   if (status_) status_->SetProgress(p.emulated, p.events, p.iterations_done, p.lag);
+  PushCommunicatorRows();
+}
+
+void Metrics::PushCommunicatorRows() {
+  if (!status_) return;
+  for (int k = 0; k < kCommKinds; ++k) {
+    if (by_comm_kind_[k].ops == 0) continue;
+    CommunicatorRow row;
+    row.kind = k + 1 == kCommKinds ? "P2P" : CommKindName(k);
+    row.name = "all " + row.kind;
+    row.ops_done = by_comm_kind_[k].ops;
+    row.bytes = by_comm_kind_[k].bytes;
+    row.state = "replayed by the engine";
+    status_->SetCommunicator(row);
+  }
 }
 
 void Metrics::OnIteration(uint64_t index, Nanoseconds duration) {
   iterations_->Increment();
   iteration_time_->Set(duration.seconds());
-  if (status_) status_->SetLastIterationTime(duration);
+  if (status_) status_->AddIteration(index, duration);
+  PushCommunicatorRows();
 }
 
 void Metrics::OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) {
   const int k = std::clamp<int>(kind, 0, 7);
   latency_[k]->Observe(latency.seconds());
   bytes_[k]->Increment(static_cast<double>(bytes.count()));
+  KindTally& t = by_comm_kind_[std::clamp<int>(comm, 0, kCommKinds - 2)];
+  ++t.ops;
+  t.bytes += static_cast<uint64_t>(bytes.count());
 }
 
 void Metrics::OnPointToPoint(Nanoseconds latency, Bytes bytes) {
   latency_[8]->Observe(latency.seconds());
   bytes_[8]->Increment(static_cast<double>(bytes.count()));
+  ++by_comm_kind_[kCommKinds - 1].ops;
+  by_comm_kind_[kCommKinds - 1].bytes += static_cast<uint64_t>(bytes.count());
 }
 
 }  // namespace prism::server

@@ -1,7 +1,9 @@
 // Prometheus metrics of prismd (names in docs/metrics.md). No per-rank labels.
 //
 // Metrics is an EngineObserver: attach it to the engine and it keeps the
-// gauges, counters and histograms current (and the StatusBoard, if given).
+// gauges, counters and histograms current (and the StatusBoard, if given:
+// progress, iteration times, and one "all <KIND>" communicator row per kind of
+// communicator with the collectives replayed on it).
 // Thread-safe: prometheus-cpp metrics are; SetPluginSessions may be called
 // from any thread (the session service owns that number).
 #ifndef PRISM_DAEMON_SERVER_METRICS_H_
@@ -53,6 +55,14 @@ class Metrics : public engine::EngineObserver {
   std::array<prometheus::Histogram*, kKinds> latency_{};
   std::array<prometheus::Counter*, kKinds> bytes_{};
   uint64_t events_seen_ = 0;  // engine thread only
+  // Collectives and send/recv completed per communicator kind (engine thread
+  // only), pushed to the StatusBoard as "all <KIND>" rows with the progress.
+  static constexpr int kCommKinds = 18;  // CommKind 0..16, then point-to-point
+  struct KindTally {
+    uint64_t ops = 0, bytes = 0;
+  };
+  std::array<KindTally, kCommKinds> by_comm_kind_{};
+  void PushCommunicatorRows();
 };
 
 }  // namespace prism::server

@@ -1,15 +1,35 @@
 #include "daemon/server/status.h"
 
+#include <cmath>
+
 #include "nlohmann/json.hpp"
 
 namespace prism::server {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string Cut(const std::string& text) {
+  return text.size() <= StatusBoard::kMaxText ? text : text.substr(0, StatusBoard::kMaxText - 3) + "...";
+}
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+double Round3(double s) { return std::round(s * 1000.0) / 1000.0; }
+
+}  // namespace
+
+StatusBoard::StatusBoard() : start_(std::chrono::steady_clock::now()) {}
+
+double StatusBoard::Uptime() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
 
 void StatusBoard::SetGraph(const std::string& name, uint64_t world_size, uint64_t iterations_planned) {
   std::lock_guard<std::mutex> l(mu_);
   graph_ = name, world_size_ = world_size, iterations_planned_ = iterations_planned;
 }
 void StatusBoard::SetMode(const std::string& mode) { std::lock_guard<std::mutex> l(mu_); mode_ = mode; }
-void StatusBoard::SetState(const std::string& state) { std::lock_guard<std::mutex> l(mu_); state_ = state; }
+void StatusBoard::SetState(const std::string& state) { std::lock_guard<std::mutex> l(mu_); state_ = Cut(state); }
 void StatusBoard::SetProgress(Nanoseconds emulated, uint64_t events, uint64_t iterations_done, Nanoseconds lag) {
   std::lock_guard<std::mutex> l(mu_);
   emulated_ns_ = emulated.count(), events_ = events, iterations_done_ = iterations_done, lag_ns_ = lag.count();
@@ -23,9 +43,57 @@ void StatusBoard::SetWaiting(std::vector<StatusWait> waits, std::vector<std::str
   startup_errors_ = std::move(startup_errors);
 }
 
+void StatusBoard::AddIteration(uint64_t index, Nanoseconds duration) {
+  std::lock_guard<std::mutex> l(mu_);
+  last_iteration_ns_ = duration.count();
+  iterations_.emplace_back(index, duration.count());
+  if (iterations_.size() > kIterationHistory) iterations_.pop_front();
+}
+
+void StatusBoard::SetRealRanks(const std::vector<uint32_t>& ranks) {
+  std::lock_guard<std::mutex> l(mu_);
+  real_ranks_.clear();
+  const double now = Uptime();
+  for (uint32_t r : ranks) real_ranks_[r] = RealRank{false, "not connected yet", now};
+}
+
+void StatusBoard::UpdateRealRank(uint32_t rank, bool connected, const std::string& doing) {
+  std::lock_guard<std::mutex> l(mu_);
+  real_ranks_[rank] = RealRank{connected, Cut(doing), Uptime()};
+}
+
+void StatusBoard::SetCommunicator(const CommunicatorRow& row) {
+  std::lock_guard<std::mutex> l(mu_);
+  CommunicatorRow kept = row;
+  kept.name = Cut(row.name), kept.kind = Cut(row.kind), kept.state = Cut(row.state);
+  if (auto it = communicator_index_.find(kept.name); it != communicator_index_.end()) {
+    communicators_[it->second] = {std::move(kept), Uptime()};
+  } else if (communicators_.size() < kMaxCommunicatorRows) {
+    communicator_index_[kept.name] = communicators_.size();
+    communicators_.emplace_back(std::move(kept), Uptime());
+  } else {
+    omitted_.insert(kept.name);
+  }
+}
+
+void StatusBoard::AddDivergence(const std::string& text) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++divergence_count_;
+  divergences_.push_back(Timed{Cut(text), Uptime()});
+  if (divergences_.size() > kMaxDivergences) divergences_.pop_front();
+}
+
+void StatusBoard::SetAlert(const std::string& key, const std::string& text) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto [it, inserted] = alerts_.try_emplace(key, Timed{"", Uptime()});
+  it->second.text = Cut(text);
+}
+
+void StatusBoard::ClearAlert(const std::string& key) { std::lock_guard<std::mutex> l(mu_); alerts_.erase(key); }
+
 std::string StatusBoard::Json() const {
   std::lock_guard<std::mutex> l(mu_);
-  nlohmann::ordered_json j;
+  ordered_json j;
   j["daemon"] = "prismd";
   j["mode"] = mode_;
   j["state"] = state_;
@@ -33,10 +101,10 @@ std::string StatusBoard::Json() const {
   j["world_size"] = world_size_;
   j["iterations_planned"] = iterations_planned_;
   j["iterations_done"] = iterations_done_;
-  j["emulated_time_s"] = static_cast<double>(emulated_ns_) * 1e-9;
-  j["last_iteration_time_s"] = static_cast<double>(last_iteration_ns_) * 1e-9;
+  j["emulated_time_s"] = Seconds(emulated_ns_);
+  j["last_iteration_time_s"] = Seconds(last_iteration_ns_);
   j["events"] = events_;
-  j["engine_lag_s"] = static_cast<double>(lag_ns_) * 1e-9;
+  j["engine_lag_s"] = Seconds(lag_ns_);
   j["plugin_sessions"] = sessions_;
   j["waiting"] = nlohmann::ordered_json::array();
   for (const StatusWait& w : waits_) {
@@ -49,7 +117,31 @@ std::string StatusBoard::Json() const {
     j["waiting"].push_back(std::move(e));
   }
   j["startup_errors"] = startup_errors_;
+  j["uptime_s"] = Round3(Uptime());
+  AddRowsJson(j);
   return j.dump() + "\n";
+}
+
+void StatusBoard::AddRowsJson(ordered_json& j) const {
+  j["iteration_times"] = ordered_json::array();
+  for (const auto& [index, ns] : iterations_)
+    j["iteration_times"].push_back({{"iteration", index}, {"time_s", Seconds(ns)}});
+  j["real_ranks"] = ordered_json::array();
+  for (const auto& [rank, r] : real_ranks_)
+    j["real_ranks"].push_back({{"rank", rank}, {"connected", r.connected}, {"doing", r.doing},
+                               {"updated_s", Round3(r.updated_s)}});
+  j["communicators"] = ordered_json::array();
+  for (const auto& [c, updated] : communicators_)
+    j["communicators"].push_back({{"name", c.name}, {"kind", c.kind}, {"members", c.members},
+                                  {"ops_done", c.ops_done}, {"ops_planned", c.ops_planned}, {"bytes", c.bytes},
+                                  {"state", c.state}, {"updated_s", Round3(updated)}});
+  j["communicators_omitted"] = omitted_.size();
+  ordered_json recent = ordered_json::array();
+  for (const Timed& d : divergences_) recent.push_back({{"at_s", Round3(d.at_s)}, {"text", d.text}});
+  j["divergences"] = {{"count", divergence_count_}, {"recent", std::move(recent)}};
+  j["alerts"] = ordered_json::array();
+  for (const auto& [key, a] : alerts_)
+    j["alerts"].push_back({{"key", key}, {"text", a.text}, {"since_s", Round3(a.at_s)}});
 }
 
 }  // namespace prism::server
