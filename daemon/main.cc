@@ -26,6 +26,7 @@
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "proto/graph_file.h"
 
 namespace {
@@ -106,7 +107,7 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
   c.runtime_connect = f.nccl_runtime_connect != 0;
   c.bootstrap_port = f.bootstrap_port;
   c.record_wire_dir = f.record_wire;
-  c.version = "0.1.0";
+  c.version = prism::kVersion;
   return c;
 }
 

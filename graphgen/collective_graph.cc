@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "graphgen/split_color.h"
-#include "graphgen/job_graph.h"
 
 namespace prism::graphgen {
 namespace {
@@ -154,7 +154,7 @@ absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   pg::Graph g;
   auto* job = g.mutable_job();
   job->set_name(j.name.empty() ? absl::StrCat(j.op, "-", j.ranks) : j.name);
-  job->set_generator(absl::StrCat(kGeneratorName, " collective"));
+  job->set_generator(absl::StrCat(prism::kGraphgenGenerator, " collective"));
   job->set_description(absl::StrCat(j.op, " of ", j.bytes, " bytes over ", j.ranks, " ranks, ", j.iterations,
                                     " iterations"));
   job->set_world_size(j.ranks);

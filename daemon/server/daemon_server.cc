@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "proto/prism_service.grpc.pb.h"
 
 namespace prism::server {
@@ -16,7 +17,7 @@ class DaemonServer::DaemonService final : public rpc::Daemon::Service {
   explicit DaemonService(const StatusBoard* status) : status_(status) {}
   grpc::Status Health(grpc::ServerContext*, const rpc::HealthRequest*, rpc::HealthReply* reply) override {
     reply->set_serving(true);
-    reply->set_version(kDaemonVersion);
+    reply->set_version(prism::kDaemonVersion);
     return grpc::Status::OK;
   }
   grpc::Status Status(grpc::ServerContext*, const rpc::StatusRequest*, rpc::StatusReply* reply) override {

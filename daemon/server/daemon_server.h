@@ -23,7 +23,6 @@ class Service;
 namespace prism::server {
 
 inline constexpr char kDefaultListenAddress[] = "unix:///tmp/prismd.sock";
-inline constexpr char kDaemonVersion[] = "prismd 0.1.0";
 
 class DaemonServer {
  public:
