@@ -69,7 +69,7 @@ TEST_CASE("a real rank's progress arrives through the inbox and drives its colle
   auto r = prism::engine::Simulate(gr, o);
   injector.join();
   REQUIRE(r.ok());
-  const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkModelFromCluster(gr.cluster()));
+  const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(gr.cluster()));
   const int64_t net = model.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), {2, 1, 2, 2}).count();
   CHECK(r->report.mean_iteration.count() == 5'000'000 + net);
   REQUIRE(log.completions.size() == 1);

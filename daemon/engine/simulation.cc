@@ -40,7 +40,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   auto iterations = IterationsFor(graph, options.iterations);
   if (!iterations.ok()) return iterations.status();
   const auto wall_start = std::chrono::steady_clock::now();
-  const NetworkModel model(NetworkModel::LinkModelFromCluster(graph.cluster()));
+  const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()));
   WorldOptions wopts;
   wopts.use_classes = options.use_classes;
   wopts.real_ranks = options.real_ranks;
