@@ -14,6 +14,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "common/limits.h"
 #include "daemon/engine/simulation.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
@@ -105,7 +106,10 @@ TEST_CASE("links that cannot carry a communicator are refused", "[daemon][hostil
 
 TEST_CASE("huge sizes, durations and stream ids saturate or are refused", "[daemon][hostile]") {
   g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, UINT64_MAX, g::ALGORITHM_RING, 3, UINT64_MAX);
-  CHECK(Run(gr).ok());
+  ExpectError(gr, "limit");  // refused at load: a silently wrong result otherwise
+  gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes, g::ALGORITHM_RING, 3,
+                                       prism::limits::kMaxOpDurationNs);
+  CHECK(Run(gr).ok());  // the largest accepted values replay
   g::Graph streams = TwoComms();
   streams.mutable_programs(0)->set_streams(UINT32_MAX);
   CHECK(Run(streams).ok());  // declared but unused streams cost nothing
@@ -212,4 +216,33 @@ TEST_CASE("graphs whose replay state would exhaust memory are refused before all
   CHECK(std::string(r.status().message()).find("drop --no-classes") != std::string::npos);
   o.use_classes = true;  // one class: cheap
   CHECK(prism::engine::Simulate(gr, o).ok());
+}
+
+TEST_CASE("a replay whose clock saturates is an error, never a result", "[daemon][hostile]") {
+  prism::testing::ClusterSpec slow;  // 1 bit/s links: 1 TiB takes 2^43 s, beyond the engine's clock
+  slow.nic_bps = 1;
+  slow.nvlink_bps = 1;
+  const g::Graph gr =
+      prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes, g::ALGORITHM_RING, 2, 0, slow);
+  REQUIRE(g::ValidateGraph(gr).ok());  // every figure is inside the limits; only the sum overflows
+  ExpectError(gr, "clock");
+}
+
+TEST_CASE("crafted graphs are refused by the engine too (durations, kinds, unmatched sizes)", "[daemon][hostile]") {
+  g::Graph durations = TwoComms();
+  auto* p = durations.mutable_programs(0);
+  p->mutable_ops(0)->mutable_compute()->set_duration_ns(UINT64_MAX);  // 2^64-1 ns: a 0 s iteration before
+  ExpectError(durations, "duration");
+  g::Graph kind = TwoComms();
+  kind.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_kind(static_cast<g::CollectiveKind>(99));
+  ExpectError(kind, "kind 99");
+  g::Graph sizes = TwoComms();
+  auto* q = sizes.mutable_programs(0);
+  q->add_ops()->mutable_group_start();
+  auto* send = q->add_ops()->mutable_send();
+  send->set_peer(1), send->set_peer_relative(true), send->set_bytes(4096);
+  auto* recv = q->add_ops()->mutable_recv();
+  recv->set_peer(7), recv->set_peer_relative(true), recv->set_bytes(100);
+  q->add_ops()->mutable_group_end();
+  ExpectError(sizes, "4096");
 }

@@ -28,8 +28,9 @@ uint32_t CeilLog2(uint32_t v) {
 }  // namespace
 
 Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  const int64_t s = a.count() + b.count();  // both within [0, 2^62]: no overflow
-  return Nanoseconds(std::min(s, kMaxTimeNs));
+  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
+  const __int128 s = static_cast<__int128>(a.count()) + b.count();
+  return Nanoseconds(static_cast<int64_t>(std::min<__int128>(s, kMaxTimeNs)));
 }
 
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {

@@ -8,6 +8,38 @@
 #include "absl/strings/str_cat.h"
 
 namespace prism::engine {
+namespace {
+
+// A program's running memory (static + deltas, over `iterations`) must stay
+// representable: the engine sums it in 64 bits.
+absl::Status CheckMemoryRange(const EngineWorld& world, uint64_t iterations) {
+  for (const ProgramInfo& p : world.programs) {
+    __int128 net = 0, swing = p.static_memory;
+    for (const OpInfo& op : p.ops) {
+      net += op.memory_delta;
+      swing += op.memory_delta < 0 ? -static_cast<__int128>(op.memory_delta) : op.memory_delta;
+    }
+    const __int128 worst = (net < 0 ? -net : net) * static_cast<__int128>(iterations) + swing;
+    if (worst >= static_cast<__int128>(kMaxTimeNs))
+      return absl::OutOfRangeError(absl::StrCat(
+          "program ", p.name, " changes memory by ", static_cast<int64_t>(net), " bytes per iteration (",
+          iterations, " iterations): its memory would leave the range the engine represents; the graph's "
+          "memory deltas should balance within an iteration (prism-graphgen inspect shows them)"));
+  }
+  return absl::OkStatus();
+}
+
+// A clock that reached the engine's limit means sums were clamped: every
+// figure after that point would be wrong (0 s iterations, negative times).
+absl::Status CheckClock(const ReplayStats& stats) {
+  if (stats.end.count() < kMaxTimeNs) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      "the replayed clock reached the engine's limit (", kMaxTimeNs, " ns, about 146 years): the graph's op "
+      "durations and sizes over its links add up beyond it, so no figure would be right; check the link "
+      "bandwidths and the op figures (prism-graphgen inspect)"));
+}
+
+}  // namespace
 
 absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested) {
   uint64_t n = requested;
@@ -51,6 +83,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
         "replaying this graph needs ", entries, " state entries (", world->actors.size(), " actors x ops and ",
         *iterations, " iterations); prismd handles at most ", kMaxStateEntries,
         ": use equivalence classes (drop --no-classes), fewer iterations or a smaller graph"));
+  if (auto s = CheckMemoryRange(*world, *iterations); !s.ok()) return s;
   SimulationResult result;
   result.world = std::make_unique<EngineWorld>(std::move(*world));
   if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
@@ -67,6 +100,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   }
   absl::Status run = engine.Run(options.pacer ? options.pacer : pacer.get(), options.inbox);
   if (!run.ok()) return run;
+  if (auto s = CheckClock(engine.stats()); !s.ok()) return s;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   result.report = BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
   return result;
