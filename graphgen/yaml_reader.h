@@ -54,6 +54,16 @@ class MapReader {
 // "path: reason" as InvalidArgument.
 absl::Status KeyError(const std::string& path, const std::string& reason);
 
+// Text from an input file made safe to put in an error message: printable
+// ASCII only (other bytes become '?'), at most `max_chars` characters (then
+// "..."). Input files may be anything; errors must not replay their bytes.
+std::string Excerpt(const std::string& text, size_t max_chars = 32);
+
+// Whole-document checks yaml-cpp does not make: no mapping has the same key
+// twice (yaml-cpp keeps the first silently), and nesting is at most 32 deep.
+// `path` prefixes the key paths in errors ("" for the job document).
+absl::Status CheckDocument(const YAML::Node& doc, const std::string& path = "");
+
 }  // namespace prism::graphgen
 
 #endif  // PRISM_GRAPHGEN_YAML_READER_H_
