@@ -9,6 +9,7 @@
 #include "common/limits.h"
 #include "common/version.h"
 #include "graphgen/split_color.h"
+#include "graphgen/yaml_reader.h"
 
 namespace prism::graphgen {
 namespace {
@@ -51,7 +52,7 @@ absl::Status Check(const CollectiveJob& j) {
   pg::CollectiveKind kind;
   const bool sendrecv = j.op == "sendrecv";
   if (!sendrecv && !KindOf(j.op, kind))
-    return FlagError("--op", absl::StrCat("unknown op '", j.op,
+    return FlagError("--op", absl::StrCat("unknown op '", Excerpt(j.op),
                                           "'; use allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv"));
   if (j.ranks == 0) return FlagError("--ranks", "must be at least 1");
   if (j.subgroup_size > 1 && j.ranks % j.subgroup_size != 0)
@@ -71,7 +72,8 @@ absl::Status Check(const CollectiveJob& j) {
   if (auto s = CheckLatencyUs("--nic-latency-us", j.nic_latency_us); !s.ok()) return s;
   if (auto s = CheckLatencyUs("--nvlink-latency-us", j.nvlink_latency_us); !s.ok()) return s;
   if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree")
-    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", j.algo, "'"));
+    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", Excerpt(j.algo), "'"));
+  if (!IsUtf8(j.name)) return FlagError("--name", "must be UTF-8 text");
   if (j.iterations == 0 || j.iterations > limits::kMaxIterations)
     return FlagError("--iterations", absl::StrCat("must be 1 to ", limits::kMaxIterations));
   return absl::OkStatus();

@@ -22,6 +22,30 @@ std::string Excerpt(const std::string& text, size_t max_chars) {
   return out;
 }
 
+bool IsUtf8(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t extra = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f;
+    else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f;
+    else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07;
+    else return false;
+    if (i + extra >= text.size()) return false;  // truncated sequence
+    for (size_t k = 1; k <= extra; ++k) {
+      const unsigned char d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;  // overlong, surrogate
+    i += extra + 1;
+  }
+  return true;
+}
+
 namespace {
 
 constexpr int kMaxDepth = 32;
@@ -145,6 +169,7 @@ absl::Status MapReader::GetString(const std::string& key, std::string& out) {
   }
   YAML::Node v;
   if (auto s = Scalar(key, v); !s.ok()) return s;
+  if (!IsUtf8(v.Scalar())) return KeyError(PathOf(key), "must be UTF-8 text");
   out = v.Scalar();
   return absl::OkStatus();
 }

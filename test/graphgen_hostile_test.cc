@@ -260,3 +260,19 @@ TEST_CASE("SIGTERM while the graph is written leaves no temporary file", "[graph
   CHECK_FALSE(std::filesystem::exists(out));
   std::remove(tmp.c_str());
 }
+
+TEST_CASE("names that are not UTF-8 are refused: the graph would not read back", "[graphgen][hostile]") {
+  Outcome r = Cli({"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "--name", "bad\xff\xfe"});
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("--name") != std::string::npos);
+  CHECK_FALSE(r.output_exists);
+  std::string yaml = kGood;
+  yaml.replace(yaml.find("name: ok"), 8, "name: \"ok\xc3\x28\"");
+  r = Job(yaml);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("UTF-8") != std::string::npos);
+  r = Cli({"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "--name", "caf\xc3\xa9-\xe2\x82\xac"});
+  CHECK(r.code == prism::graphgen::kExitOk);  // well-formed UTF-8 is fine
+}
