@@ -2,7 +2,7 @@
 //
 //   prismd --graph G --simulate [--iterations N] [--json] [--trace out.json]
 //       replays every rank virtually and prints the predicted iteration time.
-//   prismd --graph G [--listen unix:///tmp/prismd.sock] [--real-ranks 0,1]
+//   prismd --graph G [--listen unix://$XDG_RUNTIME_DIR/prismd.sock] [--real-ranks 0,1]
 //       hybrid mode: serves gRPC (Daemon + registered services) and metrics,
 //       replays the graph paced to the wall clock, until SIGINT/SIGTERM.
 #include <pthread.h>
@@ -122,7 +122,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   auto control = prism::daemon::ControlPlane::Create(g, ControlPlaneOptionsFrom(f, options), &metrics);
   if (!control.ok()) return Fail(control.status());
   server.RegisterService((*control)->session_service());
-  const std::string listen = f.listen.empty() ? prism::server::kDefaultListenAddress : f.listen;
+  const std::string listen = f.listen.empty() ? prism::server::DefaultListenAddress() : f.listen;
   if (auto s = server.Start(listen); !s.ok()) return Fail(s);
   if (auto s = (*control)->Start(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "prismd: serving gRPC on %s; Ctrl-C to stop\n", listen.c_str());
@@ -214,7 +214,9 @@ int main(int argc, char** argv) {
   app.add_option("--realtime", f.realtime, "pace to the wall clock: best-effort or hard-limit");
   app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated (default 100)");
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
-  app.add_option("--listen", f.listen, "gRPC address (hybrid default unix:///tmp/prismd.sock)");
+  app.add_option("--listen", f.listen,
+                 "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "
+                 "unix:///tmp/prismd-$UID.sock; created 0600, never taken from a live prismd)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,
                  "hybrid: the real ranks' NCCL_COMM_ID host:port (default: $NCCL_COMM_ID, else 127.0.0.1:29555)");
