@@ -39,6 +39,47 @@ absl::Status CheckClock(const ReplayStats& stats) {
       "bandwidths and the op figures (prism-graphgen inspect)"));
 }
 
+// Counts completed iterations for a partial report and forwards every
+// callback to the caller's observer (nullable).
+class IterationCounter final : public EngineObserver {
+ public:
+  explicit IterationCounter(EngineObserver* next) : next_(next) {}
+  uint64_t done() const { return done_; }
+
+  void OnProgress(const EngineProgress& p) override {
+    done_ = std::max(done_, p.iterations_done);
+    if (next_) next_->OnProgress(p);
+  }
+  void OnIteration(uint64_t index, Nanoseconds duration) override {
+    done_ = std::max(done_, index + 1);
+    if (next_) next_->OnIteration(index, duration);
+  }
+  void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override {
+    if (next_) next_->OnCollective(kind, comm, latency, bytes);
+  }
+  void OnPointToPoint(Nanoseconds latency, Bytes bytes) override {
+    if (next_) next_->OnPointToPoint(latency, bytes);
+  }
+  void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
+    if (next_) next_->OnRealRankOpComplete(rank, op, at);
+  }
+
+ private:
+  EngineObserver* next_;
+  uint64_t done_ = 0;
+};
+
+// The report of a replay stopped after `done` of `requested` iterations:
+// the completed iterations' times; sums so far, per completed iteration.
+SimulationReport PartialReport(const graph::Graph& graph, const EngineWorld& world, ReplayStats stats,
+                               uint64_t done, uint64_t requested, double wall_s) {
+  stats.iteration_end.resize(std::min<uint64_t>(done, stats.iteration_end.size()));
+  SimulationReport r = BuildReport(graph, world, stats, done, wall_s);
+  r.stopped = true;
+  r.iterations_requested = requested;
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested) {
@@ -91,7 +132,8 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   eopts.iterations = *iterations;
   eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
   ReplayEngine engine(*result.world, model, eopts);
-  engine.SetObserver(options.observer);
+  IterationCounter counter(options.observer);
+  engine.SetObserver(options.report_when_stopped ? &counter : options.observer);
   engine.SetTraceRecorder(result.trace.get());
   std::unique_ptr<WallClockPacer> pacer;
   if (!options.pacer && options.realtime && options.realtime->mode != RealtimeMode::kOff) {
@@ -99,10 +141,12 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
     pacer->Start();
   }
   absl::Status run = engine.Run(options.pacer ? options.pacer : pacer.get(), options.inbox);
-  if (!run.ok()) return run;
+  const bool stopped = absl::IsCancelled(run) && options.report_when_stopped;
+  if (!run.ok() && !stopped) return run;
   if (auto s = CheckClock(engine.stats()); !s.ok()) return s;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  result.report = BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
+  result.report = stopped ? PartialReport(graph, *result.world, engine.stats(), counter.done(), *iterations, wall_s)
+                          : BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
   return result;
 }
 

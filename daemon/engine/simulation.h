@@ -39,6 +39,10 @@ struct SimulationOptions {
   EngineObserver* observer = nullptr;       // not owned
   EngineInbox* inbox = nullptr;             // not owned
   uint64_t progress_every_events = 1 << 16; // observer OnProgress cadence
+  // A StopRequest on `inbox` ends the replay with the report so far
+  // (SimulationReport::stopped; prismd --simulate on SIGINT/SIGTERM) instead
+  // of a Cancelled status.
+  bool report_when_stopped = false;
 };
 
 class SimulationResult {

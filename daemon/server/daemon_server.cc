@@ -149,7 +149,9 @@ absl::Status DaemonServer::PublishSocket(const std::string& bound, const std::st
 
 void DaemonServer::Shutdown() {
   if (!server_) return;
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Plugin sessions are streams that never end by themselves: waiting longer
+  // than a short grace for them only delays exit (2 s each time before).
+  server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();
   server_.reset();
   if (unix_path_.empty()) return;

@@ -8,6 +8,7 @@
 #ifndef PRISM_DAEMON_SERVER_DAEMON_SERVER_H_
 #define PRISM_DAEMON_SERVER_DAEMON_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,9 +44,12 @@ class DaemonServer {
   // AlreadyExists, anything else FailedPrecondition. The new socket is
   // created with mode 0600 (only this user may connect).
   absl::Status Start(const std::string& address);
-  // Stops serving; removes the Unix socket only if the file at the path is
-  // still the one Start created (same device and inode).
+  // Stops serving: calls in flight get kShutdownGrace to finish, then are
+  // cancelled (plugin session streams end there); removes the Unix socket
+  // only if the file at the path is still the one Start created (same device
+  // and inode).
   void Shutdown();
+  static constexpr std::chrono::milliseconds kShutdownGrace{100};
 
   int bound_port() const { return bound_port_; }
 
