@@ -11,3 +11,12 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   add_dependencies(daemon_tests prismd)
   catch_discover_tests(daemon_tests TEST_PREFIX "daemon.")
 endif()
+# The hostile checks of issue 12 against the built prismd and prism-graphgen
+# (loopback and /tmp only, bounded in time): test/hostile_checks.py.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND AND TARGET prismd AND TARGET prism-graphgen)
+  add_test(NAME daemon.hostile_checks
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/hostile_checks.py
+                   $<TARGET_FILE:prismd> $<TARGET_FILE:prism-graphgen> ${PROJECT_SOURCE_DIR}/examples)
+  set_tests_properties(daemon.hostile_checks PROPERTIES TIMEOUT 300)
+endif()
