@@ -191,7 +191,8 @@ int RunSimulate(const Flags& f, const prism::graph::Graph& g, prism::engine::Sim
   }
   status.SetState(result->report.stopped ? "stopped" : "finished");
   const int rc = PrintResult(f, g, *result);
-  return signals.signal() != 0 ? 128 + signals.signal() : rc;
+  // A signal that came after the replay ended changed nothing: the report is whole.
+  return result->report.stopped && signals.signal() != 0 ? 128 + signals.signal() : rc;
 }
 
 prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
