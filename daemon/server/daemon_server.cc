@@ -127,8 +127,9 @@ absl::Status DaemonServer::Start(const std::string& address) {
 
 absl::Status DaemonServer::PublishSocket(const std::string& bound, const std::string& path) {
   struct stat st {};
-  chmod(bound.c_str(), 0600);
-  const bool linked = lstat(bound.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && link(bound.c_str(), path.c_str()) == 0;
+  const bool ours = lstat(bound.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == geteuid();
+  if (ours) chmod(bound.c_str(), 0600);  // the umask made it so already; whatever another thread did to it
+  const bool linked = ours && link(bound.c_str(), path.c_str()) == 0;
   const int err = errno;
   unlink(bound.c_str());
   if (!linked) {
