@@ -51,7 +51,8 @@ namespace {
 constexpr char kUnix[] = "unix://";
 
 // Whether something accepts connections on the Unix socket at `path`.
-// Ok(true): it answered; Ok(false): nobody listens (ECONNREFUSED).
+// Ok(true): it answered, or its backlog is full (EAGAIN: alive but busy);
+// Ok(false): nobody listens (ECONNREFUSED). Non-blocking: never hangs.
 absl::StatusOr<bool> SocketAnswers(const std::string& path) {
   sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
@@ -59,12 +60,12 @@ absl::StatusOr<bool> SocketAnswers(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
                                                    sizeof(addr.sun_path) - 1, " bytes; pass a shorter --listen"));
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", std::strerror(errno)));
   const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int err = errno;
   close(fd);
-  if (rc == 0) return true;
+  if (rc == 0 || err == EAGAIN) return true;
   if (err == ECONNREFUSED) return false;
   return absl::FailedPreconditionError(absl::StrCat("cannot probe the socket ", path, ": ", std::strerror(err),
                                                     "; pass another --listen unix:///PATH"));
