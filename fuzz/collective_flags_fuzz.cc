@@ -74,8 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   args.push_back(OutputPath());
   std::ostringstream out, err;
   const int code = prism::graphgen::RunGraphgenCli(args, out, err);
-  // What prism-graphgen writes, prismd must read.
-  if (code == prism::graphgen::kExitOk && !prism::graph::ReadGraphFile(OutputPath()).ok()) __builtin_trap();
+  // What prism-graphgen writes, prismd must read (exit 0 without a file: --help).
+  if (code == prism::graphgen::kExitOk && std::filesystem::exists(OutputPath()) &&
+      !prism::graph::ReadGraphFile(OutputPath()).ok())
+    __builtin_trap();
   std::filesystem::remove(OutputPath());
   return 0;
 }
