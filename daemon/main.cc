@@ -1,15 +1,23 @@
 // prismd: the Prism replay daemon.
 //
 //   prismd --graph G --simulate [--iterations N] [--json] [--trace out.json]
-//       replays every rank virtually and prints the predicted iteration time.
-//   prismd --graph G [--listen unix:///tmp/prismd.sock] [--real-ranks 0,1]
+//       replays every rank virtually and prints the predicted iteration time;
+//       SIGINT/SIGTERM stop it with the report so far (exit 128 + signal).
+//   prismd --graph G [--listen unix://$XDG_RUNTIME_DIR/prismd.sock] [--real-ranks 0,1]
 //       hybrid mode: serves gRPC (Daemon + registered services) and metrics,
 //       replays the graph paced to the wall clock, until SIGINT/SIGTERM.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -26,9 +34,13 @@
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "proto/graph_file.h"
 
 namespace {
+
+// Largest --lag-limit-ms: one hour (milliseconds become int64 nanoseconds).
+constexpr int64_t kMaxLagLimitMs = 3'600'000;
 
 struct Flags {
   std::string graph;
@@ -90,11 +102,101 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   return o;
 }
 
+// The report first, whatever then happens to the trace.
 int PrintResult(const Flags& f, const prism::graph::Graph& g, const prism::engine::SimulationResult& r) {
+  std::cout << (f.json ? r.report.ToJson() : r.report.ToText()) << std::flush;
   if (!f.trace.empty())
     if (auto s = r.WriteTrace(g, f.trace); !s.ok()) return Fail(s);
-  std::cout << (f.json ? r.report.ToJson() : r.report.ToText());
   return 0;
+}
+
+// An output file must be creatable before the work that fills it starts:
+// its directory exists and is writable, and the path is not a directory.
+absl::Status CheckOutputPath(const std::string& flag, const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is a directory; pass a file path"));
+    if (access(path.c_str(), W_OK) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is not writable: ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string where = dir.empty() ? "." : dir;
+  if (stat(where.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": directory ", where,
+                                                   " does not exist; create it or pass another path"));
+  if (access(where.c_str(), W_OK | X_OK) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": cannot create files in ", where, ": ",
+                                                   std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+// SIGINT and SIGTERM are blocked in the calling thread before any other
+// thread starts, so every thread inherits the mask and only sigwait() (the
+// hybrid loop, or SignalStop below) ever receives them: a signal delivered to
+// a civetweb or gRPC thread would end the process without cleanup.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+// --simulate: the first SIGINT/SIGTERM stops the replay (a StopRequest on
+// `inbox`); Simulate then returns the report so far, which is printed.
+class SignalStop {
+ public:
+  SignalStop(const sigset_t& signals, prism::engine::EngineInbox* inbox)
+      : signals_(signals), thread_([this, inbox] { Wait(inbox); }) {}
+  ~SignalStop() {
+    done_ = true;
+    thread_.join();
+  }
+  SignalStop(const SignalStop&) = delete;
+  SignalStop& operator=(const SignalStop&) = delete;
+
+  int signal() const { return signal_; }  // 0 while none arrived
+
+ private:
+  void Wait(prism::engine::EngineInbox* inbox) {
+    const timespec tick{0, 20'000'000};  // how soon the destructor's join returns
+    while (!done_) {
+      const int sig = sigtimedwait(&signals_, nullptr, &tick);
+      if (sig <= 0 || signal_ != 0) continue;
+      signal_ = sig;
+      std::fprintf(stderr, "prismd: %s received, stopping the replay (partial report follows)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      inbox->Post(prism::engine::StopRequest{});
+    }
+  }
+
+  sigset_t signals_;
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::thread thread_;
+};
+
+int RunSimulate(const Flags& f, const prism::graph::Graph& g, prism::engine::SimulationOptions options,
+                prism::server::StatusBoard& status, prism::server::Metrics& metrics, const SignalStop& signals) {
+  std::optional<prism::server::DaemonServer> server;  // destroyed (socket removed) on every return
+  if (!f.listen.empty()) {
+    server.emplace(&status);
+    if (auto s = server->Start(f.listen); !s.ok()) return Fail(s);
+  }
+  options.observer = &metrics;
+  status.SetState("running");
+  auto result = prism::engine::Simulate(g, options);
+  if (!result.ok()) {
+    status.SetState(absl::StrCat("failed: ", result.status().message()));
+    return Fail(result.status());
+  }
+  status.SetState(result->report.stopped ? "stopped" : "finished");
+  const int rc = PrintResult(f, g, *result);
+  // A signal that came after the replay ended changed nothing: the report is whole.
+  return result->report.stopped && signals.signal() != 0 ? 128 + signals.signal() : rc;
 }
 
 prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
@@ -111,24 +213,20 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
   c.runtime_connect = f.nccl_runtime_connect != 0;
   c.bootstrap_port = f.bootstrap_port;
   c.record_wire_dir = f.record_wire;
-  c.version = "0.1.0";
+  c.version = prism::kVersion;
   return c;
 }
 
 int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::SimulationOptions options,
               prism::server::StatusBoard& status, prism::server::Metrics& metrics) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
+  const sigset_t signals = BlockStopSignals();  // already blocked by Run, before the metrics threads
   prism::server::DaemonServer server(&status);
   prism::daemon::ControlPlaneOptions control_options = ControlPlaneOptionsFrom(f, options);
   control_options.status = &status;
   auto control = prism::daemon::ControlPlane::Create(g, std::move(control_options), &metrics);
   if (!control.ok()) return Fail(control.status());
   server.RegisterService((*control)->session_service());
-  const std::string listen = f.listen.empty() ? prism::server::kDefaultListenAddress : f.listen;
+  const std::string listen = f.listen.empty() ? prism::server::DefaultListenAddress() : f.listen;
   if (auto s = server.Start(listen); !s.ok()) return Fail(s);
   if (auto s = (*control)->Start(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "prismd: serving gRPC on %s; Ctrl-C to stop\n", listen.c_str());
@@ -162,6 +260,12 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
 }
 
 int Run(const Flags& f) {
+  const sigset_t stop_signals = BlockStopSignals();  // before any thread starts
+  prism::engine::EngineInbox inbox;                   // --simulate: SIGINT/SIGTERM stop the replay through it
+  std::optional<SignalStop> signal_stop;
+  if (f.simulate) signal_stop.emplace(stop_signals, &inbox);
+  if (!f.trace.empty())  // found now, not after the replay
+    if (auto s = CheckOutputPath("--trace", f.trace); !s.ok()) return Fail(s);
   absl::StatusOr<prism::graph::Graph> graph;
   {
     google::protobuf::LogSilencer quiet;  // a corrupt file is reported below, once, clearly
@@ -190,20 +294,34 @@ int Run(const Flags& f) {
     }
   }
   if (!f.simulate) return RunHybrid(f, *graph, *options, status, metrics);
-  std::optional<prism::server::DaemonServer> server;
-  if (!f.listen.empty()) {
-    server.emplace(&status);
-    if (auto s = server->Start(f.listen); !s.ok()) return Fail(s);
-  }
-  options->observer = &metrics;
-  status.SetState("running");
-  auto result = prism::engine::Simulate(*graph, *options);
-  if (!result.ok()) {
-    status.SetState(absl::StrCat("failed: ", result.status().message()));
-    return Fail(result.status());
-  }
-  status.SetState("finished");
-  return PrintResult(f, *graph, *result);
+  options->inbox = &inbox;
+  options->report_when_stopped = true;
+  return RunSimulate(f, *graph, *options, status, metrics, *signal_stop);
+}
+
+// Flag values CLI11 accepts but prismd must not (it would wrap or ignore them).
+absl::Status CheckFlags(const Flags& f, bool iterations_given) {
+  if (iterations_given && (f.iterations == 0 || f.iterations > prism::engine::kMaxIterations))
+    return absl::InvalidArgumentError(absl::StrCat("--iterations must be 1 to ", prism::engine::kMaxIterations,
+                                                   " (leave it out for the graph's own count)"));
+  if (f.lag_limit_ms < 0 || f.lag_limit_ms > kMaxLagLimitMs)
+    return absl::InvalidArgumentError(absl::StrCat("--lag-limit-ms must be 0 to ", kMaxLagLimitMs, ", got ",
+                                                   f.lag_limit_ms));
+  return absl::OkStatus();
+}
+
+// Numbers are checked as text before CLI11 converts them ("-1" would wrap
+// into an unsigned --iterations).
+CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == nullptr || *end != '\0' || !(v >= 0))
+          return "must be a number, zero or more, got '" + text.substr(0, 32) + "'";
+        return "";
+      },
+      "NUMBER>=0", "NonNegativeNumber");
 }
 
 }  // namespace
@@ -213,15 +331,19 @@ int main(int argc, char** argv) {
   CLI::App app{"prismd: replays a Prism execution graph (virtual ranks, metrics, traces)"};
   app.add_option("--graph", f.graph, "execution graph file (prism-graphgen output)")->required();
   app.add_flag("--simulate", f.simulate, "replay every rank virtually and print the predicted iteration time");
-  app.add_option("--iterations", f.iterations, "iterations to replay (default: the graph's, else 1)");
+  app.add_option("--iterations", f.iterations, "iterations to replay, 1 to 10^6 (default: the graph's, else 1)")
+      ->check(NonNegativeNumber());
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
-  app.add_option("--trace", f.trace, "write a Chrome/Perfetto trace JSON of --trace-ranks");
+  app.add_option("--trace", f.trace,
+                 "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");
   app.add_option("--realtime", f.realtime, "pace to the wall clock: best-effort or hard-limit");
-  app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated (default 100)");
+  app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated, 0 to 3600000 (default 100)");
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
-  app.add_option("--listen", f.listen, "gRPC address (hybrid default unix:///tmp/prismd.sock)");
+  app.add_option("--listen", f.listen,
+                 "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "
+                 "unix:///tmp/prismd-$UID.sock; created 0600, never taken from a live prismd)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,
                  "hybrid: the real ranks' NCCL_COMM_ID host:port; every communicator then shares that id, one "
@@ -244,9 +366,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   f.metrics_address_given = app.count("--metrics-address") > 0;
   f.torch_store_given = app.count("--torch-store") > 0;
-  if (f.iterations > prism::engine::kMaxIterations) {
-    std::fprintf(stderr, "prismd: --iterations must be 1 to %llu\n",
-                 static_cast<unsigned long long>(prism::engine::kMaxIterations));
+  if (auto s = CheckFlags(f, app.count("--iterations") > 0); !s.ok()) {
+    std::fprintf(stderr, "prismd: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   return Run(f);

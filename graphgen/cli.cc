@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,8 @@
 #include "graphgen/inspect.h"
 #include "graphgen/job_graph.h"
 #include "graphgen/job_spec.h"
+#include "graphgen/signal_cleanup.h"
+#include "graphgen/yaml_reader.h"
 #include "proto/graph_file.h"
 
 namespace prism::graphgen {
@@ -21,11 +26,26 @@ int Fail(std::ostream& err, int code, const absl::Status& s) {
   return code;
 }
 
+// Beyond a limit of common/limits.h: prismd would refuse the graph, so it is
+// not written (the input asked for too much).
+int BeyondLimits(std::ostream& err, const absl::Status& s) {
+  return Fail(err, kExitBadInput, absl::OutOfRangeError(absl::StrCat(
+      "the requested graph is beyond what prismd accepts: ", std::string(s.message()))));
+}
+
 int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
-  if (auto s = prism::graph::ValidateGraph(g); !s.ok())
+  if (auto s = prism::graph::ValidateGraph(g); !s.ok()) {
+    if (absl::IsOutOfRange(s)) return BeyondLimits(err, s);
     return Fail(err, kExitWriteFailed, absl::InternalError(absl::StrCat("generated graph is invalid (a bug): ",
                                                                         std::string(s.message()))));
-  if (auto s = prism::graph::WriteGraphFile(g, path); !s.ok()) return Fail(err, kExitWriteFailed, s);
+  }
+  absl::Status written;
+  {
+    ScopedTemporaryFile cleanup(prism::graph::TemporaryPathFor(path));  // removed if a signal ends us mid-write
+    written = prism::graph::WriteGraphFile(g, path);
+  }
+  if (absl::IsOutOfRange(written)) return BeyondLimits(err, written);
+  if (!written.ok()) return Fail(err, kExitWriteFailed, written);
   out << "wrote " << path << ": " << g.ranks_size() << " ranks, " << g.programs_size() << " programs, "
       << g.communicators_size() << " communicators\n";
   return kExitOk;
@@ -65,6 +85,20 @@ int RunInspect(const std::string& path, bool as_json, std::optional<uint32_t> op
   return kExitOk;
 }
 
+// Numbers are checked as text before CLI11 converts them: it would wrap "-5"
+// into an unsigned (and NaN would pass any later comparison).
+CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == nullptr || *end != '\0' || !(v >= 0))
+          return "must be a number, zero or more, got '" + Excerpt(text) + "'";
+        return "";
+      },
+      "NUMBER>=0", "NonNegativeNumber");
+}
+
 }  // namespace
 
 int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -79,22 +113,26 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   CollectiveJob coll;
   std::string coll_bytes, coll_output;
   auto* c = app.add_subcommand("collective", "nccl-tests-like graph: one collective repeated on all ranks");
+  const CLI::Validator number = NonNegativeNumber();
   c->add_option("--op", coll.op, "allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv")->required();
   c->add_option("--bytes", coll_bytes, "buffer size (NCCL convention), K/M/G = KiB/MiB/GiB")->required();
-  c->add_option("--ranks", coll.ranks, "number of ranks")->required();
-  c->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node (default 1)");
-  c->add_option("--nics-per-node", coll.nics_per_node, "NICs per node (default 1)");
-  c->add_option("--nic-gbps", coll.nic_gbps, "NIC bandwidth, Gbit/s (default 400)");
-  c->add_option("--nic-latency-us", coll.nic_latency_us, "NIC latency, microseconds (default 5)");
-  c->add_option("--nvlink-gbps", coll.nvlink_gbps, "NVLink bandwidth per GPU, Gbit/s (default 3600)");
-  c->add_option("--nvlink-latency-us", coll.nvlink_latency_us, "NVLink latency, microseconds (default 1)");
+  c->add_option("--ranks", coll.ranks, "number of ranks")->required()->check(number);
+  c->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node (default 1)")->check(number);
+  c->add_option("--nics-per-node", coll.nics_per_node, "NICs per node (default 1)")->check(number);
+  c->add_option("--nic-gbps", coll.nic_gbps, "NIC bandwidth, Gbit/s (default 400)")->check(number);
+  c->add_option("--nic-latency-us", coll.nic_latency_us, "NIC latency, microseconds (default 5)")->check(number);
+  c->add_option("--nvlink-gbps", coll.nvlink_gbps, "NVLink bandwidth per GPU, Gbit/s (default 3600)")->check(number);
+  c->add_option("--nvlink-latency-us", coll.nvlink_latency_us, "NVLink latency, microseconds (default 1)")
+      ->check(number);
   c->add_option("--algo", coll.algo, "ring|tree (default: the network model chooses)");
-  c->add_option("--iterations", coll.iterations, "repetitions (default 20)");
+  c->add_option("--iterations", coll.iterations, "repetitions (default 20)")->check(number);
   c->add_option("--name", coll.name, "job name");
   c->add_option("--subgroups", coll.subgroup_size,
                 "also create TP-like groups of this many consecutive ranks and the matching DP-like groups "
-                "(splits of the world, for control-plane tests)");
-  c->add_option("--max-subgroups", coll.max_subgroups, "create at most this many groups of each kind (0 = all)");
+                "(splits of the world, for control-plane tests)")
+      ->check(number);
+  c->add_option("--max-subgroups", coll.max_subgroups, "create at most this many groups of each kind (0 = all)")
+      ->check(number);
   c->add_option("-o,--output", coll_output, "graph file to write")->required();
 
   std::string inspect_path;
@@ -121,9 +159,17 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
     else err << "run 'prism-graphgen " << app.get_subcommands().front()->get_name() << " --help' for the options\n";
     return kExitBadInput;
   }
-  if (job->parsed()) return RunJob(job_path, job_output, out, err);
-  if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
-  return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
+  try {
+    if (job->parsed()) return RunJob(job_path, job_output, out, err);
+    if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
+    return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
+  } catch (const std::bad_alloc&) {
+    const std::string& output = job->parsed() ? job_output : coll_output;
+    if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());
+    return Fail(err, kExitBadInput, absl::ResourceExhaustedError(
+        "out of memory while building or writing the graph: the job asks for more than this machine can "
+        "hold; make it smaller (fewer layers, microbatches or ranks) or run where more memory is available"));
+  }
 }
 
 }  // namespace prism::graphgen

@@ -4,10 +4,16 @@
 //   prism-graphgen collective --op OP --bytes SIZE --ranks N [...] -o G
 //   prism-graphgen inspect G [--json]
 //
-// Exit codes: 0 success; 2 bad input (job file, flags, unreadable graph);
-// 1 failure to write the output. On any failure no output file is created
-// (graph files are written atomically, and only after validation passes).
-// Writes only to `out`/`err` and the output file. Thread-compatible.
+// Exit codes: 0 success; 2 bad input (job file, flags, unreadable graph, a
+// graph beyond prismd's limits (common/limits.h), or more than this machine's
+// memory holds: std::bad_alloc is caught and reported); 1 failure to write
+// the output. On any failure no output file is created (graph files are
+// written atomically, and only after validation passes); a signal handler
+// that main() installs (graphgen/signal_cleanup.h) removes the temporary file
+// of a write that a signal interrupts. Input files are read only when they
+// are regular files of at most 16 MiB (graphgen/input_file.h), and errors
+// never replay their bytes. Writes only to `out`/`err` and the output file.
+// Thread-compatible.
 #ifndef PRISM_GRAPHGEN_CLI_H_
 #define PRISM_GRAPHGEN_CLI_H_
 

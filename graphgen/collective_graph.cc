@@ -6,20 +6,37 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "common/version.h"
 #include "graphgen/split_color.h"
-#include "graphgen/job_graph.h"
+#include "graphgen/yaml_reader.h"
 
 namespace prism::graphgen {
 namespace {
 
 namespace pg = prism::graph;
 
-// prismd's engine accepts up to 10^6 iterations.
-constexpr uint32_t kMaxCollectiveIterations = 1000000;
 
 absl::Status FlagError(const std::string& flag, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", reason));
 }
+
+// Range checks before the conversions to bit/s and ns (no wrap, no overflow).
+constexpr uint64_t kMaxGbps = limits::kMaxBandwidthBps / 1'000'000'000;
+constexpr double kMaxLatencyUs = static_cast<double>(limits::kMaxLatencyNs) / 1000.0;
+
+absl::Status CheckGbps(const std::string& flag, uint64_t gbps) {
+  if (gbps == 0 || gbps > kMaxGbps) return FlagError(flag, absl::StrCat("must be 1 to ", kMaxGbps, " (Gbit/s)"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckLatencyUs(const std::string& flag, double us) {
+  if (!(us >= 0 && us <= kMaxLatencyUs))  // also NaN
+    return FlagError(flag, absl::StrCat("must be 0 to ", kMaxLatencyUs, " (microseconds)"));
+  return absl::OkStatus();
+}
+
+uint64_t LatencyNs(double us) { return static_cast<uint64_t>(std::llround(us * 1000.0)); }  // checked range
 
 bool KindOf(const std::string& op, pg::CollectiveKind& kind) {
   if (op == "allreduce") kind = pg::ALLREDUCE;
@@ -35,30 +52,30 @@ absl::Status Check(const CollectiveJob& j) {
   pg::CollectiveKind kind;
   const bool sendrecv = j.op == "sendrecv";
   if (!sendrecv && !KindOf(j.op, kind))
-    return FlagError("--op", absl::StrCat("unknown op '", j.op,
+    return FlagError("--op", absl::StrCat("unknown op '", Excerpt(j.op),
                                           "'; use allreduce, allgather, reducescatter, alltoall, broadcast or sendrecv"));
   if (j.ranks == 0) return FlagError("--ranks", "must be at least 1");
   if (j.subgroup_size > 1 && j.ranks % j.subgroup_size != 0)
     return FlagError("--subgroups", absl::StrCat(j.subgroup_size, " does not divide --ranks ", j.ranks));
   if (sendrecv && j.ranks < 2) return FlagError("--ranks", "sendrecv needs at least 2 ranks");
-  if (j.ranks > (1u << 24)) return FlagError("--ranks", "is too large");
+  if (j.ranks > limits::kMaxRanks)
+    return FlagError("--ranks", absl::StrCat(j.ranks, " is above prismd's limit of ", limits::kMaxRanks, " ranks"));
   if (j.bytes == 0) return FlagError("--bytes", "must be at least 1 byte");
   const bool split_buffer = j.op == "allgather" || j.op == "reducescatter" || j.op == "alltoall";
   if (split_buffer && j.bytes % j.ranks != 0)
     return FlagError("--bytes", absl::StrCat(j.bytes, " is not divisible by --ranks ", j.ranks, " (", j.op,
                                              " splits the buffer evenly among ranks)"));
   if (j.gpus_per_node == 0) return FlagError("--gpus-per-node", "must be at least 1");
-  if (j.nic_gbps == 0) return FlagError("--nic-gbps", "must be at least 1");
-  if (j.nvlink_gbps == 0) return FlagError("--nvlink-gbps", "must be at least 1");
   if (j.nics_per_node == 0) return FlagError("--nics-per-node", "must be at least 1");
-  if (!(j.nic_latency_us >= 0) || !std::isfinite(j.nic_latency_us))
-    return FlagError("--nic-latency-us", "must be zero or more");
-  if (!(j.nvlink_latency_us >= 0) || !std::isfinite(j.nvlink_latency_us))
-    return FlagError("--nvlink-latency-us", "must be zero or more");
+  if (auto s = CheckGbps("--nic-gbps", j.nic_gbps); !s.ok()) return s;
+  if (auto s = CheckGbps("--nvlink-gbps", j.nvlink_gbps); !s.ok()) return s;
+  if (auto s = CheckLatencyUs("--nic-latency-us", j.nic_latency_us); !s.ok()) return s;
+  if (auto s = CheckLatencyUs("--nvlink-latency-us", j.nvlink_latency_us); !s.ok()) return s;
   if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree")
-    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", j.algo, "'"));
-  if (j.iterations == 0 || j.iterations > kMaxCollectiveIterations)
-    return FlagError("--iterations", absl::StrCat("must be 1 to ", kMaxCollectiveIterations));
+    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", Excerpt(j.algo), "'"));
+  if (!IsUtf8(j.name)) return FlagError("--name", "must be UTF-8 text");
+  if (j.iterations == 0 || j.iterations > limits::kMaxIterations)
+    return FlagError("--iterations", absl::StrCat("must be 1 to ", limits::kMaxIterations));
   return absl::OkStatus();
 }
 
@@ -154,7 +171,7 @@ absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   pg::Graph g;
   auto* job = g.mutable_job();
   job->set_name(j.name.empty() ? absl::StrCat(j.op, "-", j.ranks) : j.name);
-  job->set_generator(absl::StrCat(kGeneratorName, " collective"));
+  job->set_generator(absl::StrCat(prism::kGraphgenGenerator, " collective"));
   job->set_description(absl::StrCat(j.op, " of ", j.bytes, " bytes over ", j.ranks, " ranks, ", j.iterations,
                                     " iterations"));
   job->set_world_size(j.ranks);
@@ -173,9 +190,9 @@ absl::StatusOr<pg::Graph> GenerateCollectiveGraph(const CollectiveJob& j) {
   cl->mutable_gpu()->set_memory_bytes(80ull << 30);
   cl->mutable_nic()->set_count(j.nics_per_node);
   cl->mutable_nic()->set_bandwidth_bps(j.nic_gbps * 1000000000ull);
-  cl->mutable_nic()->set_latency_ns(static_cast<uint64_t>(j.nic_latency_us * 1000.0 + 0.5));
+  cl->mutable_nic()->set_latency_ns(LatencyNs(j.nic_latency_us));
   cl->mutable_intra_node()->set_bandwidth_bps(j.nvlink_gbps * 1000000000ull);
-  cl->mutable_intra_node()->set_latency_ns(static_cast<uint64_t>(j.nvlink_latency_us * 1000.0 + 0.5));
+  cl->mutable_intra_node()->set_latency_ns(LatencyNs(j.nvlink_latency_us));
   auto* layout = g.mutable_layout();
   layout->set_dp(j.ranks);
   layout->set_tp(1);

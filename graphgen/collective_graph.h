@@ -48,7 +48,9 @@ struct CollectiveJob {
   uint32_t max_subgroups = 0;
 };
 
-// Errors name the command-line flag ("--bytes: ...").
+// Errors name the command-line flag ("--bytes: ..."). Figures are range
+// checked against common/limits.h before any conversion (bandwidths 1 to
+// 10^6 Gbit/s, latencies 0 to 10^6 us, ranks and iterations prismd's limits).
 absl::StatusOr<prism::graph::Graph> GenerateCollectiveGraph(const CollectiveJob& job);
 
 // "1G", "64M", "512K", "4096" (K/M/G = KiB/MiB/GiB; optional trailing B/iB).

@@ -1,6 +1,7 @@
 #include "graphgen/cost_model.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace prism::graphgen {
 namespace {
@@ -19,6 +20,22 @@ constexpr double kMlpActSharded = 14.0, kMlpActReplicated = 5.0;
 // write param, m, v, bf16 copy).
 constexpr double kOptimizerBytesPerParam = 32.0;
 
+// Range-checked double -> integer conversions: a value outside the target's
+// range (or NaN) would be undefined behaviour; it saturates instead, and the
+// graph's limits (common/limits.h) then refuse the saturated figure by name.
+uint64_t SaturatingU64(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 18446744073709551616.0) return UINT64_MAX;  // 2^64
+  return static_cast<uint64_t>(v);
+}
+
+int64_t SaturatingI64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX;  // 2^63
+  if (v < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
 }  // namespace
 
 CostModel::CostModel(const JobSpec& spec) : spec_(spec) {
@@ -36,7 +53,7 @@ uint64_t CostModel::RooflineNs(double flops, double bytes) const {
   const double peak = static_cast<double>(spec_.cluster.bf16_tflops) * 1e12 * spec_.compute.matmul_efficiency;
   const double hbm = static_cast<double>(spec_.cluster.hbm_gbps) * 1e9 * spec_.compute.memory_efficiency;
   const double seconds = flops / peak + bytes / hbm;
-  return static_cast<uint64_t>(std::ceil(seconds * 1e9));
+  return SaturatingU64(std::ceil(seconds * 1e9));
 }
 
 PhaseCost CostModel::Measured(const std::string& kind, PhaseCost roofline) const {
@@ -111,10 +128,10 @@ PhaseCost CostModel::Attention() const {
   const double weights = (h * qkv_cols + h * h) / tp * 2.0;
   const double traffic = t * h * 2.0 * (kTpShardedTraffic / tp + kReplicatedTraffic / sp);
   PhaseCost c;
-  c.fwd_flops = static_cast<uint64_t>(flops);
+  c.fwd_flops = SaturatingU64(flops);
   c.fwd_ns = RooflineNs(flops, weights + traffic);
   c.bwd_ns = RooflineNs(2.0 * flops, 2.0 * (weights + traffic));
-  c.activation_bytes = static_cast<int64_t>(t * h * (kAttnActSharded / tp + kAttnActReplicated / sp));
+  c.activation_bytes = SaturatingI64(t * h * (kAttnActSharded / tp + kAttnActReplicated / sp));
   return Measured("attention", c);
 }
 
@@ -136,10 +153,10 @@ PhaseCost CostModel::Mlp() const {
   }
   const double traffic = t * h * 2.0 * (kTpShardedTraffic * act_scale / tp + kReplicatedTraffic / sp);
   PhaseCost c;
-  c.fwd_flops = static_cast<uint64_t>(flops);
+  c.fwd_flops = SaturatingU64(flops);
   c.fwd_ns = RooflineNs(flops, weights + traffic);
   c.bwd_ns = RooflineNs(2.0 * flops, 2.0 * (weights + traffic));
-  c.activation_bytes = static_cast<int64_t>(t * h * (kMlpActSharded * act_scale / tp + kMlpActReplicated / sp));
+  c.activation_bytes = SaturatingI64(t * h * (kMlpActSharded * act_scale / tp + kMlpActReplicated / sp));
   return Measured(m.moe() ? "moe" : "mlp", c);
 }
 
@@ -149,7 +166,7 @@ PhaseCost CostModel::Embedding() const {
   PhaseCost c;
   c.fwd_ns = RooflineNs(0, t * h * 2.0 * 2.0);
   c.bwd_ns = RooflineNs(0, t * h * 2.0 * 3.0);
-  c.activation_bytes = static_cast<int64_t>(t * h * 2.0 / sp);
+  c.activation_bytes = SaturatingI64(t * h * 2.0 / sp);
   return Measured("embedding", c);
 }
 
@@ -158,11 +175,11 @@ PhaseCost CostModel::Output() const {
   const double v = static_cast<double>(padded_vocab_) / spec_.parallel.tp;
   const double flops = 2.0 * t * h * v;
   PhaseCost c;
-  c.fwd_flops = static_cast<uint64_t>(flops);
+  c.fwd_flops = SaturatingU64(flops);
   // Logits in fp32 are written, read by the loss, and read again in backward.
   c.fwd_ns = RooflineNs(flops, v * h * 2.0 + t * v * 4.0 * 2.0);
   c.bwd_ns = RooflineNs(2.0 * flops, 2.0 * v * h * 2.0 + t * v * 4.0 * 2.0);
-  c.activation_bytes = static_cast<int64_t>(t * v * 4.0);
+  c.activation_bytes = SaturatingI64(t * v * 4.0);
   return Measured("output", c);
 }
 

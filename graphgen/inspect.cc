@@ -152,7 +152,8 @@ std::string HumanBytes(double b) {
     b /= 1024.0;
     ++u;
   }
-  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  // Two literal formats: clang checks absl::StrFormat's format at compile time.
+  return u == 0 ? absl::StrFormat("%.0f %s", b, units[u]) : absl::StrFormat("%.2f %s", b, units[u]);
 }
 
 std::string DTypeName(pg::DType d) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "graphgen/split_color.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "graphgen/cost_model.h"
 #include "graphgen/megatron_layout.h"
 #include "graphgen/program_builder.h"
@@ -21,7 +22,7 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   const ModelSpec& m = spec.model;
   auto* job = g.mutable_job();
   job->set_name(spec.name);
-  job->set_generator(absl::StrCat(kGeneratorName, " job"));
+  job->set_generator(absl::StrCat(prism::kGraphgenGenerator, " job"));
   job->set_model(spec.name);
   job->set_world_size(p.world());
   job->set_description(absl::StrCat(m.layers, " layers, hidden ", m.hidden, m.moe() ? absl::StrCat(", ", m.experts,

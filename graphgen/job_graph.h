@@ -19,8 +19,6 @@
 
 namespace prism::graphgen {
 
-inline constexpr char kGeneratorName[] = "prism-graphgen 0.1";
-
 // Contract: `spec` passed ValidateJobSpec (ParseJobSpec does that).
 absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec);
 

@@ -1,20 +1,23 @@
 #include "graphgen/job_spec.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
+#include "graphgen/input_file.h"
 #include "graphgen/yaml_reader.h"
 
 namespace prism::graphgen {
 namespace {
 
+// Job-level limits; graph-level ones are common/limits.h's (shared with prismd).
 constexpr uint64_t kMaxWorld = 1ull << 20;
+static_assert(kMaxWorld <= limits::kMaxRanks);
 constexpr uint64_t kMaxModelDimension = 1ull << 24;
-constexpr uint64_t kMaxOpsPerProgram = 20'000'000;
+constexpr uint64_t kMaxOpsPerProgram = limits::kMaxOpsPerProgram;
 
 absl::Status ParseModel(const YAML::Node& node, ModelSpec& m) {
   MapReader r(node, "model");
@@ -37,7 +40,8 @@ absl::Status ParseModel(const YAML::Node& node, ModelSpec& m) {
   std::string pos = m.learned_position_embedding ? "learned" : "rope";
   PRISM_RETURN_IF_ERROR(r.GetString("position_embedding", pos));
   if (pos != "learned" && pos != "rope")
-    return KeyError(r.PathOf("position_embedding"), absl::StrCat("must be 'learned' or 'rope', got '", pos, "'"));
+    return KeyError(r.PathOf("position_embedding"),
+                    absl::StrCat("must be 'learned' or 'rope', got '", Excerpt(pos), "'"));
   m.learned_position_embedding = pos == "learned";
   PRISM_RETURN_IF_ERROR(r.Finish());
   if (m.ffn_hidden == 0) m.ffn_hidden = 4 * m.hidden;
@@ -67,13 +71,13 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   else if (schedule == "interleaved-1f1b" || schedule == "interleaved") p.schedule = Schedule::kInterleavedOneFOneB;
   else if (schedule == "gpipe") p.schedule = Schedule::kGPipe;
   else return KeyError(r.PathOf("schedule"), absl::StrCat("must be 1f1b, interleaved-1f1b or gpipe, got '",
-                                                          schedule, "'"));
+                                                          Excerpt(schedule), "'"));
   PRISM_RETURN_IF_ERROR(r.GetBool("sequence_parallel", p.sequence_parallel));
   PRISM_RETURN_IF_ERROR(r.GetBool("distributed_optimizer", p.distributed_optimizer));
   std::string grad_dtype = p.grads_fp32 ? "fp32" : "bf16";
   PRISM_RETURN_IF_ERROR(r.GetString("grad_dtype", grad_dtype));
   if (grad_dtype != "fp32" && grad_dtype != "bf16")
-    return KeyError(r.PathOf("grad_dtype"), absl::StrCat("must be fp32 or bf16, got '", grad_dtype, "'"));
+    return KeyError(r.PathOf("grad_dtype"), absl::StrCat("must be fp32 or bf16, got '", Excerpt(grad_dtype), "'"));
   p.grads_fp32 = grad_dtype == "fp32";
   std::string groups = p.minimal_groups ? "minimal" : "megatron";
   PRISM_RETURN_IF_ERROR(r.GetString("process_groups", groups));
@@ -132,6 +136,10 @@ absl::Status ParseTable(const YAML::Node& node, const std::string& path, Compute
     PRISM_RETURN_IF_ERROR(e.GetUint("fwd_ns", m.fwd_ns, 0));
     PRISM_RETURN_IF_ERROR(e.GetUint("bwd_ns", m.bwd_ns, 0));
     PRISM_RETURN_IF_ERROR(e.Finish());
+    for (const auto& [key, ns] : {std::pair<const char*, uint64_t>{"fwd_ns", m.fwd_ns}, {"bwd_ns", m.bwd_ns}})
+      if (ns > limits::kMaxOpDurationNs)
+        return KeyError(e.PathOf(key), absl::StrCat(ns, " is above the op-duration limit of ",
+                                                    limits::kMaxOpDurationNs, " ns (common/limits.h)"));
     c.table[kind] = m;
   }
   return r.Finish();
@@ -142,17 +150,20 @@ absl::Status ParseComputeTable(const YAML::Node& node, const std::string& base_d
   if (!node.IsScalar()) return ParseTable(node, "compute_table", c);
   std::filesystem::path p(node.Scalar());
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-  std::ifstream f(p);
-  if (!f) return KeyError("compute_table", absl::StrCat("cannot read '", p.string(), "' (give a mapping or a path ",
-                                                        "to a YAML file relative to the job file)"));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  auto text = ReadInputFile(p.string(), "compute table");
+  if (!text.ok())
+    return KeyError("compute_table", absl::StrCat(text.status().message(),
+                                                  " (give a mapping or a path to a YAML file relative to the job file)"));
   YAML::Node doc;
   try {
-    doc = YAML::Load(ss.str());
+    doc = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
-    return KeyError("compute_table", absl::StrCat(p.string(), " is not valid YAML: ", e.what()));
+    return KeyError("compute_table", absl::StrCat(p.string(), " is not valid YAML: ", Excerpt(e.what(), 200)));
   }
+  if (!doc.IsMap())
+    return KeyError("compute_table", absl::StrCat(p.string(), " holds no mapping (attention: {fwd_ns: ..., ",
+                                                  "bwd_ns: ...}, ...); is it the right file?"));
+  PRISM_RETURN_IF_ERROR(CheckDocument(doc, "compute_table"));
   return ParseTable(doc, "compute_table", c);
 }
 
@@ -199,6 +210,18 @@ absl::Status ParseDocument(const YAML::Node& doc, const std::string& base_dir, J
   return ValidateJobSpec(spec);
 }
 
+// Figures that are multiplied into bit/s, FLOP/s or bytes must not overflow.
+absl::Status ValidateClusterFigures(const ClusterSpec& c) {
+  constexpr uint64_t kMaxGbps = limits::kMaxBandwidthBps / 1'000'000'000;
+  for (const auto& [key, value, max] : {std::tuple<const char*, uint64_t, uint64_t>{"cluster.nic.gbps", c.nic.gbps, kMaxGbps},
+                                        {"cluster.nvlink.gbps", c.nvlink.gbps, kMaxGbps},
+                                        {"cluster.gpu.bf16_tflops", c.bf16_tflops, 1'000'000},
+                                        {"cluster.gpu.hbm_gbps", c.hbm_gbps, 1'000'000},
+                                        {"cluster.gpu.memory_gib", c.memory_gib, 1 << 20}})
+    if (value > max) return KeyError(key, absl::StrCat(value, " is above the supported ", max));
+  return absl::OkStatus();
+}
+
 absl::Status Divides(const std::string& key, uint64_t value, uint64_t divisor, const std::string& what) {
   if (divisor != 0 && value % divisor == 0) return absl::OkStatus();
   return KeyError(key, absl::StrCat(value, " is not divisible by ", what, " = ", divisor));
@@ -235,6 +258,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
                                              kMaxWorld));
   if (p.global_batch == 0)
     return KeyError("parallel.global_batch", "is missing, and micro_batch * dp is too large to be its default");
+  PRISM_RETURN_IF_ERROR(ValidateClusterFigures(spec.cluster));
   if (uint64_t{p.micro_batch} * m.seq_len * m.hidden > (1ull << 40))
     return KeyError("model.seq_len", "micro_batch * seq_len * hidden is above 2^40 (one microbatch's activations "
                                      "would not fit any GPU)");
@@ -291,25 +315,28 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
   try {
     doc = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, " is not valid YAML: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(origin, " is not valid YAML: ", Excerpt(e.what(), 200)));
   }
+  if (doc.IsDefined() && !doc.IsNull() && !doc.IsMap())  // say what it is not, without its contents
+    return absl::InvalidArgumentError(absl::StrCat(origin, " is not a job file: its YAML is not a mapping of keys ",
+                                                   "(name:, model:, parallel:, cluster:; see docs/graphgen.md)"));
   JobSpec spec;
   try {
+    if (auto s = CheckDocument(doc); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", std::string(s.message())));
     if (auto s = ParseDocument(doc, base_dir, spec); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat(origin, ": ", std::string(s.message())));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": malformed job file: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": malformed job file: ", Excerpt(e.what(), 200)));
   }
   return spec;
 }
 
 absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open job file '", path, "'"));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  auto text = ReadInputFile(path, "job file");
+  if (!text.ok()) return text.status();
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  return ParseJobSpec(ss.str(), path, dir.empty() ? "." : dir);
+  return ParseJobSpec(*text, path, dir.empty() ? "." : dir);
 }
 
 }  // namespace prism::graphgen

@@ -34,6 +34,7 @@ class MapReader {
   absl::Status GetUint32(const std::string& key, uint32_t& out, uint32_t min_value = 1);
   absl::Status GetDouble(const std::string& key, double& out, double min_exclusive, double max_inclusive);
   absl::Status GetBool(const std::string& key, bool& out);
+  // UTF-8 text only (it may end up in the graph).
   absl::Status GetString(const std::string& key, std::string& out);
   // A nested mapping reader; consumes the key.
   YAML::Node Child(const std::string& key);
@@ -53,6 +54,20 @@ class MapReader {
 
 // "path: reason" as InvalidArgument.
 absl::Status KeyError(const std::string& path, const std::string& reason);
+
+// Text from an input file made safe to put in an error message: printable
+// ASCII only (other bytes become '?'), at most `max_chars` characters (then
+// "..."). Input files may be anything; errors must not replay their bytes.
+std::string Excerpt(const std::string& text, size_t max_chars = 32);
+
+// Whether `text` is well-formed UTF-8 (what protobuf's string fields need:
+// a graph with other bytes in a name would not read back).
+bool IsUtf8(const std::string& text);
+
+// Whole-document checks yaml-cpp does not make: no mapping has the same key
+// twice (yaml-cpp keeps the first silently), and nesting is at most 32 deep.
+// `path` prefixes the key paths in errors ("" for the job document).
+absl::Status CheckDocument(const YAML::Node& doc, const std::string& path = "");
 
 }  // namespace prism::graphgen
 

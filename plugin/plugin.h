@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "plugin/comm.h"
 #include "plugin/cuda_copy.h"
 #include "plugin/log.h"
@@ -30,7 +31,7 @@
 namespace prism::plugin {
 
 inline constexpr const char* kPluginName = "Prism";
-inline constexpr const char* kPluginVersion = "0.1.0";
+inline constexpr const char* kPluginVersion = prism::kVersion;
 
 // One NCCL net context (v11: one per communicator init; v10: one per process).
 class NetContext : public Tagged {

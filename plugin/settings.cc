@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/daemon_address.h"
+
 namespace prism::plugin {
 namespace {
 
@@ -34,8 +36,9 @@ constexpr EnvParam kParams[] = {
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
     {"PRISM_PROGRESS_THREADS", "0",
      "progress threads per context (communicator), comms spread by load; 0: one per comm"},
-    {"PRISM_DAEMON", "unix:///tmp/prismd.sock",
-     "prismd address; when set, listen() opens the session; unset: only virtual handles do"},
+    {"PRISM_DAEMON", "",
+     "prismd address; when set, listen() opens the session; unset: only virtual handles do, at prismd's "
+     "per-user default unix://$XDG_RUNTIME_DIR/prismd.sock, else unix:///tmp/prismd-$UID.sock"},
     {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
     {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
@@ -142,7 +145,7 @@ Settings LoadSettings(std::string* warnings) {
   s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
   const char* daemon = std::getenv("PRISM_DAEMON");
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';
-  s.daemon_address = r.String("PRISM_DAEMON");
+  s.daemon_address = s.daemon_configured ? r.String("PRISM_DAEMON") : prism::DefaultDaemonAddress();
   s.daemon_timeout_ms = r.Int("PRISM_DAEMON_TIMEOUT_MS", 100, int64_t{1} << 31);
   const std::string fill = r.String("PRISM_RECV_FILL");
   if (fill == "none") {

@@ -1,16 +1,23 @@
 #include "proto/graph_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
-#include <algorithm>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
@@ -32,6 +39,37 @@ absl::Status Invalid(std::string_view what) {
                                                  " (regenerate it with prism-graphgen)"));
 }
 
+// `what` is "<thing> is <value>"; the limit is common/limits.h's.
+absl::Status OverLimit(const std::string& what, uint64_t limit, const std::string& unit = "") {
+  return absl::OutOfRangeError(absl::StrCat("graph beyond Prism's limits: ", what, ", the limit is ",
+                                            limit, unit,
+                                            " (common/limits.h); make the graph smaller or its figures realistic"));
+}
+
+uint64_t Magnitude(int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
+
+absl::Status ValidateLink(const std::string& name, uint64_t bandwidth_bps, uint64_t latency_ns) {
+  if (bandwidth_bps > limits::kMaxBandwidthBps)
+    return OverLimit(absl::StrCat(name, " bandwidth is ", bandwidth_bps, " bit/s"), limits::kMaxBandwidthBps,
+                     " bit/s");
+  if (latency_ns > limits::kMaxLatencyNs)
+    return OverLimit(absl::StrCat(name, " latency is ", latency_ns, " ns"), limits::kMaxLatencyNs, " ns");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCluster(const Graph& g) {
+  if (static_cast<uint64_t>(g.ranks_size()) > limits::kMaxRanks)
+    return OverLimit(absl::StrCat("the world is ", g.ranks_size(), " ranks"), limits::kMaxRanks, " ranks");
+  const Cluster& cl = g.cluster();
+  if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
+  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(g.ranks_size()))
+    return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
+                                g.ranks_size(), " ranks"));
+  if (cl.nic().count() > 0 && cl.nic().bandwidth_bps() == 0) return Invalid("NIC bandwidth is zero");
+  if (auto s = ValidateLink("NIC", cl.nic().bandwidth_bps(), cl.nic().latency_ns()); !s.ok()) return s;
+  return ValidateLink("intra-node link", cl.intra_node().bandwidth_bps(), cl.intra_node().latency_ns());
+}
+
 absl::Status ValidateCommunicators(const Graph& g) {
   const uint64_t world = g.ranks_size();
   std::vector<uint8_t> seen(world, 0);
@@ -39,6 +77,9 @@ absl::Status ValidateCommunicators(const Graph& g) {
     const Communicator& c = g.communicators(i);
     if (c.id() != static_cast<uint32_t>(i))
       return Invalid(absl::StrCat("communicator ", i, " has id ", c.id()));
+    if (!CommKind_IsValid(c.kind()))
+      return Invalid(absl::StrCat("communicator ", i, " has kind ", static_cast<int>(c.kind()),
+                                  ", which this build does not know"));
     if (c.members_size() == 0) return Invalid(absl::StrCat("communicator ", i, " has no members"));
     for (uint32_t m : c.members()) {
       if (m >= world)
@@ -54,29 +95,96 @@ absl::Status ValidateCommunicators(const Graph& g) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateProgram(const Graph& g, const Program& p, int index) {
+absl::Status ValidateCompute(const ComputeOp& c, const std::string& where) {
+  if (c.duration_ns() > limits::kMaxOpDurationNs)
+    return OverLimit(absl::StrCat(where, " has a duration of ", c.duration_ns(), " ns"), limits::kMaxOpDurationNs,
+                     " ns");
+  if (Magnitude(c.memory_delta_bytes()) > limits::kMaxMemoryBytes)
+    return OverLimit(absl::StrCat(where, " changes memory by ", c.memory_delta_bytes(), " bytes"),
+                     limits::kMaxMemoryBytes, " bytes");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBytes(uint64_t bytes, const std::string& where) {
+  if (bytes > limits::kMaxOpBytes)
+    return OverLimit(absl::StrCat(where, " moves ", bytes, " bytes"), limits::kMaxOpBytes, " bytes");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCollective(const CollectiveOp& c, const std::string& where) {
+  if (!CollectiveKind_IsValid(c.kind()) || c.kind() == COLLECTIVE_KIND_UNSPECIFIED)
+    return Invalid(absl::StrCat(where, " has collective kind ", static_cast<int>(c.kind()),
+                                ", which is not one of ALLREDUCE..BARRIER (1..7)"));
+  if (!Algorithm_IsValid(c.algorithm()))
+    return Invalid(absl::StrCat(where, " has algorithm ", static_cast<int>(c.algorithm()),
+                                ", which this build does not know"));
+  if (!DType_IsValid(c.dtype()))
+    return Invalid(absl::StrCat(where, " has dtype ", static_cast<int>(c.dtype()), ", which this build does not know"));
+  return ValidateBytes(c.bytes(), where);
+}
+
+// The kind-specific checks of one op; `*slot` is its comm slot, or -1.
+absl::Status ValidateOpKind(const Op& op, const std::string& where, int64_t* slot) {
+  *slot = -1;
+  switch (op.kind_case()) {
+    case Op::kCompute: return ValidateCompute(op.compute(), where);
+    case Op::kCollective: *slot = op.collective().comm_slot(); return ValidateCollective(op.collective(), where);
+    case Op::kSend: *slot = op.send().comm_slot(); return ValidateBytes(op.send().bytes(), where);
+    case Op::kRecv: *slot = op.recv().comm_slot(); return ValidateBytes(op.recv().bytes(), where);
+    case Op::KIND_NOT_SET: return Invalid(absl::StrCat(where, " has no kind"));
+    default: return absl::OkStatus();
+  }
+}
+
+// GroupStart..GroupEnd pair up on each stream, without nesting (the engine
+// issues a group's ops together; a stream left inside a group never
+// finishes its iteration).
+absl::Status ValidateGroups(const Program& p, int index) {
+  absl::flat_hash_map<uint32_t, int> open;  // stream -> op index of its open GroupStart
+  for (int k = 0; k < p.ops_size(); ++k) {
+    const Op& op = p.ops(k);
+    if (!op.has_group_start() && !op.has_group_end()) continue;
+    const auto it = open.find(op.stream());
+    if (op.has_group_start() && it != open.end())
+      return Invalid(absl::StrCat("program ", index, " op ", k, " starts a group on stream ", op.stream(),
+                                  " inside the group op ", it->second, " started (nested groups are not supported)"));
+    if (op.has_group_end() && it == open.end())
+      return Invalid(absl::StrCat("program ", index, " op ", k, " ends a group on stream ", op.stream(),
+                                  " that no group_start opened"));
+    if (op.has_group_start()) open[op.stream()] = k;
+    else open.erase(it);
+  }
+  if (!open.empty())
+    return Invalid(absl::StrCat("program ", index, " op ", open.begin()->second, " starts a group on stream ",
+                                open.begin()->first, " that no group_end closes"));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateProgram(const Program& p, int index) {
   if (p.id() != static_cast<uint32_t>(index))
     return Invalid(absl::StrCat("program ", index, " has id ", p.id()));
+  if (static_cast<uint64_t>(p.ops_size()) > limits::kMaxOpsPerProgram)
+    return OverLimit(absl::StrCat("program ", index, " has ", p.ops_size(), " ops"), limits::kMaxOpsPerProgram,
+                     " ops");
+  if (p.static_memory_bytes() > limits::kMaxMemoryBytes)
+    return OverLimit(absl::StrCat("program ", index, " holds ", p.static_memory_bytes(), " bytes of static memory"),
+                     limits::kMaxMemoryBytes, " bytes");
   const uint32_t slots = p.comm_slot_names_size();
   for (int k = 0; k < p.ops_size(); ++k) {
     const Op& op = p.ops(k);
     const std::string where = absl::StrCat("program ", index, " op ", k);
     if (op.stream() >= p.streams()) return Invalid(absl::StrCat(where, " uses stream ", op.stream(),
                                                                 " of ", p.streams()));
+    if (op.stream() >= limits::kMaxStreams)
+      return OverLimit(absl::StrCat(where, " uses stream ", op.stream()), limits::kMaxStreams, " streams");
     for (uint32_t d : op.deps())
       if (d >= static_cast<uint32_t>(k)) return Invalid(absl::StrCat(where, " depends on later op ", d));
-    uint32_t slot = 0;
-    switch (op.kind_case()) {
-      case Op::kCollective: slot = op.collective().comm_slot(); break;
-      case Op::kSend: slot = op.send().comm_slot(); break;
-      case Op::kRecv: slot = op.recv().comm_slot(); break;
-      case Op::KIND_NOT_SET: return Invalid(absl::StrCat(where, " has no kind"));
-      default: continue;
-    }
-    if (slot >= slots) return Invalid(absl::StrCat(where, " uses comm slot ", slot, " of ", slots));
+    int64_t slot = -1;
+    if (auto s = ValidateOpKind(op, where, &slot); !s.ok()) return s;
+    if (slot >= static_cast<int64_t>(slots))
+      return Invalid(absl::StrCat(where, " uses comm slot ", slot, " of ", slots));
   }
-  (void)g;
-  return absl::OkStatus();
+  return ValidateGroups(p, index);
 }
 
 // Per-rank checks: program index, slot count, membership, peers in range.
@@ -144,22 +252,218 @@ absl::Status ValidateMembership(const Graph& g) {
   return absl::OkStatus();
 }
 
+// What prismd allocates per rank (comm slots, send/recv targets, bookkeeping)
+// is bounded before it allocates it.
+absl::Status ValidateRankState(const Graph& g) {
+  std::vector<uint64_t> p2p_ops(g.programs_size(), 0);
+  for (int i = 0; i < g.programs_size(); ++i)
+    for (const Op& op : g.programs(i).ops()) p2p_ops[i] += op.has_send() || op.has_recv();
+  uint64_t entries = 0;
+  for (const Rank& rank : g.ranks()) entries += 2 + rank.comm_slots_size() + p2p_ops[rank.program()];
+  if (entries > limits::kMaxStateEntries)
+    return OverLimit(absl::StrCat("the ranks need ", entries, " state entries (comm slots and send/recv targets)"),
+                     limits::kMaxStateEntries, " entries");
+  return absl::OkStatus();
+}
+
+// ---- Send/recv sizes: the k-th send from a rank to a peer on a communicator
+// meets the peer's k-th receive from that rank (the engine's matching). ----
+
+struct P2POp {
+  uint32_t op = 0;
+  uint64_t bytes = 0;
+};
+
+// (slot, peer, peer_relative, is_send): a distinct send/recv target of a program.
+using Target = std::tuple<uint32_t, uint32_t, bool, bool>;
+
+struct ProgramTargets {
+  std::vector<Target> targets;
+  std::vector<std::vector<P2POp>> ops;  // per target, in program order
+};
+
+ProgramTargets CollectTargets(const Program& p) {
+  ProgramTargets out;
+  std::map<Target, uint32_t> index;
+  for (int k = 0; k < p.ops_size(); ++k) {
+    const Op& op = p.ops(k);
+    if (!op.has_send() && !op.has_recv()) continue;
+    const bool send = op.has_send();
+    const Target t = send ? Target{op.send().comm_slot(), op.send().peer(), op.send().peer_relative(), true}
+                          : Target{op.recv().comm_slot(), op.recv().peer(), op.recv().peer_relative(), false};
+    const auto [it, fresh] = index.try_emplace(t, static_cast<uint32_t>(out.targets.size()));
+    if (fresh) {
+      out.targets.push_back(t);
+      out.ops.emplace_back();
+    }
+    out.ops[it->second].push_back(P2POp{static_cast<uint32_t>(k), send ? op.send().bytes() : op.recv().bytes()});
+  }
+  return out;
+}
+
+// Which (communicator, global rank) a rank addresses through a target.
+class PeerResolver {
+ public:
+  PeerResolver(const Graph& g, const std::vector<ProgramTargets>& programs) : g_(g) {
+    std::vector<uint8_t> wanted(g.communicators_size(), 0);
+    for (const Rank& rank : g.ranks())
+      for (const Target& t : programs[rank.program()].targets)
+        if (std::get<2>(t)) wanted[rank.comm_slots(std::get<0>(t))] = 1;
+    for (int c = 0; c < g.communicators_size(); ++c) {
+      if (!wanted[c]) continue;
+      const auto& members = g.communicators(c).members();
+      for (int i = 0; i < members.size(); ++i) position_[Key(static_cast<uint32_t>(c), members[i])] = i;
+    }
+  }
+
+  std::pair<uint32_t, uint32_t> Resolve(uint32_t rank, const Target& t) const {
+    const auto [slot, peer, relative, send] = t;
+    const uint32_t comm = g_.ranks(rank).comm_slots(slot);
+    const auto& members = g_.communicators(comm).members();
+    const uint64_t size = static_cast<uint64_t>(members.size());
+    uint64_t target = peer % size;
+    if (relative) {
+      const auto it = position_.find(Key(comm, rank));
+      target = ((it == position_.end() ? 0 : it->second) + uint64_t{peer}) % size;
+    }
+    return {comm, members[static_cast<int>(target)]};
+  }
+
+ private:
+  static uint64_t Key(uint32_t comm, uint32_t rank) { return (uint64_t{comm} << 32) | rank; }
+  const Graph& g_;
+  absl::flat_hash_map<uint64_t, uint32_t> position_;
+};
+
+// Targets of `rank` (sends or receives) that resolve to (comm, peer).
+std::vector<uint32_t> TargetsTo(const PeerResolver& peers, const ProgramTargets& program, uint32_t rank,
+                                bool sends, std::pair<uint32_t, uint32_t> to) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < program.targets.size(); ++i)
+    if (std::get<3>(program.targets[i]) == sends && peers.Resolve(rank, program.targets[i]) == to) ids.push_back(i);
+  return ids;
+}
+
+std::vector<P2POp> Sequence(const ProgramTargets& program, const std::vector<uint32_t>& ids) {
+  std::vector<P2POp> seq;
+  for (uint32_t i : ids) seq.insert(seq.end(), program.ops[i].begin(), program.ops[i].end());
+  std::sort(seq.begin(), seq.end(), [](const P2POp& a, const P2POp& b) { return a.op < b.op; });
+  return seq;
+}
+
+absl::Status ValidatePointToPoint(const Graph& g) {
+  std::vector<ProgramTargets> programs;
+  bool any = false;
+  for (const Program& p : g.programs()) {
+    programs.push_back(CollectTargets(p));
+    any |= !programs.back().targets.empty();
+  }
+  if (!any) return absl::OkStatus();
+  const PeerResolver peers(g, programs);
+  absl::flat_hash_set<std::string> compared;  // (program, send targets, program, recv targets) already checked
+  for (int r = 0; r < g.ranks_size(); ++r) {
+    const uint32_t src = static_cast<uint32_t>(r);
+    const uint32_t src_program = g.ranks(r).program();
+    const ProgramTargets& mine = programs[src_program];
+    for (uint32_t t = 0; t < mine.targets.size(); ++t) {
+      if (!std::get<3>(mine.targets[t])) continue;
+      const auto [comm, dst] = peers.Resolve(src, mine.targets[t]);
+      const std::vector<uint32_t> sends = TargetsTo(peers, mine, src, true, {comm, dst});
+      if (sends.front() != t) continue;  // this (comm, dst) was checked with an earlier target
+      const uint32_t dst_program = g.ranks(dst).program();
+      const std::vector<uint32_t> recvs = TargetsTo(peers, programs[dst_program], dst, false, {comm, src});
+      if (recvs.empty()) continue;  // no receive at all: the replay reports the stall
+      std::string key = absl::StrCat(src_program, "/", dst_program, ":");
+      for (uint32_t i : sends) absl::StrAppend(&key, i, ",");
+      absl::StrAppend(&key, ":");
+      for (uint32_t i : recvs) absl::StrAppend(&key, i, ",");
+      if (!compared.insert(std::move(key)).second) continue;
+      const std::vector<P2POp> a = Sequence(mine, sends), b = Sequence(programs[dst_program], recvs);
+      for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        if (a[i].bytes != b[i].bytes)
+          return Invalid(absl::StrCat("rank ", src, " (program ", src_program, " op ", a[i].op, ") sends ", a[i].bytes,
+                                      " bytes to rank ", dst, " on communicator ", comm, ", whose matching receive (",
+                                      "program ", dst_program, " op ", b[i].op, ") expects ", b[i].bytes,
+                                      " bytes; a send and its receive must have one size"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Counts what parsing would allocate, from the wire bytes alone: the ranks
+// (Graph field 7) and each program's ops (Graph field 6, Program field 6).
+// Refuses a graph beyond the limits before the parse allocates it; a
+// malformed message is left for the parse to report.
+absl::Status ScanCounts(std::string_view body) {
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()),
+                                            static_cast<int>(body.size()));
+  in.SetRecursionLimit(100);
+  uint64_t ranks = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const bool nested = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (nested && field == 7 && ++ranks > limits::kMaxRanks)
+      return OverLimit(absl::StrCat("the world has more than ", limits::kMaxRanks, " ranks"), limits::kMaxRanks,
+                       " ranks");
+    if (!(nested && field == 6)) {
+      if (!WireFormatLite::SkipField(&in, tag)) return absl::OkStatus();
+      continue;
+    }
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length)) return absl::OkStatus();
+    const auto limit = in.PushLimit(static_cast<int>(length));
+    uint64_t ops = 0;
+    while (const uint32_t inner = in.ReadTag()) {
+      if (WireFormatLite::GetTagFieldNumber(inner) == 6 && ++ops > limits::kMaxOpsPerProgram)
+        return OverLimit(absl::StrCat("a program has more than ", limits::kMaxOpsPerProgram, " ops"),
+                         limits::kMaxOpsPerProgram, " ops");
+      if (!WireFormatLite::SkipField(&in, inner)) return absl::OkStatus();
+    }
+    in.PopLimit(limit);
+  }
+  return absl::OkStatus();
+}
+
+// Reads all of `fd`, which must be a regular file of at most kMaxGraphFileBytes.
+absl::StatusOr<std::string> ReadRegularFile(int fd, const std::string& path) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a graph file; pass the file ",
+                                                   "prism-graphgen wrote (-o FILE)"));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file (a device, FIFO or socket); ",
+                                                   "pass the file prism-graphgen wrote (-o FILE)"));
+  if (static_cast<uint64_t>(st.st_size) > kMaxGraphFileBytes)
+    return absl::OutOfRangeError(absl::StrCat(path, " is ", st.st_size, " bytes, larger than the ",
+                                              kMaxGraphFileBytes, "-byte (1 GiB) graph file limit"));
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = read(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+    if (n == 0) break;  // shrank while reading: decode what is there
+    done += static_cast<size_t>(n);
+  }
+  data.resize(done);
+  return data;
+}
+
 }  // namespace
 
 absl::Status ValidateGraph(const Graph& g) {
   if (g.ranks_size() == 0) return Invalid("no ranks");
-  const Cluster& cl = g.cluster();
-  if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
-  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(g.ranks_size()))
-    return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
-                                g.ranks_size(), " ranks"));
-  if (cl.nic().count() > 0 && cl.nic().bandwidth_bps() == 0) return Invalid("NIC bandwidth is zero");
+  if (auto s = ValidateCluster(g); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
   if (auto s = ValidateCommunicators(g); !s.ok()) return s;
   for (int i = 0; i < g.programs_size(); ++i)
-    if (auto s = ValidateProgram(g, g.programs(i), i); !s.ok()) return s;
+    if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
   if (auto s = ValidateRanks(g); !s.ok()) return s;
-  return ValidateMembership(g);
+  if (auto s = ValidateRankState(g); !s.ok()) return s;
+  if (auto s = ValidateMembership(g); !s.ok()) return s;
+  return ValidatePointToPoint(g);
 }
 
 absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
@@ -173,6 +477,8 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
     copy_if_needed.set_format_version(kGraphFormatVersion);
     g = &copy_if_needed;
   }
+  if (const uint64_t size = kGraphHeaderBytes + g->ByteSizeLong(); size > kMaxGraphFileBytes)
+    return OverLimit(absl::StrCat("the graph file would be ", size, " bytes"), kMaxGraphFileBytes, " bytes");
   if (!g->AppendToString(&out)) return absl::InternalError("graph serialisation failed");
   return out;
 }
@@ -188,6 +494,8 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
                                                    "; regenerate it with this build's prism-graphgen"));
   Graph g;
   const std::string_view body = data.substr(kGraphHeaderBytes);
+  if (auto s = ScanCounts(body); !s.ok())
+    return absl::OutOfRangeError(absl::StrCat(std::string(origin), ": ", s.message()));
   if (!g.ParseFromArray(body.data(), static_cast<int>(body.size())))
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " is truncated or corrupt (protobuf parse failed)"));
   if (auto s = ValidateGraph(g); !s.ok())
@@ -195,10 +503,12 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
   return g;
 }
 
+std::string TemporaryPathFor(const std::string& path) { return absl::StrCat(path, ".tmp.", getpid()); }
+
 absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
   auto bytes = EncodeGraph(graph);
   if (!bytes.ok()) return bytes.status();
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  const std::string tmp = TemporaryPathFor(path);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
@@ -218,17 +528,14 @@ absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
 }
 
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path, ": ", std::strerror(errno),
-                                                  " (make one with prism-graphgen)"));
-  const std::streamoff size = f.tellg();
-  if (size < 0 || static_cast<uint64_t>(size) > kMaxGraphFileBytes)
-    return absl::InvalidArgumentError(absl::StrCat(path, " is larger than the 1 GiB graph limit"));
-  std::string data(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  f.read(data.data(), size);
-  if (!f) return absl::UnavailableError(absl::StrCat("cannot read ", path));
-  return DecodeGraph(data, path);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path, ": ", std::strerror(errno),
+                                                      " (make one with prism-graphgen)"));
+  auto data = ReadRegularFile(fd, path);
+  close(fd);
+  if (!data.ok()) return data.status();
+  return DecodeGraph(*data, path);
 }
 
 }  // namespace prism::graph

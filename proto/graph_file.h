@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/limits.h"
 #include "proto/graph.pb.h"
 
 namespace prism::graph {
@@ -19,27 +20,43 @@ inline constexpr char kGraphMagic[8] = {'P', 'R', 'I', 'S', 'M', 'G', 'R', 'F'};
 inline constexpr uint32_t kGraphFormatVersion = 1;
 inline constexpr size_t kGraphHeaderBytes = 16;
 // Refuse files larger than this before reading them (hostile input).
-inline constexpr uint64_t kMaxGraphFileBytes = 1ull << 30;
+inline constexpr uint64_t kMaxGraphFileBytes = limits::kMaxGraphFileBytes;
 
 // Serialises `graph` with the header. Sets graph.format_version.
 absl::StatusOr<std::string> EncodeGraph(const Graph& graph);
 
 // Parses header + message from `data` and validates it (ValidateGraph).
-// `origin` names the source in error messages (a path, "<memory>").
+// `origin` names the source in error messages (a path, "<memory>"). A graph
+// with more ranks, or a program with more ops, than common/limits.h allows is
+// refused (OutOfRange) by a scan of the bytes before the message is parsed.
 absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>");
 
-// Writes atomically: to "<path>.tmp.<pid>", then rename. On any error no file
-// is left at `path` (and the temporary is removed).
+// Writes atomically: to TemporaryPathFor(path), then rename. On any error no
+// file is left at `path` (and the temporary is removed).
 absl::Status WriteGraphFile(const Graph& graph, const std::string& path);
 
-// Reads, decodes and validates a graph file.
+// "<path>.tmp.<pid>": where WriteGraphFile writes before renaming (a caller
+// that handles signals removes it when interrupted).
+std::string TemporaryPathFor(const std::string& path);
+
+// Reads, decodes and validates a graph file. Only a regular file of at most
+// kMaxGraphFileBytes is read; a directory, device or FIFO is refused by name.
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
 
 // Structural checks: ids equal indices, every rank has a valid program and
 // one comm slot per program slot, communicator members are distinct valid
 // ranks and contain the ranks whose slots name them, split parents come
 // earlier, ops reference valid slots/streams/earlier ops, peers and roots are
-// in range, cluster sizes match the rank count. Returns the first problem.
+// in range, cluster sizes match the rank count, enum values (collective,
+// algorithm, dtype, communicator kinds) are known, GroupStart/GroupEnd pair up
+// on each stream (no nesting), and the k-th send from a rank to a peer on a
+// communicator has the size of that peer's k-th receive from it; and the
+// limits of common/limits.h hold (ranks, ops, streams, durations, sizes,
+// memory, link figures, per-rank state). Returns the first problem found:
+// InvalidArgument for a broken structure, OutOfRange (naming the limit) for a
+// figure beyond a limit.
+// Cost: linear in the graph (ranks x slots + membership + ops + distinct
+// send/recv sequences).
 absl::Status ValidateGraph(const Graph& graph);
 
 }  // namespace prism::graph

@@ -5,7 +5,8 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   find_package(CURL REQUIRED)
   add_executable(daemon_tests
     daemon_test_graphs.cc daemon_network_model_test.cc daemon_engine_test.cc daemon_classes_test.cc
-    daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc)
+    daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc
+    daemon_socket_test.cc)
   target_link_libraries(daemon_tests PRIVATE prism_test_main prism_engine prism_server prism_graphgen CURL::libcurl)
   target_compile_definitions(daemon_tests PRIVATE PRISMD_PATH="$<TARGET_FILE:prismd>")
   add_dependencies(daemon_tests prismd)
@@ -21,4 +22,13 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
                      $<TARGET_FILE:prism-graphgen> $<TARGET_FILE:status_page_server>)
     set_tests_properties(daemon.status_page_browser PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   endif()
+endif()
+# The hostile checks of issue 12 against the built prismd and prism-graphgen
+# (loopback and /tmp only, bounded in time): test/hostile_checks.py.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND AND TARGET prismd AND TARGET prism-graphgen)
+  add_test(NAME daemon.hostile_checks
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/hostile_checks.py
+                   $<TARGET_FILE:prismd> $<TARGET_FILE:prism-graphgen> ${PROJECT_SOURCE_DIR}/examples)
+  set_tests_properties(daemon.hostile_checks PROPERTIES TIMEOUT 300)
 endif()

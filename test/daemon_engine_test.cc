@@ -77,7 +77,7 @@ int64_t IterationNs(const g::Graph& gr, SimulationOptions o = {}) {
 }
 
 prism::engine::NetworkModel ModelOf(const g::Graph& gr) {
-  return prism::engine::NetworkModel(prism::engine::NetworkModel::LinkModelFromCluster(gr.cluster()));
+  return prism::engine::NetworkModel(prism::engine::NetworkModel::LinkFiguresFromCluster(gr.cluster()));
 }
 
 }  // namespace

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "common/limits.h"
 #include "daemon/engine/simulation.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
@@ -105,7 +107,10 @@ TEST_CASE("links that cannot carry a communicator are refused", "[daemon][hostil
 
 TEST_CASE("huge sizes, durations and stream ids saturate or are refused", "[daemon][hostile]") {
   g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, UINT64_MAX, g::ALGORITHM_RING, 3, UINT64_MAX);
-  CHECK(Run(gr).ok());
+  ExpectError(gr, "limit");  // refused at load: a silently wrong result otherwise
+  gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes, g::ALGORITHM_RING, 3,
+                                       prism::limits::kMaxOpDurationNs);
+  CHECK(Run(gr).ok());  // the largest accepted values replay
   g::Graph streams = TwoComms();
   streams.mutable_programs(0)->set_streams(UINT32_MAX);
   CHECK(Run(streams).ok());  // declared but unused streams cost nothing
@@ -212,4 +217,176 @@ TEST_CASE("graphs whose replay state would exhaust memory are refused before all
   CHECK(std::string(r.status().message()).find("drop --no-classes") != std::string::npos);
   o.use_classes = true;  // one class: cheap
   CHECK(prism::engine::Simulate(gr, o).ok());
+}
+
+TEST_CASE("a replay whose clock saturates is an error, never a result", "[daemon][hostile]") {
+  prism::testing::ClusterSpec slow;  // 1 bit/s links: 1 TiB takes 2^43 s, beyond the engine's clock
+  slow.nic_bps = 1;
+  slow.nvlink_bps = 1;
+  const g::Graph gr =
+      prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes, g::ALGORITHM_RING, 2, 0, slow);
+  REQUIRE(g::ValidateGraph(gr).ok());  // every figure is inside the limits; only the sum overflows
+  ExpectError(gr, "clock");
+}
+
+TEST_CASE("crafted graphs are refused by the engine too (durations, kinds, unmatched sizes)", "[daemon][hostile]") {
+  g::Graph durations = TwoComms();
+  auto* p = durations.mutable_programs(0);
+  p->mutable_ops(0)->mutable_compute()->set_duration_ns(UINT64_MAX);  // 2^64-1 ns: a 0 s iteration before
+  ExpectError(durations, "duration");
+  g::Graph kind = TwoComms();
+  kind.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_kind(static_cast<g::CollectiveKind>(99));
+  ExpectError(kind, "kind 99");
+  g::Graph sizes = TwoComms();
+  auto* q = sizes.mutable_programs(0);
+  q->add_ops()->mutable_group_start();
+  auto* send = q->add_ops()->mutable_send();
+  send->set_peer(1), send->set_peer_relative(true), send->set_bytes(4096);
+  auto* recv = q->add_ops()->mutable_recv();
+  recv->set_peer(7), recv->set_peer_relative(true), recv->set_bytes(100);
+  q->add_ops()->mutable_group_end();
+  ExpectError(sizes, "4096");
+}
+
+TEST_CASE("prismd in hybrid mode stops promptly on SIGTERM with a live plugin session", "[daemon][server]") {
+  const std::string graph = TempPath(".live.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
+  const std::string sock = TempPath(".live.sock");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--listen", ("unix://" + sock).c_str(),
+          "--metrics-address", "127.0.0.1:0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
+  auto stub = prism::rpc::PluginSession::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub->Session(&ctx);
+  prism::rpc::PluginMessage hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  REQUIRE(stream->Write(hello));
+  prism::rpc::DaemonMessage welcome;
+  REQUIRE(stream->Read(&welcome));  // the session is live
+  CHECK(welcome.has_welcome());
+  const auto start = std::chrono::steady_clock::now();
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  WARN("prismd exited " << ms.count() << " ms after SIGTERM with a live session (a figure, not a check)");
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  CHECK(access(sock.c_str(), F_OK) != 0);
+  stream->WritesDone();
+  ctx.TryCancel();
+  std::remove(graph.c_str());
+}
+
+namespace {
+
+struct Run2 {
+  int rc = -1;
+  std::string out, err;
+};
+
+// prismd with stdout and stderr apart.
+Run2 PrismdApart(const std::string& args) {
+  const std::string out = TempPath(".stdout"), err = TempPath(".stderr");
+  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>" + err).c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    return text;
+  };
+  return Run2{WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), slurp(out), slurp(err)};
+}
+
+}  // namespace
+
+TEST_CASE("prismd --simulate checks --trace before the replay and prints the report whatever the trace",
+          "[daemon][hostile]") {
+  const std::string good = TempPath(".trace.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), good).ok());
+  Run2 r = PrismdApart("--graph " + good + " --simulate --metrics-address none --trace /nonexistent-dir/t.json");
+  INFO(r.err);
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("--trace") != std::string::npos);
+  CHECK(r.err.find("does not exist") != std::string::npos);
+  CHECK(r.out.empty());  // refused before the replay
+  // A name the check accepts but whose temporary ("<name>.tmp.<pid>") is too
+  // long for the file system: the trace fails after the replay.
+  const std::string dir = std::filesystem::path(TempPath(".x")).parent_path().string();
+  const std::string trace = dir + "/" + std::string(250, 't');
+  r = PrismdApart("--graph " + good + " --simulate --metrics-address none --trace " + trace);
+  INFO(r.err);
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("predicted iteration time") != std::string::npos);  // the report came first
+  CHECK(r.err.find("trace") != std::string::npos);
+  std::remove(good.c_str());
+}
+
+TEST_CASE("SIGTERM during prismd --simulate prints the partial report and removes the --listen socket",
+          "[daemon][hostile]") {
+  // A replay of hours: 10^6 iterations of 1000 all-reduces.
+  const std::string graph = TempPath(".long.graph");
+  REQUIRE(g::WriteGraphFile(prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1000, 1000),
+                            graph).ok());
+  const std::string sock = TempPath(".sim.sock");
+  const std::string out = TempPath(".sim.out");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--simulate", "--iterations", "1000000",
+          "--listen", ("unix://" + sock).c_str(), "--metrics-address", "none", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  {
+    auto stub = prism::rpc::Daemon::NewStub(grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);  // until prismd listens: the replay starts right after
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    prism::rpc::HealthReply reply;
+    REQUIRE(stub->Health(&ctx, prism::rpc::HealthRequest(), &reply).ok());
+  }
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  std::ifstream f(out);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  INFO(text);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 128 + SIGTERM);
+  CHECK(text.find("STOPPED after") != std::string::npos);
+  CHECK(text.find("of 1000000 iteration(s)") != std::string::npos);
+  CHECK(access(sock.c_str(), F_OK) != 0);
+  std::remove(out.c_str());
+  std::remove(graph.c_str());
+}
+
+TEST_CASE("prismd refuses --iterations 0 and a negative --lag-limit-ms", "[daemon][hostile]") {
+  const std::string good = TempPath(".cli.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), good).ok());
+  Run2 r = PrismdApart("--graph " + good + " --simulate --metrics-address none --iterations 0");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--iterations") != std::string::npos);
+  CHECK(r.out.empty());
+  r = PrismdApart("--graph " + good + " --simulate --metrics-address none --lag-limit-ms -5 --realtime hard-limit");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--lag-limit-ms") != std::string::npos);
+  r = PrismdApart("--graph " + good + " --simulate --metrics-address none --iterations -1");
+  CHECK(r.rc != 0);
+  CHECK(r.err.find("--iterations") != std::string::npos);
+  std::remove(good.c_str());
 }

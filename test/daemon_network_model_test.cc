@@ -145,3 +145,11 @@ TEST_CASE("prism-graphgen collective graphs simulate to the closed forms within 
     }
   }
 }
+
+TEST_CASE("saturating time sums stay at the clock limit instead of wrapping", "[daemon][network]") {
+  using prism::engine::kMaxTimeNs;
+  using prism::engine::SatAdd;
+  CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs), prism::Nanoseconds(kMaxTimeNs)).count() == kMaxTimeNs);
+  CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs - 1), prism::Nanoseconds(1)).count() == kMaxTimeNs);
+  CHECK(SatAdd(prism::Nanoseconds(5), prism::Nanoseconds(7)).count() == 12);
+}

@@ -2,7 +2,10 @@
 // thread; the gRPC Daemon service and extra registered services.
 #include <catch2/catch.hpp>
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -114,6 +117,38 @@ TEST_CASE("metrics address in use gives a clear error", "[daemon][server]") {
   auto second = prism::server::HttpEndpoint::Start("127.0.0.1:" + std::to_string((*first)->port()), &metrics, &status);
   REQUIRE_FALSE(second.ok());
   CHECK(std::string(second.status().message()).find("--metrics-address") != std::string::npos);
+}
+
+namespace {
+
+// A TCP connection to 127.0.0.1:port that sends `prefix` and then nothing.
+int HoldConnection(int port, const std::string& prefix) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  if (!prefix.empty()) REQUIRE(write(fd, prefix.data(), prefix.size()) == static_cast<ssize_t>(prefix.size()));
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("the metrics endpoint answers while slow and idle clients hold connections", "[daemon][server]") {
+  prism::server::StatusBoard status;
+  prism::server::Metrics metrics(&status);
+  auto endpoint = prism::server::HttpEndpoint::Start("127.0.0.1:0", &metrics, &status);
+  REQUIRE(endpoint.ok());
+  const int port = (*endpoint)->port();
+  std::vector<int> held;
+  for (int i = 0; i < 8; ++i) held.push_back(HoldConnection(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+  for (int i = 0; i < 40; ++i) held.push_back(HoldConnection(port, ""));
+  long code = 0;
+  const std::string body = HttpGet(port, "/metrics", &code);  // curl gives up after 10 s
+  CHECK(code == 200);
+  CHECK(body.find("prism_") != std::string::npos);
+  for (int fd : held) close(fd);
 }
 
 namespace {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/limits.h"
+
 namespace pg = prism::graph;
 
 namespace {
@@ -111,4 +113,103 @@ TEST_CASE("files are written atomically and read back", "[graph_file]") {
   CHECK_FALSE(std::filesystem::exists(dir / "missing"));
   CHECK_FALSE(pg::ReadGraphFile((dir / "nope.graph").string()).ok());
   std::filesystem::remove_all(dir);
+}
+
+// ---- Crafted graphs whose replay would be silently wrong (issue 12, item 8) ----
+
+namespace {
+
+std::string ValidationMessage(const pg::Graph& g) {
+  const absl::Status s = pg::ValidateGraph(g);
+  return s.ok() ? "<accepted>" : std::string(s.message());
+}
+
+// The graph of TinyGraph with ops {group_start, send +1, recv -1, group_end}
+// of `send_bytes` and `recv_bytes` instead of its collective.
+pg::Graph SendRecvGraph(uint64_t send_bytes, uint64_t recv_bytes) {
+  auto g = TinyGraph();
+  auto* p = g.mutable_programs(0);
+  p->clear_ops();
+  p->add_ops()->mutable_group_start();
+  auto* s = p->add_ops()->mutable_send();
+  s->set_peer(1), s->set_peer_relative(true), s->set_bytes(send_bytes);
+  auto* r = p->add_ops()->mutable_recv();
+  r->set_peer(1), r->set_peer_relative(true), r->set_bytes(recv_bytes);
+  p->add_ops()->mutable_group_end();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("graph file: absurd durations, sizes and memory are refused at load", "[graph_file][limits]") {
+  auto g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(0)->mutable_compute()->set_duration_ns(UINT64_MAX);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("duration") && Catch::Contains("limit"));
+  g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_bytes(UINT64_MAX);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("bytes") && Catch::Contains("limit"));
+  g = SendRecvGraph(UINT64_MAX, UINT64_MAX);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("bytes") && Catch::Contains("limit"));
+  g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(0)->mutable_compute()->set_memory_delta_bytes(INT64_MIN);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("memory"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_nic()->set_latency_ns(UINT64_MAX);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("latency"));
+  g = TinyGraph();  // the largest values are accepted
+  g.mutable_programs(0)->mutable_ops(0)->mutable_compute()->set_duration_ns(prism::limits::kMaxOpDurationNs);
+  g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_bytes(prism::limits::kMaxOpBytes);
+  CHECK(pg::ValidateGraph(g).ok());
+}
+
+TEST_CASE("graph file: unknown collective kinds and enum values are refused", "[graph_file][limits]") {
+  auto g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_kind(static_cast<pg::CollectiveKind>(99));
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("kind 99"));
+  g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_kind(pg::COLLECTIVE_KIND_UNSPECIFIED);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("kind 0"));
+  g = TinyGraph();
+  g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_algorithm(static_cast<pg::Algorithm>(42));
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("algorithm 42"));
+  g = TinyGraph();
+  g.mutable_communicators(0)->set_kind(static_cast<pg::CommKind>(1000));
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("kind 1000"));
+}
+
+TEST_CASE("graph file: unbalanced group start/end is refused", "[graph_file][limits]") {
+  auto g = SendRecvGraph(64, 64);
+  REQUIRE(pg::ValidateGraph(g).ok());
+  g.mutable_programs(0)->mutable_ops()->RemoveLast();  // no group_end
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("group"));
+  g = SendRecvGraph(64, 64);
+  g.mutable_programs(0)->mutable_ops(0)->mutable_group_end();  // end before any start
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("group"));
+  g = SendRecvGraph(64, 64);
+  g.mutable_programs(0)->mutable_ops(1)->mutable_group_start();  // nested start
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("group"));
+}
+
+TEST_CASE("graph file: a send whose receive expects another size is refused", "[graph_file][limits]") {
+  CHECK(pg::ValidateGraph(SendRecvGraph(4096, 4096)).ok());
+  CHECK_THAT(ValidationMessage(SendRecvGraph(4096, 1024)), Catch::Contains("4096") && Catch::Contains("1024"));
+}
+
+TEST_CASE("graph file: more ranks than prismd replays are refused before parsing them", "[graph_file][limits]") {
+  // Header + kMaxRanks + 1 empty Rank entries (field 7, length 0) and nothing else.
+  std::string bytes = *pg::EncodeGraph(pg::Graph());
+  for (uint64_t r = 0; r <= prism::limits::kMaxRanks; ++r) bytes += std::string("\x3a\x00", 2);
+  auto g = pg::DecodeGraph(bytes, "big.graph");
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(std::string(g.status().message()), Catch::Contains("4194304"));
+}
+
+TEST_CASE("graph file: a directory or a device is reported as what it is", "[graph_file][limits]") {
+  const auto dir = std::filesystem::temp_directory_path();
+  auto g = pg::ReadGraphFile(dir.string());
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(std::string(g.status().message()), Catch::Contains("is a directory"));
+  g = pg::ReadGraphFile("/dev/zero");
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(std::string(g.status().message()), Catch::Contains("not a regular file"));
 }

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/daemon_address.h"
 #include "plugin/link_model.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
@@ -80,4 +81,16 @@ TEST_CASE("docs/plugin.md documents every PRISM_* setting", "[plugin][unit]") {
     INFO(p.name);
     CHECK(doc.find("| `" + std::string(p.name) + "` |") != std::string::npos);
   }
+}
+
+TEST_CASE("settings: PRISM_DAEMON unset means prismd's per-user default socket", "[plugin][unit]") {
+  const char* saved = std::getenv("PRISM_DAEMON");
+  const std::string keep = saved ? saved : "";
+  unsetenv("PRISM_DAEMON");
+  std::string warnings;
+  auto s = prism::plugin::LoadSettings(&warnings);
+  CHECK_FALSE(s.daemon_configured);
+  CHECK(s.daemon_address == prism::DefaultDaemonAddress());
+  CHECK(s.daemon_address.find("/tmp/prismd.sock") == std::string::npos);
+  if (saved) setenv("PRISM_DAEMON", keep.c_str(), 1);
 }

@@ -73,6 +73,21 @@ class DryRun(unittest.TestCase):
             self.assertEqual(env["TORCH_NCCL_RANKS_PER_ROOT"], "1048576")
             self.assertEqual(r["command"], ["python3", "train.py"])
 
+    def test_default_daemon_is_prismds_per_user_socket(self):
+        def daemon_with(runtime_dir):
+            env = dict(os.environ)
+            env.pop("XDG_RUNTIME_DIR", None)
+            if runtime_dir is not None:
+                env["XDG_RUNTIME_DIR"] = runtime_dir
+            out = subprocess.run([sys.executable, PRISM, "run", "--graph", "g", "--world", "8", "--ranks", "0",
+                                  "--plugin", PRISM, "--dry-run", "--", "true"],
+                                 capture_output=True, text=True, env=env)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return json.loads(out.stdout.splitlines()[0])["env"]["PRISM_DAEMON"]
+        self.assertEqual(daemon_with("/run/user/4242"), "unix:///run/user/4242/prismd.sock")
+        self.assertEqual(daemon_with(None), f"unix:///tmp/prismd-{os.getuid()}.sock")
+        self.assertEqual(daemon_with("relative"), f"unix:///tmp/prismd-{os.getuid()}.sock")
+
     def test_rank_ranges(self):
         out = run("run", "--graph", "g", "--world", "8", "--ranks", "2-4", "--plugin", PRISM, "--dry-run",
                   "--", "true")

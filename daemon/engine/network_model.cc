@@ -28,8 +28,9 @@ uint32_t CeilLog2(uint32_t v) {
 }  // namespace
 
 Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  const int64_t s = a.count() + b.count();  // both within [0, 2^62]: no overflow
-  return Nanoseconds(std::min(s, kMaxTimeNs));
+  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
+  const __int128 s = static_cast<__int128>(a.count()) + b.count();
+  return Nanoseconds(static_cast<int64_t>(std::min<__int128>(s, kMaxTimeNs)));
 }
 
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {
@@ -42,14 +43,14 @@ Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPer
   return Clamp((bits * 1000000000u + denom - 1) / denom);
 }
 
-BitsPerSecond LinkModel::GpuNicShare() const {
+BitsPerSecond LinkFigures::GpuNicShare() const {
   if (gpus_per_node == 0) return BitsPerSecond(0);
   const unsigned __int128 total = static_cast<unsigned __int128>(nic_bw.count()) * nic_count;
   return BitsPerSecond(static_cast<uint64_t>(std::min<unsigned __int128>(total / gpus_per_node, UINT64_MAX)));
 }
 
-LinkModel NetworkModel::LinkModelFromCluster(const graph::Cluster& cluster) {
-  LinkModel m;
+LinkFigures NetworkModel::LinkFiguresFromCluster(const graph::Cluster& cluster) {
+  LinkFigures m;
   m.intra_bw = BitsPerSecond(cluster.intra_node().bandwidth_bps());
   m.intra_latency = Nanoseconds(static_cast<int64_t>(std::min<uint64_t>(cluster.intra_node().latency_ns(), 1ull << 40)));
   m.nic_bw = BitsPerSecond(cluster.nic().bandwidth_bps());

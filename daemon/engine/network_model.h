@@ -31,7 +31,10 @@ inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
 // Saturating time arithmetic: hostile graphs must not overflow.
 Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b);
 
-struct LinkModel {
+// The cluster's link figures the engine's cost model reads (bandwidths,
+// latencies, NICs per node). Not the plugin's per-connection link shaper
+// (plugin/link_model.h), which times one connection's messages.
+struct LinkFigures {
   BitsPerSecond intra_bw;       // per GPU, inside a node
   Nanoseconds intra_latency;
   BitsPerSecond nic_bw;         // one NIC
@@ -56,8 +59,8 @@ class NetworkModel {
  public:
   // Fails when the cluster cannot carry traffic it will need (checked lazily
   // by CheckShape): zero bandwidths are reported there, not here.
-  static LinkModel LinkModelFromCluster(const graph::Cluster& cluster);
-  explicit NetworkModel(const LinkModel& links) : links_(links) {}
+  static LinkFigures LinkFiguresFromCluster(const graph::Cluster& cluster);
+  explicit NetworkModel(const LinkFigures& links) : links_(links) {}
 
   // Whether this shape can be served by the links (non-zero bandwidths).
   absl::Status CheckShape(const CommShape& shape) const;
@@ -79,14 +82,14 @@ class NetworkModel {
   BitsPerSecond RingBandwidth(const CommShape& shape) const;
   Nanoseconds HopLatency(const CommShape& shape) const;
 
-  const LinkModel& links() const { return links_; }
+  const LinkFigures& links() const { return links_; }
 
  private:
   Nanoseconds Ring(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
   Nanoseconds Tree(Bytes size, const CommShape& shape) const;
   Nanoseconds Pairwise(Bytes size, const CommShape& shape) const;
 
-  LinkModel links_;
+  LinkFigures links_;
 };
 
 // Time to move size * num / den bytes at bw (rounded up), saturating.

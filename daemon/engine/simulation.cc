@@ -8,6 +8,79 @@
 #include "absl/strings/str_cat.h"
 
 namespace prism::engine {
+namespace {
+
+// A program's running memory (static + deltas, over `iterations`) must stay
+// representable: the engine sums it in 64 bits.
+absl::Status CheckMemoryRange(const EngineWorld& world, uint64_t iterations) {
+  for (const ProgramInfo& p : world.programs) {
+    __int128 net = 0, swing = p.static_memory;
+    for (const OpInfo& op : p.ops) {
+      net += op.memory_delta;
+      swing += op.memory_delta < 0 ? -static_cast<__int128>(op.memory_delta) : op.memory_delta;
+    }
+    const __int128 worst = (net < 0 ? -net : net) * static_cast<__int128>(iterations) + swing;
+    if (worst >= static_cast<__int128>(kMaxTimeNs))
+      return absl::OutOfRangeError(absl::StrCat(
+          "program ", p.name, " changes memory by ", static_cast<int64_t>(net), " bytes per iteration (",
+          iterations, " iterations): its memory would leave the range the engine represents; the graph's "
+          "memory deltas should balance within an iteration (prism-graphgen inspect shows them)"));
+  }
+  return absl::OkStatus();
+}
+
+// A clock that reached the engine's limit means sums were clamped: every
+// figure after that point would be wrong (0 s iterations, negative times).
+absl::Status CheckClock(const ReplayStats& stats) {
+  if (stats.end.count() < kMaxTimeNs) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      "the replayed clock reached the engine's limit (", kMaxTimeNs, " ns, about 146 years): the graph's op "
+      "durations and sizes over its links add up beyond it, so no figure would be right; check the link "
+      "bandwidths and the op figures (prism-graphgen inspect)"));
+}
+
+// Counts completed iterations for a partial report and forwards every
+// callback to the caller's observer (nullable).
+class IterationCounter final : public EngineObserver {
+ public:
+  explicit IterationCounter(EngineObserver* next) : next_(next) {}
+  uint64_t done() const { return done_; }
+
+  void OnProgress(const EngineProgress& p) override {
+    done_ = std::max(done_, p.iterations_done);
+    if (next_) next_->OnProgress(p);
+  }
+  void OnIteration(uint64_t index, Nanoseconds duration) override {
+    done_ = std::max(done_, index + 1);
+    if (next_) next_->OnIteration(index, duration);
+  }
+  void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override {
+    if (next_) next_->OnCollective(kind, comm, latency, bytes);
+  }
+  void OnPointToPoint(Nanoseconds latency, Bytes bytes) override {
+    if (next_) next_->OnPointToPoint(latency, bytes);
+  }
+  void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
+    if (next_) next_->OnRealRankOpComplete(rank, op, at);
+  }
+
+ private:
+  EngineObserver* next_;
+  uint64_t done_ = 0;
+};
+
+// The report of a replay stopped after `done` of `requested` iterations:
+// the completed iterations' times; sums so far, per completed iteration.
+SimulationReport PartialReport(const graph::Graph& graph, const EngineWorld& world, ReplayStats stats,
+                               uint64_t done, uint64_t requested, double wall_s) {
+  stats.iteration_end.resize(std::min<uint64_t>(done, stats.iteration_end.size()));
+  SimulationReport r = BuildReport(graph, world, stats, done, wall_s);
+  r.stopped = true;
+  r.iterations_requested = requested;
+  return r;
+}
+
+}  // namespace
 
 absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested) {
   uint64_t n = requested;
@@ -40,7 +113,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   auto iterations = IterationsFor(graph, options.iterations);
   if (!iterations.ok()) return iterations.status();
   const auto wall_start = std::chrono::steady_clock::now();
-  const NetworkModel model(NetworkModel::LinkModelFromCluster(graph.cluster()));
+  const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()));
   WorldOptions wopts;
   wopts.use_classes = options.use_classes;
   wopts.real_ranks = options.real_ranks;
@@ -51,6 +124,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
         "replaying this graph needs ", entries, " state entries (", world->actors.size(), " actors x ops and ",
         *iterations, " iterations); prismd handles at most ", kMaxStateEntries,
         ": use equivalence classes (drop --no-classes), fewer iterations or a smaller graph"));
+  if (auto s = CheckMemoryRange(*world, *iterations); !s.ok()) return s;
   SimulationResult result;
   result.world = std::make_unique<EngineWorld>(std::move(*world));
   if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
@@ -58,7 +132,8 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   eopts.iterations = *iterations;
   eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
   ReplayEngine engine(*result.world, model, eopts);
-  engine.SetObserver(options.observer);
+  IterationCounter counter(options.observer);
+  engine.SetObserver(options.report_when_stopped ? &counter : options.observer);
   engine.SetTraceRecorder(result.trace.get());
   std::unique_ptr<WallClockPacer> pacer;
   if (!options.pacer && options.realtime && options.realtime->mode != RealtimeMode::kOff) {
@@ -66,9 +141,12 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
     pacer->Start();
   }
   absl::Status run = engine.Run(options.pacer ? options.pacer : pacer.get(), options.inbox);
-  if (!run.ok()) return run;
+  const bool stopped = absl::IsCancelled(run) && options.report_when_stopped;
+  if (!run.ok() && !stopped) return run;
+  if (auto s = CheckClock(engine.stats()); !s.ok()) return s;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  result.report = BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
+  result.report = stopped ? PartialReport(graph, *result.world, engine.stats(), counter.done(), *iterations, wall_s)
+                          : BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
   return result;
 }
 

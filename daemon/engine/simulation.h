@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/limits.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
 #include "daemon/engine/simulation_report.h"
@@ -23,7 +24,7 @@
 
 namespace prism::engine {
 
-inline constexpr uint64_t kMaxIterations = 1000000;
+inline constexpr uint64_t kMaxIterations = limits::kMaxIterations;
 
 struct SimulationOptions {
   uint64_t iterations = 0;                  // 0: JobInfo.attributes["iterations"], else 1
@@ -38,6 +39,10 @@ struct SimulationOptions {
   EngineObserver* observer = nullptr;       // not owned
   EngineInbox* inbox = nullptr;             // not owned
   uint64_t progress_every_events = 1 << 16; // observer OnProgress cadence
+  // A StopRequest on `inbox` ends the replay with the report so far
+  // (SimulationReport::stopped; prismd --simulate on SIGINT/SIGTERM) instead
+  // of a Cancelled status.
+  bool report_when_stopped = false;
 };
 
 class SimulationResult {
@@ -55,6 +60,10 @@ class SimulationResult {
 // "iterations" attribute, else 1. Errors on a malformed or absurd count.
 absl::StatusOr<uint64_t> IterationsFor(const graph::Graph& graph, uint64_t requested);
 
+// Errors: the graph's (ValidateGraph, BuildWorld), the engine's (stall,
+// stop, lag), and OutOfRange when a program's memory or the replayed clock
+// would leave what the engine represents (a saturated clock is an error,
+// never a result).
 absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const SimulationOptions& options);
 
 }  // namespace prism::engine

@@ -106,6 +106,10 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["graph"] = graph_name;
   j["world_size"] = world_size;
   j["iterations"] = iterations;
+  if (stopped) {
+    j["stopped"] = true;
+    j["iterations_requested"] = iterations_requested;
+  }
   j["iteration_time_s"] = mean_iteration.seconds();
   auto& times = j["iteration_times_s"] = nlohmann::ordered_json::array();
   for (Nanoseconds t : iteration_times) times.push_back(t.seconds());
@@ -129,6 +133,9 @@ std::string SimulationReport::ToJson(bool include_wall) const {
 
 std::string SimulationReport::ToText() const {
   std::string out = fmt::format("graph {} ({} ranks), {} iteration(s)\n", graph_name, world_size, iterations);
+  if (stopped)
+    out += fmt::format("STOPPED after {} of {} iteration(s): a partial report (per-iteration sums include the "
+                       "unfinished iteration)\n", iterations, iterations_requested);
   out += fmt::format("predicted iteration time: {:.6f} s (mean)\n", mean_iteration.seconds());
   for (size_t i = 0; i < iteration_times.size() && i < 20; ++i)
     out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());

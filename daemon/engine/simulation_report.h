@@ -32,7 +32,9 @@ struct MemoryRow {
 struct SimulationReport {
   std::string graph_name;
   uint64_t world_size = 0;
-  uint64_t iterations = 0;
+  uint64_t iterations = 0;         // completed (all of them unless `stopped`)
+  bool stopped = false;            // the replay was stopped early: a partial report
+  uint64_t iterations_requested = 0;  // when stopped: the iterations asked for
   std::vector<Nanoseconds> iteration_times;
   Nanoseconds mean_iteration;
   Nanoseconds emulated_end;

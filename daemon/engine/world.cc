@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/equivalence.h"
+#include "proto/graph_file.h"
 
 namespace prism::engine {
 namespace {
@@ -219,16 +220,8 @@ uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations) {
 
 absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
                                        const WorldOptions& options) {
-  if (static_cast<uint64_t>(graph.ranks_size()) > kMaxRanks)
-    return Invalid(absl::StrCat(graph.ranks_size(), " ranks; prismd replays at most ", kMaxRanks));
-  std::vector<uint64_t> p2p_ops(graph.programs_size(), 0);  // bounds the send/recv targets per rank
-  for (int i = 0; i < graph.programs_size(); ++i)
-    for (const graph::Op& op : graph.programs(i).ops()) p2p_ops[i] += op.has_send() || op.has_recv();
-  uint64_t rank_state = 0;  // what BuildFull allocates per rank
-  for (const graph::Rank& rank : graph.ranks()) rank_state += 2 + rank.comm_slots_size() + p2p_ops[rank.program()];
-  if (rank_state > kMaxStateEntries)
-    return Invalid(absl::StrCat("the graph needs ", rank_state, " rank-level entries; prismd handles at most ",
-                                kMaxStateEntries));
+  // Ranks, per-rank state, durations, sizes and kinds within common/limits.h.
+  if (auto s = graph::ValidateGraph(graph); !s.ok()) return s;
   auto full = BuildFull(graph, options);
   if (!full.ok()) return full.status();
   if (auto s = CheckLinks(graph, *full, model); !s.ok()) return s;

@@ -2,9 +2,10 @@
 // equivalence class of provably symmetric ranks), the communicators between
 // them and each program's operations in a compact form.
 //
-// BuildWorld validates what the engine assumes beyond ValidateGraph (links
-// able to carry every communicator, bounded sizes) and returns an error that
-// says what is wrong instead of crashing on hostile graphs.
+// BuildWorld runs ValidateGraph (structure and the limits of common/limits.h,
+// whoever built the Graph), then validates what the engine assumes beyond it
+// (links able to carry every communicator) and returns an error that says
+// what is wrong instead of crashing on hostile graphs.
 //
 // Equivalence classes (docs/network-model.md, "Equivalence classes", has the
 // proof): ranks are partitioned by colour refinement until stable; a class is
@@ -20,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/limits.h"
 #include "daemon/engine/network_model.h"
 #include "proto/graph.pb.h"
 
@@ -92,12 +94,13 @@ struct EngineWorld {
   std::string reduction_note;                  // why not reduced (or "" when reduced / off)
 };
 
-// Limits that keep hostile graphs from exhausting memory.
-inline constexpr uint64_t kMaxRanks = 1u << 22;
-inline constexpr uint64_t kMaxStreams = 4096;
+// Limits that keep hostile graphs from exhausting memory (common/limits.h,
+// shared with prism-graphgen).
+inline constexpr uint64_t kMaxRanks = limits::kMaxRanks;
+inline constexpr uint64_t kMaxStreams = limits::kMaxStreams;
 // Per-rank (or per-actor) state entries: slots, send/recv targets, op
 // counters. About 4-8 bytes each.
-inline constexpr uint64_t kMaxStateEntries = uint64_t{1} << 28;
+inline constexpr uint64_t kMaxStateEntries = limits::kMaxStateEntries;
 
 // Entries the engine allocates to replay `world` for `iterations`
 // iterations (op counters, streams, slots, per-iteration bookkeeping).

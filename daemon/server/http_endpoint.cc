@@ -1,8 +1,14 @@
 #include "daemon/server/http_endpoint.h"
 
 #include <civetweb.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/server/status_page.h"
@@ -30,6 +36,30 @@ int StatusHandler(mg_connection* conn, void* data) {
 
 int QuietLog(const mg_connection*, const char*) { return 1; }
 
+// One connection to HOST:PORT, closed at once (it ends a poll() of civetweb's
+// master thread on the listening socket).
+void Poke(const std::string& host, int port) {
+  addrinfo hints {};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
+// "HOST:PORT" or "[V6]:PORT" -> HOST (what the listener is bound to).
+std::string HostOf(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host.empty() ? "127.0.0.1" : host;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& address, const Metrics* metrics,
@@ -37,8 +67,13 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::str
   if (address.find(':') == std::string::npos)
     return absl::InvalidArgumentError(absl::StrCat("--metrics-address ", address, " is not HOST:PORT (or none)"));
   std::unique_ptr<HttpEndpoint> self(new HttpEndpoint(metrics, status));
+  self->host_ = HostOf(address);
   mg_init_library(0);
-  const char* options[] = {"listening_ports", address.c_str(), "num_threads", "4", nullptr};
+  // Slow or idle clients cannot hold the workers for long: a scraper sends its
+  // request at once, so 2 s to read a request is plenty.
+  const std::string threads = std::to_string(kThreads), timeout = std::to_string(kRequestTimeoutMs);
+  const char* options[] = {"listening_ports", address.c_str(), "num_threads", threads.c_str(),
+                           "request_timeout_ms", timeout.c_str(), "linger_timeout_ms", "0", nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.log_message = QuietLog;
@@ -56,8 +91,27 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::str
 }
 
 HttpEndpoint::~HttpEndpoint() {
-  if (ctx_) mg_stop(ctx_);
+  if (ctx_) Stop();
   mg_exit_library();
+}
+
+// mg_stop() sets civetweb's stop flag and waits for its master thread, which
+// polls the listening socket in 2 s quanta (SOCKET_TIMEOUT_QUANTUM in
+// civetweb 1.15) and sees the flag only when a poll returns: every exit would
+// wait up to 2 s. A waker thread connects to the port until mg_stop() has
+// returned, so the poll returns at once.
+void HttpEndpoint::Stop() {
+  std::atomic<bool> stopped{false};
+  std::thread waker([&] {
+    while (!stopped.load()) {
+      Poke(host_, port_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  mg_stop(ctx_);
+  ctx_ = nullptr;
+  stopped.store(true);
+  waker.join();
 }
 
 }  // namespace prism::server

@@ -1,0 +1,278 @@
+// prism-graphgen against hostile but fair inputs (issue 12, item 7): devices,
+// directories and huge files, flags that wrap or overflow, duplicate YAML
+// keys, file contents echoed into errors, allocation failure, signals while
+// writing; and the limits it shares with prismd (item 8).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/limits.h"
+#include "graphgen/cli.h"
+#include "graphgen/collective_graph.h"
+#include "graphgen/job_spec.h"
+#include "test/graphgen_test_util.h"
+
+using prism::graphgen::testing::TempPath;
+
+namespace {
+
+const char* kGood = R"(name: ok
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+parallel: {tp: 2, pp: 2, dp: 2, micro_batch: 1, global_batch: 8}
+cluster:
+  gpus_per_node: 8
+  gpu: {name: H100, bf16_tflops: 989, hbm_gbps: 3350, memory_gib: 80}
+  nic: {count: 8, gbps: 400, latency_us: 5}
+  nvlink: {gbps: 3600, latency_us: 1}
+)";
+
+struct Outcome {
+  int code = 0;
+  std::string err;
+  bool output_exists = false;
+};
+
+Outcome Cli(std::vector<std::string> args) {
+  const std::string out = TempPath("hostile.graph");
+  args.insert(args.begin(), "prism-graphgen");
+  args.push_back("-o");
+  args.push_back(out);
+  std::ostringstream o, e;
+  Outcome r;
+  r.code = prism::graphgen::RunGraphgenCli(args, o, e);
+  r.err = e.str();
+  r.output_exists = std::filesystem::exists(out);
+  std::filesystem::remove(out);
+  return r;
+}
+
+Outcome Job(const std::string& yaml) {
+  const std::string job = TempPath("hostile-job.yaml");
+  std::ofstream(job) << yaml;
+  return Cli({"job", job});
+}
+
+// Runs the prism-graphgen binary under `sh -c` (for resource limits); returns
+// its wait status and stderr.
+std::pair<int, std::string> Binary(const std::string& shell_prefix, const std::string& args) {
+  const std::string err = TempPath("binary.err");
+  const std::string cmd = shell_prefix + " " + PRISM_GRAPHGEN_PATH + " " + args + " >/dev/null 2>" + err;
+  const int status = std::system(("sh -c '" + cmd + "'").c_str());
+  std::ifstream f(err);
+  return {status, std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>())};
+}
+
+bool HasControlBytes(const std::string& s) {
+  for (unsigned char c : s)
+    if ((c < 0x20 && c != '\n') || c >= 0x7f) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("devices and FIFOs are refused as job files and compute tables, not read forever",
+          "[graphgen][hostile]") {
+  // Under a 1 GiB address-space limit: reading /dev/zero into memory aborted before.
+  auto [status, err] = Binary("ulimit -v 1048576;", "job /dev/zero -o /dev/null/never");
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == prism::graphgen::kExitBadInput);
+  CHECK(err.find("not a regular file") != std::string::npos);
+  const std::string job = TempPath("zero-table.yaml");
+  std::ofstream(job) << kGood << "compute_table: /dev/zero\n";
+  std::tie(status, err) = Binary("ulimit -v 1048576;", "job " + job + " -o /dev/null/never");
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == prism::graphgen::kExitBadInput);
+  CHECK(err.find("compute_table") != std::string::npos);
+  CHECK(err.find("not a regular file") != std::string::npos);
+}
+
+TEST_CASE("a directory is reported as a directory (job file and compute table)", "[graphgen][hostile]") {
+  const std::string dir = std::filesystem::path(TempPath("x")).parent_path().string();
+  Outcome r = Cli({"job", dir});
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("is a directory") != std::string::npos);
+  r = Job(std::string(kGood) + "compute_table: " + dir + "\n");
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("compute_table") != std::string::npos);
+  CHECK(r.err.find("is a directory") != std::string::npos);
+  CHECK_FALSE(r.output_exists);
+}
+
+TEST_CASE("oversized job files are refused before they are read", "[graphgen][hostile]") {
+  const std::string job = TempPath("huge.yaml");
+  {
+    std::ofstream f(job);
+    f << kGood;
+  }
+  std::filesystem::resize_file(job, prism::limits::kMaxInputFileBytes + 1);
+  const Outcome r = Cli({"job", job});
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("16 MiB") != std::string::npos);
+}
+
+TEST_CASE("file contents are not echoed into errors (control bytes, long lines)", "[graphgen][hostile]") {
+  const std::string secret(200, 'S');
+  Outcome r = Job(std::string(kGood) + "world: " + secret + "\n");
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("world") != std::string::npos);
+  CHECK(r.err.find(secret.substr(0, 64)) == std::string::npos);
+  r = Job(std::string(kGood) + "\x1b]0;owned\x07: 1\n");
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK_FALSE(HasControlBytes(r.err));
+  const std::string binary = TempPath("binary.yaml");
+  std::ofstream(binary) << "a: \"\\\x1b[2J\"\n";  // yaml-cpp quotes the bad escape character
+  r = Cli({"job", binary});
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK_FALSE(HasControlBytes(r.err));
+}
+
+TEST_CASE("duplicate YAML keys are refused, not silently resolved", "[graphgen][hostile]") {
+  Outcome r = Job(std::string(kGood) + "name: again\n");
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("name") != std::string::npos);
+  CHECK(r.err.find("twice") != std::string::npos);
+  std::string nested = kGood;
+  nested.replace(nested.find("tp: 2, "), 7, "tp: 2, tp: 4, ");
+  r = Job(nested);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("parallel.tp") != std::string::npos);
+  CHECK(r.err.find("twice") != std::string::npos);
+}
+
+TEST_CASE("collective flags that would wrap or overflow are refused", "[graphgen][hostile]") {
+  const std::vector<std::string> base = {"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cli(args);
+  };
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--nic-gbps", "-5"}, {"--nic-gbps", "99999999999"}, {"--nvlink-gbps", "-1"},
+           {"--nic-latency-us", "1e300"}, {"--nic-latency-us", "-1"}, {"--nvlink-latency-us", "1e30"},
+           {"--nic-latency-us", "nan"}, {"--ranks", "-8"}, {"--gpus-per-node", "-1"}, {"--iterations", "-3"}}) {
+    const Outcome r = with({flag, value});
+    INFO(flag << " " << value << ": " << r.err);
+    CHECK(r.code == prism::graphgen::kExitBadInput);
+    CHECK(r.err.find(flag) != std::string::npos);
+    CHECK_FALSE(r.output_exists);
+  }
+  CHECK(with({"--nic-latency-us", "1000000", "--nic-gbps", "1000000"}).code == prism::graphgen::kExitOk);
+}
+
+TEST_CASE("job figures that would overflow when converted are refused", "[graphgen][hostile]") {
+  std::string fast = kGood;
+  fast.replace(fast.find("gbps: 400"), 9, "gbps: 9000000000000000000");
+  Outcome r = Job(fast);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("cluster.nic.gbps") != std::string::npos);
+  std::string flops = kGood;
+  flops.replace(flops.find("bf16_tflops: 989"), 16, "bf16_tflops: 9000000000000000000");
+  r = Job(flops);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("bf16_tflops") != std::string::npos);
+}
+
+TEST_CASE("graphs beyond prismd's limits are refused by graphgen, not written", "[graphgen][hostile][limits]") {
+  prism::graphgen::CollectiveJob j;
+  j.op = "allreduce";
+  j.bytes = 1024;
+  j.ranks = static_cast<uint32_t>(prism::limits::kMaxRanks + 1);
+  auto g = prism::graphgen::GenerateCollectiveGraph(j);
+  REQUIRE_FALSE(g.ok());
+  CHECK(std::string(g.status().message()).find("4194304") != std::string::npos);
+  // A measured compute time beyond the op-duration limit: refused as input.
+  const std::string table = TempPath("slow-table.yaml");
+  std::ofstream(table) << "attention: {fwd_ns: 9000000000000000000, bwd_ns: 1}\n";
+  const Outcome r = Job(std::string(kGood) + "compute_table: " + table + "\n");
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("limit") != std::string::npos);
+  CHECK_FALSE(r.output_exists);
+}
+
+TEST_CASE("running out of memory is a clear error, not an abort", "[graphgen][hostile]") {
+  // 700,000 layers on 4 ranks passes the job checks; under a 1 GiB address
+  // space the graph does not fit.
+  const std::string job = TempPath("deep.yaml");
+  std::ofstream(job) << "model: {layers: 700000, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}\n"
+                        "parallel: {tp: 1, pp: 1, dp: 4, micro_batch: 1, global_batch: 4}\n";
+  const std::string out = TempPath("deep.graph");
+  auto [status, err] = Binary("ulimit -v 1048576;", "job " + job + " -o " + out);
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == prism::graphgen::kExitBadInput);
+  CHECK(err.find("out of memory") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("SIGTERM while the graph is written leaves no temporary file", "[graphgen][hostile]") {
+  // The temporary "<out>.tmp.<pid>" is made a FIFO before prism-graphgen
+  // starts, so that it blocks writing into it: the signal comes mid-write.
+  const std::string out = TempPath("signalled.graph");
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char go;
+    close(ready[1]);
+    if (read(ready[0], &go, 1) != 1) _exit(126);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1), dup2(null, 2);
+    execl(PRISM_GRAPHGEN_PATH, PRISM_GRAPHGEN_PATH, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks",
+          "65536", "-o", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(ready[0]);
+  const std::string tmp = out + ".tmp." + std::to_string(pid);
+  REQUIRE(mkfifo(tmp.c_str(), 0600) == 0);
+  REQUIRE(write(ready[1], "g", 1) == 1);
+  close(ready[1]);
+  const int fifo = open(tmp.c_str(), O_RDONLY);  // returns once prism-graphgen opened it to write
+  REQUIRE(fifo >= 0);
+  char buf[4096];
+  REQUIRE(read(fifo, buf, sizeof(buf)) > 0);  // it is writing now
+  kill(pid, SIGTERM);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  close(fifo);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  struct stat st {};
+  CHECK(lstat(tmp.c_str(), &st) != 0);  // removed by prism-graphgen's handler
+  CHECK_FALSE(std::filesystem::exists(out));
+  std::remove(tmp.c_str());
+}
+
+TEST_CASE("names that are not UTF-8 are refused: the graph would not read back", "[graphgen][hostile]") {
+  Outcome r = Cli({"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "--name", "bad\xff\xfe"});
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("--name") != std::string::npos);
+  CHECK_FALSE(r.output_exists);
+  std::string yaml = kGood;
+  yaml.replace(yaml.find("name: ok"), 8, "name: \"ok\xc3\x28\"");
+  r = Job(yaml);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("UTF-8") != std::string::npos);
+  r = Cli({"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "--name", "caf\xc3\xa9-\xe2\x82\xac"});
+  CHECK(r.code == prism::graphgen::kExitOk);  // well-formed UTF-8 is fine
+}
