@@ -27,7 +27,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "daemon/control_plane.h"
+#include "daemon/hybrid/control_plane.h"
+#include "daemon/hybrid/hybrid_run.h"
 #include "daemon/engine/simulation.h"
 #include "daemon/server/daemon_server.h"
 #include "daemon/server/http_endpoint.h"
@@ -56,7 +57,7 @@ struct Flags {
   bool metrics_address_given = false;
   std::string listen;
   std::string real_ranks;
-  // Hybrid control plane (daemon/control_plane.h).
+  // Hybrid mode (daemon/hybrid/).
   std::string nccl_comm_id;
   int wire_profile = 22809;
   uint16_t bootstrap_port = 0;
@@ -66,6 +67,7 @@ struct Flags {
   bool torch_store_given = false;
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
+  int64_t lookahead_ms = 20;
 };
 
 int Fail(const absl::Status& s) {
@@ -218,44 +220,15 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
 }
 
 int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::SimulationOptions options,
-              prism::server::StatusBoard& status, prism::server::Metrics& metrics) {
-  const sigset_t signals = BlockStopSignals();  // already blocked by Run, before the metrics threads
-  prism::server::DaemonServer server(&status);
-  prism::daemon::ControlPlaneOptions control_options = ControlPlaneOptionsFrom(f, options);
-  control_options.status = &status;
-  auto control = prism::daemon::ControlPlane::Create(g, std::move(control_options), &metrics);
-  if (!control.ok()) return Fail(control.status());
-  server.RegisterService((*control)->session_service());
-  const std::string listen = f.listen.empty() ? prism::server::DefaultListenAddress() : f.listen;
-  if (auto s = server.Start(listen); !s.ok()) return Fail(s);
-  if (auto s = (*control)->Start(); !s.ok()) return Fail(s);
-  std::fprintf(stderr, "prismd: serving gRPC on %s; Ctrl-C to stop\n", listen.c_str());
-  prism::engine::EngineInbox inbox;
-  options.inbox = &inbox;
-  // The pacer outlives the engine so that services can convert wall-clock stamps
-  // (pacer.EmulatedFromRealtime) and inject RankReachedOp events into `inbox`.
-  prism::engine::WallClockPacer pacer(options.realtime.value_or(prism::engine::RealtimeOptions{}));
-  pacer.Start();
-  options.pacer = &pacer;
-  options.observer = &metrics;
-  status.SetState("running");
-  absl::Status engine_status;
-  std::thread engine([&] {
-    auto r = prism::engine::Simulate(g, options);
-    engine_status = r.ok() ? absl::OkStatus() : r.status();
-    status.SetState(r.ok() ? "finished" : absl::StrCat("stopped: ", r.status().message()));
-    if (r.ok()) std::fprintf(stderr, "%s", r->report.ToText().c_str());
-    else if (!absl::IsCancelled(r.status()))  // reported now; prismd keeps serving until signalled
-      std::fprintf(stderr, "prismd: replay stopped: %s\n", std::string(r.status().message()).c_str());
-  });
-  int sig = 0;
-  sigwait(&signals, &sig);
-  std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  inbox.Post(prism::engine::StopRequest{});
-  engine.join();
-  (*control)->Stop();
-  server.Shutdown();
-  if (!engine_status.ok() && !absl::IsCancelled(engine_status)) return Fail(engine_status);
+              prism::server::StatusBoard& status, prism::server::Metrics& metrics, const sigset_t& signals) {
+  prism::daemon::HybridOptions h;
+  h.control = ControlPlaneOptionsFrom(f, options);
+  h.control.status = &status;
+  h.engine = std::move(options);
+  h.listen = f.listen;
+  h.trace_path = f.trace;
+  h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
+  if (auto s = prism::daemon::RunHybrid(g, std::move(h), &status, &metrics, signals); !s.ok()) return Fail(s);
   return 0;
 }
 
@@ -293,7 +266,7 @@ int Run(const Flags& f) {
       return Fail(endpoint.status());
     }
   }
-  if (!f.simulate) return RunHybrid(f, *graph, *options, status, metrics);
+  if (!f.simulate) return RunHybrid(f, *graph, *options, status, metrics, stop_signals);
   options->inbox = &inbox;
   options->report_when_stopped = true;
   return RunSimulate(f, *graph, *options, status, metrics, *signal_stop);
@@ -345,6 +318,9 @@ int main(int argc, char** argv) {
                  "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "
                  "unix:///tmp/prismd-$UID.sock; created 0600, never taken from a live prismd)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
+  app.add_option("--lookahead-ms", f.lookahead_ms,
+                 "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 20)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000}));
   app.add_option("--nccl-comm-id", f.nccl_comm_id,
                  "hybrid: the real ranks' NCCL_COMM_ID host:port; every communicator then shares that id, one "
                  "init at a time (default: none, ids come from PyTorch's store)");

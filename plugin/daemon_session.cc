@@ -202,6 +202,7 @@ void ToProto(const SessionEvent& e, rpc::Event* out) {
       m->set_op_id(e.op_id);
       m->set_channel(e.channel);
       m->set_step(e.step);
+      m->set_late_ns(static_cast<uint64_t>(e.late_ns));
       break;
     }
     case SessionEvent::kOpStarted:

@@ -84,6 +84,7 @@ struct SessionEvent {
   uint64_t op_id = 0;      // kPosted/kCompleted: the transfer's operation (0: unknown)
   uint32_t channel = 0;
   uint32_t step = 0;
+  int64_t late_ns = 0;           // kCompleted of a receive: completed this much after its schedule
   std::shared_ptr<const OpInfo> op;  // kOpStarted/kOpFinished
   OpSummary summary;             // kOpFinished
 };

@@ -278,9 +278,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     out = ResolveExplicit(req, slot, explicit_schedule);
     if (out == Outcome::kWait) conn_->PutSchedule(slot.seq, explicit_schedule);  // keep it for the next try
   } else if (slot.op.valid()) {
+    // The operation NCCL actually ran decides the form (prismd's engine
+    // cannot know NCCL's algorithm choice); the schedule gives the times.
     const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
-    const bool mirror = s ? s->mode == OpSchedule::Mode::kMirror : slot.op.op->info().mirror_kind();
-    if (mirror) out = ResolveMirror(req, slot, s);
+    if (slot.op.op->info().mirror_kind()) out = ResolveMirror(req, slot, s);
     else if (s) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
   } else {
@@ -343,7 +344,9 @@ Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
     Slot& s = slots[i];
     if (sizes != nullptr) sizes[i] = static_cast<int>(s.bytes);
     if (s.op.valid()) s.op.op->RecordReceive(done_at, s.bytes);
-    c.session_->Emit(MessageEvent(SessionEvent::kCompleted, c.conn_id_, s.seq, s.bytes, done_at, s.op));
+    SessionEvent e = MessageEvent(SessionEvent::kCompleted, c.conn_id_, s.seq, s.bytes, done_at, s.op);
+    e.late_ns = now - done_at;
+    c.session_->Emit(e);
     s.op = MessageTag{};  // drop the operation reference now
   }
   in_use = false;

@@ -1,6 +1,8 @@
 // Truncated, corrupt and hostile graphs: clear errors, never a crash or hang.
 // Also the prismd binary end to end (exit codes, --json).
 #include <catch2/catch.hpp>
+
+#include "daemon/session/session_service.h"
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -268,7 +270,7 @@ TEST_CASE("prismd in hybrid mode stops promptly on SIGTERM with a live plugin se
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub->Session(&ctx);
   prism::rpc::PluginMessage hello;
-  hello.mutable_hello()->set_protocol_version(1);
+  hello.mutable_hello()->set_protocol_version(prism::daemon::kSessionProtocolVersion);
   REQUIRE(stream->Write(hello));
   prism::rpc::DaemonMessage welcome;
   REQUIRE(stream->Read(&welcome));  // the session is live

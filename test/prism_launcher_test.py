@@ -74,16 +74,19 @@ class DryRun(unittest.TestCase):
             self.assertEqual(r["command"], ["python3", "train.py"])
 
     def test_default_daemon_is_prismds_per_user_socket(self):
+        # prism run starts a prismd of its own; the per-user default is what a
+        # prismd started by hand listens on (and what --daemon means by default).
         def daemon_with(runtime_dir):
             env = dict(os.environ)
             env.pop("XDG_RUNTIME_DIR", None)
             if runtime_dir is not None:
                 env["XDG_RUNTIME_DIR"] = runtime_dir
-            out = subprocess.run([sys.executable, PRISM, "run", "--graph", "g", "--world", "8", "--ranks", "0",
-                                  "--plugin", PRISM, "--dry-run", "--", "true"],
-                                 capture_output=True, text=True, env=env)
+            code = ("import importlib.machinery as m, sys; sys.argv=['prism'];"
+                    f"mod=m.SourceFileLoader('prism_cli', {PRISM!r}).load_module();"
+                    "print(mod.default_daemon_address())")
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
             self.assertEqual(out.returncode, 0, out.stderr)
-            return json.loads(out.stdout.splitlines()[0])["env"]["PRISM_DAEMON"]
+            return out.stdout.strip()
         self.assertEqual(daemon_with("/run/user/4242"), "unix:///run/user/4242/prismd.sock")
         self.assertEqual(daemon_with(None), f"unix:///tmp/prismd-{os.getuid()}.sock")
         self.assertEqual(daemon_with("relative"), f"unix:///tmp/prismd-{os.getuid()}.sock")

@@ -154,6 +154,14 @@ LiveComm& CommTable::Create(const PlanComm& pc, std::vector<uint32_t> members, u
   }
   if (pc.id < live_of_plan_.size()) live_of_plan_[pc.id] = comm.live_id;
   spdlog::info("bootstrap: {} (commHash {:#x}): {} ranks, {} real", comm.name, comm.hash, comm.n, comm.num_real);
+  if (c_.broker != nullptr) {
+    daemon::CommDescription d;
+    d.comm_hash = comm.hash;
+    d.graph_comm = pc.id < plan.comms.size() ? static_cast<int64_t>(pc.id) : -1;
+    d.name = comm.name;
+    d.members = comm.global;
+    c_.broker->CommunicatorKnown(d);
+  }
   comms_[comm.live_id] = std::move(owned);
   return comm;
 }

@@ -13,6 +13,8 @@
 #define PRISM_DAEMON_BOOTSTRAP_VIRTUAL_CONNECTIONS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/net_handles.h"
@@ -27,11 +29,23 @@ struct VirtualLinkInfo {
   int32_t channel = 0;
 };
 
+// A communicator the bootstrap plays virtual ranks of: NCCL operations that
+// real ranks report on `comm_hash` belong to it.
+struct CommDescription {
+  uint64_t comm_hash = 0;
+  int64_t graph_comm = -1;         // the graph's communicator id; -1 when unplanned (a lazy send/recv pair)
+  std::string name;
+  std::vector<uint32_t> members;   // global ranks, communicator-rank order
+};
+
 // Implementations are thread-safe: the bootstrap server calls from its own
 // thread, the gRPC session streams run elsewhere.
 class VirtualConnectionBroker {
  public:
   virtual ~VirtualConnectionBroker() = default;
+
+  // The bootstrap created communicator `c` (before any operation on it).
+  virtual void CommunicatorKnown(const CommDescription& c) {}
 
   // Returns a fresh handle (unique conn_id) for the virtual receiver of
   // `link`. Never fails; the plugin reports ConnOpened with that conn_id

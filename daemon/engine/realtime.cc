@@ -1,5 +1,6 @@
 #include "daemon/engine/realtime.h"
 
+#include <algorithm>
 #include <ctime>
 #include <string>
 #include <thread>
@@ -46,6 +47,32 @@ Nanoseconds WallClockPacer::EmulatedFromRealtime(uint64_t realtime_ns) const {
   return Nanoseconds(static_cast<int64_t>(realtime_ns) - start_realtime_ns_);
 }
 
+uint64_t WallClockPacer::RealtimeFromEmulated(Nanoseconds t) const {
+  return static_cast<uint64_t>(std::max<int64_t>(0, start_realtime_ns_ + t.count()));
+}
+
+WallClockPacer::LagHistogram WallClockPacer::Lags() const {
+  LagHistogram h;
+  for (size_t i = 0; i < kLagBuckets; ++i) {
+    h.counts[i] = lag_counts_[i].load(std::memory_order_relaxed);
+    h.total += h.counts[i];
+  }
+  h.sum_s = static_cast<double>(lag_sum_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  return h;
+}
+
+int64_t WallClockPacer::LagHistogram::QuantileUpperNs(double q) const {
+  if (total == 0) return 0;
+  const double want = q * static_cast<double>(total);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < kLagBuckets; ++i) {
+    seen += counts[i];
+    if (static_cast<double>(seen) >= want)
+      return i < kLagBuckets - 1 ? kLagBucketsNs[i] : INT64_MAX;
+  }
+  return INT64_MAX;
+}
+
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
   const Nanoseconds due = t - options_.lookahead;
   if (Now() >= due) return true;
@@ -61,6 +88,10 @@ bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
 absl::Status WallClockPacer::RecordLag(Nanoseconds t) {
   const int64_t lag = std::max<int64_t>(0, (Now() - t).count());
   lag_ns_.store(lag, std::memory_order_relaxed);
+  size_t bucket = 0;
+  while (bucket < kLagBuckets - 1 && lag > kLagBucketsNs[bucket]) ++bucket;
+  lag_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  lag_sum_ns_.fetch_add(lag, std::memory_order_relaxed);
   if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
   if (options_.mode == RealtimeMode::kHardLimit && lag > options_.lag_limit.count())
     return absl::DeadlineExceededError(absl::StrCat(

@@ -21,6 +21,7 @@
 #ifndef PRISM_DAEMON_ENGINE_REALTIME_H_
 #define PRISM_DAEMON_ENGINE_REALTIME_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -117,10 +118,27 @@ class WallClockPacer {
   // Emulated time now (wall clock minus start).
   Nanoseconds Now() const;
   Nanoseconds EmulatedFromRealtime(uint64_t realtime_ns) const;
+  // CLOCK_REALTIME nanoseconds of emulated time `t` (>= 0).
+  uint64_t RealtimeFromEmulated(Nanoseconds t) const;
 
   int64_t lag_ns() const { return lag_ns_.load(std::memory_order_relaxed); }
   int64_t max_lag_ns() const { return max_lag_ns_.load(std::memory_order_relaxed); }
   const RealtimeOptions& options() const { return options_; }
+
+  // Every recorded lag, counted in buckets of upper bound kLagBucketsNs[i]
+  // (the last bucket is everything above). Any thread; a snapshot.
+  static constexpr int64_t kLagBucketsNs[] = {1'000,     2'000,     5'000,      10'000,     20'000,     50'000,
+                                              100'000,   200'000,   500'000,    1'000'000,  2'000'000,  5'000'000,
+                                              10'000'000, 100'000'000, 1'000'000'000};
+  static constexpr size_t kLagBuckets = sizeof(kLagBucketsNs) / sizeof(kLagBucketsNs[0]) + 1;
+  struct LagHistogram {
+    std::array<uint64_t, kLagBuckets> counts{};
+    uint64_t total = 0;
+    double sum_s = 0;
+    // Upper bound (ns) of the bucket holding quantile q in (0, 1]; 0 when empty.
+    int64_t QuantileUpperNs(double q) const;
+  };
+  LagHistogram Lags() const;
 
  private:
   RealtimeOptions options_;
@@ -128,6 +146,8 @@ class WallClockPacer {
   int64_t start_realtime_ns_ = 0;
   std::atomic<int64_t> lag_ns_{0};
   std::atomic<int64_t> max_lag_ns_{0};
+  std::array<std::atomic<uint64_t>, kLagBuckets> lag_counts_{};
+  std::atomic<int64_t> lag_sum_ns_{0};
 };
 
 // Parses "best-effort" / "hard-limit".

@@ -545,6 +545,7 @@ void ReplayEngine::Progress(WallClockPacer* pacer) {
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   pacer_ = pacer;
+  if (observer_) observer_->OnWorld(world_);
   bool has_real = false;
   for (const Actor& a : world_.actors) has_real |= a.real;
   for (uint32_t a = 0; a < state_.size(); ++a) {

@@ -56,6 +56,8 @@ struct EngineProgress {
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
+  // The world about to be replayed (first, before any other callback).
+  virtual void OnWorld(const EngineWorld& world) {}
   virtual void OnProgress(const EngineProgress& progress) {}
   virtual void OnIteration(uint64_t index, Nanoseconds duration) {}
   // One engine-level collective instance (in class mode it stands for the
@@ -82,6 +84,9 @@ class ObserverList final : public EngineObserver {
  public:
   void Add(EngineObserver* o) {
     if (o != nullptr) observers_.push_back(o);
+  }
+  void OnWorld(const EngineWorld& w) override {
+    for (auto* o : observers_) o->OnWorld(w);
   }
   void OnProgress(const EngineProgress& p) override {
     for (auto* o : observers_) o->OnProgress(p);

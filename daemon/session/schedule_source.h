@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "daemon/bootstrap/virtual_connections.h"
 #include "proto/prism_service.pb.h"
 
 namespace prism::daemon {
@@ -42,6 +43,8 @@ class ScheduleSource {
   // `reply` starts empty; what the source adds is sent at once.
   virtual void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) = 0;
   virtual void OnSessionClosed(SessionId id) {}
+  // The bootstrap created a communicator (called from its thread).
+  virtual void OnCommunicator(const CommDescription& c) {}
 };
 
 }  // namespace prism::daemon

@@ -77,6 +77,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override;
 
   // VirtualConnectionBroker
+  void CommunicatorKnown(const CommDescription& c) override {
+    if (source_ != nullptr) source_->OnCommunicator(c);
+  }
   VirtualHandle MintReceiveHandle(const VirtualLinkInfo& link) override;
   absl::Status ConnectToRealListener(const RealListenHandle& listen,
                                      const VirtualLinkInfo& link) override;

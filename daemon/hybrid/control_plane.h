@@ -9,11 +9,12 @@
 // before it starts, Start() (binds the bootstrap listeners), Stop() before
 // the gRPC server shuts down. The object must outlive the gRPC server's
 // use of session_service(). Not copyable. Start/Stop from one thread.
-#ifndef PRISM_DAEMON_CONTROL_PLANE_H_
-#define PRISM_DAEMON_CONTROL_PLANE_H_
+#ifndef PRISM_DAEMON_HYBRID_CONTROL_PLANE_H_
+#define PRISM_DAEMON_HYBRID_CONTROL_PLANE_H_
 
-#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,7 +28,7 @@
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "daemon/store/store_server.h"
-#include "daemon/session/link_schedule_source.h"
+#include "daemon/session/schedule_source.h"
 #include "daemon/session/session_service.h"
 #include "proto/graph.pb.h"
 
@@ -58,10 +59,13 @@ struct ControlPlaneOptions {
 
 class ControlPlane {
  public:
-  // `metrics` must outlive the object. Errors name the flag to fix.
+  // `metrics` and `schedules` (who times the virtual peers: the hybrid
+  // scheduler; nullable in tests) must outlive the object. Errors name the
+  // flag to fix.
   static absl::StatusOr<std::unique_ptr<ControlPlane>> Create(const graph::Graph& graph,
                                                               ControlPlaneOptions options,
-                                                              server::Metrics* metrics);
+                                                              server::Metrics* metrics,
+                                                              ScheduleSource* schedules);
   ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
@@ -74,15 +78,13 @@ class ControlPlane {
   void Stop();
 
  private:
-  ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64_t link_latency_ns,
-               server::Metrics* metrics);
+  ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules);
   absl::Status StartStore();
   void PollMetrics();
   void PublishWaits();
 
   ControlPlaneOptions options_;
   server::Metrics* metrics_;
-  LinkModelScheduleSource schedules_;
   PluginSessionService sessions_;
   bootstrap::BootstrapPlan plan_;
   std::unique_ptr<bootstrap::BootstrapService> bootstrap_;
@@ -90,9 +92,11 @@ class ControlPlane {
   std::unique_ptr<rendezvous::TorchRendezvous> rendezvous_;
   std::unique_ptr<store::StoreServer> store_;
   std::thread poller_;
-  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;                // guards stop_
+  std::condition_variable stop_cv_;   // wakes the poller at Stop()
+  bool stop_ = false;
 };
 
 }  // namespace prism::daemon
 
-#endif  // PRISM_DAEMON_CONTROL_PLANE_H_
+#endif  // PRISM_DAEMON_HYBRID_CONTROL_PLANE_H_

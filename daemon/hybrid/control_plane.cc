@@ -1,4 +1,4 @@
-#include "daemon/control_plane.h"
+#include "daemon/hybrid/control_plane.h"
 
 #include <chrono>
 #include <cstdio>
@@ -46,11 +46,9 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::Graph& graph,
                                                                    ControlPlaneOptions options,
-                                                                   server::Metrics* metrics) {
-  const auto& nic = graph.cluster().nic();
-  const uint64_t bps = nic.bandwidth_bps() ? nic.bandwidth_bps() : 400'000'000'000ull;
-  std::unique_ptr<ControlPlane> cp(
-      new ControlPlane(std::move(options), bps, static_cast<int64_t>(nic.latency_ns()), metrics));
+                                                                   server::Metrics* metrics,
+                                                                   ScheduleSource* schedules) {
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(std::move(options), metrics, schedules));
   const ControlPlaneOptions& o = cp->options_;
   if (o.real_ranks.empty()) return cp;
   if (o.nccl_comm_id.empty() && o.torch_store.empty()) {
@@ -79,12 +77,8 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
   return cp;
 }
 
-ControlPlane::ControlPlane(ControlPlaneOptions options, uint64_t link_bps, int64_t link_latency_ns,
-                           server::Metrics* metrics)
-    : options_(std::move(options)),
-      metrics_(metrics),
-      schedules_(link_bps, link_latency_ns),
-      sessions_({.daemon_version = options_.version}, &schedules_) {}
+ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules)
+    : options_(std::move(options)), metrics_(metrics), sessions_({.daemon_version = options_.version}, schedules) {}
 
 ControlPlane::~ControlPlane() { Stop(); }
 
@@ -128,7 +122,12 @@ absl::Status ControlPlane::Start() {
 }
 
 void ControlPlane::Stop() {
-  if (stop_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
   if (store_) store_->Stop();
   if (bootstrap_) bootstrap_->Stop();
@@ -164,7 +163,9 @@ void ControlPlane::PollMetrics() {
   std::vector<prometheus::Counter*> counters;
   for (const auto& c : kBootstrapCounters) counters.push_back(&family.Add({{"kind", c.name}}));
   std::vector<uint64_t> last(counters.size(), 0);
-  while (!stop_.load()) {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!stop_) {
+    lock.unlock();
     metrics_->SetPluginSessions(sessions_.connected_sessions());
     if (bootstrap_) {
       const bootstrap::BootstrapStats stats = bootstrap_->Stats();
@@ -175,7 +176,8 @@ void ControlPlane::PollMetrics() {
       }
     }
     PublishWaits();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    lock.lock();
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop_; });
   }
 }
 

@@ -1,0 +1,158 @@
+#include "daemon/hybrid/hybrid_run.h"
+
+#include <sys/resource.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/hybrid/hybrid_scheduler.h"
+#include "daemon/hybrid/real_rank_programs.h"
+#include "daemon/server/daemon_server.h"
+
+namespace prism::daemon {
+namespace {
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// The pacer's lag histogram, copied into Prometheus as it grows.
+class LagExporter {
+ public:
+  LagExporter(const engine::WallClockPacer& pacer, server::Metrics* metrics) : pacer_(pacer) {
+    if (metrics == nullptr) return;
+    prometheus::Histogram::BucketBoundaries bounds;
+    for (int64_t b : engine::WallClockPacer::kLagBucketsNs) bounds.push_back(static_cast<double>(b) * 1e-9);
+    histogram_ = &prometheus::BuildHistogram()
+                      .Name("prism_engine_event_lag_seconds")
+                      .Help("How late the real-time engine handled each event against the wall clock")
+                      .Register(*metrics->registry())
+                      .Add({}, bounds);
+  }
+  void Export() {
+    if (histogram_ == nullptr) return;
+    const engine::WallClockPacer::LagHistogram now = pacer_.Lags();
+    std::vector<double> increments(now.counts.size());
+    for (size_t i = 0; i < now.counts.size(); ++i)
+      increments[i] = static_cast<double>(now.counts[i] - last_.counts[i]);
+    histogram_->ObserveMultiple(increments, now.sum_s - last_.sum_s);
+    last_ = now;
+  }
+
+ private:
+  const engine::WallClockPacer& pacer_;
+  prometheus::Histogram* histogram_ = nullptr;
+  engine::WallClockPacer::LagHistogram last_;
+};
+
+std::string LagSummary(const engine::WallClockPacer& pacer) {
+  const auto h = pacer.Lags();
+  auto us = [](int64_t ns) { return ns == INT64_MAX ? std::string(">1 s") : absl::StrCat("<=", ns / 1000, " us"); };
+  return absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpperNs(0.5)), ", p99 ",
+                      us(h.QuantileUpperNs(0.99)), ", max ", pacer.max_lag_ns() / 1000, " us");
+}
+
+// Receives that wait on the engine for long, as /status alerts and log lines.
+void PublishStuck(const HybridScheduler& scheduler, server::StatusBoard* status, size_t* shown) {
+  const std::vector<std::string> stuck = scheduler.StuckReceives(FromSeconds(3));
+  if (stuck.empty()) {
+    if (*shown > 0 && status != nullptr) status->ClearAlert("hybrid");
+    *shown = 0;
+    return;
+  }
+  if (status != nullptr) status->SetAlert("hybrid", absl::StrCat(stuck.front(), stuck.size() > 1 ? " (and more)" : ""));
+  if (stuck.size() != *shown) std::fprintf(stderr, "prismd: %s\n", stuck.front().c_str());
+  *shown = stuck.size();
+}
+
+}  // namespace
+
+absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
+                       server::Metrics* metrics, const sigset_t& stop_signals) {
+  auto programs = RealRankPrograms::Build(graph, options.engine.real_ranks);
+  if (!programs.ok()) return programs.status();
+  if (options.engine.iterations == 0 && graph.job().attributes().count("iterations") == 0)
+    options.engine.iterations = kHybridIterations;
+  engine::EngineInbox inbox;
+  engine::RealtimeOptions rt = options.engine.realtime.value_or(engine::RealtimeOptions{});
+  rt.lookahead = options.lookahead;
+  // The pacer outlives the engine: the scheduler converts CLOCK_REALTIME
+  // stamps with it from the session threads.
+  engine::WallClockPacer pacer(rt);
+  pacer.Start();
+  HybridSchedulerOptions so;
+  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
+  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
+  auto control = ControlPlane::Create(graph, options.control, metrics, &scheduler);
+  if (!control.ok()) return control.status();
+  server::DaemonServer server(status);
+  if (auto s = server.RegisterService((*control)->session_service()); !s.ok()) return s;
+  const std::string listen = options.listen.empty() ? server::DefaultListenAddress() : options.listen;
+  if (auto s = server.Start(listen); !s.ok()) return s;
+  if (auto s = (*control)->Start(); !s.ok()) return s;
+  std::fprintf(stderr, "prismd: serving gRPC on %s; engine lookahead %lld ms; Ctrl-C to stop\n", listen.c_str(),
+               static_cast<long long>(options.lookahead.count() / 1000000));
+
+  engine::ObserverList observers;
+  observers.Add(metrics);
+  observers.Add(&scheduler);
+  options.engine.inbox = &inbox;
+  options.engine.pacer = &pacer;
+  options.engine.observer = &observers;
+  options.engine.report_when_stopped = true;
+  if (status != nullptr) status->SetState("running");
+  const double cpu0 = CpuSeconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  absl::StatusOr<engine::SimulationResult> result = absl::UnknownError("not run");
+  std::thread engine_thread([&] {
+    result = engine::Simulate(graph, options.engine);
+    if (!result.ok()) {
+      std::fprintf(stderr, "prismd: replay stopped: %s\n", std::string(result.status().message()).c_str());
+      if (status != nullptr) status->SetState(absl::StrCat("stopped: ", result.status().message()));
+    } else if (status != nullptr) {
+      status->SetState(result->report.stopped ? "stopped" : "finished");
+    }
+  });
+  LagExporter lags(pacer, metrics);
+  size_t stuck_shown = 0;
+  const timespec tick{0, 500'000'000};
+  int sig = 0;
+  while (sig <= 0) {
+    sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    lags.Export();
+    PublishStuck(scheduler, status, &stuck_shown);
+  }
+  std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  inbox.Post(engine::StopRequest{});
+  engine_thread.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double cpu = CpuSeconds() - cpu0;
+  (*control)->Stop();
+  server.Shutdown();
+  const HybridScheduler::Counters c = scheduler.counters();
+  std::fprintf(stderr,
+               "prismd: hybrid: %llu real-rank operations matched, %llu unmatched, %llu finished; %llu schedules "
+               "sent (%llu after the time they give); %llu divergences\n",
+               static_cast<unsigned long long>(c.ops_matched), static_cast<unsigned long long>(c.ops_unmatched),
+               static_cast<unsigned long long>(c.ops_finished), static_cast<unsigned long long>(c.schedules_pushed),
+               static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences));
+  std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer).c_str(), cpu,
+               wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
+  if (result.ok()) {
+    std::fprintf(stderr, "%s", result->report.ToText().c_str());
+    if (!options.trace_path.empty()) {
+      if (auto s = result->WriteTrace(graph, options.trace_path); !s.ok()) return s;
+      std::fprintf(stderr, "prismd: trace written to %s\n", options.trace_path.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace prism::daemon

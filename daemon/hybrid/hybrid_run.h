@@ -1,0 +1,49 @@
+// prismd's hybrid mode in one call: real ranks among virtual ones.
+//
+// RunHybrid wires, in this order: the replay engine's inbox and wall-clock
+// pacer; the HybridScheduler (plugin events -> engine, engine -> schedules);
+// the ControlPlane (plugin sessions, NCCL bootstrap of the virtual ranks,
+// PyTorch's store); the gRPC server; then replays the graph paced to the
+// wall clock on its own thread until a stop signal, and prints the report
+// (and writes the trace) of what it replayed. docs/timing.md tells the story.
+#ifndef PRISM_DAEMON_HYBRID_HYBRID_RUN_H_
+#define PRISM_DAEMON_HYBRID_HYBRID_RUN_H_
+
+#include <signal.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/units.h"
+#include "daemon/engine/simulation.h"
+#include "daemon/hybrid/control_plane.h"
+#include "daemon/server/metrics.h"
+#include "daemon/server/status.h"
+#include "proto/graph.pb.h"
+
+namespace prism::daemon {
+
+struct HybridOptions {
+  ControlPlaneOptions control;        // real ranks, store, bootstrap (control.real_ranks == engine.real_ranks)
+  engine::SimulationOptions engine;   // real_ranks, iterations (0: kHybridIterations), classes, trace ranks
+  std::string listen;                 // gRPC address; empty: the per-user default
+  std::string trace_path;             // empty: no trace
+  // How far ahead of the wall clock the engine may replay virtual ranks
+  // (their schedules reach the plugins that much ahead).
+  Nanoseconds lookahead = FromMilliseconds(20);
+};
+
+// Iterations replayed when neither --iterations nor the graph says: enough
+// for any training run a hybrid session serves.
+inline constexpr uint64_t kHybridIterations = 1000;
+
+// Serves until one of `stop_signals` (blocked in every thread beforehand) is
+// received. Errors say what to fix; a replay that stopped on its own (the
+// graph's iterations done, or a real rank diverged) is reported on stderr
+// and /status while prismd keeps serving.
+absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
+                       server::Metrics* metrics, const sigset_t& stop_signals);
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_HYBRID_HYBRID_RUN_H_

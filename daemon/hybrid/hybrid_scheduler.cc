@@ -1,0 +1,361 @@
+#include "daemon/hybrid/hybrid_scheduler.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace prism::daemon {
+namespace {
+
+int64_t RealtimeNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+bool MirrorKind(const rpc::OpStarted& s) {
+  const rpc::OpKind k = s.key().kind();
+  return s.algorithm() == rpc::OP_ALGO_RING &&
+         (k == rpc::OP_ALL_REDUCE || k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER);
+}
+
+bool IsPointToPoint(rpc::OpKind k) { return k == rpc::OP_SEND || k == rpc::OP_RECV; }
+
+std::string Describe(const rpc::OpStarted& s, const std::string& comm) {
+  const std::string kind = rpc::OpKind_Name(s.key().kind());
+  if (IsPointToPoint(s.key().kind()))
+    return absl::StrCat(kind.substr(3), " #", s.key().seq(), " with comm rank ", s.key().peer(), " on ", comm, ", ",
+                        s.bytes(), " B");
+  return absl::StrCat(kind.substr(3), " #", s.key().seq(), " on ", comm, ", ", s.bytes(), " B, ", s.algo_name(), "/",
+                      s.proto_name(), ", ", s.channels(), " channels");
+}
+
+// The graph gives all-gather and reduce-scatter their full buffer; NCCL's
+// profiler the per-rank count.
+uint64_t GraphBytes(const rpc::OpStarted& s) {
+  const rpc::OpKind k = s.key().kind();
+  if (k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER)
+    return s.bytes() * static_cast<uint64_t>(std::max(s.comm_size(), 1));
+  return s.bytes();
+}
+
+prometheus::Histogram::BucketBoundaries LeadBuckets() {
+  return {0, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 1};
+}
+
+}  // namespace
+
+HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox* inbox,
+                                 const engine::WallClockPacer* pacer, server::StatusBoard* status,
+                                 server::Metrics* metrics, HybridSchedulerOptions options)
+    : programs_(std::move(programs)), inbox_(inbox), pacer_(pacer), status_(status), options_(options) {
+  if (metrics != nullptr) {
+    auto& ops = prometheus::BuildCounter()
+                    .Name("prism_hybrid_ops_total")
+                    .Help("Real ranks' NCCL operations matched (or not) with their programs in the graph")
+                    .Register(*metrics->registry());
+    matched_metric_ = &ops.Add({{"result", "matched"}});
+    unmatched_metric_ = &ops.Add({{"result", "unmatched"}});
+    pushed_metric_ = &prometheus::BuildCounter()
+                          .Name("prism_hybrid_schedules_total")
+                          .Help("Operation schedules sent to the plugins")
+                          .Register(*metrics->registry())
+                          .Add({});
+    lead_metric_ = &prometheus::BuildHistogram()
+                        .Name("prism_hybrid_schedule_lead_seconds")
+                        .Help("How far ahead of the time it gives a schedule was sent (0: late)")
+                        .Register(*metrics->registry())
+                        .Add({}, LeadBuckets());
+    late_receive_metric_ = &prometheus::BuildHistogram()
+                                .Name("prism_hybrid_receive_late_seconds")
+                                .Help("How much later than its schedule a receive from a virtual peer completed")
+                                .Register(*metrics->registry())
+                                .Add({}, LeadBuckets());
+  }
+  pusher_ = std::thread([this] { PusherMain(); });
+}
+
+HybridScheduler::~HybridScheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  outbox_cv_.notify_all();
+  pusher_.join();
+}
+
+HybridScheduler::Counters HybridScheduler::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void HybridScheduler::OnSessionOpened(SessionId id, const rpc::Hello& hello, ScheduleSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sink_ = sink;  // one session service: the same sink for every session
+}
+
+void HybridScheduler::OnSessionClosed(SessionId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [rank, r] : ranks_)
+    if (r.session == id) {
+      r.session = 0;
+      if (status_ != nullptr) status_->UpdateRealRank(rank, false, "session closed");
+    }
+  for (auto it = started_.begin(); it != started_.end();) it = it->first.first == id ? started_.erase(it) : std::next(it);
+}
+
+void HybridScheduler::OnCommunicator(const CommDescription& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comm_of_hash_[c.comm_hash] = c;
+  if (c.graph_comm >= 0) hash_of_graph_comm_[c.graph_comm] = c.comm_hash;
+}
+
+void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
+  std::lock_guard<std::mutex> lock(mu_);
+  real_views_.clear();
+  for (uint32_t rank = 0; rank < world.actor_of_rank.size(); ++rank) {
+    if (!programs_.IsReal(rank)) continue;
+    const engine::Actor& a = world.actors[world.actor_of_rank[rank]];
+    const std::vector<uint32_t> graph_slots = programs_.GraphSlots(rank);
+    for (size_t s = 0; s < a.slot_comm.size() && s < graph_slots.size(); ++s) {
+      auto& views = real_views_[a.slot_comm[s]];
+      const std::pair<uint32_t, uint32_t> view{rank, graph_slots[s]};
+      if (std::find(views.begin(), views.end(), view) == views.end()) views.push_back(view);
+    }
+  }
+}
+
+rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated) {
+  rpc::OpSchedule s;
+  *s.mutable_key() = key;
+  s.set_mode(mode);
+  if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready_emulated)));
+  s.set_link_bits_per_second(options_.link_bits_per_second);
+  s.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
+  return s;
+}
+
+// Sends `s` to the rank's session: in `reply` when the session's own thread
+// is answering, else through the outbox (or queued until the session is known).
+void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply) {
+  ++counters_.schedules_pushed;
+  if (pushed_metric_ != nullptr) pushed_metric_->Increment();
+  const double lead = (static_cast<double>(s.ready_ns()) - static_cast<double>(RealtimeNowNs())) * 1e-9;
+  if (lead < 0) ++counters_.schedules_late;
+  if (lead_metric_ != nullptr && s.ready_ns() > 0) lead_metric_->Observe(std::max(0.0, lead));
+  if (reply != nullptr) {
+    *reply->add_ops() = std::move(s);
+    return;
+  }
+  RealRank& r = ranks_[rank];
+  if (r.session == 0) {
+    r.queued.push_back(std::move(s));
+    return;
+  }
+  outbox_.push_back(Push{r.session, std::move(s)});
+  outbox_cv_.notify_one();
+}
+
+void HybridScheduler::Diverge(const std::string& text) {
+  ++counters_.divergences;
+  if (counters_.divergences <= static_cast<uint64_t>(options_.max_divergence_logs))
+    std::fprintf(stderr, "prismd: divergence: %s%s\n", text.c_str(),
+                 counters_.divergences == static_cast<uint64_t>(options_.max_divergence_logs)
+                     ? " (further divergences are counted on /status and /metrics only)"
+                     : "");
+  if (status_ != nullptr) status_->AddDivergence(text);
+}
+
+void HybridScheduler::Unmatched(const rpc::OpStarted& s, uint32_t rank, const std::string& why,
+                                rpc::ScheduleBatch* reply) {
+  ++counters_.ops_unmatched;
+  if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
+  Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
+  if (MirrorKind(s)) return;  // the plugin needs nothing to time a ring
+  rpc::OpSchedule d;
+  *d.mutable_key() = s.key();
+  d.set_mode(rpc::OpSchedule::STREAM);
+  d.set_ready_ns(s.at_ns());
+  d.set_link_bits_per_second(options_.link_bits_per_second);
+  d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
+  d.set_unmatched(true);
+  Deliver(rank, std::move(d), reply);
+}
+
+void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
+  const auto comm = comm_of_hash_.find(s.key().comm_hash());
+  if (comm == comm_of_hash_.end() || s.comm_rank() < 0 ||
+      static_cast<size_t>(s.comm_rank()) >= comm->second.members.size()) {
+    ++counters_.ops_unmatched;
+    if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
+    Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
+                         ", which prismd's bootstrap never created (", rpc::OpKind_Name(s.key().kind()),
+                         " #", s.key().seq(), "); its virtual peers are timed as if on time"));
+    return;
+  }
+  const CommDescription& c = comm->second;
+  const uint32_t rank = c.members[static_cast<size_t>(s.comm_rank())];
+  RealRank& rr = ranks_[rank];
+  if (rr.session != id) {
+    rr.session = id;
+    for (rpc::OpSchedule& q : rr.queued) outbox_.push_back(Push{id, std::move(q)});
+    rr.queued.clear();
+    outbox_cv_.notify_one();
+  }
+  const rpc::OpKey& key = s.key();
+  std::optional<ProgramOp> op;
+  if (IsPointToPoint(key.kind())) {
+    if (key.peer() < 0 || static_cast<size_t>(key.peer()) >= c.members.size()) {
+      Unmatched(s, rank, absl::StrCat("send/recv with comm rank ", key.peer(), " of ", c.name), reply);
+      return;
+    }
+    const uint32_t peer = c.members[static_cast<size_t>(key.peer())];
+    op = programs_.PointToPoint(rank, peer, key.kind() == rpc::OP_SEND, key.seq());
+    if (!op) {
+      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), " (global rank ", peer, "): the graph has no ",
+                                      key.kind() == rpc::OP_SEND ? "send to" : "receive from", " that rank"), reply);
+      return;
+    }
+    if (key.kind() == rpc::OP_RECV) {
+      const Slot slot{peer, op->call};
+      if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply);
+        rr.recv_ready.erase(ready);
+      } else {
+        rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer)};
+      }
+    }
+  } else {
+    if (c.graph_comm < 0) {
+      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), ": a collective on a communicator the graph lacks"), reply);
+      return;
+    }
+    op = programs_.Collective(rank, static_cast<uint32_t>(c.graph_comm), key.kind(), key.seq());
+    if (!op) {
+      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), ": the graph has no such collective for this rank there"),
+                reply);
+      return;
+    }
+    const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
+    if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
+      Deliver(rank, Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second),
+              reply);
+      rr.collective_ready.erase(ready);
+    } else {
+      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name)};
+    }
+  }
+  const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
+  if (graph_bytes != GraphBytes(s))
+    Diverge(absl::StrCat("real rank ", rank, ": ", Describe(s, c.name), " is op ", op->op, " (",
+                         programs_.OpName(rank, op->op), ") of iteration ", op->iteration, ", which the graph gives ",
+                         graph_bytes, " B"));
+  ++counters_.ops_matched;
+  if (matched_metric_ != nullptr) matched_metric_->Increment();
+  const std::string what = Describe(s, c.name);
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
+  inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
+  if (status_ != nullptr)
+    status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
+}
+
+void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
+  const auto it = started_.find({id, f.op_id()});
+  if (it == started_.end()) return;  // not matched (already a divergence) or from before a restart
+  const StartedOp op = it->second;
+  started_.erase(it);
+  ++counters_.ops_finished;
+  const Nanoseconds end = pacer_ ? pacer_->EmulatedFromRealtime(f.end_ns()) : Nanoseconds(0);
+  const Nanoseconds first = f.first_send_ns() > 0 && pacer_ ? pacer_->EmulatedFromRealtime(f.first_send_ns())
+                                                            : Nanoseconds(0);
+  inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
+  if (status_ != nullptr) status_->UpdateRealRank(op.rank, true, absl::StrCat("finished ", op.what));
+}
+
+void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const rpc::Event& e : batch.events()) {
+    switch (e.kind_case()) {
+      case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;
+      case rpc::Event::kOpFinished: HandleFinished(id, e.op_finished()); break;
+      case rpc::Event::kCompleted:
+        if (late_receive_metric_ != nullptr && e.completed().late_ns() > 0)
+          late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
+        break;
+      default: break;
+    }
+  }
+}
+
+void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto views = real_views_.find(comm);
+  if (views == real_views_.end()) return;
+  for (const auto& [rank, graph_comm] : views->second) {
+    RealRank& rr = ranks_[rank];
+    const Slot slot{graph_comm, call};
+    const auto started = rr.collective_started.find(slot);
+    if (started == rr.collective_started.end()) {
+      rr.collective_ready[slot] = arrived.count();  // the plugin has not reported the operation yet
+      continue;
+    }
+    const auto nccl = programs_.CallToNccl(rank, graph_comm, call);
+    const bool mirror = nccl && (nccl->first == rpc::OP_ALL_REDUCE || nccl->first == rpc::OP_ALL_GATHER ||
+                                 nccl->first == rpc::OP_REDUCE_SCATTER);
+    Deliver(rank,
+            Schedule(started->second.key, mirror ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, arrived.count()),
+            nullptr);
+    rr.collective_started.erase(started);
+  }
+}
+
+void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                          Nanoseconds ready, Bytes bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RealRank& rr = ranks_[recv_rank];
+  const Slot slot{send_rank, index};
+  const auto started = rr.recv_started.find(slot);
+  if (started == rr.recv_started.end()) {
+    rr.recv_ready[slot] = ready.count();
+    return;
+  }
+  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count()), nullptr);
+  rr.recv_started.erase(started);
+}
+
+std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  const int64_t now = RealtimeNowNs();
+  for (const auto& [rank, rr] : ranks_)
+    for (const auto& [slot, started] : rr.recv_started)
+      if (now - started.since_ns > older_than.count())
+        out.push_back(absl::StrCat("real rank ", rank, " waits ", (now - started.since_ns) / 1000000,
+                                   " ms for virtual rank ", slot.first, "'s send #", slot.second, " (", started.what,
+                                   "): the engine has not played that send yet (is a virtual rank stuck? see the "
+                                   "replay's state on /status)"));
+  return out;
+}
+
+void HybridScheduler::PusherMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    outbox_cv_.wait(lock, [this] { return stop_ || !outbox_.empty(); });
+    if (stop_) return;
+    std::deque<Push> batch;
+    batch.swap(outbox_);
+    ScheduleSink* sink = sink_;
+    lock.unlock();
+    // One message per session for this round.
+    std::map<SessionId, rpc::ScheduleBatch> by_session;
+    for (Push& p : batch) *by_session[p.session].add_ops() = std::move(p.schedule);
+    if (sink != nullptr)
+      for (auto& [session, b] : by_session) sink->PushSchedules(session, std::move(b));
+    lock.lock();
+  }
+}
+
+}  // namespace prism::daemon

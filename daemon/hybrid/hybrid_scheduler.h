@@ -1,0 +1,155 @@
+// The engine-backed schedule source of prismd's hybrid mode: the path
+//   plugin -> session -> engine -> session -> plugin
+// reads here (docs/timing.md).
+//
+//  * Plugin sessions report the real ranks' NCCL operations (OpStarted /
+//    OpFinished, from the plugin's profiler role). Each is matched with the
+//    real rank's program (RealRankPrograms) and posted to the engine's inbox:
+//    RankReachedOp when it starts, RankCompletedOp when its transfers ended.
+//    An operation the graph does not have is a named divergence: its
+//    virtual peers get a default schedule (never a hang).
+//  * The engine replays the virtual ranks and tells this observer when the
+//    virtual members of a collective with real members have all arrived
+//    (OnVirtualMembersArrived) and when a virtual rank starts a send to a
+//    real rank (OnVirtualSendToReal). Those times become OpSchedules for the
+//    real rank's matching operation, pushed as soon as both the engine's time
+//    and the operation's NCCL identity are known (the plugin decides each
+//    completion locally from them; ring collectives need none to proceed).
+//  * Communicators come from the bootstrap (OnCommunicator): NCCL commHash
+//    -> the graph's communicator and its members.
+//
+// Threads: session stream threads call the ScheduleSource methods, the
+// bootstrap thread OnCommunicator, the engine thread the EngineObserver
+// methods; one mutex guards all state. Pushes from the engine thread go
+// through an outbox served by one pusher thread (started by the
+// constructor, joined by the destructor), so the engine never blocks on a
+// gRPC write. Every `*` argument must outlive the object.
+#ifndef PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
+#define PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "daemon/engine/realtime.h"
+#include "daemon/engine/replay_engine.h"
+#include "daemon/hybrid/real_rank_programs.h"
+#include "daemon/server/metrics.h"
+#include "daemon/server/status.h"
+#include "daemon/session/schedule_source.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+
+namespace prism::daemon {
+
+struct HybridSchedulerOptions {
+  uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
+  int64_t link_latency_ns = 0;
+  int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
+};
+
+class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {
+ public:
+  HybridScheduler(RealRankPrograms programs, engine::EngineInbox* inbox, const engine::WallClockPacer* pacer,
+                  server::StatusBoard* status, server::Metrics* metrics, HybridSchedulerOptions options);
+  ~HybridScheduler() override;
+  HybridScheduler(const HybridScheduler&) = delete;
+  HybridScheduler& operator=(const HybridScheduler&) = delete;
+
+  // ScheduleSource (session threads; OnCommunicator: bootstrap thread).
+  void OnSessionOpened(SessionId id, const rpc::Hello& hello, ScheduleSink* sink) override;
+  void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) override;
+  void OnSessionClosed(SessionId id) override;
+  void OnCommunicator(const CommDescription& c) override;
+
+  // EngineObserver (engine thread).
+  void OnWorld(const engine::EngineWorld& world) override;
+  void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override;
+  void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                           Nanoseconds ready, Bytes bytes) override;
+
+  // Real ranks' receives that have waited longer than `older_than` for
+  // the engine to time their virtual sender: one line each (for /status and
+  // the log; never a silent wait).
+  std::vector<std::string> StuckReceives(Nanoseconds older_than) const;
+
+  struct Counters {
+    uint64_t ops_matched = 0, ops_unmatched = 0, ops_finished = 0;
+    uint64_t schedules_pushed = 0, schedules_late = 0;  // late: pushed after the time they give
+    uint64_t divergences = 0;
+  };
+  Counters counters() const;
+
+ private:
+  // Where an engine time for a real rank's operation waits for the other half.
+  using Slot = std::pair<uint32_t, uint64_t>;  // (graph comm or peer rank, call or message index)
+  struct Started {
+    rpc::OpKey key;
+    int64_t since_ns = 0;  // CLOCK_REALTIME of the report
+    std::string what;
+  };
+  struct RealRank {
+    SessionId session = 0;                          // its operations' session (0: none yet)
+    std::vector<rpc::OpSchedule> queued;            // ready before the session was known
+    std::map<Slot, int64_t> collective_ready;       // engine: virtual members arrived (emulated ns)
+    std::map<Slot, Started> collective_started;     // plugin: operation started, no engine time yet
+    std::map<Slot, int64_t> recv_ready;             // engine: the virtual sender's first byte
+    std::map<Slot, Started> recv_started;           // the plugin's receive waits for these
+  };
+  struct StartedOp {
+    uint32_t rank = 0;
+    uint32_t op = 0;
+    std::string what;  // for /status
+  };
+  struct Push {
+    SessionId session;
+    rpc::OpSchedule schedule;
+  };
+
+  void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
+  void HandleFinished(SessionId id, const rpc::OpFinished& f);
+  // Locked helpers.
+  void Unmatched(const rpc::OpStarted& s, uint32_t rank, const std::string& why, rpc::ScheduleBatch* reply);
+  rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated);
+  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
+  void Diverge(const std::string& text);
+  void PusherMain();
+
+  RealRankPrograms programs_;
+  engine::EngineInbox* inbox_;
+  const engine::WallClockPacer* pacer_;
+  server::StatusBoard* status_;
+  HybridSchedulerOptions options_;
+
+  mutable std::mutex mu_;  // guards everything below
+  ScheduleSink* sink_ = nullptr;
+  std::map<uint32_t, RealRank> ranks_;
+  std::unordered_map<uint64_t, CommDescription> comm_of_hash_;
+  std::map<int64_t, uint64_t> hash_of_graph_comm_;
+  std::map<std::pair<SessionId, uint64_t>, StartedOp> started_;
+  // Engine communicator -> (real rank, graph communicator) pairs it stands for.
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
+  Counters counters_;
+  std::deque<Push> outbox_;
+  bool stop_ = false;
+  std::condition_variable outbox_cv_;
+  std::thread pusher_;
+
+  // Metrics (prometheus-cpp objects are thread-safe; owned by the registry).
+  prometheus::Counter* matched_metric_ = nullptr;
+  prometheus::Counter* unmatched_metric_ = nullptr;
+  prometheus::Counter* pushed_metric_ = nullptr;
+  prometheus::Histogram* lead_metric_ = nullptr;
+  prometheus::Histogram* late_receive_metric_ = nullptr;
+};
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
