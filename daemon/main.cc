@@ -68,6 +68,7 @@ struct Flags {
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
   int64_t lookahead_ms = 20;
+  std::string record_sessions;
 };
 
 int Fail(const absl::Status& s) {
@@ -228,6 +229,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   h.listen = f.listen;
   h.trace_path = f.trace;
   h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
+  h.record_sessions_path = f.record_sessions;
   if (auto s = prism::daemon::RunHybrid(g, std::move(h), &status, &metrics, signals); !s.ok()) return Fail(s);
   return 0;
 }
@@ -321,6 +323,8 @@ int main(int argc, char** argv) {
   app.add_option("--lookahead-ms", f.lookahead_ms,
                  "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 20)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  app.add_option("--record-sessions", f.record_sessions,
+                 "hybrid: record the plugin sessions' events and the schedules sent into FILE (CI replays)");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,
                  "hybrid: the real ranks' NCCL_COMM_ID host:port; every communicator then shares that id, one "
                  "init at a time (default: none, ids come from PyTorch's store)");

@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "graphgen/collective_graph.h"
+#include "graphgen/fidelity_graph.h"
 #include "graphgen/inspect.h"
 #include "graphgen/job_graph.h"
 #include "graphgen/job_spec.h"
@@ -65,6 +66,14 @@ int RunCollective(CollectiveJob job, const std::string& bytes, const std::string
   if (!size.ok()) return Fail(err, kExitBadInput, size.status());
   job.bytes = *size;
   auto graph = GenerateCollectiveGraph(job);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  return WriteGraph(*graph, output, out, err);
+}
+
+int RunFidelity(const std::string& spec_path, const std::string& output, std::ostream& out, std::ostream& err) {
+  auto spec = ParseFidelitySpecFile(spec_path);
+  if (!spec.ok()) return Fail(err, kExitBadInput, spec.status());
+  auto graph = GenerateFidelityGraph(*spec);
   if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
   return WriteGraph(*graph, output, out, err);
 }
@@ -135,6 +144,12 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
       ->check(number);
   c->add_option("-o,--output", coll_output, "graph file to write")->required();
 
+  std::string fidelity_path, fidelity_output;
+  auto* fid = app.add_subcommand("fidelity", "graph of a fidelity experiment (bench/fidelity spec: synthetic step "
+                                             "or collective sweep)");
+  fid->add_option("spec_file", fidelity_path, "experiment spec (YAML, docs/timing.md)")->required();
+  fid->add_option("-o,--output", fidelity_output, "graph file to write")->required();
+
   std::string inspect_path;
   bool inspect_json = false;
   auto* ins = app.add_subcommand("inspect", "summarise a graph file");
@@ -162,9 +177,10 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   try {
     if (job->parsed()) return RunJob(job_path, job_output, out, err);
     if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
+    if (fid->parsed()) return RunFidelity(fidelity_path, fidelity_output, out, err);
     return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
   } catch (const std::bad_alloc&) {
-    const std::string& output = job->parsed() ? job_output : coll_output;
+    const std::string& output = job->parsed() ? job_output : fid->parsed() ? fidelity_output : coll_output;
     if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());
     return Fail(err, kExitBadInput, absl::ResourceExhaustedError(
         "out of memory while building or writing the graph: the job asks for more than this machine can "

@@ -29,6 +29,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       s.reached.assign(p.ops.size(), 0);
       s.open_calls.resize(p.ops.size());
       s.open_p2p.resize(p.ops.size());
+      s.early_done.resize(p.ops.size());
     }
     s.calls.assign(actor.slot_comm.size(), 0);
     s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
@@ -75,11 +76,13 @@ void ReplayEngine::Account(ActorState& s) {
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
   const ActorState& s = state_[actor];
+  // A real rank's communication ops start when it says it reached them (its
+  // own dependencies are real and already met then); its compute ops run
+  // until it moves on.
+  if (world_.actors[actor].real) return !IsComm(op.kind) || s.reached[k] > iteration;
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
-  // A real rank's communication ops wait until it reached them.
-  if (world_.actors[actor].real && IsComm(op.kind) && s.reached[k] <= iteration) return false;
   return true;
 }
 
@@ -153,6 +156,13 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       break;
     default:
       break;
+  }
+  if (a.real && IsComm(op.kind) && !s.early_done[k].empty()) {
+    // Its report came before the engine got here: complete it now (at the
+    // reported time, or now if that is in the engine's past for this op).
+    const EarlyDone d = s.early_done[k].front();
+    s.early_done[k].pop_front();
+    Push(std::max(d.at, now_), actor, k | kCompleteFlag, d.started);
   }
 }
 
@@ -289,7 +299,10 @@ void ReplayEngine::FinishMixed(const Instance& in) {
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
   ActorState& s = state_[actor];
-  if (s.open_calls[k].empty()) return;  // CheckInjected refused this already
+  if (s.open_calls[k].empty()) {  // reported before the engine issued it: applied at issue
+    s.early_done[k].push_back({at, started});
+    return;
+  }
   const OpenCall oc = s.open_calls[k].front();
   s.open_calls[k].pop_front();
   CommState& cs = comm_state_[oc.comm];
@@ -398,11 +411,12 @@ void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& rec
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
   ActorState& s = state_[actor];
-  int64_t issued = at;
-  if (!s.open_p2p[k].empty()) {
-    issued = s.open_p2p[k].front();
-    s.open_p2p[k].pop_front();
+  if (s.open_p2p[k].empty()) {  // reported before the engine issued it: applied at issue
+    s.early_done[k].push_back({at, 0});
+    return;
   }
+  const int64_t issued = s.open_p2p[k].front();
+  s.open_p2p[k].pop_front();
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;

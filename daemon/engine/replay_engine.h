@@ -143,12 +143,15 @@ class ReplayEngine {
   struct StreamState { uint64_t pos = 0; uint32_t inflight = 0; bool in_group = false; int64_t pending_compute = -1; int64_t pending_issued = 0; };
   // A real actor's collective instance in flight: which call of which comm.
   struct OpenCall { uint32_t comm; uint64_t call; int64_t issued; };
+  // A real actor's completion report that arrived before the engine issued the op.
+  struct EarlyDone { int64_t at; int64_t started; };
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<uint32_t> reached;   // real actors: per op, injected "reached" count
     std::vector<std::deque<OpenCall>> open_calls;  // real actors: per op, collectives in flight
     std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
+    std::vector<std::deque<EarlyDone>> early_done; // real actors: per op, reports ahead of the engine
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
     std::vector<uint32_t> iteration_left;
     uint64_t iterations_done = 0;

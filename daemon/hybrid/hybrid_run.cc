@@ -89,6 +89,15 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   HybridSchedulerOptions so;
   so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
   so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  std::unique_ptr<SessionRecorder> recorder;
+  if (!options.record_sessions_path.empty()) {
+    auto opened = SessionRecorder::Open(options.record_sessions_path,
+                                        static_cast<int64_t>(pacer.RealtimeFromEmulated(Nanoseconds(0))),
+                                        options.lookahead.count(), options.engine.real_ranks, graph.job().name());
+    if (!opened.ok()) return opened.status();
+    recorder = std::move(*opened);
+    so.recorder = recorder.get();
+  }
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
   auto control = ControlPlane::Create(graph, options.control, metrics, &scheduler);
   if (!control.ok()) return control.status();

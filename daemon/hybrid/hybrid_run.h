@@ -28,6 +28,7 @@ struct HybridOptions {
   engine::SimulationOptions engine;   // real_ranks, iterations (0: kHybridIterations), classes, trace ranks
   std::string listen;                 // gRPC address; empty: the per-user default
   std::string trace_path;             // empty: no trace
+  std::string record_sessions_path;   // empty: no session recording (session_recorder.h)
   // How far ahead of the wall clock the engine may replay virtual ranks
   // (their schedules reach the plugins that much ahead).
   Nanoseconds lookahead = FromMilliseconds(20);

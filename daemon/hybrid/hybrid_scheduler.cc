@@ -109,6 +109,7 @@ void HybridScheduler::OnSessionClosed(SessionId id) {
 
 void HybridScheduler::OnCommunicator(const CommDescription& c) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (options_.recorder != nullptr) options_.recorder->Communicator(RealtimeNowNs(), c);
   comm_of_hash_[c.comm_hash] = c;
   if (c.graph_comm >= 0) hash_of_graph_comm_[c.graph_comm] = c.comm_hash;
 }
@@ -140,8 +141,10 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
 
 // Sends `s` to the rank's session: in `reply` when the session's own thread
 // is answering, else through the outbox (or queued until the session is known).
-void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply) {
+void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session) {
   ++counters_.schedules_pushed;
+  if (options_.recorder != nullptr)
+    options_.recorder->Schedule(RealtimeNowNs(), reply != nullptr ? reply_session : ranks_[rank].session, s);
   if (pushed_metric_ != nullptr) pushed_metric_->Increment();
   const double lead = (static_cast<double>(s.ready_ns()) - static_cast<double>(RealtimeNowNs())) * 1e-9;
   if (lead < 0) ++counters_.schedules_late;
@@ -169,7 +172,7 @@ void HybridScheduler::Diverge(const std::string& text) {
   if (status_ != nullptr) status_->AddDivergence(text);
 }
 
-void HybridScheduler::Unmatched(const rpc::OpStarted& s, uint32_t rank, const std::string& why,
+void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                                 rpc::ScheduleBatch* reply) {
   ++counters_.ops_unmatched;
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
@@ -182,7 +185,7 @@ void HybridScheduler::Unmatched(const rpc::OpStarted& s, uint32_t rank, const st
   d.set_link_bits_per_second(options_.link_bits_per_second);
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
-  Deliver(rank, std::move(d), reply);
+  Deliver(rank, std::move(d), reply, session);
 }
 
 void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
@@ -209,20 +212,20 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   std::optional<ProgramOp> op;
   if (IsPointToPoint(key.kind())) {
     if (key.peer() < 0 || static_cast<size_t>(key.peer()) >= c.members.size()) {
-      Unmatched(s, rank, absl::StrCat("send/recv with comm rank ", key.peer(), " of ", c.name), reply);
+      Unmatched(id, s, rank, absl::StrCat("send/recv with comm rank ", key.peer(), " of ", c.name), reply);
       return;
     }
     const uint32_t peer = c.members[static_cast<size_t>(key.peer())];
     op = programs_.PointToPoint(rank, peer, key.kind() == rpc::OP_SEND, key.seq());
     if (!op) {
-      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), " (global rank ", peer, "): the graph has no ",
+      Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), " (global rank ", peer, "): the graph has no ",
                                       key.kind() == rpc::OP_SEND ? "send to" : "receive from", " that rank"), reply);
       return;
     }
     if (key.kind() == rpc::OP_RECV) {
       const Slot slot{peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
-        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply);
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply, id);
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer)};
@@ -230,19 +233,19 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     }
   } else {
     if (c.graph_comm < 0) {
-      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), ": a collective on a communicator the graph lacks"), reply);
+      Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), ": a collective on a communicator the graph lacks"), reply);
       return;
     }
     op = programs_.Collective(rank, static_cast<uint32_t>(c.graph_comm), key.kind(), key.seq());
     if (!op) {
-      Unmatched(s, rank, absl::StrCat(Describe(s, c.name), ": the graph has no such collective for this rank there"),
+      Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), ": the graph has no such collective for this rank there"),
                 reply);
       return;
     }
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
     if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
       Deliver(rank, Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second),
-              reply);
+              reply, id);
       rr.collective_ready.erase(ready);
     } else {
       rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name)};
@@ -256,6 +259,9 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   ++counters_.ops_matched;
   if (matched_metric_ != nullptr) matched_metric_->Increment();
   const std::string what = Describe(s, c.name);
+  if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
+    std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
+                 programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
   started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
   inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
   if (status_ != nullptr)
@@ -277,6 +283,7 @@ void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
 
 void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
   for (const rpc::Event& e : batch.events()) {
     switch (e.kind_case()) {
       case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;

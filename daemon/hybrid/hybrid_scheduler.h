@@ -41,6 +41,7 @@
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
 #include "daemon/hybrid/real_rank_programs.h"
+#include "daemon/hybrid/session_recorder.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "daemon/session/schedule_source.h"
@@ -53,6 +54,8 @@ struct HybridSchedulerOptions {
   uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
   int64_t link_latency_ns = 0;
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
+  int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
+  SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
 };
 
 class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {
@@ -116,9 +119,10 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
   void HandleFinished(SessionId id, const rpc::OpFinished& f);
   // Locked helpers.
-  void Unmatched(const rpc::OpStarted& s, uint32_t rank, const std::string& why, rpc::ScheduleBatch* reply);
+  void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
+                 rpc::ScheduleBatch* reply);
   rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated);
-  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
+  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);
   void PusherMain();
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Tables of a fidelity run (bench/fidelity/run-gpu.sh OUT DATA): the ground
+truth against the model (prismd --simulate on the same graph), then every
+hybrid run against the ground truth, as rank 0 (and the second real rank)
+saw them. Usage: compare.py OUT DATA."""
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def model_ops(data, name):
+    """Per-op model times (us) of rank 0 from prismd --simulate's trace."""
+    try:
+        with open(os.path.join(data, name, "model-trace.json")) as f:
+            t = json.load(f)
+    except OSError:
+        return {}
+    per = {}
+    for e in t["traceEvents"]:
+        if e.get("ph") == "X" and e.get("pid") == 0 and e.get("cat") != "compute":
+            per.setdefault(e["name"], []).append(e["dur"])
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def pct(a, b):
+    return 100.0 * (a - b) / b if b else float("nan")
+
+
+def sweep_tables(out, data, name, runs):
+    truth = load(os.path.join(out, f"{name}-truth", "r0.json"))
+    if not truth:
+        print(f"{name}: no ground truth (see {name}-truth/r0.log)")
+        return
+    model = model_ops(data, name)
+    labels = sorted(truth["ops"], key=lambda l: (l.split()[0], int(l.split()[1])))
+    print(f"\n## {name}: ground truth vs the model (rank 0, median per op)")
+    print(f"{'op':<14}{'bytes':>11}{'truth us':>12}{'model us':>12}{'err':>9}")
+    for l in labels:
+        op, size = l.split()
+        t, m = truth["ops"][l]["median_us"], model.get(l)
+        print(f"{op:<14}{int(size):>11}{t:>12.1f}{(m or float('nan')):>12.1f}{pct(m, t) if m else float('nan'):>+8.1f}%")
+    for kind in [r for r in runs if r.startswith("hybrid")]:
+        for rank in (0, 1):
+            h = load(os.path.join(out, f"{name}-{kind}", f"r{rank}.json"))
+            t = load(os.path.join(out, f"{name}-truth", f"r{rank}.json"))
+            if not h or not t:
+                continue
+            print(f"\n## {name}: {kind} vs ground truth, rank {rank} (median per op)")
+            print(f"{'op':<14}{'bytes':>11}{'truth us':>12}{'hybrid us':>12}{'err':>9}")
+            worst = 0.0
+            for l in labels:
+                if l not in h["ops"] or l not in t["ops"]:
+                    continue
+                op, size = l.split()
+                a, b = h["ops"][l]["median_us"], t["ops"][l]["median_us"]
+                e = pct(a, b)
+                if int(size) >= 1 << 20:
+                    worst = max(worst, abs(e))
+                print(f"{op:<14}{int(size):>11}{b:>12.1f}{a:>12.1f}{e:>+8.1f}%")
+            print(f"worst |error| at 1 MiB and above: {worst:.2f}%")
+
+
+def step_tables(out, data, name, runs):
+    for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2"]), ("truth-late", ["hybrid1-late"])):
+        for rank in (0, None):
+            truths = {}
+            for r in range(0, 64):
+                j = load(os.path.join(out, f"{name}-{truth_kind}", f"r{r}.json"))
+                if j:
+                    truths[r] = j
+            if not truths:
+                continue
+            for kind in hybrid_kinds:
+                if kind not in runs:
+                    continue
+                for r in sorted(truths):
+                    h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
+                    if not h or (rank is not None and r != rank):
+                        continue
+                    t = truths[r]
+                    wu = t.get("warmup", 0)
+                    ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
+                    n = min(len(ti), len(hi))
+                    errs = [pct(hi[i], ti[i]) for i in range(n)]
+                    mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
+                    print(f"\n## {name}: {kind} vs {truth_kind}, rank {r}: {n} iterations after {wu} warm-up")
+                    print(f"mean iteration: truth {mt:.3f} ms, hybrid {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
+                          f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
+                          f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
+                    if "late" in kind and len(t["iteration_ms"]) > int(os.environ.get("LATE_ITER", "10")):
+                        k = int(os.environ.get("LATE_ITER", "10"))
+                        print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, hybrid {h['iteration_ms'][k]:.3f} ms, "
+                              f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
+                    if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
+                        print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
+                              f"{t['nccl_device_bytes']}), hybrid {h['peak_gpu_bytes']} B (reserved "
+                              f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
+                              f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
+                    print("per iteration (ms) truth/hybrid: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
+
+
+def prismd_summary(out):
+    for d in sorted(os.listdir(out)):
+        log = os.path.join(out, d, "prismd.log")
+        if not os.path.exists(log):
+            continue
+        with open(log, errors="replace") as f:
+            text = f.read()
+        lines = [l for l in text.splitlines() if re.search(r"hybrid:|engine lag|divergence|replay stopped", l)]
+        print(f"\n[{d}] prismd: " + "\n  ".join(lines[:8]))
+
+
+def main():
+    out, data = sys.argv[1], sys.argv[2]
+    runs = {}
+    for d in sorted(os.listdir(out)):
+        m = re.match(r"(.+)-(truth|truth-late|hybrid1|hybrid2|hybrid1-late)$", d)
+        if m:
+            runs.setdefault(m.group(1), set()).add(m.group(2))
+    for name, kinds in runs.items():
+        meta = {}
+        try:
+            for line in open(os.path.join(data, name, "meta.env")):
+                k, v = line.strip().split("=", 1)
+                meta[k] = v
+        except OSError:
+            pass
+        if meta.get("MODE") == "sweep":
+            sweep_tables(out, data, name, kinds)
+        else:
+            step_tables(out, data, name, kinds)
+    prismd_summary(out)
+
+
+if __name__ == "__main__":
+    main()

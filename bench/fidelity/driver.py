@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Runs one rank of a fidelity experiment: the graph's program of this rank,
+op by op, with PyTorch and NCCL (bench/fidelity/README.md).
+
+The program comes from `prism-graphgen inspect GRAPH --ops RANK` (--ops) and
+the communicators from `prism-graphgen inspect GRAPH --json` (--comms), so
+the ground truth (every rank real), the hybrid runs (some ranks real, the
+rest played by prismd from the same graph) and prismd's own replay all run
+the same ops. Compute ops are torch.cuda._sleep on one SM (ranks sharing a
+GPU under MPS do not slow each other); collectives and send/recv go through
+torch.distributed on the NCCL groups the graph names (every group is made
+with new_group, in the graph's order, by every rank: PyTorch splits the
+world communicator with the colors the graph records).
+
+Prints one JSON line: iteration times (step) or per-op times (sweep), peak
+GPU memory (PyTorch's reserved peak plus NCCL's device allocations from its
+ALLOC log), and the calibration of the sleep kernel.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+DTYPE_BYTES = 2  # the graph's ops are bf16
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--ops", required=True, help="this rank's program (prism-graphgen inspect --ops RANK)")
+    ap.add_argument("--comms", required=True, help="the graph's summary (prism-graphgen inspect --json)")
+    ap.add_argument("--iterations", type=int, required=True, help="iterations to run (step: warmup included)")
+    ap.add_argument("--warmup", type=int, default=0, help="iterations (step) or repetitions (sweep) not measured")
+    ap.add_argument("--mode", choices=["step", "sweep"], required=True)
+    ap.add_argument("--store-port", type=int, required=True)
+    ap.add_argument("--store-host", default="127.0.0.1")
+    ap.add_argument("--store-master", action="store_true", help="host PyTorch's TCP store (rank 0 of the run)")
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--late-iteration", type=int, default=-1, help="this rank computes longer in that iteration")
+    ap.add_argument("--late-ms", type=float, default=0.0)
+    ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
+    ap.add_argument("--out", default="", help="also write the JSON line here")
+    return ap.parse_args(argv)
+
+
+class SleepClock:
+    """Turns nanoseconds into torch.cuda._sleep cycles (measured once)."""
+
+    def __init__(self, torch, cpu):
+        self.torch, self.cpu = torch, cpu
+        self.cycles_per_ns = 1.0
+        if cpu:
+            return
+        t = torch
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        t.cuda._sleep(1_000_000)  # warm the clocks
+        samples = []
+        for _ in range(5):
+            s.record()
+            t.cuda._sleep(20_000_000)
+            e.record()
+            e.synchronize()
+            samples.append(20_000_000 / (s.elapsed_time(e) * 1e6))
+        self.cycles_per_ns = statistics.median(samples)
+
+    def sleep(self, ns):
+        if ns <= 0:
+            return
+        if self.cpu:
+            time.sleep(ns * 1e-9)
+        else:
+            self.torch.cuda._sleep(int(ns * self.cycles_per_ns))
+
+
+def nccl_device_bytes():
+    """Sum of NCCL's device allocations in this process's NCCL_DEBUG_FILE (ALLOC)."""
+    pattern = os.environ.get("NCCL_DEBUG_FILE", "")
+    if not pattern:
+        return None
+    path = pattern.replace("%h", os.uname().nodename).replace("%p", str(os.getpid()))
+    total = 0
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.search(r"Cuda Alloc Size (\d+)", line)
+                if m:
+                    total += int(m.group(1))
+    except OSError:
+        return None
+    return total
+
+
+class Runner:
+    def __init__(self, args, torch, dist):
+        self.a, self.torch, self.dist = args, torch, dist
+        self.dev = torch.device("cpu") if args.cpu else torch.device("cuda", args.gpu)
+        self.dtype = torch.float32 if args.cpu else torch.bfloat16
+        with open(args.ops) as f:
+            self.program = json.load(f)
+        with open(args.comms) as f:
+            self.summary = json.load(f)
+        self.ops = self.program["ops"]
+        self.buffers = {}
+        self.groups = {}
+
+    def init(self):
+        a, torch, dist = self.a, self.torch, self.dist
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # clients do not wait for absent (virtual) ranks
+        store = dist.TCPStore(a.store_host, a.store_port, a.world, is_master=a.store_master, wait_for_workers=False)
+        if a.cpu:
+            dist.init_process_group("gloo", store=store, rank=a.rank, world_size=a.world)
+        else:
+            torch.cuda.set_device(self.dev)
+            dist.init_process_group("nccl", store=store, rank=a.rank, world_size=a.world, device_id=self.dev)
+        comms = sorted((g for k in self.summary["communicators"]["by_kind"] for g in k.get("groups", [])),
+                       key=lambda c: c["id"])
+        for c in comms:
+            if c["id"] == 0:
+                self.groups[0] = dist.group.WORLD
+            else:  # every rank creates every group, in the graph's order
+                self.groups[c["id"]] = dist.new_group(ranks=c["members"])
+        self.compute = torch.cuda.current_stream() if not a.cpu else None
+        self.side = torch.cuda.Stream() if not a.cpu else None
+        self.clock = SleepClock(torch, a.cpu)
+        targets = set()
+        for op in self.ops:
+            targets.update(op["deps"])
+        self.dep_targets = targets
+
+    def buffer(self, key, nbytes):
+        k = (key, nbytes)
+        if k not in self.buffers:
+            self.buffers[k] = self.torch.ones(max(nbytes // DTYPE_BYTES, 1), dtype=self.dtype, device=self.dev)
+        return self.buffers[k]
+
+    def group_of(self, op):
+        return self.groups[op["comm"]]
+
+    def collective(self, op):
+        dist, n = self.dist, op["bytes"]
+        g = self.group_of(op)
+        size = dist.get_world_size(g)
+        kind = op["kind"]
+        if kind in ("allreduce", "barrier"):
+            dist.all_reduce(self.buffer("ar", n), group=g)
+        elif self.a.cpu and kind in ("allgather", "reducescatter"):  # gloo lacks the tensor forms
+            dist.all_reduce(self.buffer("cpu-" + kind, n // size), group=g)
+        elif kind == "allgather":
+            dist.all_gather_into_tensor(self.buffer("ag-out", n), self.buffer("ag-in", n // size), group=g)
+        elif kind == "reducescatter":
+            dist.reduce_scatter_tensor(self.buffer("rs-out", n // size), self.buffer("rs-in", n), group=g)
+        else:
+            raise SystemExit(f"driver: collective kind {kind} is not supported by the fidelity driver")
+
+    def p2p(self, ops):
+        dist = self.dist
+        batch = []
+        for op in ops:
+            g = self.group_of(op)
+            fn = dist.isend if op["type"] == "send" else dist.irecv
+            buf = self.buffer("send" if op["type"] == "send" else "recv", op["bytes"])
+            batch.append(dist.P2POp(fn, buf, op["peer_rank"], group=g))
+        for w in dist.batch_isend_irecv(batch):
+            w.wait()
+
+    def stream_of(self, op):
+        return self.side if op["stream"] == 1 else self.compute
+
+    def run_iteration(self, extra_ns, timed):
+        """Enqueues one pass over the program (a group_start..group_end pair
+        of send/recv goes out as one batch_isend_irecv, one NCCL group)."""
+        events = {}
+        ops, i = self.ops, 0
+        while i < len(ops):
+            op, t = ops[i], ops[i]["type"]
+            if t == "group_start":
+                j, group = i + 1, []
+                while ops[j]["type"] != "group_end":
+                    group.append(ops[j])
+                    j += 1
+                self._launch(lambda g=group: self.p2p(g), group[0], events, range(i, j + 1), timed)
+                i = j + 1
+                continue
+            if t == "compute":
+                ns = op["duration_ns"] + (extra_ns if i == 0 else 0)
+                self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i], None)
+            elif t == "collective":
+                self._launch(lambda op=op: self.collective(op), op, events, [i], timed)
+            elif t in ("send", "recv"):
+                self._launch(lambda op=op: self.p2p([op]), op, events, [i], timed)
+            i += 1
+        if not self.a.cpu:
+            self.compute.wait_stream(self.side)
+
+    def _launch(self, fn, op, events, indices, timed):
+        if self.a.cpu:
+            fn()
+            return
+        torch = self.torch
+        stream = self.stream_of(op)
+        for d in op["deps"]:
+            if d in events:
+                stream.wait_event(events[d])
+        with torch.cuda.stream(stream):
+            start = torch.cuda.Event(enable_timing=True) if timed is not None else None
+            if start is not None:
+                start.record()
+            fn()
+            if start is not None:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                timed.append((op.get("label", ""), start, end))
+            if any(i in self.dep_targets for i in indices):
+                ev = torch.cuda.Event()
+                ev.record()
+                for i in indices:
+                    events[i] = ev
+
+    def run(self):
+        a, torch = self.a, self.torch
+        result = {"rank": a.rank, "world": a.world, "mode": a.mode, "spec": self.summary["job"]["name"]}
+        if a.mode == "step":
+            marks = []
+            for it in range(a.iterations):
+                extra = int(a.late_ms * 1e6) if it == a.late_iteration else 0
+                if a.cpu:
+                    marks.append(time.perf_counter())
+                    self.run_iteration(extra, None)
+                    continue
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record(self.compute)
+                marks.append(ev)
+                self.run_iteration(extra, None)
+            if a.cpu:
+                marks.append(time.perf_counter())
+                times = [1e3 * (marks[i + 1] - marks[i]) for i in range(len(marks) - 1)]
+            else:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record(self.compute)
+                marks.append(end)
+                torch.cuda.synchronize()
+                times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
+            result["iteration_ms"] = [round(t, 4) for t in times]
+            result["warmup"] = a.warmup
+        else:
+            timed = []
+            self.run_iteration(0, timed)
+            if not a.cpu:
+                torch.cuda.synchronize()
+            per_label = {}
+            for label, s, e in timed:
+                per_label.setdefault(label, []).append(s.elapsed_time(e) * 1e3)
+            ops = {}
+            for label, us in per_label.items():
+                kept = us[a.warmup:] if len(us) > a.warmup else us
+                ops[label] = {"mean_us": round(statistics.mean(kept), 2), "median_us": round(statistics.median(kept), 2),
+                              "min_us": round(min(kept), 2), "n": len(kept)}
+            result["ops"] = ops
+        if not a.cpu:
+            result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(self.dev)
+            result["sleep_cycles_per_ns"] = round(self.clock.cycles_per_ns, 4)
+        return result
+
+    def finish(self, result):
+        self.dist.destroy_process_group()
+        nccl = nccl_device_bytes()
+        if nccl is not None:
+            result["nccl_device_bytes"] = nccl
+            result["peak_gpu_bytes"] = result.get("peak_reserved_bytes", 0) + nccl
+        line = json.dumps(result)
+        print("FIDELITY " + line, flush=True)
+        if self.a.out:
+            with open(self.a.out, "w") as f:
+                f.write(line + "\n")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import torch
+    import torch.distributed as dist
+    r = Runner(args, torch, dist)
+    r.init()
+    result = r.run()
+    r.finish(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

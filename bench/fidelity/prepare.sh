@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepares fidelity experiments for the GPU host (bench/fidelity/README.md):
+# for each spec, the graph, its communicators and every rank's program as
+# JSON (what driver.py executes; for very large worlds only RANKS), and the
+# model's per-op times from `prismd --simulate` (the ground truth's check).
+# Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${BUILD_DIR:-$repo/build}"
+out="${1:?outdir}"; shift
+gg="$build/graphgen/prism-graphgen"; pd="$build/daemon/prismd"
+for spec in "$@"; do
+  name="$(basename "$spec" .yaml)"
+  d="$out/$name"; mkdir -p "$d"
+  cp "$spec" "$d/spec.yaml"
+  "$gg" fidelity "$spec" -o "$d/graph" >/dev/null
+  "$gg" inspect "$d/graph" --json > "$d/comms.json"
+  n="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranks"])' "$d/comms.json")"
+  ranks="${RANKS:-}"
+  if [[ -z "$ranks" ]]; then
+    (( n <= 64 )) || { echo "prepare: $name has $n ranks: set RANKS (e.g. RANKS='0 64')" >&2; exit 2; }
+    ranks="$(seq 0 $((n - 1)))"
+  fi
+  for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
+  if (( n <= 64 )); then
+    "$pd" --graph "$d/graph" --simulate --json --trace "$d/model-trace.json" --trace-ranks 0 \
+      --metrics-address none > "$d/model.json"
+  fi
+  python3 - "$spec" "$d/meta.env" "$n" <<'PY'
+import sys, yaml
+s = yaml.safe_load(open(sys.argv[1])); n = int(sys.argv[3])
+it, wu = int(s.get("iterations", 20)), int(s.get("warmup", 5))
+link = s.get("link", {})
+mode = s["kind"]
+with open(sys.argv[2], "w") as f:
+    f.write(f"N={n}\nMODE={mode}\nWARMUP={wu}\n")
+    f.write(f"ITERATIONS={it + wu if mode == 'step' else 1}\n")
+    f.write(f"GBPS={link.get('gbps', 10)}\nLAT_US={link.get('latency_us', 10)}\n")
+    if mode == "step":
+        l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
+    else:
+        f.write("SECOND_REAL=1\n")
+PY
+  echo "prepare: $name: $n ranks -> $d"
+done

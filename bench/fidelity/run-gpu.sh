@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Fidelity experiments on a GPU host (bench/fidelity/README.md): the ground
+# truth (every rank real, each its own NCCL_HOSTID, under MPS, real-peer links
+# shaped to the spec's link), then hybrid runs (1 or 2 real ranks, the rest
+# played by prismd from the same graph), then the comparison tables.
+#
+# Usage: bench/fidelity/run-gpu.sh BUNDLE DATA RUN...
+#   BUNDLE  scripts/bundle-runtime.sh output (plugin, prismd)
+#   DATA    bench/fidelity/prepare.sh output (graphs, programs, model times)
+#   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late
+#           (NAME = a prepared spec, e.g. step-n8:truth step-n8:hybrid1)
+# Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
+#      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
+#      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
+OUT="${OUT:-/tmp/prism-fidelity}"; mkdir -p "$OUT"
+GPUS="${GPUS:-1}"; LATE_ITER="${LATE_ITER:-10}"; LATE_MS="${LATE_MS:-20}"; RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+port=29700
+
+rank_env() {  # NAME TAG: the environment every rank of a run gets
+  local tag="$2"
+  echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
+    NCCL_NET=Prism NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
+    NCCL_COLLNET_ENABLE=0 NCCL_PROTO=Simple NCCL_ALGO=Ring NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
+    NCCL_SOCKET_IFNAME=lo TORCH_NCCL_RANKS_PER_ROOT=1048576 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+    NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" \
+    PRISM_NIC_SPEED_MBPS="$(python3 -c "print(int(float('$GBPS') * 1000))")" \
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC NCCL_DEBUG_FILE="$OUT/$tag/nccl.%h.%p.log" ${EXTRA_ENV:-}
+}
+
+driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
+  local name="$1" tag="$2" r="$3"; shift 3
+  local master=(); [[ "$r" == 0 ]] && master=(--store-master)
+  env $(rank_env "$name" "$tag") NCCL_HOSTID="$tag-$r" "${RANK_ENV[@]}" \
+    timeout "$RUN_TIMEOUT" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
+      --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
+      --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" "$@" \
+      > "$OUT/$tag/r$r.log" 2>&1 &
+}
+
+run_truth() {  # NAME TAG LATE
+  local name="$1" tag="$2" late="$3" pids=()
+  RANK_ENV=(NCCL_COMM_ID=127.0.0.1:$((port + 1)))
+  for ((r = 0; r < N; r++)); do
+    local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
+    driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+
+run_hybrid() {  # NAME TAG REAL-RANKS LATE
+  local name="$1" tag="$2" reals="$3" late="$4" pids=()
+  local sock="/tmp/prism-fid-$tag.sock" metrics="127.0.0.1:$((port + 2))"
+  "$B/prismd" --graph "$D/$name/graph" --real-ranks "$reals" --nccl-comm-id "127.0.0.1:$((port + 1))" \
+    --listen "unix://$sock" --metrics-address "$metrics" --record-sessions "$OUT/$tag/sessions.rec" \
+    ${PRISMD_FLAGS:-} > "$OUT/$tag/prismd.log" 2>&1 &
+  local pd=$!
+  for _ in $(seq 100); do [[ -S "$sock" ]] && break; sleep 0.1; done
+  RANK_ENV=(NCCL_COMM_ID=127.0.0.1:$((port + 1)) PRISM_DAEMON="unix://$sock")
+  for r in ${reals//,/ }; do
+    local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
+    driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics',timeout=5).read().decode())" \
+    > "$OUT/$tag/metrics.txt" 2>/dev/null || true
+  python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/status',timeout=5).read().decode())" \
+    > "$OUT/$tag/status.json" 2>/dev/null || true
+  kill -TERM "$pd"; wait "$pd"
+}
+
+for run in "$@"; do
+  name="${run%%:*}"; kind="${run#*:}"
+  # shellcheck disable=SC1090
+  source "$D/$name/meta.env"
+  tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
+  t0=$(date +%s.%N)
+  case "$kind" in
+    truth) run_truth "$name" "$tag" 0 ;;
+    truth-late) run_truth "$name" "$tag" 1 ;;
+    hybrid1) run_hybrid "$name" "$tag" 0 0 ;;
+    hybrid1-late) run_hybrid "$name" "$tag" 0 1 ;;
+    hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;
+    *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
+  esac
+  echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
+done
+python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"
+tar -C "$OUT" -czf "$OUT/results.tgz" --exclude='nccl.*.log' --exclude='mps-*' $(cd "$OUT" && ls -d */ 2>/dev/null) 2>/dev/null
+tar -C "$OUT" -czf "$OUT/nccl-logs.tgz" $(cd "$OUT" && find . -name 'nccl.*.log' | head -64) 2>/dev/null || true

@@ -1,0 +1,132 @@
+#include "daemon/hybrid/session_recorder.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace prism::daemon {
+namespace {
+
+constexpr const char* kFormat = "prism-session-recording/1";
+
+template <typename Msg>
+std::string Encode(const Msg& m) {
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return absl::Base64Escape(bytes);
+}
+
+template <typename Msg>
+bool Decode(const std::string& text, Msg* m) {
+  std::string bytes;
+  return absl::Base64Unescape(text, &bytes) && m->ParseFromString(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SessionRecorder>> SessionRecorder::Open(const std::string& path,
+                                                                       int64_t start_realtime_ns,
+                                                                       int64_t lookahead_ns,
+                                                                       const std::vector<uint32_t>& real_ranks,
+                                                                       const std::string& graph_name) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--record-sessions ", path, ": cannot create it: ", std::strerror(errno)));
+  std::unique_ptr<SessionRecorder> r(new SessionRecorder(f));
+  nlohmann::ordered_json h;
+  h["format"] = kFormat;
+  h["start_realtime_ns"] = start_realtime_ns;
+  h["lookahead_ns"] = lookahead_ns;
+  h["real_ranks"] = real_ranks;
+  h["graph"] = graph_name;
+  r->Line(h.dump());
+  return r;
+}
+
+SessionRecorder::~SessionRecorder() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void SessionRecorder::Line(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fputs(text.c_str(), file_);
+  std::fputc('\n', file_);
+  std::fflush(file_);
+}
+
+void SessionRecorder::Communicator(int64_t at, const CommDescription& c) {
+  nlohmann::ordered_json j;
+  j["at"] = at;
+  j["comm"] = {{"hash", c.comm_hash}, {"graph_comm", c.graph_comm}, {"name", c.name}, {"members", c.members}};
+  Line(j.dump());
+}
+
+void SessionRecorder::Events(int64_t at, uint64_t session, const rpc::EventBatch& batch) {
+  nlohmann::ordered_json j;
+  j["at"] = at;
+  j["session"] = session;
+  j["events"] = Encode(batch);
+  Line(j.dump());
+}
+
+void SessionRecorder::Schedule(int64_t at, uint64_t session, const rpc::OpSchedule& s) {
+  nlohmann::ordered_json j;
+  j["at"] = at;
+  j["session"] = session;
+  j["schedule"] = Encode(s);
+  Line(j.dump());
+}
+
+absl::StatusOr<Recording> ReadRecording(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the recording"));
+  Recording rec;
+  std::string text;
+  int line = 0;
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", why));
+  };
+  while (std::getline(in, text)) {
+    ++line;
+    if (text.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+    if (line == 1) {
+      if (j.value("format", "") != kFormat) return bad(absl::StrCat("not a ", kFormat, " recording"));
+      rec.start_realtime_ns = j.value("start_realtime_ns", int64_t{0});
+      rec.lookahead_ns = j.value("lookahead_ns", int64_t{0});
+      rec.real_ranks = j.value("real_ranks", std::vector<uint32_t>{});
+      rec.graph = j.value("graph", "");
+      continue;
+    }
+    RecordedLine r;
+    r.at = j.value("at", int64_t{0});
+    r.session = j.value("session", uint64_t{0});
+    if (j.contains("comm")) {
+      r.kind = RecordedLine::kCommunicator;
+      const auto& c = j["comm"];
+      r.comm.comm_hash = c.value("hash", uint64_t{0});
+      r.comm.graph_comm = c.value("graph_comm", int64_t{-1});
+      r.comm.name = c.value("name", "");
+      r.comm.members = c.value("members", std::vector<uint32_t>{});
+    } else if (j.contains("events")) {
+      r.kind = RecordedLine::kEvents;
+      if (!Decode(j["events"].get<std::string>(), &r.events)) return bad("events do not decode");
+    } else if (j.contains("schedule")) {
+      r.kind = RecordedLine::kSchedule;
+      if (!Decode(j["schedule"].get<std::string>(), &r.schedule)) return bad("schedule does not decode");
+    } else {
+      return bad("unknown line kind");
+    }
+    rec.lines.push_back(std::move(r));
+  }
+  if (line == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": empty recording"));
+  return rec;
+}
+
+}  // namespace prism::daemon
