@@ -63,6 +63,16 @@ class IterationCounter final : public EngineObserver {
   void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
     if (next_) next_->OnRealRankOpComplete(rank, op, at);
   }
+  void OnWorld(const EngineWorld& world) override {
+    if (next_) next_->OnWorld(world);
+  }
+  void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
+    if (next_) next_->OnVirtualMembersArrived(comm, call, arrived);
+  }
+  void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index, Nanoseconds ready,
+                           Bytes bytes) override {
+    if (next_) next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
+  }
 
  private:
   EngineObserver* next_;

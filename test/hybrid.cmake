@@ -1,0 +1,9 @@
+# prismd's hybrid mode without sockets: the HybridScheduler, the engine and a
+# test harness acting as the real ranks' plugins (test/hybrid_harness.h), and
+# the replay of recorded GPU-host sessions (test/fixtures/hybrid/).
+if(TARGET prism_hybrid AND TARGET prism_graphgen)
+  add_executable(hybrid_tests hybrid_harness.cc hybrid_scheduler_test.cc)
+  target_include_directories(hybrid_tests PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(hybrid_tests PRIVATE prism_test_main prism_hybrid prism_graphgen)
+  catch_discover_tests(hybrid_tests TEST_PREFIX "hybrid.")
+endif()

@@ -1,0 +1,126 @@
+#include "test/hybrid_harness.h"
+
+#include <time.h>
+
+#include "daemon/hybrid/real_rank_programs.h"
+
+namespace prism::testing {
+
+int64_t RealtimeNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead)
+    : graph_(std::move(graph)), pacer_([&] {
+        engine::RealtimeOptions rt;
+        rt.lookahead = lookahead;
+        return rt;
+      }()) {
+  pacer_.Start();
+  auto programs = daemon::RealRankPrograms::Build(graph_, real);
+  daemon::HybridSchedulerOptions so;
+  so.link_bits_per_second = graph_.cluster().nic().bandwidth_bps();
+  so.link_latency_ns = static_cast<int64_t>(graph_.cluster().nic().latency_ns());
+  so.max_divergence_logs = 3;
+  so.matched_logs = 0;
+  scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
+  rpc::Hello hello;
+  scheduler_->OnSessionOpened(1, hello, this);
+  engine::SimulationOptions o;
+  o.real_ranks = std::move(real);
+  o.inbox = &inbox_;
+  o.pacer = &pacer_;
+  o.observer = scheduler_.get();
+  o.report_when_stopped = true;
+  engine_ = std::thread([this, o] { result_ = engine::Simulate(graph_, o); });
+}
+
+HybridHarness::~HybridHarness() { Stop(); }
+
+absl::StatusOr<engine::SimulationResult> HybridHarness::Stop() {
+  if (!stopped_) {
+    stopped_ = true;
+    inbox_.Post(engine::StopRequest{});
+    engine_.join();
+  }
+  return std::move(result_);
+}
+
+void HybridHarness::Communicator(uint64_t hash, int64_t graph_comm, std::vector<uint32_t> members) {
+  daemon::CommDescription c;
+  c.comm_hash = hash;
+  c.graph_comm = graph_comm;
+  c.name = "comm" + std::to_string(graph_comm);
+  c.members = std::move(members);
+  scheduler_->OnCommunicator(c);
+}
+
+void HybridHarness::Record(const rpc::ScheduleBatch& b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& s : b.ops()) schedules_.push_back(s);
+  cv_.notify_all();
+}
+
+void HybridHarness::Feed(daemon::SessionId session, const rpc::EventBatch& batch) {
+  rpc::ScheduleBatch reply;
+  scheduler_->OnEvents(session, batch, &reply);
+  Record(reply);
+}
+
+bool HybridHarness::PushSchedules(daemon::SessionId id, rpc::ScheduleBatch batch) {
+  Record(batch);
+  return true;
+}
+
+std::optional<rpc::OpSchedule> HybridHarness::WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<rpc::OpSchedule> found;
+  cv_.wait_for(lock, timeout, [&] {
+    for (auto it = schedules_.rbegin(); it != schedules_.rend(); ++it)
+      if (it->key().comm_hash() == key.comm_hash() && it->key().kind() == key.kind() && it->key().seq() == key.seq() &&
+          it->key().peer() == key.peer()) {
+        found = *it;
+        return true;
+      }
+    return false;
+  });
+  return found;
+}
+
+std::vector<rpc::OpSchedule> HybridHarness::AllSchedules() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return schedules_;
+}
+
+rpc::OpKey Key(uint64_t hash, rpc::OpKind kind, uint64_t seq, int32_t peer) {
+  rpc::OpKey k;
+  k.set_comm_hash(hash);
+  k.set_kind(kind);
+  k.set_seq(seq);
+  k.set_peer(peer);
+  return k;
+}
+
+void AddStarted(rpc::EventBatch* b, uint64_t op_id, const rpc::OpKey& key, int32_t comm_rank, int32_t comm_size,
+                uint64_t bytes, int64_t at_ns, bool ring) {
+  auto* s = b->add_events()->mutable_op_started();
+  s->set_op_id(op_id);
+  *s->mutable_key() = key;
+  s->set_comm_rank(comm_rank);
+  s->set_comm_size(comm_size);
+  s->set_bytes(bytes);
+  s->set_algorithm(ring ? rpc::OP_ALGO_RING : rpc::OP_ALGO_UNKNOWN);
+  s->set_channels(2);
+  s->set_at_ns(static_cast<uint64_t>(at_ns));
+}
+
+void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int64_t end_ns) {
+  auto* f = b->add_events()->mutable_op_finished();
+  f->set_op_id(op_id);
+  f->set_first_send_ns(static_cast<uint64_t>(first_send_ns));
+  f->set_end_ns(static_cast<uint64_t>(end_ns));
+}
+
+}  // namespace prism::testing

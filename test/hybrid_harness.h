@@ -1,0 +1,71 @@
+// Test harness for prismd's hybrid scheduling without sockets or GPUs: a
+// graph, the HybridScheduler and the replay engine (paced to the wall
+// clock) on its own thread, and a capturing ScheduleSink. Tests act as the
+// real ranks' plugins by calling Feed() with the events a plugin would send.
+#ifndef PRISM_TEST_HYBRID_HARNESS_H_
+#define PRISM_TEST_HYBRID_HARNESS_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "daemon/engine/simulation.h"
+#include "daemon/hybrid/hybrid_scheduler.h"
+#include "proto/graph.pb.h"
+
+namespace prism::testing {
+
+class HybridHarness : public daemon::ScheduleSink {
+ public:
+  // Starts the engine (real ranks `real`, lookahead `lookahead`).
+  HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20));
+  ~HybridHarness() override;
+
+  daemon::HybridScheduler& scheduler() { return *scheduler_; }
+  const engine::WallClockPacer& pacer() const { return pacer_; }
+
+  // The bootstrap announced a communicator.
+  void Communicator(uint64_t hash, int64_t graph_comm, std::vector<uint32_t> members);
+  // One batch from session `session`; replies are captured like pushes.
+  void Feed(daemon::SessionId session, const rpc::EventBatch& batch);
+
+  // The newest schedule for `key` (from a reply or a push), waiting up to `timeout`.
+  std::optional<rpc::OpSchedule> WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout);
+  std::vector<rpc::OpSchedule> AllSchedules();
+
+  // ScheduleSink
+  bool PushSchedules(daemon::SessionId id, rpc::ScheduleBatch batch) override;
+
+  // Stops the engine; returns its result (report) or error.
+  absl::StatusOr<engine::SimulationResult> Stop();
+
+ private:
+  void Record(const rpc::ScheduleBatch& b);
+
+  graph::Graph graph_;
+  engine::EngineInbox inbox_;
+  engine::WallClockPacer pacer_;
+  std::unique_ptr<daemon::HybridScheduler> scheduler_;
+  std::thread engine_;
+  absl::StatusOr<engine::SimulationResult> result_ = absl::UnknownError("running");
+  bool stopped_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<rpc::OpSchedule> schedules_;
+};
+
+// Keys and events as a plugin would build them.
+rpc::OpKey Key(uint64_t hash, rpc::OpKind kind, uint64_t seq, int32_t peer = -1);
+void AddStarted(rpc::EventBatch* b, uint64_t op_id, const rpc::OpKey& key, int32_t comm_rank, int32_t comm_size,
+                uint64_t bytes, int64_t at_ns, bool ring = true);
+void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int64_t end_ns);
+int64_t RealtimeNow();
+
+}  // namespace prism::testing
+
+#endif  // PRISM_TEST_HYBRID_HARNESS_H_

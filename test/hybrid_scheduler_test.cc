@@ -1,0 +1,96 @@
+// The hybrid path plugin -> session -> engine -> session -> plugin without
+// sockets: a real rank's reported NCCL operations drive the engine, and the
+// engine's virtual peers come back as operation schedules (docs/timing.md).
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "graphgen/fidelity_graph.h"
+#include "test/hybrid_harness.h"
+
+namespace g = prism::graph;
+using prism::testing::AddFinished;
+using prism::testing::AddStarted;
+using prism::testing::HybridHarness;
+using prism::testing::Key;
+using prism::testing::RealtimeNow;
+
+namespace {
+
+g::Graph SweepGraph(const std::vector<std::string>& ops, uint32_t world, uint32_t reps) {
+  prism::graphgen::FidelitySpec s;
+  s.name = "t";
+  s.kind = "sweep";
+  s.world = world;
+  s.ops = ops;
+  s.sizes = {1 << 20};
+  s.iterations = reps;
+  s.warmup = 0;
+  s.link_gbps = 10;
+  s.link_latency_us = 10;
+  return *prism::graphgen::GenerateFidelityGraph(s);
+}
+
+constexpr uint64_t kWorldHash = 0xabcdef;
+
+}  // namespace
+
+TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual members arrived", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 3), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    prism::rpc::EventBatch b;
+    const int64_t t = RealtimeNow();
+    AddStarted(&b, seq + 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq), 0, 4, 1 << 20, t);
+    h.Feed(1, b);
+    auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq), std::chrono::seconds(5));
+    if (!s) {
+      auto r = h.Stop();
+      const std::string why = r.ok() ? std::string("engine ok") : std::string(r.status().message());
+      FAIL(why);
+    }
+    CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
+    CHECK(s->ready_ns() > 0);
+    prism::rpc::EventBatch f;
+    AddFinished(&f, seq + 1, t + 100'000, t + 2'000'000);
+    h.Feed(1, f);
+  }
+  auto r = h.Stop();
+  REQUIRE(r.ok());
+  CHECK(h.scheduler().counters().ops_matched == 3);
+  CHECK(h.scheduler().counters().ops_unmatched == 0);
+}
+
+TEST_CASE("after all-reduces, a virtual sender's send to the real rank becomes a STREAM schedule", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 2), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  uint64_t id = 1;
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    prism::rpc::EventBatch b;
+    const int64_t t = RealtimeNow();
+    AddStarted(&b, id, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq), 0, 4, 1 << 20, t);
+    AddFinished(&b, id, t + 100'000, t + 1'000'000);
+    ++id;
+    h.Feed(1, b);
+  }
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    prism::rpc::EventBatch b;
+    const int64_t t = RealtimeNow();
+    AddStarted(&b, id, Key(kWorldHash, prism::rpc::OP_SEND, seq, 1), 0, 4, 1 << 20, t, false);
+    AddStarted(&b, id + 1, Key(kWorldHash, prism::rpc::OP_RECV, seq, 3), 0, 4, 1 << 20, t, false);
+    h.Feed(1, b);
+    auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_RECV, seq, 3), std::chrono::seconds(5));
+    INFO("receive " << seq);
+    REQUIRE(s.has_value());
+    CHECK(s->mode() == prism::rpc::OpSchedule::STREAM);
+    CHECK(s->ready_ns() > 0);
+    prism::rpc::EventBatch f;
+    AddFinished(&f, id, t + 10'000, t + 900'000);
+    AddFinished(&f, id + 1, 0, t + 950'000);
+    h.Feed(1, f);
+    id += 2;
+  }
+  auto r = h.Stop();
+  REQUIRE(r.ok());
+  CHECK(h.scheduler().counters().ops_unmatched == 0);
+}
