@@ -36,6 +36,19 @@ std::shared_ptr<VirtualPeers> NetContext::virtual_peers() {
   return virtual_peers_;
 }
 
+std::string Plugin::DescribeBadComm(void* comm) const {
+  if (comm == nullptr) return "a null comm";
+  char text[96];
+  std::snprintf(text, sizeof(text), "comm %p (kind %08x)", comm,
+                static_cast<unsigned>(static_cast<NetComm*>(comm)->object_kind()));
+  return text;
+}
+
+Result Plugin::BadArgument(const char* call, const std::string& what) const {
+  PRISM_WARN(logger_, "%s: invalid argument from NCCL: %s", call, what.c_str());
+  return prism_ncclInvalidArgument;
+}
+
 Plugin& ThePlugin() {
   static Plugin* plugin = new Plugin();  // never destroyed (see plugin.h)
   return *plugin;
@@ -161,9 +174,10 @@ Result Plugin::GetProperties(int dev, prism_ncclNetProperties_v11_t* props) {
 
 Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   *listen_comm = nullptr;
-  if (dev < 0 || dev >= settings_.nic.count || handle == nullptr) return prism_ncclInvalidArgument;
+  if (dev < 0 || dev >= settings_.nic.count || handle == nullptr)
+    return BadArgument("listen", "device " + std::to_string(dev) + " or a null handle");
   NetContext* context = ContextOrDefault(ctx);
-  if (context == nullptr) return prism_ncclInvalidArgument;
+  if (context == nullptr) return BadArgument("listen", "unknown net context");
   std::string why;
   RealListenHandle h;
   int fd = OpenListener(local_ipv4_be_, &h.port_be, &why);
@@ -190,7 +204,7 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
 Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
   *send_comm = nullptr;
   NetContext* context = ContextOrDefault(ctx);
-  if (context == nullptr || handle == nullptr) return prism_ncclInvalidArgument;
+  if (context == nullptr || handle == nullptr) return BadArgument("connect", "unknown net context or null handle");
   const uint64_t magic = HandleMagic(handle);
   std::unique_ptr<NetComm> comm;
   if (magic == kVirtualHandleMagic) {
@@ -226,17 +240,20 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
 Result Plugin::Accept(void* listen_comm, void** recv_comm) {
   *recv_comm = nullptr;
   auto* l = CheckedCast<ListenComm>(listen_comm, ObjectKind::kListenComm);
-  if (l == nullptr) return prism_ncclInvalidArgument;
+  if (l == nullptr) return BadArgument("accept", "the listen comm is not one listen returned");
   std::unique_ptr<NetComm> comm;
   Result r = l->Accept(&comm);
   *recv_comm = comm.release();
+  if (*recv_comm != nullptr)
+    PRISM_INFO(logger_, "accept on listen %llx: receive comm %p", static_cast<unsigned long long>(l->handle().listen_id),
+               *recv_comm);
   return r;
 }
 
 Result Plugin::CloseListen(void* listen_comm) {
   if (listen_comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
   auto* l = CheckedCast<ListenComm>(listen_comm, ObjectKind::kListenComm);
-  if (l == nullptr) return prism_ncclInvalidArgument;
+  if (l == nullptr) return BadArgument("closeListen", "the listen comm is not one listen returned");
   delete l;
   return prism_ncclSuccess;
 }
@@ -257,17 +274,17 @@ Result Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhand
 Result Plugin::DeregMr(void* comm, void* mhandle) {
   if (mhandle == nullptr) return prism_ncclSuccess;
   auto* mr = CheckedCast<MemRegion>(mhandle, ObjectKind::kMemRegion);
-  if (mr == nullptr) return prism_ncclInvalidArgument;
+  if (mr == nullptr) return BadArgument("deregMr", "the memory handle is not one regMr returned");
   delete mr;
   return prism_ncclSuccess;
 }
 
 Result Plugin::Isend(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                      void** request) {
-  if (request == nullptr) return prism_ncclInvalidArgument;
+  if (request == nullptr) return BadArgument("isend", "no request pointer");
   *request = nullptr;
   auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
-  if (c == nullptr) return prism_ncclInvalidArgument;
+  if (c == nullptr) return BadArgument("isend", DescribeBadComm(comm) + " is not a send comm this plugin made");
   MessageTag op;
   OpTracker::Resolve(prof_fn_.load(std::memory_order_acquire), phandle, &op);
   return c->Isend(data, size, tag, CheckedCast<MemRegion>(mhandle, ObjectKind::kMemRegion), op, request);
@@ -276,10 +293,12 @@ Result Plugin::Isend(void* comm, void* data, size_t size, int tag, void* mhandle
 Result Plugin::Irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                      void** phandles, void** request) {
   if (request == nullptr || n < 1 || n > kMaxGroupedRecvs || data == nullptr || sizes == nullptr)
-    return prism_ncclInvalidArgument;
+    return BadArgument("irecv", "n=" + std::to_string(n) + " (1.." + std::to_string(kMaxGroupedRecvs) +
+                                    ") or a null request/data/sizes pointer");
   *request = nullptr;
   auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
-  if (c == nullptr) return prism_ncclInvalidArgument;
+  if (c == nullptr)
+    return BadArgument("irecv", DescribeBadComm(comm) + " is not a receive comm this plugin made");
   const prism_ncclProfilerCallback_t prof_fn = prof_fn_.load(std::memory_order_acquire);
   MessageTag ops[kMaxGroupedRecvs];
   const MemRegion* mrs[kMaxGroupedRecvs] = {};
@@ -298,20 +317,21 @@ Result Plugin::Iflush(void* comm, int n, void** data, int* sizes, void** mhandle
 }
 
 Result Plugin::Test(void* request, int* done, int* sizes) {
-  if (done == nullptr) return prism_ncclInvalidArgument;
+  if (done == nullptr) return BadArgument("test", "no done pointer");
   if (request == nullptr) {
     *done = 1;
     return prism_ncclSuccess;
   }
   auto* r = CheckedCast<Request>(request, ObjectKind::kRequest);
-  if (r == nullptr) return prism_ncclInvalidArgument;
+  if (r == nullptr) return BadArgument("test", "the request is not one isend/irecv returned");
   return r->Test(done, sizes);
 }
 
 Result Plugin::CloseComm(void* comm) {
   if (comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
   auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
-  if (c == nullptr) return prism_ncclInvalidArgument;
+  if (c == nullptr) return BadArgument("close", "the comm is not one this plugin made");
+  PRISM_INFO(logger_, "close comm %p", comm);
   c->Close();
   delete c;
   return prism_ncclSuccess;

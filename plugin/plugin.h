@@ -104,6 +104,9 @@ class Plugin {
  private:
   Result InitOnce();
   NetContext* ContextOrDefault(void* ctx);
+  // Logs what NCCL passed wrong and returns ncclInvalidArgument.
+  Result BadArgument(const char* call, const std::string& what) const;
+  std::string DescribeBadComm(void* comm) const;
 
   std::once_flag once_;
   Result once_result_ = prism_ncclSuccess;

@@ -138,7 +138,10 @@ Result VirtualRecvComm::Fail(const std::string& why) {
 Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
                               const MemRegion* const* mrs, const MessageTag* ops, void** request) {
   *request = nullptr;
-  if (n < 1 || n > kMaxSlots) return prism_ncclInvalidArgument;
+  if (n < 1 || n > kMaxSlots) {
+    PRISM_WARN(*env_.logger, "irecv of %d buffers on a virtual connection (1..%d)", n, kMaxSlots);
+    return prism_ncclInvalidArgument;
+  }
   std::string why;
   if (!session_->Healthy(false, &why)) return Fail(why);
   RecvRequest* req = nullptr;

@@ -224,7 +224,7 @@ class Runner:
         a, torch = self.a, self.torch
         result = {"rank": a.rank, "world": a.world, "mode": a.mode, "spec": self.summary["job"]["name"]}
         if a.mode == "step":
-            marks = []
+            marks, timed = [], []
             for it in range(a.iterations):
                 extra = int(a.late_ms * 1e6) if it == a.late_iteration else 0
                 if a.cpu:
@@ -234,7 +234,7 @@ class Runner:
                 ev = torch.cuda.Event(enable_timing=True)
                 ev.record(self.compute)
                 marks.append(ev)
-                self.run_iteration(extra, None)
+                self.run_iteration(extra, timed if it >= a.warmup else None)
             if a.cpu:
                 marks.append(time.perf_counter())
                 times = [1e3 * (marks[i + 1] - marks[i]) for i in range(len(marks) - 1)]
@@ -246,6 +246,13 @@ class Runner:
                 times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
             result["iteration_ms"] = [round(t, 4) for t in times]
             result["warmup"] = a.warmup
+            if timed:  # where the time goes: communication ops by kind (label without the numbers)
+                per_kind = {}
+                for label, s, e in timed:
+                    kind = re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip()
+                    per_kind.setdefault(kind, []).append(s.elapsed_time(e) * 1e3)
+                result["comm_us"] = {k: {"median": round(statistics.median(v), 1), "n": len(v)}
+                                     for k, v in per_kind.items()}
         else:
             timed = []
             self.run_iteration(0, timed)

@@ -22,6 +22,14 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
 port=29700
 
+# A client killed mid-run (a timeout) can leave MPS refusing new clients
+# ("CUDA-capable device(s) is/are busy or unavailable"): a fresh server per run.
+restart_mps() {
+  echo quit | nvidia-cuda-mps-control; sleep 1
+  pkill -f "$here/driver.py" 2>/dev/null; sleep 0.2
+  nvidia-cuda-mps-control -d
+}
+
 rank_env() {  # NAME TAG: the environment every rank of a run gets
   local tag="$2"
   echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
@@ -79,6 +87,7 @@ for run in "$@"; do
   # shellcheck disable=SC1090
   source "$D/$name/meta.env"
   tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
+  restart_mps
   t0=$(date +%s.%N)
   case "$kind" in
     truth) run_truth "$name" "$tag" 0 ;;

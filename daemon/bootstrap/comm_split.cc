@@ -56,11 +56,21 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     const bool any_real = std::any_of(members.begin(), members.end(), [&](uint32_t g) { return plan.IsReal(g); });
     const bool any_virtual =
         std::any_of(members.begin(), members.end(), [&](uint32_t g) { return !plan.IsReal(g); });
+    const uint64_t hash = ChildCommHash(parent.hash, split.split_count, color);
     if (!any_real || !any_virtual) {
       if (planned) c_.comms->MarkPlanDone(pc.id);
+      // A child of real ranks only needs no emulation, but its operations are
+      // still the real ranks' program: tell the hybrid scheduler its hash.
+      if (!any_virtual && c_.broker != nullptr) {
+        daemon::CommDescription d;
+        d.comm_hash = hash;
+        d.graph_comm = planned ? static_cast<int64_t>(pc.id) : -1;
+        d.name = pc.name;
+        d.members = members;
+        c_.broker->CommunicatorKnown(d);
+      }
       continue;
     }
-    const uint64_t hash = ChildCommHash(parent.hash, split.split_count, color);
     LiveComm& child = c_.comms->Create(pc, members, hash, hash, parent.live_id);
     split.children_by_color[color] = child.live_id;
     planned_child_live |= planned;
