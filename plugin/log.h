@@ -32,7 +32,7 @@ class Logger {
 }  // namespace prism::plugin
 
 #define PRISM_WARN(logger, ...) \
-  (logger).Log(PRISM_NCCL_LOG_WARN, kPrismNcclLogNet, __FILE__, __LINE__, __VA_ARGS__)
+  (logger).Log(PRISM_NCCL_LOG_WARN, ~0ul, __FILE__, __LINE__, __VA_ARGS__)  /* every subsystem: never filtered */
 #define PRISM_INFO(logger, ...)                                                         \
   (logger).Log(PRISM_NCCL_LOG_INFO, kPrismNcclLogNet | kPrismNcclLogInit, __FILE__, __LINE__, \
                __VA_ARGS__)
