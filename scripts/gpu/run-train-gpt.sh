@@ -124,25 +124,30 @@ part_truth() {  # 8 real ranks, each its own host, links shaped like the graph's
 part_prism() {
   local n reals mode; IFS=: read -r _ n reals mode <<< "$1"
   local label="prism-$n-r${reals//,/_}${mode:+-$mode}" dir="$OUT/prism-$n-r${reals//,/_}${mode:+-$mode}"
-  local base=$((29000 + 40 * (${#label} % 10) + RANDOM % 20)) sock="/tmp/prismd-train-gpt-$$.sock"
-  local comm_id="127.0.0.1:$base" mport=$((base + 1)) store=$((base + 2)) extra=() rc=0
+  local base=$((29000 + 40 * (${#label} % 10) + RANDOM % 20))
+  local mport=$((base + 1)) store=$((base + 2)) extra=() rc=0
   [[ $mode == eager ]] && extra=(--device-id)
-  mkdir -p "$dir"; echo "== $label: prismd + prism run, real ranks $reals of $n ${mode:-lazy}"
+  mkdir -p "$dir"; echo "== $label: scripts/prism run (starts prismd, store mode), real ranks $reals of $n ${mode:-lazy}"
   [[ -f $(graph_of "$n") ]] || { echo "missing $(graph_of "$n") (see the header)"; return; }
-  "$bundle/prismd" --graph "$(graph_of "$n")" --real-ranks "$reals" --nccl-comm-id "$comm_id" \
-    --listen "unix://$sock" --metrics-address "127.0.0.1:$mport" --iterations "$ITERS" > "$dir/prismd.log" 2>&1 &
-  local pd=$!; pids_to_kill+=("$pd")
-  for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-  ( while kill -0 "$pd" 2> /dev/null; do curl -s -m 1 "127.0.0.1:$mport/status" >> "$dir/status.jsonl"; sleep 2; done ) &
-  local poller=$!
+  # prism run starts prismd itself (it hosts PyTorch's store and learns every
+  # NCCL id from it), so this is exactly what a user types. The poller keeps
+  # the last /status, /metrics and page, since prismd stops with the run.
+  ( sleep 1; while :; do
+      curl -s -m 1 "127.0.0.1:$mport/status" >> "$dir/status.jsonl" || true
+      curl -s -m 1 "127.0.0.1:$mport/metrics" > "$dir/metrics.tmp" && [[ -s $dir/metrics.tmp ]] && mv "$dir/metrics.tmp" "$dir/metrics.txt"
+      code=$(curl -s -m 1 -o "$dir/page.tmp" -w '%{http_code}' "127.0.0.1:$mport/") && [[ $code == 200 ]] &&
+        mv "$dir/page.tmp" "$dir/page.html"
+      sleep 2; done ) &
+  local poller=$!; pids_to_kill+=("$poller")
   local timeout_s="${STEP_TIMEOUT:-$([[ $n -ge 8192 ]] && echo 300 || echo 150)}"
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$n")" --world "$n" \
-    --ranks "$reals" --daemon "unix://$sock" --plugin "$plugin" --comm-id "$comm_id" --store-port "$store" \
+    --ranks "$reals" --plugin "$plugin" --prismd "$bundle/prismd" --metrics-port "$mport" --store-port "$store" \
+    --log-dir "$dir" --prismd-arg=--iterations --prismd-arg="$ITERS" \
     -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" "${extra[@]}" > "$dir/run.log" 2>&1 || rc=$?
-  local page; page=$(curl -s -m 2 -o "$dir/page.html" -w '%{http_code}' "127.0.0.1:$mport/")
-  curl -s -m 2 "127.0.0.1:$mport/metrics" > "$dir/metrics.txt"
-  kill -TERM "$pd" 2> /dev/null; wait "$pd" 2> /dev/null; kill "$poller" 2> /dev/null
-  for r in ${reals//,/ }; do grep -a "\"rank\": ${r}[,}]" "$dir/run.log" > "$dir/rank$r.log"; done
+  kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
+  local page=000; [[ -s $dir/page.html ]] && page=200
+  touch "$dir/metrics.txt" "$dir/status.jsonl"
+  # prism run wrote rank<R>.log (each rank's output) and prismd.log into $dir.
   local status
   status=$("$py" - "$dir/status.jsonl" "$dir/metrics.txt" "$page" <<'PY'
 import json, re, sys
