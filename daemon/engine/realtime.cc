@@ -38,6 +38,13 @@ void WallClockPacer::Start() {
   start_realtime_ns_ = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+void WallClockPacer::StartAtRealtime(int64_t start_realtime_ns) {
+  Start();
+  const int64_t since = start_realtime_ns_ - start_realtime_ns;
+  start_ -= std::chrono::nanoseconds(since);
+  start_realtime_ns_ = start_realtime_ns;
+}
+
 Nanoseconds WallClockPacer::Now() const {
   return Nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
                          .count());

@@ -63,7 +63,12 @@ struct RankCompletedOp {
 // Ends Run() at the next event boundary (Run returns Cancelled).
 struct StopRequest {};
 
-using InboxEvent = std::variant<RankReachedOp, RankCompletedOp, StopRequest>;
+// "Nothing more will be posted" (a replay of recorded sessions): Run() plays
+// every queued event, then ends instead of waiting for the real ranks. It
+// returns OK if every rank finished, else Cancelled like a StopRequest.
+struct EndOfInput {};
+
+using InboxEvent = std::variant<RankReachedOp, RankCompletedOp, StopRequest, EndOfInput>;
 
 class EngineInbox {
  public:
@@ -106,6 +111,9 @@ class WallClockPacer {
 
   // Emulated time 0 := now.
   void Start();
+  // Emulated time 0 := CLOCK_REALTIME `start_realtime_ns` (a replay of a
+  // recording made by a pacer started then). Now() stays consistent with it.
+  void StartAtRealtime(int64_t start_realtime_ns);
 
   // Waits until event time `t` is due. Returns false when the wait was cut
   // short because the inbox has events (the caller drains and retries).

@@ -194,6 +194,7 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
     stats_.compute_ns += w * took;
   } else if (IsComm(op.kind)) {
     --s.communicating;
+    s.last_comm_done = std::max(s.last_comm_done, now_);
     const int kind = op.kind == OpKind::kSend ? kOpKindSend
                      : op.kind == OpKind::kRecv ? kOpKindRecv
                                                 : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
@@ -251,6 +252,18 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   if (comm_state_[comm].real_members > 0) {
     // Real members finish it for real: virtual members finish when they do.
+    // Until the real end is known, the virtual members' NICs are busy until
+    // the model's end for it, as in an all-virtual instance (other traffic of
+    // theirs queues behind it); FinishMixed extends that to the real end.
+    if (c.shape.SpansNodes()) {
+      int64_t start = in.last;
+      for (uint32_t m : c.members) start = std::max({start, state_[m].nic_tx_busy, state_[m].nic_rx_busy});
+      const int64_t end = AddTime(start, model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count());
+      for (uint32_t m : c.members) {
+        state_[m].nic_tx_busy = std::max(state_[m].nic_tx_busy, end);
+        state_[m].nic_rx_busy = std::max(state_[m].nic_rx_busy, end);
+      }
+    }
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
@@ -275,10 +288,15 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 }
 
 // Every member arrived and every real member finished: the virtual members
-// finish with the last real one. When the real members started after the
-// virtual ones were all there, the real duration is a clean measurement of
-// this collective: all-virtual instances of the same kind, size and shape
-// take it from now on.
+// finish with the last real one. When the real duration is a clean
+// measurement of this collective -- the real members started after the
+// virtual ones were all there, had no other communication in flight
+// meanwhile (DP traffic overlapping a TP all-reduce shares the NIC), and no
+// virtual member's NIC was still busy with other traffic -- all-virtual
+// instances of the same kind, size and shape take it from now on. A
+// measurement stretched by other traffic would slow every all-virtual
+// instance (the hybrid self-check, test/hybrid_self_check_test.cc, catches
+// that).
 void ReplayEngine::FinishMixed(const Instance& in) {
   const int64_t end = std::max(in.real_done, in.last_virtual);
   if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
@@ -289,12 +307,22 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
   if (c.shape.SpansNodes())
-    for (uint32_t m : c.members)
-      if (!world_.actors[m].real) state_[m].nic_tx_busy = state_[m].nic_rx_busy = std::max(state_[m].nic_tx_busy, end);
+    for (uint32_t m : c.members) {
+      state_[m].nic_tx_busy = std::max(state_[m].nic_tx_busy, end);
+      state_[m].nic_rx_busy = std::max(state_[m].nic_rx_busy, end);
+    }
   const int64_t start = std::max(in.real_started, in.last_virtual);
-  if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start)
+  if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
+      VirtualNicsFreeBy(c, start))
     measured_[CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape}] = in.real_done - start;
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+}
+
+bool ReplayEngine::VirtualNicsFreeBy(const EngineComm& c, int64_t start) const {
+  if (!c.shape.SpansNodes()) return true;
+  for (uint32_t m : c.members)
+    if (!world_.actors[m].real && std::max(state_[m].nic_tx_busy, state_[m].nic_rx_busy) > start) return false;
+  return true;
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
@@ -315,6 +343,9 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
     if (waiting != awaiting_real_.end()) in = &waiting->second;
   }
   if (in != nullptr) {
+    // Other communication of this rank in flight now, or ended after this
+    // one's first send: its duration is not this collective's alone.
+    if (s.communicating > 1 || started <= 0 || s.last_comm_done > started) in->real_alone = false;
     in->real_done = std::max(in->real_done, at);
     in->real_started = std::max(in->real_started, started);
     if (in->real_left > 0) --in->real_left;
@@ -478,6 +509,10 @@ absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
       stop_ = true;
       continue;
     }
+    if (std::holds_alternative<EndOfInput>(e)) {
+      input_ended_ = true;
+      continue;
+    }
     uint32_t actor = 0;
     if (const auto* r = std::get_if<RankReachedOp>(&e)) {
       if (auto s = CheckInjected(r->rank, r->op, false, &actor); !s.ok()) return s;
@@ -511,13 +546,18 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
   ActorState& s = state_[actor];
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   const bool end_of_iteration = k == p.ops.size();
-  if (!end_of_iteration) ++s.reached[k];
+  const uint64_t iteration = end_of_iteration ? 0 : s.reached[k]++;  // one instance of op k per iteration
   for (uint32_t st = 0; st < s.streams.size(); ++st) {
-    if (!end_of_iteration && st != p.ops[k].stream) continue;
+    const bool same_stream = end_of_iteration || st == p.ops[k].stream;
+    const uint64_t len = p.stream_ops[st].size();
     // Consecutive compute ops before k all end here: complete one, let the
-    // stream issue the next, repeat.
+    // stream issue the next, repeat. On the other streams, compute ops of
+    // earlier iterations end too: the rank has moved on to the next
+    // iteration (its trailing optimizer step ends when the next iteration's
+    // first operation starts, whichever stream that is on).
     for (int guard = 0; s.streams[st].pending_compute >= 0 && guard < 1 << 20; ++guard) {
       StreamState& ss = s.streams[st];
+      if (!same_stream && (len == 0 || ss.pos == 0 || (ss.pos - 1) / len >= iteration)) break;
       const uint32_t done = static_cast<uint32_t>(ss.pending_compute);
       ss.pending_compute = -1;
       Complete(actor, done, ss.pending_issued);
@@ -578,6 +618,10 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     }
     if (queue_.empty()) {
       if (Finished()) break;
+      if (input_ended_) {  // a replay of recorded sessions that ends before the job does
+        stop_ = true;
+        break;
+      }
       if (has_real && inbox) {
         inbox->WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
         continue;

@@ -157,6 +157,7 @@ class ReplayEngine {
     uint64_t iterations_done = 0;
     int64_t nic_tx_busy = 0, nic_rx_busy = 0, last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
     uint32_t computing = 0, communicating = 0;
+    int64_t last_comm_done = 0;      // when its latest communication op completed
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
   struct Instance {
@@ -166,6 +167,9 @@ class ReplayEngine {
     std::vector<Waiter> waiters;
     uint32_t real_left = 0;              // real members that have not finished it
     int64_t real_done = 0, real_started = 0;
+    // No real member had other communication in flight while it ran: its
+    // real duration is the collective's own (see FinishMixed).
+    bool real_alone = true;
   };
   struct CommState { uint64_t base = 0; std::deque<Instance> pending; uint32_t real_members = 0; };
   struct PendingP2P { uint32_t actor, op; int64_t posted; int64_t real_done = -1; };
@@ -202,6 +206,7 @@ class ReplayEngine {
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   void FinishMixed(const Instance& in);
+  bool VirtualNicsFreeBy(const EngineComm& c, int64_t start) const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
   void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
@@ -230,6 +235,7 @@ class ReplayEngine {
   uint64_t events_ = 0;
   uint64_t iterations_done_ = 0;
   bool stop_ = false;
+  bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
   std::vector<CommState> comm_state_;
   std::vector<uint64_t> iteration_actors_left_;

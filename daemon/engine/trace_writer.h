@@ -39,12 +39,16 @@ class TraceRecorder {
     flows_.push_back({send_actor, send_op, recv_actor, recv_op, send_start, recv_start, end});
   }
 
+  // One traced op: `start` is when the rank issued it, `end` when it completed.
+  struct OpRecord { uint32_t actor, op; Nanoseconds start, end; };
+  // Every op recorded so far, in completion order.
+  const std::vector<OpRecord>& ops() const { return ops_; }
+
   void WriteJson(const graph::Graph& graph, std::ostream& out) const;
   // Writes to `path` atomically (temporary file + rename).
   absl::Status WriteFile(const graph::Graph& graph, const std::string& path) const;
 
  private:
-  struct OpRecord { uint32_t actor, op; Nanoseconds start, end; };
   struct FlowRecord {
     uint32_t send_actor, send_op, recv_actor, recv_op;
     Nanoseconds send_start, recv_start, end;

@@ -248,7 +248,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
               reply, id);
       rr.collective_ready.erase(ready);
     } else {
-      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name)};
+      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s)};
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
@@ -309,9 +309,9 @@ void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nano
       rr.collective_ready[slot] = arrived.count();  // the plugin has not reported the operation yet
       continue;
     }
-    const auto nccl = programs_.CallToNccl(rank, graph_comm, call);
-    const bool mirror = nccl && (nccl->first == rpc::OP_ALL_REDUCE || nccl->first == rpc::OP_ALL_GATHER ||
-                                 nccl->first == rpc::OP_REDUCE_SCATTER);
+    // The mode follows what NCCL reported (algorithm included), as when the
+    // engine's time is known first (HandleStarted).
+    const bool mirror = started->second.mirror;
     Deliver(rank,
             Schedule(started->second.key, mirror ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, arrived.count()),
             nullptr);
@@ -355,6 +355,7 @@ void HybridScheduler::PusherMain() {
     std::deque<Push> batch;
     batch.swap(outbox_);
     ScheduleSink* sink = sink_;
+    pushing_ = true;
     lock.unlock();
     // One message per session for this round.
     std::map<SessionId, rpc::ScheduleBatch> by_session;
@@ -362,7 +363,14 @@ void HybridScheduler::PusherMain() {
     if (sink != nullptr)
       for (auto& [session, b] : by_session) sink->PushSchedules(session, std::move(b));
     lock.lock();
+    pushing_ = false;
+    if (outbox_.empty()) flushed_cv_.notify_all();
   }
+}
+
+void HybridScheduler::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  flushed_cv_.wait(lock, [this] { return stop_ || (outbox_.empty() && !pushing_); });
 }
 
 }  // namespace prism::daemon

@@ -83,6 +83,11 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // the log; never a silent wait).
   std::vector<std::string> StuckReceives(Nanoseconds older_than) const;
 
+  // Blocks until every schedule in the outbox has been handed to the sink
+  // (the end of a replay of recorded sessions; tests). Any thread but the
+  // sink's own PushSchedules.
+  void Flush();
+
   struct Counters {
     uint64_t ops_matched = 0, ops_unmatched = 0, ops_finished = 0;
     uint64_t schedules_pushed = 0, schedules_late = 0;  // late: pushed after the time they give
@@ -97,6 +102,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     rpc::OpKey key;
     int64_t since_ns = 0;  // CLOCK_REALTIME of the report
     std::string what;
+    bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -143,7 +149,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   Counters counters_;
   std::deque<Push> outbox_;
   bool stop_ = false;
+  bool pushing_ = false;                   // the pusher is handing a batch to the sink
   std::condition_variable outbox_cv_;
+  std::condition_variable flushed_cv_;     // outbox empty and nothing being pushed
   std::thread pusher_;
 
   // Metrics (prometheus-cpp objects are thread-safe; owned by the registry).

@@ -1,0 +1,334 @@
+#include "daemon/hybrid/session_replay.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/engine/simulation.h"
+#include "daemon/engine/trace_writer.h"
+#include "daemon/hybrid/hybrid_scheduler.h"
+#include "daemon/hybrid/real_rank_programs.h"
+
+namespace prism::daemon {
+namespace {
+
+// Collects what the scheduler pushes (the session service's role).
+class CollectingSink final : public ScheduleSink {
+ public:
+  bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& s : *batch.mutable_ops()) out_.push_back(SessionSchedule{id, std::move(s)});
+    return true;
+  }
+  void Add(SessionId id, const rpc::ScheduleBatch& reply) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& s : reply.ops()) out_.push_back(SessionSchedule{id, s});
+  }
+  std::vector<SessionSchedule> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(out_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<SessionSchedule> out_;
+};
+
+std::string KeyText(uint64_t session, const rpc::OpKey& k) {
+  return absl::StrCat("session ", session, " ", rpc::OpKind_Name(k.kind()), " #", k.seq(), " comm ", k.comm_hash(),
+                      k.peer() >= 0 ? absl::StrCat(" peer ", k.peer()) : std::string());
+}
+
+// (key text, occurrence) -> schedule: a key scheduled twice is compared in order.
+std::map<std::pair<std::string, int>, const rpc::OpSchedule*> Index(const std::vector<SessionSchedule>& list) {
+  std::map<std::pair<std::string, int>, const rpc::OpSchedule*> out;
+  std::map<std::string, int> seen;
+  for (const SessionSchedule& s : list) {
+    const std::string k = KeyText(s.session, s.schedule.key());
+    out[{k, seen[k]++}] = &s.schedule;
+  }
+  return out;
+}
+
+std::string Difference(const rpc::OpSchedule& e, const rpc::OpSchedule& a, int64_t tolerance_ns) {
+  if (e.mode() != a.mode())
+    return absl::StrCat("mode ", rpc::OpSchedule::Mode_Name(e.mode()), " became ", rpc::OpSchedule::Mode_Name(a.mode()));
+  if (e.unmatched() != a.unmatched()) return absl::StrCat("unmatched ", e.unmatched(), " became ", a.unmatched());
+  if (e.link_bits_per_second() != a.link_bits_per_second() || e.link_latency_ns() != a.link_latency_ns())
+    return absl::StrCat("link ", e.link_bits_per_second(), " b/s + ", e.link_latency_ns(), " ns became ",
+                        a.link_bits_per_second(), " b/s + ", a.link_latency_ns(), " ns");
+  const int64_t d = static_cast<int64_t>(a.ready_ns()) - static_cast<int64_t>(e.ready_ns());
+  if (d > tolerance_ns || -d > tolerance_ns)
+    return absl::StrCat("ready moved by ", d, " ns (", e.ready_ns(), " -> ", a.ready_ns(), ")");
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
+                                                   const std::vector<uint32_t>& trace_ranks) {
+  auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
+  if (!programs.ok()) return programs.status();
+  engine::EngineInbox inbox;
+  engine::WallClockPacer clock(engine::RealtimeOptions{});  // time conversions only: the engine is unpaced
+  clock.StartAtRealtime(recording.start_realtime_ns);
+  HybridSchedulerOptions so;
+  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
+  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  so.max_divergence_logs = 3;
+  so.matched_logs = 0;
+  CollectingSink sink;
+  HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, so);
+  std::set<uint64_t> opened;
+  // Every report goes into the inbox before the engine starts; the engine
+  // then applies each at its own time.
+  for (const RecordedLine& line : recording.lines) {
+    if (line.kind == RecordedLine::kCommunicator) {
+      scheduler.OnCommunicator(line.comm);
+    } else if (line.kind == RecordedLine::kEvents) {
+      if (opened.insert(line.session).second) scheduler.OnSessionOpened(line.session, rpc::Hello(), &sink);
+      rpc::ScheduleBatch reply;
+      scheduler.OnEvents(line.session, line.events, &reply);
+      sink.Add(line.session, reply);
+    }
+  }
+  inbox.Post(engine::EndOfInput{});
+  engine::SimulationOptions o;
+  o.real_ranks = recording.real_ranks;
+  o.inbox = &inbox;
+  o.observer = &scheduler;
+  o.report_when_stopped = true;
+  if (!trace_ranks.empty()) {
+    o.trace_ranks = trace_ranks;
+    o.use_classes = false;
+  }
+  auto result = engine::Simulate(graph, o);
+  if (!result.ok()) return result.status();
+  scheduler.Flush();
+  SessionReplayResult out;
+  out.schedules = sink.Take();
+  const HybridScheduler::Counters c = scheduler.counters();
+  out.ops_matched = c.ops_matched;
+  out.ops_unmatched = c.ops_unmatched;
+  out.divergences = c.divergences;
+  out.engine_finished = !result->report.stopped;
+  out.iteration_times = result->report.iteration_times;
+  if (result->trace != nullptr) out.trace = result->trace->ops();
+  if (result->world != nullptr) out.actor_of_rank = result->world->actor_of_rank;
+  return out;
+}
+
+std::vector<SessionSchedule> RecordedSchedules(const Recording& recording) {
+  std::vector<SessionSchedule> out;
+  for (const RecordedLine& line : recording.lines)
+    if (line.kind == RecordedLine::kSchedule) out.push_back(SessionSchedule{line.session, line.schedule});
+  return out;
+}
+
+std::vector<std::string> CompareSchedules(const std::vector<SessionSchedule>& expected,
+                                          const std::vector<SessionSchedule>& actual, int64_t tolerance_ns,
+                                          size_t max_lines) {
+  const auto e = Index(expected), a = Index(actual);
+  std::vector<std::string> out;
+  size_t total = 0;
+  auto add = [&](std::string line) {
+    if (++total <= max_lines) out.push_back(std::move(line));
+  };
+  for (const auto& [key, sched] : e) {
+    const auto it = a.find(key);
+    if (it == a.end()) {
+      add(absl::StrCat(key.first, ": recorded, not replayed"));
+      continue;
+    }
+    if (std::string d = Difference(*sched, *it->second, tolerance_ns); !d.empty()) add(key.first + ": " + d);
+  }
+  for (const auto& [key, sched] : a)
+    if (e.find(key) == e.end()) add(absl::StrCat(key.first, ": replayed, not recorded"));
+  if (total > max_lines) out.push_back(absl::StrCat("... and ", total - max_lines, " more"));
+  return out;
+}
+
+Recording KeepOperationEvents(const Recording& recording) {
+  Recording out = recording;
+  out.lines.clear();
+  for (const RecordedLine& line : recording.lines) {
+    if (line.kind != RecordedLine::kEvents) {
+      out.lines.push_back(line);
+      continue;
+    }
+    RecordedLine kept = line;
+    kept.events.clear_events();
+    for (const rpc::Event& e : line.events.events())
+      if (e.has_op_started() || e.has_op_finished()) *kept.events.add_events() = e;
+    if (kept.events.events_size() > 0) out.lines.push_back(std::move(kept));
+  }
+  return out;
+}
+
+namespace {
+
+// What ModelRecording knows of one real rank while it walks the model's trace.
+class ModelRankWriter {
+ public:
+  ModelRankWriter(const graph::Graph& graph, uint32_t rank) : graph_(graph), rank_(rank) {
+    const graph::Rank& r = graph.ranks(static_cast<int>(rank));
+    program_ = &graph.programs(static_cast<int>(r.program()));
+    slots_.assign(r.comm_slots().begin(), r.comm_slots().end());
+  }
+
+  static uint64_t HashOf(uint32_t graph_comm) { return 0x5052000000000000ull + graph_comm; }  // "PR" + id
+
+  // Appends (time, is_finish, event) for op `k` if it is a communication op.
+  void Add(uint32_t k, int64_t start, int64_t end, uint64_t* next_op_id,
+           std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>>* out) {
+    const graph::Op& op = program_->ops(static_cast<int>(k));
+    rpc::OpStarted s;
+    uint32_t comm = 0;
+    if (op.has_collective()) {
+      comm = slots_[op.collective().comm_slot()];
+      const rpc::OpKind kind = RealRankPrograms::NcclKind(op.collective().kind());
+      const uint32_t size = Members(comm).size();
+      s.mutable_key()->set_kind(kind);
+      s.mutable_key()->set_seq(collective_seq_[{comm, kind}]++);
+      s.mutable_key()->set_peer(-1);
+      const bool per_rank = kind == rpc::OP_ALL_GATHER || kind == rpc::OP_REDUCE_SCATTER;
+      s.set_bytes(per_rank ? op.collective().bytes() / std::max(size, 1u) : op.collective().bytes());
+      const graph::Algorithm a = op.collective().algorithm();
+      s.set_algorithm(a == graph::ALGORITHM_TREE ? rpc::OP_ALGO_TREE : rpc::OP_ALGO_RING);
+    } else if (op.has_send() || op.has_recv()) {
+      const bool send = op.has_send();
+      comm = slots_[send ? op.send().comm_slot() : op.recv().comm_slot()];
+      const uint32_t peer_field = send ? op.send().peer() : op.recv().peer();
+      const bool relative = send ? op.send().peer_relative() : op.recv().peer_relative();
+      const std::vector<uint32_t>& m = Members(comm);
+      const uint32_t me = CommRank(comm);
+      const uint32_t peer = relative ? (me + peer_field) % m.size() : peer_field;
+      s.mutable_key()->set_kind(send ? rpc::OP_SEND : rpc::OP_RECV);
+      s.mutable_key()->set_seq(p2p_seq_[{m[peer], send}]++);
+      s.mutable_key()->set_peer(static_cast<int32_t>(peer));
+      m_peer_ = m[peer];
+      s.set_bytes(send ? op.send().bytes() : op.recv().bytes());
+    } else {
+      return;
+    }
+    // NCCL completes a send when its last byte has left (the plugin reports
+    // that); the model, when it arrived: one hop's latency apart.
+    if (op.has_send()) end -= HopLatency(m_peer_);
+    const uint64_t id = (*next_op_id)++;
+    s.mutable_key()->set_comm_hash(HashOf(comm));
+    s.set_op_id(id);
+    s.set_comm_rank(static_cast<int32_t>(CommRank(comm)));
+    s.set_comm_size(static_cast<int32_t>(Members(comm).size()));
+    s.set_channels(2);
+    s.set_at_ns(static_cast<uint64_t>(start));
+    rpc::Event started, finished;
+    *started.mutable_op_started() = s;
+    finished.mutable_op_finished()->set_op_id(id);
+    finished.mutable_op_finished()->set_first_send_ns(static_cast<uint64_t>(start));
+    finished.mutable_op_finished()->set_end_ns(static_cast<uint64_t>(end));
+    out->emplace_back(start, 0, rank_, std::move(started));
+    out->emplace_back(end, 1, rank_, std::move(finished));
+  }
+
+ private:
+  int64_t HopLatency(uint32_t peer) const {
+    const bool same_node = graph_.ranks(static_cast<int>(peer)).node() == graph_.ranks(static_cast<int>(rank_)).node();
+    return static_cast<int64_t>(same_node ? graph_.cluster().intra_node().latency_ns()
+                                          : graph_.cluster().nic().latency_ns());
+  }
+
+  const std::vector<uint32_t>& Members(uint32_t comm) {
+    auto it = members_.find(comm);
+    if (it == members_.end()) {
+      const graph::Communicator& c = graph_.communicators(static_cast<int>(comm));
+      it = members_.emplace(comm, std::vector<uint32_t>(c.members().begin(), c.members().end())).first;
+    }
+    return it->second;
+  }
+  uint32_t CommRank(uint32_t comm) {
+    const std::vector<uint32_t>& m = Members(comm);
+    return static_cast<uint32_t>(std::find(m.begin(), m.end(), rank_) - m.begin());
+  }
+
+  const graph::Graph& graph_;
+  uint32_t rank_;
+  const graph::Program* program_ = nullptr;
+  std::vector<uint32_t> slots_;
+  uint32_t m_peer_ = 0;  // the global peer of the send/recv being added
+  std::map<uint32_t, std::vector<uint32_t>> members_;
+  std::map<std::pair<uint32_t, rpc::OpKind>, uint64_t> collective_seq_;
+  std::map<std::pair<uint32_t, bool>, uint64_t> p2p_seq_;  // (global peer, is send)
+};
+
+}  // namespace
+
+absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
+                                         int64_t start_realtime_ns) {
+  engine::SimulationOptions o;
+  o.use_classes = false;
+  o.trace_ranks = real_ranks;
+  auto sim = engine::Simulate(graph, o);
+  if (!sim.ok()) return sim.status();
+  Recording rec;
+  rec.start_realtime_ns = start_realtime_ns;
+  rec.real_ranks = real_ranks;
+  rec.graph = graph.job().name();
+  std::set<uint32_t> comms;
+  std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>> events;  // (time, finish?, rank, event)
+  uint64_t next_op_id = 1;
+  for (uint32_t rank : real_ranks) {
+    const uint32_t actor = sim->world->actor_of_rank[rank];
+    ModelRankWriter writer(graph, rank);
+    std::vector<engine::TraceRecorder::OpRecord> ops;
+    for (const auto& r : sim->trace->ops())
+      if (r.actor == actor) ops.push_back(r);
+    // Issue order: NCCL numbers operations in the order the rank issues them.
+    std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+    for (const auto& r : ops)
+      writer.Add(r.op, start_realtime_ns + r.start.count(), start_realtime_ns + r.end.count(), &next_op_id, &events);
+    for (uint32_t slot : graph.ranks(static_cast<int>(rank)).comm_slots()) comms.insert(slot);
+  }
+  for (uint32_t c : comms) {
+    RecordedLine line;
+    line.kind = RecordedLine::kCommunicator;
+    line.at = start_realtime_ns;
+    const graph::Communicator& gc = graph.communicators(static_cast<int>(c));
+    line.comm.comm_hash = ModelRankWriter::HashOf(c);
+    line.comm.graph_comm = c;
+    line.comm.name = gc.name();
+    line.comm.members.assign(gc.members().begin(), gc.members().end());
+    rec.lines.push_back(std::move(line));
+  }
+  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(std::get<0>(a), std::get<1>(a)) < std::make_pair(std::get<0>(b), std::get<1>(b));
+  });
+  for (auto& [at, finish, rank, event] : events) {
+    RecordedLine line;
+    line.kind = RecordedLine::kEvents;
+    line.at = at;
+    line.session = rank + 1;
+    *line.events.add_events() = std::move(event);
+    rec.lines.push_back(std::move(line));
+  }
+  return rec;
+}
+
+absl::Status WriteRecording(const Recording& recording, const std::string& path) {
+  auto writer = SessionRecorder::Open(path, recording.start_realtime_ns, recording.lookahead_ns,
+                                      recording.real_ranks, recording.graph);
+  if (!writer.ok()) return writer.status();
+  for (const RecordedLine& line : recording.lines) {
+    switch (line.kind) {
+      case RecordedLine::kCommunicator: (*writer)->Communicator(line.at, line.comm); break;
+      case RecordedLine::kEvents: (*writer)->Events(line.at, line.session, line.events); break;
+      case RecordedLine::kSchedule: (*writer)->Schedule(line.at, line.session, line.schedule); break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace prism::daemon

@@ -1,0 +1,110 @@
+// The engine's schedules for a real rank's collectives checked against
+// closed forms (docs/timing.md): deterministic replays (daemon/hybrid/
+// session_replay.h) of event streams written here, on graphs whose virtual
+// ranks' timing follows from the real rank's reports by hand.
+//
+// Graph: N ranks, one program: (compute C, collective) x K on the world
+// communicator, rank 0 real. A virtual member reaches collective k when its
+// compute after collective k-1 ends; collective k-1 ends for the virtual
+// members when the real rank reported its end (mixed collectives finish at
+// the real members' completion). So the virtual members arrive at
+//   ready_0 = start + C,   ready_k = end_{k-1} + C,
+// whatever the real rank's own start times (a late or early real rank).
+#include <catch2/catch.hpp>
+
+#include "daemon/hybrid/session_replay.h"
+#include "test/daemon_test_graphs.h"
+#include "test/hybrid_harness.h"
+
+namespace d = prism::daemon;
+namespace g = prism::graph;
+using prism::testing::AddFinished;
+using prism::testing::AddStarted;
+using prism::testing::Key;
+
+namespace {
+
+constexpr uint64_t kWorldHash = 0x1234;
+constexpr int64_t kStart = 1'800'000'000'000'000'000;  // the recording's CLOCK_REALTIME origin
+constexpr int64_t kCompute = 2'000'000;                // C
+constexpr uint64_t kBytes = 1 << 20;
+
+struct RealOp {
+  int64_t start, end;  // the real rank's reported times, ns after kStart
+};
+
+d::Recording Stream(uint32_t ranks, prism::rpc::OpKind kind, bool ring, const std::vector<RealOp>& ops) {
+  d::Recording rec;
+  rec.start_realtime_ns = kStart;
+  rec.real_ranks = {0};
+  d::RecordedLine comm;
+  comm.kind = d::RecordedLine::kCommunicator;
+  comm.comm.comm_hash = kWorldHash;
+  comm.comm.graph_comm = 0;
+  comm.comm.name = "world";
+  for (uint32_t r = 0; r < ranks; ++r) comm.comm.members.push_back(r);
+  rec.lines.push_back(comm);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    d::RecordedLine line;
+    line.kind = d::RecordedLine::kEvents;
+    line.session = 1;
+    const uint64_t op_id = k + 1;
+    AddStarted(&line.events, op_id, Key(kWorldHash, kind, k), 0, static_cast<int32_t>(ranks), kBytes,
+               kStart + ops[k].start, ring);
+    AddFinished(&line.events, op_id, kStart + ops[k].start + 1000, kStart + ops[k].end);
+    rec.lines.push_back(line);
+  }
+  return rec;
+}
+
+// A real rank late by 0.3 ms, then 0.5 ms, then early (its compute is shorter than C).
+const std::vector<RealOp> kRealOps = {
+    {kCompute + 300'000, kCompute + 1'800'000},
+    {kCompute + 1'800'000 + kCompute + 500'000, kCompute + 1'800'000 + kCompute + 1'700'000},
+    {kCompute + 1'800'000 + kCompute + 1'700'000 + 1'000'000, kCompute + 1'800'000 + kCompute + 1'700'000 + 2'200'000},
+};
+
+void CheckClosedForm(const d::SessionReplayResult& r, prism::rpc::OpSchedule::Mode mode) {
+  REQUIRE(r.schedules.size() == kRealOps.size());
+  CHECK(r.engine_finished);
+  CHECK(r.ops_unmatched == 0);
+  for (size_t k = 0; k < kRealOps.size(); ++k) {
+    INFO("collective " << k);
+    const prism::rpc::OpSchedule& s = r.schedules[k].schedule;
+    CHECK(s.key().seq() == k);
+    CHECK(s.mode() == mode);
+    const int64_t ready = (k == 0 ? 0 : kRealOps[k - 1].end) + kCompute;
+    CHECK(static_cast<int64_t>(s.ready_ns()) - kStart == ready);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce: virtual members arrive at the real rank's previous end plus their compute (MIRROR)",
+          "[hybrid][closed-form]") {
+  const g::Graph graph =
+      prism::testing::CollectiveGraph(4, g::ALLREDUCE, kBytes, g::ALGORITHM_RING, 3, kCompute);
+  auto r = d::ReplaySessions(graph, Stream(4, prism::rpc::OP_ALL_REDUCE, /*ring=*/true, kRealOps));
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CheckClosedForm(*r, prism::rpc::OpSchedule::MIRROR);
+}
+
+TEST_CASE("tree all-reduce: the same arrival, as a STREAM schedule (a tree is not a mirror of the real rank)",
+          "[hybrid][closed-form]") {
+  const g::Graph graph =
+      prism::testing::CollectiveGraph(8, g::ALLREDUCE, kBytes, g::ALGORITHM_TREE, 3, kCompute);
+  auto r = d::ReplaySessions(graph, Stream(8, prism::rpc::OP_ALL_REDUCE, /*ring=*/false, kRealOps));
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CheckClosedForm(*r, prism::rpc::OpSchedule::STREAM);
+}
+
+TEST_CASE("ring all-gather at 8 ranks follows the same closed form", "[hybrid][closed-form]") {
+  const g::Graph graph =
+      prism::testing::CollectiveGraph(8, g::ALLGATHER, kBytes * 8, g::ALGORITHM_RING, 3, kCompute);
+  auto r = d::ReplaySessions(graph, Stream(8, prism::rpc::OP_ALL_GATHER, /*ring=*/true, kRealOps));
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CheckClosedForm(*r, prism::rpc::OpSchedule::MIRROR);
+}

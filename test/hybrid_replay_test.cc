@@ -1,0 +1,95 @@
+// Recorded GPU-host sessions replayed against the engine (CI's check of the
+// timing logic without a GPU): the real ranks' recorded operation events must
+// give the schedules prismd sent them on the GPU host. A change to how the
+// engine or the hybrid scheduler times virtual ranks fails here; if the
+// change is intended, record again on the GPU host (bench/fidelity/run-gpu.sh
+// keeps sessions.rec per hybrid run) and regenerate the fixture:
+//   PRISM_HYBRID_FIXTURE_SRC=.../sessions.rec build/test/hybrid_tests "[replay]"
+// (writes test/fixtures/hybrid/<name>.rec with the operation events only).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "daemon/hybrid/session_replay.h"
+#include "graphgen/fidelity_graph.h"
+
+namespace d = prism::daemon;
+
+namespace {
+
+const std::string kFixtures = PRISM_HYBRID_FIXTURES;
+
+prism::graph::Graph FixtureGraph(const std::string& spec) {
+  auto s = prism::graphgen::ParseFidelitySpecFile(kFixtures + "/" + spec);
+  REQUIRE(s.ok());
+  auto g = prism::graphgen::GenerateFidelityGraph(*s);
+  REQUIRE(g.ok());
+  return *std::move(g);
+}
+
+d::Recording FixtureRecording(const std::string& name) {
+  const std::string path = kFixtures + "/" + name;
+  if (const char* src = std::getenv("PRISM_HYBRID_FIXTURE_SRC")) {
+    auto full = d::ReadRecording(src);
+    REQUIRE(full.ok());
+    REQUIRE(d::WriteRecording(d::KeepOperationEvents(*full), path).ok());
+  }
+  auto rec = d::ReadRecording(path);
+  INFO(rec.status().message());
+  REQUIRE(rec.ok());
+  return *std::move(rec);
+}
+
+}  // namespace
+
+TEST_CASE("a recorded N=4 sweep (1 real rank, H200) replays to the schedules prismd sent", "[hybrid][replay]") {
+  // sweep-smoke: all_reduce and send/recv at 1, 16 and 64 MiB, 4 ranks, real
+  // rank 0, 10 Gbit/s + 10 us (bench/fidelity run 2 on the GPU host).
+  const d::Recording rec = FixtureRecording("sweep-smoke-hybrid1.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 42);  // 21 all-reduces (MIRROR) + 21 receives from a virtual sender (STREAM)
+  auto replay = d::ReplaySessions(FixtureGraph("sweep-smoke.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->engine_finished);
+  CHECK(replay->ops_matched == 63);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  for (const std::string& line : diff) UNSCOPED_INFO(line);
+  CHECK(diff.empty());
+}
+
+TEST_CASE("the replay comparison names a schedule that moved", "[hybrid][replay]") {
+  const d::Recording rec = FixtureRecording("sweep-smoke-hybrid1.rec");
+  auto replay = d::ReplaySessions(FixtureGraph("sweep-smoke.yaml"), rec);
+  REQUIRE(replay.ok());
+  REQUIRE(!replay->schedules.empty());
+  auto moved = replay->schedules;
+  moved[3].schedule.set_ready_ns(moved[3].schedule.ready_ns() + 1000);
+  const auto diff = d::CompareSchedules(replay->schedules, moved, 0);
+  REQUIRE(diff.size() == 1);
+  CHECK(diff[0].find("ready moved by 1000 ns") != std::string::npos);
+  CHECK(d::CompareSchedules(replay->schedules, moved, 1000).empty());
+  moved.pop_back();
+  CHECK(d::CompareSchedules(replay->schedules, moved, 1000).size() == 1);
+}
+
+TEST_CASE("a recorded start of an N=8 synthetic step (1 real rank, H200) replays to the same schedules",
+          "[hybrid][replay]") {
+  // step-smoke: TP2 PP2 DP2 with compute, real rank 0; the recording ends in
+  // the first iteration (that run hit an NCCL error in shared p2p comms, since
+  // avoided with NCCL_NET_SHARED_COMMS=0), so the engine stops at its end.
+  const d::Recording rec = FixtureRecording("step-smoke-hybrid1.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 5);
+  auto replay = d::ReplaySessions(FixtureGraph("step-smoke.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK_FALSE(replay->engine_finished);
+  CHECK(replay->ops_unmatched == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  for (const std::string& line : diff) UNSCOPED_INFO(line);
+  CHECK(diff.empty());
+}

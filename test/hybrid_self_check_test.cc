@@ -1,0 +1,87 @@
+// The hybrid path's self-check: real ranks that behave exactly as the model
+// plays them must leave the model's timeline unchanged. Their reports are the
+// simulation's own (ModelRecording); the replay's iteration times must equal
+// prismd --simulate's. A difference is time the hybrid mode adds or loses by
+// itself, which would show up as error against every ground truth.
+#include <catch2/catch.hpp>
+
+#include "daemon/engine/simulation.h"
+#include "daemon/hybrid/session_replay.h"
+#include "graphgen/fidelity_graph.h"
+#include "test/daemon_test_graphs.h"
+
+namespace d = prism::daemon;
+namespace g = prism::graph;
+
+namespace {
+
+constexpr int64_t kStart = 1'800'000'000'000'000'000;
+
+g::Graph StepGraph(uint32_t tp, uint32_t pp, uint32_t dp, uint32_t iterations) {
+  prism::graphgen::FidelitySpec s;
+  s.name = "self-check";
+  s.kind = "step";
+  s.tp = tp, s.pp = pp, s.dp = dp;
+  s.iterations = iterations;
+  s.warmup = 0;
+  s.microbatches = 4;
+  s.layers = 2;
+  s.fwd_us = 1500, s.bwd_us = 3000, s.optimizer_us = 1000;
+  s.tp_bytes = 2 << 20, s.pp_bytes = 4 << 20, s.dp_bytes = 16 << 20;
+  auto graph = prism::graphgen::GenerateFidelityGraph(s);
+  REQUIRE(graph.ok());
+  return *std::move(graph);
+}
+
+std::vector<prism::Nanoseconds> Simulated(const g::Graph& graph) {
+  prism::engine::SimulationOptions o;
+  o.use_classes = false;
+  auto r = prism::engine::Simulate(graph, o);
+  REQUIRE(r.ok());
+  return r->report.iteration_times;
+}
+
+// The replay ends with the recording: the real ranks' last iteration cannot
+// finish (nothing reports the end of its trailing compute), so iterations
+// before it are compared.
+void CheckSelfConsistent(const g::Graph& graph, const std::vector<uint32_t>& real) {
+  const auto model = Simulated(graph);
+  auto rec = d::ModelRecording(graph, real, kStart);
+  REQUIRE(rec.ok());
+  auto replay = d::ReplaySessions(graph, *rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  REQUIRE(model.size() >= 2);
+  REQUIRE(replay->iteration_times.size() + 1 >= model.size());
+  for (size_t i = 0; i + 1 < model.size(); ++i) {
+    INFO("iteration " << i << ": model " << model[i].count() << " ns, hybrid " << replay->iteration_times[i].count()
+                      << " ns");
+    CHECK(replay->iteration_times[i] == model[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("self-check: a ring all-reduce sequence with a model-exact real rank keeps the model's times",
+          "[hybrid][self-check]") {
+  g::Graph graph = prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 4, 1'000'000);
+  (*graph.mutable_job()->mutable_attributes())["iterations"] = "3";
+  CheckSelfConsistent(graph, {0});
+}
+
+TEST_CASE("self-check: TP2 PP2 DP2 step with one model-exact real rank keeps the model's times",
+          "[hybrid][self-check]") {
+  CheckSelfConsistent(StepGraph(2, 2, 2, 3), {0});
+}
+
+TEST_CASE("self-check: TP2 PP2 DP2 step with two model-exact real ranks keeps the model's times",
+          "[hybrid][self-check]") {
+  CheckSelfConsistent(StepGraph(2, 2, 2, 3), {0, 4});
+}
+
+TEST_CASE("self-check: TP2 PP2 DP4 step with one model-exact real rank keeps the model's times",
+          "[hybrid][self-check]") {
+  CheckSelfConsistent(StepGraph(2, 2, 4, 3), {0});
+}
