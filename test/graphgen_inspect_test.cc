@@ -28,6 +28,9 @@ TEST_CASE("inspect JSON has the documented fields", "[graphgen][inspect]") {
                         "sequence_parallel", "distributed_optimizer", "order"})
     CHECK(s.at("layout").contains(k));
   CHECK(s.at("ranks") == 8);
+  CHECK(s.at("nic").at("bandwidth_bps") == g.cluster().nic().bandwidth_bps());
+  CHECK(s.at("nic").at("latency_ns") == g.cluster().nic().latency_ns());
+  CHECK(s.at("nic").at("count") == g.cluster().nic().count());
   CHECK(s.at("communicators").at("count") == g.communicators_size());
 
   uint64_t listed = 0;

@@ -33,6 +33,16 @@ g::Graph StepGraph(uint32_t tp, uint32_t pp, uint32_t dp, uint32_t iterations) {
   return *std::move(graph);
 }
 
+g::Graph BenchSpecGraph(const std::string& name, uint32_t iterations) {
+  auto spec = prism::graphgen::ParseFidelitySpecFile(std::string(PRISM_FIDELITY_SPECS) + "/" + name);
+  REQUIRE(spec.ok());
+  spec->iterations = iterations;
+  spec->warmup = 0;
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  REQUIRE(graph.ok());
+  return *std::move(graph);
+}
+
 std::vector<prism::Nanoseconds> Simulated(const g::Graph& graph) {
   prism::engine::SimulationOptions o;
   o.use_classes = false;
@@ -84,4 +94,23 @@ TEST_CASE("self-check: TP2 PP2 DP2 step with two model-exact real ranks keeps th
 TEST_CASE("self-check: TP2 PP2 DP4 step with one model-exact real rank keeps the model's times",
           "[hybrid][self-check]") {
   CheckSelfConsistent(StepGraph(2, 2, 4, 3), {0});
+}
+
+// The experiments measured on the GPU host (bench/fidelity/specs), with the
+// real ranks those runs used.
+TEST_CASE("self-check: bench step-n8 with real ranks 0 and 4, and with 0", "[hybrid][self-check]") {
+  const g::Graph graph = BenchSpecGraph("step-n8.yaml", 3);
+  CheckSelfConsistent(graph, {0, 4});
+  CheckSelfConsistent(graph, {0});
+}
+
+TEST_CASE("self-check: bench step-n16 with real rank 0, and with 0 and 1", "[hybrid][self-check]") {
+  const g::Graph graph = BenchSpecGraph("step-n16.yaml", 3);
+  CheckSelfConsistent(graph, {0});
+  CheckSelfConsistent(graph, {0, 1});
+}
+
+// The full-scale step, one real rank (about a second of CPU).
+TEST_CASE("self-check: bench step-n8192 with real rank 0", "[hybrid][self-check]") {
+  CheckSelfConsistent(BenchSpecGraph("step-n8192.yaml", 3), {0});
 }

@@ -71,6 +71,8 @@ class DryRun(unittest.TestCase):
             self.assertEqual(env["TORCHELASTIC_USE_AGENT_STORE"], "True")
             self.assertEqual(env["NCCL_NVLS_ENABLE"], "0")
             self.assertEqual(env["TORCH_NCCL_RANKS_PER_ROOT"], "1048576")
+            self.assertEqual(env["NCCL_PROFILER_PLUGIN"], env["NCCL_NET_PLUGIN"])  # timing: the profiler role
+            self.assertEqual(env["NCCL_NET_SHARED_COMMS"], "0")
             self.assertEqual(r["command"], ["python3", "train.py"])
 
     def test_default_daemon_is_prismds_per_user_socket(self):
@@ -154,6 +156,24 @@ class WholeRuns(unittest.TestCase):
                "--store-port", str(free_port()), "--log-dir", log_dir, *extra,
                "--", sys.executable, FAKE, *program_args]
         return cmd, log_dir
+
+    def test_the_plugins_link_is_the_graphs_nic(self):
+        graph = os.path.join(self.tmp, "nic.graph")
+        subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8",
+                        "--nic-gbps", "25", "--nic-latency-us", "7", "-o", graph], check=True, capture_output=True)
+        out = subprocess.run([sys.executable, PRISM, "run", "--graph", graph, "--ranks", "3", "--dry-run",
+                              "--", "python3", "t.py"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        self.assertEqual(env["WORLD_SIZE"], "8")
+        self.assertEqual(env["PRISM_LINK_GBPS"], "25")
+        self.assertEqual(env["PRISM_LINK_LATENCY_US"], "7")
+        self.assertEqual(env["PRISM_NIC_SPEED_MBPS"], "25000")
+        # the caller's own setting wins
+        out = subprocess.run([sys.executable, PRISM, "run", "--graph", graph, "--ranks", "3", "--dry-run",
+                              "--", "python3", "t.py"], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, PRISM_LINK_GBPS="100"))
+        self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_LINK_GBPS"], "100")
 
     def test_a_virtual_rank_0s_nccl_id_comes_from_prismds_store(self):
         cmd, _ = self.launch("5")
