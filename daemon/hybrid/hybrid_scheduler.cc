@@ -216,14 +216,19 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       return;
     }
     const uint32_t peer = c.members[static_cast<size_t>(key.peer())];
-    op = programs_.PointToPoint(rank, peer, key.kind() == rpc::OP_SEND, key.seq());
+    if (c.graph_comm < 0) {
+      Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), ": a send/recv on a communicator the graph lacks"), reply);
+      return;
+    }
+    const uint32_t graph_comm = static_cast<uint32_t>(c.graph_comm);
+    op = programs_.PointToPoint(rank, graph_comm, peer, key.kind() == rpc::OP_SEND, key.seq());
     if (!op) {
       Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), " (global rank ", peer, "): the graph has no ",
                                       key.kind() == rpc::OP_SEND ? "send to" : "receive from", " that rank"), reply);
       return;
     }
     if (key.kind() == rpc::OP_RECV) {
-      const Slot slot{peer, op->call};
+      const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
         Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply, id);
         rr.recv_ready.erase(ready);
@@ -322,8 +327,14 @@ void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nano
 void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                                           Nanoseconds ready, Bytes bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The engine's communicator -> the graph communicator it is for the receiver.
+  const auto views = real_views_.find(comm);
+  if (views == real_views_.end()) return;
+  const auto view = std::find_if(views->second.begin(), views->second.end(),
+                                 [&](const auto& v) { return v.first == recv_rank; });
+  if (view == views->second.end()) return;
   RealRank& rr = ranks_[recv_rank];
-  const Slot slot{send_rank, index};
+  const P2PSlot slot{view->second, send_rank, index};
   const auto started = rr.recv_started.find(slot);
   if (started == rr.recv_started.end()) {
     rr.recv_ready[slot] = ready.count();
@@ -341,7 +352,8 @@ std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) 
     for (const auto& [slot, started] : rr.recv_started)
       if (now - started.since_ns > older_than.count())
         out.push_back(absl::StrCat("real rank ", rank, " waits ", (now - started.since_ns) / 1000000,
-                                   " ms for virtual rank ", slot.first, "'s send #", slot.second, " (", started.what,
+                                   " ms for virtual rank ", std::get<1>(slot), "'s send #", std::get<2>(slot), " (",
+                                   started.what,
                                    "): the engine has not played that send yet (is a virtual rank stuck? see the "
                                    "replay's state on /status)"));
   return out;

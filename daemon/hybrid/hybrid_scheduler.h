@@ -34,6 +34,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -97,7 +98,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
 
  private:
   // Where an engine time for a real rank's operation waits for the other half.
-  using Slot = std::pair<uint32_t, uint64_t>;  // (graph comm or peer rank, call or message index)
+  using Slot = std::pair<uint32_t, uint64_t>;  // (graph comm, call)
+  using P2PSlot = std::tuple<uint32_t, uint32_t, uint64_t>;  // (graph comm, peer rank, message index)
   struct Started {
     rpc::OpKey key;
     int64_t since_ns = 0;  // CLOCK_REALTIME of the report
@@ -109,8 +111,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     std::vector<rpc::OpSchedule> queued;            // ready before the session was known
     std::map<Slot, int64_t> collective_ready;       // engine: virtual members arrived (emulated ns)
     std::map<Slot, Started> collective_started;     // plugin: operation started, no engine time yet
-    std::map<Slot, int64_t> recv_ready;             // engine: the virtual sender's first byte
-    std::map<Slot, Started> recv_started;           // the plugin's receive waits for these
+    std::map<P2PSlot, int64_t> recv_ready;          // engine: the virtual sender's first byte
+    std::map<P2PSlot, Started> recv_started;        // the plugin's receive waits for these
   };
   struct StartedOp {
     uint32_t rank = 0;

@@ -59,7 +59,7 @@ absl::StatusOr<RealRankPrograms> RealRankPrograms::Build(const graph::Graph& gra
         const uint32_t peer = send ? op.send().peer() : op.recv().peer();
         const bool relative = send ? op.send().peer_relative() : op.recv().peer_relative();
         const uint32_t comm = ix.rank->comm_slots(static_cast<int>(slot));
-        ix.p2p[{PeerOf(graph, r, comm, peer, relative), send}].push_back(index);
+        ix.p2p[{comm, PeerOf(graph, r, comm, peer, relative), send}].push_back(index);
       }
     }
   }
@@ -80,11 +80,11 @@ std::optional<ProgramOp> RealRankPrograms::Collective(uint32_t rank, uint32_t co
   return ProgramOp{c->second.ops[position], iteration, iteration * c->second.ops.size() + position};
 }
 
-std::optional<ProgramOp> RealRankPrograms::PointToPoint(uint32_t rank, uint32_t peer, bool send,
+std::optional<ProgramOp> RealRankPrograms::PointToPoint(uint32_t rank, uint32_t comm, uint32_t peer, bool send,
                                                         uint64_t seq) const {
   const auto r = ranks_.find(rank);
   if (r == ranks_.end()) return std::nullopt;
-  const auto p = r->second.p2p.find({peer, send});
+  const auto p = r->second.p2p.find({comm, peer, send});
   if (p == r->second.p2p.end() || p->second.empty()) return std::nullopt;
   return ProgramOp{p->second[seq % p->second.size()], seq / p->second.size(), seq};
 }

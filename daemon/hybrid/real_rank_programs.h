@@ -10,7 +10,7 @@
 // collectives of each function per communicator from 0 (profiler
 // seqNumber), in the order the rank issues them; the graph's ops of a
 // communicator are in the same order (one stream per communicator).
-// Send/recv are counted per (peer, direction). Both repeat every iteration.
+// Send/recv are counted per (communicator, peer, direction). Both repeat every iteration.
 //
 // Immutable after Build; thread-safe for reads.
 #ifndef PRISM_DAEMON_HYBRID_REAL_RANK_PROGRAMS_H_
@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -48,9 +49,10 @@ class RealRankPrograms {
   // The `seq`-th collective of `kind` by `rank` on graph communicator
   // `comm`; nullopt when the program has none of that kind there.
   std::optional<ProgramOp> Collective(uint32_t rank, uint32_t comm, rpc::OpKind kind, uint64_t seq) const;
-  // The `seq`-th send (or receive) of `rank` with global rank `peer`, over
-  // all communicators; nullopt when the program has none.
-  std::optional<ProgramOp> PointToPoint(uint32_t rank, uint32_t peer, bool send, uint64_t seq) const;
+  // The `seq`-th send (or receive) of `rank` with global rank `peer` on graph
+  // communicator `comm` (NCCL counts them per communicator, peer and
+  // direction); nullopt when the program has none.
+  std::optional<ProgramOp> PointToPoint(uint32_t rank, uint32_t comm, uint32_t peer, bool send, uint64_t seq) const;
 
   // The NCCL identity (function, sequence number) of `rank`'s collective
   // number `call` (all functions counted, 0-based) on graph communicator
@@ -76,7 +78,7 @@ class RealRankPrograms {
     const graph::Program* program = nullptr;
     const graph::Rank* rank = nullptr;
     std::map<uint32_t, CommCalls> comms;          // graph communicator -> its collectives
-    std::map<std::pair<uint32_t, bool>, std::vector<uint32_t>> p2p;  // (peer, is_send) -> ops
+    std::map<std::tuple<uint32_t, uint32_t, bool>, std::vector<uint32_t>> p2p;  // (comm, peer, is_send) -> ops
   };
 
   std::map<uint32_t, RankIndex> ranks_;

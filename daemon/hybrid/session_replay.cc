@@ -208,7 +208,7 @@ class ModelRankWriter {
       const uint32_t me = CommRank(comm);
       const uint32_t peer = relative ? (me + peer_field) % m.size() : peer_field;
       s.mutable_key()->set_kind(send ? rpc::OP_SEND : rpc::OP_RECV);
-      s.mutable_key()->set_seq(p2p_seq_[{m[peer], send}]++);
+      s.mutable_key()->set_seq(p2p_seq_[{comm, m[peer], send}]++);
       s.mutable_key()->set_peer(static_cast<int32_t>(peer));
       m_peer_ = m[peer];
       s.set_bytes(send ? op.send().bytes() : op.recv().bytes());
@@ -261,7 +261,7 @@ class ModelRankWriter {
   uint32_t m_peer_ = 0;  // the global peer of the send/recv being added
   std::map<uint32_t, std::vector<uint32_t>> members_;
   std::map<std::pair<uint32_t, rpc::OpKind>, uint64_t> collective_seq_;
-  std::map<std::pair<uint32_t, bool>, uint64_t> p2p_seq_;  // (global peer, is send)
+  std::map<std::tuple<uint32_t, uint32_t, bool>, uint64_t> p2p_seq_;  // (comm, global peer, is send)
 };
 
 }  // namespace

@@ -1,0 +1,73 @@
+// RealRankPrograms: which program op a real rank's reported NCCL operation is.
+#include <catch2/catch.hpp>
+
+#include "daemon/hybrid/real_rank_programs.h"
+
+namespace g = prism::graph;
+using prism::daemon::RealRankPrograms;
+
+namespace {
+
+// Two ranks, the world and a second communicator over the same two ranks;
+// rank 0 sends to rank 1 on world, on the pair, on world again.
+g::Graph TwoCommunicators() {
+  g::Graph graph;
+  graph.mutable_job()->set_name("two-comms");
+  graph.mutable_cluster()->set_nodes(2);
+  graph.mutable_cluster()->set_gpus_per_node(1);
+  for (uint32_t c = 0; c < 2; ++c) {
+    g::Communicator* comm = graph.add_communicators();
+    comm->set_id(c);
+    comm->set_kind(c == 0 ? g::COMM_KIND_WORLD : g::COMM_KIND_PP);
+    comm->set_name(c == 0 ? "world" : "pair");
+    comm->add_members(0);
+    comm->add_members(1);
+  }
+  for (uint32_t p = 0; p < 2; ++p) {
+    g::Program* prog = graph.add_programs();
+    prog->set_id(p);
+    prog->set_streams(1);
+    prog->add_comm_slot_names("world");
+    prog->add_comm_slot_names("pair");
+    for (uint32_t slot : {0u, 1u, 0u}) {
+      g::Op* op = prog->add_ops();
+      if (p == 0) {
+        op->mutable_send()->set_comm_slot(slot);
+        op->mutable_send()->set_peer(1);
+        op->mutable_send()->set_bytes(1024);
+      } else {
+        op->mutable_recv()->set_comm_slot(slot);
+        op->mutable_recv()->set_peer(0);
+        op->mutable_recv()->set_bytes(1024);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    g::Rank* rank = graph.add_ranks();
+    rank->set_rank(r);
+    rank->set_program(r);
+    rank->set_node(r);
+    rank->add_comm_slots(0);
+    rank->add_comm_slots(1);
+  }
+  return graph;
+}
+
+}  // namespace
+
+TEST_CASE("send/recv are numbered per communicator, peer and direction, as NCCL numbers them", "[hybrid]") {
+  auto programs = RealRankPrograms::Build(TwoCommunicators(), {0, 1});
+  REQUIRE(programs.ok());
+  // rank 0's sends on world: ops 0 and 2; on the pair: op 1.
+  CHECK(programs->PointToPoint(0, 0, 1, true, 0)->op == 0);
+  CHECK(programs->PointToPoint(0, 0, 1, true, 1)->op == 2);
+  CHECK(programs->PointToPoint(0, 1, 1, true, 0)->op == 1);
+  const auto next = programs->PointToPoint(0, 0, 1, true, 2);  // world's third send: next iteration's op 0
+  REQUIRE(next.has_value());
+  CHECK(next->op == 0);
+  CHECK(next->iteration == 1);
+  CHECK(programs->PointToPoint(0, 1, 1, true, 1)->iteration == 1);
+  // rank 1 receives the same way; it has no sends.
+  CHECK(programs->PointToPoint(1, 1, 0, false, 0)->op == 1);
+  CHECK_FALSE(programs->PointToPoint(1, 0, 0, true, 0).has_value());
+}
