@@ -79,8 +79,30 @@ DaemonSession::~DaemonSession() {
 void DaemonSession::Start() {
   std::call_once(started_, [this] {
     last_heard_ns_.store(MonoNowNs());
-    io_thread_ = std::thread([this] { IoMain(); });
+    io_thread_ = std::thread([this] { Guarded("session I/O", [this] { IoMain(); }); });
   });
+}
+
+template <typename Body>
+void DaemonSession::Guarded(const char* thread, Body&& body) {
+  std::string why;
+  try {
+    body();
+    return;
+  } catch (const std::exception& e) {
+    why = std::string("the plugin's ") + thread + " thread failed: " + e.what();
+  } catch (...) {
+    why = std::string("the plugin's ") + thread + " thread failed (unknown exception)";
+  }
+  // The session fails (NCCL sees an error on the virtual peers' requests);
+  // the training process is never terminated by a plugin thread.
+  Fail(why + "; the session with prismd (" + env_.settings->daemon_address + ") is over");
+  PRISM_WARN(*env_.logger, "%s", why.c_str());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_ended_ = true;
+  }
+  cv_.notify_all();
 }
 
 void DaemonSession::Fail(const std::string& why) {
@@ -313,7 +335,7 @@ void DaemonSession::IoMain() {
   } else {
     PRISM_INFO(*env_.logger, "session with prismd at %s opened (comm %llx)",
                s.daemon_address.c_str(), static_cast<unsigned long long>(comm_id_));
-    reader_thread_ = std::thread([this] { ReaderMain(); });
+    reader_thread_ = std::thread([this] { Guarded("session reader", [this] { ReaderMain(); }); });
   }
   std::vector<SessionEvent> batch;
   bool stop = false;

@@ -116,6 +116,10 @@ class DaemonSession {
 
   void IoMain();
   void ReaderMain();
+  // Runs a thread's body; an exception fails the session instead of
+  // terminating the process.
+  template <typename Body>
+  void Guarded(const char* thread, Body&& body);
   void Fail(const std::string& why);
   bool WriteBatch(std::vector<SessionEvent>* batch);
 

@@ -3,6 +3,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 #include "plugin/clock.h"
 
@@ -30,7 +33,7 @@ void ProgressEngine::Add(ProgressClient* client) {
   client_count_.fetch_add(1, std::memory_order_acq_rel);
   ++version_;
   changed_.store(true, std::memory_order_release);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Main(); });
+  if (!thread_.joinable()) thread_ = std::thread([this] { MainGuarded(); });
   ForceWake();
 }
 
@@ -45,6 +48,42 @@ void ProgressEngine::Remove(ProgressClient* client) {
   cv_.wait(lock, [&] { return seen_version_ >= target || stop_; });
 }
 
+// The loop itself (not a client) threw, e.g. out of memory growing a vector:
+// say so and run it again, so that the comms it serves keep moving.
+void ProgressEngine::MainGuarded() {
+  for (;;) {
+    try {
+      Main();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "NET/Prism: progress thread: %s; continuing\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "NET/Prism: progress thread: unknown exception; continuing\n");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+template <typename Call>
+bool ProgressEngine::Guarded(ProgressClient* c, Call&& call) {
+  if (std::find(failed_.begin(), failed_.end(), c) != failed_.end()) return false;
+  std::string why;
+  try {
+    call();
+    return true;
+  } catch (const std::exception& e) {
+    why = std::string("the plugin's progress thread failed on this connection: ") + e.what();
+  } catch (...) {
+    why = "the plugin's progress thread failed on this connection (unknown exception)";
+  }
+  failed_.push_back(c);
+  try {
+    c->Failed(why);
+  } catch (...) {  // nothing more can be done for it; it is never called again
+  }
+  return false;
+}
+
 void ProgressEngine::Main() {
   std::vector<ProgressClient*> local;
   std::vector<pollfd> fds;
@@ -54,11 +93,17 @@ void ProgressEngine::Main() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       local = clients_;
+      // Failed clients that were removed may be reused addresses later.
+      failed_.erase(std::remove_if(failed_.begin(), failed_.end(),
+                                   [&](ProgressClient* f) {
+                                     return std::find(local.begin(), local.end(), f) == local.end();
+                                   }),
+                    failed_.end());
       seen_version_ = version_;
       cv_.notify_all();
     }
     bool progressed = false;
-    for (ProgressClient* c : local) c->Step(&progressed);
+    for (ProgressClient* c : local) Guarded(c, [&] { c->Step(&progressed); });
     if (progressed) {
       idle_since = -1;
       continue;
@@ -71,11 +116,14 @@ void ProgressEngine::Main() {
     }
     waker_.PrepareSleep();
     bool input = changed_.load(std::memory_order_acquire);
-    for (ProgressClient* c : local) input = input || c->HasInput();
+    for (ProgressClient* c : local) {
+      if (input) break;
+      Guarded(c, [&] { input = c->HasInput(); });
+    }
     if (!input) {
       fds.clear();
       fds.push_back(pollfd{waker_.fd(), POLLIN, 0});
-      for (ProgressClient* c : local) c->FillPoll(&fds);
+      for (ProgressClient* c : local) Guarded(c, [&] { c->FillPoll(&fds); });
       poll(fds.data(), fds.size(), 100);
     }
     waker_.AfterSleep();

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,6 +42,11 @@ class ProgressClient {
   virtual void FillPoll(std::vector<pollfd>* fds) = 0;
   // True when work is queued for it (checked before sleeping).
   virtual bool HasInput() = 0;
+  // Called by the engine thread when one of the methods above threw: the
+  // client must fail its pending and future requests with `why` (NCCL then
+  // reports an error; the training process is never terminated by a plugin
+  // thread). The engine does not call the client again, except Failed.
+  virtual void Failed(const std::string& why) = 0;
 };
 
 class ProgressEngine {
@@ -59,7 +65,14 @@ class ProgressEngine {
 
  private:
   void Main();
+  void MainGuarded();
   void ForceWake();
+  // Runs `call` for client `c`; if it throws, marks c failed (Failed, and
+  // no more calls) and returns false.
+  template <typename Call>
+  bool Guarded(ProgressClient* c, Call&& call);
+
+  std::vector<ProgressClient*> failed_;   // engine thread only
 
   int64_t spin_ns_;
   Waker waker_;

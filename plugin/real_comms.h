@@ -87,6 +87,7 @@ class RealSendComm final : public NetComm, private ProgressClient {
   void Step(bool* progressed) override;
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
+  void Failed(const std::string& why) override { failure_.Set(why); }
 
   bool StepInner(bool* progressed);
   bool StartRequest(SendRequest* req);
@@ -154,6 +155,7 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   void Step(bool* progressed) override;
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
+  void Failed(const std::string& why) override { failure_.Set(why); }
 
   bool StepInner(bool* progressed);
   bool Pump(size_t sock, bool* progressed);

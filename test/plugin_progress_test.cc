@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,7 @@ class FakeClient final : public ProgressClient {
   }
   void FillPoll(std::vector<pollfd>* fds) override {}
   bool HasInput() override { return false; }
+  void Failed(const std::string& why) override {}
 
   int steps() const { return steps_.load(); }
   std::set<std::thread::id> threads() const {
@@ -143,4 +146,56 @@ TEST_CASE("progress pool: 0 means one thread per comm, ended with the comm",
     CHECK(a->engine.use_count() == 1);  // the comm held the only reference
     a->engine.reset();                  // joins the thread
   }
+}
+
+namespace {
+
+// Throws from its third Step (as a bug or an allocation failure would).
+class ThrowingClient final : public ProgressClient {
+ public:
+  void Step(bool* progressed) override {
+    if (steps_.fetch_add(1) == 2) throw std::runtime_error("boom");
+  }
+  void FillPoll(std::vector<pollfd>* fds) override {}
+  bool HasInput() override { return false; }
+  void Failed(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    why_ = why;
+  }
+  int steps() const { return steps_.load(); }
+  std::string why() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return why_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string why_;
+  std::atomic<int> steps_{0};
+};
+
+}  // namespace
+
+TEST_CASE("progress engine: a client that throws is failed, not the process, and the others go on",
+          "[plugin][unit]") {
+  ProgressEngine engine(1000);
+  ThrowingClient bad;
+  FakeClient good;
+  engine.Add(&bad);
+  engine.Add(&good);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bad.why().empty() && std::chrono::steady_clock::now() < deadline) {
+    engine.Wake();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(bad.why().find("boom") != std::string::npos);
+  const int bad_steps = bad.steps(), good_steps = good.steps();
+  while (good.steps() < good_steps + 5 && std::chrono::steady_clock::now() < deadline) {
+    engine.Wake();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(good.steps() >= good_steps + 5);  // the thread still serves the others
+  CHECK(bad.steps() == bad_steps);        // and never calls the failed one again
+  engine.Remove(&bad);
+  engine.Remove(&good);
 }
