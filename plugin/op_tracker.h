@@ -161,7 +161,7 @@ class OpTracker {
   // either is null (NCCL's bootstrap passes null phandles).
   static void Resolve(prism_ncclProfilerCallback_t prof_fn, void* phandle, MessageTag* tag);
 
-  // Operations started and not yet finished (tests, logs).
+  // Operations started so far, finished or not (tests, logs).
   uint64_t ops_started() const;
 
   // The NetPlugin event id Prism passes (low 16 bits version, next 16 type).

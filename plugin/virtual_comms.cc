@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "plugin/arrival.h"
 #include "plugin/clock.h"
 
 namespace prism::plugin {
@@ -36,10 +37,6 @@ SessionEvent MessageEvent(SessionEvent::Kind kind, uint64_t conn_id, uint64_t se
     e.step = op.step;
   }
   return e;
-}
-
-int64_t Transfer(uint64_t bytes, uint64_t bits_per_second) {
-  return bits_per_second > 0 ? TransferTime(Bytes(bytes), BitsPerSecond(bits_per_second)).count() : 0;
 }
 
 }  // namespace
@@ -194,17 +191,16 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);
 }
 
-uint64_t VirtualRecvComm::LinkBits(const OpSchedule* s) const {
-  if (s != nullptr && s->link_bits_per_second > 0) return s->link_bits_per_second;
+VirtualLink VirtualRecvComm::LinkOf(const OpSchedule* s) const {
   const Settings& st = *env_.settings;
-  return st.link_bits_per_second > 0 ? st.link_bits_per_second
-                                     : static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull;
-}
-
-int64_t VirtualRecvComm::LinkLatency(const OpSchedule* s) const {
-  if (s != nullptr && s->link_latency_ns >= 0) return s->link_latency_ns;
-  const Settings& st = *env_.settings;
-  return st.link_latency_ns > 0 ? st.link_latency_ns : static_cast<int64_t>(st.nic.latency_us * 1000.0f);
+  VirtualLink link;
+  if (s != nullptr && s->link_bits_per_second > 0) link.bits_per_second = s->link_bits_per_second;
+  else if (st.link_bits_per_second > 0) link.bits_per_second = st.link_bits_per_second;
+  else link.bits_per_second = static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull;
+  if (s != nullptr && s->link_latency_ns >= 0) link.latency_ns = s->link_latency_ns;
+  else if (st.link_latency_ns > 0) link.latency_ns = st.link_latency_ns;
+  else link.latency_ns = static_cast<int64_t>(st.nic.latency_us * 1000.0f);
+  return link;
 }
 
 // An explicit per-message schedule (ReceiveSchedule): tests and benchmarks.
@@ -217,9 +213,15 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveExplicit(RecvRequest& req, Slot
     at = std::max(at, sent + s.delay_ns);
   }
   slot.bytes = s.bytes > 0 ? s.bytes : slot.max_size;
-  if (s.link_bits_per_second > 0 || s.link_latency_ns > 0) {
-    wire_end_ = std::max(req.posted_at, wire_end_) + Transfer(slot.bytes, s.link_bits_per_second);
-    at = std::max(at, wire_end_ + s.link_latency_ns);
+  if (s.link_bits_per_second > 0 || s.link_latency_ns > 0) {  // and not before its own link delivers it
+    ArrivalInput in;
+    in.form = ArrivalForm::kPlainLink;
+    in.posted_ns = req.posted_at;
+    in.bytes = slot.bytes;
+    in.link = VirtualLink{s.link_bits_per_second, s.link_latency_ns};
+    const Arrival a = ResolveArrival(in, wire_end_);
+    wire_end_ = a.wire_end_ns;
+    at = std::max(at, a.done_ns);
   }
   slot.done_at = at;
   return Outcome::kResolved;
@@ -233,12 +235,15 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   uint64_t bytes = 0;
   if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
   const OpSchedule* sched = s ? &*s : nullptr;
-  const int64_t latency = LinkLatency(sched);
   slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
-  int64_t at = sent + latency;
-  if (sched != nullptr && sched->ready_ns > 0)  // the virtual members arrived only then
-    at = std::max(at, sched->ready_ns + Transfer(slot.bytes, LinkBits(sched)) + latency);
-  slot.done_at = at;
+  ArrivalInput in;
+  in.form = ArrivalForm::kMirror;
+  in.posted_ns = req.posted_at;
+  in.bytes = slot.bytes;
+  in.ready_ns = sched != nullptr ? sched->ready_ns : 0;  // the virtual members arrived only then
+  in.own_send_done_ns = sent;
+  in.link = LinkOf(sched);
+  slot.done_at = ResolveArrival(in, wire_end_).done_ns;
   return Outcome::kResolved;
 }
 
@@ -250,10 +255,7 @@ uint64_t VirtualRecvComm::StreamBytes(const Slot& slot) {
     stream_op_ = info.id;
     stream_bytes_ = 0;
   }
-  const uint64_t channels = std::max<uint64_t>(info.channels, 1);
-  const uint64_t share = (info.bytes + channels - 1) / channels;
-  const uint64_t left = share > stream_bytes_ ? share - stream_bytes_ : 0;
-  const uint64_t bytes = left > 0 ? std::min(slot.max_size, left) : slot.max_size;
+  const uint64_t bytes = StreamStepBytes(info.bytes, info.channels, stream_bytes_, slot.max_size);
   stream_bytes_ += bytes;
   return bytes;
 }
@@ -261,16 +263,29 @@ uint64_t VirtualRecvComm::StreamBytes(const Slot& slot) {
 // The virtual sender streams this operation's messages from s.ready_ns.
 VirtualRecvComm::Outcome VirtualRecvComm::ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s) {
   slot.bytes = StreamBytes(slot);
-  wire_end_ = std::max(s.ready_ns, wire_end_) + Transfer(slot.bytes, LinkBits(&s));
-  slot.done_at = wire_end_ + LinkLatency(&s);
+  ArrivalInput in;
+  in.form = ArrivalForm::kStream;
+  in.posted_ns = req.posted_at;
+  in.bytes = slot.bytes;
+  in.ready_ns = s.ready_ns;
+  in.link = LinkOf(&s);
+  const Arrival a = ResolveArrival(in, wire_end_);
+  wire_end_ = a.wire_end_ns;
+  slot.done_at = a.done_ns;
   return Outcome::kResolved;
 }
 
 // No identity and no schedule: a plain modelled link from the posting time.
 void VirtualRecvComm::ResolvePlainLink(RecvRequest& req, Slot& slot) {
   slot.bytes = slot.max_size;
-  wire_end_ = std::max(req.posted_at, wire_end_) + Transfer(slot.bytes, LinkBits(nullptr));
-  slot.done_at = wire_end_ + LinkLatency(nullptr);
+  ArrivalInput in;
+  in.form = ArrivalForm::kPlainLink;
+  in.posted_ns = req.posted_at;
+  in.bytes = slot.bytes;
+  in.link = LinkOf(nullptr);
+  const Arrival a = ResolveArrival(in, wire_end_);
+  wire_end_ = a.wire_end_ns;
+  slot.done_at = a.done_ns;
 }
 
 VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) {

@@ -2,7 +2,7 @@
 // payload travels; receive buffers are filled by PRISM_RECV_FILL.
 //
 // Completion times are decided locally in test(); no call waits for prismd
-// (docs/timing.md):
+// (docs/timing.md; the rules themselves: plugin/arrival.h):
 //  - a send completes when the NIC's shared transmit link (NicLinks) has
 //    carried it;
 //  - a receive that the profiler role tied to an NCCL operation completes by
@@ -12,7 +12,9 @@
 //    or STREAM (the virtual sender streams from the time prismd's engine says
 //    it was ready, at link rate);
 //  - an explicit per-message schedule (tests, benchmarks) wins over both;
-//  - without either, the receive is a plain modelled link from its posting.
+//  - a MIRROR receive without a schedule is timed by the mirror alone; a
+//    STREAM one waits for its schedule;
+//  - a receive tied to no operation is a plain modelled link from its posting.
 //
 // Threading: NCCL's one-thread-per-comm rule (comm.h). Requests are pooled,
 // kPrismNetMaxRequests per comm; isend/irecv return a NULL request beyond.
@@ -23,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "plugin/arrival.h"
 #include "plugin/comm.h"
 #include "plugin/daemon_session.h"
 #include "plugin/op_schedules.h"
@@ -104,8 +107,9 @@ class VirtualRecvComm final : public NetComm {
   bool Fill(const Slot& slot);
   Result Fail(const std::string& why);
   void WarnWaiting(const RecvRequest& req, const Slot& slot);
-  uint64_t LinkBits(const OpSchedule* s) const;
-  int64_t LinkLatency(const OpSchedule* s) const;
+  // The virtual sender's link: the schedule's where it gives one, else the
+  // plugin's link settings, else the NIC's advertised speed and latency.
+  VirtualLink LinkOf(const OpSchedule* s) const;
 
   CommEnv env_;
   std::shared_ptr<DaemonSession> session_;

@@ -3,7 +3,8 @@
 # two-process real-peer transfers, virtual peers against
 # prism-session-testd). It must not link the plugin's code itself: the
 # generated proto descriptors would then register twice in libprotobuf.
-# plugin_unit_tests: internals of the plugin and of daemon/session, linked.
+# plugin_unit_tests: internals of the plugin and of daemon/session, linked
+# (plugin_fake_nccl.cc plays NCCL's profiler front end for the op tracker).
 add_executable(plugin_peer ${CMAKE_CURRENT_SOURCE_DIR}/plugin_peer.cc)
 target_include_directories(plugin_peer PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plugin_peer PRIVATE ${CMAKE_DL_LIBS})
@@ -24,7 +25,10 @@ catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_progress_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_session_test.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_session_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_fake_nccl.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_op_tracker_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_arrival_test.cc)
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE
   PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md")
