@@ -54,7 +54,8 @@ struct Arrival {
 // connection is free (the previous Arrival's wire_end_ns; 0 at first). With
 // T = WireTimeNs(bytes, link.bits_per_second) and L = link.latency_ns:
 //   kMirror:    done = max(own_send_done + L, ready + T + L when ready > 0);
-//               the link is left as it was (wire_end unchanged)
+//               wire_end' = max(wire_end, done - L) (the sender's link
+//               was busy until that message's last byte left)
 //   kStream:    wire_end' = max(ready, wire_end) + T;   done = wire_end' + L
 //   kPlainLink: wire_end' = max(posted, wire_end) + T;  done = wire_end' + L
 // and in every form done is not before posted.
@@ -66,6 +67,7 @@ inline Arrival ResolveArrival(const ArrivalInput& in, int64_t wire_end_ns) {
     case ArrivalForm::kMirror:
       a.done_ns = in.own_send_done_ns + latency;
       if (in.ready_ns > 0) a.done_ns = std::max(a.done_ns, in.ready_ns + wire + latency);
+      a.wire_end_ns = std::max(wire_end_ns, a.done_ns - latency);
       break;
     case ArrivalForm::kStream:
       a.wire_end_ns = std::max(in.ready_ns, wire_end_ns) + wire;

@@ -243,7 +243,9 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   in.ready_ns = sched != nullptr ? sched->ready_ns : 0;  // the virtual members arrived only then
   in.own_send_done_ns = sent;
   in.link = LinkOf(sched);
-  slot.done_at = ResolveArrival(in, wire_end_).done_ns;
+  const Arrival a = ResolveArrival(in, wire_end_);
+  wire_end_ = a.wire_end_ns;
+  slot.done_at = a.done_ns;
   return Outcome::kResolved;
 }
 
@@ -325,6 +327,21 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   if (warned_waiting_ || !slot.op.valid()) return;
   warned_waiting_ = true;
   const OpInfo& info = slot.op.op->info();
+  if (info.mirror_kind()) {
+    // A ring receive waits for this rank's own send of the same step, which
+    // goes through the plugin only when the ring successor is on another
+    // NCCL host.
+    PRISM_WARN(*env_.logger,
+               "receive %llu on virtual connection %llx has waited %lld ms for this rank's own send of the "
+               "same ring step (operation comm %llx kind %d seq %llu, channel %d step %d); if two real ranks "
+               "share an NCCL host (same NCCL_HOSTID) that send does not use the plugin: give each real rank "
+               "its own NCCL_HOSTID, as `prism run` does",
+               static_cast<unsigned long long>(slot.seq), static_cast<unsigned long long>(conn_id_),
+               static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000),
+               static_cast<unsigned long long>(info.comm_hash), static_cast<int>(info.kind),
+               static_cast<unsigned long long>(info.seq), static_cast<int>(slot.op.channel), slot.op.step);
+    return;
+  }
   PRISM_WARN(*env_.logger,
              "receive %llu on virtual connection %llx has waited %lld ms for prismd's schedule of "
              "operation comm %llx kind %d seq %llu peer %d (is prismd's engine behind, or is this operation "
