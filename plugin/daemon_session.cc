@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "plugin/clock.h"
+#include "plugin/daemon_owner.h"
 #include "plugin/op_schedules.h"
 #include "plugin/plugin.h"
 #include "proto/prism_service.grpc.pb.h"
@@ -317,6 +318,12 @@ void DaemonSession::IoMain() {
       PRISM_WARN(*env_.logger, "%s", failure_.c_str());
       return;
     }
+  }
+  // Only this user's prismd (or one PRISM_DAEMON_UIDS names) gets the session.
+  if (const std::string why = CheckDaemonOwner(s.daemon_address, getuid(), s.daemon_trusted_uids); !why.empty()) {
+    Fail(why);
+    PRISM_WARN(*env_.logger, "%s", why.c_str());
+    return;
   }
   st.stub = rpc::PluginSession::NewStub(st.channel);
   st.rw = st.stub->Session(&st.context);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/daemon_address.h"
+#include "plugin/daemon_owner.h"
 
 namespace prism::plugin {
 namespace {
@@ -40,6 +41,9 @@ constexpr EnvParam kParams[] = {
      "prismd address; when set, listen() opens the session; unset: only virtual handles do, at prismd's "
      "per-user default unix://$XDG_RUNTIME_DIR/prismd.sock, else unix:///tmp/prismd-$UID.sock"},
     {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
+    {"PRISM_DAEMON_UIDS", "",
+     "other users whose prismd this plugin trusts, e.g. 0,1001 (a Unix-socket prismd must run as this user or "
+     "as one of them)"},
     {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
 };
@@ -147,6 +151,9 @@ Settings LoadSettings(std::string* warnings) {
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';
   s.daemon_address = s.daemon_configured ? r.String("PRISM_DAEMON") : prism::DefaultDaemonAddress();
   s.daemon_timeout_ms = r.Int("PRISM_DAEMON_TIMEOUT_MS", 100, int64_t{1} << 31);
+  if (!ParseUidList(r.String("PRISM_DAEMON_UIDS"), &s.daemon_trusted_uids) && warnings != nullptr)
+    *warnings += "PRISM_DAEMON_UIDS='" + r.String("PRISM_DAEMON_UIDS") +
+                 "' is not a comma-separated list of uids; trusting only this user's prismd\n";
   const std::string fill = r.String("PRISM_RECV_FILL");
   if (fill == "none") {
     s.recv_fill = RecvFill::kNone;

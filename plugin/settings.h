@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace prism::plugin {
 
@@ -56,6 +57,7 @@ struct Settings {
   bool daemon_configured = false;     // PRISM_DAEMON set explicitly
   std::string daemon_address;
   int64_t daemon_timeout_ms = 0;
+  std::vector<uint32_t> daemon_trusted_uids;  // PRISM_DAEMON_UIDS, besides this user
   RecvFill recv_fill = RecvFill::kZeros;
   int64_t event_flush_ns = 0;
   int rank = -1;                      // RANK (set by launchers), for prismd's logs

@@ -24,6 +24,7 @@ catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_daemon_owner_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_progress_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_session_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_fake_nccl.cc
