@@ -327,29 +327,22 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   if (warned_waiting_ || !slot.op.valid()) return;
   warned_waiting_ = true;
   const OpInfo& info = slot.op.op->info();
-  if (info.mirror_kind()) {
-    // A ring receive waits for this rank's own send of the same step, which
-    // goes through the plugin only when the ring successor is on another
-    // NCCL host.
-    PRISM_WARN(*env_.logger,
-               "receive %llu on virtual connection %llx has waited %lld ms for this rank's own send of the "
-               "same ring step (operation comm %llx kind %d seq %llu, channel %d step %d); if two real ranks "
-               "share an NCCL host (same NCCL_HOSTID) that send does not use the plugin: give each real rank "
-               "its own NCCL_HOSTID, as `prism run` does",
-               static_cast<unsigned long long>(slot.seq), static_cast<unsigned long long>(conn_id_),
-               static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000),
-               static_cast<unsigned long long>(info.comm_hash), static_cast<int>(info.kind),
-               static_cast<unsigned long long>(info.seq), static_cast<int>(slot.op.channel), slot.op.step);
-    return;
-  }
-  PRISM_WARN(*env_.logger,
-             "receive %llu on virtual connection %llx has waited %lld ms for prismd's schedule of "
-             "operation comm %llx kind %d seq %llu peer %d (is prismd's engine behind, or is this operation "
-             "missing from the graph? see prismd's log)",
-             static_cast<unsigned long long>(slot.seq), static_cast<unsigned long long>(conn_id_),
-             static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000),
-             static_cast<unsigned long long>(info.comm_hash), static_cast<int>(info.kind),
-             static_cast<unsigned long long>(info.seq), info.peer);
+  const std::string what = "receive " + std::to_string(slot.seq) + " of operation comm " +
+                           std::to_string(info.comm_hash) + " kind " + std::to_string(static_cast<int>(info.kind)) +
+                           " seq " + std::to_string(info.seq) + " (channel " + std::to_string(slot.op.channel) +
+                           ", step " + std::to_string(slot.op.step) + ", peer " + std::to_string(info.peer) + ")";
+  const long long waited_ms = static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000);
+  // A ring receive waits for this rank's own send of the same step, which
+  // goes through the plugin only when the ring successor is on another NCCL
+  // host; any other receive waits for prismd's schedule.
+  const char* why = info.mirror_kind()
+                        ? "for this rank's own send of the same ring step; if two real ranks share an NCCL host "
+                          "(same NCCL_HOSTID) that send does not use the plugin: give each real rank its own "
+                          "NCCL_HOSTID, as `prism run` does"
+                        : "for prismd's schedule (is prismd's engine behind, or is this operation missing from the "
+                          "graph? see prismd's log)";
+  PRISM_WARN(*env_.logger, "%s on virtual connection %llx has waited %lld ms %s", what.c_str(),
+             static_cast<unsigned long long>(conn_id_), waited_ms, why);
 }
 
 Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
