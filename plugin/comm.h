@@ -74,7 +74,8 @@ struct MemRegion : Tagged {
 class NicLinks {
  public:
   NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns) {
-    for (int i = 0; i < count; ++i) links_.emplace_back(std::make_unique<SharedLink>(bits_per_second, latency_ns));
+    for (int i = 0; i < count; ++i)
+      links_.emplace_back(std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns)));
   }
   SharedLink& Tx(int dev) { return *links_[dev >= 0 && dev < static_cast<int>(links_.size()) ? dev : 0]; }
 

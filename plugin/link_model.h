@@ -1,5 +1,5 @@
-// The modelled link of one connection direction: a FIFO pipe of bandwidth
-// `bits_per_second` (0: infinitely fast) and one-way `latency_ns`.
+// The modelled link of one connection direction: a FIFO pipe of `bandwidth`
+// (0: infinitely fast) and one-way `latency`.
 //
 // A message of S bytes posted at time p leaves the sender at
 //   wire_done = max(p, previous wire_done) + S / bandwidth
@@ -23,33 +23,29 @@ namespace prism::plugin {
 
 class LinkModel {
  public:
-  LinkModel(uint64_t bits_per_second, int64_t latency_ns)
-      : bits_per_second_(bits_per_second), latency_ns_(latency_ns) {}
+  LinkModel(BitsPerSecond bandwidth, Nanoseconds latency) : bandwidth_(bandwidth), latency_(latency) {}
 
   struct Times {
-    int64_t wire_done_ns;
-    int64_t deliver_ns;
+    Nanoseconds wire_done;  // the last byte left the sender
+    Nanoseconds deliver;    // the receiver has it
   };
 
-  // Reserves the link for `bytes` posted at `now_ns`.
-  Times Reserve(uint64_t bytes, int64_t now_ns) {
-    int64_t start = std::max(now_ns, wire_free_ns_);
-    int64_t done = start;
-    if (bits_per_second_ > 0) {
-      done += TransferTime(Bytes(bytes), BitsPerSecond(bits_per_second_)).count();
-    }
-    wire_free_ns_ = done;
-    return Times{done, done + latency_ns_};
+  // Reserves the link for `bytes` posted at `now` (CLOCK_REALTIME).
+  Times Reserve(Bytes bytes, Nanoseconds now) {
+    const Nanoseconds start = Max(now, wire_free_);
+    const Nanoseconds done = bandwidth_.count() > 0 ? start + TransferTime(bytes, bandwidth_) : start;
+    wire_free_ = done;
+    return Times{done, done + latency_};
   }
 
-  bool shaped() const { return bits_per_second_ > 0 || latency_ns_ > 0; }
-  int64_t latency_ns() const { return latency_ns_; }
-  uint64_t bits_per_second() const { return bits_per_second_; }
+  bool shaped() const { return bandwidth_.count() > 0 || latency_ > Nanoseconds(0); }
+  Nanoseconds latency() const { return latency_; }
+  BitsPerSecond bandwidth() const { return bandwidth_; }
 
  private:
-  uint64_t bits_per_second_;
-  int64_t latency_ns_;
-  int64_t wire_free_ns_ = 0;
+  BitsPerSecond bandwidth_;
+  Nanoseconds latency_;
+  Nanoseconds wire_free_;
 };
 
 // The transmit side of one NIC (device) of the process, shared by every
@@ -59,17 +55,17 @@ class LinkModel {
 // proxy threads, one per communicator).
 class SharedLink {
  public:
-  SharedLink(uint64_t bits_per_second, int64_t latency_ns) : link_(bits_per_second, latency_ns) {}
+  SharedLink(BitsPerSecond bandwidth, Nanoseconds latency) : link_(bandwidth, latency) {}
   SharedLink(const SharedLink&) = delete;
   SharedLink& operator=(const SharedLink&) = delete;
 
-  LinkModel::Times Reserve(uint64_t bytes, int64_t now_ns) {
+  LinkModel::Times Reserve(Bytes bytes, Nanoseconds now) {
     std::lock_guard<std::mutex> lock(mu_);
-    return link_.Reserve(bytes, now_ns);
+    return link_.Reserve(bytes, now);
   }
   bool shaped() const { return link_.shaped(); }
-  int64_t latency_ns() const { return link_.latency_ns(); }
-  uint64_t bits_per_second() const { return link_.bits_per_second(); }
+  Nanoseconds latency() const { return link_.latency(); }
+  BitsPerSecond bandwidth() const { return link_.bandwidth(); }
 
  private:
   std::mutex mu_;

@@ -49,13 +49,14 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
   req->data = static_cast<const char*>(data);
   req->gpu = mr != nullptr && mr->on_gpu();
   const int64_t now = WallNowNs();
-  const LinkModel::Times t = shaped_ ? nic_->Reserve(size, now) : LinkModel::Times{now, now};
-  req->wire_done_ns = shaped_ ? t.wire_done_ns : 0;
-  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done_ns, size);
+  const LinkModel::Times t =
+      shaped_ ? nic_->Reserve(Bytes(size), Nanoseconds(now)) : LinkModel::Times{Nanoseconds(now), Nanoseconds(now)};
+  req->wire_done_ns = shaped_ ? t.wire_done.count() : 0;
+  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done.count(), size);
   req->header = MessageHeader{size, tag,
                               ChunkCount(size, env_.settings->min_chunk_bytes,
                                          static_cast<uint32_t>(fds_.size())),
-                              shaped_ ? t.deliver_ns : 0, next_seq_++};
+                              shaped_ ? t.deliver.count() : 0, next_seq_++};
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);  // capacity 64 > pool size: never full
   engine_->Wake();

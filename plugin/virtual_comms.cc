@@ -80,18 +80,19 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   }
   if (req == nullptr) return prism_ncclSuccess;
   const int64_t now = WallNowNs();
-  const LinkModel::Times t = nic_->Reserve(size, now);
+  const LinkModel::Times t = nic_->Reserve(Bytes(size), Nanoseconds(now));
+  const int64_t wire_done = t.wire_done.count();  // CLOCK_REALTIME ns, as every stamp on the wire
   const uint64_t seq = next_seq_++;
   req->in_use = true;
   req->size = size;
-  req->done_at = t.wire_done_ns;
-  conn_->RecordSent(seq, t.wire_done_ns);
-  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done_ns, size);
+  req->done_at = wire_done;
+  conn_->RecordSent(seq, wire_done);
+  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, wire_done, size);
   SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
   e.tag = tag;
   session_->Emit(e);
   // The completion time is already known: report it at once.
-  session_->Emit(MessageEvent(SessionEvent::kCompleted, conn_id_, seq, size, t.wire_done_ns, op));
+  session_->Emit(MessageEvent(SessionEvent::kCompleted, conn_id_, seq, size, wire_done, op));
   *request = req;
   return prism_ncclSuccess;
 }
@@ -194,13 +195,30 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
 VirtualLink VirtualRecvComm::LinkOf(const OpSchedule* s) const {
   const Settings& st = *env_.settings;
   VirtualLink link;
-  if (s != nullptr && s->link_bits_per_second > 0) link.bits_per_second = s->link_bits_per_second;
-  else if (st.link_bits_per_second > 0) link.bits_per_second = st.link_bits_per_second;
-  else link.bits_per_second = static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull;
-  if (s != nullptr && s->link_latency_ns >= 0) link.latency_ns = s->link_latency_ns;
-  else if (st.link_latency_ns > 0) link.latency_ns = st.link_latency_ns;
-  else link.latency_ns = static_cast<int64_t>(st.nic.latency_us * 1000.0f);
+  if (s != nullptr && s->link_bits_per_second > 0) link.bandwidth = BitsPerSecond(s->link_bits_per_second);
+  else if (st.link_bits_per_second > 0) link.bandwidth = BitsPerSecond(st.link_bits_per_second);
+  else link.bandwidth = BitsPerSecond(static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull);
+  if (s != nullptr && s->link_latency_ns >= 0) link.latency = Nanoseconds(s->link_latency_ns);
+  else if (st.link_latency_ns > 0) link.latency = Nanoseconds(st.link_latency_ns);
+  else link.latency = Nanoseconds(static_cast<int64_t>(st.nic.latency_us * 1000.0f));
   return link;
+}
+
+// One receive timed by `in` on this connection's modelled link.
+int64_t VirtualRecvComm::Arrive(const ArrivalInput& in) {
+  const Arrival a = ResolveArrival(in, wire_end_);
+  wire_end_ = a.wire_end;
+  return a.done.count();
+}
+
+ArrivalInput VirtualRecvComm::Input(ArrivalForm form, const RecvRequest& req, const Slot& slot,
+                                    VirtualLink link) {
+  ArrivalInput in;
+  in.form = form;
+  in.posted = Nanoseconds(req.posted_at);
+  in.bytes = Bytes(slot.bytes);
+  in.link = link;
+  return in;
 }
 
 // An explicit per-message schedule (ReceiveSchedule): tests and benchmarks.
@@ -214,14 +232,8 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveExplicit(RecvRequest& req, Slot
   }
   slot.bytes = s.bytes > 0 ? s.bytes : slot.max_size;
   if (s.link_bits_per_second > 0 || s.link_latency_ns > 0) {  // and not before its own link delivers it
-    ArrivalInput in;
-    in.form = ArrivalForm::kPlainLink;
-    in.posted_ns = req.posted_at;
-    in.bytes = slot.bytes;
-    in.link = VirtualLink{s.link_bits_per_second, s.link_latency_ns};
-    const Arrival a = ResolveArrival(in, wire_end_);
-    wire_end_ = a.wire_end_ns;
-    at = std::max(at, a.done_ns);
+    const VirtualLink link{BitsPerSecond(s.link_bits_per_second), Nanoseconds(s.link_latency_ns)};
+    at = std::max(at, Arrive(Input(ArrivalForm::kPlainLink, req, slot, link)));
   }
   slot.done_at = at;
   return Outcome::kResolved;
@@ -236,16 +248,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
   const OpSchedule* sched = s ? &*s : nullptr;
   slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
-  ArrivalInput in;
-  in.form = ArrivalForm::kMirror;
-  in.posted_ns = req.posted_at;
-  in.bytes = slot.bytes;
-  in.ready_ns = sched != nullptr ? sched->ready_ns : 0;  // the virtual members arrived only then
-  in.own_send_done_ns = sent;
-  in.link = LinkOf(sched);
-  const Arrival a = ResolveArrival(in, wire_end_);
-  wire_end_ = a.wire_end_ns;
-  slot.done_at = a.done_ns;
+  ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
+  in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
+  in.own_send_done = Nanoseconds(sent);
+  slot.done_at = Arrive(in);
   return Outcome::kResolved;
 }
 
@@ -265,29 +271,16 @@ uint64_t VirtualRecvComm::StreamBytes(const Slot& slot) {
 // The virtual sender streams this operation's messages from s.ready_ns.
 VirtualRecvComm::Outcome VirtualRecvComm::ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s) {
   slot.bytes = StreamBytes(slot);
-  ArrivalInput in;
-  in.form = ArrivalForm::kStream;
-  in.posted_ns = req.posted_at;
-  in.bytes = slot.bytes;
-  in.ready_ns = s.ready_ns;
-  in.link = LinkOf(&s);
-  const Arrival a = ResolveArrival(in, wire_end_);
-  wire_end_ = a.wire_end_ns;
-  slot.done_at = a.done_ns;
+  ArrivalInput in = Input(ArrivalForm::kStream, req, slot, LinkOf(&s));
+  in.ready = Nanoseconds(s.ready_ns);
+  slot.done_at = Arrive(in);
   return Outcome::kResolved;
 }
 
 // No identity and no schedule: a plain modelled link from the posting time.
 void VirtualRecvComm::ResolvePlainLink(RecvRequest& req, Slot& slot) {
   slot.bytes = slot.max_size;
-  ArrivalInput in;
-  in.form = ArrivalForm::kPlainLink;
-  in.posted_ns = req.posted_at;
-  in.bytes = slot.bytes;
-  in.link = LinkOf(nullptr);
-  const Arrival a = ResolveArrival(in, wire_end_);
-  wire_end_ = a.wire_end_ns;
-  slot.done_at = a.done_ns;
+  slot.done_at = Arrive(Input(ArrivalForm::kPlainLink, req, slot, LinkOf(nullptr)));
 }
 
 VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) {

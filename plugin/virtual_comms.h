@@ -110,6 +110,10 @@ class VirtualRecvComm final : public NetComm {
   // The virtual sender's link: the schedule's where it gives one, else the
   // plugin's link settings, else the NIC's advertised speed and latency.
   VirtualLink LinkOf(const OpSchedule* s) const;
+  // An ArrivalInput of `form` for `slot` (its bytes) posted by `req`.
+  static ArrivalInput Input(ArrivalForm form, const RecvRequest& req, const Slot& slot, VirtualLink link);
+  // Resolves `in` on this connection's link (advancing wire_end_); the done time.
+  int64_t Arrive(const ArrivalInput& in);
 
   CommEnv env_;
   std::shared_ptr<DaemonSession> session_;
@@ -117,7 +121,7 @@ class VirtualRecvComm final : public NetComm {
   uint64_t conn_id_;
   uint64_t next_seq_ = 0;
   uint64_t next_resolve_seq_ = 0;  // receives resolve in order (links are FIFO)
-  int64_t wire_end_ = 0;           // the modelled virtual sender's link
+  Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;
   bool closed_ = false;

@@ -25,32 +25,38 @@ using prism::plugin::ArrivalInput;
 using prism::plugin::ResolveArrival;
 using prism::plugin::StreamStepBytes;
 using prism::plugin::VirtualLink;
-using prism::plugin::WireTimeNs;
+using prism::plugin::WireTime;
+using prism::BitsPerSecond;
+using prism::Bytes;
+using prism::Nanoseconds;
 
 // A link of B bytes/ns and latency L.
 constexpr int64_t kB = 2;
 constexpr uint64_t kLinkBits = kB * 8'000'000'000ull;
 constexpr int64_t kL = 5'000;
-constexpr VirtualLink kLink{kLinkBits, kL};
+const VirtualLink kLink{BitsPerSecond(kLinkBits), Nanoseconds(kL)};
 
 ArrivalInput Input(ArrivalForm form, int64_t posted, uint64_t bytes, int64_t ready = 0, int64_t own_send = 0,
                    VirtualLink link = kLink) {
   ArrivalInput in;
   in.form = form;
-  in.posted_ns = posted;
-  in.bytes = bytes;
-  in.ready_ns = ready;
-  in.own_send_done_ns = own_send;
+  in.posted = Nanoseconds(posted);
+  in.bytes = Bytes(bytes);
+  in.ready = Nanoseconds(ready);
+  in.own_send_done = Nanoseconds(own_send);
   in.link = link;
   return in;
 }
 
+// The rule with the previous wire end given in plain nanoseconds.
+Arrival Resolve(const ArrivalInput& in, int64_t wire_end) { return ResolveArrival(in, Nanoseconds(wire_end)); }
+
 TEST_CASE("arrival: wire time rounds up to whole nanoseconds; an unshaped link takes none",
           "[plugin][unit][arrival]") {
-  CHECK(WireTimeNs(4096, kLinkBits) == 4096 / kB);
-  CHECK(WireTimeNs(1, 3'000'000'000ull) == 3);  // 8/3 ns
-  CHECK(WireTimeNs(1 << 30, 0) == 0);
-  CHECK(WireTimeNs(0, kLinkBits) == 0);
+  CHECK(WireTime(Bytes(4096), BitsPerSecond(kLinkBits)).count() == 4096 / kB);
+  CHECK(WireTime(Bytes(1), BitsPerSecond(3'000'000'000ull)).count() == 3);  // 8/3 ns
+  CHECK(WireTime(Bytes(1 << 30), BitsPerSecond(0)).count() == 0);
+  CHECK(WireTime(Bytes(0), BitsPerSecond(kLinkBits)).count() == 0);
 }
 
 TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/B + L)", "[plugin][unit][arrival]") {
@@ -67,11 +73,11 @@ TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/
       INFO("channel " << ch << " step " << k);
       const int64_t by_send = own_send(ch, k) + kL;
       const int64_t by_ready = kReady + static_cast<int64_t>(kM) / kB + kL;
-      const Arrival a = ResolveArrival(Input(ArrivalForm::kMirror, kPosted, kM, kReady, own_send(ch, k)), 123);
-      CHECK(a.done_ns == std::max(by_send, by_ready));
+      const Arrival a = Resolve(Input(ArrivalForm::kMirror, kPosted, kM, kReady, own_send(ch, k)), 123);
+      CHECK(a.done.count() == std::max(by_send, by_ready));
       // the sender's link is busy until that message left (a later STREAM
       // or plain receive on this connection queues behind it)
-      CHECK(a.wire_end_ns == std::max<int64_t>(123, a.done_ns - kL));
+      CHECK(a.wire_end.count() == std::max<int64_t>(123, a.done.count() - kL));
       (by_ready > by_send ? ready_bound : send_bound)++;
     }
   }
@@ -80,13 +86,13 @@ TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/
 
   SECTION("without a ready time the own send alone decides") {
     for (int k = 0; k < kSteps; ++k) {
-      CHECK(ResolveArrival(Input(ArrivalForm::kMirror, kPosted, kM, 0, own_send(0, k)), 0).done_ns ==
+      CHECK(Resolve(Input(ArrivalForm::kMirror, kPosted, kM, 0, own_send(0, k)), 0).done.count() ==
             own_send(0, k) + kL);
     }
   }
   SECTION("never before the receive was posted") {
     const int64_t late_post = own_send(0, 0) + kL + 1'000'000;
-    CHECK(ResolveArrival(Input(ArrivalForm::kMirror, late_post, kM, kReady, own_send(0, 0)), 0).done_ns ==
+    CHECK(Resolve(Input(ArrivalForm::kMirror, late_post, kM, kReady, own_send(0, 0)), 0).done.count() ==
           late_post);
   }
 }
@@ -100,22 +106,22 @@ TEST_CASE("arrival: STREAM, the k-th chunk arrives at R + cumulative bytes/B + L
   for (size_t k = 0; k < chunks.size(); ++k) {
     INFO("chunk " << k);
     cumulative += chunks[k];
-    const Arrival a = ResolveArrival(Input(ArrivalForm::kStream, kPosted, chunks[k], kReady), wire_end);
-    CHECK(a.wire_end_ns == kReady + static_cast<int64_t>(cumulative) / kB);
-    CHECK(a.done_ns == kReady + static_cast<int64_t>(cumulative) / kB + kL);
-    wire_end = a.wire_end_ns;
+    const Arrival a = Resolve(Input(ArrivalForm::kStream, kPosted, chunks[k], kReady), wire_end);
+    CHECK(a.wire_end.count() == kReady + static_cast<int64_t>(cumulative) / kB);
+    CHECK(a.done.count() == kReady + static_cast<int64_t>(cumulative) / kB + kL);
+    wire_end = a.wire_end.count();
   }
 
   SECTION("a later operation ready while the link is still busy queues behind it") {
     const int64_t busy_until = wire_end;
-    const Arrival a = ResolveArrival(Input(ArrivalForm::kStream, kPosted, 512, busy_until - 100), busy_until);
-    CHECK(a.done_ns == busy_until + 512 / kB + kL);
+    const Arrival a = Resolve(Input(ArrivalForm::kStream, kPosted, 512, busy_until - 100), busy_until);
+    CHECK(a.done.count() == busy_until + 512 / kB + kL);
   }
   SECTION("a receive posted after the data arrived completes when posted; the link still ran from R") {
     const int64_t late_post = kReady + 1'000'000;
-    const Arrival a = ResolveArrival(Input(ArrivalForm::kStream, late_post, 4096, kReady), 0);
-    CHECK(a.done_ns == late_post);
-    CHECK(a.wire_end_ns == kReady + 4096 / kB);
+    const Arrival a = Resolve(Input(ArrivalForm::kStream, late_post, 4096, kReady), 0);
+    CHECK(a.done.count() == late_post);
+    CHECK(a.wire_end.count() == kReady + 4096 / kB);
   }
 }
 
@@ -124,15 +130,15 @@ TEST_CASE("arrival: no schedule, the plain link model from the posting time", "[
   constexpr int64_t kPosted = 50'000;
   int64_t wire_end = 0;
   for (int k = 0; k < 3; ++k) {  // posted together: they queue
-    const Arrival a = ResolveArrival(Input(ArrivalForm::kPlainLink, kPosted, kM), wire_end);
-    CHECK(a.done_ns == kPosted + (k + 1) * static_cast<int64_t>(kM) / kB + kL);
-    wire_end = a.wire_end_ns;
+    const Arrival a = Resolve(Input(ArrivalForm::kPlainLink, kPosted, kM), wire_end);
+    CHECK(a.done.count() == kPosted + (k + 1) * static_cast<int64_t>(kM) / kB + kL);
+    wire_end = a.wire_end.count();
   }
   const int64_t idle_post = wire_end + 10'000;  // the link went idle
-  CHECK(ResolveArrival(Input(ArrivalForm::kPlainLink, idle_post, kM), wire_end).done_ns ==
+  CHECK(Resolve(Input(ArrivalForm::kPlainLink, idle_post, kM), wire_end).done.count() ==
         idle_post + static_cast<int64_t>(kM) / kB + kL);
-  const VirtualLink unshaped{0, kL};
-  CHECK(ResolveArrival(Input(ArrivalForm::kPlainLink, kPosted, 1 << 30, 0, 0, unshaped), 0).done_ns == kPosted + kL);
+  const VirtualLink unshaped{BitsPerSecond(0), Nanoseconds(kL)};
+  CHECK(Resolve(Input(ArrivalForm::kPlainLink, kPosted, 1 << 30, 0, 0, unshaped), 0).done.count() == kPosted + kL);
 }
 
 TEST_CASE("arrival: a STREAM step carries at most what is left of the op's per-channel share",

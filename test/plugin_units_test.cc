@@ -15,21 +15,21 @@ using prism::plugin::ChunkOf;
 using prism::plugin::LinkModel;
 
 TEST_CASE("link model: back-to-back sends queue behind each other", "[plugin][unit]") {
-  LinkModel link(8'000'000'000ull, 20'000);  // 1 GB/s, 20 us
-  auto t1 = link.Reserve(1000, 5000);
-  CHECK(t1.wire_done_ns == 6000);
-  CHECK(t1.deliver_ns == 26000);
-  auto t2 = link.Reserve(1000, 5500);  // posted while the link is busy
-  CHECK(t2.wire_done_ns == 7000);
-  auto t3 = link.Reserve(0, 100000);  // idle link: starts at post time
-  CHECK(t3.wire_done_ns == 100000);
-  CHECK(t3.deliver_ns == 120000);
+  LinkModel link(prism::BitsPerSecond(8'000'000'000ull), prism::FromMicroseconds(20));  // 1 GB/s, 20 us
+  auto t1 = link.Reserve(prism::Bytes(1000), prism::Nanoseconds(5000));
+  CHECK(t1.wire_done.count() == 6000);
+  CHECK(t1.deliver.count() == 26000);
+  auto t2 = link.Reserve(prism::Bytes(1000), prism::Nanoseconds(5500));  // posted while the link is busy
+  CHECK(t2.wire_done.count() == 7000);
+  auto t3 = link.Reserve(prism::Bytes(0), prism::Nanoseconds(100000));  // idle link: starts at post time
+  CHECK(t3.wire_done.count() == 100000);
+  CHECK(t3.deliver.count() == 120000);
 }
 
 TEST_CASE("link model: unshaped completes at post time", "[plugin][unit]") {
-  LinkModel link(0, 0);
+  LinkModel link(prism::BitsPerSecond(0), prism::Nanoseconds(0));
   CHECK_FALSE(link.shaped());
-  CHECK(link.Reserve(1 << 30, 42).wire_done_ns == 42);
+  CHECK(link.Reserve(prism::Bytes(1 << 30), prism::Nanoseconds(42)).wire_done.count() == 42);
 }
 
 TEST_CASE("chunks cover the message exactly once", "[plugin][unit]") {
