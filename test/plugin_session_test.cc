@@ -32,7 +32,7 @@ TEST_CASE("session service: unknown listen id is FailedPrecondition", "[plugin][
 }
 
 TEST_CASE("link schedule source keeps a window ahead of posted receives", "[plugin][session]") {
-  LinkModelScheduleSource source(8'000'000'000ull, 20'000, 4);
+  LinkModelScheduleSource source(prism::BitsPerSecond(8'000'000'000ull), prism::FromMicroseconds(20), 4);
   prism::rpc::EventBatch batch;
   auto* open = batch.add_events()->mutable_conn_opened();
   open->set_conn_id(7);

@@ -8,17 +8,16 @@ void ReceiveWindow::Forget(SessionId id) {
   }
 }
 
-LinkModelScheduleSource::LinkModelScheduleSource(uint64_t bits_per_second, int64_t latency_ns,
-                                                 uint64_t window)
-    : bits_per_second_(bits_per_second), latency_ns_(latency_ns), window_(window) {}
+LinkModelScheduleSource::LinkModelScheduleSource(BitsPerSecond bandwidth, Nanoseconds latency, uint64_t window)
+    : bandwidth_(bandwidth), latency_(latency), window_(window) {}
 
 void LinkModelScheduleSource::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
   std::lock_guard<std::mutex> lock(mu_);
   window_.Advance(
       id, batch,
       [this](rpc::ReceiveSchedule* s) {
-        s->set_link_bits_per_second(bits_per_second_);
-        s->set_link_latency_ns(static_cast<uint64_t>(latency_ns_));
+        s->set_link_bits_per_second(bandwidth_.count());
+        s->set_link_latency_ns(static_cast<uint64_t>(latency_.count()));
       },
       reply);
 }

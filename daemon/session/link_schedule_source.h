@@ -15,6 +15,7 @@
 #include <mutex>
 #include <utility>
 
+#include "common/units.h"
 #include "daemon/session/schedule_source.h"
 
 namespace prism::daemon {
@@ -36,14 +37,14 @@ class ReceiveWindow {
 
 class LinkModelScheduleSource final : public ScheduleSource {
  public:
-  LinkModelScheduleSource(uint64_t bits_per_second, int64_t latency_ns, uint64_t window = 256);
+  LinkModelScheduleSource(BitsPerSecond bandwidth, Nanoseconds latency, uint64_t window = 256);
 
   void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) override;
   void OnSessionClosed(SessionId id) override;
 
  private:
-  uint64_t bits_per_second_;
-  int64_t latency_ns_;
+  BitsPerSecond bandwidth_;
+  Nanoseconds latency_;
   std::mutex mu_;
   ReceiveWindow window_;
 };

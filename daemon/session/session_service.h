@@ -4,7 +4,7 @@
 // sessions' events to a ScheduleSource whose schedules it pushes back.
 //
 // Usage (prismd):
-//   LinkModelScheduleSource source(100'000'000'000, 5'000);
+//   LinkModelScheduleSource source(FromGbps(100), FromMicroseconds(5));
 //   PluginSessionService sessions({.daemon_version = "0.1"}, &source);
 //   builder.RegisterService(sessions.service());
 //   bootstrap.SetBroker(&sessions.broker());

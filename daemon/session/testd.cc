@@ -30,14 +30,15 @@ using prism::daemon::SessionId;
 
 class PacedScheduleSource final : public prism::daemon::ScheduleSource {
  public:
-  PacedScheduleSource(int64_t start_ns, int64_t interval_ns, uint64_t window)
-      : start_ns_(start_ns), interval_ns_(interval_ns), window_(window) {}
+  // Receive k may complete at start + k * interval (CLOCK_REALTIME).
+  PacedScheduleSource(prism::Nanoseconds start, prism::Nanoseconds interval, uint64_t window)
+      : start_(start), interval_(interval), window_(window) {}
   void OnEvents(SessionId id, const prism::rpc::EventBatch& batch, prism::rpc::ScheduleBatch* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
     window_.Advance(
         id, batch,
         [this](prism::rpc::ReceiveSchedule* s) {
-          s->set_earliest_ns(static_cast<uint64_t>(start_ns_ + static_cast<int64_t>(s->seq()) * interval_ns_));
+          s->set_earliest_ns(static_cast<uint64_t>((start_ + interval_ * static_cast<int64_t>(s->seq())).count()));
         },
         reply);
   }
@@ -47,8 +48,8 @@ class PacedScheduleSource final : public prism::daemon::ScheduleSource {
   }
 
  private:
-  int64_t start_ns_;
-  int64_t interval_ns_;
+  prism::Nanoseconds start_;
+  prism::Nanoseconds interval_;
   std::mutex mu_;
   ReceiveWindow window_;
 };
@@ -76,9 +77,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<prism::daemon::ScheduleSource> source;
   if (mode == "link") {
     source = std::make_unique<prism::daemon::LinkModelScheduleSource>(
-        static_cast<uint64_t>(std::llround(gbps * 1e9)), std::llround(latency_us * 1e3), window);
+        prism::BitsPerSecond(static_cast<uint64_t>(std::llround(gbps * 1e9))),
+        prism::Nanoseconds(std::llround(latency_us * 1e3)), window);
   } else {
-    source = std::make_unique<PacedScheduleSource>(paced_start, paced_interval, window);
+    source = std::make_unique<PacedScheduleSource>(prism::Nanoseconds(paced_start), prism::Nanoseconds(paced_interval),
+                                                   window);
   }
   prism::daemon::PluginSessionService* service_ptr = nullptr;
   prism::daemon::PluginSessionService::Options options;
