@@ -22,18 +22,6 @@ namespace {
 
 constexpr int kMaxAcceptBackoffMs = 2000;
 
-sockaddr_in ToSockaddr(const Ipv4Endpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(e.port);
-  a.sin_addr.s_addr = htonl(e.ip);
-  return a;
-}
-
-Ipv4Endpoint FromSockaddr(const sockaddr_in& a) {
-  return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)};
-}
-
 Ipv4Endpoint LocalOf(int fd) {
   sockaddr_in a{};
   socklen_t len = sizeof(a);

@@ -44,6 +44,16 @@ uint64_t ChildCommHash(uint64_t parent_hash, int32_t split_count, int32_t color)
   return NcclHasher().EatValue(parent_hash).EatValue(split_count).EatValue(color).Digest();
 }
 
+sockaddr_in ToSockaddr(const Ipv4Endpoint& e) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(e.port);
+  a.sin_addr.s_addr = htonl(e.ip);
+  return a;
+}
+
+Ipv4Endpoint FromSockaddr(const sockaddr_in& a) { return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)}; }
+
 std::string ToString(const Ipv4Endpoint& e) {
   return absl::StrCat((e.ip >> 24) & 255, ".", (e.ip >> 16) & 255, ".", (e.ip >> 8) & 255,
                       ".", e.ip & 255, ":", e.port);

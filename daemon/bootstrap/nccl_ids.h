@@ -3,6 +3,8 @@
 #ifndef PRISM_DAEMON_BOOTSTRAP_NCCL_IDS_H_
 #define PRISM_DAEMON_BOOTSTRAP_NCCL_IDS_H_
 
+#include <netinet/in.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -50,6 +52,9 @@ struct Ipv4Endpoint {
   bool operator==(const Ipv4Endpoint&) const = default;
 };
 std::string ToString(const Ipv4Endpoint& e);
+// The kernel's form of `e` (AF_INET, network order), and back.
+sockaddr_in ToSockaddr(const Ipv4Endpoint& e);
+Ipv4Endpoint FromSockaddr(const sockaddr_in& a);
 // "host:port" with a dotted IPv4 host or a resolvable name.
 absl::StatusOr<Ipv4Endpoint> ParseHostPort(std::string_view host_port);
 

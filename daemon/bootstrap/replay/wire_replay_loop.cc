@@ -32,14 +32,6 @@ std::string AddrBytes(const Ipv4Endpoint& e) {
   return std::string(reinterpret_cast<const char*>(a.data()), a.size());
 }
 
-sockaddr_in ToSockaddr(const Ipv4Endpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(e.port);
-  a.sin_addr.s_addr = htonl(e.ip);
-  return a;
-}
-
 // Listener on 127.0.0.1:0 (kernel's port). Returns fd, fills `bound`.
 int ListenLoopback(Ipv4Endpoint* bound) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
