@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "examples", "train_gpt.py")
@@ -36,7 +37,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(python, world, extra, tmp):
+def start_job(python, world, extra, tmp):
     port = free_port()
     procs = []
     for rank in range(world):
@@ -45,15 +46,42 @@ def run_job(python, world, extra, tmp):
         out = open(os.path.join(tmp, f"rank{rank}.log"), "w")
         procs.append((subprocess.Popen([python, SCRIPT, "--cpu", *SMALL, *extra], env=env, stdout=out,
                                        stderr=subprocess.STDOUT), out))
-    failures = []
-    for rank, (p, out) in enumerate(procs):
-        try:
-            rc = p.wait(timeout=240)
-        except subprocess.TimeoutExpired:
+    return procs
+
+
+def wait_job(procs, timeout_s):
+    """Waits for every rank; the first failure (or the deadline) stops the
+    others at once, so a rank stuck on a dead peer never holds the test."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        codes = [p.poll() for p, _ in procs]
+        if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
+            break
+        time.sleep(0.2)
+    codes = []
+    for p, out in procs:
+        if p.poll() is None:
             p.kill()
-            rc = "timeout"
+            p.wait()
+            codes.append("killed (another rank failed, or the deadline passed)")
+        else:
+            codes.append(p.returncode)
         out.close()
-        text = open(out.name).read()
+    return codes
+
+
+def run_job(python, world, extra, tmp, attempts=2):
+    for attempt in range(attempts):
+        procs = start_job(python, world, extra, tmp)
+        codes = wait_job(procs, 240)
+        rank0 = open(procs[0][1].name, errors="replace").read()
+        # The port free_port() found may be taken by another test before rank 0's store binds it.
+        if codes[0] != 0 and "address already in use" in rank0.lower() and attempt + 1 < attempts:
+            continue
+        break
+    failures = []
+    for rank, ((p, out), rc) in enumerate(zip(procs, codes)):
+        text = open(out.name, errors="replace").read()
         events = [json.loads(l) for l in text.splitlines() if l.startswith("{")]
         checks = [e for e in events if e.get("train_gpt") == "ops-check" and e.get("match")]
         done = [e for e in events if e.get("train_gpt") == "done"]
