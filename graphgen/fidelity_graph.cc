@@ -1,6 +1,7 @@
 #include "graphgen/fidelity_graph.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -265,28 +266,26 @@ pg::Graph StepGraph(const FidelitySpec& s) {
   std::vector<uint32_t> world(n);
   for (uint32_t r = 0; r < n; ++r) world[r] = r;
   AddComm(g, pg::COMM_KIND_WORLD, "world", world);
+  // One group of `kind` per (outer, inner) pair, members along the third
+  // axis; `group_of[r]` is each member's group id.
+  auto add_groups = [&](pg::CommKind kind, const char* name, uint32_t outer_n, uint32_t inner_n, uint32_t size,
+                        const std::function<uint32_t(uint32_t, uint32_t, uint32_t)>& rank,
+                        std::vector<uint32_t>& group_of) {
+    for (uint32_t o = 0; o < outer_n; ++o)
+      for (uint32_t i = 0; i < inner_n; ++i) {
+        std::vector<uint32_t> m;
+        for (uint32_t k = 0; k < size; ++k) m.push_back(rank(o, i, k));
+        const uint32_t id = AddComm(g, kind, absl::StrCat(name, "[", o * inner_n + i, "]"), m)->id();
+        for (uint32_t r : m) group_of[r] = id;
+      }
+  };
   std::vector<uint32_t> tp_of(n), pp_of(n), dp_of(n);
-  for (uint32_t stage = 0; stage < pp; ++stage)
-    for (uint32_t d = 0; d < dp; ++d) {
-      std::vector<uint32_t> m;
-      for (uint32_t t = 0; t < tp; ++t) m.push_back(rank_of(stage, d, t));
-      const uint32_t id = AddComm(g, pg::COMM_KIND_TP, absl::StrCat("tp[", stage * dp + d, "]"), m)->id();
-      for (uint32_t r : m) tp_of[r] = id;
-    }
-  for (uint32_t d = 0; d < dp; ++d)
-    for (uint32_t t = 0; t < tp; ++t) {
-      std::vector<uint32_t> m;
-      for (uint32_t stage = 0; stage < pp; ++stage) m.push_back(rank_of(stage, d, t));
-      const uint32_t id = AddComm(g, pg::COMM_KIND_PP, absl::StrCat("pp[", d * tp + t, "]"), m)->id();
-      for (uint32_t r : m) pp_of[r] = id;
-    }
-  for (uint32_t stage = 0; stage < pp; ++stage)
-    for (uint32_t t = 0; t < tp; ++t) {
-      std::vector<uint32_t> m;
-      for (uint32_t d = 0; d < dp; ++d) m.push_back(rank_of(stage, d, t));
-      const uint32_t id = AddComm(g, pg::COMM_KIND_DP, absl::StrCat("dp[", stage * tp + t, "]"), m)->id();
-      for (uint32_t r : m) dp_of[r] = id;
-    }
+  add_groups(pg::COMM_KIND_TP, "tp", pp, dp, tp,
+             [&](uint32_t stage, uint32_t d, uint32_t t) { return rank_of(stage, d, t); }, tp_of);
+  add_groups(pg::COMM_KIND_PP, "pp", dp, tp, pp,
+             [&](uint32_t d, uint32_t t, uint32_t stage) { return rank_of(stage, d, t); }, pp_of);
+  add_groups(pg::COMM_KIND_DP, "dp", pp, tp, dp,
+             [&](uint32_t stage, uint32_t t, uint32_t d) { return rank_of(stage, d, t); }, dp_of);
   for (uint32_t stage = 0; stage < pp; ++stage) {
     auto* p = g.add_programs();
     p->set_id(stage);
