@@ -175,19 +175,29 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   std::remove(good.c_str());
 }
 
-TEST_CASE("prismd in hybrid mode serves gRPC and /status until SIGTERM, then exits cleanly", "[daemon][server]") {
-  const std::string graph = TempPath(".hybrid.graph");
-  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
-  const std::string sock = TempPath(".sock");
+namespace {
+
+// prismd in hybrid mode on `graph`, gRPC on unix://`sock`, stderr silenced.
+pid_t StartHybridPrismd(const std::string& graph, const std::string& sock, const char* metrics) {
   const pid_t pid = fork();
-  REQUIRE(pid >= 0);
   if (pid == 0) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 2);
     execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--listen", ("unix://" + sock).c_str(),
-          "--metrics-address", "none", static_cast<char*>(nullptr));
+          "--metrics-address", metrics, static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("prismd in hybrid mode serves gRPC and /status until SIGTERM, then exits cleanly", "[daemon][server]") {
+  const std::string graph = TempPath(".hybrid.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
+  const std::string sock = TempPath(".sock");
+  const pid_t pid = StartHybridPrismd(graph, sock, "none");
+  REQUIRE(pid > 0);
   auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
   auto stub = prism::rpc::Daemon::NewStub(channel);
   prism::rpc::StatusReply reply;
@@ -254,15 +264,8 @@ TEST_CASE("prismd in hybrid mode stops promptly on SIGTERM with a live plugin se
   const std::string graph = TempPath(".live.graph");
   REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
   const std::string sock = TempPath(".live.sock");
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
-    execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--listen", ("unix://" + sock).c_str(),
-          "--metrics-address", "127.0.0.1:0", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0");
+  REQUIRE(pid > 0);
   auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
   auto stub = prism::rpc::PluginSession::NewStub(channel);
   grpc::ClientContext ctx;

@@ -24,15 +24,7 @@ using prism::graphgen::testing::TempPath;
 
 namespace {
 
-const char* kGood = R"(name: ok
-model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
-parallel: {tp: 2, pp: 2, dp: 2, micro_batch: 1, global_batch: 8}
-cluster:
-  gpus_per_node: 8
-  gpu: {name: H100, bf16_tflops: 989, hbm_gbps: 3350, memory_gib: 80}
-  nic: {count: 8, gbps: 400, latency_us: 5}
-  nvlink: {gbps: 3600, latency_us: 1}
-)";
+const char* const kGood = prism::graphgen::testing::kValidJobYaml;
 
 struct Outcome {
   int code = 0;

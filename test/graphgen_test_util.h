@@ -17,6 +17,18 @@ namespace prism::graphgen::testing {
 // (flow-style, e.g. "{tp: 2, pp: 2, dp: 2}") plus optional extra model keys.
 std::string SmallJobYaml(const std::string& parallel, const std::string& extra_model = "");
 
+// A complete, valid job file (TP2 PP2 DP2 on 8 H100s), for tests that
+// append or break one key.
+inline constexpr const char* kValidJobYaml = R"(name: ok
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+parallel: {tp: 2, pp: 2, dp: 2, micro_batch: 1, global_batch: 8}
+cluster:
+  gpus_per_node: 8
+  gpu: {name: H100, bf16_tflops: 989, hbm_gbps: 3350, memory_gib: 80}
+  nic: {count: 8, gbps: 400, latency_us: 5}
+  nvlink: {gbps: 3600, latency_us: 1}
+)";
+
 // Parses and generates; REQUIREs success.
 prism::graph::Graph GraphOf(const std::string& yaml);
 JobSpec SpecOf(const std::string& yaml);
