@@ -3,3 +3,11 @@ if(TARGET prism_engine)
   add_executable(daemon_bench daemon_bench.cc ${PROJECT_SOURCE_DIR}/test/daemon_test_graphs.cc)
   target_link_libraries(daemon_bench PRIVATE prism_engine)
 endif()
+
+# hybrid_explain: replays a --record-sessions recording and prints what the
+# engine played for chosen ranks beside what the real ranks reported.
+if(TARGET prism_hybrid)
+  add_executable(hybrid_explain hybrid_explain.cc)
+  target_include_directories(hybrid_explain PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(hybrid_explain PRIVATE prism_hybrid)
+endif()

@@ -255,23 +255,12 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
-    if (c.shape.SpansNodes()) {
-      int64_t start = in.last;
-      for (uint32_t m : c.members) start = std::max({start, state_[m].nic_tx_busy, state_[m].nic_rx_busy});
-      const int64_t end = AddTime(start, model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count());
-      for (uint32_t m : c.members) {
-        state_[m].nic_tx_busy = std::max(state_[m].nic_tx_busy, end);
-        state_[m].nic_rx_busy = std::max(state_[m].nic_rx_busy, end);
-      }
-    }
+    if (c.shape.SpansNodes())
+      ReserveMembersNics(c, in.last, model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count());
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
   }
-  int64_t start = in.last;
-  const bool spans = c.shape.SpansNodes();
-  if (spans)  // a collective across nodes sends and receives on every member's NIC share
-    for (uint32_t m : c.members) start = std::max({start, state_[m].nic_tx_busy, state_[m].nic_rx_busy});
   Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
   if (!measured_.empty()) {
     const auto it = measured_.find(CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape});
@@ -280,9 +269,9 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
       ++stats_.calibrated_instances;
     }
   }
+  // A collective across nodes sends and receives on every member's NIC share.
+  const int64_t start = c.shape.SpansNodes() ? ReserveMembersNics(c, in.last, took.count()) : in.last;
   const int64_t end = AddTime(start, took.count());
-  if (spans)
-    for (uint32_t m : c.members) state_[m].nic_tx_busy = state_[m].nic_rx_busy = end;
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
@@ -306,10 +295,10 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   const EngineComm& c = world_.comms[comm];
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
-  if (c.shape.SpansNodes())
+  if (c.shape.SpansNodes())  // busy until the real end, if later than the model's
     for (uint32_t m : c.members) {
-      state_[m].nic_tx_busy = std::max(state_[m].nic_tx_busy, end);
-      state_[m].nic_rx_busy = std::max(state_[m].nic_rx_busy, end);
+      state_[m].nic_tx.Reserve(now_, end, now_);
+      state_[m].nic_rx.Reserve(now_, end, now_);
     }
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
@@ -321,8 +310,25 @@ void ReplayEngine::FinishMixed(const Instance& in) {
 bool ReplayEngine::VirtualNicsFreeBy(const EngineComm& c, int64_t start) const {
   if (!c.shape.SpansNodes()) return true;
   for (uint32_t m : c.members)
-    if (!world_.actors[m].real && std::max(state_[m].nic_tx_busy, state_[m].nic_rx_busy) > start) return false;
+    if (!world_.actors[m].real && std::max(state_[m].nic_tx.LatestEnd(), state_[m].nic_rx.LatestEnd()) > start)
+      return false;
   return true;
+}
+
+int64_t ReplayEngine::ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration) {
+  std::vector<const NicCalendar*>& calendars = calendar_scratch_;
+  calendars.clear();
+  for (uint32_t m : c.members) {
+    calendars.push_back(&state_[m].nic_tx);
+    calendars.push_back(&state_[m].nic_rx);
+  }
+  const int64_t start = EarliestCommonStart(calendars, ready, duration);
+  const int64_t end = AddTime(start, duration);
+  for (uint32_t m : c.members) {
+    state_[m].nic_tx.Reserve(start, end, now_);
+    state_[m].nic_rx.Reserve(start, end, now_);
+  }
+  return start;
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
@@ -416,10 +422,13 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bo
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
+  const int64_t wire = (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count();
   int64_t start = now_;
-  if (!same_node) start = std::max(start, s.nic_tx_busy);
+  if (!same_node) {
+    start = s.nic_tx.NextFree(now_, wire);
+    s.nic_tx.Reserve(start, AddTime(start, wire), now_);
+  }
   const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
-  if (!same_node) s.nic_tx_busy = AddTime(start, (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count());
   Push(end, actor, k, now_);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
@@ -472,11 +481,16 @@ void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
+  const int64_t took = model_.PointToPointTime(op.bytes, same_node).count();
   int64_t start = std::max(send.posted, recv.posted);
-  // Between nodes: the sender's transmit and the receiver's receive direction.
-  if (!same_node) start = std::max({start, state_[send.actor].nic_tx_busy, state_[recv.actor].nic_rx_busy});
-  const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
-  if (!same_node) state_[send.actor].nic_tx_busy = state_[recv.actor].nic_rx_busy = end;
+  if (!same_node) {  // between nodes: the sender's transmit and the receiver's receive direction
+    NicCalendar& tx = state_[send.actor].nic_tx;
+    NicCalendar& rx = state_[recv.actor].nic_rx;
+    start = EarliestCommonStart({&tx, &rx}, start, took);
+    tx.Reserve(start, AddTime(start, took), now_);
+    rx.Reserve(start, AddTime(start, took), now_);
+  }
+  const int64_t end = AddTime(start, took);
   Push(end, send.actor, send.op, send.posted);
   Push(end, recv.actor, recv.op, recv.posted);
   if (observer_) observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);

@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/network_model.h"
+#include "daemon/engine/nic_calendar.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
@@ -155,7 +156,8 @@ class ReplayEngine {
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
     std::vector<uint32_t> iteration_left;
     uint64_t iterations_done = 0;
-    int64_t nic_tx_busy = 0, nic_rx_busy = 0, last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
+    NicCalendar nic_tx, nic_rx;      // its NIC's transmit and receive directions, when reserved
+    int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
     uint32_t computing = 0, communicating = 0;
     int64_t last_comm_done = 0;      // when its latest communication op completed
   };
@@ -207,6 +209,9 @@ class ReplayEngine {
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   void FinishMixed(const Instance& in);
   bool VirtualNicsFreeBy(const EngineComm& c, int64_t start) const;
+  // Reserves every member's NIC (both directions) for `duration` from the
+  // earliest instant >= `ready` at which all are free; returns that instant.
+  int64_t ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration);
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
   void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
@@ -237,6 +242,7 @@ class ReplayEngine {
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
+  std::vector<const NicCalendar*> calendar_scratch_;  // ReserveMembersNics' working list
   std::vector<CommState> comm_state_;
   std::vector<uint64_t> iteration_actors_left_;
   std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)

@@ -1,0 +1,140 @@
+// hybrid_explain: replays a prismd --record-sessions recording against its
+// graph (as CI's replay tests do) and prints, as tab-separated lines, what
+// the engine played for the chosen ranks and what the real ranks reported.
+// A developer's tool for finding where a hybrid run's time went.
+//
+// Usage: hybrid_explain GRAPH RECORDING RANKS
+//   RECORDING: a file, or model:R,R (what real ranks R would record if they
+//   ran exactly like the model)
+//   RANKS: comma-separated ranks to trace, e.g. 0,1,4
+// Output lines (times in microseconds from the recording's start):
+//   iteration  K  end_us
+//   op   rank  op_index  kind  label  start_us  end_us
+//   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
+//   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us
+//   rsched (the same for the schedules the replay sent; sent_us 0)
+//   conn session  conn_id  is_send  at_us
+//   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "daemon/hybrid/session_recorder.h"
+#include "daemon/hybrid/session_replay.h"
+#include "proto/graph_file.h"
+
+namespace {
+
+std::string Describe(const prism::graph::Op& op, std::string* kind) {
+  using prism::graph::Op;
+  switch (op.kind_case()) {
+    case Op::kCompute: *kind = "compute"; return op.compute().label();
+    case Op::kCollective: *kind = "collective"; return op.collective().label();
+    case Op::kSend: *kind = "send"; return op.send().label();
+    case Op::kRecv: *kind = "recv"; return op.recv().label();
+    case Op::kGroupStart: *kind = "group_start"; return "";
+    case Op::kGroupEnd: *kind = "group_end"; return "";
+    default: *kind = "?"; return "";
+  }
+}
+
+double Us(int64_t ns, int64_t origin) { return static_cast<double>(ns - origin) / 1000.0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: hybrid_explain GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+    return 2;
+  }
+  auto graph = prism::graph::ReadGraphFile(argv[1]);
+  if (!graph.ok()) { std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()); return 1; }
+  // "model:R,R..." stands for the recording those real ranks would make if
+  // they ran exactly as the model plays them (the self-check's input).
+  const std::string source = argv[2];
+  absl::StatusOr<prism::daemon::Recording> rec;
+  if (source.rfind("model:", 0) == 0) {
+    std::vector<uint32_t> reals;
+    for (absl::string_view s : absl::StrSplit(source.substr(6), ',')) {
+      uint32_t r = 0;
+      if (absl::SimpleAtoi(s, &r)) reals.push_back(r);
+    }
+    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000);
+  } else {
+    rec = prism::daemon::ReadRecording(source);
+  }
+  if (!rec.ok()) { std::fprintf(stderr, "%s\n", rec.status().ToString().c_str()); return 1; }
+  std::vector<uint32_t> ranks;
+  for (absl::string_view s : absl::StrSplit(argv[3], ',')) {
+    uint32_t r = 0;
+    if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
+    ranks.push_back(r);
+  }
+  auto replay = prism::daemon::ReplaySessions(*graph, *rec, ranks);
+  if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
+  const int64_t origin = rec->start_realtime_ns;
+  int64_t t = 0;
+  for (size_t k = 0; k < replay->iteration_times.size(); ++k) {
+    t += replay->iteration_times[k].count();
+    std::printf("iteration\t%zu\t%.1f\n", k, t / 1000.0);
+  }
+  std::map<uint32_t, uint32_t> rank_of_actor;
+  for (uint32_t r : ranks) rank_of_actor[replay->actor_of_rank[r]] = r;
+  for (const auto& o : replay->trace) {
+    const uint32_t rank = rank_of_actor.count(o.actor) ? rank_of_actor[o.actor] : o.actor;
+    const auto& program = graph->programs(graph->ranks(rank).program());
+    std::string kind;
+    const std::string label = o.op < static_cast<uint32_t>(program.ops_size()) ? Describe(program.ops(o.op), &kind) : "";
+    std::printf("op\t%u\t%u\t%s\t%s\t%.1f\t%.1f\n", rank, o.op, kind.c_str(), label.c_str(),
+                o.start.count() / 1000.0, o.end.count() / 1000.0);
+  }
+  for (const auto& r : replay->schedules) {
+    const auto& s = r.schedule;
+    std::printf("rsched\t%llu\t0\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session, s.key().kind(),
+                (unsigned long long)s.key().seq(), s.key().peer(), static_cast<int>(s.mode()),
+                Us(static_cast<int64_t>(s.ready_ns()), origin));
+  }
+  std::map<uint64_t, prism::rpc::OpStarted> started;
+  for (const auto& line : rec->lines) {
+    if (line.kind == prism::daemon::RecordedLine::kSchedule) {
+      const auto& s = line.schedule;
+      std::printf("sched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)line.session,
+                  Us(line.at, origin), s.key().kind(), (unsigned long long)s.key().seq(), s.key().peer(),
+                  static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
+    }
+    if (line.kind != prism::daemon::RecordedLine::kEvents) continue;
+    for (const auto& e : line.events.events()) {
+      if (e.has_conn_opened())
+        std::printf("conn\t%llu\t%llu\t%d\t%.1f\n", (unsigned long long)line.session,
+                    (unsigned long long)e.conn_opened().conn_id(), e.conn_opened().is_send() ? 1 : 0,
+                    Us(e.conn_opened().at_ns(), origin));
+      if (e.has_posted()) {
+        const auto& m = e.posted();
+        std::printf("msg\t%llu\tposted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t0\n", (unsigned long long)line.session,
+                    (unsigned long long)m.conn_id(), (unsigned long long)m.seq(), (unsigned long long)m.bytes(),
+                    Us(m.at_ns(), origin), (unsigned long long)m.op_id(), m.channel(), m.step());
+      }
+      if (e.has_completed()) {
+        const auto& m = e.completed();
+        std::printf("msg\t%llu\tcompleted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t%.1f\n",
+                    (unsigned long long)line.session, (unsigned long long)m.conn_id(), (unsigned long long)m.seq(),
+                    (unsigned long long)m.bytes(), Us(m.at_ns(), origin), (unsigned long long)m.op_id(), m.channel(),
+                    m.step(), m.late_ns() / 1000.0);
+      }
+      if (e.has_op_started()) started[line.session * 1000000007ull + e.op_started().op_id()] = e.op_started();
+      if (!e.has_op_finished()) continue;
+      const auto& f = e.op_finished();
+      const auto it = started.find(line.session * 1000000007ull + f.op_id());
+      if (it == started.end()) continue;
+      const auto& s = it->second;
+      std::printf("real\t%llu\t%llu\t%d\t%llu\t%d\t%llu\t%.1f\t%.1f\t%.1f\n", (unsigned long long)line.session,
+                  (unsigned long long)f.op_id(), s.key().kind(), (unsigned long long)s.key().seq(), s.key().peer(),
+                  (unsigned long long)s.bytes(), Us(s.at_ns(), origin),
+                  f.first_send_ns() ? Us(f.first_send_ns(), origin) : 0.0, Us(f.end_ns(), origin));
+    }
+  }
+  return 0;
+}
