@@ -12,8 +12,10 @@
 //    or STREAM (the virtual sender streams from the time prismd's engine says
 //    it was ready, at link rate);
 //  - an explicit per-message schedule (tests, benchmarks) wins over both;
-//  - a MIRROR receive without a schedule is timed by the mirror alone; a
-//    STREAM one waits for its schedule;
+//  - a receive of an operation without a schedule waits for it, MIRROR and
+//    STREAM alike (the engine sends it once the virtual senders reached the
+//    operation, usually well ahead of need; for an operation it cannot match
+//    it sends an "on time" one at once);
 //  - a receive tied to no operation is a plain modelled link from its posting.
 //
 // Threading: NCCL's one-thread-per-comm rule (comm.h). Requests are pooled,
@@ -100,7 +102,7 @@ class VirtualRecvComm final : public NetComm {
   enum class Outcome { kResolved, kWait, kError };
   Outcome Resolve(RecvRequest& req, Slot& slot);
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
-  Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
+  Outcome ResolveMirror(RecvRequest& req, Slot& slot, const OpSchedule& s);
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
   void ResolvePlainLink(RecvRequest& req, Slot& slot);
   uint64_t StreamBytes(const Slot& slot);

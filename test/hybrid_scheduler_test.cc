@@ -94,3 +94,30 @@ TEST_CASE("after all-reduces, a virtual sender's send to the real rank becomes a
   REQUIRE(r.ok());
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
+
+// The plugin waits for a schedule of every operation with virtual peers (a
+// ring too: its virtual members may still be computing), so an operation
+// prismd cannot match must still get one, "on time", beside the divergence.
+TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-time MIRROR schedule",
+          "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  constexpr uint64_t kUnknownHash = 0x5eed;
+  prism::rpc::EventBatch b;
+  const int64_t t = RealtimeNow();
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0), 0, 4, 1 << 20, t);  // the graph has none
+  AddStarted(&b, 2, Key(kUnknownHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, b);
+  for (const uint64_t hash : {kWorldHash, kUnknownHash}) {
+    INFO("communicator " << hash);
+    auto s = h.WaitSchedule(Key(hash, hash == kWorldHash ? prism::rpc::OP_ALL_GATHER : prism::rpc::OP_ALL_REDUCE, 0),
+                            std::chrono::seconds(5));
+    REQUIRE(s.has_value());
+    CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
+    CHECK(s->unmatched());
+    CHECK(static_cast<int64_t>(s->ready_ns()) == t);
+  }
+  auto r = h.Stop();
+  CHECK(h.scheduler().counters().ops_unmatched == 2);
+  CHECK(h.scheduler().counters().divergences == 2);
+}

@@ -71,8 +71,9 @@ def sweep_tables(out, data, name, runs):
 
 
 def step_tables(out, data, name, runs):
-    for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2"]), ("truth-late", ["hybrid1-late"])):
-        for rank in (0, None):
+    for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run"]),
+                                     ("truth-late", ["hybrid1-late"])):
+        for _ in (0,):
             truths = {}
             for r in range(0, 64):
                 j = load(os.path.join(out, f"{name}-{truth_kind}", f"r{r}.json"))
@@ -85,7 +86,7 @@ def step_tables(out, data, name, runs):
                     continue
                 for r in sorted(truths):
                     h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
-                    if not h or (rank is not None and r != rank):
+                    if not h:
                         continue
                     t = truths[r]
                     wu = t.get("warmup", 0)
@@ -109,6 +110,31 @@ def step_tables(out, data, name, runs):
                     print("per iteration (ms) truth/hybrid: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
 
 
+def model_tables(out, data, name, runs):
+    """Runs without a ground truth (a world too large for one host): the real
+    ranks' iteration times beside prismd --simulate's."""
+    try:
+        model_s = load(os.path.join(data, name, "model.json"))["iteration_time_s"]
+    except (TypeError, KeyError):
+        return
+    for kind in sorted(runs):
+        if not kind.startswith("hybrid"):
+            continue
+        for r in range(0, 64):
+            h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
+            if not h:
+                continue
+            wu = h.get("warmup", 0)
+            hi = h["iteration_ms"][wu:]
+            if not hi:
+                continue
+            mh, mm = statistics.mean(hi), model_s * 1e3
+            print(f"\n## {name}: {kind} vs prismd --simulate, rank {r}: {len(hi)} iterations after {wu} warm-up")
+            print(f"mean iteration: model {mm:.3f} ms, hybrid {mh:.3f} ms, difference {pct(mh, mm):+.2f}%; "
+                  f"worst iteration {max(abs(pct(x, mm)) for x in hi):.2f}%")
+            print("per iteration (ms): " + " ".join(f"{x:.2f}" for x in hi))
+
+
 def prismd_summary(out):
     for d in sorted(os.listdir(out)):
         log = os.path.join(out, d, "prismd.log")
@@ -124,7 +150,7 @@ def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
     for d in sorted(os.listdir(out)):
-        m = re.match(r"(.+)-(truth|truth-late|hybrid1|hybrid2|hybrid1-late)$", d)
+        m = re.match(r"(.+)-(truth|truth-late|hybrid1|hybrid2|hybrid1-late|hybrid1-run)$", d)
         if m:
             runs.setdefault(m.group(1), set()).add(m.group(2))
     for name, kinds in runs.items():
@@ -137,8 +163,10 @@ def main():
             pass
         if meta.get("MODE") == "sweep":
             sweep_tables(out, data, name, kinds)
-        else:
+        elif "truth" in kinds or "truth-late" in kinds:
             step_tables(out, data, name, kinds)
+        else:
+            model_tables(out, data, name, kinds)
     prismd_summary(out)
 
 

@@ -29,14 +29,22 @@ DTYPE_BYTES = 2  # the graph's ops are bf16
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--ops", required=True, help="this rank's program (prism-graphgen inspect --ops RANK)")
+    ap.add_argument("--rank", type=int, default=int(os.environ.get("RANK", "-1")),
+                    help="default: $RANK (with --env-init)")
+    ap.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "0")),
+                    help="default: $WORLD_SIZE (with --env-init)")
+    ap.add_argument("--ops", required=True,
+                    help="this rank's program (prism-graphgen inspect --ops RANK); {rank} is replaced by the rank")
     ap.add_argument("--comms", required=True, help="the graph's summary (prism-graphgen inspect --json)")
     ap.add_argument("--iterations", type=int, required=True, help="iterations to run (step: warmup included)")
     ap.add_argument("--warmup", type=int, default=0, help="iterations (step) or repetitions (sweep) not measured")
     ap.add_argument("--mode", choices=["step", "sweep"], required=True)
-    ap.add_argument("--store-port", type=int, required=True)
+    ap.add_argument("--env-init", action="store_true",
+                    help="start as an ordinary program under `prism run` does: init_process_group through env:// "
+                         "(MASTER_ADDR/PORT, the store prismd hosts) and no device_id, so each group's NCCL "
+                         "communicator is made at its first collective (only its members take part; a "
+                         "world of thousands avoids one world-wide split per group)")
+    ap.add_argument("--store-port", type=int, default=0)
     ap.add_argument("--store-host", default="127.0.0.1")
     ap.add_argument("--store-master", action="store_true", help="host PyTorch's TCP store (rank 0 of the run)")
     ap.add_argument("--gpu", type=int, default=0)
@@ -44,7 +52,15 @@ def parse_args(argv=None):
     ap.add_argument("--late-ms", type=float, default=0.0)
     ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
     ap.add_argument("--out", default="", help="also write the JSON line here")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    # One command line for every real rank (prism run): {rank} in paths.
+    a.ops = a.ops.replace("{rank}", str(a.rank))
+    a.out = a.out.replace("{rank}", str(a.rank))
+    if a.rank < 0 or a.world <= 0:
+        ap.error("--rank and --world (or RANK and WORLD_SIZE) are needed")
+    if not a.env_init and a.store_port <= 0:
+        ap.error("--store-port is needed (or --env-init)")
+    return a
 
 
 class SleepClock:
@@ -109,13 +125,12 @@ class Runner:
 
     def init(self):
         a, torch, dist = self.a, self.torch, self.dist
-        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # clients do not wait for absent (virtual) ranks
-        store = dist.TCPStore(a.store_host, a.store_port, a.world, is_master=a.store_master, wait_for_workers=False)
-        if a.cpu:
-            dist.init_process_group("gloo", store=store, rank=a.rank, world_size=a.world)
+        if a.env_init:
+            if not a.cpu:
+                torch.cuda.set_device(self.dev)
+            dist.init_process_group("gloo" if a.cpu else "nccl", rank=a.rank, world_size=a.world)
         else:
-            torch.cuda.set_device(self.dev)
-            dist.init_process_group("nccl", store=store, rank=a.rank, world_size=a.world, device_id=self.dev)
+            self.init_with_own_store()
         comms = sorted((g for k in self.summary["communicators"]["by_kind"] for g in k.get("groups", [])),
                        key=lambda c: c["id"])
         for c in comms:
@@ -130,6 +145,18 @@ class Runner:
         for op in self.ops:
             targets.update(op["deps"])
         self.dep_targets = targets
+
+    def init_with_own_store(self):
+        """The ground truth's and run-gpu.sh's start: rank 0 hosts the store,
+        communicators are made eagerly (device_id)."""
+        a, torch, dist = self.a, self.torch, self.dist
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # clients do not wait for absent (virtual) ranks
+        store = dist.TCPStore(a.store_host, a.store_port, a.world, is_master=a.store_master, wait_for_workers=False)
+        if a.cpu:
+            dist.init_process_group("gloo", store=store, rank=a.rank, world_size=a.world)
+        else:
+            torch.cuda.set_device(self.dev)
+            dist.init_process_group("nccl", store=store, rank=a.rank, world_size=a.world, device_id=self.dev)
 
     def buffer(self, key, nbytes):
         k = (key, nbytes)
@@ -224,7 +251,7 @@ class Runner:
         a, torch = self.a, self.torch
         result = {"rank": a.rank, "world": a.world, "mode": a.mode, "spec": self.summary["job"]["name"]}
         if a.mode == "step":
-            marks, timed = [], []
+            marks, timed, done_marks = [], [], []
             for it in range(a.iterations):
                 extra = int(a.late_ms * 1e6) if it == a.late_iteration else 0
                 if a.cpu:
@@ -234,7 +261,17 @@ class Runner:
                 ev = torch.cuda.Event(enable_timing=True)
                 ev.record(self.compute)
                 marks.append(ev)
+                # As a training loop that reads its loss: the host runs at most
+                # one iteration ahead of the GPU (waiting without spinning).
+                # Unbounded, it filled CUDA's launch queue after about a dozen
+                # iterations, and NCCL's host-side enqueue then lagged the
+                # GPU: ground truths slowed down mid-run, by 2x at 16 ranks.
+                if len(done_marks) >= 2:
+                    done_marks[-2].synchronize()
                 self.run_iteration(extra, timed if it >= a.warmup else None)
+                done = torch.cuda.Event(blocking=True)
+                done.record(self.compute)
+                done_marks.append(done)
             if a.cpu:
                 marks.append(time.perf_counter())
                 times = [1e3 * (marks[i + 1] - marks[i]) for i in range(len(marks) - 1)]

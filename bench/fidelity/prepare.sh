@@ -22,10 +22,8 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  if (( n <= 64 )); then
-    "$pd" --graph "$d/graph" --simulate --json --trace "$d/model-trace.json" --trace-ranks 0 \
-      --metrics-address none > "$d/model.json"
-  fi
+  trace=(); (( n <= 64 )) && trace=(--trace "$d/model-trace.json" --trace-ranks 0)
+  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   python3 - "$spec" "$d/meta.env" "$n" <<'PY'
 import sys, yaml
 s = yaml.safe_load(open(sys.argv[1])); n = int(sys.argv[3])

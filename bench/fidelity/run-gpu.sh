@@ -7,7 +7,10 @@
 # Usage: bench/fidelity/run-gpu.sh BUNDLE DATA RUN...
 #   BUNDLE  scripts/bundle-runtime.sh output (plugin, prismd)
 #   DATA    bench/fidelity/prepare.sh output (graphs, programs, model times)
-#   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late
+#   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late | hybrid1-run
+#           (hybrid1-run: rank 0 started by `scripts/prism run` as an ordinary program: env://,
+#           the store prismd hosts, lazy communicators -- for worlds of thousands, where one
+#           eager world-wide split per group would take minutes)
 #           (NAME = a prepared spec, e.g. step-n8:truth step-n8:hybrid1)
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
@@ -83,6 +86,17 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
   kill -TERM "$pd"; wait "$pd"
 }
 
+run_launcher() {  # NAME TAG REAL-RANKS: the driver as an ordinary program under `prism run`
+  local name="$1" tag="$2" reals="$3"
+  env $(rank_env "$name" "$tag") timeout "$RUN_TIMEOUT" python3 "$here/../../scripts/prism" run \
+    --graph "$D/$name/graph" --ranks "$reals" --plugin "$B/libnccl-net-prism.so" --prismd "$B/prismd" \
+    --metrics-port $((port + 2)) --store-port $((port + 3)) --log-dir "$OUT/$tag" \
+    --prismd-arg=--record-sessions --prismd-arg="$OUT/$tag/sessions.rec" \
+    -- python3 "$here/driver.py" --env-init --ops "$D/$name/ops{rank}.json" --comms "$D/$name/comms.json" \
+      --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" --out "$OUT/$tag/r{rank}.json" \
+    > "$OUT/$tag/run.log" 2>&1
+}
+
 for run in "$@"; do
   name="${run%%:*}"; kind="${run#*:}"
   # shellcheck disable=SC1090
@@ -96,6 +110,7 @@ for run in "$@"; do
     hybrid1) run_hybrid "$name" "$tag" 0 0 ;;
     hybrid1-late) run_hybrid "$name" "$tag" 0 1 ;;
     hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;
+    hybrid1-run) run_launcher "$name" "$tag" 0 ;;
     *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
   esac
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"

@@ -177,15 +177,21 @@ void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint
   ++counters_.ops_unmatched;
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
   Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
-  if (MirrorKind(s)) return;  // the plugin needs nothing to time a ring
+  Deliver(rank, OnTimeSchedule(s), reply, session);
+}
+
+// The schedule of an operation prismd cannot time: its virtual peers are
+// there when the real rank is (the plugin waits for a schedule of every
+// operation with virtual peers, so one must come).
+rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   rpc::OpSchedule d;
   *d.mutable_key() = s.key();
-  d.set_mode(rpc::OpSchedule::STREAM);
+  d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
   d.set_ready_ns(s.at_ns());
   d.set_link_bits_per_second(options_.link_bits_per_second);
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
-  Deliver(rank, std::move(d), reply, session);
+  return d;
 }
 
 void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
@@ -197,6 +203,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
                          ", which prismd's bootstrap never created (", rpc::OpKind_Name(s.key().kind()),
                          " #", s.key().seq(), "); its virtual peers are timed as if on time"));
+    if (reply != nullptr) {
+      ++counters_.schedules_pushed;
+      if (options_.recorder != nullptr) options_.recorder->Schedule(RealtimeNowNs(), id, OnTimeSchedule(s));
+      *reply->add_ops() = OnTimeSchedule(s);
+    }
     return;
   }
   const CommDescription& c = comm->second;

@@ -127,6 +127,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
   void HandleFinished(SessionId id, const rpc::OpFinished& f);
   // Locked helpers.
+  rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                  rpc::ScheduleBatch* reply);
   rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated);
