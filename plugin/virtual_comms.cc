@@ -10,8 +10,8 @@
 namespace prism::plugin {
 namespace {
 
-// A receive that has waited this long for its schedule (or, MIRROR, for the
-// own send of its step) is reported once (prismd's engine may be behind, or the graph lacks the op).
+// A STREAM-kind receive that has waited this long for its schedule is
+// reported once (prismd's engine may be behind, or the graph lacks the op).
 constexpr int64_t kWaitWarnNs = 2'000'000'000;
 
 // Tells prismd that a virtual connection opened or closed (batched by the session).
@@ -241,13 +241,15 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveExplicit(RecvRequest& req, Slot
 
 // Symmetric ring collective: my predecessor's i-th send on this channel is
 // timed like my own i-th send on this channel (DESIGN.md hard part 2).
-VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& slot, const OpSchedule& s) {
+VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& slot,
+                                                        const std::optional<OpSchedule>& s) {
   int64_t sent = 0;
   uint64_t bytes = 0;
   if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
+  const OpSchedule* sched = s ? &*s : nullptr;
   slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
-  ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(&s));
-  in.ready = Nanoseconds(s.ready_ns);  // the virtual members arrived only then
+  ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
+  in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
   in.own_send_done = Nanoseconds(sent);
   slot.done_at = Arrive(in);
   return Outcome::kResolved;
@@ -291,13 +293,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
   } else if (slot.op.valid()) {
     // The operation NCCL actually ran decides the form (prismd's engine
     // cannot know NCCL's algorithm choice); the schedule gives the times.
-    // No schedule yet: the engine has not seen the virtual senders reach
-    // this operation, so nothing can arrive yet (a ring too: its virtual
-    // members may still be computing).
     const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
-    if (!s) out = Outcome::kWait;
-    else if (slot.op.op->info().mirror_kind()) out = ResolveMirror(req, slot, *s);
-    else out = ResolveStream(req, slot, *s);
+    if (slot.op.op->info().mirror_kind()) out = ResolveMirror(req, slot, s);
+    else if (s) out = ResolveStream(req, slot, *s);
+    else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
   } else {
     ResolvePlainLink(req, slot);
   }
@@ -326,16 +325,15 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
                            " seq " + std::to_string(info.seq) + " (channel " + std::to_string(slot.op.channel) +
                            ", step " + std::to_string(slot.op.step) + ", peer " + std::to_string(info.peer) + ")";
   const long long waited_ms = static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000);
-  // Every receive first waits for prismd's schedule; a scheduled ring receive
-  // then waits for this rank's own send of the same step, which goes through
-  // the plugin only when the ring successor is on another NCCL host.
-  const bool scheduled = env_.schedules->Get(OpKey::Of(info)).has_value();
-  const char* why = scheduled && info.mirror_kind()
+  // A ring receive waits for this rank's own send of the same step, which
+  // goes through the plugin only when the ring successor is on another NCCL
+  // host; any other receive waits for prismd's schedule.
+  const char* why = info.mirror_kind()
                         ? "for this rank's own send of the same ring step; if two real ranks share an NCCL host "
                           "(same NCCL_HOSTID) that send does not use the plugin: give each real rank its own "
                           "NCCL_HOSTID, as `prism run` does"
-                        : "for prismd's schedule (is prismd's engine behind, or are its virtual peers still on "
-                          "their way, e.g. a late rank? see prismd's log and /status)";
+                        : "for prismd's schedule (is prismd's engine behind, or is this operation missing from the "
+                          "graph? see prismd's log)";
   PRISM_WARN(*env_.logger, "%s on virtual connection %llx has waited %lld ms %s", what.c_str(),
              static_cast<unsigned long long>(conn_id_), waited_ms, why);
 }
