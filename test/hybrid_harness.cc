@@ -48,6 +48,12 @@ absl::StatusOr<engine::SimulationResult> HybridHarness::Stop() {
   return std::move(result_);
 }
 
+void HybridHarness::OpenSession(daemon::SessionId session, int32_t rank) {
+  rpc::Hello hello;
+  hello.set_rank(rank);
+  scheduler_->OnSessionOpened(session, hello, this);
+}
+
 void HybridHarness::Communicator(uint64_t hash, int64_t graph_comm, std::vector<uint32_t> members) {
   daemon::CommDescription c;
   c.comm_hash = hash;

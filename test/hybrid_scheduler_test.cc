@@ -121,3 +121,45 @@ TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-tim
   CHECK(h.scheduler().counters().ops_unmatched == 2);
   CHECK(h.scheduler().counters().divergences == 2);
 }
+
+// Two real ranks with a communicator of their own (a TP pair both real):
+// prismd's bootstrap never sees it, so its members come from the ranks'
+// reports. Its operations must be matched (the engine follows the real
+// ranks through them), with no divergence and no schedule.
+TEST_CASE("a communicator of real ranks only is learned from their reports and matched", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 2, 2), {0, 1});
+  h.OpenSession(1, 0);
+  h.OpenSession(2, 1);
+  constexpr uint64_t kPairHash = 0x7a1e;
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    const int64_t t = RealtimeNow();
+    prism::rpc::EventBatch a, b;
+    AddStarted(&a, 10 + seq, Key(kPairHash, prism::rpc::OP_ALL_REDUCE, seq), 0, 2, 1 << 20, t);
+    AddFinished(&a, 10 + seq, t + 10'000, t + 1'000'000);
+    h.Feed(1, a);
+    if (seq == 0) {  // rank 1 has not reported yet: nothing matched, nothing diverged
+      CHECK(h.scheduler().counters().ops_matched == 0);
+      CHECK(h.scheduler().counters().divergences == 0);
+    }
+    AddStarted(&b, 20 + seq, Key(kPairHash, prism::rpc::OP_ALL_REDUCE, seq), 1, 2, 1 << 20, t);
+    AddFinished(&b, 20 + seq, t + 10'000, t + 1'000'000);
+    h.Feed(2, b);
+  }
+  const auto c = h.scheduler().counters();
+  CHECK(c.ops_matched == 4);
+  CHECK(c.ops_finished == 4);
+  CHECK(c.ops_unmatched == 0);
+  CHECK(c.divergences == 0);
+  CHECK(h.AllSchedules().empty());
+  CHECK(h.scheduler().StuckReceives(prism::Nanoseconds(0)).empty());
+}
+
+TEST_CASE("without the session's rank, an unknown communicator stays a divergence", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 2, 1), {0, 1});
+  h.OpenSession(3, -1);  // RANK unset
+  prism::rpc::EventBatch a;
+  AddStarted(&a, 1, Key(0x7a1e, prism::rpc::OP_ALL_REDUCE, 0), 0, 2, 1 << 20, RealtimeNow());
+  h.Feed(3, a);
+  CHECK(h.scheduler().counters().divergences == 1);
+  CHECK(h.scheduler().counters().ops_unmatched == 1);
+}

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace prism::daemon {
 namespace {
@@ -95,6 +96,7 @@ HybridScheduler::Counters HybridScheduler::counters() const {
 void HybridScheduler::OnSessionOpened(SessionId id, const rpc::Hello& hello, ScheduleSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   sink_ = sink;  // one session service: the same sink for every session
+  session_rank_[id] = hello.rank();
 }
 
 void HybridScheduler::OnSessionClosed(SessionId id) {
@@ -105,13 +107,56 @@ void HybridScheduler::OnSessionClosed(SessionId id) {
       if (status_ != nullptr) status_->UpdateRealRank(rank, false, "session closed");
     }
   for (auto it = started_.begin(); it != started_.end();) it = it->first.first == id ? started_.erase(it) : std::next(it);
+  session_rank_.erase(id);
 }
 
 void HybridScheduler::OnCommunicator(const CommDescription& c) {
   std::lock_guard<std::mutex> lock(mu_);
+  RegisterCommunicator(c);
+}
+
+void HybridScheduler::RegisterCommunicator(const CommDescription& c) {
   if (options_.recorder != nullptr) options_.recorder->Communicator(RealtimeNowNs(), c);
   comm_of_hash_[c.comm_hash] = c;
   if (c.graph_comm >= 0) hash_of_graph_comm_[c.graph_comm] = c.comm_hash;
+  bool all_real = !c.members.empty();
+  for (uint32_t m : c.members) all_real = all_real && programs_.IsReal(m);
+  if (all_real) all_real_hashes_.insert(c.comm_hash);
+}
+
+bool HybridScheduler::ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
+  const auto me = session_rank_.find(id);
+  if (me == session_rank_.end() || me->second < 0 || !programs_.IsReal(static_cast<uint32_t>(me->second)))
+    return false;  // the session did not say which rank it is (RANK unset)
+  if (s.comm_size() < 2 || s.comm_rank() < 0 || s.comm_rank() >= s.comm_size() ||
+      static_cast<size_t>(s.comm_size()) > programs_.real_count())
+    return false;  // it has virtual members, which prismd's bootstrap would have seen
+  const uint64_t hash = s.key().comm_hash();
+  PendingComm& p = pending_comms_[hash];
+  p.size = s.comm_size();
+  p.members[s.comm_rank()] = static_cast<uint32_t>(me->second);
+  p.started.emplace_back(id, s);
+  parked_ops_[{id, s.op_id()}] = hash;
+  if (static_cast<int32_t>(p.members.size()) < p.size) return true;  // the other members will report too
+  PendingComm done = std::move(p);
+  pending_comms_.erase(hash);
+  for (const auto& [sid, st] : done.started) parked_ops_.erase({sid, st.op_id()});
+  CommDescription c;
+  c.comm_hash = hash;
+  for (const auto& [comm_rank, global] : done.members) c.members.push_back(global);
+  const auto found = programs_.AllRealCommunicator(c.members);
+  if (found) {
+    c.graph_comm = found->id;
+    c.name = found->name;
+  } else {
+    c.name = absl::StrCat("real-only communicator ", hash);
+    Diverge(absl::StrCat("a communicator of real ranks ", absl::StrJoin(c.members, ","),
+                         " that the graph lacks; its operations are not matched"));
+  }
+  RegisterCommunicator(c);
+  for (const auto& [sid, st] : done.started) HandleStarted(sid, st, sid == id ? reply : nullptr);
+  for (const auto& [sid, f] : done.finished) HandleFinished(sid, f);
+  return true;
 }
 
 void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
@@ -196,6 +241,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
 
 void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
   const auto comm = comm_of_hash_.find(s.key().comm_hash());
+  if (comm == comm_of_hash_.end() && ParkOnAllRealComm(id, s, reply)) return;
   if (comm == comm_of_hash_.end() || s.comm_rank() < 0 ||
       static_cast<size_t>(s.comm_rank()) >= comm->second.members.size()) {
     ++counters_.ops_unmatched;
@@ -238,7 +284,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
                                       key.kind() == rpc::OP_SEND ? "send to" : "receive from", " that rank"), reply);
       return;
     }
-    if (key.kind() == rpc::OP_RECV) {
+    if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
         Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply, id);
@@ -259,7 +305,9 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       return;
     }
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
-    if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
+    if (all_real_hashes_.count(c.comm_hash) != 0) {
+      // No virtual member: nothing to schedule, the engine only follows it.
+    } else if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
       Deliver(rank, Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second),
               reply, id);
       rr.collective_ready.erase(ready);
@@ -286,7 +334,13 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
 
 void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
   const auto it = started_.find({id, f.op_id()});
-  if (it == started_.end()) return;  // not matched (already a divergence) or from before a restart
+  if (it == started_.end()) {
+    // Waiting for an all-real communicator's other members, or not matched
+    // (already a divergence), or from before a restart.
+    if (const auto parked = parked_ops_.find({id, f.op_id()}); parked != parked_ops_.end())
+      pending_comms_[parked->second].finished.emplace_back(id, f);
+    return;
+  }
   const StartedOp op = it->second;
   started_.erase(it);
   ++counters_.ops_finished;

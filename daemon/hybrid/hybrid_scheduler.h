@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -124,8 +125,23 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     rpc::OpSchedule schedule;
   };
 
+  // An operation on a communicator whose members are all real ranks: prismd's
+  // bootstrap never saw it, so its members come from the real ranks' own
+  // reports (their session's global rank at the reported communicator rank).
+  // Reports wait here until every member has reported one.
+  struct PendingComm {
+    int32_t size = 0;
+    std::map<int32_t, uint32_t> members;  // communicator rank -> global rank
+    std::vector<std::pair<SessionId, rpc::OpStarted>> started;
+    std::vector<std::pair<SessionId, rpc::OpFinished>> finished;
+  };
+
   void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
   void HandleFinished(SessionId id, const rpc::OpFinished& f);
+  // Locked helpers. True when `s` waits for (or completed) an all-real
+  // communicator's membership; false: it cannot be one (a divergence).
+  bool ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
+  void RegisterCommunicator(const CommDescription& c);
   // Locked helpers.
   rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
@@ -147,6 +163,10 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   std::unordered_map<uint64_t, CommDescription> comm_of_hash_;
   std::map<int64_t, uint64_t> hash_of_graph_comm_;
   std::map<std::pair<SessionId, uint64_t>, StartedOp> started_;
+  std::map<SessionId, int32_t> session_rank_;       // Hello.rank (-1: unknown)
+  std::unordered_map<uint64_t, PendingComm> pending_comms_;
+  std::map<std::pair<SessionId, uint64_t>, uint64_t> parked_ops_;  // (session, op id) -> comm hash
+  std::set<uint64_t> all_real_hashes_;              // communicators without virtual members
   // Engine communicator -> (real rank, graph communicator) pairs it stands for.
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
   Counters counters_;

@@ -45,6 +45,17 @@ class RealRankPrograms {
   static absl::StatusOr<RealRankPrograms> Build(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks);
 
   bool IsReal(uint32_t rank) const { return ranks_.count(rank) != 0; }
+  size_t real_count() const { return ranks_.size(); }
+
+  // A graph communicator whose members are all real ranks, by its members
+  // (global ranks in communicator-rank order): its id and name. prismd's
+  // bootstrap never sees such a communicator (no virtual member), so the
+  // hybrid scheduler learns it from the real ranks' own reports.
+  struct NamedComm {
+    uint32_t id = 0;
+    std::string name;
+  };
+  std::optional<NamedComm> AllRealCommunicator(const std::vector<uint32_t>& members) const;
 
   // The `seq`-th collective of `kind` by `rank` on graph communicator
   // `comm`; nullopt when the program has none of that kind there.
@@ -82,6 +93,7 @@ class RealRankPrograms {
   };
 
   std::map<uint32_t, RankIndex> ranks_;
+  std::map<std::vector<uint32_t>, NamedComm> all_real_comms_;
 };
 
 }  // namespace prism::daemon

@@ -90,7 +90,11 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
     if (line.kind == RecordedLine::kCommunicator) {
       scheduler.OnCommunicator(line.comm);
     } else if (line.kind == RecordedLine::kEvents) {
-      if (opened.insert(line.session).second) scheduler.OnSessionOpened(line.session, rpc::Hello(), &sink);
+      if (opened.insert(line.session).second) {
+        rpc::Hello hello;
+        hello.set_rank(-1);  // recordings do not keep it; their communicators are all recorded
+        scheduler.OnSessionOpened(line.session, hello, &sink);
+      }
       rpc::ScheduleBatch reply;
       scheduler.OnEvents(line.session, line.events, &reply);
       sink.Add(line.session, reply);
