@@ -122,6 +122,7 @@ class Runner:
         self.ops = self.program["ops"]
         self.buffers = {}
         self.groups = {}
+        self.in_flight = []  # sweep: blocking events of the operations the GPU may still run
 
     def init(self):
         a, torch, dist = self.a, self.torch, self.dist
@@ -241,11 +242,30 @@ class Runner:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 timed.append((op.get("label", ""), start, end))
+            if self.a.mode == "sweep":
+                # The host stays at most two operations ahead of the GPU (see
+                # run(): an unbounded run-ahead fills CUDA's launch queue).
+                done = torch.cuda.Event(blocking=True)
+                done.record()
+                self.in_flight.append(done)
+                if len(self.in_flight) > 2:
+                    self.in_flight.pop(0).synchronize()
             if any(i in self.dep_targets for i in indices):
                 ev = torch.cuda.Event()
                 ev.record()
                 for i in indices:
                     events[i] = ev
+
+    def wait_idle(self):
+        """Waits for both streams without spinning: a spinning wait in every
+        rank at once (torch.cuda.synchronize) took a core each and slowed the
+        ground truth's last iterations (NCCL's proxy threads starved)."""
+        torch = self.torch
+        for stream in (self.compute, self.side):
+            ev = torch.cuda.Event(blocking=True)
+            ev.record(stream)
+            ev.synchronize()
+        torch.cuda.synchronize()
 
     def run(self):
         a, torch = self.a, self.torch
@@ -279,7 +299,7 @@ class Runner:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record(self.compute)
                 marks.append(end)
-                torch.cuda.synchronize()
+                self.wait_idle()
                 times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
             result["iteration_ms"] = [round(t, 4) for t in times]
             result["warmup"] = a.warmup
@@ -294,7 +314,7 @@ class Runner:
             timed = []
             self.run_iteration(0, timed)
             if not a.cpu:
-                torch.cuda.synchronize()
+                self.wait_idle()
             per_label = {}
             for label, s, e in timed:
                 per_label.setdefault(label, []).append(s.elapsed_time(e) * 1e3)
