@@ -122,7 +122,6 @@ class Runner:
         self.ops = self.program["ops"]
         self.buffers = {}
         self.groups = {}
-        self.in_flight = []  # sweep: blocking events of the operations the GPU may still run
 
     def init(self):
         a, torch, dist = self.a, self.torch, self.dist
@@ -242,15 +241,6 @@ class Runner:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 timed.append((op.get("label", ""), start, end))
-            if self.a.mode == "sweep":
-                # The host stays at most 16 operations ahead of the GPU (see
-                # run(): an unbounded run-ahead fills CUDA's launch queue; two
-                # ahead left 1 MiB operations waiting on 8 Python hosts).
-                done = torch.cuda.Event(blocking=True)
-                done.record()
-                self.in_flight.append(done)
-                if len(self.in_flight) > 16:
-                    self.in_flight.pop(0).synchronize()
             if any(i in self.dep_targets for i in indices):
                 ev = torch.cuda.Event()
                 ev.record()
