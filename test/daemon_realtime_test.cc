@@ -46,7 +46,9 @@ class CompletionLog : public prism::engine::EngineObserver {
   void OnRealRankOpComplete(uint32_t rank, uint32_t op, prism::Nanoseconds at) override {
     completions.push_back({rank, op, at.count()});
   }
+  void OnMixedCollective(bool virtual_last) override { ++(virtual_last ? ended_by_virtual : ended_by_real); }
   std::vector<std::tuple<uint32_t, uint32_t, int64_t>> completions;
+  int ended_by_real = 0, ended_by_virtual = 0;
 };
 
 }  // namespace
@@ -75,6 +77,30 @@ TEST_CASE("a real rank's reports drive its collective and its virtual peer finis
   CHECK(r->report.mean_iteration.count() == 7'000'000);
   REQUIRE(log.completions.size() == 1);
   CHECK(log.completions[0] == std::make_tuple(0u, 1u, int64_t{7'000'000}));
+  CHECK(log.ended_by_real == 1);
+  CHECK(log.ended_by_virtual == 0);
+}
+
+TEST_CASE("a real rank that finishes a collective before its virtual peer arrives waits for it",
+          "[daemon][realtime]") {
+  // As above, but rank 0 reports the allreduce done at 0.5 ms, before the
+  // virtual rank 1 has finished its 1 ms of compute: the collective (and
+  // the iteration) ends when rank 1 arrives, and the observer hears that a
+  // virtual member set the end (prism_hybrid_mixed_collectives_total).
+  const g::Graph gr = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 1'000'000);
+  prism::engine::EngineInbox inbox;
+  CompletionLog log;
+  prism::engine::SimulationOptions o;
+  o.real_ranks = {0};
+  o.inbox = &inbox;
+  o.observer = &log;
+  inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(200)});
+  inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMicroseconds(500), prism::FromMicroseconds(210)});
+  auto r = prism::engine::Simulate(gr, o);
+  REQUIRE(r.ok());
+  CHECK(r->report.mean_iteration.count() == 1'000'000);
+  CHECK(log.ended_by_real == 0);
+  CHECK(log.ended_by_virtual == 1);
 }
 
 TEST_CASE("inbox rejects events for virtual ranks and a stop request ends the run", "[daemon][realtime]") {

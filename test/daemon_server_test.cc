@@ -109,6 +109,19 @@ TEST_CASE("GET /metrics during a long simulation returns valid exposition text",
   CHECK(missing == 404);
 }
 
+TEST_CASE("hybrid collective outcomes are counted on /metrics", "[daemon][server]") {
+  prism::server::StatusBoard status;
+  prism::server::Metrics metrics(&status);
+  metrics.OnMixedCollective(true);
+  metrics.OnMixedCollective(false);
+  metrics.OnMixedCollective(false);
+  metrics.OnCalibratedCollective();
+  const std::string text = metrics.Exposition();
+  CHECK(text.find("prism_hybrid_mixed_collectives_total{ended_by=\"virtual\"} 1") != std::string::npos);
+  CHECK(text.find("prism_hybrid_mixed_collectives_total{ended_by=\"real\"} 2") != std::string::npos);
+  CHECK(text.find("prism_hybrid_calibrated_collectives_total 1") != std::string::npos);
+}
+
 TEST_CASE("metrics address in use gives a clear error", "[daemon][server]") {
   prism::server::StatusBoard status;
   prism::server::Metrics metrics(&status);

@@ -267,6 +267,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     if (it != measured_.end()) {
       took = Nanoseconds(it->second);
       ++stats_.calibrated_instances;
+      if (observer_) observer_->OnCalibratedCollective();
     }
   }
   // A collective across nodes sends and receives on every member's NIC share.
@@ -289,6 +290,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 void ReplayEngine::FinishMixed(const Instance& in) {
   const int64_t end = std::max(in.real_done, in.last_virtual);
   if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
+  if (observer_) observer_->OnMixedCollective(in.real_done < in.last_virtual);
   const Actor& first = world_.actors[in.first_actor];
   const OpInfo& op = world_.programs[first.program].ops[in.first_op];
   const uint32_t comm = first.slot_comm[op.slot];

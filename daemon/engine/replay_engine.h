@@ -77,6 +77,14 @@ class EngineObserver {
   // engine communicator `comm`; its first byte leaves at `ready`.
   virtual void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                                    Nanoseconds ready, Bytes bytes) {}
+  // Hybrid: a collective with real members finished. `virtual_last`: its
+  // virtual members arrived after the real ones had finished, so they, not
+  // the real transfer, set its end (a late virtual rank, or real ranks the
+  // engine thinks are early).
+  virtual void OnMixedCollective(bool virtual_last) {}
+  // Hybrid: an all-virtual collective took a real measurement's duration
+  // instead of the model's (calibration, docs/timing.md).
+  virtual void OnCalibratedCollective() {}
 };
 
 // Fans callbacks out to several observers (metrics, the hybrid bridge, ...).
@@ -110,6 +118,12 @@ class ObserverList final : public EngineObserver {
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override {
     for (auto* o : observers_) o->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
+  }
+  void OnMixedCollective(bool virtual_last) override {
+    for (auto* o : observers_) o->OnMixedCollective(virtual_last);
+  }
+  void OnCalibratedCollective() override {
+    for (auto* o : observers_) o->OnCalibratedCollective();
   }
 
  private:

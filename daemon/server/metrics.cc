@@ -47,6 +47,18 @@ Metrics::Metrics(StatusBoard* status) : status_(status), registry_(std::make_sha
               .Help("How far the real-time engine runs behind the wall clock").Register(*registry_).Add({});
   sessions_ = &BuildGauge().Name("prism_plugin_sessions")
                    .Help("Connected plugin sessions").Register(*registry_).Add({});
+  auto& mixed = BuildCounter()
+                    .Name("prism_hybrid_mixed_collectives_total")
+                    .Help("Hybrid: collectives with real members, by what set their end: the real ranks' transfer, "
+                          "or virtual members that arrived after it")
+                    .Register(*registry_);
+  mixed_ended_by_real_ = &mixed.Add({{"ended_by", "real"}});
+  mixed_ended_by_virtual_ = &mixed.Add({{"ended_by", "virtual"}});
+  calibrated_ = &BuildCounter()
+                     .Name("prism_hybrid_calibrated_collectives_total")
+                     .Help("Hybrid: all-virtual collectives timed by a real rank's clean measurement, not the model")
+                     .Register(*registry_)
+                     .Add({});
   auto& latency = BuildHistogram().Name("prism_collective_latency_seconds")
                       .Help("Network time of a collective from the last member's arrival to completion")
                       .Register(*registry_);
@@ -112,5 +124,11 @@ void Metrics::OnPointToPoint(Nanoseconds latency, Bytes bytes) {
   ++by_comm_kind_[kCommKinds - 1].ops;
   by_comm_kind_[kCommKinds - 1].bytes += static_cast<uint64_t>(bytes.count());
 }
+
+void Metrics::OnMixedCollective(bool virtual_last) {
+  (virtual_last ? mixed_ended_by_virtual_ : mixed_ended_by_real_)->Increment();
+}
+
+void Metrics::OnCalibratedCollective() { calibrated_->Increment(); }
 
 }  // namespace prism::server

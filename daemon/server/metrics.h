@@ -41,6 +41,8 @@ class Metrics : public engine::EngineObserver {
   void OnIteration(uint64_t index, Nanoseconds duration) override;
   void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override;
   void OnPointToPoint(Nanoseconds latency, Bytes bytes) override;
+  void OnMixedCollective(bool virtual_last) override;
+  void OnCalibratedCollective() override;
 
  private:
   static constexpr int kKinds = 9;  // collective kinds 0..7, then send/recv as "p2p"
@@ -52,6 +54,9 @@ class Metrics : public engine::EngineObserver {
   prometheus::Counter* events_;
   prometheus::Gauge* lag_;
   prometheus::Gauge* sessions_;
+  prometheus::Counter* mixed_ended_by_real_;
+  prometheus::Counter* mixed_ended_by_virtual_;
+  prometheus::Counter* calibrated_;
   std::array<prometheus::Histogram*, kKinds> latency_{};
   std::array<prometheus::Counter*, kKinds> bytes_{};
   uint64_t events_seen_ = 0;  // engine thread only
