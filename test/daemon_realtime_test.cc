@@ -51,6 +51,20 @@ class CompletionLog : public prism::engine::EngineObserver {
   int ended_by_real = 0, ended_by_virtual = 0;
 };
 
+// Two ranks on one node, compute 1 ms then an allreduce of 1 MiB; rank 0 real.
+struct OneRealOfTwo {
+  const g::Graph graph = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 1'000'000);
+  prism::engine::EngineInbox inbox;
+  CompletionLog log;
+  prism::engine::SimulationOptions Options() {
+    prism::engine::SimulationOptions o;
+    o.real_ranks = {0};
+    o.inbox = &inbox;
+    o.observer = &log;
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a real rank's reports drive its collective and its virtual peer finishes with it",
@@ -59,26 +73,20 @@ TEST_CASE("a real rank's reports drive its collective and its virtual peer finis
   // reaches the allreduce at 5 ms and finishes it at 7 ms (reported). The
   // virtual rank 1 finishes with it (a ring ends on every rank together), so
   // the iteration ends at 7 ms whatever the model says.
-  const g::Graph gr = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 1'000'000);
-  prism::engine::EngineInbox inbox;
-  CompletionLog log;
-  prism::engine::SimulationOptions o;
-  o.real_ranks = {0};
-  o.inbox = &inbox;
-  o.observer = &log;
+  OneRealOfTwo t;
   std::thread injector([&] {
-    inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMilliseconds(5)});
+    t.inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMilliseconds(5)});
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the engine must wait for it
-    inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMilliseconds(7), prism::FromMicroseconds(5100)});
+    t.inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMilliseconds(7), prism::FromMicroseconds(5100)});
   });
-  auto r = prism::engine::Simulate(gr, o);
+  auto r = prism::engine::Simulate(t.graph, t.Options());
   injector.join();
   REQUIRE(r.ok());
   CHECK(r->report.mean_iteration.count() == 7'000'000);
-  REQUIRE(log.completions.size() == 1);
-  CHECK(log.completions[0] == std::make_tuple(0u, 1u, int64_t{7'000'000}));
-  CHECK(log.ended_by_real == 1);
-  CHECK(log.ended_by_virtual == 0);
+  REQUIRE(t.log.completions.size() == 1);
+  CHECK(t.log.completions[0] == std::make_tuple(0u, 1u, int64_t{7'000'000}));
+  CHECK(t.log.ended_by_real == 1);
+  CHECK(t.log.ended_by_virtual == 0);
 }
 
 TEST_CASE("a real rank that finishes a collective before its virtual peer arrives waits for it",
@@ -87,20 +95,14 @@ TEST_CASE("a real rank that finishes a collective before its virtual peer arrive
   // virtual rank 1 has finished its 1 ms of compute: the collective (and
   // the iteration) ends when rank 1 arrives, and the observer hears that a
   // virtual member set the end (prism_hybrid_mixed_collectives_total).
-  const g::Graph gr = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 1, 1'000'000);
-  prism::engine::EngineInbox inbox;
-  CompletionLog log;
-  prism::engine::SimulationOptions o;
-  o.real_ranks = {0};
-  o.inbox = &inbox;
-  o.observer = &log;
-  inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(200)});
-  inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMicroseconds(500), prism::FromMicroseconds(210)});
-  auto r = prism::engine::Simulate(gr, o);
+  OneRealOfTwo t;
+  t.inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(200)});
+  t.inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMicroseconds(500), prism::FromMicroseconds(210)});
+  auto r = prism::engine::Simulate(t.graph, t.Options());
   REQUIRE(r.ok());
   CHECK(r->report.mean_iteration.count() == 1'000'000);
-  CHECK(log.ended_by_real == 0);
-  CHECK(log.ended_by_virtual == 1);
+  CHECK(t.log.ended_by_real == 0);
+  CHECK(t.log.ended_by_virtual == 1);
 }
 
 TEST_CASE("inbox rejects events for virtual ranks and a stop request ends the run", "[daemon][realtime]") {
