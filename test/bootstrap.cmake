@@ -8,6 +8,7 @@ target_link_libraries(prism_bootstrap_testlib PUBLIC prism_bootstrap prism_wire_
 
 add_executable(bootstrap_tests
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_ids_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_profiles_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_server_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_hostile_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_replay_test.cc)

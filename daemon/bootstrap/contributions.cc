@@ -1,5 +1,6 @@
 #include "daemon/bootstrap/contributions.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +17,9 @@ void FillChannels(uint8_t* topo, size_t offset, size_t channels, int32_t value) 
 Bytes DefaultPeerInfoTemplate(const WireProfile& p) {
   const PeerInfoLayout& l = p.peer_info;
   Bytes b(l.size, 0);
-  WriteAt<int32_t>(b.data(), 12, 1);                        // gdrSupport
-  WriteAt<int32_t>(b.data(), 56, 90);                       // cudaCompCap (H200)
-  WriteAt<uint64_t>(b.data(), 64, uint64_t{140} << 30);     // totalGlobalMem
+  WriteAt<int32_t>(b.data(), l.gdr_support, 1);
+  WriteAt<int32_t>(b.data(), l.cuda_comp_cap, 90);                       // H200
+  WriteAt<uint64_t>(b.data(), l.total_global_mem, uint64_t{140} << 30);
   WriteAt<int32_t>(b.data(), l.cu_mem_support, 1);
   WriteAt<int32_t>(b.data(), l.version, p.version_code);
   return b;
@@ -82,6 +83,12 @@ Bytes MakePeerInfo(const WireProfile& p, const Bytes& tmpl, const VirtualIdentit
   WriteAt<uint64_t>(d, l.comm_ptr, 0);
   std::memset(d + l.fabric_info, 0, l.fabric_info_size);  // never MNNVL
   WriteAt<int32_t>(d, l.version, p.version_code);
+  if (l.gpu_uuid != SIZE_MAX) {  // one per virtual GPU, never the real one's
+    const uint64_t tag = VirtualPidHash(who.global_rank);
+    WriteAt<uint64_t>(d, l.gpu_uuid, 0x76726d7369727070ull);  // "pprismrv"
+    WriteAt<uint64_t>(d, l.gpu_uuid + 8, tag);
+  }
+  if (l.mlo_part != SIZE_MAX) WriteAt<int32_t>(d, l.mlo_part, -1);
   return b;
 }
 

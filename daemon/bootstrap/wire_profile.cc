@@ -65,18 +65,31 @@ WireProfile Profile2_28_9() {
   return w;
 }
 
-// Partial: sizes from the notes' section 8; field layouts not measured.
+// The profiles below are partial: their facts come from NCCL's source at
+// each tag (../shared/nccl-versions-wire-notes.md, sizes checked by
+// compiling against the tag's headers), and none has yet served a real rank
+// of that release, so SelectWireProfile refuses them (issue 10).
+
+// 2.27: the plain ring all-gather, and ncclTopoRanks without crossNicRing,
+// so every topoRanks field sits 4 bytes lower than in 2.28.
 WireProfile Profile2_27_7() {
   WireProfile w = Profile2_28_9();
   w.name = "2.27.7";
   w.version_code = 22707;
   w.complete = false;
   w.allgather = AllGatherAlgorithm::kPlainRing;
-  w.topo_info.size = 2288;             // ncclTopoRanks without crossNicRing
-  w.topo_info.cross_nic_ring = SIZE_MAX;
+  TopoInfoLayout& t = w.topo_info;
+  t.size = 2288;
+  t.cross_nic_ring = SIZE_MAX;
+  t.ring_recv = 0, t.ring_send = 256, t.ring_prev = 512, t.ring_next = 768;
+  t.tree_to_parent = 1024, t.tree_to_child0 = 1280, t.tree_to_child1 = 1536;
+  t.nvls_heads = 1792, t.nvls_head_num = 2048;
+  t.cpu_arch = 2276, t.cpu_vendor = 2280;
   return w;
 }
 
+// 2.29: nRanks in the id, a 176-byte check-in, GIN fields at the end of
+// ncclPeerInfo (virtual ranks leave them 0: no GIN), two AG3 fields.
 WireProfile Profile2_29_7() {
   WireProfile w = Profile2_28_9();
   w.name = "2.29.7";
@@ -91,11 +104,21 @@ WireProfile Profile2_29_7() {
   return w;
 }
 
+// 2.30: a GPU UUID at 48 in ncclPeerInfo moves everything after it by 16.
 WireProfile Profile2_30_7() {
   WireProfile w = Profile2_29_7();
   w.name = "2.30.7";
   w.version_code = 23007;
-  w.peer_info.size = 144;
+  PeerInfoLayout& p = w.peer_info;
+  p.size = 144;
+  p.gpu_uuid = 48;
+  p.comm_ptr = 64;
+  p.cuda_comp_cap = 72;
+  p.total_global_mem = 80;
+  p.fabric_info = 88;
+  p.cu_mem_support = 124;
+  p.version = 128;
+  p.mlo_part = 140;
   w.topo_info.size = 2320;
   return w;
 }

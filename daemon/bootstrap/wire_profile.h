@@ -40,6 +40,10 @@ struct PeerInfoLayout {
   size_t rank = 0, cuda_dev = 0, nvml_dev = 0, host_hash = 0, pid_hash = 0,
          bus_id = 0, comm_ptr = 0, fabric_info = 0, fabric_info_size = 0,
          cu_mem_support = 0, version = 0;
+  size_t gdr_support = 12, cuda_comp_cap = 56, total_global_mem = 64;
+  // 2.30+ (SIZE_MAX where absent): the GPU's UUID (16 bytes; NCCL refuses
+  // two ranks of one host with the same one) and the MLO partition (-1: none).
+  size_t gpu_uuid = SIZE_MAX, mlo_part = SIZE_MAX;
 };
 
 // Byte layout of allGatherInfo (AG3).
