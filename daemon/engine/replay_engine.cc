@@ -255,9 +255,8 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
-    const int64_t took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count();
-    const int64_t start = c.shape.SpansNodes() ? ReserveMembersNics(c, in.last, took) : in.last;
-    in.model_end = AddTime(start, took);
+    if (c.shape.SpansNodes())
+      ReserveMembersNics(c, in.last, model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count());
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
@@ -289,15 +288,9 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 // instance (the hybrid self-check, test/hybrid_self_check_test.cc, catches
 // that).
 void ReplayEngine::FinishMixed(const Instance& in) {
-  // Virtual members that arrived after the real ones had finished (the real
-  // rank ran ahead: its ring receives were timed "on time" before their
-  // schedule came) still have their data to move: they end as the model
-  // says from their arrival, not at it (which made their collectives free
-  // and the virtual ranks faster than the model).
-  const bool virtual_last = in.real_done < in.last_virtual;
-  const int64_t end = virtual_last ? std::max(in.last_virtual, in.model_end) : in.real_done;
-  if (virtual_last) ++stats_.late_virtual_members;
-  if (observer_) observer_->OnMixedCollective(virtual_last);
+  const int64_t end = std::max(in.real_done, in.last_virtual);
+  if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
+  if (observer_) observer_->OnMixedCollective(in.real_done < in.last_virtual);
   const Actor& first = world_.actors[in.first_actor];
   const OpInfo& op = world_.programs[first.program].ops[in.first_op];
   const uint32_t comm = first.slot_comm[op.slot];

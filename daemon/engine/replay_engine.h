@@ -183,7 +183,6 @@ class ReplayEngine {
     std::vector<Waiter> waiters;
     uint32_t real_left = 0;              // real members that have not finished it
     int64_t real_done = 0, real_started = 0;
-    int64_t model_end = 0;               // mixed: when the model would end it (from the last arrival)
     // No real member had other communication in flight while it ran: its
     // real duration is the collective's own (see FinishMixed).
     bool real_alone = true;
