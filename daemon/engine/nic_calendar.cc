@@ -5,17 +5,19 @@
 namespace prism::engine {
 
 int64_t NicCalendar::NextFree(int64_t t, int64_t duration) const {
-  for (const auto& [start, end] : busy_) {
-    if (end <= t) continue;
-    if (start >= t + duration) break;  // the gap before this reservation holds it
-    t = end;
+  // Ends are sorted too (disjoint intervals): skip those over by t.
+  auto it = std::upper_bound(busy_.begin(), busy_.end(), t,
+                             [](int64_t v, const auto& b) { return v < b.second; });
+  for (; it != busy_.end(); ++it) {
+    if (it->first >= t + duration) break;  // the gap before this reservation holds it
+    t = it->second;
   }
   return t;
 }
 
-void NicCalendar::Reserve(int64_t start, int64_t end, int64_t now) {
+void NicCalendar::Reserve(int64_t start, int64_t end, int64_t forget_before) {
   busy_.erase(busy_.begin(), std::find_if(busy_.begin(), busy_.end(),
-                                          [now](const auto& b) { return b.second > now; }));
+                                          [forget_before](const auto& b) { return b.second > forget_before; }));
   if (end <= start) return;
   latest_end_ = std::max(latest_end_, end);
   // The reservations [start, end) touches merge with it.

@@ -27,13 +27,14 @@ namespace prism::engine {
 class NicCalendar {
  public:
   // The earliest instant >= `t` from which this direction is free for
-  // `duration` (> 0) nanoseconds.
+  // `duration` (> 0) nanoseconds. O(log n) to find the first reservation
+  // that ends after `t`, then one step per reservation it must skip.
   int64_t NextFree(int64_t t, int64_t duration) const;
 
   // Marks [start, end) busy, merged with the reservations it touches; nothing
-  // when end <= start. Reservations that ended at or before `now` are dropped
-  // first (no later request can start before the engine's now).
-  void Reserve(int64_t start, int64_t end, int64_t now);
+  // when end <= start. Reservations that ended at or before `forget_before`
+  // are dropped first: the caller promises no later request starts before it.
+  void Reserve(int64_t start, int64_t end, int64_t forget_before);
 
   // The latest end of any reservation ever made (0 when none).
   int64_t LatestEnd() const { return latest_end_; }

@@ -299,8 +299,8 @@ void ReplayEngine::FinishMixed(const Instance& in) {
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
   if (c.shape.SpansNodes())  // busy until the real end, if later than the model's
     for (uint32_t m : c.members) {
-      state_[m].nic_tx.Reserve(now_, end, now_);
-      state_[m].nic_rx.Reserve(now_, end, now_);
+      state_[m].nic_tx.Reserve(now_, end, ForgetBefore());
+      state_[m].nic_rx.Reserve(now_, end, ForgetBefore());
     }
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
@@ -317,6 +317,13 @@ bool ReplayEngine::VirtualNicsFreeBy(const EngineComm& c, int64_t start) const {
   return true;
 }
 
+// NIC reservations the engine can still need: in a paced hybrid run a real
+// rank's report is handled at its own stamp, which can lie behind events
+// already handled (up to the lookahead plus the report's way here), so
+// reservations are kept for a second of emulated time behind the furthest
+// time handled.
+int64_t ReplayEngine::ForgetBefore() const { return horizon_ - kNicMemoryNs; }
+
 int64_t ReplayEngine::ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration) {
   std::vector<const NicCalendar*>& calendars = calendar_scratch_;
   calendars.clear();
@@ -327,8 +334,8 @@ int64_t ReplayEngine::ReserveMembersNics(const EngineComm& c, int64_t ready, int
   const int64_t start = EarliestCommonStart(calendars, ready, duration);
   const int64_t end = AddTime(start, duration);
   for (uint32_t m : c.members) {
-    state_[m].nic_tx.Reserve(start, end, now_);
-    state_[m].nic_rx.Reserve(start, end, now_);
+    state_[m].nic_tx.Reserve(start, end, ForgetBefore());
+    state_[m].nic_rx.Reserve(start, end, ForgetBefore());
   }
   return start;
 }
@@ -428,7 +435,7 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bo
   int64_t start = now_;
   if (!same_node) {
     start = s.nic_tx.NextFree(now_, wire);
-    s.nic_tx.Reserve(start, AddTime(start, wire), now_);
+    s.nic_tx.Reserve(start, AddTime(start, wire), ForgetBefore());
   }
   const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
   Push(end, actor, k, now_);
@@ -489,8 +496,8 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
     NicCalendar& tx = state_[send.actor].nic_tx;
     NicCalendar& rx = state_[recv.actor].nic_rx;
     start = EarliestCommonStart({&tx, &rx}, start, took);
-    tx.Reserve(start, AddTime(start, took), now_);
-    rx.Reserve(start, AddTime(start, took), now_);
+    tx.Reserve(start, AddTime(start, took), ForgetBefore());
+    rx.Reserve(start, AddTime(start, took), ForgetBefore());
   }
   const int64_t end = AddTime(start, took);
   Push(end, send.actor, send.op, send.posted);

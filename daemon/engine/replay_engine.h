@@ -226,6 +226,8 @@ class ReplayEngine {
   // Reserves every member's NIC (both directions) for `duration` from the
   // earliest instant >= `ready` at which all are free; returns that instant.
   int64_t ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration);
+  static constexpr int64_t kNicMemoryNs = 1'000'000'000;
+  int64_t ForgetBefore() const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
   void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
