@@ -4,8 +4,9 @@
 // A developer's tool for finding where a hybrid run's time went.
 //
 // Usage: hybrid_explain GRAPH RECORDING RANKS
-//   RECORDING: a file, or model:R,R (what real ranks R would record if they
-//   ran exactly like the model)
+//   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
+//   as they did live: the live run's schedules); or model:R,R (what
+//   real ranks R would record if they ran exactly like the model)
 //   RANKS: comma-separated ranks to trace, e.g. 0,1,4
 // Output lines (times in microseconds from the recording's start):
 //   iteration  K  end_us
@@ -56,7 +57,11 @@ int main(int argc, char** argv) {
   // they ran exactly as the model plays them (the self-check's input).
   const std::string source = argv[2];
   absl::StatusOr<prism::daemon::Recording> rec;
-  if (source.rfind("model:", 0) == 0) {
+  bool paced = false;
+  if (source.rfind("paced:", 0) == 0) {  // replay as the live run met it (takes as long as the run)
+    paced = true;
+    rec = prism::daemon::ReadRecording(source.substr(6));
+  } else if (source.rfind("model:", 0) == 0) {
     std::vector<uint32_t> reals;
     for (absl::string_view s : absl::StrSplit(source.substr(6), ',')) {
       uint32_t r = 0;
@@ -73,7 +78,8 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
     ranks.push_back(r);
   }
-  auto replay = prism::daemon::ReplaySessions(*graph, *rec, ranks);
+  auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, ranks)
+                      : prism::daemon::ReplaySessions(*graph, *rec, ranks);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
   const int64_t origin = rec->start_realtime_ns;
   int64_t t = 0;
@@ -82,7 +88,8 @@ int main(int argc, char** argv) {
     std::printf("iteration\t%zu\t%.1f\n", k, t / 1000.0);
   }
   std::map<uint32_t, uint32_t> rank_of_actor;
-  for (uint32_t r : ranks) rank_of_actor[replay->actor_of_rank[r]] = r;
+  for (uint32_t r : ranks)
+    if (r < replay->actor_of_rank.size()) rank_of_actor[replay->actor_of_rank[r]] = r;
   for (const auto& o : replay->trace) {
     const uint32_t rank = rank_of_actor.count(o.actor) ? rank_of_actor[o.actor] : o.actor;
     const auto& program = graph->programs(graph->ranks(rank).program());

@@ -12,13 +12,15 @@ namespace prism::engine {
 struct Event {
   int64_t time;     // ns
   uint32_t actor;
-  uint32_t op;      // op index; kReachFlag / kCompleteFlag: an injected real-rank report
+  uint32_t op;      // op index; kReachFlag / kCompleteFlag: an injected real-rank report;
+                    // kWakeFlag: stream index whose next op waits for a later completion
   int64_t issued;   // ns the op was issued (for durations)
   int64_t known;    // paced runs: emulated time the engine learned of it (>= time unless born late)
 };
 
 inline constexpr uint32_t kReachFlag = 1u << 31;
 inline constexpr uint32_t kCompleteFlag = 1u << 30;
+inline constexpr uint32_t kWakeFlag = 1u << 29;
 
 class EventQueue {
  public:

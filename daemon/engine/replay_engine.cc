@@ -25,6 +25,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     ActorState& s = state_[a];
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
+    s.done_at.assign(p.ops.size(), 0);
     if (actor.real) {
       s.reached.assign(p.ops.size(), 0);
       s.open_calls.resize(p.ops.size());
@@ -99,6 +100,7 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
     if (st.in_group) {
       if (op.kind == OpKind::kGroupEnd) {
         if (st.inflight > 0) return;
+        if (WaitsForLaterCompletion(actor, stream, op)) return;
         st.in_group = false;
         ++st.pos;
         FinishInstant(actor, k);
@@ -108,6 +110,7 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
       return;
     }
     if (!Ready(actor, op, k, st.pos / len)) return;
+    if (WaitsForLaterCompletion(actor, stream, op)) return;
     ++st.pos;
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
@@ -119,6 +122,21 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
       Issue(actor, k);
     }
   }
+}
+
+bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op) {
+  if (world_.actors[actor].real) return false;  // a real rank's ops start when it says
+  ActorState& s = state_[actor];
+  StreamState& st = s.streams[stream];
+  int64_t gate = st.last_done;
+  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = std::max(gate, s.done_at[p.deps[i]]);
+  if (gate <= now_) return false;
+  if (!st.wake_pending) {
+    st.wake_pending = true;
+    Push(gate, actor, stream | kWakeFlag, gate);
+  }
+  return true;
 }
 
 void ReplayEngine::Advance(uint32_t actor) {
@@ -208,6 +226,8 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   }
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, Nanoseconds(issued), Nanoseconds(now_));
   --s.streams[op.stream].inflight;
+  s.done_at[k] = std::max(s.done_at[k], now_);
+  s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
   CountDone(actor, k);
   Advance(actor);
 }
@@ -669,6 +689,11 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       const OpKind kind = world_.programs[world_.actors[e.actor].program].ops[k].kind;
       if (kind == OpKind::kCollective) RealCollectiveDone(e.actor, k, e.time, e.issued);
       else RealP2PDone(e.actor, k, e.time);
+    } else if (e.op & kWakeFlag) {
+      handling_report_ = false;
+      const uint32_t stream = e.op & ~kWakeFlag;
+      state_[e.actor].streams[stream].wake_pending = false;
+      AdvanceStream(e.actor, stream);
     } else {
       handling_report_ = false;
       Complete(e.actor, e.op, e.issued);

@@ -155,7 +155,15 @@ class ReplayEngine {
   const ReplayStats& stats() const { return stats_; }
 
  private:
-  struct StreamState { uint64_t pos = 0; uint32_t inflight = 0; bool in_group = false; int64_t pending_compute = -1; int64_t pending_issued = 0; };
+  struct StreamState {
+    uint64_t pos = 0;
+    uint32_t inflight = 0;
+    bool in_group = false;
+    int64_t pending_compute = -1;
+    int64_t pending_issued = 0;
+    int64_t last_done = 0;     // latest completion of one of its ops
+    bool wake_pending = false; // a kWakeFlag event is queued for it
+  };
   // A real actor's collective instance in flight: which call of which comm.
   struct OpenCall { uint32_t comm; uint64_t call; int64_t issued; };
   // A real actor's completion report that arrived before the engine issued the op.
@@ -163,6 +171,7 @@ class ReplayEngine {
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
+    std::vector<int64_t> done_at;    // per op: its latest completion
     std::vector<uint32_t> reached;   // real actors: per op, injected "reached" count
     std::vector<std::deque<OpenCall>> open_calls;  // real actors: per op, collectives in flight
     std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
@@ -213,6 +222,11 @@ class ReplayEngine {
 
   void Advance(uint32_t actor);
   void AdvanceStream(uint32_t actor, uint32_t stream);
+  // Whether a virtual stream's next op `op` must wait past now: a completion
+  // it depends on was handled earlier but lies later in time (a paced run
+  // handled a real rank's report at its past stamp). Then a wake-up is
+  // queued for that time.
+  bool WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op);
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
   void Issue(uint32_t actor, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, int64_t issued);

@@ -1,6 +1,9 @@
 #include "daemon/hybrid/session_replay.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
+#include <time.h>
 #include <map>
 #include <tuple>
 #include <mutex>
@@ -121,6 +124,111 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
   out.divergences = c.divergences;
   out.engine_finished = !result->report.stopped;
   out.iteration_times = result->report.iteration_times;
+  if (result->trace != nullptr) out.trace = result->trace->ops();
+  if (result->world != nullptr) out.actor_of_rank = result->world->actor_of_rank;
+  return out;
+}
+
+namespace {
+
+int64_t WallRealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void Shift(uint64_t* stamp, int64_t by) {
+  if (*stamp > 0) *stamp = static_cast<uint64_t>(static_cast<int64_t>(*stamp) + by);
+}
+
+// The recording with every CLOCK_REALTIME stamp moved by `by`.
+Recording ShiftedRecording(const Recording& recording, int64_t by) {
+  Recording out = recording;
+  out.start_realtime_ns += by;
+  for (RecordedLine& line : out.lines) {
+    line.at += by;
+    for (rpc::Event& e : *line.events.mutable_events()) {
+      uint64_t t = 0;
+      if (e.has_op_started()) {
+        t = e.op_started().at_ns(), Shift(&t, by), e.mutable_op_started()->set_at_ns(t);
+      } else if (e.has_op_finished()) {
+        t = e.op_finished().first_send_ns(), Shift(&t, by), e.mutable_op_finished()->set_first_send_ns(t);
+        t = e.op_finished().end_ns(), Shift(&t, by), e.mutable_op_finished()->set_end_ns(t);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
+                                                        const std::vector<uint32_t>& trace_ranks) {
+  auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
+  if (!programs.ok()) return programs.status();
+  const int64_t shift = WallRealtimeNs() + 100'000'000 - recording.start_realtime_ns;
+  const Recording live = ShiftedRecording(recording, shift);
+  engine::EngineInbox inbox;
+  engine::RealtimeOptions rt;
+  rt.lookahead = Nanoseconds(recording.lookahead_ns);
+  engine::WallClockPacer pacer(rt);
+  pacer.StartAtRealtime(live.start_realtime_ns);
+  HybridSchedulerOptions so;
+  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
+  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  so.max_divergence_logs = 3;
+  so.matched_logs = 0;
+  CollectingSink sink;
+  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, so);
+  // The session threads' part: each line when its time comes.
+  std::thread feeder([&] {
+    std::set<uint64_t> opened;
+    for (const RecordedLine& line : live.lines) {
+      const int64_t wait = line.at - WallRealtimeNs();
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+      if (line.kind == RecordedLine::kCommunicator) {
+        scheduler.OnCommunicator(line.comm);
+      } else if (line.kind == RecordedLine::kEvents) {
+        if (opened.insert(line.session).second) {
+          rpc::Hello hello;
+          hello.set_rank(-1);
+          scheduler.OnSessionOpened(line.session, hello, &sink);
+        }
+        rpc::ScheduleBatch reply;
+        scheduler.OnEvents(line.session, line.events, &reply);
+        sink.Add(line.session, reply);
+      }
+    }
+    inbox.Post(engine::EndOfInput{});
+  });
+  engine::SimulationOptions o;
+  o.real_ranks = recording.real_ranks;
+  o.inbox = &inbox;
+  o.pacer = &pacer;
+  o.observer = &scheduler;
+  o.report_when_stopped = true;
+  if (!trace_ranks.empty()) {
+    o.trace_ranks = trace_ranks;
+    o.use_classes = false;
+  }
+  auto result = engine::Simulate(graph, o);
+  feeder.join();
+  if (!result.ok()) return result.status();
+  scheduler.Flush();
+  SessionReplayResult out;
+  out.schedules = sink.Take();
+  for (SessionSchedule& s : out.schedules) {
+    uint64_t t = s.schedule.ready_ns();
+    Shift(&t, -shift);
+    s.schedule.set_ready_ns(t);
+  }
+  const HybridScheduler::Counters c = scheduler.counters();
+  out.ops_matched = c.ops_matched;
+  out.ops_unmatched = c.ops_unmatched;
+  out.divergences = c.divergences;
+  out.engine_finished = !result->report.stopped;
+  out.iteration_times = result->report.iteration_times;
+  // Emulated time 0 is the (moved) start, as in the unpaced replay.
   if (result->trace != nullptr) out.trace = result->trace->ops();
   if (result->world != nullptr) out.actor_of_rank = result->world->actor_of_rank;
   return out;

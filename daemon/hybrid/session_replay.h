@@ -54,6 +54,16 @@ struct SessionReplayResult {
 absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
                                                    const std::vector<uint32_t>& trace_ranks = {});
 
+// Replays `recording` as the live run met it: the engine paced to the wall
+// clock with the recording's lookahead, each recorded line handed to the
+// scheduler when as much time has passed since the start as had passed in
+// the recording (so reports arrive behind the engine as they did live). All
+// CLOCK_REALTIME stamps are moved to now; the returned schedules are moved
+// back, so they compare with RecordedSchedules. Takes as long as the
+// recording. For finding where a live run and the unpaced replay part.
+absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
+                                                        const std::vector<uint32_t>& trace_ranks = {});
+
 // The recorded schedules of `recording`, in order.
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording);
 
