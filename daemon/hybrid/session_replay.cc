@@ -72,64 +72,64 @@ std::string Difference(const rpc::OpSchedule& e, const rpc::OpSchedule& a, int64
 
 }  // namespace
 
-absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
-                                                   const std::vector<uint32_t>& trace_ranks) {
-  auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
-  if (!programs.ok()) return programs.status();
-  engine::EngineInbox inbox;
-  engine::WallClockPacer clock(engine::RealtimeOptions{});  // time conversions only: the engine is unpaced
-  clock.StartAtRealtime(recording.start_realtime_ns);
+namespace {
+
+HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph) {
   HybridSchedulerOptions so;
   so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
   so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
-  CollectingSink sink;
-  HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, so);
-  std::set<uint64_t> opened;
-  // Every report goes into the inbox before the engine starts; the engine
-  // then applies each at its own time.
-  for (const RecordedLine& line : recording.lines) {
-    if (line.kind == RecordedLine::kCommunicator) {
-      scheduler.OnCommunicator(line.comm);
-    } else if (line.kind == RecordedLine::kEvents) {
-      if (opened.insert(line.session).second) {
-        rpc::Hello hello;
-        hello.set_rank(-1);  // recordings do not keep it; their communicators are all recorded
-        scheduler.OnSessionOpened(line.session, hello, &sink);
-      }
-      rpc::ScheduleBatch reply;
-      scheduler.OnEvents(line.session, line.events, &reply);
-      sink.Add(line.session, reply);
+  return so;
+}
+
+// The session threads' part for one recorded line.
+void FeedLine(const RecordedLine& line, HybridScheduler* scheduler, CollectingSink* sink,
+              std::set<uint64_t>* opened) {
+  if (line.kind == RecordedLine::kCommunicator) {
+    scheduler->OnCommunicator(line.comm);
+  } else if (line.kind == RecordedLine::kEvents) {
+    if (opened->insert(line.session).second) {
+      rpc::Hello hello;
+      hello.set_rank(-1);  // recordings do not keep it; their communicators are all recorded
+      scheduler->OnSessionOpened(line.session, hello, sink);
     }
+    rpc::ScheduleBatch reply;
+    scheduler->OnEvents(line.session, line.events, &reply);
+    sink->Add(line.session, reply);
   }
-  inbox.Post(engine::EndOfInput{});
+}
+
+engine::SimulationOptions ReplayEngineOptions(const Recording& recording, engine::EngineInbox* inbox,
+                                              HybridScheduler* scheduler, const std::vector<uint32_t>& trace_ranks) {
   engine::SimulationOptions o;
   o.real_ranks = recording.real_ranks;
-  o.inbox = &inbox;
-  o.observer = &scheduler;
+  o.inbox = inbox;
+  o.observer = scheduler;
   o.report_when_stopped = true;
   if (!trace_ranks.empty()) {
     o.trace_ranks = trace_ranks;
     o.use_classes = false;
   }
-  auto result = engine::Simulate(graph, o);
-  if (!result.ok()) return result.status();
-  scheduler.Flush();
+  return o;
+}
+
+SessionReplayResult Collect(const engine::SimulationResult& result, HybridScheduler* scheduler,
+                            CollectingSink* sink) {
+  scheduler->Flush();
   SessionReplayResult out;
-  out.schedules = sink.Take();
-  const HybridScheduler::Counters c = scheduler.counters();
+  out.schedules = sink->Take();
+  const HybridScheduler::Counters c = scheduler->counters();
   out.ops_matched = c.ops_matched;
   out.ops_unmatched = c.ops_unmatched;
   out.divergences = c.divergences;
-  out.engine_finished = !result->report.stopped;
-  out.iteration_times = result->report.iteration_times;
-  if (result->trace != nullptr) out.trace = result->trace->ops();
-  if (result->world != nullptr) out.actor_of_rank = result->world->actor_of_rank;
+  out.engine_finished = !result.report.stopped;
+  out.iteration_times = result.report.iteration_times;
+  // Emulated time 0 is the recording's start (moved to now in a paced replay).
+  if (result.trace != nullptr) out.trace = result.trace->ops();
+  if (result.world != nullptr) out.actor_of_rank = result.world->actor_of_rank;
   return out;
 }
-
-namespace {
 
 int64_t WallRealtimeNs() {
   timespec ts{};
@@ -141,7 +141,7 @@ void Shift(uint64_t* stamp, int64_t by) {
   if (*stamp > 0) *stamp = static_cast<uint64_t>(static_cast<int64_t>(*stamp) + by);
 }
 
-// The recording with every CLOCK_REALTIME stamp moved by `by`.
+// The recording with every CLOCK_REALTIME stamp the scheduler reads moved by `by`.
 Recording ShiftedRecording(const Recording& recording, int64_t by) {
   Recording out = recording;
   out.start_realtime_ns += by;
@@ -162,6 +162,25 @@ Recording ShiftedRecording(const Recording& recording, int64_t by) {
 
 }  // namespace
 
+absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
+                                                   const std::vector<uint32_t>& trace_ranks) {
+  auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
+  if (!programs.ok()) return programs.status();
+  engine::EngineInbox inbox;
+  engine::WallClockPacer clock(engine::RealtimeOptions{});  // time conversions only: the engine is unpaced
+  clock.StartAtRealtime(recording.start_realtime_ns);
+  CollectingSink sink;
+  HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, ReplaySchedulerOptions(graph));
+  std::set<uint64_t> opened;
+  // Every report goes into the inbox before the engine starts; the engine
+  // then applies each at its own time.
+  for (const RecordedLine& line : recording.lines) FeedLine(line, &scheduler, &sink, &opened);
+  inbox.Post(engine::EndOfInput{});
+  auto result = engine::Simulate(graph, ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks));
+  if (!result.ok()) return result.status();
+  return Collect(*result, &scheduler, &sink);
+}
+
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
                                                         const std::vector<uint32_t>& trace_ranks) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
@@ -173,64 +192,28 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   rt.lookahead = Nanoseconds(recording.lookahead_ns);
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(live.start_realtime_ns);
-  HybridSchedulerOptions so;
-  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
-  so.max_divergence_logs = 3;
-  so.matched_logs = 0;
   CollectingSink sink;
-  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, so);
-  // The session threads' part: each line when its time comes.
-  std::thread feeder([&] {
+  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, ReplaySchedulerOptions(graph));
+  std::thread feeder([&] {  // each line when its time comes
     std::set<uint64_t> opened;
     for (const RecordedLine& line : live.lines) {
       const int64_t wait = line.at - WallRealtimeNs();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
-      if (line.kind == RecordedLine::kCommunicator) {
-        scheduler.OnCommunicator(line.comm);
-      } else if (line.kind == RecordedLine::kEvents) {
-        if (opened.insert(line.session).second) {
-          rpc::Hello hello;
-          hello.set_rank(-1);
-          scheduler.OnSessionOpened(line.session, hello, &sink);
-        }
-        rpc::ScheduleBatch reply;
-        scheduler.OnEvents(line.session, line.events, &reply);
-        sink.Add(line.session, reply);
-      }
+      FeedLine(line, &scheduler, &sink, &opened);
     }
     inbox.Post(engine::EndOfInput{});
   });
-  engine::SimulationOptions o;
-  o.real_ranks = recording.real_ranks;
-  o.inbox = &inbox;
+  engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks);
   o.pacer = &pacer;
-  o.observer = &scheduler;
-  o.report_when_stopped = true;
-  if (!trace_ranks.empty()) {
-    o.trace_ranks = trace_ranks;
-    o.use_classes = false;
-  }
   auto result = engine::Simulate(graph, o);
   feeder.join();
   if (!result.ok()) return result.status();
-  scheduler.Flush();
-  SessionReplayResult out;
-  out.schedules = sink.Take();
-  for (SessionSchedule& s : out.schedules) {
+  SessionReplayResult out = Collect(*result, &scheduler, &sink);
+  for (SessionSchedule& s : out.schedules) {  // back to the recording's clock
     uint64_t t = s.schedule.ready_ns();
     Shift(&t, -shift);
     s.schedule.set_ready_ns(t);
   }
-  const HybridScheduler::Counters c = scheduler.counters();
-  out.ops_matched = c.ops_matched;
-  out.ops_unmatched = c.ops_unmatched;
-  out.divergences = c.divergences;
-  out.engine_finished = !result->report.stopped;
-  out.iteration_times = result->report.iteration_times;
-  // Emulated time 0 is the (moved) start, as in the unpaced replay.
-  if (result->trace != nullptr) out.trace = result->trace->ops();
-  if (result->world != nullptr) out.actor_of_rank = result->world->actor_of_rank;
   return out;
 }
 
