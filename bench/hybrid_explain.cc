@@ -4,6 +4,7 @@
 // A developer's tool for finding where a hybrid run's time went.
 //
 // Usage: hybrid_explain GRAPH RECORDING RANKS
+//        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules); or model:R,R (what
 //   real ranks R would record if they ran exactly like the model)
@@ -47,6 +48,15 @@ double Us(int64_t ns, int64_t origin) { return static_cast<double>(ns - origin) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // hybrid_explain --ops-only IN.rec OUT.rec: keeps what the scheduler reads
+  // (communicators, OpStarted/OpFinished, schedules): a small copy to keep.
+  if (argc == 4 && std::string(argv[1]) == "--ops-only") {
+    auto rec = prism::daemon::ReadRecording(argv[2]);
+    if (!rec.ok()) { std::fprintf(stderr, "%s\n", rec.status().ToString().c_str()); return 1; }
+    auto s = prism::daemon::WriteRecording(prism::daemon::KeepOperationEvents(*rec), argv[3]);
+    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+    return 0;
+  }
   if (argc != 4) {
     std::fprintf(stderr, "usage: hybrid_explain GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
