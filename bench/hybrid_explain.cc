@@ -6,10 +6,12 @@
 // Usage: hybrid_explain GRAPH RECORDING RANKS
 //        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
-//   as they did live: the live run's schedules); or model:R,R (what
+//   as they did live: the live run's schedules; pacedMS:FILE with an engine
+//   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
 //   real ranks R would record if they ran exactly like the model)
 //   RANKS: comma-separated ranks to trace, e.g. 0,1,4
 // Output lines (times in microseconds from the recording's start):
+//   summary  schedules N  late N (sent after their time; paced replays)  matched N  divergences N
 //   iteration  K  end_us
 //   op   rank  op_index  kind  label  start_us  end_us
 //   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
@@ -19,6 +21,7 @@
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,9 +71,15 @@ int main(int argc, char** argv) {
   const std::string source = argv[2];
   absl::StatusOr<prism::daemon::Recording> rec;
   bool paced = false;
-  if (source.rfind("paced:", 0) == 0) {  // replay as the live run met it (takes as long as the run)
+  std::optional<prism::Nanoseconds> lookahead;
+  if (source.rfind("paced", 0) == 0 && source.find(':') != std::string::npos) {
+    // paced:FILE replays as the live run met it (takes as long as the run);
+    // pacedMS:FILE with another engine lookahead (ms, may be negative).
     paced = true;
-    rec = prism::daemon::ReadRecording(source.substr(6));
+    const std::string ms = source.substr(5, source.find(':') - 5);
+    int64_t v = 0;
+    if (!ms.empty() && absl::SimpleAtoi(ms, &v)) lookahead = prism::Nanoseconds(v * 1'000'000);
+    rec = prism::daemon::ReadRecording(source.substr(source.find(':') + 1));
   } else if (source.rfind("model:", 0) == 0) {
     std::vector<uint32_t> reals;
     for (absl::string_view s : absl::StrSplit(source.substr(6), ',')) {
@@ -88,9 +97,12 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
     ranks.push_back(r);
   }
-  auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, ranks)
+  auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, ranks, lookahead)
                       : prism::daemon::ReplaySessions(*graph, *rec, ranks);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
+  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\n", replay->schedules.size(),
+              (unsigned long long)replay->schedules_late, (unsigned long long)replay->ops_matched,
+              (unsigned long long)replay->divergences);
   const int64_t origin = rec->start_realtime_ns;
   int64_t t = 0;
   for (size_t k = 0; k < replay->iteration_times.size(); ++k) {

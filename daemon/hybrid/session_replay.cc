@@ -123,6 +123,7 @@ SessionReplayResult Collect(const engine::SimulationResult& result, HybridSchedu
   out.ops_matched = c.ops_matched;
   out.ops_unmatched = c.ops_unmatched;
   out.divergences = c.divergences;
+  out.schedules_late = c.schedules_late;
   out.engine_finished = !result.report.stopped;
   out.iteration_times = result.report.iteration_times;
   // Emulated time 0 is the recording's start (moved to now in a paced replay).
@@ -182,14 +183,15 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
 }
 
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks) {
+                                                        const std::vector<uint32_t>& trace_ranks,
+                                                        std::optional<Nanoseconds> lookahead) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
   const int64_t shift = WallRealtimeNs() + 100'000'000 - recording.start_realtime_ns;
   const Recording live = ShiftedRecording(recording, shift);
   engine::EngineInbox inbox;
   engine::RealtimeOptions rt;
-  rt.lookahead = Nanoseconds(recording.lookahead_ns);
+  rt.lookahead = lookahead.value_or(Nanoseconds(recording.lookahead_ns));
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(live.start_realtime_ns);
   CollectingSink sink;

@@ -18,6 +18,7 @@
 #define PRISM_DAEMON_HYBRID_SESSION_REPLAY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct SessionReplayResult {
   std::vector<SessionSchedule> schedules;  // in the order the scheduler sent them
   std::vector<Nanoseconds> iteration_times;  // the engine's, every iteration it completed
   uint64_t ops_matched = 0, ops_unmatched = 0, divergences = 0;
+  uint64_t schedules_late = 0;  // sent after the time they give (meaningful in a paced replay)
   bool engine_finished = false;            // every rank finished (else the recording ended first)
   // With trace_ranks: what the engine played for those ranks (their actors'
   // ops; actor_of_rank maps ranks to actors).
@@ -61,8 +63,10 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
 // CLOCK_REALTIME stamps are moved to now; the returned schedules are moved
 // back, so they compare with RecordedSchedules. Takes as long as the
 // recording. For finding where a live run and the unpaced replay part.
+// `lookahead`: the engine's (default: the recording's), to try another.
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks = {});
+                                                        const std::vector<uint32_t>& trace_ranks = {},
+                                                        std::optional<Nanoseconds> lookahead = std::nullopt);
 
 // The recorded schedules of `recording`, in order.
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording);
