@@ -240,13 +240,14 @@ TEST_CASE("group rule: new_group number = graph communicator; hashed names by me
   CHECK(std::string(beyond.status().message()).find("new_group call #11") != std::string::npos);
 }
 
-TEST_CASE("start-up: eager (device_id), store= and env:// keys, rank 0 real or virtual", "[rendezvous][startup]") {
+// Every set of real ranks, with store= keys and with env:// ones.
+void RunBothKeyStyles(bool eager, const std::vector<std::vector<uint32_t>>& real_sets) {
   for (const std::string prefix : {"", "default_pg/"}) {
-    for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {5}, {0, 9}, {3, 12}}) {
+    for (const std::vector<uint32_t>& real : real_sets) {
       SECTION(absl::StrCat(prefix.empty() ? "store=" : "env://", " real ", real[0], real.size() > 1 ? "+" : "")) {
         StartupCase sc;
         sc.prefix = prefix;
-        sc.eager = true;
+        sc.eager = eager;
         sc.real = real;
         RunCase(sc);
       }
@@ -254,18 +255,12 @@ TEST_CASE("start-up: eager (device_id), store= and env:// keys, rank 0 real or v
   }
 }
 
+TEST_CASE("start-up: eager (device_id), store= and env:// keys, rank 0 real or virtual", "[rendezvous][startup]") {
+  RunBothKeyStyles(/*eager=*/true, {{0}, {5}, {0, 9}, {3, 12}});
+}
+
 TEST_CASE("start-up: lazy (no device_id), one id per group at its first collective", "[rendezvous][startup]") {
-  for (const std::string prefix : {"", "default_pg/"}) {
-    for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {5}, {0, 5}, {9, 13}}) {
-      SECTION(absl::StrCat(prefix.empty() ? "store=" : "env://", " real ", real[0], real.size() > 1 ? "+" : "")) {
-        StartupCase sc;
-        sc.prefix = prefix;
-        sc.eager = false;
-        sc.real = real;
-        RunCase(sc);
-      }
-    }
-  }
+  RunBothKeyStyles(/*eager=*/false, {{0}, {5}, {0, 5}, {9, 13}});
 }
 
 TEST_CASE("start-up: lazy lone send/recv pairs (lo:hi keys), both ends", "[rendezvous][startup]") {

@@ -73,41 +73,40 @@ def sweep_tables(out, data, name, runs):
 def step_tables(out, data, name, runs):
     for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run"]),
                                      ("truth-late", ["hybrid1-late"])):
-        for _ in (0,):
-            truths = {}
-            for r in range(0, 64):
-                j = load(os.path.join(out, f"{name}-{truth_kind}", f"r{r}.json"))
-                if j:
-                    truths[r] = j
-            if not truths:
+        truths = {}
+        for r in range(0, 64):
+            j = load(os.path.join(out, f"{name}-{truth_kind}", f"r{r}.json"))
+            if j:
+                truths[r] = j
+        if not truths:
+            continue
+        for kind in hybrid_kinds:
+            if kind not in runs:
                 continue
-            for kind in hybrid_kinds:
-                if kind not in runs:
+            for r in sorted(truths):
+                h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
+                if not h:
                     continue
-                for r in sorted(truths):
-                    h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
-                    if not h:
-                        continue
-                    t = truths[r]
-                    wu = t.get("warmup", 0)
-                    ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
-                    n = min(len(ti), len(hi))
-                    errs = [pct(hi[i], ti[i]) for i in range(n)]
-                    mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
-                    print(f"\n## {name}: {kind} vs {truth_kind}, rank {r}: {n} iterations after {wu} warm-up")
-                    print(f"mean iteration: truth {mt:.3f} ms, hybrid {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
-                          f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
-                          f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
-                    if "late" in kind and len(t["iteration_ms"]) > int(os.environ.get("LATE_ITER", "10")):
-                        k = int(os.environ.get("LATE_ITER", "10"))
-                        print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, hybrid {h['iteration_ms'][k]:.3f} ms, "
-                              f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
-                    if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
-                        print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
-                              f"{t['nccl_device_bytes']}), hybrid {h['peak_gpu_bytes']} B (reserved "
-                              f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
-                              f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
-                    print("per iteration (ms) truth/hybrid: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
+                t = truths[r]
+                wu = t.get("warmup", 0)
+                ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
+                n = min(len(ti), len(hi))
+                errs = [pct(hi[i], ti[i]) for i in range(n)]
+                mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
+                print(f"\n## {name}: {kind} vs {truth_kind}, rank {r}: {n} iterations after {wu} warm-up")
+                print(f"mean iteration: truth {mt:.3f} ms, hybrid {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
+                      f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
+                      f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
+                if "late" in kind and len(t["iteration_ms"]) > int(os.environ.get("LATE_ITER", "10")):
+                    k = int(os.environ.get("LATE_ITER", "10"))
+                    print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, hybrid {h['iteration_ms'][k]:.3f} ms, "
+                          f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
+                if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
+                    print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
+                          f"{t['nccl_device_bytes']}), hybrid {h['peak_gpu_bytes']} B (reserved "
+                          f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
+                          f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
+                print("per iteration (ms) truth/hybrid: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
 
 
 def model_tables(out, data, name, runs):

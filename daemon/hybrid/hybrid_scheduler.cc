@@ -249,11 +249,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
                          ", which prismd's bootstrap never created (", rpc::OpKind_Name(s.key().kind()),
                          " #", s.key().seq(), "); its virtual peers are timed as if on time"));
-    if (reply != nullptr) {
-      ++counters_.schedules_pushed;
-      if (options_.recorder != nullptr) options_.recorder->Schedule(RealtimeNowNs(), id, OnTimeSchedule(s));
-      *reply->add_ops() = OnTimeSchedule(s);
-    }
+    if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply, id);
     return;
   }
   const CommDescription& c = comm->second;
