@@ -46,6 +46,9 @@ constexpr EnvParam kParams[] = {
      "as one of them)"},
     {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
+    {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
+     "1: a ring (MIRROR) receive from a virtual peer waits for prismd's schedule (run prismd with "
+     "--lookahead-ms 0); 0: without one the virtual members are taken to be on time"},
 };
 
 const char* RawValue(const EnvParam& p) {
@@ -166,6 +169,7 @@ Settings LoadSettings(std::string* warnings) {
     s.recv_fill = RecvFill::kZeros;
   }
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
+  s.ring_waits_for_schedule = r.Int("PRISM_RING_WAITS_FOR_SCHEDULE", 0, 1) == 1;
   // Not a Prism setting: the launcher's rank, only reported to prismd.
   const char* rank = std::getenv("RANK");
   s.rank = rank != nullptr ? std::atoi(rank) : -1;

@@ -60,6 +60,7 @@ struct Settings {
   std::vector<uint32_t> daemon_trusted_uids;  // PRISM_DAEMON_UIDS, besides this user
   RecvFill recv_fill = RecvFill::kZeros;
   int64_t event_flush_ns = 0;
+  bool ring_waits_for_schedule = false;  // PRISM_RING_WAITS_FOR_SCHEDULE
   int rank = -1;                      // RANK (set by launchers), for prismd's logs
 };
 

@@ -294,8 +294,11 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     // The operation NCCL actually ran decides the form (prismd's engine
     // cannot know NCCL's algorithm choice); the schedule gives the times.
     const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
-    if (slot.op.op->info().mirror_kind()) out = ResolveMirror(req, slot, s);
-    else if (s) out = ResolveStream(req, slot, *s);
+    // PRISM_RING_WAITS_FOR_SCHEDULE: a ring receive, too, waits until the
+    // engine has seen its virtual members reach the operation.
+    const bool mirror = slot.op.op->info().mirror_kind();
+    if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
+    else if (s && !mirror) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
   } else {
     ResolvePlainLink(req, slot);
@@ -328,7 +331,8 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   // A ring receive waits for this rank's own send of the same step, which
   // goes through the plugin only when the ring successor is on another NCCL
   // host; any other receive waits for prismd's schedule.
-  const char* why = info.mirror_kind()
+  const bool scheduled = env_.schedules->Get(OpKey::Of(info)).has_value();
+  const char* why = info.mirror_kind() && (scheduled || !env_.settings->ring_waits_for_schedule)
                         ? "for this rank's own send of the same ring step; if two real ranks share an NCCL host "
                           "(same NCCL_HOSTID) that send does not use the plugin: give each real rank its own "
                           "NCCL_HOSTID, as `prism run` does"

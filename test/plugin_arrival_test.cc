@@ -348,6 +348,29 @@ TEST_CASE("virtual recv: MIRROR without a schedule completes at own send + laten
   CHECK(s.bytes_received == 4096);
 }
 
+TEST_CASE("virtual recv: with PRISM_RING_WAITS_FOR_SCHEDULE a MIRROR receive waits for its schedule",
+          "[plugin][unit][arrival]") {
+  Rig rig;
+  rig.settings.ring_waits_for_schedule = true;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1);
+  const int64_t sent = OwnSend(&send, ring.send_tag(), 4096);
+  std::vector<char> buf(8192);
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  // The engine has not seen the virtual members reach the operation.
+  CHECK(StaysPending(r, 30));
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kMirror;
+  sched.ready_ns = sent - 10'000'000;  // they were there before this rank: the own send decides
+  rig.book.Put(OpKey::Of(ring.send_tag().op->info()), sched);
+  const int64_t posted_by = WallNowNs();
+  CHECK(WaitDone(r) == 4096);
+  const OpSummary s = ring.Finish();
+  CheckArrival(s.end_ns, sent + kOwnLatency, posted_by);
+}
+
 TEST_CASE("virtual recv: MIRROR waits for the own send of the same step", "[plugin][unit][arrival]") {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
