@@ -1,7 +1,9 @@
-// The exported C ABI: ncclNetPlugin_v11, ncclNetPlugin_v10 and the profiler
-// role's ncclProfiler_v5. Every entry is a thin wrapper that forwards to
+// The exported C ABI: ncclNetPlugin_v11, _v10, _v9 and _v8 (NCCL takes the
+// newest it knows: 2.28+ v11, 2.26-2.27 v10, 2.24-2.25 v9, 2.21-2.23 v8) and
+// the profiler role's ncclProfiler_v5. Every entry is a thin wrapper that forwards to
 // Plugin and turns any C++ exception into an ncclResult_t (nothing may unwind
 // into NCCL).
+#include <array>
 #include <cstring>
 #include <exception>
 
@@ -117,6 +119,60 @@ prism_ncclResult_t ConnectV10(int dev, prism_ncclNetCommConfig_t* config, void* 
   return PRISM_GUARD("connect", ThePlugin().Connect(nullptr, dev, handle, sc));
 }
 
+// ---- v9: no profiler callback, no connect config, no phandles ----
+prism_ncclResult_t InitV9(prism_ncclDebugLogger_t logger) {
+  return PRISM_GUARD("init", ThePlugin().Init(logger, nullptr, 0, nullptr));
+}
+prism_ncclResult_t ConnectV9(int dev, void* handle, void** sc, prism_ncclNetDeviceHandle_t** devc) {
+  if (devc != nullptr) *devc = nullptr;
+  return PRISM_GUARD("connect", ThePlugin().Connect(nullptr, dev, handle, sc));
+}
+prism_ncclResult_t IsendV9(void* comm, void* data, size_t size, int tag, void* mh, void** req) {
+  return PRISM_GUARD("isend", ThePlugin().Isend(comm, data, size, tag, mh, nullptr, req));
+}
+prism_ncclResult_t IrecvV9(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs, void** req) {
+  return PRISM_GUARD("irecv", ThePlugin().Irecv(comm, n, data, sizes, tags, mhs, nullptr, req));
+}
+
+// ---- v8: v9 with int sizes and its own properties layout ----
+// Field by field: v8 has no forceFlush, so its later fields sit lower.
+void CopyToV8(const prism_ncclNetProperties_v11_t& p, prism_ncclNetProperties_v8_t* out) {
+  out->name = p.name;
+  out->pciPath = p.pciPath;
+  out->guid = p.guid;
+  out->ptrSupport = p.ptrSupport;
+  out->regIsGlobal = p.regIsGlobal;
+  out->speed = p.speed;
+  out->port = p.port;
+  out->latency = p.latency;
+  out->maxComms = p.maxComms;
+  out->maxRecvs = p.maxRecvs;
+  out->netDeviceType = p.netDeviceType;
+  out->netDeviceVersion = p.netDeviceVersion;
+}
+prism_ncclResult_t GetPropertiesV8(int dev, prism_ncclNetProperties_v8_t* props) {
+  return PRISM_GUARD("getProperties", [&] {
+    prism_ncclNetProperties_v11_t p11;
+    prism_ncclResult_t r = ThePlugin().GetProperties(dev, &p11);
+    if (r == prism_ncclSuccess) CopyToV8(p11, props);
+    return r;
+  }());
+}
+prism_ncclResult_t IsendV8(void* comm, void* data, int size, int tag, void* mh, void** req) {
+  if (size < 0) return prism_ncclInvalidArgument;
+  return IsendV9(comm, data, static_cast<size_t>(size), tag, mh, req);
+}
+prism_ncclResult_t IrecvV8(void* comm, int n, void** data, int* sizes, int* tags, void** mhs, void** req) {
+  // n is at most the maxRecvs this plugin reports (PRISM_NIC_MAX_RECVS <= 8).
+  std::array<size_t, 8> wide{};
+  if (n < 0 || n > static_cast<int>(wide.size()) || sizes == nullptr) return prism_ncclInvalidArgument;
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] < 0) return prism_ncclInvalidArgument;
+    wide[i] = static_cast<size_t>(sizes[i]);
+  }
+  return IrecvV9(comm, n, data, wide.data(), tags, mhs, req);
+}
+
 // ---- profiler v5 (the same library as NCCL's profiler plugin) ----
 prism_ncclResult_t ProfInit(void** context, uint64_t comm_id, int* mask, const char* comm_name, int nnodes,
                             int nranks, int rank, prism_ncclDebugLogger_t logger) {
@@ -161,6 +217,22 @@ __attribute__((visibility("default"))) prism_ncclNet_v10_t ncclNetPlugin_v10 = {
     pp::Isend,       pp::Irecv,     pp::Iflush,      pp::Test,             pp::CloseSend,
     pp::CloseRecv,   pp::CloseListen,
     /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr, /*makeVDevice=*/nullptr,
+};
+
+__attribute__((visibility("default"))) prism_ncclNet_v9_t ncclNetPlugin_v9 = {
+    pp::kPluginName, pp::InitV9,    pp::Devices,     pp::GetPropertiesV10, pp::ListenV10,
+    pp::ConnectV9,   pp::Accept,    pp::RegMr,       pp::RegMrDmaBuf,      pp::DeregMr,
+    pp::IsendV9,     pp::IrecvV9,   pp::Iflush,      pp::Test,             pp::CloseSend,
+    pp::CloseRecv,   pp::CloseListen,
+    /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr, /*makeVDevice=*/nullptr,
+};
+
+__attribute__((visibility("default"))) prism_ncclNet_v8_t ncclNetPlugin_v8 = {
+    pp::kPluginName, pp::InitV9,    pp::Devices,     pp::GetPropertiesV8,  pp::ListenV10,
+    pp::ConnectV9,   pp::Accept,    pp::RegMr,       pp::RegMrDmaBuf,      pp::DeregMr,
+    pp::IsendV8,     pp::IrecvV8,   pp::Iflush,      pp::Test,             pp::CloseSend,
+    pp::CloseRecv,   pp::CloseListen,
+    /*getDeviceMr=*/nullptr, /*irecvConsumed=*/nullptr,
 };
 
 __attribute__((visibility("default"))) prism_ncclProfiler_v5_t ncclProfiler_v5 = {

@@ -1,5 +1,6 @@
 // The NCCL net plugin ABI that Prism implements: ncclNet_v11_t (NCCL 2.28 -
-// 2.30) and ncclNet_v10_t (NCCL 2.27), written from the layout facts in
+// 2.30), ncclNet_v10_t (2.26 - 2.27), ncclNet_v9_t (2.24 - 2.25) and
+// ncclNet_v8_t (2.21 - 2.23), written from the layout facts in
 // /work/shared/nccl-2.28-wire-notes.md section 5.2 (offsets measured against
 // the 2.28.9 headers). Names carry a `prism_` prefix so that this header can
 // never clash with NCCL's own headers in the same translation unit.
@@ -193,6 +194,87 @@ typedef struct {
   prism_ncclResult_t (*makeVDevice)(int* d, prism_ncclNetVDeviceProps_t* props);
 } prism_ncclNet_v10_t;
 
+// NCCL 2.24 - 2.25 bind v9 first; 2.21 - 2.23 bind v8
+// (../shared/nccl-plugin-abi-versions.md section 2). v9 is v10 without the
+// profiler callback in init, the config in connect and the phandles in
+// isend/irecv; its properties are v10's.
+typedef prism_ncclNetProperties_v10_t prism_ncclNetProperties_v9_t;
+
+typedef struct {
+  const char* name;
+  prism_ncclResult_t (*init)(prism_ncclDebugLogger_t logFunction);
+  prism_ncclResult_t (*devices)(int* ndev);
+  prism_ncclResult_t (*getProperties)(int dev, prism_ncclNetProperties_v9_t* props);
+  prism_ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  prism_ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
+                                prism_ncclNetDeviceHandle_t** sendDevComm);
+  prism_ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                               prism_ncclNetDeviceHandle_t** recvDevComm);
+  prism_ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  prism_ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type,
+                                    uint64_t offset, int fd, void** mhandle);
+  prism_ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  prism_ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                              void** request);
+  prism_ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                              void** mhandles, void** request);
+  prism_ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                               void** request);
+  prism_ncclResult_t (*test)(void* request, int* done, int* sizes);
+  prism_ncclResult_t (*closeSend)(void* sendComm);
+  prism_ncclResult_t (*closeRecv)(void* recvComm);
+  prism_ncclResult_t (*closeListen)(void* listenComm);
+  prism_ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  prism_ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  prism_ncclResult_t (*makeVDevice)(int* d, prism_ncclNetVDeviceProps_t* props);
+} prism_ncclNet_v9_t;
+
+// v8 properties: no forceFlush (everything after regIsGlobal sits 4 bytes
+// lower than in v9), no virtual devices, no size limits.
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  int netDeviceType;
+  int netDeviceVersion;
+} prism_ncclNetProperties_v8_t;
+
+// v8: sizes are int in isend/irecv; no makeVDevice.
+typedef struct {
+  const char* name;
+  prism_ncclResult_t (*init)(prism_ncclDebugLogger_t logFunction);
+  prism_ncclResult_t (*devices)(int* ndev);
+  prism_ncclResult_t (*getProperties)(int dev, prism_ncclNetProperties_v8_t* props);
+  prism_ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  prism_ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
+                                prism_ncclNetDeviceHandle_t** sendDevComm);
+  prism_ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                               prism_ncclNetDeviceHandle_t** recvDevComm);
+  prism_ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  prism_ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type,
+                                    uint64_t offset, int fd, void** mhandle);
+  prism_ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  prism_ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
+                              void** request);
+  prism_ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags,
+                              void** mhandles, void** request);
+  prism_ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                               void** request);
+  prism_ncclResult_t (*test)(void* request, int* done, int* sizes);
+  prism_ncclResult_t (*closeSend)(void* sendComm);
+  prism_ncclResult_t (*closeRecv)(void* recvComm);
+  prism_ncclResult_t (*closeListen)(void* listenComm);
+  prism_ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  prism_ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+} prism_ncclNet_v8_t;
+
 }  // extern "C"
 
 // Layout facts from the wire notes (x86-64, g++).
@@ -211,5 +293,10 @@ static_assert(sizeof(prism_ncclNet_v11_t) == 176);
 static_assert(sizeof(prism_ncclNet_v10_t) == 160);
 static_assert(offsetof(prism_ncclNet_v11_t, finalize) == 160);
 static_assert(offsetof(prism_ncclNet_v10_t, makeVDevice) == 152);
+static_assert(sizeof(prism_ncclNet_v9_t) == 160);
+static_assert(sizeof(prism_ncclNet_v8_t) == 152);
+static_assert(sizeof(prism_ncclNetProperties_v8_t) == 64);
+static_assert(offsetof(prism_ncclNetProperties_v8_t, speed) == 32);
+static_assert(offsetof(prism_ncclNetProperties_v8_t, netDeviceVersion) == 56);
 
 #endif  // PRISM_PLUGIN_NCCL_NET_ABI_H_

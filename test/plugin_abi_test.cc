@@ -30,10 +30,12 @@ std::string Exports() {
 
 }  // namespace
 
-TEST_CASE("only ncclNetPlugin_v* and ncclProfiler_v5 are exported", "[plugin][abi]") {
+TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5 are exported", "[plugin][abi]") {
   const std::string out = Exports();
   CHECK(out.find(" ncclNetPlugin_v11\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v10\n") != std::string::npos);
+  CHECK(out.find(" ncclNetPlugin_v9\n") != std::string::npos);
+  CHECK(out.find(" ncclNetPlugin_v8\n") != std::string::npos);
   CHECK(out.find(" ncclProfiler_v5\n") != std::string::npos);
   size_t lines = 0;
   size_t pos = 0;
@@ -46,7 +48,7 @@ TEST_CASE("only ncclNetPlugin_v* and ncclProfiler_v5 are exported", "[plugin][ab
     INFO(line);
     CHECK((line.find(" ncclNetPlugin_v") != std::string::npos || line.find(" ncclProfiler_v5") != std::string::npos));
   }
-  CHECK(lines == 3);
+  CHECK(lines == 5);
 }
 
 TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi]") {
@@ -78,6 +80,21 @@ TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi
     if (v10->getProperties(2, &q) != prism_ncclSuccess) return "v10 getProperties failed";
     if (std::string(q.name) != "mlx5_2" || q.speed != 200000 || q.maxRecvs != 4) {
       return "v10 properties wrong";
+    }
+    auto* v9 = static_cast<prism_ncclNet_v9_t*>(dlsym(drv.lib(), "ncclNetPlugin_v9"));
+    if (v9 == nullptr) return "no v9";
+    prism_ncclNetProperties_v9_t q9{};
+    if (v9->getProperties(2, &q9) != prism_ncclSuccess || q9.speed != 200000 || q9.maxP2pBytes != (1ull << 40)) {
+      return "v9 properties wrong";
+    }
+    // v8 has no forceFlush: speed sits at 32, where v9 has forceFlush.
+    auto* v8 = static_cast<prism_ncclNet_v8_t*>(dlsym(drv.lib(), "ncclNetPlugin_v8"));
+    if (v8 == nullptr) return "no v8";
+    prism_ncclNetProperties_v8_t q8{};
+    if (v8->getProperties(2, &q8) != prism_ncclSuccess) return "v8 getProperties failed";
+    if (std::string(q8.name) != "mlx5_2" || q8.speed != 200000 || q8.port != 2 || q8.latency != 2.5f ||
+        q8.maxRecvs != 4 || q8.netDeviceType != 0) {
+      return "v8 properties wrong: speed " + std::to_string(q8.speed) + " port " + std::to_string(q8.port);
     }
     return "";
   });
@@ -185,6 +202,59 @@ TEST_CASE("the v10 table works end to end (one process, loopback)", "[plugin][ab
     v10->deregMr(rc, rmh);
     v10->closeSend(sc);
     v10->closeRecv(rc);
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+// NCCL 2.21 - 2.23 bind v8: int sizes, no config, no phandles.
+TEST_CASE("the v8 table works end to end (one process, loopback)", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    auto* v8 = static_cast<prism_ncclNet_v8_t*>(dlsym(drv.lib(), "ncclNetPlugin_v8"));
+    if (v8 == nullptr) return "no v8";
+    if (v8->init(prism::testing::DriverLogger) != prism_ncclSuccess) return "init";
+    std::vector<char> handle(128, 0);
+    void* lc = nullptr;
+    if (v8->listen(0, handle.data(), &lc) != prism_ncclSuccess) return "listen";
+    void* sc = nullptr;
+    void* rc = nullptr;
+    prism_ncclNetDeviceHandle_t* dev = nullptr;
+    const int64_t deadline = prism::testing::NowNs() + 10'000'000'000;
+    while (sc == nullptr || rc == nullptr) {
+      if (sc == nullptr && v8->connect(0, handle.data(), &sc, &dev) != prism_ncclSuccess) return "connect";
+      if (rc == nullptr && v8->accept(lc, &rc, &dev) != prism_ncclSuccess) return "accept";
+      if (prism::testing::NowNs() > deadline) return "connect/accept timed out";
+    }
+    v8->closeListen(lc);
+    std::vector<char> out(70000), in(100000, 0);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 5);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    v8->regMr(sc, out.data(), out.size(), kPrismPtrHost, &smh);
+    v8->regMr(rc, in.data(), in.size(), kPrismPtrHost, &rmh);
+    void* sreq = nullptr;
+    void* rreq = nullptr;
+    void* d[1] = {in.data()};
+    int m[1] = {static_cast<int>(in.size())};
+    int tag[1] = {3};
+    void* mhs[1] = {rmh};
+    int too_many[9] = {};
+    if (v8->irecv(rc, 9, d, too_many, tag, mhs, &rreq) == prism_ncclSuccess) return "9 receives accepted";
+    while (rreq == nullptr) v8->irecv(rc, 1, d, m, tag, mhs, &rreq);
+    while (sreq == nullptr) v8->isend(sc, out.data(), static_cast<int>(out.size()), 3, smh, &sreq);
+    int sdone = 0, rdone = 0, size = -1;
+    while (!sdone || !rdone) {
+      if (!sdone && v8->test(sreq, &sdone, nullptr) != prism_ncclSuccess) return "send test";
+      if (!rdone && v8->test(rreq, &rdone, &size) != prism_ncclSuccess) return "recv test";
+      if (prism::testing::NowNs() > deadline) return "transfer timed out";
+    }
+    if (size != static_cast<int>(out.size())) return "received " + std::to_string(size) + " bytes";
+    if (!std::equal(out.begin(), out.end(), in.begin())) return "data differs";
+    v8->deregMr(sc, smh);
+    v8->deregMr(rc, rmh);
+    v8->closeSend(sc);
+    v8->closeRecv(rc);
     return "";
   });
   CHECK(msg == "");
