@@ -53,9 +53,12 @@ struct Arrival {
 // Times one receive. `wire_end` is when the virtual sender's link of this
 // connection is free (the previous Arrival's wire_end; 0 at first). With
 // T = WireTime(bytes, link.bandwidth) and L = link.latency:
-//   kMirror:    done = max(own_send_done + L, ready + T + L when ready > 0);
+//   kMirror:    done = max(own_send_done + L,
+//                          max(ready, wire_end) + T + L when ready > 0);
 //               wire_end' = max(wire_end, done - L) (the sender's link
-//               was busy until that message's last byte left)
+//               was busy until that message's last byte left; a sender
+//               that arrived late sends its messages back to back from
+//               ready, at link rate, not all at once)
 //   kStream:    wire_end' = max(ready, wire_end) + T;   done = wire_end' + L
 //   kPlainLink: wire_end' = max(posted, wire_end) + T;  done = wire_end' + L
 // and in every form done is not before posted.
@@ -66,7 +69,7 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   switch (in.form) {
     case ArrivalForm::kMirror:
       a.done = in.own_send_done + latency;
-      if (in.ready > Nanoseconds(0)) a.done = Max(a.done, in.ready + wire + latency);
+      if (in.ready > Nanoseconds(0)) a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
       a.wire_end = Max(wire_end, a.done - latency);
       break;
     case ArrivalForm::kStream:

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "plugin/arrival.h"
 #include "plugin/op_tracker.h"
 
 namespace prism::plugin {
@@ -58,10 +59,23 @@ class OpScheduleBook {
     if (it == book_.end()) return std::nullopt;
     return it->second;
   }
+  // Times one receive of operation `key` on its virtual sender's link,
+  // which every connection of the operation shares (its channels leave
+  // through one NIC), and on the receiving connection's own FIFO link
+  // `*conn_wire_end` (its earlier operations); advances both.
+  Arrival ResolveOnSenderLink(const OpKey& key, const ArrivalInput& in, Nanoseconds* conn_wire_end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Nanoseconds& op_wire_end = sender_wire_end_[key];
+    const Arrival a = ResolveArrival(in, Max(op_wire_end, *conn_wire_end));
+    op_wire_end = a.wire_end;
+    *conn_wire_end = a.wire_end;
+    return a;
+  }
   // The operation ended: forget its schedule (a late one is dropped).
   void Finish(const OpKey& key) {
     std::lock_guard<std::mutex> lock(mu_);
     book_.erase(key);
+    sender_wire_end_.erase(key);
     if (!finished_.insert(key).second) return;
     finished_order_.push_back(key);
     if (finished_order_.size() > kFinishedKept) {  // forget the oldest
@@ -82,6 +96,7 @@ class OpScheduleBook {
   static constexpr size_t kFinishedKept = 4096;
   mutable std::mutex mu_;
   std::map<OpKey, OpSchedule> book_;
+  std::map<OpKey, Nanoseconds> sender_wire_end_;  // per operation, until Finish
   std::set<OpKey> finished_;
   std::deque<OpKey> finished_order_;
   uint64_t puts_ = 0;

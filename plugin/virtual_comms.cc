@@ -211,6 +211,12 @@ int64_t VirtualRecvComm::Arrive(const ArrivalInput& in) {
   return a.done.count();
 }
 
+// One receive of an operation, on the virtual sender's link that all the
+// operation's channels share.
+int64_t VirtualRecvComm::ArriveShared(const Slot& slot, const ArrivalInput& in) {
+  return env_.schedules->ResolveOnSenderLink(OpKey::Of(slot.op.op->info()), in, &wire_end_).done.count();
+}
+
 ArrivalInput VirtualRecvComm::Input(ArrivalForm form, const RecvRequest& req, const Slot& slot,
                                     VirtualLink link) {
   ArrivalInput in;
@@ -251,7 +257,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
   in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
   in.own_send_done = Nanoseconds(sent);
-  slot.done_at = Arrive(in);
+  slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;
 }
 
@@ -273,7 +279,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveStream(RecvRequest& req, Slot& 
   slot.bytes = StreamBytes(slot);
   ArrivalInput in = Input(ArrivalForm::kStream, req, slot, LinkOf(&s));
   in.ready = Nanoseconds(s.ready_ns);
-  slot.done_at = Arrive(in);
+  slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;
 }
 

@@ -118,6 +118,10 @@ class VirtualRecvComm final : public NetComm {
   static ArrivalInput Input(ArrivalForm form, const RecvRequest& req, const Slot& slot, VirtualLink link);
   // Resolves `in` on this connection's link (advancing wire_end_); the done time.
   int64_t Arrive(const ArrivalInput& in);
+  // Resolves `in` for an operation's receive on the link its virtual sender
+  // shares across the operation's channels (OpScheduleBook) and on this
+  // connection's; the done time.
+  int64_t ArriveShared(const Slot& slot, const ArrivalInput& in);
 
   CommEnv env_;
   std::shared_ptr<DaemonSession> session_;

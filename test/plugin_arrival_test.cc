@@ -97,6 +97,19 @@ TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/
   }
 }
 
+TEST_CASE("arrival: MIRROR, a virtual sender that arrived late sends back to back from ready",
+          "[plugin][unit][arrival]") {
+  constexpr uint64_t kM = 4096;
+  constexpr int64_t kReady = 5'000'000;  // long after this rank's own sends
+  int64_t wire_end = 0;
+  for (int k = 0; k < 4; ++k) {
+    INFO("step " << k);
+    const Arrival a = Resolve(Input(ArrivalForm::kMirror, 0, kM, kReady, 1'000'000 + k * 3'000), wire_end);
+    CHECK(a.done.count() == kReady + (k + 1) * static_cast<int64_t>(kM) / kB + kL);
+    wire_end = a.wire_end.count();
+  }
+}
+
 TEST_CASE("arrival: STREAM, the k-th chunk arrives at R + cumulative bytes/B + L", "[plugin][unit][arrival]") {
   const std::vector<uint64_t> chunks = {4096, 4096, 1024, 2048, 6};
   constexpr int64_t kReady = 2'000'000;
@@ -482,6 +495,44 @@ TEST_CASE("virtual recv: STREAM p2p receive waits for its schedule, then streams
   REQUIRE(rig.listener.count == 1);
   CHECK(rig.listener.last.end_ns == sched.ready_ns + (8192 + 4096) / 2 + 4'000'000);
   CHECK(rig.listener.last.bytes_received == 8192 + 4096);
+}
+
+// The virtual sender's channels leave through one NIC: an operation
+// streamed over two connections takes as long as over one.
+TEST_CASE("virtual recv: STREAM over two channels shares the virtual sender's link", "[plugin][unit][arrival]") {
+  Rig rig;
+  VirtualRecvComm recv0(rig.env, rig.session, 2, 0);
+  VirtualRecvComm recv1(rig.env, rig.session, 3, 0);
+  FakeP2p p2p{"Recv", 2 * 8192, "ncclInt8", 0, 2};
+  std::vector<void*> tasks = rig.nccl.StartTasks({}, {p2p});
+  rig.nccl.StopTasks(tasks);
+  FakeSub sub0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, false);
+  FakeSub sub1 = rig.nccl.Sub(tasks[0], 1, 0, 1, 1, false);
+  for (FakeSub* s : {&sub0, &sub1}) {
+    rig.nccl.StartProxyOp(s);
+    rig.nccl.StartStep(s, 0);
+  }
+  const MessageTag tag0 = FakeNccl::Transfer(&sub0, 0);
+  const MessageTag tag1 = FakeNccl::Transfer(&sub1, 0);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;
+  sched.ready_ns = WallNowNs() + 3'000'000;
+  sched.link_bits_per_second = 2 * 8'000'000'000ull;  // 2 bytes/ns
+  sched.link_latency_ns = 4'000'000;
+  rig.book.Put(OpKey{kHash, OpKind::kRecv, 0, 0}, sched);
+  std::vector<char> buf0(8192), buf1(8192);
+  Request* r0 = PostReceive(&recv0, &buf0, &tag0);
+  Request* r1 = PostReceive(&recv1, &buf1, &tag1);
+  CHECK(WaitDone(r0) == 8192);
+  CHECK(WaitDone(r1) == 8192);
+  for (FakeSub* s : {&sub0, &sub1}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
+  REQUIRE(rig.listener.count == 1);
+  // 16384 bytes at 2 bytes/ns from ready, whichever channel carried them;
+  // each channel on a link of its own would end at ready + 8192 / 2 + L.
+  CHECK(rig.listener.last.end_ns == sched.ready_ns + 16384 / 2 + 4'000'000);
 }
 
 TEST_CASE("virtual recv: a receive tied to no operation is a plain link from its posting",
