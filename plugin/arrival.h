@@ -54,7 +54,8 @@ struct Arrival {
 // connection is free (the previous Arrival's wire_end; 0 at first). With
 // T = WireTime(bytes, link.bandwidth) and L = link.latency:
 //   kMirror:    done = max(own_send_done + L,
-//                          max(ready, wire_end) + T + L when ready > 0);
+//                          max(ready, wire_end) + T + L when ready > 0
+//                          and ready + T > own_send_done, i.e. late);
 //               wire_end' = max(wire_end, done - L) (the sender's link
 //               was busy until that message's last byte left; a sender
 //               that arrived late sends its messages back to back from
@@ -69,7 +70,10 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   switch (in.form) {
     case ArrivalForm::kMirror:
       a.done = in.own_send_done + latency;
-      if (in.ready > Nanoseconds(0)) a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
+      // Late (its ready time decides): back to back from ready. On time:
+      // the own send alone paces it (no queueing behind other channels).
+      if (in.ready > Nanoseconds(0) && in.ready + wire > in.own_send_done)
+        a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
       a.wire_end = Max(wire_end, a.done - latency);
       break;
     case ArrivalForm::kStream:

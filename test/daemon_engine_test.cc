@@ -153,6 +153,27 @@ TEST_CASE("concurrent inter-node collectives of one GPU serialise on its NIC sha
   CHECK(IterationNs(one_node) == nvlink);  // NVLink: no NIC serialisation
 }
 
+// A long and a short collective of one GPU become ready at the same instant
+// (the long one is handled first, on stream 0): the short one goes first,
+// whatever the handling order, as fair sharing would let it finish first.
+TEST_CASE("collectives ready at one instant are granted the NIC shortest first", "[daemon][engine][nic]") {
+  g::Program p;
+  p.set_streams(2);
+  p.add_comm_slot_names("long"), p.add_comm_slot_names("short");
+  AddCollective(p, 0, 64 << 20, 0);
+  AddCollective(p, 1, 1 << 20, 1);
+  const g::Graph probe = Custom(2, 1, {{0, 1}, {0, 1}}, {p}, {0, 0}, {{0, 1}, {0, 1}});
+  const prism::engine::CommShape shape{2, 2, 1, 1};
+  const auto model = ModelOf(probe);
+  const int64_t t_long = model.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(64 << 20), shape).count();
+  const int64_t t_short = model.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), shape).count();
+  AddCompute(p, static_cast<uint64_t>(t_long), 1);  // after the short one, as long as the long one
+  const g::Graph gr = Custom(2, 1, {{0, 1}, {0, 1}}, {p}, {0, 0}, {{0, 1}, {0, 1}});
+  // Short first: both streams end at t_short + t_long. Long first (the
+  // handling order): the short one waits for it, then the compute runs.
+  CHECK(IterationNs(gr) == t_short + t_long);
+}
+
 TEST_CASE("iterations repeat the program, the graph attribute sets the default", "[daemon][engine]") {
   g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, 1 << 20, g::ALGORITHM_RING, 2, 1000);
   SimulationOptions o;

@@ -293,9 +293,42 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
       if (observer_) observer_->OnCalibratedCollective();
     }
   }
-  // A collective across nodes sends and receives on every member's NIC share.
-  const int64_t start = c.shape.SpansNodes() ? ReserveMembersNics(c, in.last, took.count()) : in.last;
-  const int64_t end = AddTime(start, took.count());
+  // A collective across nodes sends and receives on every member's NIC share:
+  // granted with the other requests of this instant.
+  if (c.shape.SpansNodes()) {
+    NicRequest r;
+    r.kind = NicRequest::Kind::kCollective;
+    r.ready = in.last;
+    r.duration = took.count();
+    r.comm = comm;
+    r.instance = std::move(in);
+    nic_requests_.push_back(std::move(r));
+    return;
+  }
+  const int64_t end = AddTime(in.last, took.count());
+  for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
+  if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+}
+
+void ReplayEngine::GrantNics() {
+  std::vector<NicRequest> batch;
+  batch.swap(nic_requests_);
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const NicRequest& a, const NicRequest& b) { return a.duration < b.duration; });
+  for (NicRequest& r : batch) {
+    switch (r.kind) {
+      case NicRequest::Kind::kCollective: GrantCollective(r); break;
+      case NicRequest::Kind::kPointToPoint: GrantPointToPoint(r); break;
+      case NicRequest::Kind::kVirtualToReal: GrantVirtualToReal(r); break;
+    }
+  }
+}
+
+void ReplayEngine::GrantCollective(NicRequest& r) {
+  const EngineComm& c = world_.comms[r.comm];
+  const Instance& in = r.instance;
+  const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
+  const int64_t end = AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
@@ -453,22 +486,35 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
 void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
-  ActorState& s = state_[actor];
-  const int64_t wire = (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count();
-  int64_t start = now_;
-  if (!same_node) {
-    start = s.nic_tx.NextFree(now_, wire);
-    s.nic_tx.Reserve(start, AddTime(start, wire), ForgetBefore());
+  NicRequest r;
+  r.kind = NicRequest::Kind::kVirtualToReal;
+  r.ready = now_;
+  r.duration = same_node ? 0 : (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count();
+  r.took = model_.PointToPointTime(op.bytes, same_node).count();
+  r.send = PendingP2P{actor, k, now_};
+  r.queue = static_cast<uint32_t>(&q - p2p_.data());
+  r.index = q.virtual_to_real++;
+  if (same_node) GrantVirtualToReal(r);  // no NIC
+  else nic_requests_.push_back(std::move(r));
+}
+
+void ReplayEngine::GrantVirtualToReal(const NicRequest& r) {
+  const Actor& a = world_.actors[r.send.actor];
+  const OpInfo& op = world_.programs[a.program].ops[r.send.op];
+  NicCalendar& tx = state_[r.send.actor].nic_tx;
+  int64_t start = r.ready;
+  if (r.duration > 0) {
+    start = tx.NextFree(r.ready, r.duration);
+    tx.Reserve(start, AddTime(start, r.duration), ForgetBefore());
   }
-  const int64_t end = AddTime(start, model_.PointToPointTime(op.bytes, same_node).count());
-  Push(end, actor, k, now_);
+  const int64_t end = AddTime(start, r.took);
+  Push(end, r.send.actor, r.send.op, r.send.posted);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
-    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, q.virtual_to_real, Nanoseconds(start), op.bytes);
+    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, r.index, Nanoseconds(start), op.bytes);
     observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
   }
-  ++q.virtual_to_real;
 }
 
 // A real send's last byte left at send.real_done: the virtual receive ends a
@@ -513,9 +559,24 @@ void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  const int64_t took = model_.PointToPointTime(op.bytes, same_node).count();
-  int64_t start = std::max(send.posted, recv.posted);
-  if (!same_node) {  // between nodes: the sender's transmit and the receiver's receive direction
+  NicRequest r;
+  r.kind = NicRequest::Kind::kPointToPoint;
+  r.ready = std::max(send.posted, recv.posted);
+  r.took = model_.PointToPointTime(op.bytes, same_node).count();
+  r.duration = same_node ? 0 : r.took;  // between nodes: the sender's transmit and the receiver's receive direction
+  r.send = send;
+  r.recv = recv;
+  if (same_node) GrantPointToPoint(r);
+  else nic_requests_.push_back(std::move(r));
+}
+
+void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
+  const PendingP2P& send = r.send;
+  const PendingP2P& recv = r.recv;
+  const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
+  const int64_t took = r.took;
+  int64_t start = r.ready;
+  if (r.duration > 0) {
     NicCalendar& tx = state_[send.actor].nic_tx;
     NicCalendar& rx = state_[recv.actor].nic_rx;
     start = EarliestCommonStart({&tx, &rx}, start, took);
@@ -658,6 +719,11 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
   while (!stop_) {
+    // Leaving the current instant: grant the NIC requests made at it together.
+    if (!nic_requests_.empty() && (queue_.empty() || queue_.top().time != now_)) {
+      GrantNics();
+      continue;
+    }
     if (inbox && inbox->HasPending()) {
       if (auto s = ApplyInbox(inbox); !s.ok()) return s;
       continue;

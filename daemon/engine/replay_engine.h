@@ -220,6 +220,24 @@ class ReplayEngine {
     }
   };
 
+  // A transfer between nodes that asked for NICs at the current instant.
+  // Requests made at one instant are granted together, shortest first (then
+  // in the order made): which of two transfers that became ready at the same
+  // instant goes first must not depend on which event the engine happened
+  // to handle first (a DP reduce-scatter granted before a TP all-reduce of
+  // the same rank held it back by the whole reduce-scatter).
+  struct NicRequest {
+    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal };
+    Kind kind = Kind::kCollective;
+    int64_t ready = 0, duration = 0;   // NIC time wanted from `ready` on
+    uint32_t comm = 0;                 // kCollective: the communicator
+    Instance instance;                 // kCollective: its members (waiters)
+    PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
+    int64_t took = 0;                  // point to point: wire plus latency
+    uint32_t queue = 0;                // kVirtualToReal: index into p2p_
+    uint64_t index = 0;                // kVirtualToReal: message index on that queue
+  };
+
   void Advance(uint32_t actor);
   void AdvanceStream(uint32_t actor, uint32_t stream);
   // Whether a virtual stream's next op `op` must wait past now: a completion
@@ -240,6 +258,12 @@ class ReplayEngine {
   // Reserves every member's NIC (both directions) for `duration` from the
   // earliest instant >= `ready` at which all are free; returns that instant.
   int64_t ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration);
+  // Grants every request of nic_requests_ (shortest first) and lets the
+  // transfers go on; called before the engine leaves the current instant.
+  void GrantNics();
+  void GrantCollective(NicRequest& r);
+  void GrantPointToPoint(const NicRequest& r);
+  void GrantVirtualToReal(const NicRequest& r);
   static constexpr int64_t kNicMemoryNs = 1'000'000'000;
   int64_t ForgetBefore() const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
@@ -280,6 +304,7 @@ class ReplayEngine {
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
   absl::flat_hash_map<CalibrationKey, int64_t> measured_;
+  std::vector<NicRequest> nic_requests_;             // made at now_, not yet granted
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };
