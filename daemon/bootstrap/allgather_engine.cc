@@ -259,7 +259,7 @@ void AllGatherEngine::OnSliceReceived(LiveComm& comm, int slice, const uint8_t* 
   }
   ag.slices[slice].assign(data, data + ag.size);
   ag.known[slice] = 1;
-  if (ag.kind == AgKind::kPeerInfo && comm.real[slice]) {
+  if (ag.kind == AgKind::kPeerInfo && comm.real[slice] && c_.profile->peer_info.version != SIZE_MAX) {
     // Refuse another NCCL at once: closing its sockets makes the real rank's
     // init fail with a socket error instead of waiting on a protocol that
     // differs (wire profiles are per version).
@@ -345,7 +345,8 @@ bool AllGatherEngine::TryArmReactive(LiveComm& comm, RingLink& l, Conn& conn) {
     Arm(comm, AgKind::kSplitInfo);
     return true;
   }
-  if (size == static_cast<int32_t>(p.ring_connect_ag_size) && !comm.ring_connect_started) {
+  if (p.ring_connect_ag_size > 0 && size == static_cast<int32_t>(p.ring_connect_ag_size) &&
+      !comm.ring_connect_started) {
     Arm(comm, AgKind::kRingConnect);
     return true;
   }
@@ -376,7 +377,9 @@ void AllGatherEngine::TakeResults(LiveComm& comm) {
     case AgKind::kPeerInfo:
       for (int r = 0; r < comm.n; ++r) {
         if (!comm.real[r]) continue;
-        const int32_t version = ReadAt<int32_t>(ag.slices[r].data(), p.peer_info.version);
+        const int32_t version = p.peer_info.version == SIZE_MAX
+                                    ? p.version_code
+                                    : ReadAt<int32_t>(ag.slices[r].data(), p.peer_info.version);
         if (version != p.version_code) {
           c_.reporter->Diverge(absl::StrCat(comm.name, ": real rank ", r, " runs NCCL version code ", version,
                                             " but prismd plays the ", p.name, " profile (", p.version_code,

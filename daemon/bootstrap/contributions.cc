@@ -12,6 +12,12 @@ void FillChannels(uint8_t* topo, size_t offset, size_t channels, int32_t value) 
   for (size_t c = 0; c < channels; ++c) WriteAt<int32_t>(topo, offset + 4 * c, value);
 }
 
+// Fields a release does not have are SIZE_MAX in its profile: not written.
+template <typename T>
+void WriteIfPresent(uint8_t* base, size_t offset, T value) {
+  if (offset != SIZE_MAX) WriteAt<T>(base, offset, value);
+}
+
 }  // namespace
 
 Bytes DefaultPeerInfoTemplate(const WireProfile& p) {
@@ -19,9 +25,9 @@ Bytes DefaultPeerInfoTemplate(const WireProfile& p) {
   Bytes b(l.size, 0);
   WriteAt<int32_t>(b.data(), l.gdr_support, 1);
   WriteAt<int32_t>(b.data(), l.cuda_comp_cap, 90);                       // H200
-  WriteAt<uint64_t>(b.data(), l.total_global_mem, uint64_t{140} << 30);
-  WriteAt<int32_t>(b.data(), l.cu_mem_support, 1);
-  WriteAt<int32_t>(b.data(), l.version, p.version_code);
+  WriteIfPresent<uint64_t>(b.data(), l.total_global_mem, uint64_t{140} << 30);
+  WriteIfPresent<int32_t>(b.data(), l.cu_mem_support, 1);
+  WriteIfPresent<int32_t>(b.data(), l.version, p.version_code);
   return b;
 }
 
@@ -42,8 +48,8 @@ Bytes DefaultTopoInfoTemplate(const WireProfile& p) {
     WriteAt<float>(e, 16, entries[a].bw_inter);
     WriteAt<int32_t>(e, 24, entries[a].type_inter);
   }
-  WriteAt<int32_t>(b.data(), l.cpu_arch, 1);
-  WriteAt<int32_t>(b.data(), l.cpu_vendor, 1);
+  WriteIfPresent<int32_t>(b.data(), l.cpu_arch, 1);
+  WriteIfPresent<int32_t>(b.data(), l.cpu_vendor, 1);
   return b;
 }
 
@@ -63,8 +69,8 @@ Bytes MakeRingRecord(const WireProfile& p, const Ipv4Endpoint& p2p, uint64_t uds
   std::memcpy(b.data() + p.ring_record_p2p, peer.data(), peer.size());
   // Proxy listener: only same-host ranks dial it; any non-zero address.
   const SockAddrBytes proxy = EncodeSockAddr({p2p.ip, 1});
-  std::memcpy(b.data() + p.ring_record_proxy, proxy.data(), proxy.size());
-  WriteAt<uint64_t>(b.data(), p.ring_record_uds, uds_id);
+  if (p.ring_record_proxy != SIZE_MAX) std::memcpy(b.data() + p.ring_record_proxy, proxy.data(), proxy.size());
+  WriteIfPresent<uint64_t>(b.data(), p.ring_record_uds, uds_id);
   return b;
 }
 
@@ -82,7 +88,7 @@ Bytes MakePeerInfo(const WireProfile& p, const Bytes& tmpl, const VirtualIdentit
   WriteAt<int64_t>(d, l.bus_id, int64_t{0x18000} + int64_t{0x10000} * who.local_gpu);
   WriteAt<uint64_t>(d, l.comm_ptr, 0);
   std::memset(d + l.fabric_info, 0, l.fabric_info_size);  // never MNNVL
-  WriteAt<int32_t>(d, l.version, p.version_code);
+  WriteIfPresent<int32_t>(d, l.version, p.version_code);
   if (l.gpu_uuid != SIZE_MAX) {  // one per virtual GPU, never the real one's
     const uint64_t tag = VirtualPidHash(who.global_rank);
     WriteAt<uint64_t>(d, l.gpu_uuid, 0x76726d7369727070ull);  // "pprismrv"

@@ -148,7 +148,7 @@ void P2pMessages::OnP2pSetup(LiveComm& comm, const PendingMsg& m) {
     ConnectVirtualSender(comm, h, link, 0);
   }
   SendToReal(comm, V, R, m.tag, reply);
-  if (g == 1 && c_.config->env.register_ag && !comm.ring_connect_started) {
+  if (g == 1 && c_.config->env.register_ag && p.ring_connect_ag_size > 0 && !comm.ring_connect_started) {
     comm.ring_connect_started = true;
     c_.allgather->ArmOrQueue(comm, AgKind::kRingConnect);
   }

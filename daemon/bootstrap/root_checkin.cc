@@ -52,8 +52,8 @@ void RootCheckin::PumpCheckins(LiveComm& comm) {
     Bytes ext(p.ext_info_size, 0);
     WriteAt<int32_t>(ext.data(), p.ext_rank, v);
     WriteAt<int32_t>(ext.data(), p.ext_nranks, comm.n);
-    WriteAt<int32_t>(ext.data(), p.ext_iroot, 0);
-    WriteAt<int32_t>(ext.data(), p.ext_nroots, 1);
+    if (p.ext_iroot != SIZE_MAX) WriteAt<int32_t>(ext.data(), p.ext_iroot, 0);    // absent before 2.23
+    if (p.ext_nroots != SIZE_MAX) WriteAt<int32_t>(ext.data(), p.ext_nroots, 1);
     const SockAddrBytes listen = EncodeSockAddr(comm.root_ep[v]);
     // Ring listener: real only where the predecessor is real; otherwise any
     // non-zero address (nobody dials it).

@@ -66,12 +66,28 @@ WireProfile Profile2_28_9() {
 }
 
 // The profiles below are partial: their facts come from NCCL's source at
-// each tag (../shared/nccl-versions-wire-notes.md, sizes checked by
-// compiling against the tag's headers), and none has yet served a real rank
-// of that release, so SelectWireProfile refuses them (issue 10).
+// each tag (../shared/nccl-versions-wire-notes.md, sizes and offsets checked
+// by compiling against the tag's headers), and none has yet served a real
+// rank of that release, so SelectWireProfile refuses them (issue 10). What a
+// release does that no field can say is listed in that file's section "not
+// expressible as profile data"; until the daemon learns it, those releases
+// stay refused whatever their data says.
+
+// ncclTopoRanks without crossNicRing (before 2.28): eight int[channels]
+// arrays from offset 0, then nvlsHeadNum.
+void SetTopoRanksWithoutCrossNic(TopoInfoLayout& t, size_t channels) {
+  const size_t a = 4 * channels;
+  t.cross_nic_ring = SIZE_MAX;
+  t.max_channels = channels;
+  t.ring_recv = 0, t.ring_send = a, t.ring_prev = 2 * a, t.ring_next = 3 * a;
+  t.tree_to_parent = 4 * a, t.tree_to_child0 = 5 * a, t.tree_to_child1 = 6 * a;
+  t.nvls_heads = 7 * a, t.nvls_head_num = 8 * a;
+}
 
 // 2.27: the plain ring all-gather, and ncclTopoRanks without crossNicRing,
-// so every topoRanks field sits 4 bytes lower than in 2.28.
+// so every topoRanks field sits 4 bytes lower than in 2.28. No global
+// (0xbeef) barrier yet: window registration and device communicators came
+// with 2.28.
 WireProfile Profile2_27_7() {
   WireProfile w = Profile2_28_9();
   w.name = "2.27.7";
@@ -80,11 +96,107 @@ WireProfile Profile2_27_7() {
   w.allgather = AllGatherAlgorithm::kPlainRing;
   TopoInfoLayout& t = w.topo_info;
   t.size = 2288;
-  t.cross_nic_ring = SIZE_MAX;
-  t.ring_recv = 0, t.ring_send = 256, t.ring_prev = 512, t.ring_next = 768;
-  t.tree_to_parent = 1024, t.tree_to_child0 = 1280, t.tree_to_child1 = 1536;
-  t.nvls_heads = 1792, t.nvls_head_num = 2048;
+  SetTopoRanksWithoutCrossNic(t, 64);
   t.cpu_arch = 2276, t.cpu_vendor = 2280;
+  w.tag_global_barrier = kTagAbsent;
+  return w;
+}
+
+// 2.26: as 2.27 but ncclPeerInfo has no totalGlobalMem (104 bytes, fabricInfo
+// right after cudaCompCap) and allGatherInfo no localRanks (2284 bytes).
+WireProfile Profile2_26_6() {
+  WireProfile w = Profile2_27_7();
+  w.name = "2.26.6";
+  w.version_code = 22606;
+  PeerInfoLayout& p = w.peer_info;
+  p.size = 104;
+  p.total_global_mem = SIZE_MAX;
+  p.fabric_info = 60;
+  p.cu_mem_support = 96;
+  p.version = 100;
+  w.topo_info.size = 2284;
+  return w;
+}
+
+// 2.25: the RAS part of the ring record is 40 bytes (no hostHash/pidHash),
+// so the record is 104 bytes.
+WireProfile Profile2_25_1() {
+  WireProfile w = Profile2_26_6();
+  w.name = "2.25.1";
+  w.version_code = 22501;
+  w.ring_record_size = 104;
+  return w;
+}
+
+// 2.24: MAXCHANNELS 32, so every topoRanks array is half as long.
+WireProfile Profile2_24_3() {
+  WireProfile w = Profile2_25_1();
+  w.name = "2.24.3";
+  w.version_code = 22403;
+  TopoInfoLayout& t = w.topo_info;
+  t.size = 1260;
+  SetTopoRanksWithoutCrossNic(t, 32);
+  t.cpu_arch = 1252, t.cpu_vendor = 1256;
+  return w;
+}
+
+// 2.23: the first release with this bootstrap (root, ring record, ack). No
+// RAS (64-byte ring record) and no ring-connect all-gather yet.
+WireProfile Profile2_23_4() {
+  WireProfile w = Profile2_24_3();
+  w.name = "2.23.4";
+  w.version_code = 22304;
+  w.ring_record_size = 64;
+  w.ring_record_ras = SIZE_MAX;
+  w.ring_connect_ag_size = 0;
+  return w;
+}
+
+// 2.22: the older bootstrap (notes: "not expressible"). Its data: a 64-byte
+// check-in {rank, nranks, root listener, ring listener}; the root answers
+// with a bare 28-byte address; the first ring all-gather carries only the
+// 28-byte P2P address (proxy addresses and UDS ids follow in two more
+// all-gathers, which RingOp cannot name); split colors and keys are two
+// 4-byte all-gathers; the split message has tag -2 and carries 28 bytes;
+// ncclConnect is 128 bytes; six algorithms in allGatherInfo.
+WireProfile Profile2_22_3() {
+  WireProfile w = Profile2_23_4();
+  w.name = "2.22.3";
+  w.version_code = 22203;
+  w.ext_info_size = 64;
+  w.ext_iroot = SIZE_MAX;
+  w.ext_nroots = SIZE_MAX;
+  w.ext_listen_root_addr = 8;
+  w.ext_connect_info = 36;
+  w.ring_connect_info_size = 28;
+  w.ring_record_size = 28;
+  w.ring_record_proxy = SIZE_MAX;
+  w.ring_record_uds = SIZE_MAX;
+  w.ring_record_ras = SIZE_MAX;
+  w.split_info_size = 4;
+  w.peer_info.version = SIZE_MAX;
+  TopoInfoLayout& t = w.topo_info;
+  t.size = 1228;
+  t.num_algorithms = 6;
+  t.topo_ranks = 192;
+  t.cpu_arch = 1220, t.cpu_vendor = 1224;
+  w.tag_comm_split = -2;
+  w.tag_intranode_allgather = 0;
+  w.connect_entry_size = 128;
+  return w;
+}
+
+// 2.21: as 2.22, and ncclPeerInfo has no cuMemSupport either (96 bytes),
+// allGatherInfo no cpuArch/cpuVendor (1220 bytes).
+WireProfile Profile2_21_5() {
+  WireProfile w = Profile2_22_3();
+  w.name = "2.21.5";
+  w.version_code = 22105;
+  w.peer_info.size = 96;
+  w.peer_info.cu_mem_support = SIZE_MAX;
+  w.topo_info.size = 1220;
+  w.topo_info.cpu_arch = SIZE_MAX;
+  w.topo_info.cpu_vendor = SIZE_MAX;
   return w;
 }
 
@@ -136,7 +248,8 @@ std::string SupportedList() {
 
 const std::vector<WireProfile>& AllWireProfiles() {
   static const std::vector<WireProfile>* const kProfiles = new std::vector<WireProfile>{
-      Profile2_27_7(), Profile2_28_9(), Profile2_29_7(), Profile2_30_7()};
+      Profile2_21_5(), Profile2_22_3(), Profile2_23_4(), Profile2_24_3(), Profile2_25_1(),
+      Profile2_26_6(), Profile2_27_7(), Profile2_28_9(), Profile2_29_7(), Profile2_30_7()};
   return *kProfiles;
 }
 

@@ -3,7 +3,15 @@
 // A WireProfile lists every version-dependent fact the bootstrap emulation
 // needs: version code, record sizes and field offsets, the all-gather
 // algorithm on the bootstrap ring and the order of communicator-wide
-// operations. Facts come from nccl-2.28-wire-notes.md (sections 2, 3, 8).
+// operations. Facts come from nccl-2.28-wire-notes.md (sections 2, 3, 8) and,
+// for the other releases, nccl-versions-wire-notes.md.
+//
+// Absent facts: an offset of SIZE_MAX means the release has no such field
+// (the record does not carry it), a size of 0 means no such message, and a
+// tag of kTagAbsent means the release never sends a message with that role.
+// Differences that are not data (another message framing, another hash, more
+// all-gathers than RingOp can name) are listed in nccl-versions-wire-notes.md
+// ("not expressible as profile data"); their profiles stay partial.
 //
 // Only complete profiles are usable; SelectWireProfile() refuses partial ones
 // ("not yet supported") and unknown versions with a message naming the
@@ -21,8 +29,11 @@
 
 namespace prism::bootstrap {
 
+// A tag field holding this: the release sends no message with that role.
+inline constexpr int32_t kTagAbsent = -1;
+
 enum class AllGatherAlgorithm {
-  kPlainRing,   // 2.27: n-1 steps, Ring0 only
+  kPlainRing,   // <= 2.27: n-1 steps, Ring0 only
   kDoubleRing,  // 2.28+: floor(n/2) steps, both directions but the last (even n)
 };
 
@@ -39,7 +50,9 @@ struct PeerInfoLayout {
   size_t size = 0;
   size_t rank = 0, cuda_dev = 0, nvml_dev = 0, host_hash = 0, pid_hash = 0,
          bus_id = 0, comm_ptr = 0, fabric_info = 0, fabric_info_size = 0,
-         cu_mem_support = 0, version = 0;
+         cu_mem_support = 0, version = 0;   // SIZE_MAX: absent (cuMemSupport in 2.21,
+                                             // version before 2.23)
+  // total_global_mem: SIZE_MAX before 2.27.
   size_t gdr_support = 12, cuda_comp_cap = 56, total_global_mem = 64;
   // 2.30+ (SIZE_MAX where absent): the GPU's UUID (16 bytes; NCCL refuses
   // two ranks of one host with the same one) and the MLO partition (-1: none).
@@ -58,7 +71,7 @@ struct TopoInfoLayout {
          tree_to_parent = 0, tree_to_child0 = 0, tree_to_child1 = 0,
          nvls_heads = 0, nvls_head_num = 0;   // offsets inside topo_ranks
   size_t max_channels = 0;        // ints per array (MAXCHANNELS)
-  size_t cpu_arch = 0, cpu_vendor = 0;
+  size_t cpu_arch = 0, cpu_vendor = 0;  // SIZE_MAX: absent (2.21)
 };
 
 struct WireProfile {
@@ -70,21 +83,23 @@ struct WireProfile {
   size_t unique_id_size = 128;
   size_t unique_id_addr_offset = 8;
   bool unique_id_has_nranks = false;   // 2.29+: int nRanks @36
-  // extInfo (root check-in).
+  // extInfo (root check-in). ext_iroot/ext_nroots: SIZE_MAX before 2.23.
   size_t ext_info_size = 0;
   size_t ext_rank = 0, ext_nranks = 4, ext_iroot = 8, ext_nroots = 12;
   size_t ext_listen_root_addr = 0, ext_connect_info = 0;
+  // What the root sends each rank (its successor's ring listener) and what a
+  // split child sends its predecessor: ringConnectInfo (28 = a bare address).
   size_t ring_connect_info_size = 128;
   size_t ring_record_size = 120;       // bootstrapRingData
   size_t ring_record_p2p = 0, ring_record_proxy = 28, ring_record_uds = 56,
-         ring_record_ras = 64;
+         ring_record_ras = 64;         // SIZE_MAX: absent
   size_t split_info_size = 8;          // commSplitInfo {key, color}
-  size_t ring_connect_ag_size = 2;     // {useNetPXN, useGdr} after ring setup
+  size_t ring_connect_ag_size = 2;     // {useNetPXN, useGdr} after ring setup; 0: none
   PeerInfoLayout peer_info;
   TopoInfoLayout topo_info;
   std::vector<RingOp> init_ops;        // after root check-in + ring connect
   std::vector<RingOp> split_child_ops; // after bootstrapSplit
-  // Tags on P2P bootstrap connections.
+  // Tags on P2P bootstrap connections (kTagAbsent: no such message).
   int32_t tag_comm_split = 1 << 29;
   int32_t tag_intranode_allgather = 1 << 28;
   int32_t tag_global_barrier = 0xbeef;
