@@ -60,6 +60,7 @@ struct Flags {
   // Hybrid mode (daemon/hybrid/).
   std::string nccl_comm_id;
   int wire_profile = 22809;
+  bool allow_unverified_profile = false;
   uint16_t bootstrap_port = 0;
   std::string record_wire;
   int nccl_runtime_connect = 0;
@@ -213,6 +214,7 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
   c.bootstrap_routable_host = f.bootstrap_routable;
   c.bootstrap_allow = f.bootstrap_allow;
   c.nccl_version = f.wire_profile;
+  c.allow_unverified_profile = f.allow_unverified_profile;
   c.runtime_connect = f.nccl_runtime_connect != 0;
   c.bootstrap_port = f.bootstrap_port;
   c.record_wire_dir = f.record_wire;
@@ -339,6 +341,8 @@ int main(int argc, char** argv) {
                  "hybrid, with --bootstrap-routable: peers accepted, a.b.c.d[/len] (repeatable; default any)")
       ->delimiter(',');
   app.add_option("--wire-profile", f.wire_profile, "hybrid: NCCL version code of the real ranks (default 22809)");
+  app.add_flag("--allow-unverified-wire-profile", f.allow_unverified_profile,
+               "hybrid: serve a release whose wire profile is not yet verified against a real rank (to verify it)");
   app.add_option("--bootstrap-port", f.bootstrap_port, "hybrid: port of the virtual ranks' bootstrap listener");
   app.add_option("--record-wire", f.record_wire, "hybrid: record bytes exchanged with real ranks into DIR");
   app.add_option("--nccl-runtime-connect", f.nccl_runtime_connect,

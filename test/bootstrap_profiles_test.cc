@@ -214,7 +214,14 @@ TEST_CASE("profiles exist for NCCL 2.21.5 .. 2.30.7; only 2.28.9 is complete", "
     auto s = SelectWireProfile(code);
     REQUIRE_FALSE(s.ok());
     CHECK(absl::IsUnimplemented(s.status()));
+    CHECK(std::string(s.status().message()).find("--allow-unverified-wire-profile") != std::string::npos);
+    // Served only when asked for, to verify it against a real rank.
+    auto unverified = SelectWireProfile(code, /*allow_unverified=*/true);
+    REQUIRE(unverified.ok());
+    CHECK((*unverified)->version_code == code);
+    CHECK_FALSE((*unverified)->complete);
   }
+  CHECK(absl::IsInvalidArgument(SelectWireProfile(22000, true).status()));  // no profile at all
 }
 
 TEST_CASE("profile layouts equal the sizes and offsets measured against each tag's headers",

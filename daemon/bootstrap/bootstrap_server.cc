@@ -1,5 +1,6 @@
 #include "daemon/bootstrap/bootstrap_server.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <random>
@@ -54,7 +55,11 @@ BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, dae
 BootstrapServer::~BootstrapServer() { Stop(); }
 
 absl::Status BootstrapServer::Configure() {
-  PRISM_ASSIGN_OR_RETURN(c_.profile, SelectWireProfile(config_.nccl_version));
+  PRISM_ASSIGN_OR_RETURN(c_.profile, SelectWireProfile(config_.nccl_version, config_.allow_unverified_profile));
+  if (!c_.profile->complete)
+    std::fprintf(stderr, "prismd: warning: NCCL %s's wire profile is not yet verified against a real rank "
+                 "(--allow-unverified-wire-profile); a mismatch shows as a refused or failed init\n",
+                 c_.profile->name.c_str());
   PRISM_RETURN_IF_ERROR(ValidatePlan(plan_));
   if (!config_.comm_id.empty()) {
     auto root = ParseHostPort(config_.comm_id);

@@ -60,6 +60,7 @@ enum class ContributionSource {
 
 struct BootstrapConfig {
   int nccl_version = 22809;          // --wire-profile / Hello.nccl_version
+  bool allow_unverified_profile = false;  // --allow-unverified-wire-profile
   // NCCL_COMM_ID "host:port": every init communicator uses the id NCCL
   // builds for it. Empty: ids come from HostRoot()/JoinRoot().
   std::string comm_id;

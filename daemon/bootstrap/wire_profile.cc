@@ -258,15 +258,16 @@ std::string VersionCodeName(int code) {
   return absl::StrCat(code / 10000, ".", (code / 100) % 100, ".", code % 100);
 }
 
-absl::StatusOr<const WireProfile*> SelectWireProfile(int version_code) {
+absl::StatusOr<const WireProfile*> SelectWireProfile(int version_code, bool allow_unverified) {
   for (const WireProfile& p : AllWireProfiles()) {
     if (p.version_code != version_code) continue;
-    if (p.complete) return &p;
+    if (p.complete || allow_unverified) return &p;
     return absl::UnimplementedError(absl::StrCat(
         "NCCL ", p.name, " (version code ", version_code,
         ") is not yet supported by prismd's bootstrap emulation (its wire profile is "
         "partial); supported: ", SupportedList(),
-        ". Run the real ranks with a supported NCCL (e.g. PyTorch 2.11's bundled NCCL)."));
+        ". Run the real ranks with a supported NCCL (e.g. PyTorch 2.11's bundled NCCL), or, to verify this "
+        "release's profile, start prismd with --allow-unverified-wire-profile."));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "NCCL version code ", version_code, " (", VersionCodeName(version_code),

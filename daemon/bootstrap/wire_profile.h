@@ -117,8 +117,10 @@ const std::vector<WireProfile>& AllWireProfiles();
 
 // The complete profile for `version_code` (e.g. 22809). InvalidArgument for
 // an unknown version, Unimplemented for a known-but-partial one; both name
-// the supported versions.
-absl::StatusOr<const WireProfile*> SelectWireProfile(int version_code);
+// the supported versions. `allow_unverified` (prismd
+// --allow-unverified-wire-profile): a partial profile is returned too, for
+// verifying it against a real rank of that release.
+absl::StatusOr<const WireProfile*> SelectWireProfile(int version_code, bool allow_unverified = false);
 
 // "2.28.9" for 22809.
 std::string VersionCodeName(int version_code);

@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
   cp->plan_ = *plan;
   bootstrap::BootstrapConfig config;
   config.nccl_version = o.nccl_version;
+  config.allow_unverified_profile = o.allow_unverified_profile;
   config.comm_id = o.nccl_comm_id;
   config.bootstrap_port = o.bootstrap_port;
   config.record_wire_dir = o.record_wire_dir;

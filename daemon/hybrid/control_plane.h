@@ -47,6 +47,7 @@ struct ControlPlaneOptions {
   std::string bootstrap_routable_host;
   std::vector<std::string> bootstrap_allow;  // routable mode: peers accepted ("a.b.c.d[/len]")
   int nccl_version = 22809;          // wire profile
+  bool allow_unverified_profile = false;  // serve a partial wire profile (verifying it)
   bool runtime_connect = false;      // the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)
   bool register_allgather = true;    // NCCL_LOCAL_REGISTER || NCCL_GRAPH_REGISTER
   uint16_t bootstrap_port = 0;       // 0: the kernel's choice
