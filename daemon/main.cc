@@ -68,7 +68,7 @@ struct Flags {
   bool torch_store_given = false;
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
-  int64_t lookahead_ms = 20;
+  int64_t lookahead_ms = 0;
   std::string record_sessions;
 };
 
@@ -323,7 +323,8 @@ int main(int argc, char** argv) {
                  "unix:///tmp/prismd-$UID.sock; created 0600, never taken from a live prismd)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
   app.add_option("--lookahead-ms", f.lookahead_ms,
-                 "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 20)")
+                 "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 0: causal; "
+                 "more lets a real rank's late report arrive after events it should have delayed)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000}));
   app.add_option("--record-sessions", f.record_sessions,
                  "hybrid: record the plugin sessions' events and the schedules sent into FILE (CI replays)");

@@ -84,12 +84,17 @@ bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
   const Nanoseconds due = t - options_.lookahead;
   if (Now() >= due) return true;
   const auto deadline = start_ + std::chrono::nanoseconds(due.count());
+  const auto wake = deadline - std::chrono::nanoseconds(options_.spin.count());
   if (inbox == nullptr) {
-    std::this_thread::sleep_until(deadline);
-    return true;
+    std::this_thread::sleep_until(wake);
+  } else if (std::chrono::steady_clock::now() < wake && inbox->WaitUntil(wake)) {
+    return false;
   }
-  if (inbox->WaitUntil(deadline)) return false;
-  return Now() >= due;
+  while (std::chrono::steady_clock::now() < deadline) {  // the last stretch: poll
+    if (inbox != nullptr && inbox->HasPending()) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 absl::Status WallClockPacer::RecordLag(Nanoseconds t) {

@@ -98,6 +98,10 @@ struct RealtimeOptions {
   RealtimeMode mode = RealtimeMode::kBestEffort;
   Nanoseconds lag_limit = FromMilliseconds(100);  // hard-limit only
   Nanoseconds lookahead;                          // how far ahead of the wall clock events may run
+  // The last stretch before an event is due is spent polling the inbox and
+  // the clock rather than sleeping: a timed sleep wakes tens of microseconds
+  // late, and with no lookahead that is lag the real ranks see.
+  Nanoseconds spin = FromMicroseconds(100);
 };
 
 // Start() once before the engine runs; then WaitUntilDue/RecordLag belong to
@@ -115,8 +119,9 @@ class WallClockPacer {
   // recording made by a pacer started then). Now() stays consistent with it.
   void StartAtRealtime(int64_t start_realtime_ns);
 
-  // Waits until event time `t` is due. Returns false when the wait was cut
-  // short because the inbox has events (the caller drains and retries).
+  // Waits until event time `t` is due (sleeping, then polling for the last
+  // RealtimeOptions::spin). Returns false when the wait was cut short
+  // because the inbox has events (the caller drains and retries).
   bool WaitUntilDue(Nanoseconds t, EngineInbox* inbox);
 
   // Called when the event at `t` is handled: updates the lag; in hard-limit

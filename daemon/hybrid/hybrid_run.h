@@ -30,8 +30,9 @@ struct HybridOptions {
   std::string trace_path;             // empty: no trace
   std::string record_sessions_path;   // empty: no session recording (session_recorder.h)
   // How far ahead of the wall clock the engine may replay virtual ranks
-  // (their schedules reach the plugins that much ahead).
-  Nanoseconds lookahead = FromMilliseconds(20);
+  // (their schedules reach the plugins that much ahead). 0: causal, every
+  // report arrives before the events it could delay (docs/timing.md).
+  Nanoseconds lookahead = FromMilliseconds(0);
 };
 
 // Iterations replayed when neither --iterations nor the graph says: enough
