@@ -73,7 +73,12 @@ TEST_CASE("wire profiles: 2.28.9 complete, others refused clearly", "[bootstrap]
   CHECK((*p)->topo_info.topo_ranks + (*p)->topo_info.nvls_head_num + 4 == 2280);
   CHECK((*p)->ring_record_size == 120);
   CHECK((*p)->allgather == AllGatherAlgorithm::kDoubleRing);
-  for (int partial : {22707, 22907, 23007}) {
+  for (int verified : {22707, 23007}) {  // served real ranks of those releases
+    auto v = SelectWireProfile(verified);
+    REQUIRE(v.ok());
+    CHECK((*v)->version_code == verified);
+  }
+  for (int partial : {22606, 22907}) {
     auto s = SelectWireProfile(partial);
     REQUIRE_FALSE(s.ok());
     CHECK(absl::IsUnimplemented(s.status()));

@@ -141,6 +141,29 @@ class DryRun(unittest.TestCase):
         self.assertEqual(uid[16:], bytes(112))
 
 
+    def test_nccl_version_is_asked_of_the_programs_python_through_env(self):
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
+        spec = importlib.util.spec_from_loader("prism_launcher", loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        # A stand-in torch (no libnccl loaded: the probe falls back to
+        # torch.cuda.nccl.version()), found through the command's own `env`.
+        fake = tempfile.mkdtemp(prefix="fake-torch-")
+        os.makedirs(os.path.join(fake, "torch", "cuda"))
+        with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+            f.write("from . import cuda\n")
+        with open(os.path.join(fake, "torch", "cuda", "__init__.py"), "w") as f:
+            f.write("class nccl:\n    @staticmethod\n    def version():\n        return (2, 27, 7)\n")
+        args = type("Args", (), {"nccl_version": "auto"})()
+        self.assertEqual(mod.nccl_version(args, ["env", f"PYTHONPATH={fake}", sys.executable, "train.py"]), "2.27.7")
+        self.assertEqual(mod.wire_profile("2.27.7"), 22707)
+        args.nccl_version = "2.30.7"
+        self.assertEqual(mod.nccl_version(args, ["python3", "train.py"]), "2.30.7")
+        self.assertEqual(mod.nccl_version(type("Args", (), {"nccl_version": "auto"})(), ["./a.out"]), "2.28.9")
+
+
 @unittest.skipUnless(have_binaries(), "prismd, prism-graphgen or the plugin is not built")
 class WholeRuns(unittest.TestCase):
     @classmethod
@@ -231,10 +254,10 @@ class WholeRuns(unittest.TestCase):
             "plugin": ["run", "--graph", self.graph, "--ranks", "0", "--plugin", "/nonexistent/libnccl-net-prism.so",
                        "--", "true"],
             "port": ["run", "--graph", self.graph, "--ranks", "0", "--store-port", str(busy), "--", "true"],
-            "nccl": ["run", "--graph", self.graph, "--ranks", "0", "--nccl-version", "2.27.7", "--store-port",
+            "nccl": ["run", "--graph", self.graph, "--ranks", "0", "--nccl-version", "2.29.7", "--store-port",
                      str(free_port()), "--", "true"],
         }
-        expected = {"graph": "graph", "plugin": "no such file", "port": "in use", "nccl": "2.27.7"}
+        expected = {"graph": "graph", "plugin": "no such file", "port": "in use", "nccl": "2.29.7"}
         for name, argv in cases.items():
             with self.subTest(name):
                 out = run(*argv)

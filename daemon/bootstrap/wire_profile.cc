@@ -92,7 +92,9 @@ WireProfile Profile2_27_7() {
   WireProfile w = Profile2_28_9();
   w.name = "2.27.7";
   w.version_code = 22707;
-  w.complete = false;
+  // Served a real 2.27.7 rank on the GPU host (2026-12-01: 64 ranks, 16
+  // groups, collectives, destroy; test/fixtures/wire/gpu-n64-r0-nccl2.27.7).
+  w.complete = true;
   w.allgather = AllGatherAlgorithm::kPlainRing;
   TopoInfoLayout& t = w.topo_info;
   t.size = 2288;
@@ -108,6 +110,7 @@ WireProfile Profile2_26_6() {
   WireProfile w = Profile2_27_7();
   w.name = "2.26.6";
   w.version_code = 22606;
+  w.complete = false;  // and every older release built from it
   PeerInfoLayout& p = w.peer_info;
   p.size = 104;
   p.total_global_mem = SIZE_MAX;
@@ -221,6 +224,9 @@ WireProfile Profile2_30_7() {
   WireProfile w = Profile2_29_7();
   w.name = "2.30.7";
   w.version_code = 23007;
+  // Served a real 2.30.7 rank on the GPU host (2026-12-01, as 2.27.7;
+  // test/fixtures/wire/gpu-n64-r0-nccl2.30.7).
+  w.complete = true;
   PeerInfoLayout& p = w.peer_info;
   p.size = 144;
   p.gpu_uuid = 48;

@@ -8,7 +8,9 @@
 #               prism-graphgen collective --op allreduce --bytes 1M --ranks N --subgroups 8 [--max-subgroups 1]
 #   SCENARIO: N:REALRANKS[:MAXGROUPS], e.g. 8:0 64:5 64:0,5 8192:0:1
 # Env: OUT (results dir), RECORD=1 (prismd --record-wire into $OUT/<scenario>/wire),
-#      COLLECTIVES=0 to skip collectives, STEP_TIMEOUT (s, default 150).
+#      COLLECTIVES=0 to skip collectives, STEP_TIMEOUT (s, default 150),
+#      PRISMD_FLAGS (extra prismd flags, e.g. "--wire-profile 23007 --allow-unverified-wire-profile"),
+#      EXTRA_ENV (extra VAR=value words for every real rank, e.g. LD_PRELOAD=... for another NCCL).
 # Writes $OUT/hybrid-summary.txt and per-scenario logs.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +25,7 @@ for scenario in "$@"; do
   port=$((port + 11)); comm_id="127.0.0.1:$port"; sock="/tmp/prismd-$label.sock"
   rec=(); [[ "${RECORD:-0}" == 1 ]] && rec=(--record-wire "$dir/wire")
   "$bundle/prismd" --graph "$bundle/graphs/$n.graph" --real-ranks "$reals" --nccl-comm-id "$comm_id" \
-    --listen "unix://$sock" --metrics-address "127.0.0.1:$((port + 1))" "${rec[@]}" > "$dir/prismd.log" 2>&1 &
+    --listen "unix://$sock" --metrics-address "127.0.0.1:$((port + 1))" "${rec[@]}" ${PRISMD_FLAGS:-} > "$dir/prismd.log" 2>&1 &
   pd=$!
   for _ in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
   first="${reals%%,*}"; pids=(); t0=$EPOCHREALTIME
@@ -35,7 +37,7 @@ for scenario in "$@"; do
       PRISM_DAEMON="unix://$sock" NCCL_HOSTID="prism-real-$r" NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 \
       NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 NCCL_COLLNET_ENABLE=0 NCCL_PROTO=Simple NCCL_RUNTIME_CONNECT=0 \
       NCCL_PXN_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP \
-      TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_RANKS_PER_ROOT=1048576 \
+      TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_RANKS_PER_ROOT=1048576 ${EXTRA_ENV:-} \
       timeout "${STEP_TIMEOUT:-150}" python3 "$here/bootstrap_torch_driver.py" --world-size "$n" --rank "$r" \
       --store-port $((port + 2)) --tp 8 --max-groups "${maxg:-0}" "${client[@]}" "${coll[@]}" > "$dir/rank$r.log" 2>&1 &
     pids+=($!)
