@@ -93,3 +93,24 @@ TEST_CASE("a recorded start of an N=8 synthetic step (1 real rank, H200) replays
   for (const std::string& line : diff) UNSCOPED_INFO(line);
   CHECK(diff.empty());
 }
+
+TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays to all its schedules",
+          "[hybrid][replay]") {
+  // bench/fidelity step-n8 (TP2 PP2 DP2, 30 iterations), real rank 0,
+  // prismd --lookahead-ms 0 (session 2026-12-01, GPU run 5): every report
+  // reached the engine before the events it could delay, so the plain
+  // replay gives the live run's schedules, all 720 of them. Lost with a
+  // lookahead (the engine then handles reports after events they precede).
+  const d::Recording rec = FixtureRecording("step-n8-hybrid1-causal.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 720);
+  auto replay = d::ReplaySessions(FixtureGraph("step-n8.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_matched == 840);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  CHECK(diff.size() == 0);
+  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+}
