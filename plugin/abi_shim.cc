@@ -1,6 +1,6 @@
 // The exported C ABI: ncclNetPlugin_v11, _v10, _v9 and _v8 (NCCL takes the
 // newest it knows: 2.28+ v11, 2.26-2.27 v10, 2.24-2.25 v9, 2.21-2.23 v8) and
-// the profiler role's ncclProfiler_v5. Every entry is a thin wrapper that forwards to
+// the profiler role's ncclProfiler_v5 (2.28+) and ncclProfiler_v4 (2.27). Every entry is a thin wrapper that forwards to
 // Plugin and turns any C++ exception into an ncclResult_t (nothing may unwind
 // into NCCL).
 #include <array>
@@ -195,6 +195,22 @@ prism_ncclResult_t ProfFinalize(void* context) {
   return PRISM_GUARD("profiler finalize", ThePlugin().tracker().Finalize(context));
 }
 
+// ---- profiler v4 (NCCL 2.27): commHash after the mask; one-byte event type ----
+prism_ncclResult_t ProfInitV4(void** context, int* mask, const char* comm_name, uint64_t comm_hash, int nnodes,
+                              int nranks, int rank, prism_ncclDebugLogger_t logger) {
+  return ProfInit(context, comm_hash, mask, comm_name, nnodes, nranks, rank, logger);
+}
+prism_ncclResult_t ProfStartV4(void* context, void** handle, prism_ncclProfilerEventDescr_v4_t* descr) {
+  if (handle != nullptr) *handle = nullptr;
+  if (descr == nullptr) return prism_ncclInvalidArgument;
+  prism_ncclProfilerEventDescr_v5_t v5 = DescrFromV4(*descr);
+  return ProfStart(context, handle, &v5);
+}
+prism_ncclResult_t ProfRecordV4(void* handle, prism_ncclProfilerEventState_t state,
+                                prism_ncclProfilerEventStateArgs_v4_t* args) {
+  return ProfRecord(handle, state, args);
+}
+
 }  // namespace
 }  // namespace prism::plugin
 
@@ -237,6 +253,11 @@ __attribute__((visibility("default"))) prism_ncclNet_v8_t ncclNetPlugin_v8 = {
 
 __attribute__((visibility("default"))) prism_ncclProfiler_v5_t ncclProfiler_v5 = {
     pp::kPluginName, pp::ProfInit, pp::ProfStart, pp::ProfStop, pp::ProfRecord, pp::ProfFinalize,
+};
+
+// NCCL 2.27 loads profilers v4..v1 only (2.28+ take v5 first).
+__attribute__((visibility("default"))) prism_ncclProfiler_v4_t ncclProfiler_v4 = {
+    pp::kPluginName, pp::ProfInitV4, pp::ProfStartV4, pp::ProfStop, pp::ProfRecordV4, pp::ProfFinalize,
 };
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 // The NCCL profiler plugin ABI that Prism implements beside the net plugin:
-// ncclProfiler_v5_t (NCCL 2.28, accepted by 2.29 and 2.30), written from the
+// ncclProfiler_v5_t (NCCL 2.28, accepted by 2.29 and 2.30) and
+// ncclProfiler_v4_t (NCCL 2.27: see DescrFromV4 below), written from the
 // facts in /work/shared/nccl-profiler-notes.md and NCCL's public headers at
 // v2.28.9-1 (src/include/plugin/profiler/profiler_v5.h, nccl_profiler.h).
 // Names carry a `prism_` prefix so this header never clashes with NCCL's.
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "plugin/nccl_net_abi.h"
 
@@ -137,8 +139,54 @@ typedef struct {
   prism_ncclResult_t (*finalize)(void* context);
 } prism_ncclProfiler_v5_t;
 
+// v4 (NCCL 2.27; ../shared/nccl-plugin-abi-versions.md section 4): the
+// event type is one byte (the rest of its 8-byte slot is padding NCCL may
+// leave uninitialised), the Coll/P2p members lack parentGroup, and the
+// descriptor is 104 bytes; every other member sits where v5 has it.
+typedef struct {
+  uint8_t type;
+  uint8_t padding[7];
+  void* parentObj;
+  int rank;
+  int padding2;
+  unsigned char members[80];  // v5's union up to (not including) coll.parentGroup
+} prism_ncclProfilerEventDescr_v4_t;
+
+typedef prism_ncclProfilerEventStateArgs_v5_t prism_ncclProfilerEventStateArgs_v4_t;  // same 8-byte union
+
+typedef struct {
+  const char* name;
+  prism_ncclResult_t (*init)(void** context, int* eActivationMask, const char* commName, uint64_t commHash,
+                             int nNodes, int nranks, int rank, prism_ncclDebugLogger_t logfn);
+  prism_ncclResult_t (*startEvent)(void* context, void** eHandle,
+                                   prism_ncclProfilerEventDescr_v4_t* eDescr);
+  prism_ncclResult_t (*stopEvent)(void* eHandle);
+  prism_ncclResult_t (*recordEventState)(void* eHandle, prism_ncclProfilerEventState_t eState,
+                                         prism_ncclProfilerEventStateArgs_v4_t* eStateArgs);
+  prism_ncclResult_t (*finalize)(void* context);
+} prism_ncclProfiler_v4_t;
+
 }  // extern "C"
 
+// The v5 descriptor a v4 one stands for: the type's low byte, every member
+// copied in place, parentGroup null.
+inline prism_ncclProfilerEventDescr_v5_t DescrFromV4(const prism_ncclProfilerEventDescr_v4_t& v4) {
+  prism_ncclProfilerEventDescr_v5_t v5{};
+  v5.type = v4.type;
+  v5.parentObj = v4.parentObj;
+  v5.rank = v4.rank;
+  static_assert(sizeof(v4.members) <= sizeof(v5) - offsetof(prism_ncclProfilerEventDescr_v5_t, coll));
+  std::memcpy(reinterpret_cast<unsigned char*>(&v5) + offsetof(prism_ncclProfilerEventDescr_v5_t, coll),
+              v4.members, sizeof(v4.members));
+  if (v5.type == kPrismProfileP2p) v5.p2p.parentGroup = nullptr;  // v4's p2p ends before it
+  return v5;
+}
+
+static_assert(sizeof(prism_ncclProfilerEventDescr_v4_t) == 104);
+static_assert(offsetof(prism_ncclProfilerEventDescr_v4_t, members) == 24);
+static_assert(offsetof(prism_ncclProfilerEventDescr_v5_t, coll.parentGroup) == 104);
+static_assert(offsetof(prism_ncclProfilerEventDescr_v5_t, p2p.nChannels) == 60);
+static_assert(sizeof(prism_ncclProfiler_v4_t) == 48);
 static_assert(offsetof(prism_ncclProfilerEventDescr_v5_t, rank) == 16);
 static_assert(offsetof(prism_ncclProfilerEventDescr_v5_t, coll) == 24);
 static_assert(sizeof(prism_ncclProfilerEventDescr_v5_t) == 24 + 88);

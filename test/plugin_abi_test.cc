@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/net_handles.h"
+#include "plugin/profiler_abi.h"
 #include "test/plugin_driver.h"
 #include "test/plugin_process.h"
 
@@ -30,13 +31,14 @@ std::string Exports() {
 
 }  // namespace
 
-TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5 are exported", "[plugin][abi]") {
+TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5/v4 are exported", "[plugin][abi]") {
   const std::string out = Exports();
   CHECK(out.find(" ncclNetPlugin_v11\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v10\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v9\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v8\n") != std::string::npos);
   CHECK(out.find(" ncclProfiler_v5\n") != std::string::npos);
+  CHECK(out.find(" ncclProfiler_v4\n") != std::string::npos);
   size_t lines = 0;
   size_t pos = 0;
   while (pos < out.size()) {
@@ -46,9 +48,9 @@ TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5 are exported", "[plugi
     if (line.empty()) continue;
     ++lines;
     INFO(line);
-    CHECK((line.find(" ncclNetPlugin_v") != std::string::npos || line.find(" ncclProfiler_v5") != std::string::npos));
+    CHECK((line.find(" ncclNetPlugin_v") != std::string::npos || line.find(" ncclProfiler_v") != std::string::npos));
   }
-  CHECK(lines == 5);
+  CHECK(lines == 6);
 }
 
 TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi]") {
@@ -255,6 +257,32 @@ TEST_CASE("the v8 table works end to end (one process, loopback)", "[plugin][abi
     v8->deregMr(rc, rmh);
     v8->closeSend(sc);
     v8->closeRecv(rc);
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+// NCCL 2.27 loads profiler v4: commHash after the mask in init.
+TEST_CASE("the v4 profiler table initialises like v5", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    auto* v4 = static_cast<prism_ncclProfiler_v4_t*>(dlsym(drv.lib(), "ncclProfiler_v4"));
+    if (v4 == nullptr) return "no ncclProfiler_v4";
+    void* ctx = nullptr;
+    int mask = 0;
+    if (v4->init(&ctx, &mask, "c", 0x1234, 1, 8, 0, prism::testing::DriverLogger) != prism_ncclSuccess)
+      return "init failed";
+    if (ctx == nullptr) return "no context";
+    const int want = kPrismProfileColl | kPrismProfileP2p | kPrismProfileProxyOp | kPrismProfileProxyStep |
+                     kPrismProfileNetPlugin;
+    if ((mask & want) != want) return "mask " + std::to_string(mask);
+    prism_ncclProfilerEventDescr_v4_t d{};
+    std::memset(&d, 0xab, sizeof(d));  // NCCL leaves the padding as it was
+    d.type = kPrismProfileColl;
+    d.parentObj = nullptr;
+    void* handle = nullptr;
+    if (v4->startEvent(ctx, &handle, nullptr) == prism_ncclSuccess) return "null descriptor accepted";
+    v4->finalize(ctx);
     return "";
   });
   CHECK(msg == "");

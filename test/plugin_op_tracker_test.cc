@@ -502,3 +502,49 @@ TEST_CASE("op tracker: NCCL names map to Prism's kinds, algorithms and sizes", "
 }
 
 }  // namespace
+
+// NCCL 2.27's profiler ABI (v4): a one-byte type in an 8-byte slot whose
+// padding NCCL may leave as it was, members where v5 has them.
+TEST_CASE("op tracker: a v4 descriptor reads as the v5 one it stands for", "[plugin][unit][ops]") {
+  prism_ncclProfilerEventDescr_v4_t v4;
+  std::memset(&v4, 0xab, sizeof(v4));
+  v4.type = kPrismProfileColl;
+  int parent = 0;
+  v4.parentObj = &parent;
+  v4.rank = 3;
+  prism_ncclProfilerEventDescr_v5_t coll{};
+  coll.coll.seqNumber = 41;
+  coll.coll.func = "AllReduce";
+  coll.coll.count = 1 << 20;
+  coll.coll.datatype = "ncclFloat32";
+  coll.coll.nChannels = 2;
+  coll.coll.algo = "RING";
+  coll.coll.proto = "SIMPLE";
+  std::memcpy(v4.members, reinterpret_cast<const unsigned char*>(&coll) + 24, sizeof(v4.members));
+  const prism_ncclProfilerEventDescr_v5_t c = DescrFromV4(v4);
+  CHECK(c.type == kPrismProfileColl);  // not 0xababab..02
+  CHECK(c.parentObj == &parent);
+  CHECK(c.rank == 3);
+  CHECK(c.coll.seqNumber == 41);
+  CHECK(std::string(c.coll.func) == "AllReduce");
+  CHECK(c.coll.count == (1u << 20));
+  CHECK(c.coll.nChannels == 2);
+  CHECK(std::string(c.coll.algo) == "RING");
+  CHECK(std::string(c.coll.proto) == "SIMPLE");
+  CHECK(c.coll.parentGroup == nullptr);
+
+  prism_ncclProfilerEventDescr_v5_t p2p{};
+  p2p.p2p.func = "Send";
+  p2p.p2p.count = 4096;
+  p2p.p2p.peer = 5;
+  p2p.p2p.nChannels = 4;
+  std::memset(v4.members, 0xcd, sizeof(v4.members));  // bytes past v4's p2p are not its
+  std::memcpy(v4.members, reinterpret_cast<const unsigned char*>(&p2p) + 24, 40);  // func .. nChannels
+  v4.type = kPrismProfileP2p;
+  const prism_ncclProfilerEventDescr_v5_t p = DescrFromV4(v4);
+  CHECK(p.type == kPrismProfileP2p);
+  CHECK(std::string(p.p2p.func) == "Send");
+  CHECK(p.p2p.peer == 5);
+  CHECK(p.p2p.nChannels == 4);
+  CHECK(p.p2p.parentGroup == nullptr);
+}
