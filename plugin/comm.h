@@ -90,7 +90,13 @@ struct CommEnv {
   CudaCopier* cuda = nullptr;
   NicLinks* nics = nullptr;            // modelled NIC transmit sides
   OpScheduleBook* schedules = nullptr; // prismd's per-operation schedules
+  int nccl_version = 0;                // NCCL's version code (ncclGetVersion); 0: unknown
 };
+
+// The version code of the NCCL whose function `logger` is (its logger, which
+// NCCL hands to every plugin init): the ncclGetVersion of the library that
+// holds it; 0 when unknown (no logger, not a library, no such symbol).
+int NcclVersionOfLogger(prism_ncclDebugLogger_t logger);
 
 // A request returned by isend/irecv. Test() completes it; once it reported
 // done (or an error) the request is recycled and must not be tested again.

@@ -337,6 +337,7 @@ void DaemonSession::IoMain() {
   h->set_hostname(host);
   h->set_rank(s.rank);
   h->set_plugin_version(kPluginVersion);
+  h->set_nccl_version(env_.nccl_version);
   if (!st.rw->Write(hello)) {
     Fail("prismd at " + s.daemon_address + " refused the session stream");
   } else {

@@ -20,6 +20,8 @@ class Logger {
   Logger& operator=(const Logger&) = delete;
 
   void Set(prism_ncclDebugLogger_t fn) { fn_.store(fn, std::memory_order_release); }
+  // NCCL's logger (null before init): it lives in the libnccl that loaded us.
+  prism_ncclDebugLogger_t function() const { return fn_.load(std::memory_order_acquire); }
 
   // printf-style; `fmt` must not include the "NET/Prism " prefix.
   void Log(prism_ncclDebugLogLevel level, unsigned long flags, const char* file, int line,

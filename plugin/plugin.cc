@@ -67,8 +67,9 @@ Result Plugin::InitOnce() {
                                      ? settings_.link_latency_ns
                                      : static_cast<int64_t>(settings_.nic.latency_us * 1000.0f);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
-    env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_};
-    PRISM_INFO(logger_, "plugin %s, settings: %s", kPluginVersion, DescribeSettings().c_str());
+    env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function())};
+    PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", kPluginVersion, env_.nccl_version,
+               DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {
       char name[128];

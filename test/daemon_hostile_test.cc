@@ -292,6 +292,43 @@ TEST_CASE("prismd in hybrid mode stops promptly on SIGTERM with a live plugin se
   std::remove(graph.c_str());
 }
 
+TEST_CASE("prismd refuses a plugin session from another NCCL than its wire profile, naming the fix",
+          "[daemon][server]") {
+  const std::string graph = TempPath(".ver.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
+  const std::string sock = TempPath(".ver.sock");
+  const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0");  // the default profile, 2.28.9
+  REQUIRE(pid > 0);
+  auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
+  auto stub = prism::rpc::PluginSession::NewStub(channel);
+  auto open = [&](int nccl_version, prism::rpc::DaemonMessage* first) {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto stream = stub->Session(&ctx);
+    prism::rpc::PluginMessage hello;
+    hello.mutable_hello()->set_protocol_version(prism::daemon::kSessionProtocolVersion);
+    hello.mutable_hello()->set_nccl_version(nccl_version);
+    REQUIRE(stream->Write(hello));
+    REQUIRE(stream->Read(first));
+    stream->WritesDone();
+    ctx.TryCancel();
+  };
+  prism::rpc::DaemonMessage first;
+  open(23007, &first);
+  REQUIRE(first.has_error());
+  CHECK(first.error().message().find("NCCL 2.30.7") != std::string::npos);
+  CHECK(first.error().message().find("--wire-profile 23007") != std::string::npos);
+  open(22809, &first);  // the NCCL it plays
+  CHECK(first.has_welcome());
+  open(0, &first);  // a plugin that could not tell
+  CHECK(first.has_welcome());
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  std::remove(graph.c_str());
+}
+
 namespace {
 
 struct Run2 {

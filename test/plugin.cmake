@@ -22,6 +22,9 @@ target_compile_definitions(plugin_tests PRIVATE
 add_dependencies(plugin_tests nccl-net-prism plugin_peer prism-session-testd)
 catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
+# A library holding a logger and ncclGetVersion (plugin unit: NCCL version lookup).
+add_library(fake_libnccl_version SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_libnccl_version.cc)
+
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_daemon_owner_test.cc
@@ -32,5 +35,7 @@ add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_arrival_test.cc)
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE
-  PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md")
+  PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md"
+  PRISM_FAKE_LIBNCCL="$<TARGET_FILE:fake_libnccl_version>")
+add_dependencies(plugin_unit_tests fake_libnccl_version)
 catch_discover_tests(plugin_unit_tests TEST_PREFIX "plugin unit: ")

@@ -1,4 +1,6 @@
 // Unit tests of plugin internals that need no sockets.
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -6,6 +8,7 @@
 #include <string>
 
 #include "common/daemon_address.h"
+#include "plugin/comm.h"
 #include "plugin/link_model.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
@@ -93,4 +96,18 @@ TEST_CASE("settings: PRISM_DAEMON unset means prismd's per-user default socket",
   CHECK(s.daemon_address == prism::DefaultDaemonAddress());
   CHECK(s.daemon_address.find("/tmp/prismd.sock") == std::string::npos);
   if (saved) setenv("PRISM_DAEMON", keep.c_str(), 1);
+}
+
+void NotNcclsLogger(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char*, ...) {}
+
+TEST_CASE("the NCCL version comes from the library that holds NCCL's logger", "[plugin][unit]") {
+  CHECK(prism::plugin::NcclVersionOfLogger(nullptr) == 0);
+  void* lib = dlopen(PRISM_FAKE_LIBNCCL, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  auto logger = reinterpret_cast<prism_ncclDebugLogger_t>(dlsym(lib, "fakeNcclDebugLog"));
+  REQUIRE(logger != nullptr);
+  CHECK(prism::plugin::NcclVersionOfLogger(logger) == 22707);
+  dlclose(lib);
+  // A logger outside any NCCL (this test binary has no ncclGetVersion).
+  CHECK(prism::plugin::NcclVersionOfLogger(NotNcclsLogger) == 0);
 }

@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
 }
 
 ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules)
-    : options_(std::move(options)), metrics_(metrics), sessions_({.daemon_version = options_.version}, schedules) {}
+    : options_(std::move(options)), metrics_(metrics), sessions_({.daemon_version = options_.version, .nccl_version = options_.nccl_version}, schedules) {}
 
 ControlPlane::~ControlPlane() { Stop(); }
 

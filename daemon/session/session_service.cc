@@ -225,6 +225,21 @@ void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch
   if (reply.receives_size() > 0 || reply.ops_size() > 0) PushSchedules(s.id, std::move(reply));
 }
 
+namespace {
+std::string VersionName(int code) {  // NCCL_VERSION_CODE >= 2.9: X*10000 + Y*100 + Z
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+}  // namespace
+
+std::string PluginSessionService::NcclVersionMismatch(int plugin_nccl) const {
+  if (plugin_nccl == 0 || options_.nccl_version == 0 || plugin_nccl == options_.nccl_version) return "";
+  return "this rank runs NCCL " + VersionName(plugin_nccl) + " (version code " + std::to_string(plugin_nccl) +
+         ") but prismd plays NCCL " + VersionName(options_.nccl_version) +
+         "'s bootstrap: restart prismd with --wire-profile " + std::to_string(plugin_nccl) +
+         " (prism run: --nccl-version " + VersionName(plugin_nccl) + "), or run the rank with NCCL " +
+         VersionName(options_.nccl_version);
+}
+
 grpc::Status PluginSessionService::RunSession(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) {
@@ -242,6 +257,13 @@ grpc::Status PluginSessionService::RunSession(
         "; use a plugin and prismd from the same Prism build");
     stream->Write(err);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, err.error().message());
+  }
+  if (const std::string why = NcclVersionMismatch(msg.hello().nccl_version()); !why.empty()) {
+    rpc::DaemonMessage err;
+    err.mutable_error()->set_message(why);
+    stream->Write(err);
+    std::fprintf(stderr, "prismd: refused a plugin session (rank %d): %s\n", msg.hello().rank(), why.c_str());
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
   }
   std::shared_ptr<Session> s = Register(stream);
   const rpc::Hello hello = msg.hello();

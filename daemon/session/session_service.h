@@ -50,6 +50,10 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     std::string daemon_version = "dev";
     std::chrono::milliseconds keepalive{1000};
     ListenObserver on_listen;  // optional
+    // The NCCL version code whose bootstrap prismd plays (--wire-profile): a
+    // plugin reporting another NCCL in its Hello is refused at once, with
+    // the fix. 0: not checked.
+    int nccl_version = 0;
   };
 
   // `source` is not owned and must outlive this object.
@@ -88,6 +92,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   class GrpcService;
   struct Session;
 
+  // Why a plugin in NCCL `plugin_nccl` (its Hello; 0: unknown) cannot be
+  // served, or "" when it can.
+  std::string NcclVersionMismatch(int plugin_nccl) const;
   grpc::Status RunSession(grpc::ServerContext* context,
                           grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream);
   std::shared_ptr<Session> Register(
