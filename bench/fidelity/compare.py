@@ -11,10 +11,20 @@ import sys
 
 
 def load(path):
+    """A JSON file (prismd's pretty-printed report), or the last line of a
+    JSON-lines one (the driver's); None if absent or unreadable."""
     try:
         with open(path) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError):
+            text = f.read().strip()
+    except OSError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return json.loads(text.splitlines()[-1])
+    except (ValueError, IndexError):
         return None
 
 
