@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/nccl_version.h"
 
 namespace prism::bootstrap {
 namespace {
@@ -259,10 +260,7 @@ const std::vector<WireProfile>& AllWireProfiles() {
   return *kProfiles;
 }
 
-std::string VersionCodeName(int code) {
-  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z for versions >= 2.9.
-  return absl::StrCat(code / 10000, ".", (code / 100) % 100, ".", code % 100);
-}
+std::string VersionCodeName(int code) { return NcclVersionName(code); }
 
 absl::StatusOr<const WireProfile*> SelectWireProfile(int version_code, bool allow_unverified) {
   for (const WireProfile& p : AllWireProfiles()) {

@@ -311,7 +311,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 }
 
 void ReplayEngine::GrantNics() {
-  std::vector<NicRequest> batch;
+  std::vector<NicRequest>& batch = nic_grants_;  // both vectors keep their capacity
   batch.swap(nic_requests_);
   std::stable_sort(batch.begin(), batch.end(),
                    [](const NicRequest& a, const NicRequest& b) { return a.duration < b.duration; });
@@ -322,6 +322,7 @@ void ReplayEngine::GrantNics() {
       case NicRequest::Kind::kVirtualToReal: GrantVirtualToReal(r); break;
     }
   }
+  batch.clear();
 }
 
 void ReplayEngine::GrantCollective(NicRequest& r) {

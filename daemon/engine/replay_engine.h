@@ -305,6 +305,7 @@ class ReplayEngine {
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
   absl::flat_hash_map<CalibrationKey, int64_t> measured_;
   std::vector<NicRequest> nic_requests_;             // made at now_, not yet granted
+  std::vector<NicRequest> nic_grants_;               // GrantNics' batch (kept for its capacity)
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };

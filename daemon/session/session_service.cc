@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <random>
 
+#include "common/nccl_version.h"
+
 namespace prism::daemon {
 namespace {
 
@@ -225,19 +227,13 @@ void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch
   if (reply.receives_size() > 0 || reply.ops_size() > 0) PushSchedules(s.id, std::move(reply));
 }
 
-namespace {
-std::string VersionName(int code) {  // NCCL_VERSION_CODE >= 2.9: X*10000 + Y*100 + Z
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
-}
-}  // namespace
-
 std::string PluginSessionService::NcclVersionMismatch(int plugin_nccl) const {
   if (plugin_nccl == 0 || options_.nccl_version == 0 || plugin_nccl == options_.nccl_version) return "";
-  return "this rank runs NCCL " + VersionName(plugin_nccl) + " (version code " + std::to_string(plugin_nccl) +
-         ") but prismd plays NCCL " + VersionName(options_.nccl_version) +
+  return "this rank runs NCCL " + NcclVersionName(plugin_nccl) + " (version code " + std::to_string(plugin_nccl) +
+         ") but prismd plays NCCL " + NcclVersionName(options_.nccl_version) +
          "'s bootstrap: restart prismd with --wire-profile " + std::to_string(plugin_nccl) +
-         " (prism run: --nccl-version " + VersionName(plugin_nccl) + "), or run the rank with NCCL " +
-         VersionName(options_.nccl_version);
+         " (prism run: --nccl-version " + NcclVersionName(plugin_nccl) + "), or run the rank with NCCL " +
+         NcclVersionName(options_.nccl_version);
 }
 
 grpc::Status PluginSessionService::RunSession(
