@@ -177,7 +177,7 @@ Bytes FakeTopoInfo(int rank) {
 
 FakeRealRank::FakeRealRank(FakeRankOptions options) : opt_(std::move(options)) {
   const UniqueId id = opt_.id ? *opt_.id : UniqueIdForCommId(opt_.comm_id);
-  comm_hash_ = CommHashOfId(id);
+  comm_hash_ = CommHashOfId(id, CommHashScheme::kAccumulator);  // a 2.28.9 rank
   magic_ = UniqueIdMagic(id);
 }
 
@@ -191,7 +191,7 @@ UniqueId FakeRealRank::MakeUniqueId() {
   const SockAddrBytes a = EncodeSockAddr(AddrOf(root_listen_));
   std::copy(a.begin(), a.end(), id.begin() + 8);
   opt_.id = id;
-  comm_hash_ = CommHashOfId(id);
+  comm_hash_ = CommHashOfId(id, CommHashScheme::kAccumulator);  // a 2.28.9 rank
   magic_ = magic;
   return id;
 }
@@ -484,7 +484,7 @@ std::unique_ptr<FakeRealRank> FakeRealRank::Split(int32_t color, int32_t key) {
   const int cn = static_cast<int>(members.size());
   int cr = 0;
   while (members[cr].second != opt_.rank) ++cr;
-  const uint64_t child_hash = ChildCommHash(comm_hash_, split_count_, color);
+  const uint64_t child_hash = ChildCommHash(comm_hash_, split_count_, color, CommHashScheme::kAccumulator);
   FakeRankOptions o = opt_;
   o.rank = cr;
   o.nranks = cn;

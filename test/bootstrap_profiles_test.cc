@@ -201,17 +201,23 @@ const Measured kMeasured[] = {
 
 }  // namespace
 
-TEST_CASE("profiles exist for NCCL 2.21.5 .. 2.30.7; only 2.28.9 is complete", "[bootstrap][profile]") {
+TEST_CASE("profiles exist for NCCL 2.21.5 .. 2.30.7; those served on the GPU host are complete", "[bootstrap][profile]") {
+  const auto served = [](int code) { return code == 22606 || code == 22707 || code == 22809 || code == 22907 || code == 23007; };
   std::vector<int> codes;
   for (const WireProfile& p : AllWireProfiles()) {
     codes.push_back(p.version_code);
     CHECK(p.name == VersionCodeName(p.version_code));
     // Complete: the releases whose real ranks prismd has served on the GPU host.
-    CHECK(p.complete == (p.version_code == 22707 || p.version_code == 22809 || p.version_code == 23007));
+    CHECK(p.complete == served(p.version_code));
+    // commHash: DJB2a up to 2.25 (2.23 without splitCount in a child's text).
+    const CommHashScheme want = p.version_code >= 22606   ? CommHashScheme::kAccumulator
+                                : p.version_code >= 22403 ? CommHashScheme::kDjb2aCountColor
+                                                          : CommHashScheme::kDjb2aColor;
+    CHECK(p.comm_hash == want);
   }
   CHECK(codes == std::vector<int>{22105, 22203, 22304, 22403, 22501, 22606, 22707, 22809, 22907, 23007});
   for (int code : codes) {
-    if (code == 22707 || code == 22809 || code == 23007) continue;
+    if (served(code)) continue;
     auto s = SelectWireProfile(code);
     REQUIRE_FALSE(s.ok());
     CHECK(absl::IsUnimplemented(s.status()));

@@ -310,7 +310,7 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc, con
   std::memcpy(id.data(), &magic, 8);
   const SockAddrBytes a = EncodeSockAddr(addr);
   std::copy(a.begin(), a.end(), id.begin() + c_.profile->unique_id_addr_offset);
-  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id), magic, std::nullopt);
+  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), magic, std::nullopt);
   conns_.Retarget(addr, {comm.live_id, 0, EndpointKind::kRootHost});
   comm.root.host = RootHost::kDaemonOwn;
   comm.root.id = id;
@@ -337,7 +337,7 @@ absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const std::stri
                                                    " is not an address prismd may dial (loopback only in "
                                                    "loopback-alias mode)"));
   }
-  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id), UniqueIdMagic(id), std::nullopt);
+  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), UniqueIdMagic(id), std::nullopt);
   comm.root.host = RootHost::kRealRank;
   comm.root.id = id;
   comm.root.addr = *root;

@@ -56,7 +56,7 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     const bool any_real = std::any_of(members.begin(), members.end(), [&](uint32_t g) { return plan.IsReal(g); });
     const bool any_virtual =
         std::any_of(members.begin(), members.end(), [&](uint32_t g) { return !plan.IsReal(g); });
-    const uint64_t hash = ChildCommHash(parent.hash, split.split_count, color);
+    const uint64_t hash = ChildCommHash(parent.hash, split.split_count, color, c_.profile->comm_hash);
     if (!any_real || !any_virtual) {
       if (planned) c_.comms->MarkPlanDone(pc.id);
       // A child of real ranks only needs no emulation, but its operations are

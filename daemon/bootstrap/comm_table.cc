@@ -75,7 +75,7 @@ void CommTable::AdvanceInitOrder() {
       ++next_init_plan_;
       continue;
     }
-    LiveComm& comm = Create(pc, pc.members, CommHashOfId(c_.shared_id), UniqueIdMagic(c_.shared_id), std::nullopt);
+    LiveComm& comm = Create(pc, pc.members, CommHashOfId(c_.shared_id, c_.profile->comm_hash), UniqueIdMagic(c_.shared_id), std::nullopt);
     comm.root.id = c_.shared_id;
     comm.root.addr = c_.shared_root;
     comm.root.host = comm.real[0] ? RootHost::kRealRank : RootHost::kDaemonShared;

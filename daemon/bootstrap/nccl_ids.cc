@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -38,10 +40,29 @@ uint64_t NcclHasher::Digest() const {
   return h;
 }
 
-uint64_t CommHashOfId(const UniqueId& id) { return NcclHash(id.data(), id.size()); }
+uint64_t Djb2aHash(const void* data, size_t size) {
+  const auto* chars = static_cast<const signed char*>(data);
+  uint64_t h = 5381;
+  for (size_t i = 0; i < size; ++i) h = ((h << 5) + h) ^ static_cast<uint64_t>(static_cast<int64_t>(chars[i]));
+  return h;
+}
 
-uint64_t ChildCommHash(uint64_t parent_hash, int32_t split_count, int32_t color) {
-  return NcclHasher().EatValue(parent_hash).EatValue(split_count).EatValue(color).Digest();
+uint64_t CommHashOfId(const UniqueId& id, CommHashScheme scheme) {
+  if (scheme == CommHashScheme::kAccumulator) return NcclHash(id.data(), id.size());
+  return Djb2aHash(id.data(), id.size());
+}
+
+uint64_t ChildCommHash(uint64_t parent_hash, int32_t split_count, int32_t color, CommHashScheme scheme) {
+  if (scheme == CommHashScheme::kAccumulator) {
+    return NcclHasher().EatValue(parent_hash).EatValue(split_count).EatValue(color).Digest();
+  }
+  char text[128] = {};  // the id-sized buffer NCCL prints into, zero-padded
+  if (scheme == CommHashScheme::kDjb2aColor) {
+    std::snprintf(text, sizeof(text), "%016" PRIx64 "-%d", parent_hash, color);
+  } else {
+    std::snprintf(text, sizeof(text), "%016" PRIx64 "-%d-%d", parent_hash, split_count, color);
+  }
+  return Djb2aHash(text, sizeof(text));
 }
 
 sockaddr_in ToSockaddr(const Ipv4Endpoint& e) {

@@ -40,10 +40,28 @@ inline uint64_t NcclHash(const void* data, size_t size) {
   return NcclHasher().Eat(data, size).Digest();
 }
 
+// How an NCCL release derives commHash, which is also the magic of a split
+// child's bootstrap sockets (a wrong one is refused by the real rank).
+enum class CommHashScheme {
+  // <= 2.23: DJB2a (h = h * 33 ^ signed char) over the 128 id bytes; a split
+  // child hashes the 128-byte zero-padded text "%016lx-%d" {parent, color}.
+  kDjb2aColor,
+  // 2.24 and 2.25: as above, the child's text "%016lx-%d-%d" {parent,
+  // splitCount, color}.
+  kDjb2aCountColor,
+  // 2.26+: NcclHasher over the 128 id bytes; a child hashes the three values
+  // {parent hash (8 B), splitCount (4 B), color (4 B)}, one feed each.
+  kAccumulator,
+};
+
+// DJB2a over `size` bytes, each byte read as a signed char (x86).
+uint64_t Djb2aHash(const void* data, size_t size);
+
 // commHash of a communicator created from `id` (hash of all 128 bytes).
-uint64_t CommHashOfId(const UniqueId& id);
-// commHash of a split child: hash{parent hash (8 B), splitCount (4 B), color (4 B)}.
-uint64_t ChildCommHash(uint64_t parent_hash, int32_t split_count, int32_t color);
+uint64_t CommHashOfId(const UniqueId& id, CommHashScheme scheme);
+// commHash of a split child of `parent_hash` (`split_count`: the parent's
+// ncclCommSplit calls so far, this one included).
+uint64_t ChildCommHash(uint64_t parent_hash, int32_t split_count, int32_t color, CommHashScheme scheme);
 
 // IPv4 endpoint in host order.
 struct Ipv4Endpoint {

@@ -111,7 +111,9 @@ WireProfile Profile2_26_6() {
   WireProfile w = Profile2_27_7();
   w.name = "2.26.6";
   w.version_code = 22606;
-  w.complete = false;  // and every older release built from it
+  // Served a real 2.26.6 rank on the GPU host (2026-12-01, as 2.27.7;
+  // test/fixtures/wire/gpu-n64-r0-nccl2.26.6).
+  w.complete = true;
   PeerInfoLayout& p = w.peer_info;
   p.size = 104;
   p.total_global_mem = SIZE_MAX;
@@ -123,11 +125,15 @@ WireProfile Profile2_26_6() {
 }
 
 // 2.25: the RAS part of the ring record is 40 bytes (no hostHash/pidHash),
-// so the record is 104 bytes.
+// so the record is 104 bytes. commHash is DJB2a, a split child's hashes the
+// text "<parent hash>-<splitCount>-<color>" (checked against a real 2.25.1
+// and 2.24.3 rank: world 0xb5ea249cf0cc4da2 -> child 0x9f656c5352c2b98e).
 WireProfile Profile2_25_1() {
   WireProfile w = Profile2_26_6();
   w.name = "2.25.1";
   w.version_code = 22501;
+  w.complete = false;  // and every older release built from it
+  w.comm_hash = CommHashScheme::kDjb2aCountColor;
   w.ring_record_size = 104;
   return w;
 }
@@ -145,11 +151,14 @@ WireProfile Profile2_24_3() {
 }
 
 // 2.23: the first release with this bootstrap (root, ring record, ack). No
-// RAS (64-byte ring record) and no ring-connect all-gather yet.
+// RAS (64-byte ring record) and no ring-connect all-gather yet. A split
+// child's hash has no splitCount ("<parent hash>-<color>"; a real 2.23.4
+// rank: 0x5f8ee971ccf56932 for the child above).
 WireProfile Profile2_23_4() {
   WireProfile w = Profile2_24_3();
   w.name = "2.23.4";
   w.version_code = 22304;
+  w.comm_hash = CommHashScheme::kDjb2aColor;
   w.ring_record_size = 64;
   w.ring_record_ras = SIZE_MAX;
   w.ring_connect_ag_size = 0;
@@ -210,7 +219,9 @@ WireProfile Profile2_29_7() {
   WireProfile w = Profile2_28_9();
   w.name = "2.29.7";
   w.version_code = 22907;
-  w.complete = false;
+  // Served a real 2.29.7 rank on the GPU host (2026-12-01, as 2.27.7;
+  // test/fixtures/wire/gpu-n64-r0-nccl2.29.7).
+  w.complete = true;
   w.unique_id_has_nranks = true;
   w.ext_info_size = 176;
   w.ext_listen_root_addr = 20;

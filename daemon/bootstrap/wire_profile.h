@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/bootstrap/nccl_ids.h"
 
 namespace prism::bootstrap {
 
@@ -78,6 +79,7 @@ struct WireProfile {
   std::string name;               // e.g. "2.28.9"
   int version_code = 0;           // NCCL_VERSION_CODE, e.g. 22809
   bool complete = false;          // false: facts known only partly -> refused
+  CommHashScheme comm_hash = CommHashScheme::kAccumulator;
   AllGatherAlgorithm allgather = AllGatherAlgorithm::kDoubleRing;
   // ncclUniqueId: 128 bytes, 40-byte handle {magic u64, sockaddr 28, ...}.
   size_t unique_id_size = 128;

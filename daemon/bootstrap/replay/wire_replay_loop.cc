@@ -90,7 +90,7 @@ class Replay {
 
  private:
   absl::Status Prepare(const WireProfile& profile);
-  void SeedCommHashes(const Ipv4Endpoint& old_id, const Ipv4Endpoint& new_id);
+  void SeedCommHashes(const Ipv4Endpoint& old_id, const Ipv4Endpoint& new_id, CommHashScheme scheme);
   bool Advance();              // runs the cursor as far as causality allows
   bool Pump(int timeout_ms);   // one poll round; true when something moved
   void Fail(const std::string& what);
@@ -133,9 +133,9 @@ std::string Replay::Describe(uint64_t id) const {
                       " in the recording, line ", c.open->line, ")");
 }
 
-void Replay::SeedCommHashes(const Ipv4Endpoint& old_id, const Ipv4Endpoint& new_id) {
-  const uint64_t old_root = CommHashOfId(UniqueIdForCommId(old_id));
-  const uint64_t new_root = CommHashOfId(UniqueIdForCommId(new_id));
+void Replay::SeedCommHashes(const Ipv4Endpoint& old_id, const Ipv4Endpoint& new_id, CommHashScheme scheme) {
+  const uint64_t old_root = CommHashOfId(UniqueIdForCommId(old_id), scheme);
+  const uint64_t new_root = CommHashOfId(UniqueIdForCommId(new_id), scheme);
   std::vector<uint64_t> old_hash, new_hash;
   std::map<uint32_t, int32_t> split_count;
   for (const PlanComm& pc : manifest_.plan.comms) {
@@ -144,8 +144,8 @@ void Replay::SeedCommHashes(const Ipv4Endpoint& old_id, const Ipv4Endpoint& new_
       new_hash.push_back(new_root);
     } else {
       const int32_t n = ++split_count[*pc.parent];
-      old_hash.push_back(ChildCommHash(old_hash[*pc.parent], n, pc.color));
-      new_hash.push_back(ChildCommHash(new_hash[*pc.parent], n, pc.color));
+      old_hash.push_back(ChildCommHash(old_hash[*pc.parent], n, pc.color, scheme));
+      new_hash.push_back(ChildCommHash(new_hash[*pc.parent], n, pc.color, scheme));
     }
     names_.hashes.Seed(Bytes8(old_hash.back()), Bytes8(new_hash.back()));
   }
@@ -217,7 +217,7 @@ absl::Status Replay::Prepare(const WireProfile& profile) {
     listeners_[listener_of[key]].waiting.push_back(id);   // map order = conn id order
   }
   for (const RealListener& l : listeners_) names_.real.Seed(AddrBytes(l.old_ep), AddrBytes(l.new_ep));
-  SeedCommHashes(old_comm_id_, new_comm_id_);
+  SeedCommHashes(old_comm_id_, new_comm_id_, profile.comm_hash);
   for (auto& [id, c] : conns_) {
     c.checker = std::make_unique<StreamChecker>(
         replay::BuildExpected(recorded_out[id], c.open->from_daemon, profile, names_.real));
