@@ -59,7 +59,7 @@ struct Flags {
   std::string real_ranks;
   // Hybrid mode (daemon/hybrid/).
   std::string nccl_comm_id;
-  int wire_profile = 22809;
+  int wire_profile = 0;  // learnt from the first real rank
   bool allow_unverified_profile = false;
   uint16_t bootstrap_port = 0;
   std::string record_wire;
@@ -341,7 +341,9 @@ int main(int argc, char** argv) {
   app.add_option("--bootstrap-allow", f.bootstrap_allow,
                  "hybrid, with --bootstrap-routable: peers accepted, a.b.c.d[/len] (repeatable; default any)")
       ->delimiter(',');
-  app.add_option("--wire-profile", f.wire_profile, "hybrid: NCCL version code of the real ranks (default 22809)");
+  app.add_option("--wire-profile", f.wire_profile,
+                 "hybrid: NCCL version code of the real ranks, e.g. 22809 (default: the release the first real "
+                 "rank's plugin announces at NCCL init)");
   app.add_flag("--allow-unverified-wire-profile", f.allow_unverified_profile,
                "hybrid: serve a release whose wire profile is not yet verified against a real rank (to verify it)");
   app.add_option("--bootstrap-port", f.bootstrap_port, "hybrid: port of the virtual ranks' bootstrap listener");

@@ -297,6 +297,35 @@ bool DaemonSession::WriteBatch(std::vector<SessionEvent>* batch) {
   return true;
 }
 
+std::string AnnounceToDaemon(const Settings& s, int nccl_version) {
+  auto channel = grpc::CreateChannel(s.daemon_address, grpc::InsecureChannelCredentials());
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(s.daemon_timeout_ms);
+  if (!channel->WaitForConnected(deadline)) {
+    return "cannot reach prismd at " + s.daemon_address + " within " + std::to_string(s.daemon_timeout_ms) +
+           " ms: start prismd first, or point PRISM_DAEMON at it (e.g. unix:///tmp/prismd.sock)";
+  }
+  if (const std::string why = CheckDaemonOwner(s.daemon_address, getuid(), s.daemon_trusted_uids); !why.empty()) {
+    return why;
+  }
+  rpc::Hello hello;
+  hello.set_protocol_version(kSessionProtocolVersion);
+  hello.set_pid(static_cast<uint32_t>(getpid()));
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  hello.set_hostname(host);
+  hello.set_rank(s.rank);
+  hello.set_plugin_version(kPluginVersion);
+  hello.set_nccl_version(nccl_version);
+  grpc::ClientContext context;
+  context.set_deadline(deadline);
+  rpc::Welcome welcome;
+  const grpc::Status status = rpc::PluginSession::NewStub(channel)->Announce(&context, hello, &welcome);
+  if (status.ok() || status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return "";
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return "prismd refused this rank: " + status.error_message();
+  return "prismd at " + s.daemon_address + " did not answer the plugin's announcement (" +
+         status.error_message() + "): is it a prismd of this Prism build?";
+}
+
 void DaemonSession::IoMain() {
   const Settings& s = *env_.settings;
   Stream& st = *stream_;

@@ -89,6 +89,14 @@ struct SessionEvent {
   OpSummary summary;             // kOpFinished
 };
 
+// Says which NCCL this process runs (`nccl_version`, 0 if unknown) to
+// prismd (PluginSession.Announce), blocking up to PRISM_DAEMON_TIMEOUT_MS:
+// once per process at the plugin's init, before NCCL's bootstrap starts, so
+// that prismd plays that release's bootstrap. Empty when prismd accepted it
+// (or is too old to be asked); else the reason to fail NCCL's init with,
+// naming the fix (unreachable prismd, untrusted owner, refused release).
+std::string AnnounceToDaemon(const Settings& settings, int nccl_version);
+
 class DaemonSession {
  public:
   // `env.schedules` receives the operation schedules prismd pushes.

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/net_handles.h"
+#include "plugin/daemon_session.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
 #include "plugin/real_handshake.h"
@@ -77,6 +78,15 @@ Result Plugin::InitOnce() {
       nic_names_.emplace_back(name);
     }
     std::string why;
+    if (settings_.daemon_configured) {
+      // Before NCCL's bootstrap starts: prismd plays this release's bootstrap.
+      if (std::string refused = AnnounceToDaemon(settings_, env_.nccl_version); !refused.empty()) {
+        PRISM_WARN(logger_, "%s", refused.c_str());
+        std::fprintf(stderr, "NET/Prism: NCCL init fails: %s\n", refused.c_str());  // seen without NCCL_DEBUG too
+        once_result_ = prism_ncclInvalidUsage;
+        return;
+      }
+    }
     if (!ChooseLocalIpv4(settings_.socket_ifaddr, &local_ipv4_be_, &why)) {
       PRISM_WARN(logger_, "%s", why.c_str());
       once_result_ = prism_ncclInvalidArgument;

@@ -11,7 +11,8 @@ add_executable(bootstrap_tests
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_profiles_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_server_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_hostile_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_replay_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_replay_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_version_test.cc)
 target_link_libraries(bootstrap_tests PRIVATE prism_test_main prism_bootstrap_testlib)
 target_compile_definitions(bootstrap_tests PRIVATE
   PRISM_WIRE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/fixtures/wire")

@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,17 +180,37 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
 
 namespace {
 
-// prismd in hybrid mode on `graph`, gRPC on unix://`sock`, stderr silenced.
-pid_t StartHybridPrismd(const std::string& graph, const std::string& sock, const char* metrics) {
+// prismd in hybrid mode on `graph`, gRPC on unix://`sock`, stderr silenced,
+// with `extra` flags.
+pid_t StartHybridPrismd(const std::string& graph, const std::string& sock, const char* metrics,
+                        std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {PRISMD_PATH, "--graph", graph, "--listen", "unix://" + sock,
+                                   "--metrics-address", metrics};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 2);
-    execl(PRISMD_PATH, PRISMD_PATH, "--graph", graph.c_str(), "--listen", ("unix://" + sock).c_str(),
-          "--metrics-address", metrics, static_cast<char*>(nullptr));
+    execv(PRISMD_PATH, argv.data());
     _exit(127);
   }
   return pid;
+}
+
+// PluginSession.Announce of NCCL `nccl_version`, waiting for prismd to come up.
+grpc::Status Announce(prism::rpc::PluginSession::Stub& stub, int nccl_version) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  prism::rpc::Hello hello;
+  hello.set_protocol_version(prism::daemon::kSessionProtocolVersion);
+  hello.set_nccl_version(nccl_version);
+  hello.set_rank(0);
+  prism::rpc::Welcome welcome;
+  return stub.Announce(&ctx, hello, &welcome);
 }
 
 }  // namespace
@@ -297,7 +320,7 @@ TEST_CASE("prismd refuses a plugin session from another NCCL than its wire profi
   const std::string graph = TempPath(".ver.graph");
   REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
   const std::string sock = TempPath(".ver.sock");
-  const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0");  // the default profile, 2.28.9
+  const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0", {"--wire-profile", "22809"});
   REQUIRE(pid > 0);
   auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
   auto stub = prism::rpc::PluginSession::NewStub(channel);
@@ -323,9 +346,56 @@ TEST_CASE("prismd refuses a plugin session from another NCCL than its wire profi
   CHECK(first.has_welcome());
   open(0, &first);  // a plugin that could not tell
   CHECK(first.has_welcome());
+  const grpc::Status announced = Announce(*stub, 23007);
+  CHECK(announced.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(announced.error_message().find("--wire-profile 23007") != std::string::npos);
+  CHECK(Announce(*stub, 22809).ok());
   kill(pid, SIGTERM);
   int wstatus = 0;
   REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  std::remove(graph.c_str());
+}
+
+TEST_CASE("prismd without --wire-profile plays the NCCL the first rank announces, refusing others with the fix",
+          "[daemon][server]") {
+  const std::string graph = TempPath(".learn.graph");
+  REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
+  const std::string sock = TempPath(".learn.sock");
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  socklen_t len = sizeof(a);
+  REQUIRE(getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(probe);  // a free port for NCCL_COMM_ID
+  const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0",
+                                      {"--real-ranks", "0", "--nccl-comm-id",
+                                       "127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+  REQUIRE(pid > 0);
+  auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
+  auto stub = prism::rpc::PluginSession::NewStub(channel);
+  // A release with no verified profile: refused at once, naming the supported ones.
+  const grpc::Status old = Announce(*stub, 22105);
+  CHECK(old.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(old.error_message().find("2.21.5") != std::string::npos);
+  CHECK(old.error_message().find("2.28.9") != std::string::npos);
+  const grpc::Status unknown = Announce(*stub, 30001);
+  CHECK(unknown.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(unknown.error_message().find("no wire profile") != std::string::npos);
+  // The first supported one is chosen; the same again is fine.
+  const grpc::Status first = Announce(*stub, 23007);
+  CHECK(first.ok());
+  CHECK(Announce(*stub, 23007).ok());
+  // Another release after that: refused, naming both.
+  const grpc::Status other = Announce(*stub, 22707);
+  CHECK(other.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(other.error_message().find("2.27.7") != std::string::npos);
+  CHECK(other.error_message().find("2.30.7") != std::string::npos);
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  CHECK(WIFEXITED(wstatus));
   std::remove(graph.c_str());
 }
 

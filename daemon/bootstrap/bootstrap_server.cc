@@ -28,6 +28,13 @@ uint64_t RandomMagic() {
   return m;
 }
 
+void WarnIfUnverified(const WireProfile& p) {
+  if (p.complete) return;
+  std::fprintf(stderr, "prismd: warning: NCCL %s's wire profile is not yet verified against a real rank "
+               "(--allow-unverified-wire-profile); a mismatch shows as a refused or failed init\n",
+               p.name.c_str());
+}
+
 }  // namespace
 
 BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, daemon::VirtualConnectionBroker* broker)
@@ -55,11 +62,11 @@ BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, dae
 BootstrapServer::~BootstrapServer() { Stop(); }
 
 absl::Status BootstrapServer::Configure() {
-  PRISM_ASSIGN_OR_RETURN(c_.profile, SelectWireProfile(config_.nccl_version, config_.allow_unverified_profile));
-  if (!c_.profile->complete)
-    std::fprintf(stderr, "prismd: warning: NCCL %s's wire profile is not yet verified against a real rank "
-                 "(--allow-unverified-wire-profile); a mismatch shows as a refused or failed init\n",
-                 c_.profile->name.c_str());
+  if (config_.nccl_version != 0) {
+    PRISM_ASSIGN_OR_RETURN(c_.profile, SelectWireProfile(config_.nccl_version, config_.allow_unverified_profile));
+    WarnIfUnverified(*c_.profile);
+    reporter_.Update([this](BootstrapStats& s) { s.nccl_version = c_.profile->version_code; });
+  }
   PRISM_RETURN_IF_ERROR(ValidatePlan(plan_));
   if (!config_.comm_id.empty()) {
     auto root = ParseHostPort(config_.comm_id);
@@ -138,8 +145,11 @@ absl::Status BootstrapServer::Start() {
   const std::string roots = config_.comm_id.empty()
                                 ? std::string("ids from PyTorch's store")
                                 : absl::StrCat("root ", config_.comm_id);
-  spdlog::info("bootstrap: NCCL {} profile, port {}, {}", c_.profile->name, shared_port_, roots);
-  comms_.StartJob();  // before the thread exists: no race
+  spdlog::info("bootstrap: NCCL {} profile, port {}, {}",
+               c_.profile ? c_.profile->name : std::string("(the first real rank's)"), shared_port_, roots);
+  awaiting_since_ = std::chrono::steady_clock::now();
+  if (c_.profile != nullptr) comms_.StartJob();  // before the thread exists: no race
+  else job_awaits_profile_ = true;
   loop_.AddTimer(kWatchdogPeriod, [this] { Watchdog(); });
   thread_ = std::thread([this] { loop_.Run(nullptr); });
   return absl::OkStatus();
@@ -154,6 +164,15 @@ void BootstrapServer::Stop() {
 // ---- Connection events (loop thread).
 
 void BootstrapServer::OnInput(Conn& c) {
+  if (c_.profile == nullptr) {
+    reporter_.Reject("version", absl::StrCat(
+        "a real rank (", ToString(c.remote), ") started NCCL's bootstrap, but no real rank has said which NCCL it "
+        "runs, so prismd cannot play its bootstrap: run the real ranks with NCCL_NET_PLUGIN=prism and PRISM_DAEMON "
+        "pointing at this prismd (prism run does), or start prismd with --wire-profile CODE (e.g. 22809 for "
+        "NCCL 2.28.9). Connection closed."));
+    conns_.Close(&c);
+    return;
+  }
   if (c.comm != 0) {
     if (LiveComm* comm = comms_.Find(c.comm)) CommTable::Touch(*comm);
   }
@@ -304,13 +323,25 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc, con
   if (LiveComm* live = Requested(pc, key); live != nullptr && live->root.host == RootHost::kDaemonOwn) {
     return live->root.id;  // already hosted (a second waiter for the same id)
   }
+  const std::string unarmed_key = key.empty() ? absl::StrCat("plan:", pc.id) : key;
+  if (auto it = unarmed_ids_.find(unarmed_key); it != unarmed_ids_.end()) return it->second;
   PRISM_ASSIGN_OR_RETURN(Ipv4Endpoint addr, conns_.AllocEndpoint({0, 0, EndpointKind::kRootHost}));
+  // The id's layout is the same in every release: magic, then the root's
+  // address at 8. Only the communicator (its hash) needs the wire profile.
   UniqueId id{};
   const uint64_t magic = RandomMagic();
   std::memcpy(id.data(), &magic, 8);
   const SockAddrBytes a = EncodeSockAddr(addr);
-  std::copy(a.begin(), a.end(), id.begin() + c_.profile->unique_id_addr_offset);
-  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), magic, std::nullopt);
+  std::copy(a.begin(), a.end(), id.begin() + 8);
+  if (c_.profile == nullptr) unarmed_ids_[unarmed_key] = id;
+  WhenProfileKnown([this, pc, key, id, addr] { ArmHostedRoot(pc, key, id, addr); });
+  return id;
+}
+
+void BootstrapServer::ArmHostedRoot(const PlanComm& pc, const std::string& key, const UniqueId& id,
+                                    const Ipv4Endpoint& addr) {
+  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), UniqueIdMagic(id),
+                                 std::nullopt);
   conns_.Retarget(addr, {comm.live_id, 0, EndpointKind::kRootHost});
   comm.root.host = RootHost::kDaemonOwn;
   comm.root.id = id;
@@ -318,7 +349,6 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc, con
   if (!key.empty()) requested_[key] = {comms_.job_gen(), comm.live_id};
   spdlog::info("bootstrap: {}: prismd plays comm rank 0 and hosts its root at {}", comm.name, ToString(addr));
   root_.Start(comm);
-  return id;
 }
 
 absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const std::string& key, const UniqueId& id) {
@@ -337,14 +367,66 @@ absl::Status BootstrapServer::JoinRootOnLoop(const PlanComm& pc, const std::stri
                                                    " is not an address prismd may dial (loopback only in "
                                                    "loopback-alias mode)"));
   }
-  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), UniqueIdMagic(id), std::nullopt);
+  if (c_.profile != nullptr) return ArmJoinedRoot(pc, key, id);
+  const std::string unarmed_key = key.empty() ? absl::StrCat("plan:", pc.id) : key;
+  if (auto it = unarmed_ids_.find(unarmed_key); it != unarmed_ids_.end() && it->second == id) {
+    return absl::OkStatus();  // already waiting to join
+  }
+  unarmed_ids_[unarmed_key] = id;
+  // The real rank 0 announces its NCCL at its init, which follows the id.
+  WhenProfileKnown([this, pc, key, id] {
+    if (absl::Status s = ArmJoinedRoot(pc, key, id); !s.ok()) reporter_.Diverge(std::string(s.message()));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status BootstrapServer::ArmJoinedRoot(const PlanComm& pc, const std::string& key, const UniqueId& id) {
+  PRISM_ASSIGN_OR_RETURN(Ipv4Endpoint root, UniqueIdRoot(id));
+  LiveComm& comm = comms_.Create(pc, pc.members, CommHashOfId(id, c_.profile->comm_hash), UniqueIdMagic(id),
+                                 std::nullopt);
   comm.root.host = RootHost::kRealRank;
   comm.root.id = id;
-  comm.root.addr = *root;
+  comm.root.addr = root;
   if (!key.empty()) requested_[key] = {comms_.job_gen(), comm.live_id};
-  spdlog::info("bootstrap: {}: real rank {} hosts its root at {}", comm.name, pc.members[0], ToString(*root));
+  spdlog::info("bootstrap: {}: real rank {} hosts its root at {}", comm.name, pc.members[0], ToString(root));
   root_.Start(comm);
   return absl::OkStatus();
+}
+
+// ---- The real ranks' NCCL release (any thread -> loop thread).
+
+absl::Status BootstrapServer::SetNcclVersion(int version_code) {
+  return RunOnLoop([this, version_code] { return ChooseProfileOnLoop(version_code); });
+}
+
+absl::Status BootstrapServer::ChooseProfileOnLoop(int version_code) {
+  if (c_.profile != nullptr) {
+    if (c_.profile->version_code == version_code) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("prismd already plays NCCL ", c_.profile->name,
+                                                      "'s bootstrap; every real rank must run the same NCCL"));
+  }
+  PRISM_ASSIGN_OR_RETURN(c_.profile, SelectWireProfile(version_code, config_.allow_unverified_profile));
+  WarnIfUnverified(*c_.profile);
+  reporter_.Update([this](BootstrapStats& s) { s.nccl_version = c_.profile->version_code; });
+  std::fprintf(stderr, "prismd: the real ranks run NCCL %s: playing its bootstrap\n", c_.profile->name.c_str());
+  spdlog::info("bootstrap: NCCL {} announced by a real rank; {} action(s) waited for it", c_.profile->name,
+               await_profile_.size());
+  if (job_awaits_profile_) comms_.StartJob();
+  job_awaits_profile_ = false;
+  std::vector<std::function<void()>> work;
+  work.swap(await_profile_);
+  unarmed_ids_.clear();
+  for (auto& fn : work) fn();
+  return absl::OkStatus();
+}
+
+void BootstrapServer::WhenProfileKnown(std::function<void()> work) {
+  if (c_.profile != nullptr) {
+    work();
+    return;
+  }
+  if (await_profile_.empty()) awaiting_since_ = std::chrono::steady_clock::now();
+  await_profile_.push_back(std::move(work));
 }
 
 absl::StatusOr<UniqueId> BootstrapServer::HostRoot(const CommRequest& request) {
@@ -385,6 +467,14 @@ absl::Status BootstrapServer::JoinRoot(const CommRequest& request, const UniqueI
 void BootstrapServer::EndJob(const std::string& why, int grace_ms) {
   if (!thread_.joinable()) return;
   loop_.Post([this, why, grace_ms] {
+    if (c_.profile == nullptr && !unarmed_ids_.empty()) {
+      // The ranks went away before any said which NCCL it runs: forget the
+      // ids they were given (the next job asks again). The job start stays.
+      spdlog::warn("bootstrap: job ended before its NCCL version was known: {}", why);
+      await_profile_.clear();
+      unarmed_ids_.clear();
+      return;
+    }
     const uint64_t gen = comms_.job_gen();
     loop_.AddTimer(std::chrono::milliseconds(grace_ms), [this, why, gen] {
       if (gen != comms_.job_gen() || comms_.all().empty()) return;
@@ -480,6 +570,18 @@ std::optional<WaitReport> AllGatherWait(const LiveComm& comm) {
 std::vector<WaitReport> BootstrapServer::CollectWaits() const {
   std::vector<WaitReport> out;
   const auto now = std::chrono::steady_clock::now();
+  if (c_.profile == nullptr && !unarmed_ids_.empty()) {
+    const double idle = std::chrono::duration<double>(now - awaiting_since_).count();
+    if (idle * 1000 >= config_.stall_report_ms) {
+      WaitReport w;
+      w.communicator = "(NCCL version)";
+      w.waits_for = "NCCL ids were handed out, but no real rank has said which NCCL it runs (the plugin announces it "
+                    "at NCCL init): are the real ranks running with NCCL_NET_PLUGIN=prism and PRISM_DAEMON set to "
+                    "this prismd? Or start prismd with --wire-profile CODE";
+      w.seconds = idle;
+      out.push_back(std::move(w));
+    }
+  }
   for (const auto& [id, comm] : comms_.all()) {
     if (comm->phase == CommPhase::kDone || (comm->phase == CommPhase::kReady && !comm->ag)) continue;
     const double idle = std::chrono::duration<double>(now - comm->last_progress).count();

@@ -39,6 +39,7 @@ class BootstrapServer : public ConnEvents {
   BootstrapStats Stats() const { return reporter_.Snapshot(); }
   uint16_t port() const { return shared_port_; }
 
+  absl::Status SetNcclVersion(int version_code);
   absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);
   absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
   void EndJob(const std::string& why, int grace_ms);
@@ -58,6 +59,15 @@ class BootstrapServer : public ConnEvents {
   absl::Status RunOnLoop(const std::function<absl::Status()>& fn);
   absl::StatusOr<PlanComm> ResolveRequest(const CommRequest& request) const;
   absl::StatusOr<UniqueId> HostRootOnLoop(const PlanComm& pc, const std::string& key);
+  // prismd plays comm rank 0 of `pc` with the root it minted (`id`, at `addr`).
+  void ArmHostedRoot(const PlanComm& pc, const std::string& key, const UniqueId& id, const Ipv4Endpoint& addr);
+  // The virtual members of `pc` check in at the real root of `id`.
+  absl::Status ArmJoinedRoot(const PlanComm& pc, const std::string& key, const UniqueId& id);
+  // The wire profile of NCCL `version_code` is played from now on; the work
+  // that waited for it runs (loop thread).
+  absl::Status ChooseProfileOnLoop(int version_code);
+  // Runs `work` now if the wire profile is known, else once it is.
+  void WhenProfileKnown(std::function<void()> work);
   absl::Status JoinRootOnLoop(const PlanComm& pc, const std::string& key, const UniqueId& id);
   // The live communicator made for request `key` (or plan entry) in this job.
   LiveComm* Requested(const PlanComm& pc, const std::string& key);
@@ -81,6 +91,13 @@ class BootstrapServer : public ConnEvents {
   uint32_t next_unplanned_ = 0;
   std::map<std::string, std::pair<uint64_t, uint32_t>> requested_;  // key -> (job gen, live id)
   std::map<std::string, SteadyTime> waits_logged_;  // report text -> last logged
+  // Before the real ranks' NCCL is known (BootstrapConfig::nccl_version 0):
+  // the work that needs its wire profile, in arrival order, since when, and
+  // the ids already minted for requests (key or "plan:<id>") it holds.
+  bool job_awaits_profile_ = false;  // the first job starts once it is known
+  std::vector<std::function<void()>> await_profile_;
+  SteadyTime awaiting_since_{};
+  std::map<std::string, UniqueId> unarmed_ids_;
 };
 
 }  // namespace prism::bootstrap

@@ -23,6 +23,8 @@ absl::Status BootstrapService::JoinRoot(const CommRequest& request, const Unique
   return server_->JoinRoot(request, id);
 }
 
+absl::Status BootstrapService::SetNcclVersion(int version_code) { return server_->SetNcclVersion(version_code); }
+
 void BootstrapService::EndJob(const std::string& why, int grace_ms) { server_->EndJob(why, grace_ms); }
 
 }  // namespace prism::bootstrap

@@ -59,7 +59,11 @@ enum class ContributionSource {
 };
 
 struct BootstrapConfig {
-  int nccl_version = 22809;          // --wire-profile / Hello.nccl_version
+  // The real ranks' NCCL version code (--wire-profile), whose wire profile
+  // is played. 0: learnt from the first real rank (SetNcclVersion); until
+  // then nothing that needs the profile runs, and a real rank's bootstrap
+  // connection is refused with the fix.
+  int nccl_version = 22809;
   bool allow_unverified_profile = false;  // --allow-unverified-wire-profile
   // NCCL_COMM_ID "host:port": every init communicator uses the id NCCL
   // builds for it. Empty: ids come from HostRoot()/JoinRoot().
@@ -133,6 +137,7 @@ struct BootstrapStats {
   std::vector<std::string> recent_divergences;  // last 32 messages
   std::vector<WaitReport> waiting;   // current waits (stall_report_ms without progress)
   uint16_t bootstrap_port = 0;       // actual shared listener port
+  int nccl_version = 0;              // the wire profile played; 0: not yet known
   std::string last_init_summary;     // e.g. "world: 1024 ranks, 1 real, 0.213 s"
 };
 
@@ -160,6 +165,12 @@ class BootstrapService {
   // prismd plays comm rank 0: mints an id whose root prismd hosts (an
   // endpoint of this communicator) and returns it for the store.
   absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);
+  // The real ranks run NCCL `version_code` (a plugin announced it). With
+  // nccl_version 0 the first call chooses the wire profile (an unknown or
+  // unverified release is refused, naming the supported ones) and starts
+  // what waited for it; later calls must name the same release. Blocks
+  // until the loop thread has acted; never call from the loop thread.
+  absl::Status SetNcclVersion(int version_code);
   // A real comm rank 0 made `id`: the virtual members check in to its root.
   absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
   // The real ranks are gone (their store connections closed): unless every

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
+#include "daemon/bootstrap/wire_profile.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 
@@ -79,7 +80,16 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
 }
 
 ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules)
-    : options_(std::move(options)), metrics_(metrics), sessions_({.daemon_version = options_.version, .nccl_version = options_.nccl_version}, schedules) {}
+    : options_(std::move(options)),
+      metrics_(metrics),
+      nccl_gate_(options_.nccl_version, [this](int code) { return ChooseNcclVersion(code); }),
+      sessions_({.daemon_version = options_.version, .nccl_gate = &nccl_gate_}, schedules) {}
+
+absl::Status ControlPlane::ChooseNcclVersion(int code) {
+  if (bootstrap_) return bootstrap_->SetNcclVersion(code);
+  if (options_.real_ranks.empty()) return absl::OkStatus();  // no bootstrap to play: any NCCL
+  return bootstrap::SelectWireProfile(code, options_.allow_unverified_profile).status();
+}
 
 ControlPlane::~ControlPlane() { Stop(); }
 

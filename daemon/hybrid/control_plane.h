@@ -46,7 +46,9 @@ struct ControlPlaneOptions {
   // real ranks on other hosts; empty: loopback aliases (this host only).
   std::string bootstrap_routable_host;
   std::vector<std::string> bootstrap_allow;  // routable mode: peers accepted ("a.b.c.d[/len]")
-  int nccl_version = 22809;          // wire profile
+  // The real ranks' NCCL version code (--wire-profile); 0: learnt from the
+  // first real rank's plugin (its Announce at NCCL init).
+  int nccl_version = 0;
   bool allow_unverified_profile = false;  // serve a partial wire profile (verifying it)
   bool runtime_connect = false;      // the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)
   bool register_allgather = true;    // NCCL_LOCAL_REGISTER || NCCL_GRAPH_REGISTER
@@ -84,8 +86,13 @@ class ControlPlane {
   void PollMetrics();
   void PublishWaits();
 
+  // The NCCL version of a plugin that announces one before the bootstrap
+  // exists is checked against the profiles only.
+  absl::Status ChooseNcclVersion(int code);
+
   ControlPlaneOptions options_;
   server::Metrics* metrics_;
+  NcclVersionGate nccl_gate_;   // before sessions_, which uses it
   PluginSessionService sessions_;
   bootstrap::BootstrapPlan plan_;
   std::unique_ptr<bootstrap::BootstrapService> bootstrap_;

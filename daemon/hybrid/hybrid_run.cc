@@ -104,8 +104,10 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   server::DaemonServer server(status);
   if (auto s = server.RegisterService((*control)->session_service()); !s.ok()) return s;
   const std::string listen = options.listen.empty() ? server::DefaultListenAddress() : options.listen;
-  if (auto s = server.Start(listen); !s.ok()) return s;
+  // The bootstrap first: a plugin's Announce, answered once the gRPC server
+  // is up, may choose its wire profile at once.
   if (auto s = (*control)->Start(); !s.ok()) return s;
+  if (auto s = server.Start(listen); !s.ok()) return s;
   std::fprintf(stderr, "prismd: serving gRPC on %s; engine lookahead %lld ms; Ctrl-C to stop\n", listen.c_str(),
                static_cast<long long>(options.lookahead.count() / 1000000));
 

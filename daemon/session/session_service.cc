@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "common/nccl_version.h"
 
 namespace prism::daemon {
@@ -35,6 +36,9 @@ class PluginSessionService::GrpcService final : public rpc::PluginSession::Servi
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) override {
     return owner_->RunSession(context, stream);
+  }
+  grpc::Status Announce(grpc::ServerContext*, const rpc::Hello* hello, rpc::Welcome* reply) override {
+    return owner_->RunAnnounce(*hello, reply);
   }
 
  private:
@@ -227,13 +231,29 @@ void PluginSessionService::HandleEvents(Session& s, const rpc::EventBatch& batch
   if (reply.receives_size() > 0 || reply.ops_size() > 0) PushSchedules(s.id, std::move(reply));
 }
 
-std::string PluginSessionService::NcclVersionMismatch(int plugin_nccl) const {
-  if (plugin_nccl == 0 || options_.nccl_version == 0 || plugin_nccl == options_.nccl_version) return "";
-  return "this rank runs NCCL " + NcclVersionName(plugin_nccl) + " (version code " + std::to_string(plugin_nccl) +
-         ") but prismd plays NCCL " + NcclVersionName(options_.nccl_version) +
-         "'s bootstrap: restart prismd with --wire-profile " + std::to_string(plugin_nccl) +
-         " (prism run: --nccl-version " + NcclVersionName(plugin_nccl) + "), or run the rank with NCCL " +
-         NcclVersionName(options_.nccl_version);
+std::string PluginSessionService::AdmitNccl(const rpc::Hello& hello, const char* what) const {
+  if (options_.nccl_gate == nullptr) return "";
+  const std::string who = absl::StrCat("rank ", hello.rank(), " (pid ", hello.pid(), " on ",
+                                       hello.hostname().empty() ? "?" : hello.hostname(), ")");
+  const absl::Status s = options_.nccl_gate->Admit(hello.nccl_version(), who);
+  if (s.ok()) return "";
+  std::fprintf(stderr, "prismd: refused %s: %s\n", what, std::string(s.message()).c_str());
+  return std::string(s.message());
+}
+
+grpc::Status PluginSessionService::RunAnnounce(const rpc::Hello& hello, rpc::Welcome* reply) {
+  if (hello.protocol_version() != kSessionProtocolVersion) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "plugin speaks session protocol " + std::to_string(hello.protocol_version()) +
+                            ", prismd speaks " + std::to_string(kSessionProtocolVersion) +
+                            "; use a plugin and prismd from the same Prism build");
+  }
+  if (const std::string why = AdmitNccl(hello, "a rank's NCCL"); !why.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
+  }
+  reply->set_protocol_version(kSessionProtocolVersion);
+  reply->set_daemon_version(options_.daemon_version);
+  return grpc::Status::OK;
 }
 
 grpc::Status PluginSessionService::RunSession(
@@ -254,11 +274,10 @@ grpc::Status PluginSessionService::RunSession(
     stream->Write(err);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, err.error().message());
   }
-  if (const std::string why = NcclVersionMismatch(msg.hello().nccl_version()); !why.empty()) {
+  if (const std::string why = AdmitNccl(msg.hello(), "a plugin session"); !why.empty()) {
     rpc::DaemonMessage err;
     err.mutable_error()->set_message(why);
     stream->Write(err);
-    std::fprintf(stderr, "prismd: refused a plugin session (rank %d): %s\n", msg.hello().rank(), why.c_str());
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
   }
   std::shared_ptr<Session> s = Register(stream);

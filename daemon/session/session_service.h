@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/session/nccl_version_gate.h"
 #include "daemon/session/schedule_source.h"
 #include "daemon/bootstrap/virtual_connections.h"
 #include "proto/prism_service.grpc.pb.h"
@@ -50,10 +51,11 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     std::string daemon_version = "dev";
     std::chrono::milliseconds keepalive{1000};
     ListenObserver on_listen;  // optional
-    // The NCCL version code whose bootstrap prismd plays (--wire-profile): a
-    // plugin reporting another NCCL in its Hello is refused at once, with
-    // the fix. 0: not checked.
-    int nccl_version = 0;
+    // Which NCCL prismd plays (--wire-profile or learnt from the first
+    // rank): Announce and every Hello are admitted through it, a refusal
+    // reaches the plugin at once with the fix. Null: not checked. Must
+    // outlive the service.
+    NcclVersionGate* nccl_gate = nullptr;
   };
 
   // `source` is not owned and must outlive this object.
@@ -94,7 +96,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
 
   // Why a plugin in NCCL `plugin_nccl` (its Hello; 0: unknown) cannot be
   // served, or "" when it can.
-  std::string NcclVersionMismatch(int plugin_nccl) const;
+  // Empty when `hello`'s NCCL may be served, else the refusal (logged).
+  std::string AdmitNccl(const rpc::Hello& hello, const char* what) const;
+  grpc::Status RunAnnounce(const rpc::Hello& hello, rpc::Welcome* reply);
   grpc::Status RunSession(grpc::ServerContext* context,
                           grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream);
   std::shared_ptr<Session> Register(
