@@ -88,12 +88,12 @@ TEST_CASE("wire profiles: served releases complete, others refused clearly", "[b
   CHECK((*p)->topo_info.topo_ranks + (*p)->topo_info.nvls_head_num + 4 == 2280);
   CHECK((*p)->ring_record_size == 120);
   CHECK((*p)->allgather == AllGatherAlgorithm::kDoubleRing);
-  for (int verified : {22606, 22707, 22907, 23007}) {  // served real ranks of those releases
+  for (int verified : {22304, 22403, 22501, 22606, 22707, 22907, 23007}) {  // served real ranks of those releases
     auto v = SelectWireProfile(verified);
     REQUIRE(v.ok());
     CHECK((*v)->version_code == verified);
   }
-  for (int partial : {22304, 22501}) {
+  for (int partial : {22105, 22203}) {
     auto s = SelectWireProfile(partial);
     REQUIRE_FALSE(s.ok());
     CHECK(absl::IsUnimplemented(s.status()));

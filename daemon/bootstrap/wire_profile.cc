@@ -132,7 +132,8 @@ WireProfile Profile2_25_1() {
   WireProfile w = Profile2_26_6();
   w.name = "2.25.1";
   w.version_code = 22501;
-  w.complete = false;  // and every older release built from it
+  // 2.23.4 .. 2.25.1 served real ranks on the GPU host (2026-12-01, as
+  // 2.27.7; test/fixtures/wire/gpu-n64-r0-nccl2.2{3.4,4.3,5.1}).
   w.comm_hash = CommHashScheme::kDjb2aCountColor;
   w.ring_record_size = 104;
   return w;
@@ -165,7 +166,10 @@ WireProfile Profile2_23_4() {
   return w;
 }
 
-// 2.22: the older bootstrap (notes: "not expressible"). Its data: a 64-byte
+// 2.22: the older bootstrap (notes: "not expressible"); partial, and so is
+// 2.21 built from it. A real 2.22.3 rank's first ring all-gather slice is
+// 28 bytes (the bare P2P address) where the ring record would be: the
+// daemon cannot yet play it. Its data: a 64-byte
 // check-in {rank, nranks, root listener, ring listener}; the root answers
 // with a bare 28-byte address; the first ring all-gather carries only the
 // 28-byte P2P address (proxy addresses and UDS ids follow in two more
@@ -176,6 +180,7 @@ WireProfile Profile2_22_3() {
   WireProfile w = Profile2_23_4();
   w.name = "2.22.3";
   w.version_code = 22203;
+  w.complete = false;
   w.ext_info_size = 64;
   w.ext_iroot = SIZE_MAX;
   w.ext_nroots = SIZE_MAX;
