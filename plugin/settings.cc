@@ -40,7 +40,7 @@ constexpr EnvParam kParams[] = {
     {"PRISM_DAEMON", "",
      "prismd address; when set, listen() opens the session; unset: only virtual handles do, at prismd's "
      "per-user default unix://$XDG_RUNTIME_DIR/prismd.sock, else unix:///tmp/prismd-$UID.sock"},
-    {"PRISM_DAEMON_TIMEOUT_MS", "10000", "prismd silence after which pending work fails"},
+    {"PRISM_DAEMON_TIMEOUT_MS", "10000", "how long init waits to reach prismd (announcing the NCCL version); prismd silence after which pending work fails"},
     {"PRISM_DAEMON_UIDS", "",
      "other users whose prismd this plugin trusts, e.g. 0,1001 (a Unix-socket prismd must run as this user or "
      "as one of them)"},
