@@ -162,6 +162,13 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
     s.seq = next_seq_++;
     if (ops != nullptr) s.op = ops[i];
+    if (s.op.valid()) {
+      // LL/LL128 receives carry flags of the connection's step (ll_lines.h).
+      const MemRegion* mr = mrs != nullptr ? mrs[i] : nullptr;
+      const int slot = mr != nullptr ? StepSlotOf(mr->base, mr->size, data[i]) : -1;
+      s.protocol = LineProtocolOf(s.op.op->info().proto_name);
+      s.step = steps_.StepOf(s.op.op->info().id, s.op.step, s.op.steps, slot);
+    }
     SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, s.seq, sizes[i], req->posted_at, s.op);
     e.tag = tags != nullptr ? tags[i] : 0;
     session_->Emit(e);
@@ -170,7 +177,23 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
   return prism_ncclSuccess;
 }
 
+bool VirtualRecvComm::FillLines(const Slot& slot) {
+  // The whole buffer NCCL gave, in whole lines: the kernel reads as many
+  // lines as its data needs and spins on any whose flag is stale.
+  std::vector<char> host;
+  char* dst = slot.data;
+  if (slot.gpu) {
+    host.resize(slot.max_size);
+    dst = host.data();
+  }
+  if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst, slot.max_size, slot.step);
+  else WriteLl128Lines(dst, slot.max_size, slot.step);
+  std::string why;
+  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.max_size, &why);
+}
+
 bool VirtualRecvComm::Fill(const Slot& slot) {
+  if (slot.protocol != LineProtocol::kSimple) return FillLines(slot);
   const RecvFill policy = env_.settings->recv_fill;
   if (policy == RecvFill::kNone || slot.bytes == 0) return true;
   std::string why;

@@ -32,6 +32,7 @@
 #include "plugin/arrival.h"
 #include "plugin/comm.h"
 #include "plugin/daemon_session.h"
+#include "plugin/ll_lines.h"
 #include "plugin/op_schedules.h"
 
 namespace prism::plugin {
@@ -87,6 +88,8 @@ class VirtualRecvComm final : public NetComm {
     bool gpu = false;
     uint64_t seq = 0;
     MessageTag op;
+    LineProtocol protocol = LineProtocol::kSimple;  // LL/LL128: lines with flags
+    uint64_t step = 0;         // the connection's absolute step (flags)
     bool resolved = false;     // completion time computed
     uint64_t bytes = 0;
     int64_t done_at = 0;
@@ -103,6 +106,8 @@ class VirtualRecvComm final : public NetComm {
   // How a slot's completion is decided (see the file comment).
   enum class Outcome { kResolved, kWait, kError };
   Outcome Resolve(RecvRequest& req, Slot& slot);
+  // The buffer of an LL/LL128 receive: lines with zero data and its flags.
+  bool FillLines(const Slot& slot);
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
@@ -129,6 +134,7 @@ class VirtualRecvComm final : public NetComm {
   uint64_t conn_id_;
   uint64_t next_seq_ = 0;
   uint64_t next_resolve_seq_ = 0;  // receives resolve in order (links are FIFO)
+  ConnStepCounter steps_;          // NCCL's step counter of this connection
   Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;

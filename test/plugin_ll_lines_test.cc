@@ -1,0 +1,87 @@
+// LL/LL128 lines and the connection step counter (plugin/ll_lines.h),
+// against NCCL's formulas: flag = step + 1, base = the connection's step
+// rounded to the op's chunkSteps, buffer slot = (base + step) % 8.
+#include "plugin/ll_lines.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+namespace prism::plugin {
+namespace {
+
+uint32_t U32At(const std::vector<char>& b, size_t off) {
+  uint32_t v;
+  std::memcpy(&v, b.data() + off, 4);
+  return v;
+}
+uint64_t U64At(const std::vector<char>& b, size_t off) {
+  uint64_t v;
+  std::memcpy(&v, b.data() + off, 8);
+  return v;
+}
+
+TEST_CASE("LL lines carry flag step+1 in both 32-bit flag words, zero data", "[ll]") {
+  std::vector<char> b(72, 'x');  // 4 whole lines and 8 bytes left alone
+  WriteLlLines(b.data(), b.size(), 41);
+  for (size_t line = 0; line < 4; ++line) {
+    CHECK(U32At(b, 16 * line) == 0);
+    CHECK(U32At(b, 16 * line + 4) == 42);
+    CHECK(U32At(b, 16 * line + 8) == 0);
+    CHECK(U32At(b, 16 * line + 12) == 42);
+  }
+  CHECK(b[64] == 'x');
+  WriteLlLines(b.data(), 16, (uint64_t{1} << 32) + 6);  // NCCL_LL_FLAG is uint32(step + 1)
+  CHECK(U32At(b, 4) == 7);
+}
+
+TEST_CASE("LL128 lines carry the 64-bit flag step+1 in their last 8 bytes", "[ll]") {
+  std::vector<char> b(256 + 100, 'x');
+  WriteLl128Lines(b.data(), b.size(), (uint64_t{1} << 32) + 9);
+  for (size_t line = 0; line < 2; ++line) {
+    for (size_t off = 0; off < 120; off += 8) CHECK(U64At(b, 128 * line + off) == 0);
+    CHECK(U64At(b, 128 * line + 120) == (uint64_t{1} << 32) + 10);
+  }
+  CHECK(b[256] == 'x');
+}
+
+TEST_CASE("the profiler's protocol names choose the line format", "[ll]") {
+  CHECK(LineProtocolOf("LL") == LineProtocol::kLL);
+  CHECK(LineProtocolOf("LL128") == LineProtocol::kLL128);
+  CHECK(LineProtocolOf("SIMPLE") == LineProtocol::kSimple);
+  CHECK(LineProtocolOf("") == LineProtocol::kSimple);
+}
+
+TEST_CASE("a receive's buffer slot comes from its address in the protocol buffer", "[ll]") {
+  std::vector<char> buf(8 * 4096);
+  CHECK(StepSlotOf(buf.data(), buf.size(), buf.data()) == 0);
+  CHECK(StepSlotOf(buf.data(), buf.size(), buf.data() + 3 * 4096) == 3);
+  CHECK(StepSlotOf(buf.data(), buf.size(), buf.data() + 7 * 4096) == 7);
+  CHECK(StepSlotOf(buf.data(), buf.size(), buf.data() + 100) == -1);     // not a step boundary
+  CHECK(StepSlotOf(buf.data(), buf.size(), buf.data() + 8 * 4096) == -1);  // outside
+  CHECK(StepSlotOf(nullptr, 0, buf.data()) == -1);
+}
+
+TEST_CASE("the connection step counter follows NCCL's proxy across ops and protocols", "[ll]") {
+  ConnStepCounter c;
+  // A Simple ring op of 6 steps, sliceSteps 2 (receives at steps 0, 2, 4),
+  // from step 0: slots 0, 2, 4.
+  CHECK(c.StepOf(1, 0, 6, 0) == 0);
+  CHECK(c.StepOf(1, 2, 6, 2) == 2);
+  CHECK(c.StepOf(1, 4, 6, 4) == 4);
+  // An LL op of 3 steps (chunkSteps 1) starts at 6: slots 6, 7, 0.
+  CHECK(c.StepOf(2, 0, 3, 6) == 6);
+  CHECK(c.StepOf(2, 1, 3, 7) == 7);
+  CHECK(c.StepOf(2, 2, 3, 0) == 8);
+  // The next Simple ring op (chunkSteps 4) is rounded up from 9 to 12: its
+  // first receive sits in slot 4, which says so.
+  CHECK(c.StepOf(3, 0, 4, 4) == 12);
+  CHECK(c.StepOf(3, 2, 4, 6) == 14);
+  // A shared-buffer receive (slot unknown) starts where the counter is.
+  CHECK(c.StepOf(4, 0, 1, -1) == 16);
+  // An LL op after it: step 17, flag 18.
+  CHECK(c.StepOf(5, 0, 2, 1) == 17);
+}
+
+}  // namespace
+}  // namespace prism::plugin
