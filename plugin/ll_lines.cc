@@ -20,18 +20,19 @@ int StepSlotOf(const void* base, size_t size, const void* data) {
   return static_cast<int>(off / step_bytes);
 }
 
-uint64_t ConnStepCounter::StepOf(uint64_t op_id, int32_t step, int32_t steps, int slot) {
-  if (op_id != op_id_) {
-    op_id_ = op_id;
-    base_ = next_;
-    if (slot >= 0) {  // the smallest base >= next_ with (base + step) % 8 == slot
-      const int64_t want = ((slot - step) % kNcclSteps + kNcclSteps) % kNcclSteps;
-      const int64_t have = static_cast<int64_t>(next_ % kNcclSteps);
-      base_ = next_ + static_cast<uint64_t>((want - have + kNcclSteps) % kNcclSteps);
-    }
-    next_ = base_ + static_cast<uint64_t>(steps > 0 ? steps : 0);
+uint64_t ConnStepCounter::StepOf(uint64_t op_id, int32_t slice, int slot) {
+  const uint64_t first = last_ + 1;  // wraps to 0 before the first receive
+  uint64_t step;
+  if (slot >= 0) {  // the first step from `first` on that sits in `slot`
+    const uint64_t ahead = (static_cast<uint64_t>(slot) + kNcclSteps - first % kNcclSteps) % kNcclSteps;
+    step = first + ahead;
+  } else {
+    if (op_id != op_id_ || last_ == UINT64_MAX) base_ = first;
+    step = base_ + static_cast<uint64_t>(slice > 0 ? slice : 0);
   }
-  return base_ + static_cast<uint64_t>(step > 0 ? step : 0);
+  op_id_ = op_id;
+  last_ = step;
+  return step;
 }
 
 void WriteLlLines(char* dst, size_t bytes, uint64_t step) {

@@ -10,8 +10,13 @@
 // flag2}, 32-bit flags = uint32(step + 1); an LL128 line is 128 bytes whose
 // last 8 bytes are the 64-bit flag step + 1; an operation's proxy steps on
 // a connection start at base = the connection's step rounded up to the
-// operation's chunkSteps (> 1 only for Simple ring collectives), and its
-// step s lives in buffer slot (base + s) % NCCL_STEPS.
+// operation's chunkSteps (> 1 only for Simple ring collectives), its step s
+// lives in buffer slot (base + s) % NCCL_STEPS of the protocol's buffer
+// (Simple p2p: a shared pool instead), and receives are posted every
+// sliceSteps steps (> 1 only for Simple ring collectives; the profiler
+// numbers them in slices). Consecutive receives on a connection are
+// therefore 1 to 5 steps apart, so the buffer slot of each (its address)
+// gives its absolute step.
 //
 // Pure functions and a per-connection value type; not thread-safe (one
 // receive comm's owner thread).
@@ -39,19 +44,21 @@ LineProtocol LineProtocolOf(const std::string& proto_name);
 // `data` is not on a step boundary of it (shared or user buffers).
 int StepSlotOf(const void* base, size_t size, const void* data);
 
-// A connection's step counter (the proxy's resources->step).
+// A connection's step counter, followed receive by receive.
 class ConnStepCounter {
  public:
-  // The absolute step of receive `step` of proxy op `op_id` (which has
-  // `steps` steps). `slot`: its buffer slot if known (StepSlotOf), else -1
-  // (the op's base is then the counter itself: chunkSteps 1). Receives of
-  // one op come in order, ops one after another.
-  uint64_t StepOf(uint64_t op_id, int32_t step, int32_t steps, int slot);
+  // The absolute step of the next receive on the connection: receive
+  // `slice` (the profiler's step number) of proxy op `op_id`. `slot`: its
+  // buffer slot (StepSlotOf) when the buffer is the protocol's own (LL,
+  // LL128, Simple collectives); -1 for a shared Simple p2p buffer, whose op
+  // then starts right after the previous receive (p2p: one step per slice,
+  // chunkSteps 1). Receives come in posting order.
+  uint64_t StepOf(uint64_t op_id, int32_t slice, int slot);
 
  private:
-  uint64_t next_ = 0;     // the step the next op starts from (before rounding)
-  uint64_t op_id_ = 0;    // the op being received (0: none yet)
-  uint64_t base_ = 0;     // its first step
+  uint64_t last_ = UINT64_MAX;  // absolute step of the previous receive (none yet)
+  uint64_t op_id_ = 0;          // its op
+  uint64_t base_ = 0;           // first step of that op (slot-less ops)
 };
 
 // Fills `bytes` of `dst` (rounded down to whole lines) with zero data and

@@ -164,10 +164,15 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     if (ops != nullptr) s.op = ops[i];
     if (s.op.valid()) {
       // LL/LL128 receives carry flags of the connection's step (ll_lines.h).
+      // A Simple p2p receive lands in a shared pool: its address says nothing.
+      const OpInfo& info = s.op.op->info();
+      s.protocol = LineProtocolOf(info.proto_name);
+      const bool p2p = info.kind == OpKind::kSend || info.kind == OpKind::kRecv;
       const MemRegion* mr = mrs != nullptr ? mrs[i] : nullptr;
-      const int slot = mr != nullptr ? StepSlotOf(mr->base, mr->size, data[i]) : -1;
-      s.protocol = LineProtocolOf(s.op.op->info().proto_name);
-      s.step = steps_.StepOf(s.op.op->info().id, s.op.step, s.op.steps, slot);
+      const int slot = mr != nullptr && (s.protocol != LineProtocol::kSimple || !p2p)
+                           ? StepSlotOf(mr->base, mr->size, data[i])
+                           : -1;
+      s.step = steps_[s.op.channel].StepOf(info.id, s.op.step, slot);
     }
     SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, s.seq, sizes[i], req->posted_at, s.op);
     e.tag = tags != nullptr ? tags[i] : 0;

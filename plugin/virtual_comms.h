@@ -26,6 +26,7 @@
 #define PRISM_PLUGIN_VIRTUAL_COMMS_H_
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -134,7 +135,9 @@ class VirtualRecvComm final : public NetComm {
   uint64_t conn_id_;
   uint64_t next_seq_ = 0;
   uint64_t next_resolve_seq_ = 0;  // receives resolve in order (links are FIFO)
-  ConnStepCounter steps_;          // NCCL's step counter of this connection
+  // NCCL's step counter of each connection this comm carries (one per
+  // channel; several when NCCL shares a net comm between channels).
+  std::map<uint8_t, ConnStepCounter> steps_;
   Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;

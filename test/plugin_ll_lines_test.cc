@@ -64,23 +64,32 @@ TEST_CASE("a receive's buffer slot comes from its address in the protocol buffer
 
 TEST_CASE("the connection step counter follows NCCL's proxy across ops and protocols", "[ll]") {
   ConnStepCounter c;
-  // A Simple ring op of 6 steps, sliceSteps 2 (receives at steps 0, 2, 4),
-  // from step 0: slots 0, 2, 4.
-  CHECK(c.StepOf(1, 0, 6, 0) == 0);
-  CHECK(c.StepOf(1, 2, 6, 2) == 2);
-  CHECK(c.StepOf(1, 4, 6, 4) == 4);
+  // A Simple ring op of 6 steps, sliceSteps 2: receives at steps 0, 2, 4
+  // (the profiler's slices 0, 1, 2), slots 0, 2, 4.
+  CHECK(c.StepOf(1, 0, 0) == 0);
+  CHECK(c.StepOf(1, 1, 2) == 2);
+  CHECK(c.StepOf(1, 2, 4) == 4);
   // An LL op of 3 steps (chunkSteps 1) starts at 6: slots 6, 7, 0.
-  CHECK(c.StepOf(2, 0, 3, 6) == 6);
-  CHECK(c.StepOf(2, 1, 3, 7) == 7);
-  CHECK(c.StepOf(2, 2, 3, 0) == 8);
+  CHECK(c.StepOf(2, 0, 6) == 6);
+  CHECK(c.StepOf(2, 1, 7) == 7);
+  CHECK(c.StepOf(2, 2, 0) == 8);
   // The next Simple ring op (chunkSteps 4) is rounded up from 9 to 12: its
   // first receive sits in slot 4, which says so.
-  CHECK(c.StepOf(3, 0, 4, 4) == 12);
-  CHECK(c.StepOf(3, 2, 4, 6) == 14);
-  // A shared-buffer receive (slot unknown) starts where the counter is.
-  CHECK(c.StepOf(4, 0, 1, -1) == 16);
-  // An LL op after it: step 17, flag 18.
-  CHECK(c.StepOf(5, 0, 2, 1) == 17);
+  CHECK(c.StepOf(3, 0, 4) == 12);
+  CHECK(c.StepOf(3, 1, 6) == 14);
+  // The whole 8 slots ahead is never a receive's distance: 16 follows 14.
+  CHECK(c.StepOf(4, 0, 0) == 16);
+}
+
+TEST_CASE("shared-pool p2p receives (no slot) count one step per slice from the previous receive", "[ll]") {
+  ConnStepCounter c;
+  CHECK(c.StepOf(1, 0, -1) == 0);   // Simple p2p, 3 steps
+  CHECK(c.StepOf(1, 1, -1) == 1);
+  CHECK(c.StepOf(1, 2, -1) == 2);
+  CHECK(c.StepOf(2, 0, 3) == 3);    // an LL p2p op in its own buffer: slot 3
+  CHECK(c.StepOf(3, 0, -1) == 4);   // Simple again
+  CHECK(c.StepOf(3, 1, -1) == 5);
+  CHECK(c.StepOf(4, 0, 6) == 6);
 }
 
 }  // namespace
