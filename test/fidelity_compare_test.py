@@ -27,5 +27,36 @@ class TruthlessRun(unittest.TestCase):
         self.assertIn("model 500.000 ms, hybrid 507.500 ms, difference +1.50%", text)
 
 
+class TruthAgainstModel(unittest.TestCase):
+    def test_spread_and_kinds_beside_the_model(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(out, "st-truth"))
+        os.makedirs(os.path.join(data, "st"))
+        with open(os.path.join(data, "st", "meta.env"), "w") as f:
+            f.write("N=2\nMODE=step\n")
+        with open(os.path.join(data, "st", "model.json"), "w") as f:
+            json.dump({"graph": "st", "iteration_time_s": 0.1}, f, indent=2)
+        trace = {"traceEvents": [
+            {"ph": "X", "name": "tp all-reduce fwd mb 0 layer 0", "cat": "collective", "pid": 0, "dur": 1000.0},
+            {"ph": "X", "name": "tp all-reduce fwd mb 1 layer 0", "cat": "collective", "pid": 0, "dur": 3000.0},
+            {"ph": "X", "name": "tp all-reduce fwd mb 2 layer 1", "cat": "collective", "pid": 0, "dur": 1000.0},
+            {"ph": "X", "name": "tp all-reduce fwd mb 0 layer 0", "cat": "collective", "pid": 1, "dur": 9000.0},
+            {"ph": "X", "name": "fwd mb 0 layer 0", "cat": "compute", "pid": 0, "dur": 1500.0}]}
+        with open(os.path.join(data, "st", "model-trace.json"), "w") as f:
+            json.dump(trace, f)
+        with open(os.path.join(out, "st-truth", "r0.json"), "w") as f:
+            f.write(json.dumps({"warmup": 1, "iteration_ms": [500.0, 101.0, 104.0, 102.0, 103.0],
+                                "comm_us": {"tp all-reduce fwd": {"median": 1100.0, "n": 3}},
+                                "compute_us": {"fwd": {"median": 1530.0, "n": 4, "graph_us": 1500.0}}}) + "\n")
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("st: truth vs prismd --simulate, rank 0: 4 iterations", text)
+        self.assertIn("model 100.000 ms; truth min 101.000 (+1.00%)", text)
+        self.assertIn("median 102.500 (+2.50%), mean 102.500 (+2.50%)", text)
+        # rank 0's three all-reduces grouped as the driver groups them: median 1000 us
+        self.assertRegex(text, r"tp all-reduce fwd\s+1100\.0\s+1000\.0\s+\+10\.0%")
+        self.assertIn("compute fwd: median 1530.0 us over 4 (graph 1500.0 us)", text)
+
+
 if __name__ == "__main__":
     unittest.main()

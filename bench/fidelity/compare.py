@@ -80,6 +80,56 @@ def sweep_tables(out, data, name, runs):
             print(f"worst |error| at 1 MiB and above: {worst:.2f}%")
 
 
+def model_kinds(data, name, rank=0):
+    """Per-kind median model time (us) of a rank's communication ops from
+    prismd --simulate's trace, with labels grouped as driver.py groups its
+    comm_us (numbers of microbatch and layer dropped)."""
+    try:
+        with open(os.path.join(data, name, "model-trace.json")) as f:
+            t = json.load(f)
+    except OSError:
+        return {}
+    per = {}
+    for e in t["traceEvents"]:
+        if e.get("ph") == "X" and e.get("pid") == rank and e.get("cat") != "compute":
+            kind = re.sub(r"\s*(mb|layer)\s+\d+", "", e["name"]).strip()
+            per.setdefault(kind, []).append(e["dur"])
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def truth_vs_model(data, name, truth_kind, truths):
+    """The ground truth's spread against prismd --simulate (rank 0): a model
+    near the truth's fastest iterations but below its mean says the gap is
+    jitter in the truth (a cost every iteration pays would lift the minimum
+    too). Then rank 0's median per communication kind beside the model's."""
+    t = truths.get(0)
+    try:
+        mm = load(os.path.join(data, name, "model.json"))["iteration_time_s"] * 1e3
+    except (TypeError, KeyError):
+        return
+    if not t:
+        return
+    ti = t["iteration_ms"][t.get("warmup", 0):]
+    if len(ti) < 2:
+        return
+    s, mean = sorted(ti), statistics.mean(ti)
+    var = sum((x - mean) ** 2 for x in ti)
+    lag1 = sum((ti[i] - mean) * (ti[i + 1] - mean) for i in range(len(ti) - 1)) / var if var else 0.0
+    print(f"\n## {name}: {truth_kind} vs prismd --simulate, rank 0: {len(ti)} iterations")
+    print(f"model {mm:.3f} ms; truth min {s[0]:.3f} ({pct(s[0], mm):+.2f}%), p10 {s[len(s) // 10]:.3f} "
+          f"({pct(s[len(s) // 10], mm):+.2f}%), median {statistics.median(ti):.3f} "
+          f"({pct(statistics.median(ti), mm):+.2f}%), mean {mean:.3f} ({pct(mean, mm):+.2f}%), "
+          f"sd {statistics.stdev(ti):.3f}, lag-1 autocorrelation {lag1:+.2f}")
+    mk, comm = model_kinds(data, name), t.get("comm_us", {})
+    if comm and mk:
+        print(f"{'kind':34s} {'truth us':>10s} {'model us':>10s} {'err':>8s}")
+        for k in sorted(comm):
+            if k in mk:
+                print(f"{k:34s} {comm[k]['median']:10.1f} {mk[k]:10.1f} {pct(comm[k]['median'], mk[k]):+7.1f}%")
+    for k, v in sorted(t.get("compute_us", {}).items()):
+        print(f"compute {k}: median {v['median']:.1f} us over {v['n']} (graph {v.get('graph_us', float('nan')):.1f} us)")
+
+
 def step_tables(out, data, name, runs):
     for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run"]),
                                      ("truth-late", ["hybrid1-late"])):
@@ -90,6 +140,7 @@ def step_tables(out, data, name, runs):
                 truths[r] = j
         if not truths:
             continue
+        truth_vs_model(data, name, truth_kind, truths)
         for kind in hybrid_kinds:
             if kind not in runs:
                 continue

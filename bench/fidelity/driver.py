@@ -141,6 +141,7 @@ class Runner:
         self.compute = torch.cuda.current_stream() if not a.cpu else None
         self.side = torch.cuda.Stream() if not a.cpu else None
         self.clock = SleepClock(torch, a.cpu)
+        self.compute_timed = []  # (label, start, end) of timed compute ops (step)
         targets = set()
         for op in self.ops:
             targets.update(op["deps"])
@@ -214,7 +215,11 @@ class Runner:
                 continue
             if t == "compute":
                 ns = op["duration_ns"] + (extra_ns if i == 0 else 0)
-                self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i], None)
+                # Timed too (compute_us): whether a sleep lasts what the graph
+                # says while every rank shares the GPUs (SleepClock is measured
+                # once, on an idle GPU).
+                self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i],
+                             self.compute_timed if timed is not None and 0 < ns == op["duration_ns"] else None)
             elif t == "collective":
                 self._launch(lambda op=op: self.collective(op), op, events, [i], timed)
             elif t in ("send", "recv"):
@@ -301,6 +306,17 @@ class Runner:
                     per_kind.setdefault(kind, []).append(s.elapsed_time(e) * 1e3)
                 result["comm_us"] = {k: {"median": round(statistics.median(v), 1), "n": len(v)}
                                      for k, v in per_kind.items()}
+            if self.compute_timed:  # measured sleep against the graph's duration, per compute kind
+                graph_ns = {o.get("label", ""): o["duration_ns"] for o in self.ops if o["type"] == "compute"}
+                per_kind = {}
+                for label, s, e in self.compute_timed:
+                    kind = re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip()
+                    m, g = per_kind.setdefault(kind, ([], []))
+                    m.append(s.elapsed_time(e) * 1e3)
+                    g.append(graph_ns.get(label, 0) / 1e3)
+                result["compute_us"] = {k: {"median": round(statistics.median(m), 1), "n": len(m),
+                                            "graph_us": round(statistics.median(g), 1)}
+                                        for k, (m, g) in per_kind.items()}
         else:
             timed = []
             self.run_iteration(0, timed)
