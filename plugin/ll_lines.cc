@@ -1,5 +1,6 @@
 #include "plugin/ll_lines.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace prism::plugin {
@@ -8,6 +9,33 @@ LineProtocol LineProtocolOf(const std::string& proto_name) {
   if (proto_name == "LL") return LineProtocol::kLL;
   if (proto_name == "LL128") return LineProtocol::kLL128;
   return LineProtocol::kSimple;
+}
+
+namespace {
+
+size_t BufferSize(const char* env, size_t fallback) {
+  const char* v = std::getenv(env);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 0);
+  return end != v && n > 0 ? static_cast<size_t>(n) : fallback;
+}
+
+size_t LlBufferBytes() { return BufferSize("NCCL_LL_BUFFSIZE", 8 * 512 * kNcclSteps * kLlLineBytes); }
+size_t Ll128BufferBytes() { return BufferSize("NCCL_LL128_BUFFSIZE", 120 * 640 * kNcclSteps * 8); }
+size_t SimpleBufferBytes() { return BufferSize("NCCL_BUFFSIZE", size_t{1} << 22); }
+
+}  // namespace
+
+LineProtocol LineProtocolOfBuffer(size_t registered_bytes) {
+  if (registered_bytes == LlBufferBytes()) return LineProtocol::kLL;
+  if (registered_bytes == Ll128BufferBytes()) return LineProtocol::kLL128;
+  return LineProtocol::kSimple;
+}
+
+bool IsProtocolBuffer(size_t registered_bytes) {
+  return registered_bytes == LlBufferBytes() || registered_bytes == Ll128BufferBytes() ||
+         registered_bytes == SimpleBufferBytes();
 }
 
 int StepSlotOf(const void* base, size_t size, const void* data) {
@@ -27,7 +55,8 @@ uint64_t ConnStepCounter::StepOf(uint64_t op_id, int32_t slice, int slot) {
     const uint64_t ahead = (static_cast<uint64_t>(slot) + kNcclSteps - first % kNcclSteps) % kNcclSteps;
     step = first + ahead;
   } else {
-    if (op_id != op_id_ || last_ == UINT64_MAX) base_ = first;
+    if (op_id == 0 || op_id != op_id_ || last_ == UINT64_MAX) base_ = first;
+    if (op_id == 0) slice = 0;
     step = base_ + static_cast<uint64_t>(slice > 0 ? slice : 0);
   }
   op_id_ = op_id;

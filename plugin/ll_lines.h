@@ -39,6 +39,16 @@ enum class LineProtocol { kSimple, kLL, kLL128 };
 // Simple).
 LineProtocol LineProtocolOf(const std::string& proto_name);
 
+// Without the profiler role (NCCL before 2.27, or no NCCL_PROFILER_PLUGIN)
+// a receive's protocol is told by its registered buffer: NCCL registers one
+// buffer per protocol and connection, of its protocol's size (NCCL_LL_BUFFSIZE,
+// NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE, defaults 512 KiB, 4800 KiB, 4 MiB).
+// Simple for any other size (a shared p2p pool, a user buffer). Reads the
+// environment on every call (cheap; once per receive).
+LineProtocol LineProtocolOfBuffer(size_t registered_bytes);
+// True when `registered_bytes` is the size of a protocol's own buffer.
+bool IsProtocolBuffer(size_t registered_bytes);
+
 // The buffer slot ((base + step) % NCCL_STEPS) of a receive into `data`
 // inside a protocol buffer registered as [base, base + size): -1 when
 // `data` is not on a step boundary of it (shared or user buffers).
@@ -52,7 +62,8 @@ class ConnStepCounter {
   // buffer slot (StepSlotOf) when the buffer is the protocol's own (LL,
   // LL128, Simple collectives); -1 for a shared Simple p2p buffer, whose op
   // then starts right after the previous receive (p2p: one step per slice,
-  // chunkSteps 1). Receives come in posting order.
+  // chunkSteps 1). `op_id` 0 (no profiler role): every slot-less receive is
+  // the step after the previous one. Receives come in posting order.
   uint64_t StepOf(uint64_t op_id, int32_t slice, int slot);
 
  private:

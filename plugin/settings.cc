@@ -44,7 +44,7 @@ constexpr EnvParam kParams[] = {
     {"PRISM_DAEMON_UIDS", "",
      "other users whose prismd this plugin trusts, e.g. 0,1001 (a Unix-socket prismd must run as this user or "
      "as one of them)"},
-    {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer: zeros | none | pattern"},
+    {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer under Simple: zeros | none | pattern (LL/LL128: always flag lines)"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
     {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
      "1: a ring (MIRROR) receive from a virtual peer waits for prismd's schedule (run prismd with "

@@ -162,24 +162,33 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
     s.seq = next_seq_++;
     if (ops != nullptr) s.op = ops[i];
-    if (s.op.valid()) {
-      // LL/LL128 receives carry flags of the connection's step (ll_lines.h).
-      // A Simple p2p receive lands in a shared pool: its address says nothing.
-      const OpInfo& info = s.op.op->info();
-      s.protocol = LineProtocolOf(info.proto_name);
-      const bool p2p = info.kind == OpKind::kSend || info.kind == OpKind::kRecv;
-      const MemRegion* mr = mrs != nullptr ? mrs[i] : nullptr;
-      const int slot = mr != nullptr && (s.protocol != LineProtocol::kSimple || !p2p)
-                           ? StepSlotOf(mr->base, mr->size, data[i])
-                           : -1;
-      s.step = steps_[s.op.channel].StepOf(info.id, s.op.step, slot);
-    }
+    TrackStep(s, mrs != nullptr ? mrs[i] : nullptr);
     SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, s.seq, sizes[i], req->posted_at, s.op);
     e.tag = tags != nullptr ? tags[i] : 0;
     session_->Emit(e);
   }
   *request = req;
   return prism_ncclSuccess;
+}
+
+// LL/LL128 receives carry flags of the connection's step (ll_lines.h). The
+// profiler role names the protocol; without it, the registered buffer does.
+// A Simple p2p receive lands in a shared pool: its address says nothing.
+void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
+  if (s.op.valid()) {
+    const OpInfo& info = s.op.op->info();
+    s.protocol = LineProtocolOf(info.proto_name);
+    const bool p2p = info.kind == OpKind::kSend || info.kind == OpKind::kRecv;
+    const int slot = mr != nullptr && (s.protocol != LineProtocol::kSimple || !p2p)
+                         ? StepSlotOf(mr->base, mr->size, s.data)
+                         : -1;
+    s.step = steps_[s.op.channel].StepOf(info.id, s.op.step, slot);
+    return;
+  }
+  if (mr == nullptr) return;
+  s.protocol = LineProtocolOfBuffer(mr->size);
+  const int slot = IsProtocolBuffer(mr->size) ? StepSlotOf(mr->base, mr->size, s.data) : -1;
+  s.step = steps_[0].StepOf(0, 0, slot);
 }
 
 bool VirtualRecvComm::FillLines(const Slot& slot) {

@@ -107,6 +107,8 @@ class VirtualRecvComm final : public NetComm {
   // How a slot's completion is decided (see the file comment).
   enum class Outcome { kResolved, kWait, kError };
   Outcome Resolve(RecvRequest& req, Slot& slot);
+  // The protocol and the connection step of a posted receive.
+  void TrackStep(Slot& s, const MemRegion* mr);
   // The buffer of an LL/LL128 receive: lines with zero data and its flags.
   bool FillLines(const Slot& slot);
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);

@@ -4,6 +4,7 @@
 #include "plugin/ll_lines.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -90,6 +91,30 @@ TEST_CASE("shared-pool p2p receives (no slot) count one step per slice from the 
   CHECK(c.StepOf(3, 0, -1) == 4);   // Simple again
   CHECK(c.StepOf(3, 1, -1) == 5);
   CHECK(c.StepOf(4, 0, 6) == 6);
+}
+
+TEST_CASE("without the profiler the registered buffer's size tells the protocol", "[ll]") {
+  unsetenv("NCCL_LL_BUFFSIZE");
+  unsetenv("NCCL_LL128_BUFFSIZE");
+  unsetenv("NCCL_BUFFSIZE");
+  CHECK(LineProtocolOfBuffer(524288) == LineProtocol::kLL);     // 8 lines x 512 threads x 8 steps x 16 B
+  CHECK(LineProtocolOfBuffer(4915200) == LineProtocol::kLL128); // 120 x 640 threads x 8 steps x 8 B
+  CHECK(LineProtocolOfBuffer(4194304) == LineProtocol::kSimple);
+  CHECK(IsProtocolBuffer(4194304));
+  CHECK_FALSE(IsProtocolBuffer(128 * 1024 * 16 * 4));  // a shared p2p pool
+  setenv("NCCL_LL_BUFFSIZE", "1048576", 1);
+  CHECK(LineProtocolOfBuffer(1048576) == LineProtocol::kLL);
+  CHECK(LineProtocolOfBuffer(524288) == LineProtocol::kSimple);
+  unsetenv("NCCL_LL_BUFFSIZE");
+}
+
+TEST_CASE("without the profiler every receive is placed by its slot, or follows the previous one", "[ll]") {
+  ConnStepCounter c;
+  CHECK(c.StepOf(0, 0, 0) == 0);   // Simple ring, slots 0, 2
+  CHECK(c.StepOf(0, 0, 2) == 2);
+  CHECK(c.StepOf(0, 0, 4) == 4);   // LL
+  CHECK(c.StepOf(0, 0, -1) == 5);  // a slot-less receive: the next step
+  CHECK(c.StepOf(0, 0, -1) == 6);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ ncclCommSplit).
 Example (prismd started with the same --graph/plan, NCCL_COMM_ID and real ranks):
   NCCL_COMM_ID=127.0.0.1:29555 NCCL_NET_PLUGIN=prism NCCL_NET=Prism \
   NCCL_RAS_ENABLE=0 NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
-  NCCL_PROTO=Simple python3 bootstrap_torch_driver.py --world-size 64 --rank 0
+  python3 bootstrap_torch_driver.py --world-size 64 --rank 0
 """
 import argparse
 import os

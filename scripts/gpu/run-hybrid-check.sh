@@ -35,7 +35,7 @@ for scenario in "$@"; do
     coll=(--collectives); [[ "${COLLECTIVES:-1}" == 0 ]] && coll=()
     env PYTHONUNBUFFERED=1 NCCL_COMM_ID="$comm_id" NCCL_NET_PLUGIN="$bundle/libnccl-net-prism.so" NCCL_NET=Prism \
       PRISM_DAEMON="unix://$sock" NCCL_HOSTID="prism-real-$r" NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 \
-      NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 NCCL_COLLNET_ENABLE=0 NCCL_PROTO=Simple NCCL_RUNTIME_CONNECT=0 \
+      NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 NCCL_COLLNET_ENABLE=0 NCCL_RUNTIME_CONNECT=0 \
       NCCL_PXN_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP \
       TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_RANKS_PER_ROOT=1048576 ${EXTRA_ENV:-} \
       timeout "${STEP_TIMEOUT:-150}" python3 "$here/bootstrap_torch_driver.py" --world-size "$n" --rank "$r" \
