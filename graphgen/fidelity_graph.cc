@@ -101,6 +101,8 @@ absl::Status ParseDocument(const YAML::Node& doc, FidelitySpec& s) {
   if (auto st = link.Finish(); !st.ok()) return st;
   if (auto st = top.GetUint32("iterations", s.iterations); !st.ok()) return st;
   if (auto st = top.GetUint32("warmup", s.warmup, 0); !st.ok()) return st;
+  if (auto st = top.GetString("algorithm", s.algorithm); !st.ok()) return st;
+  if (s.algorithm != "ring" && s.algorithm != "tree") return KeyError("algorithm", "must be ring or tree");
   if (s.kind == "step") {
     top.Child("layout");
     top.Child("step");
@@ -117,7 +119,8 @@ absl::Status ParseDocument(const YAML::Node& doc, FidelitySpec& s) {
 
 class ProgramWriter {
  public:
-  explicit ProgramWriter(pg::Program* p) : p_(p) {}
+  ProgramWriter(pg::Program* p, const FidelitySpec& s)
+      : p_(p), allreduce_algorithm_(s.algorithm == "tree" ? pg::ALGORITHM_TREE : pg::ALGORITHM_RING) {}
   uint32_t Compute(uint64_t us, const std::string& label, uint32_t stream = 0, std::vector<uint32_t> deps = {}) {
     pg::Op* op = Add(stream, deps);
     op->mutable_compute()->set_duration_ns(us * 1000);
@@ -131,7 +134,7 @@ class ProgramWriter {
     c->set_kind(kind);
     c->set_bytes(bytes);
     c->set_dtype(pg::BF16);
-    c->set_algorithm(pg::ALGORITHM_RING);
+    c->set_algorithm(kind == pg::ALLREDUCE ? allreduce_algorithm_ : pg::ALGORITHM_RING);
     c->set_label(label);
     return Last();
   }
@@ -161,6 +164,7 @@ class ProgramWriter {
   }
   uint32_t Last() const { return static_cast<uint32_t>(p_->ops_size() - 1); }
   pg::Program* p_;
+  pg::Algorithm allreduce_algorithm_;
 };
 
 void SetCluster(const FidelitySpec& s, pg::Graph& g) {
@@ -198,7 +202,7 @@ pg::Communicator* AddComm(pg::Graph& g, pg::CommKind kind, const std::string& na
 
 // One pipeline stage's iteration (see the header).
 void StepProgram(const FidelitySpec& s, uint32_t stage, pg::Program* p) {
-  ProgramWriter w(p);
+  ProgramWriter w(p, s);
   const uint32_t P = s.pp, M = s.microbatches, L = s.layers;
   const uint32_t start = w.Compute(0, "iteration start");
   std::vector<uint32_t> gathered(L);
@@ -321,7 +325,7 @@ pg::Graph SweepGraph(const FidelitySpec& s) {
   p->set_name("sweep");
   p->set_streams(1);
   p->add_comm_slot_names("world");
-  ProgramWriter w(p);
+  ProgramWriter w(p, s);
   for (const std::string& op : s.ops)
     for (uint64_t bytes : s.sizes) {
       const std::string label = absl::StrCat(op, " ", bytes);

@@ -6,6 +6,7 @@
 // Spec (YAML; docs/timing.md has the full reference):
 //   name: step-tp2-pp2-dp2
 //   kind: step                      # or sweep
+//   algorithm: ring                 # or tree: the all-reduces' (NCCL_ALGO)
 //   link: {gbps: 10, latency_us: 10}
 //   iterations: 30                  # measured
 //   warmup: 5
@@ -46,6 +47,9 @@ struct FidelitySpec {
   double link_latency_us = 10;
   uint32_t iterations = 20;
   uint32_t warmup = 5;
+  // NCCL's algorithm for all-reduces ("ring" or "tree"; run the ranks with
+  // the matching NCCL_ALGO). Other collectives are ring.
+  std::string algorithm = "ring";
   // step
   uint32_t tp = 1, pp = 1, dp = 1;
   uint32_t microbatches = 4, layers = 2;

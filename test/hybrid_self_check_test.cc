@@ -126,3 +126,26 @@ TEST_CASE("self-check: bench step-n16 with real rank 0, and with 0 and 1", "[hyb
 TEST_CASE("self-check: bench step-n8192 with real rank 0", "[hybrid][self-check]") {
   CheckSelfConsistent(BenchSpecGraph("step-n8192.yaml", 3), {0});
 }
+
+TEST_CASE("a fidelity spec's algorithm makes its all-reduces tree, other collectives stay ring", "[hybrid][spec]") {
+  const std::string yaml =
+      "name: t\nkind: sweep\nalgorithm: tree\nworld: 4\nsweep: {ops: [allreduce, allgather], sizes: [16M]}\n";
+  auto spec = prism::graphgen::ParseFidelitySpec(yaml, "test");
+  REQUIRE(spec.ok());
+  CHECK(spec->algorithm == "tree");
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  REQUIRE(graph.ok());
+  int tree = 0, ring = 0;
+  for (const g::Op& op : graph->programs(0).ops()) {
+    if (!op.has_collective()) continue;
+    const bool is_tree = op.collective().algorithm() == g::ALGORITHM_TREE;
+    CHECK(is_tree == (op.collective().kind() == g::ALLREDUCE));
+    (is_tree ? tree : ring)++;
+  }
+  CHECK(tree > 0);
+  CHECK(ring > 0);
+  auto bad = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: sweep\nalgorithm: pat\nworld: 4\nsweep: {ops: [allreduce], sizes: [16M]}\n", "test");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()).find("algorithm") != std::string::npos);
+}
