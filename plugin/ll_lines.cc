@@ -64,6 +64,13 @@ uint64_t ConnStepCounter::StepOf(uint64_t op_id, int32_t slice, int slot) {
   return step;
 }
 
+size_t LineFillBytes(uint64_t message_bytes, uint64_t max_size, size_t line_bytes) {
+  const uint64_t whole = max_size / line_bytes * line_bytes;
+  if (message_bytes == 0) return static_cast<size_t>(whole);
+  const uint64_t lines = (message_bytes + line_bytes - 1) / line_bytes * line_bytes;
+  return static_cast<size_t>(lines < whole ? lines : whole);
+}
+
 void WriteLlLines(char* dst, size_t bytes, uint64_t step) {
   const uint32_t flag = static_cast<uint32_t>(step + 1);
   const uint32_t line[4] = {0, flag, 0, flag};

@@ -72,6 +72,11 @@ class ConnStepCounter {
   uint64_t base_ = 0;           // first step of that op (slot-less ops)
 };
 
+// How much of a receive buffer of `max_size` bytes to fill with lines for a
+// message of `message_bytes` (0: unknown): the message rounded up to whole
+// lines, at most the buffer rounded down to whole lines.
+size_t LineFillBytes(uint64_t message_bytes, uint64_t max_size, size_t line_bytes);
+
 // Fills `bytes` of `dst` (rounded down to whole lines) with zero data and
 // the flag of absolute step `step`.
 void WriteLlLines(char* dst, size_t bytes, uint64_t step);

@@ -192,18 +192,24 @@ void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
 }
 
 bool VirtualRecvComm::FillLines(const Slot& slot) {
-  // The whole buffer NCCL gave, in whole lines: the kernel reads as many
-  // lines as its data needs and spins on any whose flag is stale.
+  // The lines the virtual sender sends (the message's size, in whole lines;
+  // the kernel reads as many as its data needs), else the whole buffer NCCL
+  // gave. Writing a whole LL128 slot (600 KiB) per step would cost more than
+  // the message's time on the link.
+  const size_t line = slot.protocol == LineProtocol::kLL ? kLlLineBytes : kLl128LineBytes;
+  // STREAM sizes are payload shares, not wire bytes (LL doubles them): the
+  // whole buffer there.
+  const size_t bytes = LineFillBytes(slot.bytes_exact ? slot.bytes : 0, slot.max_size, line);
   std::vector<char> host;
   char* dst = slot.data;
   if (slot.gpu) {
-    host.resize(slot.max_size);
+    host.resize(bytes);
     dst = host.data();
   }
-  if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst, slot.max_size, slot.step);
-  else WriteLl128Lines(dst, slot.max_size, slot.step);
+  if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst, bytes, slot.step);
+  else WriteLl128Lines(dst, bytes, slot.step);
   std::string why;
-  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.max_size, &why);
+  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), bytes, &why);
 }
 
 bool VirtualRecvComm::Fill(const Slot& slot) {
@@ -291,6 +297,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
   const OpSchedule* sched = s ? &*s : nullptr;
   slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
+  slot.bytes_exact = true;
   ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
   in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
   in.own_send_done = Nanoseconds(sent);

@@ -91,6 +91,7 @@ class VirtualRecvComm final : public NetComm {
     MessageTag op;
     LineProtocol protocol = LineProtocol::kSimple;  // LL/LL128: lines with flags
     uint64_t step = 0;         // the connection's absolute step (flags)
+    bool bytes_exact = false;  // `bytes` is the message's wire size (MIRROR: my own send's)
     bool resolved = false;     // completion time computed
     uint64_t bytes = 0;
     int64_t done_at = 0;

@@ -46,6 +46,15 @@ TEST_CASE("LL128 lines carry the 64-bit flag step+1 in their last 8 bytes", "[ll
   CHECK(b[256] == 'x');
 }
 
+TEST_CASE("only the message's lines are filled, within the buffer", "[ll]") {
+  CHECK(LineFillBytes(4096, 65536, 16) == 4096);
+  CHECK(LineFillBytes(4100, 65536, 16) == 4112);        // rounded up to a line
+  CHECK(LineFillBytes(1000, 614400, 128) == 1024);
+  CHECK(LineFillBytes(0, 614400, 128) == 614400);       // size unknown: the buffer
+  CHECK(LineFillBytes(1 << 20, 65536, 16) == 65536);    // never past the buffer
+  CHECK(LineFillBytes(100, 120, 16) == 112);            // the buffer in whole lines
+}
+
 TEST_CASE("the profiler's protocol names choose the line format", "[ll]") {
   CHECK(LineProtocolOf("LL") == LineProtocol::kLL);
   CHECK(LineProtocolOf("LL128") == LineProtocol::kLL128);
