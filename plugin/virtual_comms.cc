@@ -213,7 +213,7 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
 }
 
 bool VirtualRecvComm::Fill(const Slot& slot) {
-  if (slot.protocol != LineProtocol::kSimple) return FillLines(slot);
+  if (slot.protocol != LineProtocol::kSimple) return true;  // lines at completion (Test)
   const RecvFill policy = env_.settings->recv_fill;
   if (policy == RecvFill::kNone || slot.bytes == 0) return true;
   std::string why;
@@ -414,6 +414,13 @@ Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
   }
   const int64_t now = WallNowNs();
   if (now < done_at) return prism_ncclSuccess;
+  // LL/LL128: NCCL's kernel reads the flags as soon as they are in the
+  // buffer, so they go in only now, when the message has arrived.
+  for (int i = 0; i < n; ++i) {
+    if (slots[i].protocol != LineProtocol::kSimple && !c.FillLines(slots[i])) {
+      return c.Fail("cannot fill a GPU receive buffer (CUDA runtime)");
+    }
+  }
   *done = 1;
   for (int i = 0; i < n; ++i) {
     Slot& s = slots[i];
