@@ -3,6 +3,7 @@
 // it picks, with which inputs), with tags from FakeNccl and a DaemonSession
 // that is never started (events stay queued; schedules are put by hand).
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -275,8 +276,9 @@ bool StaysPending(Request* r, int ms) {
 // One ring all-reduce of 1 channel, 1 network step, with its send and
 // receive proxy ops started and step 0 started on both.
 struct OneStepRing {
-  explicit OneStepRing(Rig* rig, uint64_t seq) : rig(rig) {
+  explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE") : rig(rig) {
     FakeColl c;
+    c.proto = proto;
     c.seq = seq;
     c.count = 1024;
     c.channels = 1;
@@ -551,3 +553,35 @@ TEST_CASE("virtual recv: a receive tied to no operation is a plain link from its
 }
 
 }  // namespace
+
+TEST_CASE("virtual recv: an LL ring receive's flag lines appear when it arrives, only the message's",
+          "[plugin][unit][arrival][ll]") {
+  Rig rig;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, "LL");
+  const int64_t sent = OwnSend(&send, ring.send_tag(), 4096);
+  std::vector<char> buf(65536, 'x');  // the posted LL step buffer
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  // Arrival is own send + 20 ms: NCCL's kernel polls the buffer, so nothing
+  // may be there before.
+  int done = 0, size = 0;
+  REQUIRE(r->Test(&done, &size) == prism_ncclSuccess);
+  if (WallNowNs() < sent + kOwnLatency) {
+    CHECK_FALSE(done);
+    CHECK(buf[4] == 'x');
+  }
+  CHECK(WaitDone(r) == 4096);
+  // 4096 bytes = 256 LL lines {0, flag, 0, flag}, flag = step 0 + 1; the rest untouched.
+  uint32_t words[4];
+  for (size_t line = 0; line < 256; ++line) {
+    std::memcpy(words, buf.data() + 16 * line, 16);
+    CHECK(words[0] == 0);
+    CHECK(words[1] == 1);
+    CHECK(words[2] == 0);
+    CHECK(words[3] == 1);
+  }
+  CHECK(buf[4096] == 'x');
+  ring.Finish();
+}
