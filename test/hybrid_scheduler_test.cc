@@ -163,3 +163,26 @@ TEST_CASE("without the session's rank, an unknown communicator stays a divergenc
   CHECK(h.scheduler().counters().divergences == 1);
   CHECK(h.scheduler().counters().ops_unmatched == 1);
 }
+
+TEST_CASE("a tree all-reduce's virtual senders stream at half the link (double binary tree), a ring's at the link",
+          "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const uint64_t link = 10'000'000'000ull;  // the graph's NIC
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    const bool tree = seq == 1;
+    prism::rpc::EventBatch b;
+    const int64_t t = RealtimeNow();
+    AddStarted(&b, seq + 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq), 0, 4, 1 << 20, t);
+    if (tree) b.mutable_events(0)->mutable_op_started()->set_algorithm(prism::rpc::OP_ALGO_TREE);
+    h.Feed(1, b);
+    auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq), std::chrono::seconds(5));
+    REQUIRE(s);
+    CHECK(s->mode() == (tree ? prism::rpc::OpSchedule::STREAM : prism::rpc::OpSchedule::MIRROR));
+    CHECK(s->link_bits_per_second() == (tree ? link / 2 : link));
+    prism::rpc::EventBatch f;
+    AddFinished(&f, seq + 1, t + 100'000, t + 2'000'000);
+    h.Feed(1, f);
+  }
+  REQUIRE(h.Stop().ok());
+}

@@ -174,12 +174,18 @@ void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   }
 }
 
-rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated) {
+uint64_t HybridScheduler::StreamLinkBps(const rpc::OpStarted& s) const {
+  const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
+  return tree_all_reduce ? options_.link_bits_per_second / 2 : options_.link_bits_per_second;
+}
+
+rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
+                                          uint64_t link_bps) {
   rpc::OpSchedule s;
   *s.mutable_key() = key;
   s.set_mode(mode);
   if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready_emulated)));
-  s.set_link_bits_per_second(options_.link_bits_per_second);
+  s.set_link_bits_per_second(link_bps);
   s.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   return s;
 }
@@ -233,7 +239,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   *d.mutable_key() = s.key();
   d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
   d.set_ready_ns(s.at_ns());
-  d.set_link_bits_per_second(options_.link_bits_per_second);
+  d.set_link_bits_per_second(StreamLinkBps(s));
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
   return d;
@@ -283,10 +289,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
-        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second), reply, id);
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamLinkBps(s)), reply, id);
         rr.recv_ready.erase(ready);
       } else {
-        rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer)};
+        rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
+                                        false, StreamLinkBps(s)};
       }
     }
   } else {
@@ -304,11 +311,13 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (all_real_hashes_.count(c.comm_hash) != 0) {
       // No virtual member: nothing to schedule, the engine only follows it.
     } else if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
-      Deliver(rank, Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second),
+      Deliver(rank,
+              Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second,
+                       StreamLinkBps(s)),
               reply, id);
       rr.collective_ready.erase(ready);
     } else {
-      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s)};
+      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamLinkBps(s)};
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
@@ -379,7 +388,8 @@ void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nano
     // engine's time is known first (HandleStarted).
     const bool mirror = started->second.mirror;
     Deliver(rank,
-            Schedule(started->second.key, mirror ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, arrived.count()),
+            Schedule(started->second.key, mirror ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, arrived.count(),
+                     started->second.link_bps),
             nullptr);
     rr.collective_started.erase(started);
   }
@@ -401,7 +411,7 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
     rr.recv_ready[slot] = ready.count();
     return;
   }
-  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count()), nullptr);
+  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count(), started->second.link_bps), nullptr);
   rr.recv_started.erase(started);
 }
 

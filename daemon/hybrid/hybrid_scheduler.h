@@ -106,6 +106,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     int64_t since_ns = 0;  // CLOCK_REALTIME of the report
     std::string what;
     bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
+    uint64_t link_bps = 0; // the virtual senders' stream rate (StreamLinkBps)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -146,7 +147,13 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                  rpc::ScheduleBatch* reply);
-  rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated);
+  rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
+                           uint64_t link_bps);
+  // The rate a virtual sender streams this operation to the real rank at:
+  // the modelled link, halved for a tree all-reduce (NCCL's double binary
+  // tree makes every rank interior in one tree and a leaf in the other, so
+  // its NIC sends twice the data over the operation: up and down).
+  uint64_t StreamLinkBps(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);
   void PusherMain();
