@@ -548,3 +548,70 @@ TEST_CASE("op tracker: a v4 descriptor reads as the v5 one it stands for", "[plu
   CHECK(p.p2p.nChannels == 4);
   CHECK(p.p2p.parentGroup == nullptr);
 }
+
+// NCCL 2.26's profiler ABI (v3): Coll and P2p carry their communicator's
+// name and hash first, Coll its nMaxChannels; the rest as v5.
+TEST_CASE("op tracker: a v3 descriptor reads as the v5 one it stands for, with its commHash",
+          "[plugin][unit][ops]") {
+  prism_ncclProfilerEventDescr_v3_t v3{};
+  v3.type = kPrismProfileColl;
+  int parent = 0;
+  v3.parentObj = &parent;
+  v3.rank = 3;
+  v3.coll.name = "world";
+  v3.coll.commHash = 0xfeed;
+  v3.coll.seqNumber = 41;
+  v3.coll.func = "AllGather";
+  v3.coll.count = 1 << 20;
+  v3.coll.datatype = "ncclInt8";
+  v3.coll.nMaxChannels = 4;
+  v3.coll.algo = "RING";
+  v3.coll.proto = "LL128";
+  uint64_t hash = 0;
+  const prism_ncclProfilerEventDescr_v5_t c = DescrFromV3(v3, &hash);
+  CHECK(hash == 0xfeed);
+  CHECK(c.type == kPrismProfileColl);
+  CHECK(c.parentObj == &parent);
+  CHECK(c.rank == 3);
+  CHECK(c.coll.seqNumber == 41);
+  CHECK(std::string(c.coll.func) == "AllGather");
+  CHECK(c.coll.count == (1u << 20));
+  CHECK(c.coll.nChannels == 4);
+  CHECK(std::string(c.coll.proto) == "LL128");
+  CHECK(c.coll.parentGroup == nullptr);
+
+  prism_ncclProfilerEventDescr_v3_t p{};
+  p.type = kPrismProfileP2p;
+  p.p2p.commHash = 0xbeef;
+  p.p2p.func = "Recv";
+  p.p2p.count = 4096;
+  p.p2p.datatype = "ncclInt8";
+  p.p2p.peer = 5;
+  const prism_ncclProfilerEventDescr_v5_t q = DescrFromV3(p, &hash);
+  CHECK(hash == 0xbeef);
+  CHECK(std::string(q.p2p.func) == "Recv");
+  CHECK(q.p2p.peer == 5);
+  CHECK(q.p2p.nChannels == 0);
+
+  prism_ncclProfilerEventDescr_v3_t n{};
+  n.type = kPrismProfileNetPlugin;
+  int data = 0;
+  n.netPlugin.id = 7;
+  n.netPlugin.data = &data;
+  const prism_ncclProfilerEventDescr_v5_t m = DescrFromV3(n, &hash);
+  CHECK(hash == 0);
+  CHECK(m.netPlugin.id == 7);
+  CHECK(m.netPlugin.data == &data);
+
+  prism_ncclProfilerEventDescr_v3_t s{};
+  s.type = kPrismProfileProxyOp;
+  s.proxyOp.pid = 99;
+  s.proxyOp.channelId = 3;
+  s.proxyOp.nSteps = 12;
+  s.proxyOp.isSend = 1;
+  const prism_ncclProfilerEventDescr_v5_t o = DescrFromV3(s, &hash);
+  CHECK(o.proxyOp.pid == 99);
+  CHECK(o.proxyOp.channelId == 3);
+  CHECK(o.proxyOp.nSteps == 12);
+  CHECK(o.proxyOp.isSend == 1);
+}
