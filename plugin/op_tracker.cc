@@ -17,8 +17,17 @@ enum HandleTag : uint32_t {
   kOpTag = 0x504f5052,        // "POPR"
   kProxyOpTag = 0x50505859,   // "PPXY"
   kStepTag = 0x50535450,      // "PSTP"
+  kGroupTag = 0x50475250,     // "PGRP"
   kDeadTag = 0x44454144,      // "DEAD"
 };
+
+// The one handle every Group event gets. NCCL 2.26 and 2.27 start a
+// collective's or p2p's events only under a group that has a handle; the
+// tracker needs nothing from groups (stopping it does nothing).
+struct GroupHandle {
+  uint32_t tag = kGroupTag;
+};
+GroupHandle kGroupHandle;
 
 uint32_t TagOf(const void* handle) {
   uint32_t tag = 0;
@@ -194,6 +203,9 @@ prism_ncclResult_t OpTracker::StartEvent(void* context, void** handle,
     case kPrismProfileNetPlugin:
       FillTag(*descr);
       *handle = nullptr;  // nothing to stop: the net side never stops it
+      break;
+    case kPrismProfileGroup:
+      *handle = &kGroupHandle;
       break;
     default:
       *handle = nullptr;  // groups, API events, proxy control, kernel channels: not needed

@@ -375,8 +375,18 @@ TEST_CASE("op tracker: NULL, foreign and wrong-kind handles are harmless", "[plu
   CHECK(h == nullptr);
   CHECK(listener.started.empty());
 
+  // A group gets the one group handle, which stopping leaves alone.
+  {
+    prism_ncclProfilerEventDescr_v5_t d{};
+    d.type = kPrismProfileGroup;
+    h = nullptr;
+    CHECK(tracker.StartEvent(nccl.context(), &h, &d) == prism_ncclSuccess);
+    CHECK(h != nullptr);
+    CHECK(tracker.StopEvent(h) == prism_ncclSuccess);
+    CHECK(tracker.StopEvent(h) == prism_ncclSuccess);
+  }
   // Events the tracker does not keep.
-  for (uint64_t type : {uint64_t{kPrismProfileGroup}, uint64_t{kPrismProfileProxyCtrl},
+  for (uint64_t type : {uint64_t{kPrismProfileProxyCtrl},
                         uint64_t{kPrismProfileKernelCh}, uint64_t{1} << 11, uint64_t{1} << 20}) {
     prism_ncclProfilerEventDescr_v5_t d{};
     d.type = type;
