@@ -211,23 +211,6 @@ prism_ncclResult_t ProfRecordV4(void* handle, prism_ncclProfilerEventState_t sta
   return ProfRecord(handle, state, args);
 }
 
-// ---- profiler v3 (NCCL 2.26): no communicator at init; Coll/P2p name theirs ----
-prism_ncclResult_t ProfInitV3(void** context, int* mask) {
-  return ProfInit(context, /*comm_id, learnt from the first Coll/P2p=*/0, mask, nullptr, 0, 0, -1, nullptr);
-}
-prism_ncclResult_t ProfStartV3(void* context, void** handle, prism_ncclProfilerEventDescr_v3_t* descr) {
-  if (handle != nullptr) *handle = nullptr;
-  if (descr == nullptr) return prism_ncclInvalidArgument;
-  uint64_t comm_hash = 0;
-  prism_ncclProfilerEventDescr_v5_t v5 = DescrFromV3(*descr, &comm_hash);
-  if (comm_hash != 0) ThePlugin().tracker().LearnCommHash(context, comm_hash);
-  return ProfStart(context, handle, &v5);
-}
-prism_ncclResult_t ProfRecordV3(void* handle, prism_ncclProfilerEventState_t state,
-                                prism_ncclProfilerEventStateArgs_v3_t* args) {
-  return prism_ncclSuccess;  // as v5: sizes and states come through the net side
-}
-
 }  // namespace
 }  // namespace prism::plugin
 
@@ -275,11 +258,6 @@ __attribute__((visibility("default"))) prism_ncclProfiler_v5_t ncclProfiler_v5 =
 // NCCL 2.27 loads profilers v4..v1 only (2.28+ take v5 first).
 __attribute__((visibility("default"))) prism_ncclProfiler_v4_t ncclProfiler_v4 = {
     pp::kPluginName, pp::ProfInitV4, pp::ProfStartV4, pp::ProfStop, pp::ProfRecordV4, pp::ProfFinalize,
-};
-
-// NCCL 2.26 loads profilers v3..v1.
-__attribute__((visibility("default"))) prism_ncclProfiler_v3_t ncclProfiler_v3 = {
-    pp::kPluginName, pp::ProfInitV3, pp::ProfStartV3, pp::ProfStop, pp::ProfRecordV3, pp::ProfFinalize,
 };
 
 }  // extern "C"

@@ -167,12 +167,6 @@ prism_ncclResult_t OpTracker::Init(void** context, uint64_t comm_id, int* activa
   return prism_ncclSuccess;
 }
 
-void OpTracker::LearnCommHash(void* context, uint64_t comm_hash) {
-  if (TagOf(context) != kContextTag) return;
-  auto* ctx = static_cast<Context*>(context);
-  if (ctx->comm_hash == 0) ctx->comm_hash = comm_hash;
-}
-
 prism_ncclResult_t OpTracker::Finalize(void* context) {
   if (TagOf(context) != kContextTag) return prism_ncclSuccess;
   auto* ctx = static_cast<Context*>(context);

@@ -155,10 +155,6 @@ class OpTracker {
                                 const prism_ncclProfilerEventDescr_v5_t* descr);
   prism_ncclResult_t StopEvent(void* handle);
   prism_ncclResult_t Finalize(void* context);
-  // Profiler v3 (NCCL 2.26) names a context's communicator only on its
-  // Coll/P2p events: the first one sets the context's commHash. Called on
-  // the thread that then starts that event.
-  void LearnCommHash(void* context, uint64_t comm_hash);
 
   // The net side: asks NCCL (through `prof_fn`, the callback its init got)
   // to start a NetPlugin event for `phandle`, which fills `*tag`. No-op when

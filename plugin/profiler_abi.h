@@ -1,7 +1,6 @@
 // The NCCL profiler plugin ABI that Prism implements beside the net plugin:
-// ncclProfiler_v5_t (NCCL 2.28, accepted by 2.29 and 2.30),
-// ncclProfiler_v4_t (NCCL 2.27: see DescrFromV4 below) and ncclProfiler_v3_t
-// (NCCL 2.26: DescrFromV3), written from the
+// ncclProfiler_v5_t (NCCL 2.28, accepted by 2.29 and 2.30) and
+// ncclProfiler_v4_t (NCCL 2.27: see DescrFromV4 below), written from the
 // facts in /work/shared/nccl-profiler-notes.md and NCCL's public headers at
 // v2.28.9-1 (src/include/plugin/profiler/profiler_v5.h, nccl_profiler.h).
 // Names carry a `prism_` prefix so this header never clashes with NCCL's.
@@ -167,139 +166,7 @@ typedef struct {
   prism_ncclResult_t (*finalize)(void* context);
 } prism_ncclProfiler_v4_t;
 
-// v3 (NCCL 2.26, src/include/plugin/profiler/profiler_v3.h at v2.26.6-1):
-// init gets no communicator; Coll and P2p carry their communicator's name
-// and commHash first; Coll has nMaxChannels, P2p no channel count; the
-// event type is one byte. The other members match v5's.
-typedef struct {
-  uint8_t type;
-  void* parentObj;
-  int rank;
-  union {
-    struct {
-      const char* name;
-      uint64_t commHash;
-      uint64_t seqNumber;
-      const char* func;
-      void const* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nMaxChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* name;
-      uint64_t commHash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
-  };
-} prism_ncclProfilerEventDescr_v3_t;
-
-typedef union {
-  struct {
-    size_t transSize;
-    int steps;
-  } proxyOp;
-  struct {
-    int appendedProxyOps;
-  } proxyCtrl;
-} prism_ncclProfilerEventStateArgs_v3_t;
-
-typedef struct {
-  const char* name;
-  prism_ncclResult_t (*init)(void** context, int* eActivationMask);
-  prism_ncclResult_t (*startEvent)(void* context, void** eHandle,
-                                   prism_ncclProfilerEventDescr_v3_t* eDescr);
-  prism_ncclResult_t (*stopEvent)(void* eHandle);
-  prism_ncclResult_t (*recordEventState)(void* eHandle, prism_ncclProfilerEventState_t eState,
-                                         prism_ncclProfilerEventStateArgs_v3_t* eStateArgs);
-  prism_ncclResult_t (*finalize)(void* context);
-} prism_ncclProfiler_v3_t;
-
 }  // extern "C"
-
-// The v5 descriptor a v3 one stands for, member by member (P2p without a
-// channel count: 0); `*comm_hash` receives a Coll's or P2p's commHash (0
-// for other events), which v3's init does not give.
-inline prism_ncclProfilerEventDescr_v5_t DescrFromV3(const prism_ncclProfilerEventDescr_v3_t& v3,
-                                                      uint64_t* comm_hash) {
-  prism_ncclProfilerEventDescr_v5_t v5{};
-  v5.type = v3.type;
-  v5.parentObj = v3.parentObj;
-  v5.rank = v3.rank;
-  *comm_hash = 0;
-  switch (v3.type) {
-    case kPrismProfileColl:
-      *comm_hash = v3.coll.commHash;
-      v5.coll.seqNumber = v3.coll.seqNumber;
-      v5.coll.func = v3.coll.func;
-      v5.coll.sendBuff = v3.coll.sendBuff;
-      v5.coll.recvBuff = v3.coll.recvBuff;
-      v5.coll.count = v3.coll.count;
-      v5.coll.root = v3.coll.root;
-      v5.coll.datatype = v3.coll.datatype;
-      v5.coll.nChannels = v3.coll.nMaxChannels;
-      v5.coll.nWarps = v3.coll.nWarps;
-      v5.coll.algo = v3.coll.algo;
-      v5.coll.proto = v3.coll.proto;
-      break;
-    case kPrismProfileP2p:
-      *comm_hash = v3.p2p.commHash;
-      v5.p2p.func = v3.p2p.func;
-      v5.p2p.buff = v3.p2p.buff;
-      v5.p2p.datatype = v3.p2p.datatype;
-      v5.p2p.count = v3.p2p.count;
-      v5.p2p.peer = v3.p2p.peer;
-      break;
-    case kPrismProfileProxyOp:
-      v5.proxyOp.pid = v3.proxyOp.pid;
-      v5.proxyOp.channelId = v3.proxyOp.channelId;
-      v5.proxyOp.peer = v3.proxyOp.peer;
-      v5.proxyOp.nSteps = v3.proxyOp.nSteps;
-      v5.proxyOp.chunkSize = v3.proxyOp.chunkSize;
-      v5.proxyOp.isSend = v3.proxyOp.isSend;
-      break;
-    case kPrismProfileProxyStep:
-      v5.proxyStep.step = v3.proxyStep.step;
-      break;
-    case kPrismProfileKernelCh:
-      v5.kernelCh.channelId = v3.kernelCh.channelId;
-      break;
-    case kPrismProfileNetPlugin:
-      v5.netPlugin.id = v3.netPlugin.id;
-      v5.netPlugin.data = v3.netPlugin.data;
-      break;
-    default:
-      break;
-  }
-  return v5;
-}
 
 // The v5 descriptor a v4 one stands for: the type's low byte, every member
 // copied in place, parentGroup null.
@@ -315,10 +182,6 @@ inline prism_ncclProfilerEventDescr_v5_t DescrFromV4(const prism_ncclProfilerEve
   return v5;
 }
 
-static_assert(sizeof(prism_ncclProfilerEventDescr_v3_t) == 120);
-static_assert(offsetof(prism_ncclProfilerEventDescr_v3_t, coll.commHash) == 32);
-static_assert(offsetof(prism_ncclProfilerEventDescr_v3_t, coll.nMaxChannels) == 96);
-static_assert(sizeof(prism_ncclProfiler_v3_t) == 48);
 static_assert(sizeof(prism_ncclProfilerEventDescr_v4_t) == 104);
 static_assert(offsetof(prism_ncclProfilerEventDescr_v4_t, members) == 24);
 static_assert(offsetof(prism_ncclProfilerEventDescr_v5_t, coll.parentGroup) == 104);

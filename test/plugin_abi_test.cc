@@ -31,7 +31,7 @@ std::string Exports() {
 
 }  // namespace
 
-TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5/v4/v3 are exported", "[plugin][abi]") {
+TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5/v4 are exported", "[plugin][abi]") {
   const std::string out = Exports();
   CHECK(out.find(" ncclNetPlugin_v11\n") != std::string::npos);
   CHECK(out.find(" ncclNetPlugin_v10\n") != std::string::npos);
@@ -39,7 +39,6 @@ TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5/v4/v3 are exported", "
   CHECK(out.find(" ncclNetPlugin_v8\n") != std::string::npos);
   CHECK(out.find(" ncclProfiler_v5\n") != std::string::npos);
   CHECK(out.find(" ncclProfiler_v4\n") != std::string::npos);
-  CHECK(out.find(" ncclProfiler_v3\n") != std::string::npos);
   size_t lines = 0;
   size_t pos = 0;
   while (pos < out.size()) {
@@ -51,7 +50,7 @@ TEST_CASE("only ncclNetPlugin_v8..v11 and ncclProfiler_v5/v4/v3 are exported", "
     INFO(line);
     CHECK((line.find(" ncclNetPlugin_v") != std::string::npos || line.find(" ncclProfiler_v") != std::string::npos));
   }
-  CHECK(lines == 7);
+  CHECK(lines == 6);
 }
 
 TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi]") {
@@ -284,41 +283,6 @@ TEST_CASE("the v4 profiler table initialises like v5", "[plugin][abi]") {
     void* handle = nullptr;
     if (v4->startEvent(ctx, &handle, nullptr) == prism_ncclSuccess) return "null descriptor accepted";
     v4->finalize(ctx);
-    return "";
-  });
-  CHECK(msg == "");
-}
-
-// NCCL 2.26 loads profiler v3: no communicator at init, Coll/P2p carry it.
-TEST_CASE("the v3 profiler table initialises without a communicator and tracks a collective", "[plugin][abi]") {
-  const std::string msg = InChild([]() -> std::string {
-    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
-    auto* v3 = static_cast<prism_ncclProfiler_v3_t*>(dlsym(drv.lib(), "ncclProfiler_v3"));
-    if (v3 == nullptr) return "no ncclProfiler_v3";
-    void* ctx = nullptr;
-    int mask = 0;
-    if (v3->init(&ctx, &mask) != prism_ncclSuccess) return "init failed";
-    if (ctx == nullptr) return "no context";
-    const int want = kPrismProfileColl | kPrismProfileP2p | kPrismProfileProxyOp | kPrismProfileProxyStep |
-                     kPrismProfileNetPlugin;
-    if ((mask & want) != want) return "mask " + std::to_string(mask);
-    prism_ncclProfilerEventDescr_v3_t d{};
-    d.type = kPrismProfileColl;
-    d.rank = 0;
-    d.coll.commHash = 0x77;
-    d.coll.seqNumber = 0;
-    d.coll.func = "AllReduce";
-    d.coll.count = 256;
-    d.coll.datatype = "ncclFloat32";
-    d.coll.nMaxChannels = 2;
-    d.coll.algo = "RING";
-    d.coll.proto = "LL";
-    void* handle = nullptr;
-    if (v3->startEvent(ctx, &handle, &d) != prism_ncclSuccess) return "startEvent failed";
-    if (handle == nullptr) return "no handle for a collective";
-    if (v3->stopEvent(handle) != prism_ncclSuccess) return "stopEvent failed";
-    if (v3->startEvent(ctx, &handle, nullptr) == prism_ncclSuccess) return "null descriptor accepted";
-    v3->finalize(ctx);
     return "";
   });
   CHECK(msg == "");

@@ -35,12 +35,11 @@ std::string Describe(const rpc::OpStarted& s, const std::string& comm) {
 }
 
 // The graph gives all-gather and reduce-scatter their full buffer; NCCL's
-// profiler the per-rank count. `members`: the communicator's size, for a
-// report without one (NCCL 2.26's profiler does not give it).
-uint64_t GraphBytes(const rpc::OpStarted& s, size_t members) {
+// profiler the per-rank count.
+uint64_t GraphBytes(const rpc::OpStarted& s) {
   const rpc::OpKind k = s.key().kind();
-  const uint64_t n = s.comm_size() > 0 ? static_cast<uint64_t>(s.comm_size()) : std::max<uint64_t>(members, 1);
-  if (k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER) return s.bytes() * n;
+  if (k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER)
+    return s.bytes() * static_cast<uint64_t>(std::max(s.comm_size(), 1));
   return s.bytes();
 }
 
@@ -322,7 +321,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
-  if (graph_bytes != GraphBytes(s, c.members.size()))
+  if (graph_bytes != GraphBytes(s))
     Diverge(absl::StrCat("real rank ", rank, ": ", Describe(s, c.name), " is op ", op->op, " (",
                          programs_.OpName(rank, op->op), ") of iteration ", op->iteration, ", which the graph gives ",
                          graph_bytes, " B"));
