@@ -44,7 +44,12 @@ for scenario in "$@"; do
   done
   rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   wall=$(awk "BEGIN {printf \"%.2f\", $EPOCHREALTIME - $t0}")
-  curl -s "127.0.0.1:$((port + 1))/metrics" | grep -E "^prism_(bootstrap|plugin)" > "$dir/metrics.txt"
+  # prismd counts the job complete a moment after the last destroy: wait for it (up to 3 s).
+  for _ in $(seq 30); do
+    curl -s "127.0.0.1:$((port + 1))/metrics" | grep -E "^prism_(bootstrap|plugin)" > "$dir/metrics.txt"
+    [[ $rc != 0 ]] || grep -qE 'kind="jobs_completed"} [1-9]' "$dir/metrics.txt" && break
+    sleep 0.1
+  done
   kill -TERM $pd 2>/dev/null; wait $pd 2>/dev/null
   say "== $label: exit $rc, wall ${wall}s"
   for r in ${reals//,/ }; do
