@@ -94,10 +94,20 @@ TEST_CASE("tree all-reduce: the same arrival, as a STREAM schedule (a tree is no
           "[hybrid][closed-form]") {
   const g::Graph graph =
       prism::testing::CollectiveGraph(8, g::ALLREDUCE, kBytes, g::ALGORITHM_TREE, 3, kCompute);
-  auto r = d::ReplaySessions(graph, Stream(8, prism::rpc::OP_ALL_REDUCE, /*ring=*/false, kRealOps));
+  d::Recording rec = Stream(8, prism::rpc::OP_ALL_REDUCE, /*ring=*/false, kRealOps);
+  for (d::RecordedLine& line : rec.lines) {  // NCCL reports the tree it ran
+    for (prism::rpc::Event& e : *line.events.mutable_events()) {
+      if (e.has_op_started()) e.mutable_op_started()->set_algorithm(prism::rpc::OP_ALGO_TREE);
+    }
+  }
+  auto r = d::ReplaySessions(graph, rec);
   INFO(r.status().message());
   REQUIRE(r.ok());
   CheckClosedForm(*r, prism::rpc::OpSchedule::STREAM);
+  // Each virtual sender feeds the real rank at half its NIC (double binary tree).
+  for (const auto& s : r->schedules) {
+    CHECK(s.schedule.link_bits_per_second() == graph.cluster().nic().bandwidth_bps() / 2);
+  }
 }
 
 TEST_CASE("ring all-gather at 8 ranks follows the same closed form", "[hybrid][closed-form]") {
