@@ -14,7 +14,8 @@
 #           (NAME = a prepared spec, e.g. step-n8:truth step-n8:hybrid1)
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
-#      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS.
+#      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
+#      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
@@ -34,10 +35,11 @@ restart_mps() {
 }
 
 rank_env() {  # NAME TAG: the environment every rank of a run gets
-  local tag="$2"
+  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring"
+  [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced=""
   echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
     NCCL_NET=Prism NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
-    NCCL_COLLNET_ENABLE=0 NCCL_PROTO=Simple NCCL_ALGO=Ring NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
+    NCCL_COLLNET_ENABLE=0 $forced NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
     NCCL_NET_SHARED_COMMS=0 \
     NCCL_SOCKET_IFNAME=lo TORCH_NCCL_RANKS_PER_ROOT=1048576 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
     NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" \
