@@ -195,7 +195,7 @@ typedef struct {
 } prism_ncclNet_v10_t;
 
 // NCCL 2.24 - 2.25 bind v9 first; 2.21 - 2.23 bind v8
-// (../shared/nccl-plugin-abi-versions.md section 2). v9 is v10 without the
+// (docs/nccl-releases.md, "Net plugin ABI"). v9 is v10 without the
 // profiler callback in init, the config in connect and the phandles in
 // isend/irecv; its properties are v10's.
 typedef prism_ncclNetProperties_v10_t prism_ncclNetProperties_v9_t;

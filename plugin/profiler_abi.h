@@ -139,7 +139,7 @@ typedef struct {
   prism_ncclResult_t (*finalize)(void* context);
 } prism_ncclProfiler_v5_t;
 
-// v4 (NCCL 2.27; ../shared/nccl-plugin-abi-versions.md section 4): the
+// v4 (NCCL 2.27; docs/nccl-releases.md, "Profiler ABI"): the
 // event type is one byte (the rest of its 8-byte slot is padding NCCL may
 // leave uninitialised), the Coll/P2p members lack parentGroup, and the
 // descriptor is 104 bytes; every other member sits where v5 has it.

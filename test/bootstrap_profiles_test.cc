@@ -1,6 +1,6 @@
 // The wire profiles' layouts hold together, and virtual ranks' records are
 // written where each release reads them. Facts: NCCL's source at each tag
-// (../shared/nccl-versions-wire-notes.md for 2.21.5 .. 2.27.7, 2.29.7 and
+// (docs/nccl-releases.md for 2.21.5 .. 2.27.7, 2.29.7 and
 // 2.30.7; nccl-2.28-wire-notes.md for 2.28.9).
 #include <catch2/catch.hpp>
 
@@ -159,9 +159,9 @@ TEST_CASE("releases before 2.30 have no GPU UUID in their peer infos", "[bootstr
 }
 
 // Sizes and offsets measured by compiling sizeof/offsetof probes against each
-// tag's own headers and structs (nccl-versions-wire-notes.md, "how this was
-// checked"). Written out here rather than derived, so that a wrong number in
-// a profile fails.
+// tag's own headers and structs (docs/nccl-releases.md, "Bootstrap").
+// Written out here rather than derived, so that a wrong number in a profile
+// fails.
 namespace {
 
 struct Measured {

@@ -67,7 +67,7 @@ WireProfile Profile2_28_9() {
 }
 
 // The profiles below are partial: their facts come from NCCL's source at
-// each tag (../shared/nccl-versions-wire-notes.md, sizes and offsets checked
+// each tag (docs/nccl-releases.md, sizes and offsets checked
 // by compiling against the tag's headers), and none has yet served a real
 // rank of that release, so SelectWireProfile refuses them (issue 10). What a
 // release does that no field can say is listed in that file's section "not

@@ -4,13 +4,13 @@
 // needs: version code, record sizes and field offsets, the all-gather
 // algorithm on the bootstrap ring and the order of communicator-wide
 // operations. Facts come from nccl-2.28-wire-notes.md (sections 2, 3, 8) and,
-// for the other releases, nccl-versions-wire-notes.md.
+// for the other releases, docs/nccl-releases.md.
 //
 // Absent facts: an offset of SIZE_MAX means the release has no such field
 // (the record does not carry it), a size of 0 means no such message, and a
 // tag of kTagAbsent means the release never sends a message with that role.
 // Differences that are not data (another message framing, another hash, more
-// all-gathers than RingOp can name) are listed in nccl-versions-wire-notes.md
+// all-gathers than RingOp can name) are listed in docs/nccl-releases.md
 // ("not expressible as profile data"); their profiles stay partial.
 //
 // Only complete profiles are usable; SelectWireProfile() refuses partial ones
