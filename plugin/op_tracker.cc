@@ -21,13 +21,6 @@ enum HandleTag : uint32_t {
   kDeadTag = 0x44454144,      // "DEAD"
 };
 
-// The one handle every Group event gets. NCCL 2.26 and 2.27 start a
-// collective's or p2p's events only under a group that has a handle; the
-// tracker needs nothing from groups (stopping it does nothing).
-struct GroupHandle {
-  uint32_t tag = kGroupTag;
-};
-GroupHandle kGroupHandle;
 
 uint32_t TagOf(const void* handle) {
   uint32_t tag = 0;
@@ -199,7 +192,8 @@ prism_ncclResult_t OpTracker::StartEvent(void* context, void** handle,
       *handle = nullptr;  // nothing to stop: the net side never stops it
       break;
     case kPrismProfileGroup:
-      *handle = &kGroupHandle;
+      static_assert(kGroupTag == 0x50475250);
+      *handle = &group_handle_;
       break;
     default:
       *handle = nullptr;  // groups, API events, proxy control, kernel channels: not needed

@@ -174,6 +174,12 @@ class OpTracker {
   struct OpHandle;
   struct ProxyOpHandle;
   struct StepHandle;
+  // The one handle every Group event gets: NCCL 2.26 and 2.27 start no
+  // collective or p2p events under a group without one. It carries nothing;
+  // stopping it does nothing. `tag` is the .cc's kGroupTag.
+  struct GroupHandle {
+    uint32_t tag;
+  };
 
   void* StartOp(Context* ctx, const prism_ncclProfilerEventDescr_v5_t& d);
   void* StartProxyOp(const prism_ncclProfilerEventDescr_v5_t& d);
@@ -185,6 +191,7 @@ class OpTracker {
   mutable std::mutex mu_;      // guards next_id_ and ops_started_
   uint64_t next_id_ = 1;
   uint64_t ops_started_ = 0;
+  GroupHandle group_handle_{0x50475250};  // "PGRP"
 };
 
 // NCCL's names ("AllReduce", "RING", ...) to Prism's enums.
