@@ -86,9 +86,23 @@ ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics
       sessions_({.daemon_version = options_.version, .nccl_gate = &nccl_gate_}, schedules) {}
 
 absl::Status ControlPlane::ChooseNcclVersion(int code) {
-  if (bootstrap_) return bootstrap_->SetNcclVersion(code);
-  if (options_.real_ranks.empty()) return absl::OkStatus();  // no bootstrap to play: any NCCL
-  return bootstrap::SelectWireProfile(code, options_.allow_unverified_profile).status();
+  absl::Status chosen = absl::OkStatus();
+  if (bootstrap_) chosen = bootstrap_->SetNcclVersion(code);
+  else if (!options_.real_ranks.empty())
+    chosen = bootstrap::SelectWireProfile(code, options_.allow_unverified_profile).status();
+  if (chosen.ok()) WarnIfUntimed(code);
+  return chosen;
+}
+
+// Before 2.27 Prism cannot tie a real rank's messages to NCCL operations
+// (docs/nccl-releases.md, "Profiler ABI"): say what that costs, once.
+void ControlPlane::WarnIfUntimed(int code) {
+  if (code <= 0 || code >= 22700) return;
+  std::fprintf(stderr,
+               "prismd: warning: NCCL %s has no profiler API Prism can use (2.27+): receives from virtual peers are "
+               "timed by the plain link model, not by operation, and prismd cannot follow the real ranks' "
+               "progress (docs/nccl-releases.md)\n",
+               bootstrap::VersionCodeName(code).c_str());
 }
 
 ControlPlane::~ControlPlane() { Stop(); }
@@ -116,6 +130,7 @@ absl::Status ControlPlane::StartStore() {
 }
 
 absl::Status ControlPlane::Start() {
+  WarnIfUntimed(options_.nccl_version);  // --wire-profile; a learnt release warns when chosen
   if (bootstrap_) {
     if (auto s = bootstrap_->Start(); !s.ok()) return s;
     if (!options_.torch_store.empty()) {

@@ -89,6 +89,7 @@ class ControlPlane {
   // The NCCL version of a plugin that announces one before the bootstrap
   // exists is checked against the profiles only.
   absl::Status ChooseNcclVersion(int code);
+  void WarnIfUntimed(int code);
 
   ControlPlaneOptions options_;
   server::Metrics* metrics_;
