@@ -21,21 +21,24 @@ size_t BufferSize(const char* env, size_t fallback) {
   return end != v && n > 0 ? static_cast<size_t>(n) : fallback;
 }
 
-size_t LlBufferBytes() { return BufferSize("NCCL_LL_BUFFSIZE", 8 * 512 * kNcclSteps * kLlLineBytes); }
-size_t Ll128BufferBytes() { return BufferSize("NCCL_LL128_BUFFSIZE", 120 * 640 * kNcclSteps * 8); }
-size_t SimpleBufferBytes() { return BufferSize("NCCL_BUFFSIZE", size_t{1} << 22); }
-
 }  // namespace
 
-LineProtocol LineProtocolOfBuffer(size_t registered_bytes) {
-  if (registered_bytes == LlBufferBytes()) return LineProtocol::kLL;
-  if (registered_bytes == Ll128BufferBytes()) return LineProtocol::kLL128;
+ProtocolBuffers ProtocolBuffers::FromEnv() {
+  ProtocolBuffers b;
+  b.ll = BufferSize("NCCL_LL_BUFFSIZE", 8 * 512 * kNcclSteps * kLlLineBytes);
+  b.ll128 = BufferSize("NCCL_LL128_BUFFSIZE", 120 * 640 * kNcclSteps * 8);
+  b.simple = BufferSize("NCCL_BUFFSIZE", size_t{1} << 22);
+  return b;
+}
+
+LineProtocol ProtocolBuffers::ProtocolOf(size_t registered_bytes) const {
+  if (registered_bytes == ll) return LineProtocol::kLL;
+  if (registered_bytes == ll128) return LineProtocol::kLL128;
   return LineProtocol::kSimple;
 }
 
-bool IsProtocolBuffer(size_t registered_bytes) {
-  return registered_bytes == LlBufferBytes() || registered_bytes == Ll128BufferBytes() ||
-         registered_bytes == SimpleBufferBytes();
+bool ProtocolBuffers::IsProtocolBuffer(size_t registered_bytes) const {
+  return registered_bytes == ll || registered_bytes == ll128 || registered_bytes == simple;
 }
 
 int StepSlotOf(const void* base, size_t size, const void* data) {

@@ -41,13 +41,18 @@ LineProtocol LineProtocolOf(const std::string& proto_name);
 
 // Without the profiler role (NCCL before 2.27, or no NCCL_PROFILER_PLUGIN)
 // a receive's protocol is told by its registered buffer: NCCL registers one
-// buffer per protocol and connection, of its protocol's size (NCCL_LL_BUFFSIZE,
-// NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE, defaults 512 KiB, 4800 KiB, 4 MiB).
-// Simple for any other size (a shared p2p pool, a user buffer). Reads the
-// environment on every call (cheap; once per receive).
-LineProtocol LineProtocolOfBuffer(size_t registered_bytes);
-// True when `registered_bytes` is the size of a protocol's own buffer.
-bool IsProtocolBuffer(size_t registered_bytes);
+// buffer per protocol and connection, of its protocol's size.
+struct ProtocolBuffers {
+  size_t ll = 0, ll128 = 0, simple = 0;  // bytes
+  // NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE, else NCCL's
+  // defaults (512 KiB, 4800 KiB, 4 MiB). Reads the environment: call once.
+  static ProtocolBuffers FromEnv();
+  // The protocol of a receive into a buffer registered with this size:
+  // Simple for any other size (a shared p2p pool, a user buffer).
+  LineProtocol ProtocolOf(size_t registered_bytes) const;
+  // True when `registered_bytes` is the size of a protocol's own buffer.
+  bool IsProtocolBuffer(size_t registered_bytes) const;
+};
 
 // The buffer slot ((base + step) % NCCL_STEPS) of a receive into `data`
 // inside a protocol buffer registered as [base, base + size): -1 when

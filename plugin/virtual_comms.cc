@@ -186,8 +186,8 @@ void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
     return;
   }
   if (mr == nullptr) return;
-  s.protocol = LineProtocolOfBuffer(mr->size);
-  const int slot = IsProtocolBuffer(mr->size) ? StepSlotOf(mr->base, mr->size, s.data) : -1;
+  s.protocol = buffers_.ProtocolOf(mr->size);
+  const int slot = buffers_.IsProtocolBuffer(mr->size) ? StepSlotOf(mr->base, mr->size, s.data) : -1;
   s.step = steps_[0].StepOf(0, 0, slot);
 }
 

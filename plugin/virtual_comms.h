@@ -141,6 +141,7 @@ class VirtualRecvComm final : public NetComm {
   // NCCL's step counter of each connection this comm carries (one per
   // channel; several when NCCL shares a net comm between channels).
   std::map<uint8_t, ConnStepCounter> steps_;
+  const ProtocolBuffers buffers_ = ProtocolBuffers::FromEnv();  // NCCL's buffer sizes, read once
   Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;

@@ -47,18 +47,6 @@ std::vector<uint64_t> FakeBroker::listen_ids() const {
   return listen_ids_;
 }
 
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(0x7f000001);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 std::vector<std::string> CheckVirtualSlices(const FakeRealRank& fake, const std::vector<int>& real,
                                             const std::vector<uint32_t>& node_of,
                                             uint16_t daemon_port) {

@@ -13,6 +13,7 @@
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/bootstrap/virtual_connections.h"
 #include "test/bootstrap_fake_rank.h"
+#include "test/free_port.h"
 
 namespace prism::bootstrap::testing {
 
@@ -32,7 +33,7 @@ class FakeBroker : public daemon::VirtualConnectionBroker {
   std::vector<uint64_t> listen_ids_;
 };
 
-uint16_t FreePort();
+inline uint16_t FreePort() { return prism::testing::FreeLoopbackPort(); }
 
 // Problems with what the virtual ranks sent to `fake` (empty = none).
 // `real` = comm ranks that are real; `node_of` = graph node per comm rank.

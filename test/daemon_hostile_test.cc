@@ -6,9 +6,6 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +23,7 @@
 #include "proto/graph_file.h"
 #include "proto/prism_service.grpc.pb.h"
 #include "test/daemon_test_graphs.h"
+#include "test/free_port.h"
 
 namespace {
 
@@ -361,17 +359,11 @@ TEST_CASE("prismd without --wire-profile plays the NCCL the first rank announces
   const std::string graph = TempPath(".learn.graph");
   REQUIRE(g::WriteGraphFile(TwoComms(), graph).ok());
   const std::string sock = TempPath(".learn.sock");
-  const int probe = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  REQUIRE(getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(probe);  // a free port for NCCL_COMM_ID
+  const uint16_t comm_id_port = prism::testing::FreeLoopbackPort();
+  REQUIRE(comm_id_port != 0);
   const pid_t pid = StartHybridPrismd(graph, sock, "127.0.0.1:0",
                                       {"--real-ranks", "0", "--nccl-comm-id",
-                                       "127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+                                       "127.0.0.1:" + std::to_string(comm_id_port)});
   REQUIRE(pid > 0);
   auto channel = grpc::CreateChannel("unix://" + sock, grpc::InsecureChannelCredentials());
   auto stub = prism::rpc::PluginSession::NewStub(channel);

@@ -106,14 +106,16 @@ TEST_CASE("without the profiler the registered buffer's size tells the protocol"
   unsetenv("NCCL_LL_BUFFSIZE");
   unsetenv("NCCL_LL128_BUFFSIZE");
   unsetenv("NCCL_BUFFSIZE");
-  CHECK(LineProtocolOfBuffer(524288) == LineProtocol::kLL);     // 8 lines x 512 threads x 8 steps x 16 B
-  CHECK(LineProtocolOfBuffer(4915200) == LineProtocol::kLL128); // 120 x 640 threads x 8 steps x 8 B
-  CHECK(LineProtocolOfBuffer(4194304) == LineProtocol::kSimple);
-  CHECK(IsProtocolBuffer(4194304));
-  CHECK_FALSE(IsProtocolBuffer(128 * 1024 * 16 * 4));  // a shared p2p pool
+  const ProtocolBuffers defaults = ProtocolBuffers::FromEnv();
+  CHECK(defaults.ProtocolOf(524288) == LineProtocol::kLL);     // 8 lines x 512 threads x 8 steps x 16 B
+  CHECK(defaults.ProtocolOf(4915200) == LineProtocol::kLL128); // 120 x 640 threads x 8 steps x 8 B
+  CHECK(defaults.ProtocolOf(4194304) == LineProtocol::kSimple);
+  CHECK(defaults.IsProtocolBuffer(4194304));
+  CHECK_FALSE(defaults.IsProtocolBuffer(128 * 1024 * 16 * 4));  // a shared p2p pool
   setenv("NCCL_LL_BUFFSIZE", "1048576", 1);
-  CHECK(LineProtocolOfBuffer(1048576) == LineProtocol::kLL);
-  CHECK(LineProtocolOfBuffer(524288) == LineProtocol::kSimple);
+  const ProtocolBuffers set = ProtocolBuffers::FromEnv();
+  CHECK(set.ProtocolOf(1048576) == LineProtocol::kLL);
+  CHECK(set.ProtocolOf(524288) == LineProtocol::kSimple);
   unsetenv("NCCL_LL_BUFFSIZE");
 }
 

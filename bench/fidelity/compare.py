@@ -28,8 +28,9 @@ def load(path):
         return None
 
 
-def model_ops(data, name):
-    """Per-op model times (us) of rank 0 from prismd --simulate's trace."""
+def model_medians(data, name, rank=0, group=lambda label: label):
+    """Median model time (us) of a rank's communication ops from prismd
+    --simulate's trace, per group(label); {} without a trace."""
     try:
         with open(os.path.join(data, name, "model-trace.json")) as f:
             t = json.load(f)
@@ -37,9 +38,14 @@ def model_ops(data, name):
         return {}
     per = {}
     for e in t["traceEvents"]:
-        if e.get("ph") == "X" and e.get("pid") == 0 and e.get("cat") != "compute":
-            per.setdefault(e["name"], []).append(e["dur"])
+        if e.get("ph") == "X" and e.get("pid") == rank and e.get("cat") != "compute":
+            per.setdefault(group(e["name"]), []).append(e["dur"])
     return {k: statistics.median(v) for k, v in per.items()}
+
+
+def model_ops(data, name):
+    """Per-op model times (us) of rank 0."""
+    return model_medians(data, name)
 
 
 def pct(a, b):
@@ -81,20 +87,9 @@ def sweep_tables(out, data, name, runs):
 
 
 def model_kinds(data, name, rank=0):
-    """Per-kind median model time (us) of a rank's communication ops from
-    prismd --simulate's trace, with labels grouped as driver.py groups its
-    comm_us (numbers of microbatch and layer dropped)."""
-    try:
-        with open(os.path.join(data, name, "model-trace.json")) as f:
-            t = json.load(f)
-    except OSError:
-        return {}
-    per = {}
-    for e in t["traceEvents"]:
-        if e.get("ph") == "X" and e.get("pid") == rank and e.get("cat") != "compute":
-            kind = re.sub(r"\s*(mb|layer)\s+\d+", "", e["name"]).strip()
-            per.setdefault(kind, []).append(e["dur"])
-    return {k: statistics.median(v) for k, v in per.items()}
+    """Per-kind model times (us) of a rank, labels grouped as driver.py groups
+    its comm_us (numbers of microbatch and layer dropped)."""
+    return model_medians(data, name, rank, lambda label: re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip())
 
 
 def truth_vs_model(data, name, truth_kind, truths):

@@ -326,13 +326,13 @@ absl::StatusOr<UniqueId> BootstrapServer::HostRootOnLoop(const PlanComm& pc, con
   const std::string unarmed_key = key.empty() ? absl::StrCat("plan:", pc.id) : key;
   if (auto it = unarmed_ids_.find(unarmed_key); it != unarmed_ids_.end()) return it->second;
   PRISM_ASSIGN_OR_RETURN(Ipv4Endpoint addr, conns_.AllocEndpoint({0, 0, EndpointKind::kRootHost}));
-  // The id's layout is the same in every release: magic, then the root's
-  // address at 8. Only the communicator (its hash) needs the wire profile.
+  // The id's layout is the same in every release (kUniqueIdAddrOffset).
+  // Only the communicator (its hash) needs the wire profile.
   UniqueId id{};
   const uint64_t magic = RandomMagic();
   std::memcpy(id.data(), &magic, 8);
   const SockAddrBytes a = EncodeSockAddr(addr);
-  std::copy(a.begin(), a.end(), id.begin() + 8);
+  std::copy(a.begin(), a.end(), id.begin() + kUniqueIdAddrOffset);
   if (c_.profile == nullptr) unarmed_ids_[unarmed_key] = id;
   WhenProfileKnown([this, pc, key, id, addr] { ArmHostedRoot(pc, key, id, addr); });
   return id;

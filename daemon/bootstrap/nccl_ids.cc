@@ -141,7 +141,7 @@ UniqueId UniqueIdForCommId(const Ipv4Endpoint& root) {
   UniqueId id{};
   std::memcpy(id.data(), &kNcclMagic, 8);
   const SockAddrBytes addr = EncodeSockAddr(root);
-  std::memcpy(id.data() + 8, addr.data(), addr.size());
+  std::memcpy(id.data() + kUniqueIdAddrOffset, addr.data(), addr.size());
   return id;
 }
 
@@ -152,7 +152,7 @@ uint64_t UniqueIdMagic(const UniqueId& id) {
 }
 
 absl::StatusOr<Ipv4Endpoint> UniqueIdRoot(const UniqueId& id) {
-  return DecodeSockAddr(id.data() + 8);
+  return DecodeSockAddr(id.data() + kUniqueIdAddrOffset);
 }
 
 }  // namespace prism::bootstrap

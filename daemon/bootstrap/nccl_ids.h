@@ -16,6 +16,9 @@ namespace prism::bootstrap {
 
 inline constexpr uint64_t kNcclMagic = 0x0280028002800280ull;  // ids from NCCL_COMM_ID
 inline constexpr size_t kSockAddrBytes = 28;                   // union ncclSocketAddress
+// ncclUniqueId, every release 2.21..2.30: 128 bytes, magic (8), then the
+// root's address (2.29+ also put nRanks at 36, which prismd never writes).
+inline constexpr size_t kUniqueIdAddrOffset = 8;
 inline constexpr int32_t kSocketTypeBootstrap = 1;
 inline constexpr int32_t kSocketTypeProxy = 2;  // any type but 1 is fatal on a bootstrap listener
 inline constexpr int32_t kSplitNoColor = -1;                   // NCCL_SPLIT_NOCOLOR

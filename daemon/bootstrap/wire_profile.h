@@ -81,10 +81,9 @@ struct WireProfile {
   bool complete = false;          // false: facts known only partly -> refused
   CommHashScheme comm_hash = CommHashScheme::kAccumulator;
   AllGatherAlgorithm allgather = AllGatherAlgorithm::kDoubleRing;
-  // ncclUniqueId: 128 bytes, 40-byte handle {magic u64, sockaddr 28, ...}.
-  size_t unique_id_size = 128;
-  size_t unique_id_addr_offset = 8;
-  bool unique_id_has_nranks = false;   // 2.29+: int nRanks @36
+  // ncclUniqueId: the same 128-byte layout in every release (nccl_ids.h,
+  // kUniqueIdAddrOffset); 2.29+ add int nRanks @36.
+  bool unique_id_has_nranks = false;
   // extInfo (root check-in). ext_iroot/ext_nroots: SIZE_MAX before 2.23.
   size_t ext_info_size = 0;
   size_t ext_rank = 0, ext_nranks = 4, ext_iroot = 8, ext_nroots = 12;
