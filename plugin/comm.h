@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plugin/cuda_copy.h"
+#include "plugin/link_hold.h"
 #include "plugin/link_model.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
@@ -91,6 +92,7 @@ struct CommEnv {
   NicLinks* nics = nullptr;            // modelled NIC transmit sides
   OpScheduleBook* schedules = nullptr; // prismd's per-operation schedules
   int nccl_version = 0;                // NCCL's version code (ncclGetVersion); 0: unknown
+  LinkHoldStats* link_hold = nullptr;  // shaped real-peer receives against the model
 };
 
 // The version code of the NCCL whose function `logger` is (its logger, which

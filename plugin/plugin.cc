@@ -68,7 +68,8 @@ Result Plugin::InitOnce() {
                                      ? settings_.link_latency_ns
                                      : static_cast<int64_t>(settings_.nic.latency_us * 1000.0f);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
-    env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function())};
+    env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
+                   &link_hold_};
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", kPluginVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
@@ -102,7 +103,8 @@ Result Plugin::InitOnce() {
     listen_id_base_ = (uint64_t{std::random_device{}()} << 32) ^
                       (uint64_t{static_cast<uint32_t>(getpid())} << 16);
     const std::string threads =
-        settings_.progress_threads > 0
+        settings_.progress_threads < 0 ? std::string("no progress threads (NCCL's proxy thread moves the bytes)")
+        : settings_.progress_threads > 0
             ? std::to_string(settings_.progress_threads) + " progress thread(s) per context"
             : std::string("one progress thread per comm");
     PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm, %s%s",
@@ -127,6 +129,7 @@ Result Plugin::Init(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t
     return prism_ncclSuccess;
   }
   *ctx = new NetContext(env_, comm_id);
+  ++live_contexts_;
   return prism_ncclSuccess;
 }
 
@@ -147,7 +150,16 @@ NetContext* Plugin::ContextOrDefault(void* ctx) {
 
 Result Plugin::Finalize(void* ctx) {
   delete CheckedCast<NetContext>(ctx, ObjectKind::kContext);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (live_contexts_ > 0 && --live_contexts_ == 0) ReportLinkHold();
   return prism_ncclSuccess;
+}
+
+void Plugin::ReportLinkHold() {
+  const std::string summary = link_hold_.Summary();
+  if (summary.empty()) return;
+  PRISM_INFO(logger_, "%s", summary.c_str());
+  if (settings_.link_report) std::fprintf(stderr, "NET/Prism: pid %d: %s\n", static_cast<int>(getpid()), summary.c_str());
 }
 
 Result Plugin::Devices(int* ndev) {

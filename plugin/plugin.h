@@ -107,6 +107,8 @@ class Plugin {
   // Logs what NCCL passed wrong and returns ncclInvalidArgument.
   Result BadArgument(const char* call, const std::string& what) const;
   std::string DescribeBadComm(void* comm) const;
+  // Logs (and with PRISM_LINK_REPORT prints) how the shaped links held.
+  void ReportLinkHold();
 
   std::once_flag once_;
   Result once_result_ = prism_ncclSuccess;
@@ -115,6 +117,7 @@ class Plugin {
   CudaCopier cuda_;
   std::unique_ptr<NicLinks> nics_;
   OpScheduleBook schedules_;
+  LinkHoldStats link_hold_;
   CommEnv env_;
   OpRelay relay_{&env_};
   OpTracker tracker_{&relay_};
@@ -125,6 +128,7 @@ class Plugin {
   uint64_t listen_id_base_ = 0;
   std::mutex mu_;
   NetContext* process_context_ = nullptr;
+  int live_contexts_ = 0;  // contexts from init(ctx) not yet finalized; under mu_
 };
 
 // The process's Plugin (never destroyed).

@@ -133,8 +133,9 @@ void ProgressEngine::Main() {
 
 std::shared_ptr<ProgressEngine> ProgressEnginePool::Attach(ProgressClient* client) {
   std::shared_ptr<ProgressEngine> engine;
+  if (inline_progress()) return engine;
   std::lock_guard<std::mutex> lock(mu_);
-  if (threads_ <= 0) {
+  if (threads_ == 0) {
     engine = std::make_shared<ProgressEngine>(spin_ns_);
   } else {
     for (const std::shared_ptr<ProgressEngine>& e : engines_) {

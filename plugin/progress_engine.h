@@ -49,6 +49,10 @@ class ProgressClient {
   virtual void Failed(const std::string& why) = 0;
 };
 
+// PRISM_PROGRESS_THREADS=-1: no progress threads; NCCL's proxy thread moves
+// a real-peer comm's bytes inside its isend/irecv/test calls.
+inline constexpr int kInlineProgress = -1;
+
 class ProgressEngine {
  public:
   explicit ProgressEngine(int64_t spin_ns) : spin_ns_(spin_ns) {}
@@ -91,7 +95,9 @@ class ProgressEngine {
 // engines, lazily, and attaches each new client to the engine with the
 // fewest clients (lowest index on ties: round-robin while nothing closes).
 // With `threads` == 0 every client gets an engine (thread) of its own,
-// which ends when the client's last reference to it goes.
+// which ends when the client's last reference to it goes. With `threads`
+// < 0 there are no engines (kInlineProgress): Attach returns null and each
+// client drives itself from NCCL's proxy thread (isend/irecv/test).
 //
 // Thread-safety: Attach from any thread. Engines are shared with the
 // clients, so they outlive the pool while a client still uses them.
@@ -102,8 +108,9 @@ class ProgressEnginePool {
   ProgressEnginePool& operator=(const ProgressEnginePool&) = delete;
 
   // Adds `client` to the chosen engine and returns it; the client must call
-  // engine->Remove(client) before it is destroyed.
+  // engine->Remove(client) before it is destroyed. Null in inline mode.
   std::shared_ptr<ProgressEngine> Attach(ProgressClient* client);
+  bool inline_progress() const { return threads_ < 0; }
   // Engines created so far (threads == 0: always 0, they are not kept).
   int engine_count() const;
 

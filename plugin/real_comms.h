@@ -26,6 +26,7 @@
 
 #include "plugin/comm.h"
 #include "plugin/link_model.h"
+#include "plugin/ll_lines.h"
 #include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
 #include "plugin/spsc_ring.h"
@@ -88,6 +89,10 @@ class RealSendComm final : public NetComm, private ProgressClient {
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
   void Failed(const std::string& why) override { failure_.Set(why); }
+  // New work was queued: wake the progress thread, or (inline mode, no
+  // engine) move bytes now on the calling (NCCL proxy) thread.
+  void Kick();
+  void DriveInline();
 
   bool StepInner(bool* progressed);
   bool StartRequest(SendRequest* req);
@@ -128,10 +133,14 @@ class RealRecvComm final : public NetComm, private ProgressClient {
     uint64_t max_size = 0;
     int tag = 0;
     bool gpu = false;
+    // LL/LL128: NCCL's kernel polls flags inside the data instead of waiting
+    // for test(), so the bytes go to `staging` and reach the buffer only when
+    // the request completes (at the modelled delivery), not when they land.
+    bool held = false;
     bool matched = false;
     uint64_t size = 0;
     int chunks_left = 0;
-    std::vector<char> staging;
+    std::vector<char> staging;   // GPU or held payload
   };
   struct RecvRequest final : Request {
     RealRecvComm* owner = nullptr;
@@ -141,8 +150,10 @@ class RealRecvComm final : public NetComm, private ProgressClient {
     int unmatched = 0;           // progress thread
     int slots_left = 0;          // progress thread
     int64_t deliver_ns = 0;      // progress thread
+    int64_t posted_ns = 0;       // when NCCL posted it (irecv)
     std::atomic<int64_t> ready_at{-1};
     Result Test(int* done, int* sizes) override;
+    bool Publish();  // held slots into NCCL's buffers (proxy thread)
   };
   struct ReadItem {
     RecvRequest* req;
@@ -156,13 +167,20 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
   void Failed(const std::string& why) override { failure_.Set(why); }
+  // New work was queued: wake the progress thread, or (inline mode, no
+  // engine) move bytes now on the calling (NCCL proxy) thread.
+  void Kick();
+  void DriveInline();
 
   bool StepInner(bool* progressed);
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);
   bool SlotFilled(RecvRequest* req, int slot);
+  // Whether receive `i` of an irecv is LL/LL128 (held until delivery).
+  bool IsLineProtocol(const MessageTag& op, const MemRegion* mr) const;
 
   CommEnv env_;
+  ProtocolBuffers buffers_;
   std::string peer_;
   std::vector<int> fds_;
   std::vector<std::deque<ReadItem>> queues_;

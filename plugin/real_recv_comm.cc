@@ -11,10 +11,10 @@ namespace prism::plugin {
 RealRecvComm::RealRecvComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
-    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
+    : env_(env), buffers_(ProtocolBuffers::FromEnv()), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
   engine_ = engines->Attach(this);
-  registered_ = true;
+  registered_ = engine_ != nullptr;
 }
 
 RealRecvComm::~RealRecvComm() { Close(); }
@@ -24,6 +24,23 @@ void RealRecvComm::Close() {
   registered_ = false;
   for (int fd : fds_) close(fd);
   fds_.clear();
+}
+
+void RealRecvComm::Kick() {
+  if (engine_ != nullptr) engine_->Wake();
+  else DriveInline();
+}
+
+// Inline mode: NCCL calls isend/irecv/test of one comm from its proxy thread
+// only, so Step runs on one thread at a time, as under an engine.
+void RealRecvComm::DriveInline() {
+  if (engine_ != nullptr || failure_.broken()) return;
+  bool progressed = false;
+  try {
+    Step(&progressed);
+  } catch (const std::exception& e) {
+    failure_.Set(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
+  }
 }
 
 Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
@@ -56,6 +73,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
+    s.held = IsLineProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr);
     s.matched = false;
     s.size = 0;
     s.chunks_left = 0;
@@ -63,15 +81,17 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
   req->unmatched = n;
   req->slots_left = n;
   req->deliver_ns = 0;
+  req->posted_ns = WallNowNs();
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);
-  engine_->Wake();
+  Kick();
   *request = req;
   return prism_ncclSuccess;
 }
 
 Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
+  owner->DriveInline();  // inline mode: this comm moves its bytes here
   const int64_t at = ready_at.load(std::memory_order_acquire);
   if (at < 0) {
     if (owner->failure_.broken()) {
@@ -84,7 +104,10 @@ Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
     }
     return prism_ncclSuccess;
   }
-  if (WallNowNs() < at) return prism_ncclSuccess;
+  const int64_t now = WallNowNs();
+  if (now < at) return prism_ncclSuccess;
+  if (!Publish()) return prism_ncclSystemError;
+  if (owner->env_.link_hold != nullptr) owner->env_.link_hold->RecordSeen(now - at);
   *done = 1;
   for (int i = 0; i < n; ++i) {
     if (sizes != nullptr) sizes[i] = static_cast<int>(slots[i].size);
@@ -96,9 +119,31 @@ Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   return prism_ncclSuccess;
 }
 
+bool RealRecvComm::IsLineProtocol(const MessageTag& op, const MemRegion* mr) const {
+  if (op.valid()) return LineProtocolOf(op.op->info().proto_name) != LineProtocol::kSimple;
+  return mr != nullptr && buffers_.ProtocolOf(mr->size) != LineProtocol::kSimple;
+}
+
+bool RealRecvComm::RecvRequest::Publish() {
+  for (int i = 0; i < n; ++i) {
+    Slot& s = slots[i];
+    if (!s.held || s.size == 0) continue;
+    if (!s.gpu) {
+      std::memcpy(s.user, s.staging.data(), s.size);
+      continue;
+    }
+    std::string why;
+    if (!owner->env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
+      PRISM_WARN(*owner->env_.logger, "receive from %s: %s", owner->peer_.c_str(), why.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   Slot& s = req->slots[slot];
-  if (s.gpu && s.size > 0) {
+  if (s.gpu && !s.held && s.size > 0) {
     std::string why;
     if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
       failure_.Set(why);
@@ -106,8 +151,9 @@ bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
     }
   }
   if (--req->slots_left == 0) {
-    req->ready_at.store(std::max<int64_t>(WallNowNs(), req->deliver_ns),
-                        std::memory_order_release);
+    const int64_t now = WallNowNs();
+    if (env_.link_hold != nullptr) env_.link_hold->RecordLanded(now, req->deliver_ns, req->posted_ns);
+    req->ready_at.store(std::max<int64_t>(now, req->deliver_ns), std::memory_order_release);
   }
   return true;
 }
@@ -135,7 +181,7 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
       s.matched = true;
       s.size = header_.size;
       char* dest = s.user;
-      if (s.gpu) {
+      if (s.gpu || s.held) {
         s.staging.resize(s.size);
         dest = s.staging.data();
       }

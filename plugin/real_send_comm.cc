@@ -17,7 +17,7 @@ RealSendComm::RealSendComm(const CommEnv& env,
       shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
   for (SendRequest& r : pool_) r.owner = this;
   engine_ = engines->Attach(this);
-  registered_ = true;
+  registered_ = engine_ != nullptr;
 }
 
 RealSendComm::~RealSendComm() { Close(); }
@@ -27,6 +27,23 @@ void RealSendComm::Close() {
   registered_ = false;
   for (int fd : fds_) close(fd);
   fds_.clear();
+}
+
+void RealSendComm::Kick() {
+  if (engine_ != nullptr) engine_->Wake();
+  else DriveInline();
+}
+
+// Inline mode: NCCL calls isend/irecv/test of one comm from its proxy thread
+// only, so Step runs on one thread at a time, as under an engine.
+void RealSendComm::DriveInline() {
+  if (engine_ != nullptr || failure_.broken()) return;
+  bool progressed = false;
+  try {
+    Step(&progressed);
+  } catch (const std::exception& e) {
+    failure_.Set(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
+  }
 }
 
 Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
@@ -59,13 +76,14 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
                               shaped_ ? t.deliver.count() : 0, next_seq_++};
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);  // capacity 64 > pool size: never full
-  engine_->Wake();
+  Kick();
   *request = req;
   return prism_ncclSuccess;
 }
 
 Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
   *done = 0;
+  owner->DriveInline();  // inline mode: this comm moves its bytes here
   const int64_t at = ready_at.load(std::memory_order_acquire);
   if (at < 0) {
     if (owner->failure_.broken()) {

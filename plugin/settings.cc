@@ -33,10 +33,15 @@ constexpr EnvParam kParams[] = {
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
+    {"PRISM_LINK_REPORT", "0",
+     "1: when the last communicator's net context is finalized (net ABI v11, NCCL 2.28+), print on stderr "
+     "how well the shaped real-peer links held the model (bytes landed after the modelled delivery)"},
     {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
     {"PRISM_PROGRESS_THREADS", "0",
-     "progress threads per context (communicator), comms spread by load; 0: one per comm"},
+     "progress threads per context (communicator), comms spread by load; 0: one per comm; -1: none, NCCL's "
+     "proxy thread moves the bytes inside isend/irecv/test (for ground truths that pack many ranks onto one "
+     "host's cores)"},
     {"PRISM_DAEMON", "",
      "prismd address; when set, listen() opens the session; unset: only virtual handles do, at prismd's "
      "per-user default unix://$XDG_RUNTIME_DIR/prismd.sock, else unix:///tmp/prismd-$UID.sock"},
@@ -147,8 +152,9 @@ Settings LoadSettings(std::string* warnings) {
   s.link_bits_per_second =
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));
   s.link_latency_ns = std::llround(r.Double("PRISM_LINK_LATENCY_US", 0, 1e7) * 1e3);
+  s.link_report = r.Int("PRISM_LINK_REPORT", 0, 1) == 1;
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
-  s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", 0, 64));
+  s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));
   s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
   const char* daemon = std::getenv("PRISM_DAEMON");
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';

@@ -52,7 +52,7 @@ struct Settings {
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;
   int64_t spin_ns = 0;
-  int progress_threads = 0;           // per context; 0: one per comm
+  int progress_threads = 0;           // per context; 0: one per comm; -1: inline (kInlineProgress)
   int64_t connect_timeout_ms = 0;
   bool daemon_configured = false;     // PRISM_DAEMON set explicitly
   std::string daemon_address;
@@ -61,6 +61,7 @@ struct Settings {
   RecvFill recv_fill = RecvFill::kZeros;
   int64_t event_flush_ns = 0;
   bool ring_waits_for_schedule = false;  // PRISM_RING_WAITS_FOR_SCHEDULE
+  bool link_report = false;              // PRISM_LINK_REPORT
   int rank = -1;                      // RANK (set by launchers), for prismd's logs
 };
 

@@ -88,3 +88,28 @@ TEST_CASE("real peers: 10 comms with the default thread count (one per comm)", "
   CHECK(a == 0);
   CHECK(b == 0);
 }
+
+// PRISM_PROGRESS_THREADS=-1: no progress threads at all; the bytes move only
+// inside isend/irecv/test, on the caller's thread (as NCCL's proxy thread).
+TEST_CASE("real peers: 10 comms with no progress threads (inline)", "[plugin][real][threads][inline]") {
+  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=-1", "PRISM_TEST_EXPECT_THREADS=0",
+                              "PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: inline progress, 0 B to 64 MiB both ways and grouped receives",
+          "[plugin][real][inline]") {
+  for (const char* scenario : {"sizes", "grouped", "out_of_order", "limits"}) {
+    INFO(scenario);
+    auto [a, b] = Run(scenario, {"PRISM_PROGRESS_THREADS=-1"});
+    CHECK(a == 0);
+    CHECK(b == 0);
+  }
+}
+
+TEST_CASE("real peers: inline progress on a shaped link", "[plugin][real][inline]") {
+  auto [a, b] = Run("stream", {"PRISM_PROGRESS_THREADS=-1", "PRISM_LINK_GBPS=80", "PRISM_LINK_LATENCY_US=30"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}

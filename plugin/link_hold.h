@@ -1,0 +1,76 @@
+// Whether this process's shaped real-peer links held the model: the ground
+// truth's own check (docs/plugin.md, "Link shaping"; bench/fidelity).
+//
+// A receive from a real peer over a shaped link completes at the delivery
+// time the sender stamped (wire_done + latency), never earlier, but later
+// when the machine is slower than the model: when its bytes landed after
+// that time (sockets, thread wake-ups, a busy host), and by how long NCCL's
+// test() took to see it. Both are counted here; a ground truth whose bytes
+// land late does not hold the link it claims to model, and a hybrid run
+// cannot be compared with it at that size.
+//
+// Thread-safe: progress threads record landings, NCCL's proxy threads
+// record completions; any thread may read the summary.
+#ifndef PRISM_PLUGIN_LINK_HOLD_H_
+#define PRISM_PLUGIN_LINK_HOLD_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace prism::plugin {
+
+// Counts of non-negative delays in fixed buckets (upper bounds in µs: 0, 1,
+// 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000, beyond), with their max.
+class DelayHistogram {
+ public:
+  static constexpr std::array<int64_t, 12> kUpperUs = {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000};
+
+  // Negative delays count as 0 (in time).
+  void Record(int64_t delay_ns);
+  uint64_t count() const;
+  // Delays above `us` microseconds.
+  uint64_t CountAbove(int64_t us) const;
+  // The upper bound (µs) of the bucket that holds quantile `q` (0..1); -1
+  // when empty, INT64_MAX for the overflow bucket.
+  int64_t QuantileUpperUs(double q) const;
+  int64_t max_ns() const { return max_ns_.load(std::memory_order_relaxed); }
+
+ private:
+  std::array<std::atomic<uint64_t>, kUpperUs.size() + 1> buckets_{};
+  std::atomic<int64_t> max_ns_{0};
+};
+
+class LinkHoldStats {
+ public:
+  LinkHoldStats() = default;
+  LinkHoldStats(const LinkHoldStats&) = delete;
+  LinkHoldStats& operator=(const LinkHoldStats&) = delete;
+
+  // The last byte of a receive landed `now_ns`; the sender's link model
+  // delivers it at `deliver_ns` (0: the link is not shaped; not counted);
+  // NCCL posted the receive at `posted_ns`. A receive posted after its
+  // delivery time is late by the program's order, not by the machine: its
+  // lateness counts from the posting.
+  void RecordLanded(int64_t now_ns, int64_t deliver_ns, int64_t posted_ns);
+  // test() first saw the receive done `late_ns` after it could complete.
+  void RecordSeen(int64_t late_ns);
+
+  const DelayHistogram& landed_late() const { return landed_; }
+  const DelayHistogram& seen_late() const { return seen_; }
+
+  // One line for people: "shaped receives: N; bytes landed after the
+  // modelled delivery (or the posting, if later): K (P%), p50 <=a us, p99
+  // <=b us, max c us; test() saw them p50 <=d us, p99 <=e us later". Empty
+  // when nothing was counted.
+  std::string Summary() const;
+
+ private:
+  DelayHistogram landed_;
+  DelayHistogram seen_;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_LINK_HOLD_H_

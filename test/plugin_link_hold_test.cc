@@ -1,0 +1,153 @@
+// A shaped real-peer link in the ground truth: LL/LL128 payloads reach
+// NCCL's buffer only at the modelled delivery (the kernel polls flags in
+// the data, it does not wait for test()), and the plugin counts how well
+// the machine held the model (link_hold.h).
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "plugin/clock.h"
+#include "plugin/comm.h"
+#include "plugin/link_hold.h"
+#include "plugin/real_comms.h"
+
+namespace {
+
+using prism::plugin::CommEnv;
+using prism::plugin::DelayHistogram;
+using prism::plugin::LinkHoldStats;
+using prism::plugin::Logger;
+using prism::plugin::MemRegion;
+using prism::plugin::MessageTag;
+using prism::plugin::NicLinks;
+using prism::plugin::ProgressEnginePool;
+using prism::plugin::RealRecvComm;
+using prism::plugin::RealSendComm;
+using prism::plugin::Request;
+using prism::plugin::Settings;
+using prism::plugin::WallNowNs;
+
+constexpr int64_t kLatencyNs = 40'000'000;  // long enough that bytes land well before delivery
+
+struct Pair {
+  // `threads`: the progress pool (prism::plugin::kInlineProgress: none).
+  Pair(LinkHoldStats* stats, int threads) : nics(1, 0, kLatencyNs) {
+    settings.link_latency_ns = kLatencyNs;
+    settings.min_chunk_bytes = 262144;
+    env.settings = &settings;
+    env.logger = &logger;
+    env.nics = &nics;
+    env.link_hold = stats;
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    for (int fd : fds) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    pool = std::make_shared<ProgressEnginePool>(threads, 1000);
+    send = std::make_unique<RealSendComm>(env, pool, std::vector<int>{fds[0]}, "peer", 0);
+    recv = std::make_unique<RealRecvComm>(env, pool, std::vector<int>{fds[1]}, "peer");
+  }
+  Settings settings;
+  Logger logger;
+  NicLinks nics;
+  CommEnv env;
+  std::shared_ptr<ProgressEnginePool> pool;
+  std::unique_ptr<RealSendComm> send;
+  std::unique_ptr<RealRecvComm> recv;
+};
+
+// Sends 4 KiB of 0xAB into a receive buffer registered with `registered`
+// bytes; returns whether the buffer ever held the payload while test() still
+// said "not done", and fills `*final_ok` with whether it held it at done.
+bool PayloadVisibleBeforeDone(Pair* p, size_t registered, bool* final_ok) {
+  std::vector<char> buf(registered, 0);
+  MemRegion mr(buf.data(), buf.size(), kPrismPtrHost);
+  const MemRegion* mrs[1] = {&mr};
+  void* data = buf.data();
+  const size_t size = 4096;
+  const int tag = 7;
+  MessageTag none;
+  void* rreq = nullptr;
+  REQUIRE(p->recv->Irecv(1, &data, &size, &tag, mrs, &none, &rreq) == prism_ncclSuccess);
+  std::vector<char> payload(size, static_cast<char>(0xAB));
+  void* sreq = nullptr;
+  REQUIRE(p->send->Isend(payload.data(), size, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+  bool early = false;
+  const int64_t deadline = WallNowNs() + 5'000'000'000;
+  int done = 0;
+  while (!done && WallNowNs() < deadline) {
+    int got = -1;
+    REQUIRE(static_cast<Request*>(rreq)->Test(&done, &got) == prism_ncclSuccess);
+    if (!done && static_cast<unsigned char>(buf[size - 1]) == 0xAB) early = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  REQUIRE(done);
+  *final_ok = static_cast<unsigned char>(buf[0]) == 0xAB && static_cast<unsigned char>(buf[size - 1]) == 0xAB;
+  int sdone = 0;
+  while (!sdone) REQUIRE(static_cast<Request*>(sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+  return early;
+}
+
+}  // namespace
+
+TEST_CASE("shaped real peers: an LL or LL128 payload reaches NCCL's buffer only at the modelled delivery",
+          "[plugin][unit][hold]") {
+  const int threads = GENERATE(1, prism::plugin::kInlineProgress);
+  INFO("progress threads " << threads);
+  LinkHoldStats stats;
+  Pair p(&stats, threads);
+  bool final_ok = false;
+  // NCCL registers one buffer per protocol: 512 KiB is LL's, 4800 KiB LL128's.
+  CHECK_FALSE(PayloadVisibleBeforeDone(&p, 512 * 1024, &final_ok));
+  CHECK(final_ok);
+  CHECK_FALSE(PayloadVisibleBeforeDone(&p, 4800 * 1024, &final_ok));
+  CHECK(final_ok);
+  // Every byte landed long before its delivery, and each was counted.
+  CHECK(stats.landed_late().count() == 2);
+  CHECK(stats.landed_late().CountAbove(0) == 0);
+  CHECK(stats.seen_late().count() == 2);
+}
+
+TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kernel waits for test())",
+          "[plugin][unit][hold]") {
+  LinkHoldStats stats;
+  Pair p(&stats, 1);
+  bool final_ok = false;
+  // A 4 MiB (Simple) buffer: the bytes are there 40 ms before test() says done.
+  CHECK(PayloadVisibleBeforeDone(&p, 4 * 1024 * 1024, &final_ok));
+  CHECK(final_ok);
+}
+
+TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the summary", "[plugin][unit][hold]") {
+  DelayHistogram h;
+  CHECK(h.QuantileUpperUs(0.5) == -1);
+  h.Record(-5);          // in time
+  h.Record(0);           // in time
+  h.Record(3'000);       // 3 us: the 5 us bucket
+  h.Record(70'000);      // 70 us: the 100 us bucket
+  h.Record(20'000'000);  // 20 ms: beyond the last bound
+  CHECK(h.count() == 5);
+  CHECK(h.CountAbove(0) == 3);
+  CHECK(h.CountAbove(50) == 2);
+  CHECK(h.QuantileUpperUs(0.5) == 5);
+  CHECK(h.QuantileUpperUs(0.2) == 0);
+  CHECK(h.QuantileUpperUs(1.0) == INT64_MAX);
+  CHECK(h.max_ns() == 20'000'000);
+
+  LinkHoldStats s;
+  CHECK(s.Summary().empty());
+  s.RecordLanded(1'000'000, 0, 0);  // unshaped: not counted
+  CHECK(s.Summary().empty());
+  s.RecordLanded(1'000'000, 2'000'000, 500'000);  // early
+  s.RecordLanded(2'030'000, 2'000'000, 500'000);  // 30 us after its delivery
+  s.RecordLanded(9'001'000, 2'000'000, 9'000'000);  // posted 7 ms late, landed 1 us after the posting
+  s.RecordSeen(4'000);
+  CHECK(s.Summary() ==
+        "shaped receives: 3; bytes landed after the modelled delivery (or the posting, if later): 2 (66.7%), "
+        "p50 <=1 us, p99 <=50 us, max 30.0 us; test() saw them p50 <=5 us, p99 <=5 us later");
+}
