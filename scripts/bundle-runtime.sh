@@ -5,6 +5,7 @@
 #   OUTDIR/libnccl-net-prism.so   (DT_RPATH $ORIGIN/lib)
 #   OUTDIR/prismd                 (DT_RPATH $ORIGIN/lib), when built
 #   OUTDIR/prism-graphgen         (DT_RPATH $ORIGIN/lib), when built (prism graph/inspect)
+#   OUTDIR/libprism-yield-sleep.so  when built (bench/fidelity/run-gpu.sh YIELD_SLEEP_US)
 #   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
 #                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
 #                                 libpthread, libdl, librt) and libcuda
@@ -39,6 +40,8 @@ if [[ -n "$prismd" ]]; then
 else
   echo "bundle-runtime: prismd not built; bundling the plugin only" >&2
 fi
+yield_shim="$(find_first "$build/bench/libprism-yield-sleep.so" || true)"
+[[ -n "$yield_shim" ]] && install -m 0755 "$yield_shim" "$out/libprism-yield-sleep.so"
 graphgen="$(find_first "${GRAPHGEN:-}" "$build/graphgen/prism-graphgen" || true)"
 if [[ -n "$graphgen" ]]; then
   install -m 0755 "$graphgen" "$out/prism-graphgen"

@@ -58,5 +58,24 @@ class TruthAgainstModel(unittest.TestCase):
         self.assertIn("compute fwd: median 1530.0 us over 4 (graph 1500.0 us)", text)
 
 
+class LinkHold(unittest.TestCase):
+    def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        run = os.path.join(out, "sw-truth")
+        os.makedirs(run)
+        line = ("NET/Prism: pid {pid}: shaped receives: 100; bytes landed after the modelled delivery "
+                "(or the posting, if later): {k} ({k}.0%), "
+                "p50 <=0 us, p99 <=50 us, max 70.0 us; test() saw them p50 <=1 us, p99 <=5 us later\n")
+        for rank, late in ((0, 2), (1, 40), (2, 5)):
+            with open(os.path.join(run, f"r{rank}.log"), "w") as f:
+                f.write("iteration 1\n" + line.format(pid=100 + rank, k=late))
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("[sw-truth] links held (3 ranks reporting): rank 1 (most late): shaped receives: 100; "
+                      "bytes landed after the modelled delivery (or the posting, if later): 40 (40.0%)", text)
+        self.assertIn("  rank 0: shaped receives: 100; bytes landed after the modelled delivery "
+                      "(or the posting, if later): 2 (2.0%)", text)
+
+
 if __name__ == "__main__":
     unittest.main()

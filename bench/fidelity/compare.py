@@ -201,6 +201,30 @@ def prismd_summary(out):
         print(f"\n[{d}] prismd: " + "\n  ".join(lines[:8]))
 
 
+def link_hold_summary(out):
+    """How well each run's shaped real-peer links held the model
+    (PRISM_LINK_REPORT lines in the ranks' logs): rank 0 and the rank whose
+    bytes most often landed after the modelled delivery."""
+    for d in sorted(os.listdir(out)):
+        reports = {}
+        for name in sorted(os.listdir(os.path.join(out, d))) if os.path.isdir(os.path.join(out, d)) else []:
+            m = re.match(r"r(\d+)\.log$", name)
+            if not m:
+                continue
+            with open(os.path.join(out, d, name), errors="replace") as f:
+                lines = [l.split(": ", 2)[-1].strip() for l in f if "shaped receives:" in l]
+            if lines:
+                reports[int(m.group(1))] = lines[-1]
+        if not reports:
+            continue
+        late = {r: float(re.search(r"\(([\d.]+)%\)", t).group(1)) if re.search(r"\(([\d.]+)%\)", t) else 0.0
+                for r, t in reports.items()}
+        worst = max(late, key=late.get)
+        print(f"\n[{d}] links held ({len(reports)} ranks reporting): rank {worst} (most late): {reports[worst]}")
+        if 0 in reports and worst != 0:
+            print(f"  rank 0: {reports[0]}")
+
+
 def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
@@ -223,6 +247,7 @@ def main():
         else:
             model_tables(out, data, name, kinds)
     prismd_summary(out)
+    link_hold_summary(out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
-#      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set).
+#      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set),
+#      YIELD_SLEEP_US=N (every rank preloads BUNDLE/libprism-yield-sleep.so: sched_yield sleeps N us,
+#      so spinning threads leave cores to the ranks packed beside them; README.md).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
@@ -35,16 +37,17 @@ restart_mps() {
 }
 
 rank_env() {  # NAME TAG: the environment every rank of a run gets
-  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring"
+  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring" yield=""
   [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced=""
+  [[ -n "${YIELD_SLEEP_US:-}" ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=$YIELD_SLEEP_US"
   echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
     NCCL_NET=Prism NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
     NCCL_COLLNET_ENABLE=0 $forced NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
     NCCL_NET_SHARED_COMMS=0 \
     NCCL_SOCKET_IFNAME=lo TORCH_NCCL_RANKS_PER_ROOT=1048576 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
-    NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" \
+    NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" PRISM_LINK_REPORT=1 \
     PRISM_NIC_SPEED_MBPS="$(python3 -c "print(int(float('$GBPS') * 1000))")" \
-    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC NCCL_DEBUG_FILE="$OUT/$tag/nccl.%h.%p.log" ${EXTRA_ENV:-}
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC NCCL_DEBUG_FILE="$OUT/$tag/nccl.%h.%p.log" $yield ${EXTRA_ENV:-}
 }
 
 driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background

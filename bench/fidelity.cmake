@@ -1,0 +1,5 @@
+# Fidelity bench helpers (bench/fidelity/README.md).
+# libprism-yield-sleep.so: LD_PRELOAD shim for packed ground truths
+# (run-gpu.sh YIELD_SLEEP_US); bundled by scripts/bundle-runtime.sh.
+add_library(prism-yield-sleep SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fidelity/yield_sleep.cc)
+set_target_properties(prism-yield-sleep PROPERTIES CXX_VISIBILITY_PRESET hidden)
