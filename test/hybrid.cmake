@@ -2,7 +2,7 @@
 # test harness acting as the real ranks' plugins (test/hybrid_harness.h), and
 # the replay of recorded GPU-host sessions (test/fixtures/hybrid/).
 if(TARGET prism_hybrid AND TARGET prism_graphgen)
-  add_executable(hybrid_tests hybrid_harness.cc hybrid_scheduler_test.cc hybrid_replay_test.cc
+  add_executable(hybrid_tests hybrid_harness.cc hybrid_scheduler_test.cc hybrid_replay_test.cc hybrid_tree_pipeline_test.cc
                  hybrid_closed_form_test.cc hybrid_self_check_test.cc hybrid_programs_test.cc daemon_test_graphs.cc)
   target_include_directories(hybrid_tests PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(hybrid_tests PRIVATE prism_test_main prism_hybrid prism_graphgen)

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
+#include "daemon/hybrid/tree_pipeline.h"
 #include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
@@ -184,5 +185,33 @@ TEST_CASE("a tree all-reduce's virtual senders stream at half the link (double b
     AddFinished(&f, seq + 1, t + 100'000, t + 2'000'000);
     h.Feed(1, f);
   }
+  REQUIRE(h.Stop().ok());
+}
+
+TEST_CASE("a Simple tree all-reduce's virtual senders stream what NCCL's double binary tree delivers to the real rank",
+          "[hybrid][tree]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 8, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3, 4, 5, 6, 7});
+  const prism::daemon::TreeAllReduce op{8, 2, prism::Bytes(1 << 20), prism::daemon::kNcclSimpleStepBytes,
+                                        prism::BitsPerSecond(10'000'000'000ull), prism::Nanoseconds(10'000)};
+  const auto a = prism::daemon::PlayTreeAllReduce(op, 0);
+  REQUIRE(a.has_value());
+  const auto stream = prism::daemon::StreamOf(*a, op.latency);
+  REQUIRE(stream.has_value());
+  prism::rpc::EventBatch b;
+  const int64_t t = RealtimeNow();
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 8, 1 << 20, t);
+  auto* started = b.mutable_events(0)->mutable_op_started();
+  started->set_algorithm(prism::rpc::OP_ALGO_TREE);
+  started->set_proto_name("SIMPLE");
+  h.Feed(1, b);
+  auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  REQUIRE(s);
+  CHECK(s->mode() == prism::rpc::OpSchedule::STREAM);
+  CHECK(s->link_bits_per_second() == stream->rate.count());
+  CHECK(s->link_bits_per_second() != 5'000'000'000ull);  // not the half-link rule
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, f);
   REQUIRE(h.Stop().ok());
 }

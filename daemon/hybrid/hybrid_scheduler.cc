@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/hybrid/tree_pipeline.h"
 
 namespace prism::daemon {
 namespace {
@@ -174,18 +175,36 @@ void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   }
 }
 
-uint64_t HybridScheduler::StreamLinkBps(const rpc::OpStarted& s) const {
+StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
+  const uint64_t link = options_.link_bits_per_second;
   const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
-  return tree_all_reduce ? options_.link_bits_per_second / 2 : options_.link_bits_per_second;
+  if (!tree_all_reduce) return StreamShape{link, 0};
+  const StreamShape half{link / 2, 0};
+  if (link == 0 || s.proto_name() != "SIMPLE" || s.comm_size() < 2 || s.bytes() == 0) return half;
+  const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()));
+  if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
+  const TreeAllReduce op{s.comm_size(),
+                         std::max(1, static_cast<int>(s.channels())),
+                         Bytes(s.bytes()),
+                         kNcclSimpleStepBytes,
+                         BitsPerSecond(link),
+                         Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
+  StreamShape shape = half;
+  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank());
+  if (const std::optional<TreeStream> stream = a ? StreamOf(*a, op.latency) : std::nullopt)
+    shape = StreamShape{stream->rate.count(), stream->ready_offset.count()};
+  tree_shapes_.emplace(key, shape);
+  return shape;
 }
 
 rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
-                                          uint64_t link_bps) {
+                                          const StreamShape& stream) {
   rpc::OpSchedule s;
   *s.mutable_key() = key;
   s.set_mode(mode);
-  if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready_emulated)));
-  s.set_link_bits_per_second(link_bps);
+  const int64_t ready = mode == rpc::OpSchedule::STREAM ? ready_emulated + stream.ready_offset_ns : ready_emulated;
+  if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready)));
+  s.set_link_bits_per_second(stream.link_bps);
   s.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   return s;
 }
@@ -238,8 +257,9 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   rpc::OpSchedule d;
   *d.mutable_key() = s.key();
   d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
-  d.set_ready_ns(s.at_ns());
-  d.set_link_bits_per_second(StreamLinkBps(s));
+  const StreamShape stream = StreamShapeOf(s);
+  d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.at_ns()) + stream.ready_offset_ns)));
+  d.set_link_bits_per_second(stream.link_bps);
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
   return d;
@@ -289,11 +309,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
-        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamLinkBps(s)), reply, id);
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamShapeOf(s)), reply, id);
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
-                                        false, StreamLinkBps(s)};
+                                        false, StreamShapeOf(s)};
       }
     }
   } else {
@@ -313,11 +333,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     } else if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
       Deliver(rank,
               Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second,
-                       StreamLinkBps(s)),
+                       StreamShapeOf(s)),
               reply, id);
       rr.collective_ready.erase(ready);
     } else {
-      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamLinkBps(s)};
+      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s)};
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
@@ -389,7 +409,7 @@ void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nano
     const bool mirror = started->second.mirror;
     Deliver(rank,
             Schedule(started->second.key, mirror ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, arrived.count(),
-                     started->second.link_bps),
+                     started->second.stream),
             nullptr);
     rr.collective_started.erase(started);
   }
@@ -411,7 +431,7 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
     rr.recv_ready[slot] = ready.count();
     return;
   }
-  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count(), started->second.link_bps), nullptr);
+  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count(), started->second.stream), nullptr);
   rr.recv_started.erase(started);
 }
 

@@ -52,6 +52,14 @@
 
 namespace prism::daemon {
 
+// How virtual senders stream an operation's messages to a real rank (a
+// STREAM schedule): at `link_bps`, from the virtual side's ready time plus
+// `ready_offset_ns`.
+struct StreamShape {
+  uint64_t link_bps = 0;
+  int64_t ready_offset_ns = 0;
+};
+
 struct HybridSchedulerOptions {
   uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
   int64_t link_latency_ns = 0;
@@ -106,7 +114,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     int64_t since_ns = 0;  // CLOCK_REALTIME of the report
     std::string what;
     bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
-    uint64_t link_bps = 0; // the virtual senders' stream rate (StreamLinkBps)
+    StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -147,13 +155,18 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                  rpc::ScheduleBatch* reply);
+  // A STREAM schedule's ready time is `ready_emulated` + the shape's offset.
   rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
-                           uint64_t link_bps);
-  // The rate a virtual sender streams this operation to the real rank at:
-  // the modelled link, halved for a tree all-reduce (NCCL's double binary
-  // tree makes every rank interior in one tree and a leaf in the other, so
-  // its NIC sends twice the data over the operation: up and down).
-  uint64_t StreamLinkBps(const rpc::OpStarted& s) const;
+                           const StreamShape& stream);
+  // How the virtual senders stream this operation to the real rank: the
+  // modelled link from the virtual side's ready time, except a tree
+  // all-reduce (Simple), whose arrivals come from playing NCCL's double
+  // binary tree chunk by chunk (tree_pipeline.h): from the first arrival to
+  // the last at their mean rate. Other tree all-reduces, and trees too large
+  // to play, stream at half the link (in the double binary tree every rank
+  // is interior in one tree and a leaf in the other, so its NIC sends the
+  // data twice). Locked helper (the cache).
+  StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);
   void PusherMain();
@@ -165,6 +178,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   HybridSchedulerOptions options_;
 
   mutable std::mutex mu_;  // guards everything below
+  // Played tree all-reduces by (nodes, rank, bytes, channels).
+  mutable std::map<std::tuple<int, int, uint64_t, int>, StreamShape> tree_shapes_;
   ScheduleSink* sink_ = nullptr;
   std::map<uint32_t, RealRank> ranks_;
   std::unordered_map<uint64_t, CommDescription> comm_of_hash_;
