@@ -88,4 +88,18 @@ void WriteLl128Lines(char* dst, size_t bytes, uint64_t step) {
   }
 }
 
+void SetLlFlags(char* dst, size_t bytes, uint64_t step) {
+  const uint32_t flag = static_cast<uint32_t>(step + 1);
+  for (size_t off = 0; off + kLlLineBytes <= bytes; off += kLlLineBytes) {
+    std::memcpy(dst + off + 4, &flag, 4);
+    std::memcpy(dst + off + 12, &flag, 4);
+  }
+}
+
+void SetLl128Flags(char* dst, size_t bytes, uint64_t step) {
+  const uint64_t flag = step + 1;
+  for (size_t off = 0; off + kLl128LineBytes <= bytes; off += kLl128LineBytes)
+    std::memcpy(dst + off + kLl128LineBytes - 8, &flag, 8);
+}
+
 }  // namespace prism::plugin

@@ -86,6 +86,10 @@ size_t LineFillBytes(uint64_t message_bytes, uint64_t max_size, size_t line_byte
 // the flag of absolute step `step`.
 void WriteLlLines(char* dst, size_t bytes, uint64_t step);
 void WriteLl128Lines(char* dst, size_t bytes, uint64_t step);
+// Rewrites only the flags of the whole lines in `bytes` of `dst` to those of
+// step `step`, keeping their data (a copy of another connection's lines).
+void SetLlFlags(char* dst, size_t bytes, uint64_t step);
+void SetLl128Flags(char* dst, size_t bytes, uint64_t step);
 
 }  // namespace prism::plugin
 

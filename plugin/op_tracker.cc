@@ -90,6 +90,34 @@ bool OpRecord::SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint
   return true;
 }
 
+void OpRecord::KeepSendPayload(uint8_t channel, int32_t step, const char* data, uint64_t bytes) {
+  if (info_.kind != OpKind::kAllGather || step < 0 || data == nullptr || bytes == 0 || bytes > kKeptPayloadBytes)
+    return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  if (payloads_.size() <= channel) payloads_.resize(channel + 1u);
+  auto& ch = payloads_[channel];
+  if (ch.size() <= static_cast<size_t>(step)) ch.resize(static_cast<size_t>(step) + 1);
+  ch[static_cast<size_t>(step)].assign(data, data + bytes);
+  if (own_chunk_.empty()) own_chunk_.assign(data, data + std::min<uint64_t>(bytes, std::max<uint64_t>(info_.bytes, 1)));
+}
+
+bool OpRecord::SendPayloadOf(uint8_t channel, int32_t step, std::vector<char>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step < 0 || channel >= payloads_.size() || static_cast<size_t>(step) >= payloads_[channel].size()) return false;
+  const std::vector<char>& p = payloads_[channel][static_cast<size_t>(step)];
+  if (p.empty()) return false;
+  *out = p;
+  return true;
+}
+
+bool OpRecord::OwnChunk(std::vector<char>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (own_chunk_.empty()) return false;
+  *out = own_chunk_;
+  return true;
+}
+
 void OpRecord::RecordReceive(int64_t done_ns, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   summary_.end_ns = std::max(summary_.end_ns, done_ns);

@@ -103,6 +103,19 @@ class OpRecord {
   bool SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const;
   void RecordReceive(int64_t done_ns, uint64_t bytes);
 
+  // All-gather payloads for PRISM_RECV_FILL=own (homogeneous ranks: every
+  // rank's chunk equals this rank's). Keeps a copy of this rank's own send
+  // of (channel, step), raw as NCCL wrote it (LL/LL128: its lines), when it
+  // is at most kKeptPayloadBytes; the first kept send is also kept as the
+  // rank's own chunk. No-op for other kinds.
+  static constexpr uint64_t kKeptPayloadBytes = 64 * 1024;
+  void KeepSendPayload(uint8_t channel, int32_t step, const char* data, uint64_t bytes);
+  // The kept payload of (channel, step); false when there is none.
+  bool SendPayloadOf(uint8_t channel, int32_t step, std::vector<char>* out) const;
+  // The first kept send's first min(its size, info().bytes) bytes: this
+  // rank's own chunk (NCCL counts all-gather bytes per rank); false when none.
+  bool OwnChunk(std::vector<char>* out) const;
+
   // Proxy-op accounting (the profiler's ProxyOp start/stop).
   void ProxyOpStarted();
   // True exactly once: when the last live proxy op stopped; fills `*out`.
@@ -116,6 +129,8 @@ class OpRecord {
   OpInfo info_;
   mutable std::mutex mu_;
   std::vector<std::vector<SendStamp>> sends_;  // [channel][step]
+  std::vector<std::vector<std::vector<char>>> payloads_;  // [channel][step], all-gather only
+  std::vector<char> own_chunk_;                           // the first kept payload
   OpSummary summary_;
   int live_proxy_ops_ = 0;
   bool finished_ = false;

@@ -49,7 +49,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_DAEMON_UIDS", "",
      "other users whose prismd this plugin trusts, e.g. 0,1001 (a Unix-socket prismd must run as this user or "
      "as one of them)"},
-    {"PRISM_RECV_FILL", "zeros", "what virtual receives put in the buffer under Simple: zeros | none | pattern (LL/LL128: always flag lines)"},
+    {"PRISM_RECV_FILL", "own",
+     "what a virtual peer's messages carry: own (an all-gather repeats this rank's own contribution, as if every "
+     "rank had this rank's data; everything else zeros) | zeros | none | pattern (none/pattern: Simple only; "
+     "LL/LL128 always carry valid flag lines)"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
     {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
      "1: a ring (MIRROR) receive from a virtual peer waits for prismd's schedule (run prismd with "
@@ -164,15 +167,17 @@ Settings LoadSettings(std::string* warnings) {
     *warnings += "PRISM_DAEMON_UIDS='" + r.String("PRISM_DAEMON_UIDS") +
                  "' is not a comma-separated list of uids; trusting only this user's prismd\n";
   const std::string fill = r.String("PRISM_RECV_FILL");
-  if (fill == "none") {
+  if (fill == "own") {
+    s.recv_fill = RecvFill::kOwn;
+  } else if (fill == "none") {
     s.recv_fill = RecvFill::kNone;
   } else if (fill == "pattern") {
     s.recv_fill = RecvFill::kPattern;
   } else {
     if (fill != "zeros" && warnings != nullptr) {
-      *warnings += "PRISM_RECV_FILL='" + fill + "' is not zeros|none|pattern; using zeros\n";
+      *warnings += "PRISM_RECV_FILL='" + fill + "' is not own|zeros|none|pattern; using own\n";
     }
-    s.recv_fill = RecvFill::kZeros;
+    s.recv_fill = fill == "zeros" ? RecvFill::kZeros : RecvFill::kOwn;
   }
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
   s.ring_waits_for_schedule = r.Int("PRISM_RING_WAITS_FOR_SCHEDULE", 0, 1) == 1;

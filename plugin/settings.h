@@ -24,7 +24,7 @@ struct EnvParam {
 // All parameters, in documentation order.
 std::span<const EnvParam> AllEnvParams();
 
-enum class RecvFill { kZeros, kNone, kPattern };
+enum class RecvFill { kOwn, kZeros, kNone, kPattern };
 
 struct NicSettings {
   int count = 1;
@@ -58,7 +58,7 @@ struct Settings {
   std::string daemon_address;
   int64_t daemon_timeout_ms = 0;
   std::vector<uint32_t> daemon_trusted_uids;  // PRISM_DAEMON_UIDS, besides this user
-  RecvFill recv_fill = RecvFill::kZeros;
+  RecvFill recv_fill = RecvFill::kOwn;
   int64_t event_flush_ns = 0;
   bool ring_waits_for_schedule = false;  // PRISM_RING_WAITS_FOR_SCHEDULE
   bool link_report = false;              // PRISM_LINK_REPORT

@@ -88,6 +88,8 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   req->done_at = wire_done;
   conn_->RecordSent(seq, wire_done);
   if (op.valid()) op.op->RecordSend(op.channel, op.step, now, wire_done, size);
+  if (op.valid() && env_.settings->recv_fill == RecvFill::kOwn && (mr == nullptr || !mr->on_gpu()))
+    op.op->KeepSendPayload(op.channel, op.step, static_cast<const char*>(data), size);  // PRISM_RECV_FILL=own
   SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
   e.tag = tag;
   session_->Emit(e);
@@ -191,6 +193,35 @@ void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
   s.step = steps_[0].StepOf(0, 0, slot);
 }
 
+// PRISM_RECV_FILL=own: a virtual peer of an all-gather sends what this rank
+// sends (homogeneous ranks). In a ring each rank's message of a step is its
+// predecessor's of that step, so with equal chunks everywhere it equals this
+// rank's own send of the same channel and step; elsewhere (PAT) it is this
+// rank's own chunk, repeated over the message's first kKeptPayloadBytes.
+// Larger ring messages (above what OpRecord keeps) get zeros, written before
+// their arrival as under PRISM_RECV_FILL=zeros: a copy at arrival would sit
+// on the ring's critical path. Other collectives, a broadcast from a virtual
+// root included, get zeros: this rank's own copy of that data is in its GPU
+// buffer, which the plugin does not read (reading it from NCCL's proxy
+// thread while the broadcast's kernel ran hung a rank on the GPU host).
+bool VirtualRecvComm::FillsOwn(const Slot& slot) const {
+  if (env_.settings->recv_fill != RecvFill::kOwn || !slot.op.valid()) return false;
+  const OpInfo& info = slot.op.op->info();
+  if (info.kind != OpKind::kAllGather) return false;
+  return !info.mirror_kind() || slot.bytes <= OpRecord::kKeptPayloadBytes;
+}
+
+// An all-gather outside a ring (PAT) takes this rank's own chunk from its
+// first send: wait for that send a little (every rank sends its own chunk
+// first), but never long: 2 ms past the message's arrival, then zeros.
+bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
+  if (!FillsOwn(slot) || slot.protocol != LineProtocol::kSimple) return false;
+  const OpInfo& info = slot.op.op->info();
+  if (info.kind != OpKind::kAllGather || info.mirror_kind()) return false;
+  std::vector<char> own;
+  return !slot.op.op->OwnChunk(&own) && now < slot.done_at + kOwnChunkWaitNs;
+}
+
 bool VirtualRecvComm::FillLines(const Slot& slot) {
   // The lines the virtual sender sends (the message's size, in whole lines;
   // the kernel reads as many as its data needs), else the whole buffer NCCL
@@ -206,18 +237,55 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
     host.resize(bytes);
     dst = host.data();
   }
-  if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst, bytes, slot.step);
-  else WriteLl128Lines(dst, bytes, slot.step);
+  std::vector<char> own;
+  if (FillsOwn(slot) && slot.op.op->info().mirror_kind() &&
+             slot.op.op->SendPayloadOf(slot.op.channel, slot.op.step, &own)) {
+    // This rank's own lines of the step, with this connection's flags.
+    const size_t copied = std::min(bytes, own.size() / line * line);
+    std::memcpy(dst, own.data(), copied);
+    if (slot.protocol == LineProtocol::kLL) SetLlFlags(dst, copied, slot.step);
+    else SetLl128Flags(dst, copied, slot.step);
+    if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst + copied, bytes - copied, slot.step);
+    else WriteLl128Lines(dst + copied, bytes - copied, slot.step);
+  } else if (slot.protocol == LineProtocol::kLL) {
+    WriteLlLines(dst, bytes, slot.step);
+  } else {
+    WriteLl128Lines(dst, bytes, slot.step);
+  }
   std::string why;
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), bytes, &why);
 }
 
+// Simple, PRISM_RECV_FILL=own, an all-gather (FillsOwn), at arrival: a ring
+// receive gets this rank's own send of the step; any other (PAT) repeats
+// this rank's own chunk over the message. Zeros when this rank has not sent
+// yet (or its sends were too large to keep).
+bool VirtualRecvComm::FillOwnSimple(const Slot& slot) {
+  if (slot.bytes == 0) return true;
+  std::vector<char> host(std::min<uint64_t>(slot.bytes, OpRecord::kKeptPayloadBytes), 0);
+  std::vector<char> own;
+  if (slot.op.op->info().mirror_kind()) {
+    if (slot.op.op->SendPayloadOf(slot.op.channel, slot.op.step, &own))
+      std::memcpy(host.data(), own.data(), std::min<size_t>(own.size(), host.size()));
+  } else if (slot.op.op->OwnChunk(&own) && !own.empty()) {
+    for (size_t off = 0; off < host.size(); off += own.size())
+      std::memcpy(host.data() + off, own.data(), std::min(own.size(), host.size() - off));
+  }
+  std::string why;
+  if (!slot.gpu) {
+    std::memcpy(slot.data, host.data(), host.size());
+    return true;
+  }
+  return env_.cuda->Copy(slot.data, host.data(), host.size(), &why);
+}
+
 bool VirtualRecvComm::Fill(const Slot& slot) {
   if (slot.protocol != LineProtocol::kSimple) return true;  // lines at completion (Test)
+  if (FillsOwn(slot)) return true;                          // at completion too (Test): own sends come first
   const RecvFill policy = env_.settings->recv_fill;
   if (policy == RecvFill::kNone || slot.bytes == 0) return true;
   std::string why;
-  if (policy == RecvFill::kZeros) {
+  if (policy == RecvFill::kZeros || policy == RecvFill::kOwn) {
     if (!slot.gpu) {
       std::memset(slot.data, 0, slot.bytes);
       return true;
@@ -307,13 +375,17 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
 
 // Bytes a virtual sender puts into this receive step: the posted size, but
 // no more than what is left of the operation's share on this connection.
+// NCCL counts an all-gather's and a reduce-scatter's bytes per rank; a rank
+// receives the other ranks' (PAT: from several peers).
 uint64_t VirtualRecvComm::StreamBytes(const Slot& slot) {
   const OpInfo& info = slot.op.op->info();
   if (stream_op_ != info.id) {
     stream_op_ = info.id;
     stream_bytes_ = 0;
   }
-  const uint64_t bytes = StreamStepBytes(info.bytes, info.channels, stream_bytes_, slot.max_size);
+  const bool per_rank = info.kind == OpKind::kAllGather || info.kind == OpKind::kReduceScatter;
+  const uint64_t op_bytes = per_rank ? info.bytes * static_cast<uint64_t>(std::max(1, info.comm_size - 1)) : info.bytes;
+  const uint64_t bytes = StreamStepBytes(op_bytes, info.channels, stream_bytes_, slot.max_size);
   stream_bytes_ += bytes;
   return bytes;
 }
@@ -414,10 +486,13 @@ Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
   }
   const int64_t now = WallNowNs();
   if (now < done_at) return prism_ncclSuccess;
+  for (int i = 0; i < n; ++i)
+    if (c.OwnChunkPending(slots[i], now)) return prism_ncclSuccess;
   // LL/LL128: NCCL's kernel reads the flags as soon as they are in the
   // buffer, so they go in only now, when the message has arrived.
   for (int i = 0; i < n; ++i) {
-    if (slots[i].protocol != LineProtocol::kSimple && !c.FillLines(slots[i])) {
+    const bool lines = slots[i].protocol != LineProtocol::kSimple;
+    if (lines ? !c.FillLines(slots[i]) : c.FillsOwn(slots[i]) && !c.FillOwnSimple(slots[i])) {
       return c.Fail("cannot fill a GPU receive buffer (CUDA runtime)");
     }
   }

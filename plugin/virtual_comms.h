@@ -111,6 +111,11 @@ class VirtualRecvComm final : public NetComm {
   // The protocol and the connection step of a posted receive.
   void TrackStep(Slot& s, const MemRegion* mr);
   // The buffer of an LL/LL128 receive: lines with zero data and its flags.
+  // PRISM_RECV_FILL=own (virtual_comms.cc says what a virtual peer sends).
+  static constexpr int64_t kOwnChunkWaitNs = 2'000'000;
+  bool FillsOwn(const Slot& slot) const;
+  bool OwnChunkPending(const Slot& slot, int64_t now) const;
+  bool FillOwnSimple(const Slot& slot);
   bool FillLines(const Slot& slot);
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);

@@ -3,6 +3,7 @@
 // it picks, with which inputs), with tags from FakeNccl and a DaemonSession
 // that is never started (events stay queued; schedules are put by hand).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <chrono>
 #include <cstdint>
@@ -276,8 +277,10 @@ bool StaysPending(Request* r, int ms) {
 // One ring all-reduce of 1 channel, 1 network step, with its send and
 // receive proxy ops started and step 0 started on both.
 struct OneStepRing {
-  explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE") : rig(rig) {
+  explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE", const char* func = "AllReduce")
+      : rig(rig) {
     FakeColl c;
+    c.func = func;
     c.proto = proto;
     c.seq = seq;
     c.count = 1024;
@@ -584,4 +587,120 @@ TEST_CASE("virtual recv: an LL ring receive's flag lines appear when it arrives,
   }
   CHECK(buf[4096] == 'x');
   ring.Finish();
+}
+
+// PRISM_RECV_FILL=own: a virtual peer of an all-gather sends what this rank
+// sends (as if every rank had this rank's data: what DDP's start-up checks,
+// an all-gather of each rank's parameter count, need to pass).
+TEST_CASE("virtual recv: an all-gather's ring receive carries this rank's own send of the step (Simple)",
+          "[plugin][unit][arrival][own]") {
+  Rig rig;
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, "SIMPLE", "AllGather");
+  std::vector<char> mine(4096);
+  for (size_t k = 0; k < mine.size(); ++k) mine[k] = static_cast<char>(k * 7 + 3);
+  void* sreq = nullptr;
+  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
+  std::vector<char> buf(8192, 'x');
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(WaitDone(r) == 4096);
+  CHECK(std::equal(mine.begin(), mine.end(), buf.begin()));
+  ring.Finish();
+}
+
+TEST_CASE("virtual recv: an all-reduce's virtual peers still send zeros under PRISM_RECV_FILL=own",
+          "[plugin][unit][arrival][own]") {
+  Rig rig;
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, "SIMPLE", "AllReduce");
+  std::vector<char> mine(4096, 5);
+  void* sreq = nullptr;
+  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
+  std::vector<char> buf(8192, 'x');
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(WaitDone(r) == 4096);
+  CHECK(std::all_of(buf.begin(), buf.begin() + 4096, [](char c) { return c == 0; }));
+  ring.Finish();
+}
+
+TEST_CASE("virtual recv: an LL all-gather's ring receive carries this rank's own lines with its own flags",
+          "[plugin][unit][arrival][own][ll]") {
+  Rig rig;
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, "LL", "AllGather");
+  // This rank's LL lines as its kernel wrote them: data words i and ~i, the
+  // flags of its own send connection's step (9 here: another step count).
+  std::vector<char> mine(4096);
+  for (uint32_t i = 0; i < 256; ++i) {
+    const uint32_t line[4] = {i, 9, ~i, 9};
+    std::memcpy(mine.data() + 16 * i, line, 16);
+  }
+  void* sreq = nullptr;
+  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
+  std::vector<char> buf(65536, 'x');
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(WaitDone(r) == 4096);
+  uint32_t words[4];
+  for (uint32_t i = 0; i < 256; ++i) {
+    std::memcpy(words, buf.data() + 16 * i, 16);
+    CHECK(words[0] == i);
+    CHECK(words[1] == 1);  // this receive's step 0 + 1
+    CHECK(words[2] == ~i);
+    CHECK(words[3] == 1);
+  }
+  CHECK(buf[4096] == 'x');
+  ring.Finish();
+}
+
+TEST_CASE("virtual recv: a PAT all-gather's receive repeats this rank's own chunk (its first send)",
+          "[plugin][unit][arrival][own]") {
+  Rig rig;
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeColl c;
+  c.func = "AllGather";
+  c.algo = "PAT";
+  c.count = 8;  // bytes per rank (ncclInt8... NCCL counts all-gathers per rank)
+  c.datatype = "ncclInt8";
+  c.seq = 4;
+  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
+  rig.nccl.StopTasks(tasks);
+  FakeSub ssub = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, true);
+  FakeSub rsub = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, false);
+  for (FakeSub* s : {&ssub, &rsub}) {
+    rig.nccl.StartProxyOp(s);
+    rig.nccl.StartStep(s, 0);
+  }
+  const char mine[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  void* sreq = nullptr;
+  REQUIRE(send.Isend(const_cast<char*>(mine), 8, 0, nullptr, FakeNccl::Transfer(&ssub, 0), &sreq) ==
+          prism_ncclSuccess);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;
+  sched.ready_ns = WallNowNs();
+  sched.link_bits_per_second = kOwnBits;
+  sched.link_latency_ns = 1'000'000;
+  rig.book.Put(OpKey{kHash, OpKind::kAllGather, 4, -1}, sched);
+  std::vector<char> buf(64, 'x');
+  const MessageTag tag = FakeNccl::Transfer(&rsub, 0);
+  Request* r = PostReceive(&recv, &buf, &tag);
+  // The other three ranks' chunks (NCCL counts all-gathers per rank), each
+  // this rank's own.
+  CHECK(WaitDone(r) == 24);
+  for (int k = 0; k < 3; ++k) CHECK(std::equal(mine, mine + 8, buf.begin() + 8 * k));
+  CHECK(buf[24] == 'x');
+  for (FakeSub* s : {&ssub, &rsub}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
 }

@@ -130,3 +130,29 @@ TEST_CASE("without the profiler every receive is placed by its slot, or follows 
 
 }  // namespace
 }  // namespace prism::plugin
+
+TEST_CASE("ll lines: flags rewritten in place keep the lines' data", "[plugin][unit][ll]") {
+  std::vector<char> ll(64);
+  for (uint32_t i = 0; i < 4; ++i) {
+    const uint32_t line[4] = {100 + i, 7, 200 + i, 7};
+    std::memcpy(ll.data() + 16 * i, line, 16);
+  }
+  prism::plugin::SetLlFlags(ll.data(), 48, 4);  // three whole lines
+  uint32_t w[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    std::memcpy(w, ll.data() + 16 * i, 16);
+    CHECK(w[0] == 100 + i);
+    CHECK(w[2] == 200 + i);
+    CHECK(w[1] == (i < 3 ? 5u : 7u));
+    CHECK(w[3] == (i < 3 ? 5u : 7u));
+  }
+  std::vector<char> ll128(256, 'd');
+  prism::plugin::SetLl128Flags(ll128.data(), 256, 10);
+  for (size_t line = 0; line < 2; ++line) {
+    uint64_t flag = 0;
+    std::memcpy(&flag, ll128.data() + 128 * line + 120, 8);
+    CHECK(flag == 11);
+    CHECK(ll128[128 * line] == 'd');
+    CHECK(ll128[128 * line + 119] == 'd');
+  }
+}
