@@ -17,7 +17,8 @@
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
 #      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set),
 #      YIELD_SLEEP_US=N (every rank preloads BUNDLE/libprism-yield-sleep.so: sched_yield sleeps N us,
-#      so spinning threads leave cores to the ranks packed beside them; README.md).
+#      so spinning threads leave cores to the ranks packed beside them; README.md),
+#      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
@@ -53,8 +54,13 @@ rank_env() {  # NAME TAG: the environment every rank of a run gets
 driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
   local name="$1" tag="$2" r="$3"; shift 3
   local master=(); [[ "$r" == 0 ]] && master=(--store-master)
+  local pin=()
+  if [[ "${PIN_CORES:-0}" == 1 ]]; then
+    local cores; cores=$(nproc); local per=$(( cores / N )); (( per < 1 )) && per=1
+    local lo=$(( (r * per) % cores )); pin=(taskset -c "$lo-$(( lo + per - 1 ))")
+  fi
   env $(rank_env "$name" "$tag") NCCL_HOSTID="$tag-$r" "${RANK_ENV[@]}" \
-    timeout "$RUN_TIMEOUT" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
+    timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
       --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
       --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" "$@" \
       > "$OUT/$tag/r$r.log" 2>&1 &
