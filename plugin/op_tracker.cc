@@ -102,13 +102,18 @@ void OpRecord::KeepSendPayload(uint8_t channel, int32_t step, const char* data, 
   if (own_chunk_.empty()) own_chunk_.assign(data, data + std::min<uint64_t>(bytes, std::max<uint64_t>(info_.bytes, 1)));
 }
 
-bool OpRecord::SendPayloadOf(uint8_t channel, int32_t step, std::vector<char>* out) const {
+size_t OpRecord::CopySendPayload(uint8_t channel, int32_t step, char* dst, size_t max) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (step < 0 || channel >= payloads_.size() || static_cast<size_t>(step) >= payloads_[channel].size()) return false;
+  if (step < 0 || channel >= payloads_.size() || static_cast<size_t>(step) >= payloads_[channel].size()) return 0;
   const std::vector<char>& p = payloads_[channel][static_cast<size_t>(step)];
-  if (p.empty()) return false;
-  *out = p;
-  return true;
+  const size_t n = std::min(p.size(), max);
+  if (n > 0) std::memcpy(dst, p.data(), n);
+  return n;
+}
+
+bool OpRecord::HasOwnChunk() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !own_chunk_.empty();
 }
 
 bool OpRecord::OwnChunk(std::vector<char>* out) const {

@@ -218,8 +218,7 @@ bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
   if (!FillsOwn(slot) || slot.protocol != LineProtocol::kSimple) return false;
   const OpInfo& info = slot.op.op->info();
   if (info.kind != OpKind::kAllGather || info.mirror_kind()) return false;
-  std::vector<char> own;
-  return !slot.op.op->OwnChunk(&own) && now < slot.done_at + kOwnChunkWaitNs;
+  return !slot.op.op->HasOwnChunk() && now < slot.done_at + kOwnChunkWaitNs;
 }
 
 bool VirtualRecvComm::FillLines(const Slot& slot) {
@@ -237,12 +236,11 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
     host.resize(bytes);
     dst = host.data();
   }
-  std::vector<char> own;
-  if (FillsOwn(slot) && slot.op.op->info().mirror_kind() &&
-             slot.op.op->SendPayloadOf(slot.op.channel, slot.op.step, &own)) {
+  size_t copied = 0;
+  if (FillsOwn(slot) && slot.op.op->info().mirror_kind())
+    copied = slot.op.op->CopySendPayload(slot.op.channel, slot.op.step, dst, bytes) / line * line;
+  if (copied > 0) {
     // This rank's own lines of the step, with this connection's flags.
-    const size_t copied = std::min(bytes, own.size() / line * line);
-    std::memcpy(dst, own.data(), copied);
     if (slot.protocol == LineProtocol::kLL) SetLlFlags(dst, copied, slot.step);
     else SetLl128Flags(dst, copied, slot.step);
     if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst + copied, bytes - copied, slot.step);
@@ -265,8 +263,7 @@ bool VirtualRecvComm::FillOwnSimple(const Slot& slot) {
   std::vector<char> host(std::min<uint64_t>(slot.bytes, OpRecord::kKeptPayloadBytes), 0);
   std::vector<char> own;
   if (slot.op.op->info().mirror_kind()) {
-    if (slot.op.op->SendPayloadOf(slot.op.channel, slot.op.step, &own))
-      std::memcpy(host.data(), own.data(), std::min<size_t>(own.size(), host.size()));
+    slot.op.op->CopySendPayload(slot.op.channel, slot.op.step, host.data(), host.size());
   } else if (slot.op.op->OwnChunk(&own) && !own.empty()) {
     for (size_t off = 0; off < host.size(); off += own.size())
       std::memcpy(host.data() + off, own.data(), std::min(own.size(), host.size() - off));
