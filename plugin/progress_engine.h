@@ -53,6 +53,11 @@ class ProgressClient {
 // a real-peer comm's bytes inside its isend/irecv/test calls.
 inline constexpr int kInlineProgress = -1;
 
+// Inline mode (no engine): one Step of `client` on the calling thread (NCCL's
+// proxy thread, the only caller of a comm's isend/irecv/test, so Steps never
+// overlap). A throw fails the client (Failed), as under an engine.
+void StepInline(ProgressClient* client);
+
 class ProgressEngine {
  public:
   explicit ProgressEngine(int64_t spin_ns) : spin_ns_(spin_ns) {}

@@ -31,16 +31,8 @@ void RealRecvComm::Kick() {
   else DriveInline();
 }
 
-// Inline mode: NCCL calls isend/irecv/test of one comm from its proxy thread
-// only, so Step runs on one thread at a time, as under an engine.
 void RealRecvComm::DriveInline() {
-  if (engine_ != nullptr || failure_.broken()) return;
-  bool progressed = false;
-  try {
-    Step(&progressed);
-  } catch (const std::exception& e) {
-    failure_.Set(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
-  }
+  if (engine_ == nullptr && !failure_.broken()) StepInline(this);
 }
 
 Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,

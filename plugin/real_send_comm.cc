@@ -34,16 +34,8 @@ void RealSendComm::Kick() {
   else DriveInline();
 }
 
-// Inline mode: NCCL calls isend/irecv/test of one comm from its proxy thread
-// only, so Step runs on one thread at a time, as under an engine.
 void RealSendComm::DriveInline() {
-  if (engine_ != nullptr || failure_.broken()) return;
-  bool progressed = false;
-  try {
-    Step(&progressed);
-  } catch (const std::exception& e) {
-    failure_.Set(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
-  }
+  if (engine_ == nullptr && !failure_.broken()) StepInline(this);
 }
 
 Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
