@@ -236,20 +236,14 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
     host.resize(bytes);
     dst = host.data();
   }
+  const bool ll = slot.protocol == LineProtocol::kLL;
+  // PRISM_RECV_FILL=own: this rank's own lines of the step first, with this
+  // connection's flags; zero-data lines for the rest.
   size_t copied = 0;
   if (FillsOwn(slot) && slot.op.op->info().mirror_kind())
     copied = slot.op.op->CopySendPayload(slot.op.channel, slot.op.step, dst, bytes) / line * line;
-  if (copied > 0) {
-    // This rank's own lines of the step, with this connection's flags.
-    if (slot.protocol == LineProtocol::kLL) SetLlFlags(dst, copied, slot.step);
-    else SetLl128Flags(dst, copied, slot.step);
-    if (slot.protocol == LineProtocol::kLL) WriteLlLines(dst + copied, bytes - copied, slot.step);
-    else WriteLl128Lines(dst + copied, bytes - copied, slot.step);
-  } else if (slot.protocol == LineProtocol::kLL) {
-    WriteLlLines(dst, bytes, slot.step);
-  } else {
-    WriteLl128Lines(dst, bytes, slot.step);
-  }
+  (ll ? SetLlFlags : SetLl128Flags)(dst, copied, slot.step);
+  (ll ? WriteLlLines : WriteLl128Lines)(dst + copied, bytes - copied, slot.step);
   std::string why;
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), bytes, &why);
 }
