@@ -19,6 +19,7 @@
 #include "plugin/cuda_copy.h"
 #include "plugin/link_hold.h"
 #include "plugin/link_model.h"
+#include "plugin/ll_lines.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
 #include "plugin/op_tracker.h"
@@ -70,6 +71,14 @@ struct MemRegion : Tagged {
   int type = kPrismPtrHost;  // NCCL_PTR_HOST / CUDA / DMABUF
   bool on_gpu() const { return type != kPrismPtrHost; }
 };
+
+// A receive's NCCL protocol: the profiler role's for its operation, else
+// told by the size of the buffer NCCL registered (one per protocol,
+// ll_lines.h); Simple when neither says.
+inline LineProtocol ReceiveProtocol(const MessageTag& op, const MemRegion* mr, const ProtocolBuffers& buffers) {
+  if (op.valid()) return LineProtocolOf(op.op->info().proto_name);
+  return mr != nullptr ? buffers.ProtocolOf(mr->size) : LineProtocol::kSimple;
+}
 
 // The NICs' shared transmit links (one per device), owned by the Plugin.
 class NicLinks {

@@ -176,8 +176,6 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);
   bool SlotFilled(RecvRequest* req, int slot);
-  // Whether receive `i` of an irecv is LL/LL128 (held until delivery).
-  bool IsLineProtocol(const MessageTag& op, const MemRegion* mr) const;
 
   CommEnv env_;
   ProtocolBuffers buffers_;

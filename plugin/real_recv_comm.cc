@@ -65,7 +65,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
-    s.held = IsLineProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr);
+    s.held = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
     s.matched = false;
     s.size = 0;
     s.chunks_left = 0;
@@ -109,11 +109,6 @@ Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   ready_at.store(-1, std::memory_order_relaxed);
   in_use = false;
   return prism_ncclSuccess;
-}
-
-bool RealRecvComm::IsLineProtocol(const MessageTag& op, const MemRegion* mr) const {
-  if (op.valid()) return LineProtocolOf(op.op->info().proto_name) != LineProtocol::kSimple;
-  return mr != nullptr && buffers_.ProtocolOf(mr->size) != LineProtocol::kSimple;
 }
 
 bool RealRecvComm::RecvRequest::Publish() {

@@ -177,9 +177,9 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
 // profiler role names the protocol; without it, the registered buffer does.
 // A Simple p2p receive lands in a shared pool: its address says nothing.
 void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
+  s.protocol = ReceiveProtocol(s.op, mr, buffers_);
   if (s.op.valid()) {
     const OpInfo& info = s.op.op->info();
-    s.protocol = LineProtocolOf(info.proto_name);
     const bool p2p = info.kind == OpKind::kSend || info.kind == OpKind::kRecv;
     const int slot = mr != nullptr && (s.protocol != LineProtocol::kSimple || !p2p)
                          ? StepSlotOf(mr->base, mr->size, s.data)
@@ -188,7 +188,6 @@ void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
     return;
   }
   if (mr == nullptr) return;
-  s.protocol = buffers_.ProtocolOf(mr->size);
   const int slot = buffers_.IsProtocolBuffer(mr->size) ? StepSlotOf(mr->base, mr->size, s.data) : -1;
   s.step = steps_[0].StepOf(0, 0, slot);
 }

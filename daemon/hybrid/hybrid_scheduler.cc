@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/hybrid/tree_pipeline.h"
 
 namespace prism::daemon {
 namespace {
@@ -178,8 +177,8 @@ void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
 StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
   const uint64_t link = options_.link_bits_per_second;
   const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
-  if (!tree_all_reduce) return StreamShape{link, 0};
-  const StreamShape half{link / 2, 0};
+  if (!tree_all_reduce) return StreamShape{BitsPerSecond(link), Nanoseconds(0)};
+  const StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
   if (link == 0 || s.proto_name() != "SIMPLE" || s.comm_size() < 2 || s.bytes() == 0) return half;
   const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()));
   if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
@@ -190,9 +189,8 @@ StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
                          BitsPerSecond(link),
                          Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
   StreamShape shape = half;
-  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank());
-  if (const std::optional<TreeStream> stream = a ? StreamOf(*a, op.latency) : std::nullopt)
-    shape = StreamShape{stream->rate.count(), stream->ready_offset.count()};
+  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank(), kMaxPlayedTreeMessages);
+  if (const std::optional<StreamShape> stream = a ? StreamOf(*a, op.latency) : std::nullopt) shape = *stream;
   tree_shapes_.emplace(key, shape);
   return shape;
 }
@@ -202,9 +200,9 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
   rpc::OpSchedule s;
   *s.mutable_key() = key;
   s.set_mode(mode);
-  const int64_t ready = mode == rpc::OpSchedule::STREAM ? ready_emulated + stream.ready_offset_ns : ready_emulated;
+  const int64_t ready = mode == rpc::OpSchedule::STREAM ? ready_emulated + stream.ready_offset.count() : ready_emulated;
   if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready)));
-  s.set_link_bits_per_second(stream.link_bps);
+  s.set_link_bits_per_second(stream.rate.count());
   s.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   return s;
 }
@@ -258,8 +256,8 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   *d.mutable_key() = s.key();
   d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
   const StreamShape stream = StreamShapeOf(s);
-  d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.at_ns()) + stream.ready_offset_ns)));
-  d.set_link_bits_per_second(stream.link_bps);
+  d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count())));
+  d.set_link_bits_per_second(stream.rate.count());
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
   return d;

@@ -44,6 +44,7 @@
 #include "daemon/engine/replay_engine.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/session_recorder.h"
+#include "daemon/hybrid/tree_pipeline.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "daemon/session/schedule_source.h"
@@ -51,14 +52,6 @@
 #include "prometheus/histogram.h"
 
 namespace prism::daemon {
-
-// How virtual senders stream an operation's messages to a real rank (a
-// STREAM schedule): at `link_bps`, from the virtual side's ready time plus
-// `ready_offset_ns`.
-struct StreamShape {
-  uint64_t link_bps = 0;
-  int64_t ready_offset_ns = 0;
-};
 
 struct HybridSchedulerOptions {
   uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
@@ -165,7 +158,10 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // the last at their mean rate. Other tree all-reduces, and trees too large
   // to play, stream at half the link (in the double binary tree every rank
   // is interior in one tree and a leaf in the other, so its NIC sends the
-  // data twice). Locked helper (the cache).
+  // data twice). Locked helper (the cache). A play costs about 5 ms per
+  // 250k chunk transfers on the build host; larger trees (kMaxPlayedTreeMessages)
+  // are not played, so that no session waits long on the first of a size.
+  static constexpr int64_t kMaxPlayedTreeMessages = 500'000;
   StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);

@@ -54,11 +54,11 @@ struct Send {
 
 }  // namespace
 
-std::optional<TreeStream> StreamOf(const TreeArrivals& a, Nanoseconds latency) {
+std::optional<StreamShape> StreamOf(const TreeArrivals& a, Nanoseconds latency) {
   if (a.received <= a.first_bytes || a.last <= a.first) return std::nullopt;
   const uint64_t rest_bits = (a.received.count() - a.first_bytes.count()) * 8;
   const int64_t span = (a.last - a.first).count();
-  TreeStream s;
+  StreamShape s;
   s.rate = BitsPerSecond(static_cast<uint64_t>(static_cast<double>(rest_bits) * 1e9 / static_cast<double>(span)));
   if (s.rate.count() == 0) return std::nullopt;
   s.ready_offset = a.first - latency - TransferTime(a.first_bytes, s.rate);

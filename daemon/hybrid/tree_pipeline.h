@@ -59,17 +59,18 @@ struct TreeArrivals {
   Nanoseconds end;              // its operation ends: last arrival or last send
 };
 
-// The STREAM that reproduces `a` at the receiving rank (docs/timing.md,
-// "Timing a receive"): messages back to back at `rate` from the virtual
-// side's ready time + `ready_offset` (negative when the stream must start
-// before it to land its first message at `a.first` at that rate), each one
+// How virtual senders stream an operation's messages to a real rank (a
+// STREAM schedule, docs/timing.md "Timing a receive"): back to back at
+// `rate` from the virtual side's ready time + `ready_offset`.
+struct StreamShape {
+  BitsPerSecond rate;
+  Nanoseconds ready_offset;  // negative: the stream starts before that ready time
+};
+
+// The stream that reproduces `a` at the receiving rank, each message
 // `latency` in flight: the first lands at a.first, the last at a.last.
 // nullopt when `a` has a single arrival time (no rate to tell).
-struct TreeStream {
-  BitsPerSecond rate;
-  Nanoseconds ready_offset;
-};
-std::optional<TreeStream> StreamOf(const TreeArrivals& a, Nanoseconds latency);
+std::optional<StreamShape> StreamOf(const TreeArrivals& a, Nanoseconds latency);
 
 // Plays the operation; nullopt when it is too large to play (more than
 // `max_messages` chunk transfers in all) or malformed (no link, no chunk,
