@@ -10,4 +10,9 @@ if(TARGET prism_hybrid)
   add_executable(hybrid_explain hybrid_explain.cc)
   target_include_directories(hybrid_explain PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(hybrid_explain PRIVATE prism_hybrid)
+
+  # tree_pipeline_bench: time of the double binary tree play by ranks and size.
+  add_executable(tree_pipeline_bench tree_pipeline_bench.cc)
+  target_include_directories(tree_pipeline_bench PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(tree_pipeline_bench PRIVATE prism_hybrid)
 endif()

@@ -189,7 +189,7 @@ StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
                          BitsPerSecond(link),
                          Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
   StreamShape shape = half;
-  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank(), kMaxPlayedTreeMessages);
+  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank(), kMaxPlayedTreeTransfers);
   if (const std::optional<StreamShape> stream = a ? StreamOf(*a, op.latency) : std::nullopt) shape = *stream;
   tree_shapes_.emplace(key, shape);
   return shape;

@@ -158,10 +158,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // the last at their mean rate. Other tree all-reduces, and trees too large
   // to play, stream at half the link (in the double binary tree every rank
   // is interior in one tree and a leaf in the other, so its NIC sends the
-  // data twice). Locked helper (the cache). A play costs about 5 ms per
-  // 250k chunk transfers on the build host; larger trees (kMaxPlayedTreeMessages)
-  // are not played, so that no session waits long on the first of a size.
-  static constexpr int64_t kMaxPlayedTreeMessages = 500'000;
+  // data twice). Locked helper (the cache); plays at most
+  // kMaxPlayedTreeTransfers (tree_pipeline.h).
   StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);

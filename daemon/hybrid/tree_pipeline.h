@@ -72,6 +72,11 @@ struct StreamShape {
 // nullopt when `a` has a single arrival time (no rate to tell).
 std::optional<StreamShape> StreamOf(const TreeArrivals& a, Nanoseconds latency);
 
+// The largest play prismd's scheduler runs (it plays each size once per
+// rank, under its lock, before the schedule can go out): about 20 ms on the
+// build host (bench/tree_pipeline_bench); larger trees keep the half-link rule.
+inline constexpr int64_t kMaxPlayedTreeTransfers = 250'000;
+
 // Plays the operation; nullopt when it is too large to play (more than
 // `max_messages` chunk transfers in all) or malformed (no link, no chunk,
 // fewer than 2 nodes, rank outside).
