@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "plugin/clock.h"
+#include "plugin/thread_name.h"
 #include "plugin/daemon_owner.h"
 #include "plugin/op_schedules.h"
 #include "plugin/plugin.h"
@@ -327,6 +328,7 @@ std::string AnnounceToDaemon(const Settings& s, int nccl_version) {
 }
 
 void DaemonSession::IoMain() {
+  NameThisThread("prism session");
   const Settings& s = *env_.settings;
   Stream& st = *stream_;
   st.channel = grpc::CreateChannel(s.daemon_address, grpc::InsecureChannelCredentials());
@@ -418,6 +420,7 @@ void DaemonSession::IoMain() {
 }
 
 void DaemonSession::ReaderMain() {
+  NameThisThread("prism sess read");
   rpc::DaemonMessage msg;
   while (stream_->rw->Read(&msg)) {
     last_heard_ns_.store(MonoNowNs());

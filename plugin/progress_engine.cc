@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "plugin/clock.h"
+#include "plugin/thread_name.h"
 
 namespace prism::plugin {
 
@@ -51,6 +52,7 @@ void ProgressEngine::Remove(ProgressClient* client) {
 // The loop itself (not a client) threw, e.g. out of memory growing a vector:
 // say so and run it again, so that the comms it serves keep moving.
 void ProgressEngine::MainGuarded() {
+  NameThisThread("prism progress");
   for (;;) {
     try {
       Main();

@@ -5,6 +5,8 @@
 // itself, which would show up as error against every ground truth.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "daemon/engine/simulation.h"
 #include "daemon/hybrid/session_replay.h"
 #include "graphgen/fidelity_graph.h"
@@ -120,6 +122,33 @@ TEST_CASE("self-check: bench step-n16 with real rank 0, and with 0 and 1", "[hyb
   const g::Graph graph = BenchSpecGraph("step-n16.yaml", 3);
   CheckSelfConsistent(graph, {0});
   CheckSelfConsistent(graph, {0, 1});
+}
+
+// The slower-link variants the 16-core host's truths hold (session 18).
+TEST_CASE("self-check: bench step-n8-2g5 and step-n16-2g5 with the real ranks the GPU runs used",
+          "[hybrid][self-check]") {
+  const g::Graph n8 = BenchSpecGraph("step-n8-2g5.yaml", 3);
+  CheckSelfConsistent(n8, {0, 4});
+  CheckSelfConsistent(n8, {0});
+  CheckSelfConsistent(BenchSpecGraph("step-n16-2g5.yaml", 3), {0, 4});
+}
+
+// Every spec in the folder parses and makes a graph (a spec is the whole
+// experiment: a broken one would only show on the GPU host).
+TEST_CASE("every bench fidelity spec parses and generates its graph", "[hybrid][spec]") {
+  int specs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(PRISM_FIDELITY_SPECS)) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    auto spec = prism::graphgen::ParseFidelitySpecFile(entry.path().string());
+    REQUIRE(spec.ok());
+    if (spec->ranks() > 64) continue;  // step-n8192: its own test above
+    spec->iterations = 1;
+    spec->warmup = 0;
+    CHECK(prism::graphgen::GenerateFidelityGraph(*spec).ok());
+    ++specs;
+  }
+  CHECK(specs >= 15);
 }
 
 // The full-scale step, one real rank (about a second of CPU).

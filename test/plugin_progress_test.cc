@@ -1,6 +1,7 @@
 // ProgressEnginePool: how comms are spread over a context's progress threads
 // (PRISM_PROGRESS_THREADS), and that each comm is served by one thread only.
 #include <catch2/catch.hpp>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +27,9 @@ class FakeClient final : public ProgressClient {
   void Step(bool* progressed) override {
     std::lock_guard<std::mutex> lock(mu_);
     threads_.insert(std::this_thread::get_id());
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    thread_name_ = name;
     steps_.fetch_add(1);
   }
   void FillPoll(std::vector<pollfd>* fds) override {}
@@ -37,10 +41,15 @@ class FakeClient final : public ProgressClient {
     std::lock_guard<std::mutex> lock(mu_);
     return threads_;
   }
+  std::string thread_name() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_name_;
+  }
 
  private:
   mutable std::mutex mu_;
   std::set<std::thread::id> threads_;
+  std::string thread_name_;
   std::atomic<int> steps_{0};
 };
 
@@ -198,4 +207,15 @@ TEST_CASE("progress engine: a client that throws is failed, not the process, and
   CHECK(bad.steps() == bad_steps);        // and never calls the failed one again
   engine.Remove(&bad);
   engine.Remove(&good);
+}
+
+TEST_CASE("progress pool: the progress thread is named, so CPU profiles tell it from NCCL's",
+          "[plugin][unit]") {
+  auto pool = std::make_shared<ProgressEnginePool>(0, 1000);
+  std::vector<std::unique_ptr<Attached>> all;
+  all.push_back(std::make_unique<Attached>());
+  all.back()->engine = pool->Attach(&all.back()->client);
+  REQUIRE(AllStepped(all));
+  CHECK(all.back()->client.thread_name() == "prism progress");
+  all.back()->engine->Remove(&all.back()->client);
 }

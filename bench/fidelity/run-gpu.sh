@@ -16,9 +16,11 @@
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
 #      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set),
-#      YIELD_SLEEP_US=N (every rank preloads BUNDLE/libprism-yield-sleep.so: sched_yield sleeps N us,
-#      so spinning threads leave cores to the ranks packed beside them; README.md),
-#      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset).
+#      YIELD_SLEEP_US=N (default 20; 0: off): every rank preloads BUNDLE/libprism-yield-sleep.so, so
+#      sched_yield sleeps N us and NCCL's spinning proxy threads leave cores to the ranks packed
+#      beside them (README.md, "A ground truth that holds its links"),
+#      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
+#      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
@@ -40,11 +42,11 @@ restart_mps() {
 rank_env() {  # NAME TAG: the environment every rank of a run gets
   local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring" yield=""
   [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced=""
-  [[ -n "${YIELD_SLEEP_US:-}" ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=$YIELD_SLEEP_US"
+  [[ "${YIELD_SLEEP_US:-20}" != 0 ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=${YIELD_SLEEP_US:-20}"
   echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
     NCCL_NET=Prism NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
     NCCL_COLLNET_ENABLE=0 $forced NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
-    NCCL_NET_SHARED_COMMS=0 \
+    NCCL_NET_SHARED_COMMS=0 NCCL_SET_THREAD_NAME=1 \
     NCCL_SOCKET_IFNAME=lo TORCH_NCCL_RANKS_PER_ROOT=1048576 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
     NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" PRISM_LINK_REPORT=1 \
     PRISM_NIC_SPEED_MBPS="$(python3 -c "print(int(float('$GBPS') * 1000))")" \
@@ -114,7 +116,10 @@ for run in "$@"; do
   source "$D/$name/meta.env"
   tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
   restart_mps
-  t0=$(date +%s.%N)
+  t0=$(date +%s.%N); sampler=""
+  if [[ "${THREAD_CPU:-0}" == 1 ]]; then
+    python3 "$here/thread_cpu.py" "$here/driver.py" "$OUT/$tag/threads.txt" 0.5 & sampler=$!
+  fi
   case "$kind" in
     truth) run_truth "$name" "$tag" 0 ;;
     truth-late) run_truth "$name" "$tag" 1 ;;
@@ -124,6 +129,7 @@ for run in "$@"; do
     hybrid1-run) run_launcher "$name" "$tag" 0 ;;
     *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
   esac
+  [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"
