@@ -153,3 +153,35 @@ TEST_CASE("saturating time sums stay at the clock limit instead of wrapping", "[
   CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs - 1), prism::Nanoseconds(1)).count() == kMaxTimeNs);
   CHECK(SatAdd(prism::Nanoseconds(5), prism::Nanoseconds(7)).count() == 12);
 }
+
+// One rank per node (each rank its own NIC, as the fidelity bench runs):
+// the engine plays NCCL's double binary tree chunk by chunk, as prismd's
+// scheduler does for a real rank, instead of the 2S/(0.9B) formula.
+TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time; too large to play, the formula",
+          "[daemon][network][tree]") {
+  ClusterSpec one_per_node;
+  one_per_node.gpus_per_node = 1;
+  one_per_node.nics_per_node = 1;
+  one_per_node.nic_bps = 10'000'000'000ull;
+  one_per_node.nic_latency_ns = 10'000;
+  auto simulated = [&](uint32_t n, uint64_t bytes) {
+    prism::engine::SimulationOptions o;
+    auto r = prism::engine::Simulate(
+        prism::testing::CollectiveGraph(n, prism::graph::ALLREDUCE, bytes, prism::graph::ALGORITHM_TREE, 1, 0,
+                                        one_per_node),
+        o);
+    REQUIRE(r.ok());
+    return r->report.mean_iteration.count();
+  };
+  // 8 nodes, 16 MiB, 2 channels of 512 KiB chunks: 2S/B (26843.5 us) plus a
+  // fill of 3 chunk times and 3 hops; the same 28131.8 us as the Python play
+  // in hybrid_tree_pipeline_test.cc. The formula said 29886 us.
+  CHECK(simulated(8, 16ull << 20) == Approx(28'131'877).margin(1'000));
+  // Deeper trees fill longer, and the time grows with the size.
+  CHECK(simulated(16, 16ull << 20) > simulated(8, 16ull << 20));
+  CHECK(simulated(8, 64ull << 20) > 4 * 26'843'546);
+  // 8192 nodes, 64 MiB: 2.1 M chunk transfers, above kMaxPlayedTreeTransfers.
+  const Links l = LinksFor(8192, one_per_node);
+  const double formula = ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_TREE, 8192, 64.0 * (1 << 20), l);
+  CHECK(simulated(8192, 64ull << 20) * 1e-9 == Approx(formula).epsilon(0.001));
+}

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
-#include "daemon/hybrid/tree_pipeline.h"
+#include "daemon/engine/tree_pipeline.h"
 #include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
@@ -192,11 +192,11 @@ TEST_CASE("a Simple tree all-reduce's virtual senders stream what NCCL's double 
           "[hybrid][tree]") {
   HybridHarness h(SweepGraph({"allreduce"}, 8, 1), {0});
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3, 4, 5, 6, 7});
-  const prism::daemon::TreeAllReduce op{8, 2, prism::Bytes(1 << 20), prism::daemon::kNcclSimpleStepBytes,
+  const prism::engine::TreeAllReduce op{8, 2, prism::Bytes(1 << 20), prism::engine::kNcclSimpleStepBytes,
                                         prism::BitsPerSecond(10'000'000'000ull), prism::Nanoseconds(10'000)};
-  const auto a = prism::daemon::PlayTreeAllReduce(op, 0);
+  const auto a = prism::engine::PlayTreeAllReduce(op, 0);
   REQUIRE(a.has_value());
-  const auto stream = prism::daemon::StreamOf(*a, op.latency);
+  const auto stream = prism::engine::StreamOf(*a, op.latency);
   REQUIRE(stream.has_value());
   prism::rpc::EventBatch b;
   const int64_t t = RealtimeNow();

@@ -1,8 +1,8 @@
-// daemon/hybrid/tree_pipeline.h: NCCL's double binary tree and its chunk
+// daemon/engine/tree_pipeline.h: NCCL's double binary tree and its chunk
 // pipeline, against the trees NCCL builds and hand-worked timings.
 #include <catch2/catch.hpp>
 
-#include "daemon/hybrid/tree_pipeline.h"
+#include "daemon/engine/tree_pipeline.h"
 #include "plugin/arrival.h"
 
 namespace {
@@ -10,12 +10,12 @@ namespace {
 using prism::BitsPerSecond;
 using prism::Bytes;
 using prism::Nanoseconds;
-using prism::daemon::BinaryTreeNode;
-using prism::daemon::DoubleTreeSecondNode;
-using prism::daemon::PlayTreeAllReduce;
-using prism::daemon::TreeAllReduce;
+using prism::engine::BinaryTreeNode;
+using prism::engine::DoubleTreeSecondNode;
+using prism::engine::PlayTreeAllReduce;
+using prism::engine::TreeAllReduce;
 
-std::vector<int> Kids(const prism::daemon::TreeNode& t) { return t.children; }
+std::vector<int> Kids(const prism::engine::TreeNode& t) { return t.children; }
 
 }  // namespace
 
@@ -100,7 +100,7 @@ TEST_CASE("tree pipeline: the plugin's STREAM rule, fed the derived stream, land
     TreeAllReduce op{8, 2, Bytes(16 << 20), Bytes(512 << 10), BitsPerSecond(10'000'000'000), Nanoseconds(10'000)};
     const auto a = PlayTreeAllReduce(op, rank);
     REQUIRE(a.has_value());
-    const auto s = prism::daemon::StreamOf(*a, op.latency);
+    const auto s = prism::engine::StreamOf(*a, op.latency);
     REQUIRE(s.has_value());
     INFO("rank " << rank << " rate " << s->rate.count() << " offset " << s->ready_offset.count());
     // The virtual side is ready at 1 s; the real rank posts every receive early.
@@ -121,8 +121,8 @@ TEST_CASE("tree pipeline: the plugin's STREAM rule, fed the derived stream, land
     CHECK((last - ready).count() == Approx(a->last.count()).margin(a->last.count() * 1e-6 + 2));
   }
   // A single arrival time gives no rate.
-  prism::daemon::TreeArrivals one;
+  prism::engine::TreeArrivals one;
   one.first = one.last = Nanoseconds(5);
   one.received = one.first_bytes = Bytes(10);
-  CHECK_FALSE(prism::daemon::StreamOf(one, Nanoseconds(1)).has_value());
+  CHECK_FALSE(prism::engine::StreamOf(one, Nanoseconds(1)).has_value());
 }

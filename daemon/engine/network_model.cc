@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/tree_pipeline.h"
 
 namespace prism::engine {
 namespace {
@@ -112,6 +113,25 @@ Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape&
 }
 
 Nanoseconds NetworkModel::Tree(Bytes size, const CommShape& shape) const {
+  if (shape.max_per_node != 1 || shape.nodes < 2 || size.count() == 0) return TreeFormula(size, shape);
+  const std::pair<uint32_t, uint64_t> key{shape.nodes, size.count()};
+  {
+    std::lock_guard<std::mutex> lock(played_trees_->mu);
+    const auto it = played_trees_->end.find(key);
+    if (it != played_trees_->end.end())
+      return it->second.count() > 0 ? it->second : TreeFormula(size, shape);
+  }
+  const TreeAllReduce op{static_cast<int>(shape.nodes), kModelTreeChannels, size, kNcclSimpleStepBytes,
+                         RingBandwidth(shape), HopLatency(shape)};
+  // Played outside the lock: two threads may play the same tree once each.
+  const std::optional<TreeArrivals> played = PlayTreeAllReduce(op, 0, kMaxPlayedTreeTransfers);
+  const Nanoseconds end = played ? Max(played->operation_end, Nanoseconds(1)) : Nanoseconds(0);
+  std::lock_guard<std::mutex> lock(played_trees_->mu);
+  played_trees_->end.emplace(key, end);
+  return end.count() > 0 ? end : TreeFormula(size, shape);
+}
+
+Nanoseconds NetworkModel::TreeFormula(Bytes size, const CommShape& shape) const {
   const BitsPerSecond bw = RingBandwidth(shape);
   const Nanoseconds up = SatAdd(Times(links_.nic_latency, CeilLog2(shape.nodes)),
                                 Times(links_.intra_latency, shape.max_per_node - 1));

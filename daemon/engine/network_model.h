@@ -5,7 +5,11 @@
 //   ring allgather      (n-1)/n * S / B + (n-1) * L        S = output bytes
 //   ring reducescatter  (n-1)/n * S / B + (n-1) * L        S = input bytes
 //   ring broadcast/reduce        S / B + (n-1) * L          (pipelined chain)
-//   tree allreduce      2 * S / (0.9 B) + 2 * (ceil(log2 nodes) * L_nic + (k-1) * L_intra)
+//   tree allreduce      one rank per node: NCCL's double binary tree played chunk
+//                       by chunk (tree_pipeline.h; 2 channels, 512 KiB chunks),
+//                       the last arrival at any node; else, and for trees too
+//                       large to play (kMaxPlayedTreeTransfers):
+//                       2 * S / (0.9 B) + 2 * (ceil(log2 nodes) * L_nic + (k-1) * L_intra)
 //   pairwise alltoall   max((k-1) S/n / B_intra, (n-k) S/n / B_gpu_nic) + (n-1) * L
 //   send/recv           L_hop + S / B_hop
 // B is the ring's bottleneck hop: the intra-node link when k > 1 ranks of the
@@ -13,11 +17,16 @@
 // nodes (each GPU of a node owns nic_count / gpus_per_node of its NICs).
 // L is the slowest hop's latency (NIC latency when the communicator spans nodes).
 //
-// Thread-compatible value type; no state beyond the link figures.
+// Value type; copies share one cache of played trees. Thread-safe (the cache
+// is locked), so one model may serve several engines.
 #ifndef PRISM_DAEMON_ENGINE_NETWORK_MODEL_H_
 #define PRISM_DAEMON_ENGINE_NETWORK_MODEL_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/units.h"
@@ -60,7 +69,8 @@ class NetworkModel {
   // Fails when the cluster cannot carry traffic it will need (checked lazily
   // by CheckShape): zero bandwidths are reported there, not here.
   static LinkFigures LinkFiguresFromCluster(const graph::Cluster& cluster);
-  explicit NetworkModel(const LinkFigures& links) : links_(links) {}
+  explicit NetworkModel(const LinkFigures& links)
+      : links_(links), played_trees_(std::make_shared<PlayedTrees>()) {}
 
   // Whether this shape can be served by the links (non-zero bandwidths).
   absl::Status CheckShape(const CommShape& shape) const;
@@ -87,10 +97,22 @@ class NetworkModel {
  private:
   Nanoseconds Ring(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
   Nanoseconds Tree(Bytes size, const CommShape& shape) const;
+  Nanoseconds TreeFormula(Bytes size, const CommShape& shape) const;
   Nanoseconds Pairwise(Bytes size, const CommShape& shape) const;
 
+  // Played tree all-reduces by (nodes, bytes); 0 ns: too large to play.
+  struct PlayedTrees {
+    std::mutex mu;
+    std::map<std::pair<uint32_t, uint64_t>, Nanoseconds> end;
+  };
+
   LinkFigures links_;
+  std::shared_ptr<PlayedTrees> played_trees_;
 };
+
+// The channels the model gives a played tree all-reduce (the graph does not
+// say; NCCL ran 2 on the fidelity bench's one-NIC nodes).
+inline constexpr int kModelTreeChannels = 2;
 
 // Time to move size * num / den bytes at bw (rounded up), saturating.
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw);

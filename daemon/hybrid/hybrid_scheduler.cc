@@ -174,29 +174,29 @@ void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   }
 }
 
-StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
+engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
   const uint64_t link = options_.link_bits_per_second;
   const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
-  if (!tree_all_reduce) return StreamShape{BitsPerSecond(link), Nanoseconds(0)};
-  const StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
+  if (!tree_all_reduce) return engine::StreamShape{BitsPerSecond(link), Nanoseconds(0)};
+  const engine::StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
   if (link == 0 || s.proto_name() != "SIMPLE" || s.comm_size() < 2 || s.bytes() == 0) return half;
   const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()));
   if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
-  const TreeAllReduce op{s.comm_size(),
+  const engine::TreeAllReduce op{s.comm_size(),
                          std::max(1, static_cast<int>(s.channels())),
                          Bytes(s.bytes()),
-                         kNcclSimpleStepBytes,
+                         engine::kNcclSimpleStepBytes,
                          BitsPerSecond(link),
                          Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
-  StreamShape shape = half;
-  const std::optional<TreeArrivals> a = PlayTreeAllReduce(op, s.comm_rank(), kMaxPlayedTreeTransfers);
-  if (const std::optional<StreamShape> stream = a ? StreamOf(*a, op.latency) : std::nullopt) shape = *stream;
+  engine::StreamShape shape = half;
+  const std::optional<engine::TreeArrivals> a = engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
+  if (const std::optional<engine::StreamShape> stream = a ? engine::StreamOf(*a, op.latency) : std::nullopt) shape = *stream;
   tree_shapes_.emplace(key, shape);
   return shape;
 }
 
 rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
-                                          const StreamShape& stream) {
+                                          const engine::StreamShape& stream) {
   rpc::OpSchedule s;
   *s.mutable_key() = key;
   s.set_mode(mode);
@@ -255,7 +255,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   rpc::OpSchedule d;
   *d.mutable_key() = s.key();
   d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
-  const StreamShape stream = StreamShapeOf(s);
+  const engine::StreamShape stream = StreamShapeOf(s);
   d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count())));
   d.set_link_bits_per_second(stream.rate.count());
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));

@@ -42,9 +42,9 @@
 
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
+#include "daemon/engine/tree_pipeline.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/session_recorder.h"
-#include "daemon/hybrid/tree_pipeline.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "daemon/session/schedule_source.h"
@@ -107,7 +107,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     int64_t since_ns = 0;  // CLOCK_REALTIME of the report
     std::string what;
     bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
-    StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
+    engine::StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -150,7 +150,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
                  rpc::ScheduleBatch* reply);
   // A STREAM schedule's ready time is `ready_emulated` + the shape's offset.
   rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
-                           const StreamShape& stream);
+                           const engine::StreamShape& stream);
   // How the virtual senders stream this operation to the real rank: the
   // modelled link from the virtual side's ready time, except a tree
   // all-reduce (Simple), whose arrivals come from playing NCCL's double
@@ -160,7 +160,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // is interior in one tree and a leaf in the other, so its NIC sends the
   // data twice). Locked helper (the cache); plays at most
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
-  StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
+  engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
   void Diverge(const std::string& text);
   void PusherMain();
@@ -173,7 +173,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
 
   mutable std::mutex mu_;  // guards everything below
   // Played tree all-reduces by (nodes, rank, bytes, channels).
-  mutable std::map<std::tuple<int, int, uint64_t, int>, StreamShape> tree_shapes_;
+  mutable std::map<std::tuple<int, int, uint64_t, int>, engine::StreamShape> tree_shapes_;
   ScheduleSink* sink_ = nullptr;
   std::map<uint32_t, RealRank> ranks_;
   std::unordered_map<uint64_t, CommDescription> comm_of_hash_;

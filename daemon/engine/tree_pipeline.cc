@@ -1,10 +1,10 @@
-#include "daemon/hybrid/tree_pipeline.h"
+#include "daemon/engine/tree_pipeline.h"
 
 #include <algorithm>
 #include <queue>
 #include <tuple>
 
-namespace prism::daemon {
+namespace prism::engine {
 
 TreeNode BinaryTreeNode(int nodes, int rank) {
   TreeNode t;
@@ -100,7 +100,7 @@ std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank,
   std::vector<int64_t> nic_free(n, 0);
   std::vector<uint8_t> ups(static_cast<size_t>(op.channels) * n * chunks, 0);  // children's chunks arrived
   TreeArrivals out;
-  int64_t first = -1, last = 0, last_send = 0;
+  int64_t first = -1, last = 0, last_send = 0, last_anywhere = 0;
   while (!ready.empty()) {
     const Send s = ready.top();
     ready.pop();
@@ -109,6 +109,7 @@ std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank,
     const int64_t done = start + TransferTime(size, op.link).count();
     nic_free[s.from] = done;
     const int64_t arrive = done + op.latency.count();
+    last_anywhere = std::max(last_anywhere, arrive);
     if (s.from == rank) last_send = std::max(last_send, done);
     if (s.to == rank) {
       if (first < 0 || arrive < first) {
@@ -134,7 +135,8 @@ std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank,
   out.first = Nanoseconds(std::max<int64_t>(first, 0));
   out.last = Nanoseconds(last);
   out.end = Nanoseconds(std::max(last, last_send));
+  out.operation_end = Nanoseconds(last_anywhere);
   return out;
 }
 
-}  // namespace prism::daemon
+}  // namespace prism::engine

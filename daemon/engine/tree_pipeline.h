@@ -14,9 +14,12 @@
 // order they became ready, at the link's rate, and arrive one latency later.
 //
 // With one rank per node (how the fidelity bench runs: each rank its own
-// NCCL_HOSTID), the node is the rank. Thread-compatible pure functions.
-#ifndef PRISM_DAEMON_HYBRID_TREE_PIPELINE_H_
-#define PRISM_DAEMON_HYBRID_TREE_PIPELINE_H_
+// NCCL_HOSTID), the node is the rank. prismd's scheduler plays it for a real
+// rank's tree all-reduce (its STREAM schedule), and the engine's network
+// model for a tree all-reduce of one rank per node (NetworkModel).
+// Thread-compatible pure functions.
+#ifndef PRISM_DAEMON_ENGINE_TREE_PIPELINE_H_
+#define PRISM_DAEMON_ENGINE_TREE_PIPELINE_H_
 
 #include <cstdint>
 #include <optional>
@@ -24,7 +27,7 @@
 
 #include "common/units.h"
 
-namespace prism::daemon {
+namespace prism::engine {
 
 // NCCL's chunk for a Simple tree: one step of the default buffer
 // (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8). prismd cannot see a rank's
@@ -57,6 +60,7 @@ struct TreeArrivals {
   Bytes first_bytes;            // that first message's size
   Bytes received;               // all it receives
   Nanoseconds end;              // its operation ends: last arrival or last send
+  Nanoseconds operation_end;    // the last arrival at any node: the whole operation's end
 };
 
 // How virtual senders stream an operation's messages to a real rank (a
@@ -82,6 +86,6 @@ inline constexpr int64_t kMaxPlayedTreeTransfers = 250'000;
 // fewer than 2 nodes, rank outside).
 std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank, int64_t max_messages = 4'000'000);
 
-}  // namespace prism::daemon
+}  // namespace prism::engine
 
-#endif  // PRISM_DAEMON_HYBRID_TREE_PIPELINE_H_
+#endif  // PRISM_DAEMON_ENGINE_TREE_PIPELINE_H_
