@@ -73,9 +73,9 @@ TEST_CASE("GET /metrics during a long simulation returns valid exposition text",
   REQUIRE(http.ok());
   const int port = (*http)->port();
   REQUIRE(port > 0);
-  // ~0.6 s of emulated time, paced to the wall clock.
+  // ~1.2 s of emulated time, paced to the wall clock.
   const auto gr = prism::testing::CollectiveGraph(64, prism::graph::ALLREDUCE, 1 << 20,
-                                                  prism::graph::ALGORITHM_DEFAULT, 30, 20'000'000);
+                                                  prism::graph::ALGORITHM_DEFAULT, 60, 20'000'000);
   std::atomic<bool> done{false};
   std::thread sim([&] {
     prism::engine::SimulationOptions o;
@@ -86,10 +86,21 @@ TEST_CASE("GET /metrics during a long simulation returns valid exposition text",
     CHECK(r.ok());
     done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  // Scrape once the run is under way (0.1 s emulated), however loaded the
+  // host is; the run itself lasts about a second more.
   long code = 0;
-  const std::string text = HttpGet(port, "/metrics", &code);
-  const bool mid_run = !done;
+  std::string text;
+  bool mid_run = false;
+  for (int i = 0; i < 400; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const bool running = !done;
+    text = HttpGet(port, "/metrics", &code);
+    std::set<std::string> ignored;
+    const auto now = ParseExposition(text, &ignored);
+    const auto it = now.find("prism_emulated_time_seconds");
+    mid_run = running && !done;
+    if (!running || (it != now.end() && it->second > 0.1)) break;
+  }
   const std::string status_json = HttpGet(port, "/status", &code);
   sim.join();
   CHECK(mid_run);

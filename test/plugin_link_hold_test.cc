@@ -34,7 +34,7 @@ using prism::plugin::Request;
 using prism::plugin::Settings;
 using prism::plugin::WallNowNs;
 
-constexpr int64_t kLatencyNs = 40'000'000;  // long enough that bytes land well before delivery
+constexpr int64_t kLatencyNs = 300'000'000;  // bytes land long before delivery, even on a loaded host
 
 struct Pair {
   // `threads`: the progress pool (prism::plugin::kInlineProgress: none).
@@ -118,7 +118,7 @@ TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kerne
   LinkHoldStats stats;
   Pair p(&stats, 1);
   bool final_ok = false;
-  // A 4 MiB (Simple) buffer: the bytes are there 40 ms before test() says done.
+  // A 4 MiB (Simple) buffer: the bytes are there long before test() says done.
   CHECK(PayloadVisibleBeforeDone(&p, 4 * 1024 * 1024, &final_ok));
   CHECK(final_ok);
 }

@@ -126,6 +126,21 @@ absl::Status CheckLinks(const graph::Graph& g, const EngineWorld& w, const Netwo
   return absl::OkStatus();
 }
 
+// Plays every tree all-reduce the model will play (one rank per node,
+// NetworkModel::Tree) now, so that a play of up to about 20 ms never runs
+// on the engine thread while prismd keeps pace with real ranks.
+void PlayTreesAhead(const EngineWorld& w, const NetworkModel& model) {
+  for (const Actor& a : w.actors) {
+    for (const OpInfo& op : w.programs[a.program].ops) {
+      if (op.kind != OpKind::kCollective || op.collective != graph::ALLREDUCE) continue;
+      if (op.algorithm != graph::ALGORITHM_TREE && op.algorithm != graph::ALGORITHM_DEFAULT) continue;
+      const CommShape& shape = w.comms[a.slot_comm[op.slot]].shape;
+      if (shape.max_per_node == 1 && shape.SpansNodes())
+        (void)model.CollectiveTime(op.collective, op.algorithm, op.bytes, shape);
+    }
+  }
+}
+
 absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const WorldOptions& options) {
   EngineWorld w;
   for (const graph::Program& p : g.programs()) {
@@ -225,6 +240,7 @@ absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkM
   auto full = BuildFull(graph, options);
   if (!full.ok()) return full.status();
   if (auto s = CheckLinks(graph, *full, model); !s.ok()) return s;
+  PlayTreesAhead(*full, model);
   if (!options.use_classes) {
     full->reduction_note = "equivalence classes switched off (--no-classes)";
     return full;

@@ -5,7 +5,9 @@
 // BuildWorld runs ValidateGraph (structure and the limits of common/limits.h,
 // whoever built the Graph), then validates what the engine assumes beyond it
 // (links able to carry every communicator) and returns an error that says
-// what is wrong instead of crashing on hostile graphs.
+// what is wrong instead of crashing on hostile graphs. It also has `model`
+// play every tree all-reduce of one rank per node the graph holds (the
+// model caches them), so that no play runs later on the engine thread.
 //
 // Equivalence classes (docs/network-model.md, "Equivalence classes", has the
 // proof): ranks are partitioned by colour refinement until stable; a class is
