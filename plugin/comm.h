@@ -11,6 +11,7 @@
 #ifndef PRISM_PLUGIN_COMM_H_
 #define PRISM_PLUGIN_COMM_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -102,6 +103,9 @@ struct CommEnv {
   OpScheduleBook* schedules = nullptr; // prismd's per-operation schedules
   int nccl_version = 0;                // NCCL's version code (ncclGetVersion); 0: unknown
   LinkHoldStats* link_hold = nullptr;  // shaped real-peer receives against the model
+  // Set once this process was told that a broadcast reached it through a
+  // virtual peer (virtual_comms.h, NoteBroadcastThroughVirtual).
+  std::atomic<bool>* told_virtual_broadcast = nullptr;
 };
 
 // The version code of the NCCL whose function `logger` is (its logger, which

@@ -69,7 +69,7 @@ Result Plugin::InitOnce() {
                                      : static_cast<int64_t>(settings_.nic.latency_us * 1000.0f);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
-                   &link_hold_};
+                   &link_hold_, &told_virtual_broadcast_};
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", kPluginVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());

@@ -118,6 +118,7 @@ class Plugin {
   std::unique_ptr<NicLinks> nics_;
   OpScheduleBook schedules_;
   LinkHoldStats link_hold_;
+  std::atomic<bool> told_virtual_broadcast_{false};  // CommEnv::told_virtual_broadcast
   CommEnv env_;
   OpRelay relay_{&env_};
   OpTracker tracker_{&relay_};

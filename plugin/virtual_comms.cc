@@ -1,7 +1,9 @@
 #include "plugin/virtual_comms.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "plugin/arrival.h"
@@ -173,6 +175,19 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
   return prism_ncclSuccess;
 }
 
+void NoteBroadcastThroughVirtual(const CommEnv& env, int root) {
+  if (env.told_virtual_broadcast == nullptr || env.told_virtual_broadcast->exchange(true)) return;
+  const std::string root_name = root >= 0 ? "rank " + std::to_string(root) : "its root";
+  const std::string text =
+      "a broadcast from " + root_name + " of its communicator reached this rank through a virtual peer: its "
+      "timing is modelled, but its bytes are not " + root_name + "'s (PRISM_RECV_FILL: the plugin does not "
+      "read GPU memory). A program that checks what it received may stop; DistributedDataParallel's "
+      "start-up parameter check does. Run the broadcast's root as the real rank (for DDP: rank 0; "
+      "docs/limitations.md).";
+  PRISM_WARN(*env.logger, "%s", text.c_str());
+  std::fprintf(stderr, "NET/Prism: %s\n", text.c_str());
+}
+
 // LL/LL128 receives carry flags of the connection's step (ll_lines.h). The
 // profiler role names the protocol; without it, the registered buffer does.
 // A Simple p2p receive lands in a shared pool: its address says nothing.
@@ -180,6 +195,7 @@ void VirtualRecvComm::TrackStep(Slot& s, const MemRegion* mr) {
   s.protocol = ReceiveProtocol(s.op, mr, buffers_);
   if (s.op.valid()) {
     const OpInfo& info = s.op.op->info();
+    if (info.kind == OpKind::kBroadcast) NoteBroadcastThroughVirtual(env_, info.root);
     const bool p2p = info.kind == OpKind::kSend || info.kind == OpKind::kRecv;
     const int slot = mr != nullptr && (s.protocol != LineProtocol::kSimple || !p2p)
                          ? StepSlotOf(mr->base, mr->size, s.data)

@@ -69,6 +69,13 @@ class VirtualSendComm final : public NetComm {
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
 };
 
+// Tells the user, once per process (stderr and NCCL's log, through
+// env.told_virtual_broadcast), that a broadcast from comm rank `root`
+// reached this rank through a virtual peer: its timing is modelled, but its
+// bytes are the fill policy's, not the root's, so a program that checks them
+// (DDP's start-up parameter check) stops. Thread-safe.
+void NoteBroadcastThroughVirtual(const CommEnv& env, int root);
+
 class VirtualRecvComm final : public NetComm {
  public:
   VirtualRecvComm(const CommEnv& env, std::shared_ptr<DaemonSession> session, uint64_t conn_id,

@@ -3,6 +3,8 @@
 // it picks, with which inputs), with tags from FakeNccl and a DaemonSession
 // that is never started (events stay queued; schedules are put by hand).
 #include <catch2/catch.hpp>
+
+#include <atomic>
 #include <algorithm>
 #include <cstring>
 #include <chrono>
@@ -609,6 +611,28 @@ TEST_CASE("virtual recv: an all-gather's ring receive carries this rank's own se
   CHECK(WaitDone(r) == 4096);
   CHECK(std::equal(mine.begin(), mine.end(), buf.begin()));
   ring.Finish();
+}
+
+// A broadcast through a virtual peer carries the fill policy's bytes, not the
+// root's: the user is told once per process (DDP's start-up check stops on it).
+TEST_CASE("virtual recv: a broadcast through a virtual peer tells the user once that its bytes are not the root's",
+          "[plugin][unit][arrival][own]") {
+  Rig rig;
+  std::atomic<bool> told{false};
+  rig.env.told_virtual_broadcast = &told;
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  {
+    OneStepRing ring(&rig, 1, "SIMPLE", "AllGather");
+    std::vector<char> buf(4096, 'x');
+    const MessageTag tag = ring.recv_tag();
+    PostReceive(&recv, &buf, &tag);
+    CHECK_FALSE(told.load());  // an all-gather's virtual peers send this rank's own bytes
+  }
+  OneStepRing ring(&rig, 2, "SIMPLE", "Broadcast");
+  std::vector<char> buf(4096, 'x');
+  const MessageTag tag = ring.recv_tag();
+  PostReceive(&recv, &buf, &tag);
+  CHECK(told.load());
 }
 
 TEST_CASE("virtual recv: an all-reduce's virtual peers still send zeros under PRISM_RECV_FILL=own",
