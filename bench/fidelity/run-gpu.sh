@@ -75,7 +75,21 @@ run_truth() {  # NAME TAG LATE
     local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
+  wait_ranks "$tag" "$(seq -s ' ' 0 $((N - 1)))" "${pids[@]}"
+}
+
+# Waits for a run's ranks; a rank that failed or timed out is named, and its
+# run gets a FAILED file, so that the run's NCCL logs are kept
+# (failed-nccl-logs.tgz).
+wait_ranks() {  # TAG "RANK..." PID... (one pid per rank, same order)
+  local tag="$1" ranks=($2) i=0 rc; shift 2
+  for p in "$@"; do
+    wait "$p"; rc=$?
+    if (( rc != 0 )); then
+      echo "run-gpu: $tag: rank ${ranks[$i]} exited with status $rc (124: RUN_TIMEOUT)" | tee -a "$OUT/$tag/FAILED"
+    fi
+    i=$((i + 1))
+  done
 }
 
 run_hybrid() {  # NAME TAG REAL-RANKS LATE
@@ -91,7 +105,7 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
     local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
+  wait_ranks "$tag" "${reals//,/ }" "${pids[@]}"
   python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics',timeout=5).read().decode())" \
     > "$OUT/$tag/metrics.txt" 2>/dev/null || true
   python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/status',timeout=5).read().decode())" \
@@ -135,3 +149,8 @@ done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"
 tar -C "$OUT" -czf "$OUT/results.tgz" --exclude='nccl.*.log' --exclude='mps-*' $(cd "$OUT" && ls -d */ 2>/dev/null) 2>/dev/null
 tar -C "$OUT" -czf "$OUT/nccl-logs.tgz" $(cd "$OUT" && find . -name 'nccl.*.log' | head -64) 2>/dev/null || true
+failed=$(cd "$OUT" && for f in */FAILED; do [[ -f "$f" ]] && dirname "$f"; done)
+if [[ -n "$failed" ]]; then
+  tar -C "$OUT" -czf "$OUT/failed-nccl-logs.tgz" $(cd "$OUT" && for d in $failed; do ls "$d"/nccl.*.log 2>/dev/null; done) 2>/dev/null || true
+  echo "run-gpu: failed runs: $failed (their NCCL logs: $OUT/failed-nccl-logs.tgz)"
+fi
