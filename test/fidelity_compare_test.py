@@ -58,6 +58,28 @@ class TruthAgainstModel(unittest.TestCase):
         self.assertIn("compute fwd: median 1530.0 us over 4 (graph 1500.0 us)", text)
 
 
+class StepBounds(unittest.TestCase):
+    def test_hybrid_against_truth_is_judged_against_the_bounds(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        for d in ("st-truth", "st-hybrid1"):
+            os.makedirs(os.path.join(out, d))
+        os.makedirs(os.path.join(data, "st"))
+        with open(os.path.join(data, "st", "meta.env"), "w") as f:
+            f.write("N=2\nMODE=step\n")
+        with open(os.path.join(data, "st", "model.json"), "w") as f:
+            json.dump({"graph": "st", "iteration_time_s": 0.1}, f)
+        mem = {"peak_reserved_bytes": 1000, "nccl_device_bytes": 0}
+        with open(os.path.join(out, "st-truth", "r0.json"), "w") as f:
+            json.dump(dict(mem, warmup=1, iteration_ms=[500.0, 100.0, 100.0, 100.0], peak_gpu_bytes=1000), f)
+        # Mean -1%, one iteration 3% off: the worst-iteration bound is missed.
+        with open(os.path.join(out, "st-hybrid1", "r0.json"), "w") as f:
+            json.dump(dict(mem, warmup=1, iteration_ms=[400.0, 97.0, 100.0, 100.0], peak_gpu_bytes=1000), f)
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("bounds: mean 1.00% <= 1%; worst iteration 3.00% > 2%; peak memory 0.00% <= 0.1% "
+                      "-> outside: worst iteration", text)
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

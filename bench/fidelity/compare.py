@@ -125,6 +125,25 @@ def truth_vs_model(data, name, truth_kind, truths):
         print(f"compute {k}: median {v['median']:.1f} us over {v['n']} (graph {v.get('graph_us', float('nan')):.1f} us)")
 
 
+# The timing issue's bounds for a step (issue 9's acceptance): mean
+# iteration error, worst iteration, the late iteration, peak GPU memory (%).
+STEP_BOUNDS = (("mean", 1.0), ("worst iteration", 2.0), ("late iteration", 2.0), ("peak memory", 0.1))
+
+
+def step_verdict(errors):
+    """One line: each measured error (name -> %) against STEP_BOUNDS."""
+    parts, missed = [], []
+    for key, bound in STEP_BOUNDS:
+        if key not in errors:
+            continue
+        ok = abs(errors[key]) <= bound
+        parts.append(f"{key} {abs(errors[key]):.2f}% {'<=' if ok else '>'} {bound:g}%")
+        if not ok:
+            missed.append(key)
+    verdict = "within every bound" if not missed else "outside: " + ", ".join(missed)
+    return "bounds: " + "; ".join(parts) + f" -> {verdict}"
+
+
 def step_tables(out, data, name, runs):
     for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run"]),
                                      ("truth-late", ["hybrid1-late"])):
@@ -149,6 +168,7 @@ def step_tables(out, data, name, runs):
                 n = min(len(ti), len(hi))
                 errs = [pct(hi[i], ti[i]) for i in range(n)]
                 mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
+                errors = {"mean": pct(mh, mt), "worst iteration": max(abs(e) for e in errs)}
                 print(f"\n## {name}: {kind} vs {truth_kind}, rank {r}: {n} iterations after {wu} warm-up")
                 print(f"mean iteration: truth {mt:.3f} ms, hybrid {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
                       f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
@@ -157,11 +177,14 @@ def step_tables(out, data, name, runs):
                     k = int(os.environ.get("LATE_ITER", "10"))
                     print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, hybrid {h['iteration_ms'][k]:.3f} ms, "
                           f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
+                    errors["late iteration"] = pct(h['iteration_ms'][k], t['iteration_ms'][k])
                 if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
                     print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
                           f"{t['nccl_device_bytes']}), hybrid {h['peak_gpu_bytes']} B (reserved "
                           f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
                           f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
+                    errors["peak memory"] = pct(h['peak_gpu_bytes'], t['peak_gpu_bytes'])
+                print(step_verdict(errors))
                 print("per iteration (ms) truth/hybrid: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
 
 
