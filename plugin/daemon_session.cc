@@ -7,10 +7,10 @@
 #include <chrono>
 
 #include "plugin/clock.h"
-#include "plugin/thread_name.h"
 #include "plugin/daemon_owner.h"
 #include "plugin/op_schedules.h"
 #include "plugin/plugin.h"
+#include "plugin/thread_name.h"
 #include "proto/prism_service.grpc.pb.h"
 
 namespace prism::plugin {

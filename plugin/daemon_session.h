@@ -73,7 +73,7 @@ struct SessionEvent {
     kOpStarted,
     kOpFinished,
   };
-  Kind kind;
+  Kind kind = kConnOpened;
   bool is_send = false;
   int32_t dev = 0;
   int32_t tag = 0;

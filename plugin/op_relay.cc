@@ -15,7 +15,8 @@ std::shared_ptr<DaemonSession> OpRelay::Session() {
 
 void OpRelay::OnOpStarted(const OpInfo& info) {
   if (!env_->settings->daemon_configured) return;
-  SessionEvent e{SessionEvent::kOpStarted};
+  SessionEvent e;
+  e.kind = SessionEvent::kOpStarted;
   e.op = std::make_shared<const OpInfo>(info);
   e.at_ns = info.enqueued_ns;
   Session()->Emit(e);
@@ -24,7 +25,8 @@ void OpRelay::OnOpStarted(const OpInfo& info) {
 void OpRelay::OnOpFinished(const OpInfo& info, const OpSummary& summary) {
   if (env_->schedules != nullptr) env_->schedules->Finish(OpKey::Of(info));
   if (!env_->settings->daemon_configured) return;
-  SessionEvent e{SessionEvent::kOpFinished};
+  SessionEvent e;
+  e.kind = SessionEvent::kOpFinished;
   e.op = std::make_shared<const OpInfo>(info);
   e.summary = summary;
   e.at_ns = WallNowNs();

@@ -1,6 +1,7 @@
 // Names for the plugin's threads, so that top, perf and
 // bench/fidelity/thread_cpu.py tell them from NCCL's and PyTorch's.
-#pragma once
+#ifndef PRISM_PLUGIN_THREAD_NAME_H_
+#define PRISM_PLUGIN_THREAD_NAME_H_
 
 #include <pthread.h>
 
@@ -15,3 +16,5 @@ inline void NameThisThread(const char* name) {
 }
 
 }  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_THREAD_NAME_H_

@@ -18,7 +18,8 @@ constexpr int64_t kWaitWarnNs = 2'000'000'000;
 
 // Tells prismd that a virtual connection opened or closed (batched by the session).
 void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t conn_id, bool is_send, int dev) {
-  SessionEvent e{kind};
+  SessionEvent e;
+  e.kind = kind;
   e.is_send = is_send;
   e.dev = dev;
   e.id = conn_id;
@@ -28,7 +29,8 @@ void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t con
 
 SessionEvent MessageEvent(SessionEvent::Kind kind, uint64_t conn_id, uint64_t seq, uint64_t bytes, int64_t at,
                           const MessageTag& op) {
-  SessionEvent e{kind};
+  SessionEvent e;
+  e.kind = kind;
   e.id = conn_id;
   e.seq = seq;
   e.bytes = bytes;
@@ -176,7 +178,8 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
 }
 
 void NoteBroadcastThroughVirtual(const CommEnv& env, int root) {
-  if (env.told_virtual_broadcast == nullptr || env.told_virtual_broadcast->exchange(true)) return;
+  std::atomic<bool>* told = env.told_virtual_broadcast;
+  if (told == nullptr || told->load(std::memory_order_relaxed) || told->exchange(true)) return;
   const std::string root_name = root >= 0 ? "rank " + std::to_string(root) : "its root";
   const std::string text =
       "a broadcast from " + root_name + " of its communicator reached this rank through a virtual peer: its "

@@ -24,7 +24,8 @@ class SessionVirtualPeers final : public VirtualPeers {
   }
 
   void ListenOpened(uint64_t listen_id, int dev) override {
-    SessionEvent e{SessionEvent::kListenOpened};
+    SessionEvent e;
+    e.kind = SessionEvent::kListenOpened;
     e.id = listen_id;
     e.dev = dev;
     Session()->Emit(e);
@@ -33,7 +34,8 @@ class SessionVirtualPeers final : public VirtualPeers {
   void ListenClosed(uint64_t listen_id) override {
     std::shared_ptr<DaemonSession> s = SessionIfOpen();
     if (!s) return;
-    SessionEvent e{SessionEvent::kListenClosed};
+    SessionEvent e;
+    e.kind = SessionEvent::kListenClosed;
     e.id = listen_id;
     s->Emit(e);
   }

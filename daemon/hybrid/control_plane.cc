@@ -79,11 +79,22 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
   return cp;
 }
 
+namespace {
+
+PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate) {
+  PluginSessionService::Options o;
+  o.daemon_version = version;
+  o.nccl_gate = gate;
+  return o;
+}
+
+}  // namespace
+
 ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules)
     : options_(std::move(options)),
       metrics_(metrics),
       nccl_gate_(options_.nccl_version, [this](int code) { return ChooseNcclVersion(code); }),
-      sessions_({.daemon_version = options_.version, .nccl_gate = &nccl_gate_}, schedules) {}
+      sessions_(SessionOptions(options_.version, &nccl_gate_), schedules) {}
 
 absl::Status ControlPlane::ChooseNcclVersion(int code) {
   absl::Status chosen = absl::OkStatus();
