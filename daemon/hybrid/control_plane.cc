@@ -43,6 +43,13 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
      &bootstrap::BootstrapStats::broker_errors},
 };
 
+PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate) {
+  PluginSessionService::Options o;
+  o.daemon_version = version;
+  o.nccl_gate = gate;
+  return o;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::Graph& graph,
@@ -78,17 +85,6 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
                                                                  &cp->sessions_.broker());
   return cp;
 }
-
-namespace {
-
-PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate) {
-  PluginSessionService::Options o;
-  o.daemon_version = version;
-  o.nccl_gate = gate;
-  return o;
-}
-
-}  // namespace
 
 ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics, ScheduleSource* schedules)
     : options_(std::move(options)),
