@@ -80,6 +80,36 @@ class StepBounds(unittest.TestCase):
                       "-> outside: worst iteration", text)
 
 
+class TruthGate(unittest.TestCase):
+    def test_a_sweep_truth_is_checked_against_the_model_at_large_sizes(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(out, "sw-truth"))
+        os.makedirs(os.path.join(data, "sw"))
+        with open(os.path.join(data, "sw", "meta.env"), "w") as f:
+            f.write("N=4\nMODE=sweep\n")
+        trace = {"traceEvents": [
+            {"ph": "X", "name": "allreduce 1048576", "cat": "collective", "pid": 0, "dur": 100.0},
+            {"ph": "X", "name": "allreduce 16777216", "cat": "collective", "pid": 0, "dur": 1000.0},
+            {"ph": "X", "name": "allreduce 67108864", "cat": "collective", "pid": 0, "dur": 4000.0}]}
+        with open(os.path.join(data, "sw", "model-trace.json"), "w") as f:
+            json.dump(trace, f)
+
+        def gate(truth_us):
+            with open(os.path.join(out, "sw-truth", "r0.json"), "w") as f:
+                json.dump({"ops": {k: {"median_us": v} for k, v in truth_us.items()}}, f)
+            text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                                  check=True).stdout
+            return [l for l in text.splitlines() if l.startswith("truth holds")]
+
+        # 1 MiB far off does not count; 16 and 64 MiB within 2%.
+        self.assertEqual(gate({"allreduce 1048576": 300.0, "allreduce 16777216": 1010.0,
+                               "allreduce 67108864": 4040.0}),
+                         ["truth holds the model at 16 MiB and above (within 2%): yes, worst 0.99%"])
+        held = gate({"allreduce 1048576": 100.0, "allreduce 16777216": 1100.0, "allreduce 67108864": 4000.0})
+        self.assertEqual(len(held), 1)
+        self.assertIn("NO, worst 9.09%", held[0])
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
