@@ -114,3 +114,23 @@ TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays 
   CHECK(diff.size() == 0);
   for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
 }
+
+TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
+          "[hybrid][replay]") {
+  // bench/fidelity step-n8-2g5 (TP2 PP2 DP2 at 2.5 Gbit/s + 10 us, 30
+  // iterations), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU run 3):
+  // the run that came within 0.59% of its ground truth (worst iteration
+  // 1.09%). A change in the engine's timing of these schedules fails here.
+  const d::Recording rec = FixtureRecording("step-n8-2g5-hybrid1-shim.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 720);
+  auto replay = d::ReplaySessions(FixtureGraph("step-n8-2g5.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_matched == 840);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  CHECK(diff.size() == 0);
+  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+}
