@@ -134,3 +134,21 @@ TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) repla
   CHECK(diff.size() == 0);
   for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
 }
+
+TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to all its schedules",
+          "[hybrid][replay]") {
+  // As above, real ranks 0 and 4 (session 18, GPU run 3): -0.61% / -0.60%
+  // against the ground truth. Two sessions' reports feed one engine.
+  const d::Recording rec = FixtureRecording("step-n8-2g5-hybrid2-shim.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 1200);
+  auto replay = d::ReplaySessions(FixtureGraph("step-n8-2g5.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_matched == 1680);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  CHECK(diff.size() == 0);
+  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+}
