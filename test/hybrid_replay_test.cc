@@ -152,3 +152,21 @@ TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to al
   CHECK(diff.size() == 0);
   for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
 }
+
+TEST_CASE("the N=8 collective sweep at 2.5 Gbit/s (1 real rank) replays to all its schedules", "[hybrid][replay]") {
+  // bench/fidelity sweep-n8-2g5 (all-reduce, all-gather, reduce-scatter,
+  // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU
+  // run 4): within 0.4% of its ground truth from 4 MiB.
+  const d::Recording rec = FixtureRecording("sweep-n8-2g5-hybrid1-shim.rec");
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == 260);
+  auto replay = d::ReplaySessions(FixtureGraph("sweep-n8-2g5.yaml"), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_matched == 325);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  CHECK(diff.size() == 0);
+  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+}
