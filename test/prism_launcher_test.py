@@ -207,6 +207,16 @@ class WholeRuns(unittest.TestCase):
         self.assertIn("[rank 5] got the world's NCCL id: 128 bytes, root 127.64.", out.stdout)
         self.assertIn("prismd ready", out.stderr)
 
+    def test_the_callers_ld_preload_reaches_the_ranks_not_prismd(self):
+        cmd, log_dir = self.launch("5")
+        bogus = os.path.join(self.tmp, "no-such-preload.so")  # ld.so names it in every process that gets it
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, LD_PRELOAD=bogus))
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        with open(os.path.join(log_dir, "prismd.log"), errors="replace") as f:
+            self.assertNotIn("no-such-preload", f.read())
+        self.assertIn("no-such-preload", out.stdout + out.stderr + "".join(
+            open(os.path.join(log_dir, n), errors="replace").read() for n in os.listdir(log_dir) if n != "prismd.log"))
+
     def test_a_failing_rank_stops_the_others_and_sets_the_exit_status(self):
         cmd, log_dir = self.launch("0,1", "--fail-rank", "1", "--code", "3", "--linger", "600")
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
