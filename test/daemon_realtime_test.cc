@@ -15,7 +15,8 @@ TEST_CASE("best-effort real-time replay runs no faster than the wall clock", "[d
   // 5 x 20 ms of compute between small allreduces: >= 100 ms of emulated time.
   const g::Graph gr = prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 5, 20'000'000);
   prism::engine::SimulationOptions o;
-  o.realtime = prism::engine::RealtimeOptions{prism::engine::RealtimeMode::kBestEffort};
+  o.realtime = prism::engine::RealtimeOptions();
+  o.realtime->mode = prism::engine::RealtimeMode::kBestEffort;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = prism::engine::Simulate(gr, o);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -27,7 +28,8 @@ TEST_CASE("best-effort real-time replay runs no faster than the wall clock", "[d
 TEST_CASE("hard-limit real-time replay fails clearly once it lags past the limit", "[daemon][realtime]") {
   const g::Graph gr = prism::testing::CollectiveGraph(8, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 5, 1000);
   prism::engine::SimulationOptions o;
-  prism::engine::RealtimeOptions rt{prism::engine::RealtimeMode::kHardLimit};
+  prism::engine::RealtimeOptions rt;
+  rt.mode = prism::engine::RealtimeMode::kHardLimit;
   rt.lag_limit = prism::Nanoseconds(0);
   rt.lookahead = prism::Nanoseconds(-50'000'000);  // run 50 ms behind on purpose
   o.realtime = rt;

@@ -79,7 +79,8 @@ TEST_CASE("GET /metrics during a long simulation returns valid exposition text",
   std::atomic<bool> done{false};
   std::thread sim([&] {
     prism::engine::SimulationOptions o;
-    o.realtime = prism::engine::RealtimeOptions{prism::engine::RealtimeMode::kBestEffort};
+    o.realtime = prism::engine::RealtimeOptions();
+    o.realtime->mode = prism::engine::RealtimeMode::kBestEffort;
     o.observer = &metrics;
     o.progress_every_events = 1;
     auto r = prism::engine::Simulate(gr, o);

@@ -15,6 +15,20 @@ using nlohmann::json;
 using prism::server::CommunicatorRow;
 using prism::server::StatusBoard;
 
+namespace {
+
+// A communicator row with its name, kind and counters; the rest default.
+CommunicatorRow Row(const std::string& name, const std::string& kind, uint64_t members = 0, uint64_t ops_done = 0) {
+  CommunicatorRow r;
+  r.name = name;
+  r.kind = kind;
+  r.members = members;
+  r.ops_done = ops_done;
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("status JSON: empty collections are present and empty", "[daemon][status]") {
   StatusBoard s;
   const json j = json::parse(s.Json());
@@ -73,8 +87,8 @@ TEST_CASE("status JSON: histories and rows are bounded, texts cut", "[daemon][st
   StatusBoard s;
   for (uint64_t i = 0; i < StatusBoard::kIterationHistory + 10; ++i) s.AddIteration(i, prism::FromMilliseconds(1));
   for (size_t i = 0; i < StatusBoard::kMaxCommunicatorRows + 7; ++i)
-    s.SetCommunicator(CommunicatorRow{"c" + std::to_string(i), "TP"});
-  s.SetCommunicator(CommunicatorRow{"c" + std::to_string(StatusBoard::kMaxCommunicatorRows + 1), "TP"});  // again
+    s.SetCommunicator(Row("c" + std::to_string(i), "TP"));
+  s.SetCommunicator(Row("c" + std::to_string(StatusBoard::kMaxCommunicatorRows + 1), "TP"));  // again
   for (size_t i = 0; i < StatusBoard::kMaxDivergences + 5; ++i) s.AddDivergence(std::string(1000, 'x'));
   const json j = json::parse(s.Json());
   CHECK(j.at("iteration_times").size() == StatusBoard::kIterationHistory);
@@ -94,7 +108,7 @@ TEST_CASE("status setters from many threads while JSON is read", "[daemon][statu
       for (uint64_t i = 0; i < 2000; ++i) {
         s.AddIteration(i, prism::FromMilliseconds(1));
         s.UpdateRealRank(t, i % 2 == 0, "step " + std::to_string(i));
-        s.SetCommunicator(CommunicatorRow{"c" + std::to_string(i % 300), "DP", 0, i});
+        s.SetCommunicator(Row("c" + std::to_string(i % 300), "DP", 0, i));
         if (i % 100 == 0) s.AddDivergence("d");
         s.SetAlert("a" + std::to_string(t), "x");
       }
