@@ -41,6 +41,24 @@ d::Recording FixtureRecording(const std::string& name) {
   return *std::move(rec);
 }
 
+// Replays a causal run's recording (prismd --lookahead-ms 0) and checks that
+// it gives all `schedules` of the live run to the nanosecond, with every one
+// of `ops` real-rank operations matched and no divergence.
+void CheckReplaysExactly(const std::string& recording, const std::string& spec, size_t schedules, uint64_t ops) {
+  const d::Recording rec = FixtureRecording(recording);
+  const auto recorded = d::RecordedSchedules(rec);
+  REQUIRE(recorded.size() == schedules);
+  auto replay = d::ReplaySessions(FixtureGraph(spec), rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->ops_matched == ops);
+  CHECK(replay->ops_unmatched == 0);
+  CHECK(replay->divergences == 0);
+  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
+  CHECK(diff.size() == 0);
+  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+}
+
 }  // namespace
 
 TEST_CASE("a recorded N=4 sweep (1 real rank, H200) replays to the schedules prismd sent", "[hybrid][replay]") {
@@ -101,18 +119,7 @@ TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays 
   // reached the engine before the events it could delay, so the plain
   // replay gives the live run's schedules, all 720 of them. Lost with a
   // lookahead (the engine then handles reports after events they precede).
-  const d::Recording rec = FixtureRecording("step-n8-hybrid1-causal.rec");
-  const auto recorded = d::RecordedSchedules(rec);
-  REQUIRE(recorded.size() == 720);
-  auto replay = d::ReplaySessions(FixtureGraph("step-n8.yaml"), rec);
-  INFO(replay.status().message());
-  REQUIRE(replay.ok());
-  CHECK(replay->ops_matched == 840);
-  CHECK(replay->ops_unmatched == 0);
-  CHECK(replay->divergences == 0);
-  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
-  CHECK(diff.size() == 0);
-  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+  CheckReplaysExactly("step-n8-hybrid1-causal.rec", "step-n8.yaml", 720, 840);
 }
 
 TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
@@ -121,52 +128,19 @@ TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) repla
   // iterations), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU run 3):
   // the run that came within 0.59% of its ground truth (worst iteration
   // 1.09%). A change in the engine's timing of these schedules fails here.
-  const d::Recording rec = FixtureRecording("step-n8-2g5-hybrid1-shim.rec");
-  const auto recorded = d::RecordedSchedules(rec);
-  REQUIRE(recorded.size() == 720);
-  auto replay = d::ReplaySessions(FixtureGraph("step-n8-2g5.yaml"), rec);
-  INFO(replay.status().message());
-  REQUIRE(replay.ok());
-  CHECK(replay->ops_matched == 840);
-  CHECK(replay->ops_unmatched == 0);
-  CHECK(replay->divergences == 0);
-  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
-  CHECK(diff.size() == 0);
-  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+  CheckReplaysExactly("step-n8-2g5-hybrid1-shim.rec", "step-n8-2g5.yaml", 720, 840);
 }
 
 TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to all its schedules",
           "[hybrid][replay]") {
   // As above, real ranks 0 and 4 (session 18, GPU run 3): -0.61% / -0.60%
   // against the ground truth. Two sessions' reports feed one engine.
-  const d::Recording rec = FixtureRecording("step-n8-2g5-hybrid2-shim.rec");
-  const auto recorded = d::RecordedSchedules(rec);
-  REQUIRE(recorded.size() == 1200);
-  auto replay = d::ReplaySessions(FixtureGraph("step-n8-2g5.yaml"), rec);
-  INFO(replay.status().message());
-  REQUIRE(replay.ok());
-  CHECK(replay->ops_matched == 1680);
-  CHECK(replay->ops_unmatched == 0);
-  CHECK(replay->divergences == 0);
-  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
-  CHECK(diff.size() == 0);
-  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+  CheckReplaysExactly("step-n8-2g5-hybrid2-shim.rec", "step-n8-2g5.yaml", 1200, 1680);
 }
 
 TEST_CASE("the N=8 collective sweep at 2.5 Gbit/s (1 real rank) replays to all its schedules", "[hybrid][replay]") {
   // bench/fidelity sweep-n8-2g5 (all-reduce, all-gather, reduce-scatter,
   // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU
   // run 4): within 0.4% of its ground truth from 4 MiB.
-  const d::Recording rec = FixtureRecording("sweep-n8-2g5-hybrid1-shim.rec");
-  const auto recorded = d::RecordedSchedules(rec);
-  REQUIRE(recorded.size() == 260);
-  auto replay = d::ReplaySessions(FixtureGraph("sweep-n8-2g5.yaml"), rec);
-  INFO(replay.status().message());
-  REQUIRE(replay.ok());
-  CHECK(replay->ops_matched == 325);
-  CHECK(replay->ops_unmatched == 0);
-  CHECK(replay->divergences == 0);
-  const auto diff = d::CompareSchedules(recorded, replay->schedules, /*tolerance_ns=*/0);
-  CHECK(diff.size() == 0);
-  for (size_t i = 0; i < diff.size() && i < 5; ++i) UNSCOPED_INFO(diff[i]);
+  CheckReplaysExactly("sweep-n8-2g5-hybrid1-shim.rec", "sweep-n8-2g5.yaml", 260, 325);
 }
