@@ -110,6 +110,22 @@ class TruthGate(unittest.TestCase):
         self.assertIn("NO, worst 9.09%", held[0])
 
 
+class ThreadCpu(unittest.TestCase):
+    def test_the_busiest_threads_of_a_run_are_named(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(out, "st-truth"))
+        with open(os.path.join(out, "st-truth", "threads.txt"), "w") as f:
+            f.write("# CPU by thread name over 22.0 s sampled; cores = CPU s / wall s\n"
+                    "cpu_s\tcores\tthreads\tname\n"
+                    "178.65\t8.11\t32\tNCCL Progress 1\n52.96\t2.41\t128\tpython3\n"
+                    "9.43\t0.43\t288\tprism progress\n1.94\t0.09\t32\tNCCL Service  0\n"
+                    "243.24\t11.05\t602\tall\n")
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("[st-truth] CPU by thread, in cores: NCCL Progress 1 8.11 (32 threads), python3 2.41 "
+                      "(128 threads), prism progress 0.43 (288 threads); all 11.05", text)
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

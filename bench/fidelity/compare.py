@@ -263,6 +263,27 @@ def link_hold_summary(out):
             print(f"  rank 0: {reports[0]}")
 
 
+def thread_cpu_summary(out, top=3):
+    """Where each run's CPU went (THREAD_CPU=1: thread_cpu.py's threads.txt):
+    the busiest thread names and the total, in cores."""
+    for d in sorted(os.listdir(out)):
+        path = os.path.join(out, d, "threads.txt")
+        if not os.path.isfile(path):
+            continue
+        rows = []
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 4 and not line.startswith(("#", "cpu_s")):
+                    rows.append((float(parts[1]), int(parts[2]), parts[3]))
+        total = [r for r in rows if r[2] == "all"]
+        busiest = sorted((r for r in rows if r[2] != "all"), reverse=True)[:top]
+        if not busiest:
+            continue
+        text = ", ".join(f"{name} {cores:.2f} ({n} threads)" for cores, n, name in busiest)
+        print(f"\n[{d}] CPU by thread, in cores: {text}" + (f"; all {total[0][0]:.2f}" if total else ""))
+
+
 def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
@@ -286,6 +307,7 @@ def main():
             model_tables(out, data, name, kinds)
     prismd_summary(out)
     link_hold_summary(out)
+    thread_cpu_summary(out)
 
 
 if __name__ == "__main__":
