@@ -591,26 +591,37 @@ TEST_CASE("virtual recv: an LL ring receive's flag lines appear when it arrives,
   ring.Finish();
 }
 
+// PRISM_RECV_FILL=own, one ring step of `func` under `proto`: this rank
+// sends `mine` to its virtual successor, then receives from its virtual
+// predecessor into a buffer of `buffer_bytes` bytes of 'x'; the buffer once
+// the receive is done (it must report `mine.size()` bytes).
+std::vector<char> OwnFillRingReceive(const char* proto, const char* func, const std::vector<char>& mine,
+                                     size_t buffer_bytes) {
+  Rig rig;
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, proto, func);
+  void* sreq = nullptr;
+  REQUIRE(send.Isend(const_cast<char*>(mine.data()), mine.size(), 0, nullptr, ring.send_tag(), &sreq) ==
+          prism_ncclSuccess);
+  std::vector<char> buf(buffer_bytes, 'x');
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(WaitDone(r) == static_cast<int>(mine.size()));
+  ring.Finish();
+  return buf;
+}
+
 // PRISM_RECV_FILL=own: a virtual peer of an all-gather sends what this rank
 // sends (as if every rank had this rank's data: what DDP's start-up checks,
 // an all-gather of each rank's parameter count, need to pass).
 TEST_CASE("virtual recv: an all-gather's ring receive carries this rank's own send of the step (Simple)",
           "[plugin][unit][arrival][own]") {
-  Rig rig;
-  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
-  VirtualSendComm send(rig.env, rig.session, 1, 0);
-  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  OneStepRing ring(&rig, 1, "SIMPLE", "AllGather");
   std::vector<char> mine(4096);
   for (size_t k = 0; k < mine.size(); ++k) mine[k] = static_cast<char>(k * 7 + 3);
-  void* sreq = nullptr;
-  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
-  std::vector<char> buf(8192, 'x');
-  const MessageTag tag = ring.recv_tag();
-  Request* r = PostReceive(&recv, &buf, &tag);
-  CHECK(WaitDone(r) == 4096);
+  const std::vector<char> buf = OwnFillRingReceive("SIMPLE", "AllGather", mine, 8192);
   CHECK(std::equal(mine.begin(), mine.end(), buf.begin()));
-  ring.Finish();
 }
 
 // A broadcast through a virtual peer carries the fill policy's bytes, not the
@@ -637,29 +648,12 @@ TEST_CASE("virtual recv: a broadcast through a virtual peer tells the user once 
 
 TEST_CASE("virtual recv: an all-reduce's virtual peers still send zeros under PRISM_RECV_FILL=own",
           "[plugin][unit][arrival][own]") {
-  Rig rig;
-  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
-  VirtualSendComm send(rig.env, rig.session, 1, 0);
-  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  OneStepRing ring(&rig, 1, "SIMPLE", "AllReduce");
-  std::vector<char> mine(4096, 5);
-  void* sreq = nullptr;
-  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
-  std::vector<char> buf(8192, 'x');
-  const MessageTag tag = ring.recv_tag();
-  Request* r = PostReceive(&recv, &buf, &tag);
-  CHECK(WaitDone(r) == 4096);
+  const std::vector<char> buf = OwnFillRingReceive("SIMPLE", "AllReduce", std::vector<char>(4096, 5), 8192);
   CHECK(std::all_of(buf.begin(), buf.begin() + 4096, [](char c) { return c == 0; }));
-  ring.Finish();
 }
 
 TEST_CASE("virtual recv: an LL all-gather's ring receive carries this rank's own lines with its own flags",
           "[plugin][unit][arrival][own][ll]") {
-  Rig rig;
-  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
-  VirtualSendComm send(rig.env, rig.session, 1, 0);
-  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  OneStepRing ring(&rig, 1, "LL", "AllGather");
   // This rank's LL lines as its kernel wrote them: data words i and ~i, the
   // flags of its own send connection's step (9 here: another step count).
   std::vector<char> mine(4096);
@@ -667,12 +661,7 @@ TEST_CASE("virtual recv: an LL all-gather's ring receive carries this rank's own
     const uint32_t line[4] = {i, 9, ~i, 9};
     std::memcpy(mine.data() + 16 * i, line, 16);
   }
-  void* sreq = nullptr;
-  REQUIRE(send.Isend(mine.data(), mine.size(), 0, nullptr, ring.send_tag(), &sreq) == prism_ncclSuccess);
-  std::vector<char> buf(65536, 'x');
-  const MessageTag tag = ring.recv_tag();
-  Request* r = PostReceive(&recv, &buf, &tag);
-  CHECK(WaitDone(r) == 4096);
+  const std::vector<char> buf = OwnFillRingReceive("LL", "AllGather", mine, 65536);
   uint32_t words[4];
   for (uint32_t i = 0; i < 256; ++i) {
     std::memcpy(words, buf.data() + 16 * i, 16);
@@ -682,7 +671,6 @@ TEST_CASE("virtual recv: an LL all-gather's ring receive carries this rank's own
     CHECK(words[3] == 1);
   }
   CHECK(buf[4096] == 'x');
-  ring.Finish();
 }
 
 TEST_CASE("virtual recv: a PAT all-gather's receive repeats this rank's own chunk (its first send)",
