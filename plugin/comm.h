@@ -108,6 +108,16 @@ struct CommEnv {
   std::atomic<bool>* told_virtual_broadcast = nullptr;
 };
 
+// PRISM_RECV_FILL=own: keeps what this rank sends in step (channel, step)
+// of its operation, for the virtual peers that repeat it (OpRecord keeps
+// small all-gather sends only; GPU memory is not read). Called by both
+// isend paths, real and virtual peers alike: a ring's own sends go to either.
+inline void KeepSendForOwnFill(const CommEnv& env, const MessageTag& op, const MemRegion* mr, const void* data,
+                               size_t size) {
+  if (!op.valid() || env.settings->recv_fill != RecvFill::kOwn || (mr != nullptr && mr->on_gpu())) return;
+  op.op->KeepSendPayload(op.channel, op.step, static_cast<const char*>(data), size);
+}
+
 // The version code of the NCCL whose function `logger` is (its logger, which
 // NCCL hands to every plugin init): the ncclGetVersion of the library that
 // holds it; 0 when unknown (no logger, not a library, no such symbol).

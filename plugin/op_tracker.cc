@@ -21,7 +21,6 @@ enum HandleTag : uint32_t {
   kDeadTag = 0x44454144,      // "DEAD"
 };
 
-
 uint32_t TagOf(const void* handle) {
   uint32_t tag = 0;
   if (handle != nullptr) std::memcpy(&tag, handle, sizeof(tag));

@@ -62,8 +62,7 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
       shaped_ ? nic_->Reserve(Bytes(size), Nanoseconds(now)) : LinkModel::Times{Nanoseconds(now), Nanoseconds(now)};
   req->wire_done_ns = shaped_ ? t.wire_done.count() : 0;
   if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done.count(), size);
-  if (op.valid() && env_.settings->recv_fill == RecvFill::kOwn && (mr == nullptr || !mr->on_gpu()))
-    op.op->KeepSendPayload(op.channel, op.step, static_cast<const char*>(data), size);  // PRISM_RECV_FILL=own
+  KeepSendForOwnFill(env_, op, mr, data, size);
   req->header = MessageHeader{size, tag,
                               ChunkCount(size, env_.settings->min_chunk_bytes,
                                          static_cast<uint32_t>(fds_.size())),

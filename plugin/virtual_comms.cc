@@ -92,8 +92,7 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   req->done_at = wire_done;
   conn_->RecordSent(seq, wire_done);
   if (op.valid()) op.op->RecordSend(op.channel, op.step, now, wire_done, size);
-  if (op.valid() && env_.settings->recv_fill == RecvFill::kOwn && (mr == nullptr || !mr->on_gpu()))
-    op.op->KeepSendPayload(op.channel, op.step, static_cast<const char*>(data), size);  // PRISM_RECV_FILL=own
+  KeepSendForOwnFill(env_, op, mr, data, size);
   SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
   e.tag = tag;
   session_->Emit(e);
@@ -234,8 +233,7 @@ bool VirtualRecvComm::FillsOwn(const Slot& slot) const {
 // first), but never long: 2 ms past the message's arrival, then zeros.
 bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
   if (!FillsOwn(slot) || slot.protocol != LineProtocol::kSimple) return false;
-  const OpInfo& info = slot.op.op->info();
-  if (info.kind != OpKind::kAllGather || info.mirror_kind()) return false;
+  if (slot.op.op->info().mirror_kind()) return false;  // a ring takes its own send of the step
   return !slot.op.op->HasOwnChunk() && now < slot.done_at + kOwnChunkWaitNs;
 }
 
