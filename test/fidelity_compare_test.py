@@ -126,6 +126,21 @@ class ThreadCpu(unittest.TestCase):
                       "(128 threads), prism progress 0.43 (288 threads); all 11.05", text)
 
 
+class NcclChoices(unittest.TestCase):
+    def test_the_algorithms_and_protocols_nccl_chose_are_listed_per_size(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(out, "sw-truth"))
+        with open(os.path.join(out, "sw-truth", "nccl-choices.txt"), "w") as f:
+            f.write("AllGather 65536 RING LL 24\nAllGather 1048576 RING LL128 24\n"
+                    "AllReduce 1073741824 RING SIMPLE 20\nAllReduce 1073741824 TREE SIMPLE 4\n")
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("[sw-truth] NCCL's choices (its TUNING log, all ranks); protocols in use: LL, LL128, SIMPLE",
+                      text)
+        self.assertIn("  AllGather: 64K RING/LL, 1M RING/LL128", text)
+        self.assertIn("  AllReduce: 1G RING/SIMPLE+TREE/SIMPLE", text)
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

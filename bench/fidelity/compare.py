@@ -284,6 +284,37 @@ def thread_cpu_summary(out, top=3):
         print(f"\n[{d}] CPU by thread, in cores: {text}" + (f"; all {total[0][0]:.2f}" if total else ""))
 
 
+def nccl_choices_summary(out):
+    """What NCCL chose, per run (NCCL_CHOOSES=1: run-gpu.sh's nccl-choices.txt, from NCCL's TUNING log
+    lines of every rank): algorithm/protocol per collective and size, and the protocols seen at all."""
+    for d in sorted(os.listdir(out)):
+        path = os.path.join(out, d, "nccl-choices.txt")
+        if not os.path.isfile(path):
+            continue
+        per_op, protocols = {}, set()
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 5:
+                    continue
+                op, nbytes, algo, proto, _count = parts
+                per_op.setdefault(op, {}).setdefault(int(nbytes), set()).add(f"{algo}/{proto}")
+                protocols.add(proto)
+        if not per_op:
+            continue
+        print(f"\n[{d}] NCCL's choices (its TUNING log, all ranks); protocols in use: {', '.join(sorted(protocols))}")
+        for op in sorted(per_op):
+            sizes = per_op[op]
+            print(f"  {op}: " + ", ".join(f"{human_bytes(b)} {'+'.join(sorted(sizes[b]))}" for b in sorted(sizes)))
+
+
+def human_bytes(n):
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
 def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
@@ -308,6 +339,7 @@ def main():
     prismd_summary(out)
     link_hold_summary(out)
     thread_cpu_summary(out)
+    nccl_choices_summary(out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@
 #      YIELD_SLEEP_US=N (default 20; 0: off): every rank preloads BUNDLE/libprism-yield-sleep.so, so
 #      sched_yield sleeps N us and NCCL's spinning proxy threads leave cores to the ranks packed
 #      beside them (README.md, "A ground truth that holds its links"),
+#      YIELD_FIFO=1 (with the shim: the threads that yield run SCHED_FIFO 1, so a poller with work
+#      takes a core at once; root only),
 #      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py).
 set -uo pipefail
@@ -40,9 +42,10 @@ restart_mps() {
 }
 
 rank_env() {  # NAME TAG: the environment every rank of a run gets
-  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring" yield=""
-  [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced=""
-  [[ "${YIELD_SLEEP_US:-20}" != 0 ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=${YIELD_SLEEP_US:-20}"
+  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring" yield="" subsys="INIT,ALLOC"
+  # NCCL's choice per collective is in its TUNING log lines (nccl-choices.txt after the run).
+  [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced="" && subsys="INIT,ALLOC,TUNING"
+  [[ "${YIELD_SLEEP_US:-20}" != 0 ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=${YIELD_SLEEP_US:-20} PRISM_YIELD_FIFO=${YIELD_FIFO:-0}"
   echo PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$B/libnccl-net-prism.so" NCCL_PROFILER_PLUGIN="$B/libnccl-net-prism.so" \
     NCCL_NET=Prism NCCL_NVLS_ENABLE=0 NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_WIN_ENABLE=0 \
     NCCL_COLLNET_ENABLE=0 $forced NCCL_RUNTIME_CONNECT=0 NCCL_PXN_DISABLE=1 \
@@ -50,7 +53,7 @@ rank_env() {  # NAME TAG: the environment every rank of a run gets
     NCCL_SOCKET_IFNAME=lo TORCH_NCCL_RANKS_PER_ROOT=1048576 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
     NVSHMEM_DISABLE_NVLS=1 PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US" PRISM_LINK_REPORT=1 \
     PRISM_NIC_SPEED_MBPS="$(python3 -c "print(int(float('$GBPS') * 1000))")" \
-    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC NCCL_DEBUG_FILE="$OUT/$tag/nccl.%h.%p.log" $yield ${EXTRA_ENV:-}
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=$subsys NCCL_DEBUG_FILE="$OUT/$tag/nccl.%h.%p.log" $yield ${EXTRA_ENV:-}
 }
 
 driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
@@ -124,6 +127,12 @@ run_launcher() {  # NAME TAG REAL-RANKS: the driver as an ordinary program under
     > "$OUT/$tag/run.log" 2>&1
 }
 
+nccl_choices() {  # RUNDIR: what NCCL chose per collective and size, all ranks' TUNING lines counted
+  local lines
+  lines=$(cat "$1"/nccl.*.log 2>/dev/null | grep -ho '[A-Za-z]*: [0-9]* Bytes -> Algo [A-Z_]* proto [A-Z0-9_]*') || return 0
+  sort <<<"$lines" | uniq -c | awk '{sub(":", "", $2); print $2, $3, $7, $9, $1}' | sort -k1,1 -k2,2n > "$1/nccl-choices.txt"
+}
+
 for run in "$@"; do
   name="${run%%:*}"; kind="${run#*:}"
   # shellcheck disable=SC1090
@@ -144,6 +153,7 @@ for run in "$@"; do
     *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
   esac
   [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
+  nccl_choices "$OUT/$tag"
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"

@@ -13,6 +13,14 @@
 // the real yield), and timer slack is 1 us so the sleep is that long, so a
 // waiting thread leaves its core to the others and wakes soon.
 //
+// PRISM_YIELD_FIFO=1 also moves each thread that yields (the pollers: NCCL's
+// proxy threads, the plugin's progress threads, CUDA's waits) to SCHED_FIFO
+// priority 1 at its first yield, so that when one wakes with work it takes a
+// core from the ranks' other threads at once instead of waiting for the
+// scheduler (needs root or CAP_SYS_NICE; without it, a one-time note on
+// stderr and the normal policy). Every yield still sleeps, so these threads
+// leave the cores between polls.
+//
 // Applied to every rank of a ground truth and of the hybrid runs compared
 // with it (the same NCCL, the same waits). Not for production use.
 #include <sched.h>
@@ -21,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace {
@@ -34,12 +43,36 @@ long YieldSleepNs() {
   return ns;
 }
 
+bool WantsFifo() {
+  static const bool fifo = [] {
+    const char* v = std::getenv("PRISM_YIELD_FIFO");
+    return v != nullptr && v[0] == '1';
+  }();
+  return fifo;
+}
+
+// Once per thread: SCHED_FIFO 1 when PRISM_YIELD_FIFO=1.
+void RaiseOnFirstYield() {
+  static thread_local bool raised = false;
+  if (raised || !WantsFifo()) return;
+  raised = true;
+  const sched_param p{1};
+  if (sched_setscheduler(0, SCHED_FIFO, &p) != 0) {
+    static bool told = false;
+    if (!told) {
+      told = true;
+      std::fprintf(stderr, "libprism-yield-sleep: PRISM_YIELD_FIFO=1 but SCHED_FIFO was refused (not root?)\n");
+    }
+  }
+}
+
 // Threads inherit their creator's timer slack: set it before NCCL starts any.
 __attribute__((constructor)) void TightTimerSlack() { prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); }
 
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int sched_yield() {
+  RaiseOnFirstYield();
   const long ns = YieldSleepNs();
   if (ns == 0) return static_cast<int>(syscall(SYS_sched_yield));
   timespec ts{0, ns};

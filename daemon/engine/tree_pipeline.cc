@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <vector>
 #include <tuple>
 
 namespace prism::engine {
@@ -49,8 +50,16 @@ struct Send {
   int from, to, channel;
   int64_t chunk;   // index within the channel
   bool down;
+  size_t conn;     // the connection's index (ConnectionIndex)
   bool operator>(const Send& o) const { return std::tie(ready_ns, seq) > std::tie(o.ready_ns, o.seq); }
 };
+
+// A node's connections per channel: slot 0 to its parent, 1 and 2 to its children.
+constexpr int kSlotsPerNode = 3;
+
+size_t ConnectionIndex(int nodes, int channel, int from, int slot) {
+  return (static_cast<size_t>(channel) * nodes + from) * kSlotsPerNode + slot;
+}
 
 }  // namespace
 
@@ -89,8 +98,24 @@ std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank,
 
   std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
   uint64_t seq = 0;
+  // Per connection and chunk: when its send left the NIC, and (held back by
+  // the connection's window) when its data was ready; -1: not yet.
+  const size_t conns = ConnectionIndex(n, op.channels, 0, 0);
+  const int64_t window = op.send_window;
+  std::vector<int64_t> sent(window > 0 ? conns * chunks : 0, -1), held(sent.size(), -1);
   auto post = [&](int64_t at, int from, int to, int channel, int64_t k, bool down) {
-    ready.push(Send{at, seq++, from, to, channel, k, down});
+    const std::vector<int>& kids = tree_of(channel)[from].children;
+    const int slot = down ? 1 + static_cast<int>(std::find(kids.begin(), kids.end(), to) - kids.begin()) : 0;
+    const size_t conn = ConnectionIndex(n, channel, from, slot);
+    if (window > 0 && k >= window) {
+      const int64_t slot_free = sent[conn * chunks + k - window];
+      if (slot_free < 0) {
+        held[conn * chunks + k] = at;  // posted when send k - window leaves
+        return;
+      }
+      at = std::max(at, slot_free);
+    }
+    ready.push(Send{at, seq++, from, to, channel, k, down, conn});
   };
   for (int c = 0; c < op.channels; ++c)
     for (int r = 0; r < n; ++r)
@@ -108,6 +133,13 @@ std::optional<TreeArrivals> PlayTreeAllReduce(const TreeAllReduce& op, int rank,
     const int64_t start = std::max(s.ready_ns, nic_free[s.from]);
     const int64_t done = start + TransferTime(size, op.link).count();
     nic_free[s.from] = done;
+    if (window > 0) {
+      sent[s.conn * chunks + s.chunk] = done;
+      const int64_t next = s.chunk + window;
+      if (next < chunks && held[s.conn * chunks + next] >= 0)
+        ready.push(Send{std::max(held[s.conn * chunks + next], done), seq++, s.from, s.to, s.channel, next, s.down,
+                        s.conn});
+    }
     const int64_t arrive = done + op.latency.count();
     last_anywhere = std::max(last_anywhere, arrive);
     if (s.from == rank) last_send = std::max(last_send, done);

@@ -12,6 +12,10 @@
 // root turns it around, and each node forwards what comes down to its
 // children. Each node has one NIC: its sends leave one after another, in the
 // order they became ready, at the link's rate, and arrive one latency later.
+// Each connection (a node's link to its parent or to one child, per channel)
+// holds at most NCCL_STEPS chunks: its GPU fills step k only once the send of
+// step k - NCCL_STEPS has left, so a leaf does not queue all its chunks ahead
+// of what it forwards in the other tree; its connections share the NIC.
 //
 // With one rank per node (how the fidelity bench runs: each rank its own
 // NCCL_HOSTID), the node is the rank. prismd's scheduler plays it for a real
@@ -33,6 +37,8 @@ namespace prism::engine {
 // (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8). prismd cannot see a rank's
 // NCCL_BUFFSIZE; a rank that changes it gets this chunk all the same.
 inline constexpr Bytes kNcclSimpleStepBytes{512 * 1024};
+// NCCL_STEPS: the slots of one connection's buffer, its sends in flight at most.
+inline constexpr int kNcclSteps = 8;
 
 struct TreeNode {
   int parent = -1;              // -1: the root
@@ -50,6 +56,7 @@ struct TreeAllReduce {
   Bytes chunk;                  // NCCL's chunk (Simple: NCCL_BUFFSIZE / NCCL_STEPS)
   BitsPerSecond link;           // each node's NIC
   Nanoseconds latency;          // one hop
+  int send_window = kNcclSteps; // chunks one connection may have queued or on the wire (0: unbounded)
 };
 
 // What node `rank` receives in the operation, in time from its start (every
