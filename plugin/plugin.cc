@@ -78,7 +78,13 @@ Result Plugin::InitOnce() {
       std::snprintf(name, sizeof(name), settings_.nic.name_pattern.c_str(), d);
       nic_names_.emplace_back(name);
     }
-    std::string why;
+    std::string why = NicPciPathProblem(settings_.nic.pci_path);
+    if (!why.empty()) {
+      PRISM_WARN(logger_, "%s", why.c_str());
+      std::fprintf(stderr, "NET/Prism: NCCL init fails: %s\n", why.c_str());
+      once_result_ = prism_ncclInvalidUsage;
+      return;
+    }
     if (settings_.daemon_configured) {
       // Before NCCL's bootstrap starts: prismd plays this release's bootstrap.
       if (std::string refused = AnnounceToDaemon(settings_, env_.nccl_version); !refused.empty()) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "common/daemon_address.h"
 #include "plugin/daemon_owner.h"
@@ -25,7 +27,9 @@ constexpr EnvParam kParams[] = {
     {"PRISM_NIC_MAX_P2P_BYTES", "1099511627776", "maxP2pBytes (must be in (0, 1 TiB])"},
     {"PRISM_NIC_MAX_COLL_BYTES", "1099511627776", "maxCollBytes"},
     {"PRISM_NIC_MAX_MULTI_REQUEST_SIZE", "1", "maxMultiRequestSize (v11)"},
-    {"PRISM_NIC_PCI_PATH", "", "PCI path reported for every NIC; empty: none (CPU-attached)"},
+    {"PRISM_NIC_PCI_PATH", "",
+     "PCI path reported for every NIC; empty: none (CPU-attached); a path that does not exist, or a GPU's own, "
+     "fails init (NCCL crashes on the latter)"},
     {"PRISM_GDR", "0", "1: advertise NCCL_PTR_CUDA; GPU buffers are copied via libcudart"},
     {"PRISM_DMABUF", "0", "1: advertise NCCL_PTR_DMABUF too (regMrDmaBuf; copies like PRISM_GDR)"},
     {"PRISM_SOCKET_IFADDR", "", "IPv4 address real peers dial; empty: first non-loopback, else 127.0.0.1"},
@@ -194,6 +198,20 @@ std::string DescribeSettings() {
     out += std::string(p.name) + "=" + RawValue(p);
   }
   return out;
+}
+
+std::string NicPciPathProblem(const std::string& pci_path) {
+  if (pci_path.empty()) return "";
+  std::error_code ec;
+  if (!std::filesystem::exists(pci_path, ec))
+    return "PRISM_NIC_PCI_PATH=" + pci_path + " does not exist; name a PCI device under /sys/devices, or unset it "
+           "(a CPU-attached NIC)";
+  std::ifstream in(pci_path + "/class");
+  std::string pci_class;
+  if (in >> pci_class && pci_class.rfind("0x03", 0) == 0)
+    return "PRISM_NIC_PCI_PATH=" + pci_path + " is a GPU (PCI class " + pci_class + "); NCCL crashes when a NIC "
+           "reports a GPU's own PCI address: name the PCI bridge or switch above it, or unset it";
+  return "";
 }
 
 }  // namespace prism::plugin

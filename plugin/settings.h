@@ -72,6 +72,13 @@ Settings LoadSettings(std::string* warnings);
 // "NAME=value" for every parameter, as the process sees it (effective value).
 std::string DescribeSettings();
 
+// Why NCCL cannot be given `pci_path` as the NIC's PCI path (PRISM_NIC_PCI_PATH),
+// or "" when it can (empty: no path, a CPU-attached NIC). Refused: a path that
+// does not exist, and a display-class device (its sysfs `class` 0x03xxxx, a
+// GPU): NCCL 2.28.9 crashes in topology detection when a NIC sits at a GPU's
+// PCI address (seen on the GPU host). Reads sysfs; any thread.
+std::string NicPciPathProblem(const std::string& pci_path);
+
 }  // namespace prism::plugin
 
 #endif  // PRISM_PLUGIN_SETTINGS_H_

@@ -1,8 +1,10 @@
 // Unit tests of plugin internals that need no sockets.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -65,6 +67,22 @@ TEST_CASE("settings: bad numbers fall back to defaults with a warning", "[plugin
   CHECK(warnings.find("PRISM_SOCKS_PER_COMM") != std::string::npos);
   CHECK(s.link_bits_per_second == 8'000'000'000ull);
   CHECK(s.recv_fill == prism::plugin::RecvFill::kPattern);
+}
+
+TEST_CASE("settings: a NIC PCI path that names a GPU or nothing is refused before NCCL sees it", "[plugin][unit]") {
+  using prism::plugin::NicPciPathProblem;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("prism-pci-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "gpu");
+  std::filesystem::create_directories(dir / "bridge");
+  std::ofstream(dir / "gpu" / "class") << "0x030200\n";
+  std::ofstream(dir / "bridge" / "class") << "0x060400\n";
+  CHECK(NicPciPathProblem("").empty());  // unset: a CPU-attached NIC
+  CHECK(NicPciPathProblem((dir / "bridge").string()).empty());
+  const std::string gpu = NicPciPathProblem((dir / "gpu").string());
+  CHECK_THAT(gpu, Catch::Contains("is a GPU (PCI class 0x030200)"));
+  CHECK_THAT(gpu, Catch::Contains("name the PCI bridge or switch above it"));
+  CHECK_THAT(NicPciPathProblem((dir / "absent").string()), Catch::Contains("does not exist"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("settings: every parameter has a default and a doc", "[plugin][unit]") {
