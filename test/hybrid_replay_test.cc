@@ -144,3 +144,20 @@ TEST_CASE("the N=8 collective sweep at 2.5 Gbit/s (1 real rank) replays to all i
   // run 4): within 0.4% of its ground truth from 4 MiB.
   CheckReplaysExactly("sweep-n8-2g5-hybrid1-shim.rec", "sweep-n8-2g5.yaml", 260, 325);
 }
+
+TEST_CASE("the N=8 and N=16 tree all-reduce runs (2.5 Gbit/s, 1 real rank) replay to all their schedules",
+          "[hybrid][replay][tree]") {
+  // bench/fidelity sweep-n8-tree-2g5 and sweep-n16-tree-2g5 (NCCL_ALGO=Tree,
+  // 16 and 64 MiB), real rank 0, TREE/SIMPLE on 2 channels (session 19, GPU
+  // run 2): STREAM schedules from the played tree with its 8-chunk window,
+  // within 1.3% of the ground truths. A change in the play fails here.
+  CheckReplaysExactly("sweep-n8-tree-2g5-hybrid1.rec", "sweep-n8-tree-2g5.yaml", 20, 20);
+  CheckReplaysExactly("sweep-n16-tree-2g5-hybrid1.rec", "sweep-n16-tree-2g5.yaml", 20, 20);
+}
+
+TEST_CASE("the N=16 step on TP2 PP2 DP4 (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
+          "[hybrid][replay]") {
+  // bench/fidelity step-n16-dp4-2g5 (25 iterations after 5), real rank 0
+  // (session 19, GPU run 5): -1.22% against its ground truth.
+  CheckReplaysExactly("step-n16-dp4-2g5-hybrid1-shim.rec", "step-n16-dp4-2g5.yaml", 720, 840);
+}
