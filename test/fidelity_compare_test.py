@@ -141,6 +141,21 @@ class NcclChoices(unittest.TestCase):
         self.assertIn("  AllReduce: 1G RING/SIMPLE+TREE/SIMPLE", text)
 
 
+class Hang(unittest.TestCase):
+    def test_a_run_still_running_near_its_timeout_says_where_its_threads_wait(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(out, "st-truth"))
+        with open(os.path.join(out, "st-truth", "hang-threads.txt"), "w") as f:
+            f.write("100 100 [python3] futex_wait_queue syscall=202\n100 101 [NCCL Progress 1] hrtimer_nanosleep "
+                    "syscall=230\n200 200 [python3] futex_wait_queue syscall=202\n200 201 [prism progress] "
+                    " syscall=running\n")
+        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("[st-truth] 2 rank(s) still running shortly before RUN_TIMEOUT; threads: python3 in "
+                      "futex_wait_queue x2, NCCL Progress 1 in hrtimer_nanosleep x1, prism progress in (running) x1",
+                      text)
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -308,6 +308,26 @@ def nccl_choices_summary(out):
             print(f"  {op}: " + ", ".join(f"{human_bytes(b)} {'+'.join(sorted(sizes[b]))}" for b in sorted(sizes)))
 
 
+def hang_summary(out, top=4):
+    """Runs whose ranks were still running shortly before RUN_TIMEOUT (run-gpu.sh's hang-threads.txt: one
+    line per thread, "pid tid [name] wchan syscall=N"): where their threads waited."""
+    for d in sorted(os.listdir(out)):
+        path = os.path.join(out, d, "hang-threads.txt")
+        if not os.path.isfile(path):
+            continue
+        pids, waits = set(), {}
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"(\d+) \d+ \[(.*)\] (\S*)", line)
+                if m:
+                    pids.add(m.group(1))
+                    key = f"{m.group(2)} in {m.group(3) or '(running)'}"
+                    waits[key] = waits.get(key, 0) + 1
+        common = sorted(waits.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        print(f"\n[{d}] {len(pids)} rank(s) still running shortly before RUN_TIMEOUT; threads: " +
+              ", ".join(f"{k} x{n}" for k, n in common) + " (Python stacks in the ranks' r<R>.log)")
+
+
 def human_bytes(n):
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= scale and n % scale == 0:
@@ -340,6 +360,7 @@ def main():
     link_hold_summary(out)
     thread_cpu_summary(out)
     nccl_choices_summary(out)
+    hang_summary(out)
 
 
 if __name__ == "__main__":

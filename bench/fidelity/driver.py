@@ -17,9 +17,11 @@ GPU memory (PyTorch's reserved peak plus NCCL's device allocations from its
 ALLOC log), and the calibration of the sleep kernel.
 """
 import argparse
+import faulthandler
 import json
 import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -351,6 +353,9 @@ class Runner:
 
 def main(argv=None):
     args = parse_args(argv)
+    # run-gpu.sh sends SIGUSR1 to a rank still running shortly before RUN_TIMEOUT: every thread's Python
+    # stack goes to stderr (the rank's log), so a hung run says where it waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch
     import torch.distributed as dist
     r = Runner(args, torch, dist)

@@ -78,7 +78,28 @@ run_truth() {  # NAME TAG LATE
     local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
+  hang_watch "$tag" "${pids[@]}" & local watch=$!
   wait_ranks "$tag" "$(seq -s ' ' 0 $((N - 1)))" "${pids[@]}"
+  kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
+}
+
+# Shortly before RUN_TIMEOUT (10 s, or half of it when shorter than 20 s),
+# every rank still running leaves its threads' names, wait channels and
+# syscalls in hang-threads.txt, and its Python stacks in its log (SIGUSR1:
+# driver.py's faulthandler): a hung run says where it waits.
+hang_watch() {  # TAG PID... (the pids of the ranks' `timeout` processes)
+  local tag="$1"; shift
+  sleep $(( RUN_TIMEOUT >= 20 ? RUN_TIMEOUT - 10 : RUN_TIMEOUT / 2 ))
+  local p py t
+  for p in "$@"; do
+    for py in $(pgrep -P "$p"); do
+      kill -USR1 "$py" 2>/dev/null || continue
+      for t in /proc/"$py"/task/*; do
+        echo "$py $(basename "$t") [$(cat "$t/comm")] $(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+      done
+    done
+  done > "$OUT/$tag/hang-threads.txt" 2>/dev/null
+  [[ -s "$OUT/$tag/hang-threads.txt" ]] || rm -f "$OUT/$tag/hang-threads.txt"
 }
 
 # Waits for a run's ranks; a rank that failed or timed out is named, and its
@@ -108,7 +129,9 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
     local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
+  hang_watch "$tag" "${pids[@]}" & local watch=$!
   wait_ranks "$tag" "${reals//,/ }" "${pids[@]}"
+  kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
   python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics',timeout=5).read().decode())" \
     > "$OUT/$tag/metrics.txt" 2>/dev/null || true
   python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/status',timeout=5).read().decode())" \
