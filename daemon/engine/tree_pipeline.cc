@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <queue>
-#include <vector>
 #include <tuple>
+#include <vector>
 
 namespace prism::engine {
 
