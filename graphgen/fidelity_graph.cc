@@ -1,8 +1,8 @@
 #include "graphgen/fidelity_graph.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
@@ -56,6 +56,25 @@ absl::Status ParseStep(const YAML::Node& doc, FidelitySpec& s) {
   return absl::OkStatus();
 }
 
+absl::Status ParseStraggler(const YAML::Node& doc, FidelitySpec& s) {
+  if (!doc["straggler"]) return absl::OkStatus();
+  MapReader m(doc["straggler"], "straggler");
+  if (auto st = m.CheckIsMap(); !st.ok()) return st;
+  uint32_t rank = 0;
+  if (!m.Has("rank") || !m.Has("compute_scale"))
+    return KeyError("straggler", "needs rank and compute_scale (e.g. {rank: 3, compute_scale: 1.1})");
+  if (auto st = m.GetUint32("rank", rank, 0); !st.ok()) return st;
+  if (auto st = m.GetDouble("compute_scale", s.straggler_scale, 0.01, 100.0); !st.ok()) return st;
+  if (auto st = m.Finish(); !st.ok()) return st;
+  if (rank >= s.ranks())
+    return KeyError("straggler.rank", absl::StrCat(rank, " is outside the ", s.ranks(), "-rank layout"));
+  const double us_limit = static_cast<double>(limits::kMaxOpDurationNs / 1000);
+  if (static_cast<double>(std::max({s.fwd_us, s.bwd_us, s.optimizer_us})) * s.straggler_scale > us_limit)
+    return KeyError("straggler.compute_scale", absl::StrCat("scales a duration past ", us_limit, " us"));
+  s.straggler_rank = rank;
+  return absl::OkStatus();
+}
+
 absl::Status ParseSweep(const YAML::Node& doc, FidelitySpec& s, MapReader& top) {
   if (auto st = top.GetUint32("world", s.world); !st.ok()) return st;
   if (s.world < 2) return KeyError("world", "a sweep needs at least 2 ranks");
@@ -106,7 +125,9 @@ absl::Status ParseDocument(const YAML::Node& doc, FidelitySpec& s) {
   if (s.kind == "step") {
     top.Child("layout");
     top.Child("step");
+    top.Child("straggler");
     if (auto st = ParseStep(doc, s); !st.ok()) return st;
+    if (auto st = ParseStraggler(doc, s); !st.ok()) return st;
   } else if (auto st = ParseSweep(doc, s, top); !st.ok()) {
     return st;
   }
@@ -263,6 +284,20 @@ void StepProgram(const FidelitySpec& s, uint32_t stage, pg::Program* p) {
   w.Compute(s.optimizer_us, "optimizer", 0, scattered);
 }
 
+// The straggler's own program: its stage's, every compute duration scaled.
+void AddStraggler(const FidelitySpec& s, pg::Graph& g) {
+  pg::Rank* rank = g.mutable_ranks(static_cast<int>(s.straggler_rank));
+  pg::Program* p = g.add_programs();
+  *p = g.programs(static_cast<int>(rank->program()));
+  p->set_id(static_cast<uint32_t>(g.programs_size() - 1));
+  p->set_name(absl::StrCat(p->name(), " straggler x", s.straggler_scale));
+  for (pg::Op& op : *p->mutable_ops())
+    if (op.has_compute())
+      op.mutable_compute()->set_duration_ns(
+          static_cast<uint64_t>(std::llround(static_cast<double>(op.compute().duration_ns()) * s.straggler_scale)));
+  rank->set_program(p->id());
+}
+
 pg::Graph StepGraph(const FidelitySpec& s) {
   pg::Graph g;
   const uint32_t tp = s.tp, pp = s.pp, dp = s.dp, n = s.ranks();
@@ -306,6 +341,7 @@ pg::Graph StepGraph(const FidelitySpec& s) {
     rk->set_local_gpu(0);
     for (uint32_t c : {0u, tp_of[r], pp_of[r], dp_of[r]}) rk->add_comm_slots(c);
   }
+  if (s.straggler_rank >= 0) AddStraggler(s, g);
   auto* layout = g.mutable_layout();
   layout->set_tp(tp), layout->set_pp(pp), layout->set_dp(dp), layout->set_cp(1), layout->set_ep(1), layout->set_vpp(1);
   layout->set_schedule("1f1b");

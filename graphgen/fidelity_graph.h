@@ -13,6 +13,8 @@
 //   layout: {tp: 2, pp: 2, dp: 2}   # step: rank order tp fastest, then dp, then pp
 //   step: {microbatches: 4, layers: 2, fwd_us: 2000, bwd_us: 4000, optimizer_us: 1000,
 //          tp_bytes: 4M, pp_bytes: 8M, dp_bytes: 16M}
+//   straggler: {rank: 3, compute_scale: 1.1}   # step, optional: that rank's compute
+//                                              # takes 1.1x as long, every iteration
 //   world: 8                        # sweep
 //   sweep: {ops: [allreduce, allgather, reducescatter, sendrecv], sizes: [1M, 16M, 64M]}
 //
@@ -23,7 +25,9 @@
 // backward + send-backward/recv-forward pairs, cool-down backwards), every
 // layer's forward and backward a compute op followed by a TP all-reduce;
 // during the last backward a reduce-scatter per layer on the DP stream; an
-// optimizer step waiting for them. Groups (in creation order): world, the
+// optimizer step waiting for them. A straggler gets its own copy of its
+// stage's program with every compute duration scaled (the ground truth's
+// driver runs it, and prismd plays it when that rank is virtual). Groups (in creation order): world, the
 // TP groups, the PP groups, the DP groups, each a split of world with
 // PyTorch's color. Sweep program: every (op, size) pair in spec order,
 // warmup + iterations times back to back, on the world communicator.
@@ -55,6 +59,9 @@ struct FidelitySpec {
   uint32_t microbatches = 4, layers = 2;
   uint64_t fwd_us = 1000, bwd_us = 2000, optimizer_us = 1000;
   uint64_t tp_bytes = 0, pp_bytes = 0, dp_bytes = 0;
+  // A slower rank (-1: none): its compute durations times straggler_scale.
+  int64_t straggler_rank = -1;
+  double straggler_scale = 1.0;
   // sweep
   uint32_t world = 0;
   std::vector<std::string> ops;

@@ -178,3 +178,63 @@ TEST_CASE("a fidelity spec's algorithm makes its all-reduces tree, other collect
   REQUIRE_FALSE(bad.ok());
   CHECK(std::string(bad.status().message()).find("algorithm") != std::string::npos);
 }
+
+// A slower virtual rank the graph names (spec `straggler:`) delays the real
+// ranks as the model says: its own program, every compute scaled, and a
+// model-exact real rank's hybrid iterations equal the model's.
+TEST_CASE("self-check: a straggler from the spec gets its own slower program and delays the real rank",
+          "[hybrid][self-check][spec]") {
+  const std::string base = R"(name: straggler
+kind: step
+link: {gbps: 2.5, latency_us: 10}
+iterations: 3
+warmup: 0
+layout: {tp: 2, pp: 2, dp: 2}
+step: {microbatches: 4, layers: 2, fwd_us: 1500, bwd_us: 3000, optimizer_us: 1000,
+       tp_bytes: 2M, pp_bytes: 4M, dp_bytes: 16M}
+)";
+  auto plain = prism::graphgen::ParseFidelitySpec(base, "plain");
+  auto slow = prism::graphgen::ParseFidelitySpec(base + "straggler: {rank: 3, compute_scale: 1.2}\n", "slow");
+  REQUIRE(plain.ok());
+  REQUIRE(slow.ok());
+  auto plain_graph = prism::graphgen::GenerateFidelityGraph(*plain);
+  auto slow_graph = prism::graphgen::GenerateFidelityGraph(*slow);
+  REQUIRE(plain_graph.ok());
+  REQUIRE(slow_graph.ok());
+  // Rank 3 (stage 0) runs a third program; rank 2, same stage, keeps stage 0's.
+  REQUIRE(slow_graph->programs_size() == 3);
+  CHECK(slow_graph->ranks(3).program() == 2);
+  CHECK(slow_graph->ranks(2).program() == 0);
+  const g::Program& stage0 = slow_graph->programs(0);
+  const g::Program& straggler = slow_graph->programs(2);
+  REQUIRE(straggler.ops_size() == stage0.ops_size());
+  int scaled = 0;
+  for (int i = 0; i < stage0.ops_size(); ++i) {
+    if (!stage0.ops(i).has_compute()) continue;
+    CHECK(straggler.ops(i).compute().duration_ns() == stage0.ops(i).compute().duration_ns() * 6 / 5);
+    scaled += stage0.ops(i).compute().duration_ns() > 0;
+  }
+  CHECK(scaled == 17);  // 8 forwards, 8 backwards, the optimizer
+  // Everyone waits for it: each iteration gets longer. (By 40.7 ms, 401.4 ->
+  // 442.1 ms, for the straggler's own 7.4 ms of extra compute: the engine
+  // gives a collective its members' NICs for its whole duration, so TP
+  // all-reduces shifted into the DP all-gather wait behind all of it. Whether
+  // NCCL's interleaving does that is what bench/fidelity's
+  // step-n8-2g5-straggler is for; docs/timing.md "Limits".)
+  const auto before = Simulated(*plain_graph);
+  const auto after = Simulated(*slow_graph);
+  REQUIRE(before.size() == after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    INFO("iteration " << i << ": " << before[i].count() << " -> " << after[i].count() << " ns");
+    CHECK(after[i].count() > before[i].count() + 1'000'000);
+  }
+  CheckSelfConsistent(*slow_graph, {0});
+  // Bad straggler entries name the key.
+  auto outside = prism::graphgen::ParseFidelitySpec(base + "straggler: {rank: 8, compute_scale: 1.2}\n", "x");
+  REQUIRE_FALSE(outside.ok());
+  CHECK_THAT(std::string(outside.status().message()),
+             Catch::Contains("straggler.rank: 8 is outside the 8-rank layout"));
+  auto half = prism::graphgen::ParseFidelitySpec(base + "straggler: {rank: 1}\n", "x");
+  REQUIRE_FALSE(half.ok());
+  CHECK_THAT(std::string(half.status().message()), Catch::Contains("needs rank and compute_scale"));
+}
