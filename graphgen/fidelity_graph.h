@@ -3,7 +3,7 @@
 // driver runs too (it executes the graph's program of its rank, so the
 // ground truth, the hybrid run and prismd's replay all run the same ops).
 //
-// Spec (YAML; docs/timing.md has the full reference):
+// Spec (YAML; bench/fidelity/README.md "Spec format" has the full reference):
 //   name: step-tp2-pp2-dp2
 //   kind: step                      # or sweep
 //   algorithm: ring                 # or tree: the all-reduces' (NCCL_ALGO)
