@@ -49,6 +49,7 @@ struct Flags {
   uint64_t iterations = 0;
   bool json = false;
   bool no_classes = false;
+  std::string nic_model = "calendar";
   std::string trace;
   std::string trace_ranks = "0-7";
   std::string realtime;
@@ -83,6 +84,12 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   prism::engine::SimulationOptions o;
   o.iterations = f.iterations;
   o.use_classes = !f.no_classes;
+  if (f.nic_model == "shared") {
+    if (hybrid) return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use calendar)");
+    o.nic_model = prism::engine::NicModel::kShared;
+  } else if (f.nic_model != "calendar") {
+    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": calendar or shared"));
+  }
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
     std::string spec = f.trace_ranks;
@@ -312,6 +319,9 @@ int main(int argc, char** argv) {
       ->check(NonNegativeNumber());
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
+  app.add_option("--nic-model", f.nic_model,
+                 "calendar (default: a transfer holds its NICs alone) or shared (transfers in flight share "
+                 "each NIC, as NCCL interleaves them; --simulate only)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");

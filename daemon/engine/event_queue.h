@@ -13,7 +13,8 @@ struct Event {
   int64_t time;     // ns
   uint32_t actor;
   uint32_t op;      // op index; kReachFlag / kCompleteFlag: an injected real-rank report;
-                    // kWakeFlag: stream index whose next op waits for a later completion
+                    // kWakeFlag: stream index whose next op waits for a later completion;
+                    // kFlowFlag: shared NIC transfers to finish (generation)
   int64_t issued;   // ns the op was issued (for durations)
   int64_t known;    // paced runs: emulated time the engine learned of it (>= time unless born late)
 };
@@ -21,6 +22,11 @@ struct Event {
 inline constexpr uint32_t kReachFlag = 1u << 31;
 inline constexpr uint32_t kCompleteFlag = 1u << 30;
 inline constexpr uint32_t kWakeFlag = 1u << 29;
+// NicModel::kShared: shared transfers may have finished; the low bits are a
+// generation (only the latest scheduled one counts). Its actor is kNoActor.
+inline constexpr uint32_t kFlowFlag = 1u << 28;
+inline constexpr uint32_t kFlowGenerationMask = kFlowFlag - 1;
+inline constexpr uint32_t kNoActor = ~0u;
 
 class EventQueue {
  public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,8 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     : world_(world), model_(model), options_(options) {
   if (options_.iterations == 0) options_.iterations = 1;
   state_.resize(world_.actors.size());
+  if (options_.nic_model == NicModel::kShared)
+    shared_nics_ = std::make_unique<SharedNics>(2 * world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
@@ -327,6 +330,12 @@ void ReplayEngine::GrantNics() {
 
 void ReplayEngine::GrantCollective(NicRequest& r) {
   const EngineComm& c = world_.comms[r.comm];
+  if (shared_nics_) {
+    std::vector<uint32_t> directions;
+    for (uint32_t m : c.members) directions.insert(directions.end(), {TxDirection(m), RxDirection(m)});
+    StartSharedTransfer(std::move(r), directions);
+    return;
+  }
   const Instance& in = r.instance;
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   const int64_t end = AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
@@ -577,6 +586,10 @@ void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   const int64_t took = r.took;
   int64_t start = r.ready;
+  if (r.duration > 0 && shared_nics_) {
+    StartSharedTransfer(r, {TxDirection(send.actor), RxDirection(recv.actor)});
+    return;
+  }
   if (r.duration > 0) {
     NicCalendar& tx = state_[send.actor].nic_tx;
     NicCalendar& rx = state_[recv.actor].nic_rx;
@@ -591,6 +604,47 @@ void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
                        Nanoseconds(end));
+}
+
+void ReplayEngine::StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions) {
+  const uint64_t id = shared_nics_->Start(now_, r.kind == NicRequest::Kind::kCollective ? r.duration : r.took,
+                                          directions);
+  shared_transfers_.emplace(id, std::make_pair(std::move(r), now_));
+  ScheduleSharedFinish();
+}
+
+void ReplayEngine::ScheduleSharedFinish() {
+  const int64_t next = shared_nics_->NextFinish();
+  if (next == std::numeric_limits<int64_t>::max()) return;
+  ++shared_generation_;  // earlier kFlowFlag events are stale now
+  Push(next, kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), next);
+}
+
+// The shared transfers done by now_ complete as the calendar model's grants
+// would have at their end.
+void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
+  if (generation != (shared_generation_ & kFlowGenerationMask)) return;
+  for (uint64_t id : shared_nics_->FinishBy(now_)) {
+    auto it = shared_transfers_.find(id);
+    const auto [r, start] = std::move(it->second);
+    shared_transfers_.erase(it);
+    if (r.kind == NicRequest::Kind::kCollective) {
+      const Instance& in = r.instance;
+      const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
+      for (const Waiter& w : in.waiters) Push(now_, w.actor, w.op, w.issued);
+      if (observer_) observer_->OnCollective(op.collective, world_.comms[r.comm].kind, Nanoseconds(now_ - in.last),
+                                             op.bytes);
+      continue;
+    }
+    const OpInfo& op = world_.programs[world_.actors[r.send.actor].program].ops[r.send.op];
+    Push(now_, r.send.actor, r.send.op, r.send.posted);
+    Push(now_, r.recv.actor, r.recv.op, r.recv.posted);
+    if (observer_) observer_->OnPointToPoint(Nanoseconds(now_ - start), op.bytes);
+    if (trace_ && (trace_->Traces(r.send.actor) || trace_->Traces(r.recv.actor)))
+      trace_->RecordFlow(r.send.actor, r.send.op, r.recv.actor, r.recv.op, Nanoseconds(r.send.posted),
+                         Nanoseconds(r.recv.posted), Nanoseconds(now_));
+  }
+  ScheduleSharedFinish();
 }
 
 absl::Status ReplayEngine::CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const {
@@ -752,7 +806,10 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     horizon_ = std::max(horizon_, now_);
     ++events_;
     handling_report_ = true;
-    if (e.op & kReachFlag) {
+    if (e.actor == kNoActor && (e.op & kFlowFlag)) {
+      handling_report_ = false;
+      FinishSharedTransfers(e.op & kFlowGenerationMask);
+    } else if (e.op & kReachFlag) {
       ReachOp(e.actor, e.op & ~kReachFlag);
     } else if (e.op & kCompleteFlag) {
       const uint32_t k = e.op & ~kCompleteFlag;

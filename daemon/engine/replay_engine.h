@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_calendar.h"
+#include "daemon/engine/nic_sharing.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
@@ -130,9 +132,18 @@ class ObserverList final : public EngineObserver {
   std::vector<EngineObserver*> observers_;
 };
 
+// How transfers between nodes use NICs (docs/network-model.md, "NIC
+// serialisation"). kCalendar: each transfer holds every NIC direction it
+// needs alone for its whole duration, taking the first gap that fits
+// (nic_calendar.h). kShared: transfers in flight share each direction
+// equally (nic_sharing.h), as NCCL interleaves concurrent operations' chunks;
+// all-virtual worlds only (prismd --simulate --nic-model shared).
+enum class NicModel : uint8_t { kCalendar, kShared };
+
 struct EngineOptions {
   uint64_t iterations = 1;
   uint64_t progress_every_events = 1 << 16;
+  NicModel nic_model = NicModel::kCalendar;
 };
 
 class ReplayEngine {
@@ -264,6 +275,14 @@ class ReplayEngine {
   void GrantCollective(NicRequest& r);
   void GrantPointToPoint(const NicRequest& r);
   void GrantVirtualToReal(const NicRequest& r);
+  // NicModel::kShared: the request goes on `directions` shared with the
+  // transfers in flight; FinishSharedTransfers completes those done by now_
+  // (a kFlowFlag event) and schedules the next such event.
+  void StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions);
+  void FinishSharedTransfers(uint32_t generation);
+  void ScheduleSharedFinish();
+  static uint32_t TxDirection(uint32_t actor) { return 2 * actor; }
+  static uint32_t RxDirection(uint32_t actor) { return 2 * actor + 1; }
   static constexpr int64_t kNicMemoryNs = 1'000'000'000;
   int64_t ForgetBefore() const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
@@ -306,6 +325,9 @@ class ReplayEngine {
   absl::flat_hash_map<CalibrationKey, int64_t> measured_;
   std::vector<NicRequest> nic_requests_;             // made at now_, not yet granted
   std::vector<NicRequest> nic_grants_;               // GrantNics' batch (kept for its capacity)
+  std::unique_ptr<SharedNics> shared_nics_;          // NicModel::kShared only
+  absl::flat_hash_map<uint64_t, std::pair<NicRequest, int64_t>> shared_transfers_;  // id -> (request, start)
+  uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };

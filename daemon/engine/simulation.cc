@@ -122,6 +122,10 @@ absl::Status SimulationResult::WriteTrace(const graph::Graph& graph, const std::
 absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const SimulationOptions& options) {
   auto iterations = IterationsFor(graph, options.iterations);
   if (!iterations.ok()) return iterations.status();
+  if (options.nic_model == NicModel::kShared && !options.real_ranks.empty())
+    return absl::InvalidArgumentError(
+        "the shared NIC model replays all-virtual worlds only (prismd --simulate); hybrid runs use the calendar "
+        "model");
   const auto wall_start = std::chrono::steady_clock::now();
   const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()));
   WorldOptions wopts;
@@ -141,6 +145,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   EngineOptions eopts;
   eopts.iterations = *iterations;
   eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
+  eopts.nic_model = options.nic_model;
   ReplayEngine engine(*result.world, model, eopts);
   IterationCounter counter(options.observer);
   engine.SetObserver(options.report_when_stopped ? &counter : options.observer);
