@@ -172,6 +172,12 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   auto [rc4, text4] = Prismd("--graph " + good + " --simulate --trace-ranks 99 --trace x --metrics-address none");
   CHECK(rc4 == 1);
   CHECK(text4.find("outside") != std::string::npos);
+  auto [rc5, text5] = Prismd("--graph " + good + " --simulate --json --nic-model shared --metrics-address none");
+  CHECK(rc5 == 0);
+  CHECK(nlohmann::json::parse(text5)["iteration_time_s"].get<double>() > 0);
+  auto [rc6, text6] = Prismd("--graph " + good + " --simulate --nic-model fair --metrics-address none");
+  CHECK(rc6 == 1);
+  CHECK(text6.find("--nic-model fair: calendar or shared") != std::string::npos);
   std::remove(garbage.c_str());
   std::remove(good.c_str());
 }
