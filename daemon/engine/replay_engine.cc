@@ -333,6 +333,8 @@ void ReplayEngine::GrantCollective(NicRequest& r) {
   if (shared_nics_) {
     std::vector<uint32_t> directions;
     for (uint32_t m : c.members) directions.insert(directions.end(), {TxDirection(m), RxDirection(m)});
+    std::sort(directions.begin(), directions.end());  // an actor standing for several members counts once
+    directions.erase(std::unique(directions.begin(), directions.end()), directions.end());
     StartSharedTransfer(std::move(r), directions);
     return;
   }
