@@ -338,11 +338,15 @@ void ReplayEngine::GrantCollective(NicRequest& r) {
     StartSharedTransfer(std::move(r), directions);
     return;
   }
+  FinishCollectiveTransfer(r, AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration));
+}
+
+void ReplayEngine::FinishCollectiveTransfer(const NicRequest& r, int64_t end) {
   const Instance& in = r.instance;
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
-  const int64_t end = AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
-  if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+  if (observer_)
+    observer_->OnCollective(op.collective, world_.comms[r.comm].kind, Nanoseconds(end - in.last), op.bytes);
 }
 
 // Every member arrived and every real member finished: the virtual members
@@ -585,7 +589,6 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
 void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
   const PendingP2P& send = r.send;
   const PendingP2P& recv = r.recv;
-  const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   const int64_t took = r.took;
   int64_t start = r.ready;
   if (r.duration > 0 && shared_nics_) {
@@ -599,7 +602,11 @@ void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
     tx.Reserve(start, AddTime(start, took), ForgetBefore());
     rx.Reserve(start, AddTime(start, took), ForgetBefore());
   }
-  const int64_t end = AddTime(start, took);
+  FinishPointToPoint(send, recv, start, AddTime(start, took));
+}
+
+void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end) {
+  const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   Push(end, send.actor, send.op, send.posted);
   Push(end, recv.actor, recv.op, recv.posted);
   if (observer_) observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
@@ -630,21 +637,8 @@ void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
     auto it = shared_transfers_.find(id);
     const auto [r, start] = std::move(it->second);
     shared_transfers_.erase(it);
-    if (r.kind == NicRequest::Kind::kCollective) {
-      const Instance& in = r.instance;
-      const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
-      for (const Waiter& w : in.waiters) Push(now_, w.actor, w.op, w.issued);
-      if (observer_) observer_->OnCollective(op.collective, world_.comms[r.comm].kind, Nanoseconds(now_ - in.last),
-                                             op.bytes);
-      continue;
-    }
-    const OpInfo& op = world_.programs[world_.actors[r.send.actor].program].ops[r.send.op];
-    Push(now_, r.send.actor, r.send.op, r.send.posted);
-    Push(now_, r.recv.actor, r.recv.op, r.recv.posted);
-    if (observer_) observer_->OnPointToPoint(Nanoseconds(now_ - start), op.bytes);
-    if (trace_ && (trace_->Traces(r.send.actor) || trace_->Traces(r.recv.actor)))
-      trace_->RecordFlow(r.send.actor, r.send.op, r.recv.actor, r.recv.op, Nanoseconds(r.send.posted),
-                         Nanoseconds(r.recv.posted), Nanoseconds(now_));
+    if (r.kind == NicRequest::Kind::kCollective) FinishCollectiveTransfer(r, now_);
+    else FinishPointToPoint(r.send, r.recv, start, now_);
   }
   ScheduleSharedFinish();
 }

@@ -275,6 +275,9 @@ class ReplayEngine {
   void GrantCollective(NicRequest& r);
   void GrantPointToPoint(const NicRequest& r);
   void GrantVirtualToReal(const NicRequest& r);
+  // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
+  void FinishCollectiveTransfer(const NicRequest& r, int64_t end);
+  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end);
   // NicModel::kShared: the request goes on `directions` shared with the
   // transfers in flight; FinishSharedTransfers completes those done by now_
   // (a kFlowFlag event) and schedules the next such event.
