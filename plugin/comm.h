@@ -77,7 +77,7 @@ struct MemRegion : Tagged {
 // told by the size of the buffer NCCL registered (one per protocol,
 // ll_lines.h); Simple when neither says.
 inline LineProtocol ReceiveProtocol(const MessageTag& op, const MemRegion* mr, const ProtocolBuffers& buffers) {
-  if (op.valid()) return LineProtocolOf(op.op->info().proto_name);
+  if (op.valid()) return op.op->info().protocol;
   return mr != nullptr ? buffers.ProtocolOf(mr->size) : LineProtocol::kSimple;
 }
 

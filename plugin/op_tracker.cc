@@ -249,6 +249,7 @@ void* OpTracker::StartOp(Context* ctx, const prism_ncclProfilerEventDescr_v5_t& 
     info.algo = OpAlgoFromNccl(d.coll.algo);
     info.algo_name = d.coll.algo != nullptr ? d.coll.algo : "";
     info.proto_name = d.coll.proto != nullptr ? d.coll.proto : "";
+    info.protocol = LineProtocolOf(info.proto_name);
     info.channels = d.coll.nChannels;
   } else {
     info.kind = OpKindFromNccl(d.p2p.func);

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "plugin/ll_lines.h"
 #include "plugin/profiler_abi.h"
 
 namespace prism::plugin {
@@ -66,6 +67,7 @@ struct OpInfo {
   OpAlgo algo = OpAlgo::kUnknown;
   std::string algo_name;
   std::string proto_name;
+  LineProtocol protocol = LineProtocol::kSimple;  // proto_name, parsed once (receives ask per message)
   uint8_t channels = 0;
   int64_t enqueued_ns = 0;     // CLOCK_REALTIME at the profiler's start event
 
