@@ -85,7 +85,8 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   o.iterations = f.iterations;
   o.use_classes = !f.no_classes;
   if (f.nic_model == "shared") {
-    if (hybrid) return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use calendar)");
+    if (hybrid)
+      return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use calendar)");
     o.nic_model = prism::engine::NicModel::kShared;
   } else if (f.nic_model != "calendar") {
     return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": calendar or shared"));

@@ -11,7 +11,11 @@ namespace prism::plugin {
 RealRecvComm::RealRecvComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
-    : env_(env), buffers_(ProtocolBuffers::FromEnv()), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()) {
+    : env_(env),
+      buffers_(ProtocolBuffers::FromEnv()),
+      peer_(std::move(peer)),
+      fds_(std::move(fds)),
+      queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
   engine_ = engines->Attach(this);
   registered_ = engine_ != nullptr;

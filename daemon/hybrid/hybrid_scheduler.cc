@@ -183,14 +183,16 @@ engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) cons
   const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()));
   if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
   const engine::TreeAllReduce op{s.comm_size(),
-                         std::max(1, static_cast<int>(s.channels())),
-                         Bytes(s.bytes()),
-                         engine::kNcclSimpleStepBytes,
-                         BitsPerSecond(link),
-                         Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
+                                 std::max(1, static_cast<int>(s.channels())),
+                                 Bytes(s.bytes()),
+                                 engine::kNcclSimpleStepBytes,
+                                 BitsPerSecond(link),
+                                 Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
   engine::StreamShape shape = half;
-  const std::optional<engine::TreeArrivals> a = engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
-  if (const std::optional<engine::StreamShape> stream = a ? engine::StreamOf(*a, op.latency) : std::nullopt) shape = *stream;
+  const std::optional<engine::TreeArrivals> a =
+      engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
+  if (const std::optional<engine::StreamShape> stream = a ? engine::StreamOf(*a, op.latency) : std::nullopt)
+    shape = *stream;
   tree_shapes_.emplace(key, shape);
   return shape;
 }
@@ -256,7 +258,8 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   *d.mutable_key() = s.key();
   d.set_mode(MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM);
   const engine::StreamShape stream = StreamShapeOf(s);
-  d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count())));
+  const int64_t ready = static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count();
+  d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, ready)));
   d.set_link_bits_per_second(stream.rate.count());
   d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
   d.set_unmatched(true);
