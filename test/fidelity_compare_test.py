@@ -12,6 +12,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "..", "bench", "fidelity", "compare.py")
 
 
+def run_compare(out, data):
+    """compare.py's output on the results in `out` and the prepared data in `data`."""
+    return subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True, check=True).stdout
+
+
 class TruthlessRun(unittest.TestCase):
     def test_hybrid_run_beside_the_model(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
@@ -21,8 +26,7 @@ class TruthlessRun(unittest.TestCase):
             json.dump({"graph": "big", "iteration_time_s": 0.5}, f, indent=2)  # several lines, as prismd writes it
         with open(os.path.join(out, "big-hybrid1-run", "r0.json"), "w") as f:
             f.write(json.dumps({"warmup": 1, "iteration_ms": [900.0, 505.0, 510.0]}) + "\n")
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("big: hybrid1-run vs prismd --simulate, rank 0: 2 iterations after 1 warm-up", text)
         self.assertIn("model 500.000 ms, hybrid 507.500 ms, difference +1.50%", text)
 
@@ -48,8 +52,7 @@ class TruthAgainstModel(unittest.TestCase):
             f.write(json.dumps({"warmup": 1, "iteration_ms": [500.0, 101.0, 104.0, 102.0, 103.0],
                                 "comm_us": {"tp all-reduce fwd": {"median": 1100.0, "n": 3}},
                                 "compute_us": {"fwd": {"median": 1530.0, "n": 4, "graph_us": 1500.0}}}) + "\n")
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("st: truth vs prismd --simulate, rank 0: 4 iterations", text)
         self.assertIn("model 100.000 ms; truth min 101.000 (+1.00%)", text)
         self.assertIn("median 102.500 (+2.50%), mean 102.500 (+2.50%)", text)
@@ -74,8 +77,7 @@ class StepBounds(unittest.TestCase):
         # Mean -1%, one iteration 3% off: the worst-iteration bound is missed.
         with open(os.path.join(out, "st-hybrid1", "r0.json"), "w") as f:
             json.dump(dict(mem, warmup=1, iteration_ms=[400.0, 97.0, 100.0, 100.0], peak_gpu_bytes=1000), f)
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("bounds: mean 1.00% <= 1%; worst iteration 3.00% > 2%; peak memory 0.00% <= 0.1% "
                       "-> outside: worst iteration", text)
 
@@ -97,8 +99,7 @@ class TruthGate(unittest.TestCase):
         def gate(truth_us):
             with open(os.path.join(out, "sw-truth", "r0.json"), "w") as f:
                 json.dump({"ops": {k: {"median_us": v} for k, v in truth_us.items()}}, f)
-            text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                                  check=True).stdout
+            text = run_compare(out, data)
             return [l for l in text.splitlines() if l.startswith("truth holds")]
 
         # 1 MiB far off does not count; 16 and 64 MiB within 2%.
@@ -120,8 +121,7 @@ class ThreadCpu(unittest.TestCase):
                     "178.65\t8.11\t32\tNCCL Progress 1\n52.96\t2.41\t128\tpython3\n"
                     "9.43\t0.43\t288\tprism progress\n1.94\t0.09\t32\tNCCL Service  0\n"
                     "243.24\t11.05\t602\tall\n")
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("[st-truth] CPU by thread, in cores: NCCL Progress 1 8.11 (32 threads), python3 2.41 "
                       "(128 threads), prism progress 0.43 (288 threads); all 11.05", text)
 
@@ -133,8 +133,7 @@ class NcclChoices(unittest.TestCase):
         with open(os.path.join(out, "sw-truth", "nccl-choices.txt"), "w") as f:
             f.write("AllGather 65536 RING LL 24\nAllGather 1048576 RING LL128 24\n"
                     "AllReduce 1073741824 RING SIMPLE 20\nAllReduce 1073741824 TREE SIMPLE 4\n")
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("[sw-truth] NCCL's choices (its TUNING log, all ranks); protocols in use: LL, LL128, SIMPLE",
                       text)
         self.assertIn("  AllGather: 64K RING/LL, 1M RING/LL128", text)
@@ -149,8 +148,7 @@ class Hang(unittest.TestCase):
             f.write("100 100 [python3] futex_wait_queue syscall=202\n100 101 [NCCL Progress 1] hrtimer_nanosleep "
                     "syscall=230\n200 200 [python3] futex_wait_queue syscall=202\n200 201 [prism progress] "
                     " syscall=running\n")
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("[st-truth] 2 rank(s) still running shortly before RUN_TIMEOUT; threads: python3 in "
                       "futex_wait_queue x2, NCCL Progress 1 in hrtimer_nanosleep x1, prism progress in (running) x1",
                       text)
@@ -167,8 +165,7 @@ class LinkHold(unittest.TestCase):
         for rank, late in ((0, 2), (1, 40), (2, 5)):
             with open(os.path.join(run, f"r{rank}.log"), "w") as f:
                 f.write("iteration 1\n" + line.format(pid=100 + rank, k=late))
-        text = subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True,
-                              check=True).stdout
+        text = run_compare(out, data)
         self.assertIn("[sw-truth] links held (3 ranks reporting): rank 1 (most late): shaped receives: 100; "
                       "bytes landed after the modelled delivery (or the posting, if later): 40 (40.0%)", text)
         self.assertIn("  rank 0: shaped receives: 100; bytes landed after the modelled delivery "
