@@ -12,6 +12,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "..", "bench", "fidelity", "compare.py")
 
 
+def one_file_run(run, name, text):
+    """compare.py's output on one run directory `run` holding only file `name`."""
+    out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+    os.makedirs(os.path.join(out, run))
+    with open(os.path.join(out, run, name), "w") as f:
+        f.write(text)
+    return run_compare(out, data)
+
+
 def run_compare(out, data):
     """compare.py's output on the results in `out` and the prepared data in `data`."""
     return subprocess.run([sys.executable, COMPARE, out, data], capture_output=True, text=True, check=True).stdout
@@ -113,27 +122,21 @@ class TruthGate(unittest.TestCase):
 
 class ThreadCpu(unittest.TestCase):
     def test_the_busiest_threads_of_a_run_are_named(self):
-        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
-        os.makedirs(os.path.join(out, "st-truth"))
-        with open(os.path.join(out, "st-truth", "threads.txt"), "w") as f:
-            f.write("# CPU by thread name over 22.0 s sampled; cores = CPU s / wall s\n"
-                    "cpu_s\tcores\tthreads\tname\n"
-                    "178.65\t8.11\t32\tNCCL Progress 1\n52.96\t2.41\t128\tpython3\n"
-                    "9.43\t0.43\t288\tprism progress\n1.94\t0.09\t32\tNCCL Service  0\n"
-                    "243.24\t11.05\t602\tall\n")
-        text = run_compare(out, data)
+        text = one_file_run("st-truth", "threads.txt",
+                            "# CPU by thread name over 22.0 s sampled; cores = CPU s / wall s\n"
+                            "cpu_s\tcores\tthreads\tname\n"
+                            "178.65\t8.11\t32\tNCCL Progress 1\n52.96\t2.41\t128\tpython3\n"
+                            "9.43\t0.43\t288\tprism progress\n1.94\t0.09\t32\tNCCL Service  0\n"
+                            "243.24\t11.05\t602\tall\n")
         self.assertIn("[st-truth] CPU by thread, in cores: NCCL Progress 1 8.11 (32 threads), python3 2.41 "
                       "(128 threads), prism progress 0.43 (288 threads); all 11.05", text)
 
 
 class NcclChoices(unittest.TestCase):
     def test_the_algorithms_and_protocols_nccl_chose_are_listed_per_size(self):
-        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
-        os.makedirs(os.path.join(out, "sw-truth"))
-        with open(os.path.join(out, "sw-truth", "nccl-choices.txt"), "w") as f:
-            f.write("AllGather 65536 RING LL 24\nAllGather 1048576 RING LL128 24\n"
-                    "AllReduce 1073741824 RING SIMPLE 20\nAllReduce 1073741824 TREE SIMPLE 4\n")
-        text = run_compare(out, data)
+        text = one_file_run("sw-truth", "nccl-choices.txt",
+                            "AllGather 65536 RING LL 24\nAllGather 1048576 RING LL128 24\n"
+                            "AllReduce 1073741824 RING SIMPLE 20\nAllReduce 1073741824 TREE SIMPLE 4\n")
         self.assertIn("[sw-truth] NCCL's choices (its TUNING log, all ranks); protocols in use: LL, LL128, SIMPLE",
                       text)
         self.assertIn("  AllGather: 64K RING/LL, 1M RING/LL128", text)
@@ -142,13 +145,11 @@ class NcclChoices(unittest.TestCase):
 
 class Hang(unittest.TestCase):
     def test_a_run_still_running_near_its_timeout_says_where_its_threads_wait(self):
-        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
-        os.makedirs(os.path.join(out, "st-truth"))
-        with open(os.path.join(out, "st-truth", "hang-threads.txt"), "w") as f:
-            f.write("100 100 [python3] futex_wait_queue syscall=202\n100 101 [NCCL Progress 1] hrtimer_nanosleep "
-                    "syscall=230\n200 200 [python3] futex_wait_queue syscall=202\n200 201 [prism progress] "
-                    " syscall=running\n")
-        text = run_compare(out, data)
+        text = one_file_run("st-truth", "hang-threads.txt",
+                            "100 100 [python3] futex_wait_queue syscall=202\n"
+                            "100 101 [NCCL Progress 1] hrtimer_nanosleep syscall=230\n"
+                            "200 200 [python3] futex_wait_queue syscall=202\n200 201 [prism progress] "
+                            " syscall=running\n")
         self.assertIn("[st-truth] 2 rank(s) still running shortly before RUN_TIMEOUT; threads: python3 in "
                       "futex_wait_queue x2, NCCL Progress 1 in hrtimer_nanosleep x1, prism progress in (running) x1",
                       text)
