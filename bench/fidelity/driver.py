@@ -94,6 +94,15 @@ class SleepClock:
             self.torch.cuda._sleep(int(ns * self.cycles_per_ns))
 
 
+def timeline(marks, timed):
+    """Every timed op as [iteration, label, start_ms, end_ms], times from its
+    iteration's start (step mode): where each rank's time went, to line up
+    with prismd's play of the same graph (bench/hybrid_explain)."""
+    rows = [[it, label, round(marks[it].elapsed_time(s), 3), round(marks[it].elapsed_time(e), 3)]
+            for label, s, e, it in timed]
+    return sorted(rows, key=lambda r: (r[0], r[2]))
+
+
 def nccl_device_bytes():
     """Sum of NCCL's device allocations in this process's NCCL_DEBUG_FILE (ALLOC)."""
     pattern = os.environ.get("NCCL_DEBUG_FILE", "")
@@ -143,7 +152,8 @@ class Runner:
         self.compute = torch.cuda.current_stream() if not a.cpu else None
         self.side = torch.cuda.Stream() if not a.cpu else None
         self.clock = SleepClock(torch, a.cpu)
-        self.compute_timed = []  # (label, start, end) of timed compute ops (step)
+        self.compute_timed = []  # (label, start, end, iteration) of timed compute ops (step)
+        self.iteration = 0  # the step being enqueued (timed ops carry it)
         targets = set()
         for op in self.ops:
             targets.update(op["deps"])
@@ -247,7 +257,7 @@ class Runner:
             if start is not None:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
-                timed.append((op.get("label", ""), start, end))
+                timed.append((op.get("label", ""), start, end, self.iteration))
             if any(i in self.dep_targets for i in indices):
                 ev = torch.cuda.Event()
                 ev.record()
@@ -286,6 +296,7 @@ class Runner:
                 # GPU: ground truths slowed down mid-run, by 2x at 16 ranks.
                 if len(done_marks) >= 2:
                     done_marks[-2].synchronize()
+                self.iteration = it
                 self.run_iteration(extra, timed if it >= a.warmup else None)
                 done = torch.cuda.Event(blocking=True)
                 done.record(self.compute)
@@ -300,10 +311,12 @@ class Runner:
                 self.wait_idle()
                 times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
             result["iteration_ms"] = [round(t, 4) for t in times]
+            if timed or self.compute_timed:
+                result["timeline"] = timeline(marks, timed + self.compute_timed)
             result["warmup"] = a.warmup
             if timed:  # where the time goes: communication ops by kind (label without the numbers)
                 per_kind = {}
-                for label, s, e in timed:
+                for label, s, e, _ in timed:
                     kind = re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip()
                     per_kind.setdefault(kind, []).append(s.elapsed_time(e) * 1e3)
                 result["comm_us"] = {k: {"median": round(statistics.median(v), 1), "n": len(v)}
@@ -311,9 +324,9 @@ class Runner:
             if self.compute_timed:  # measured sleep against the graph's duration, per compute kind
                 graph_ns = {o.get("label", ""): o["duration_ns"] for o in self.ops if o["type"] == "compute"}
                 per_kind = {}
-                for label, s, e in self.compute_timed:
+                for label, s, e, _ in self.compute_timed:
                     kind = re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip()
-                    m, g = per_kind.setdefault(kind, ([], []))
+                    m, g = per_kind.setdefault(kind, ([], []))  # (label, start, end, iteration)
                     m.append(s.elapsed_time(e) * 1e3)
                     g.append(graph_ns.get(label, 0) / 1e3)
                 result["compute_us"] = {k: {"median": round(statistics.median(m), 1), "n": len(m),
@@ -325,7 +338,7 @@ class Runner:
             if not a.cpu:
                 self.wait_idle()
             per_label = {}
-            for label, s, e in timed:
+            for label, s, e, _ in timed:
                 per_label.setdefault(label, []).append(s.elapsed_time(e) * 1e3)
             ops = {}
             for label, us in per_label.items():
