@@ -88,8 +88,12 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     if (hybrid)
       return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use calendar)");
     o.nic_model = prism::engine::NicModel::kShared;
+  } else if (f.nic_model == "steps") {
+    if (hybrid)
+      return absl::InvalidArgumentError("--nic-model steps: with --simulate only (hybrid runs use calendar)");
+    o.nic_model = prism::engine::NicModel::kSteps;
   } else if (f.nic_model != "calendar") {
-    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": calendar or shared"));
+    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": calendar, steps or shared"));
   }
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
@@ -321,8 +325,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
   app.add_option("--nic-model", f.nic_model,
-                 "calendar (default: a transfer holds its NICs alone) or shared (transfers in flight share "
-                 "each NIC, as NCCL interleaves them; --simulate only)");
+                 "calendar (default: a transfer holds its NICs alone throughout), steps (a collective holds its "
+                 "members' NICs one ring step at a time, other transfers go between steps; --simulate only) or "
+                 "shared (transfers in flight share each NIC equally; --simulate only)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");

@@ -166,6 +166,22 @@ Nanoseconds NetworkModel::CollectiveTime(CollectiveKind kind, Algorithm algorith
   return Ring(kind, size, shape);
 }
 
+uint32_t NetworkModel::RingSteps(CollectiveKind kind, Algorithm algorithm, Bytes size, const CommShape& shape) const {
+  if (shape.ranks <= 1 || !shape.SpansNodes() || kind == graph::BARRIER || kind == graph::ALLTOALL) return 1;
+  if (algorithm == graph::ALGORITHM_DEFAULT) algorithm = Choose(kind, size, shape);
+  if (algorithm == graph::ALGORITHM_TREE && kind == graph::ALLREDUCE) return 1;
+  const uint64_t n = shape.ranks, channels = kModelRingChannels, s = static_cast<uint64_t>(size.count());
+  uint64_t wire_num = n - 1, wire_den = n, per_loop = n;  // all-gather, reduce-scatter
+  if (kind == graph::ALLREDUCE) wire_num = 2 * (n - 1);
+  else if (kind != graph::ALLGATHER && kind != graph::REDUCESCATTER) wire_num = wire_den = per_loop = 1;
+  // One step: every member sends one chunk per channel, a loop's share when the op is small.
+  const uint64_t chunk = std::max<uint64_t>(
+      1, std::min<uint64_t>(kNcclRingChunkBytes.count(), (s + channels * per_loop - 1) / (channels * per_loop)));
+  const unsigned __int128 wire = static_cast<unsigned __int128>(s) * wire_num / wire_den;
+  const unsigned __int128 steps = (wire + channels * chunk - 1) / (channels * chunk);
+  return static_cast<uint32_t>(std::clamp<unsigned __int128>(steps, 1, kMaxRingSteps));
+}
+
 Nanoseconds NetworkModel::PointToPointTime(Bytes size, bool same_node) const {
   if (same_node) return SatAdd(links_.intra_latency, FractionTransferTime(size, 1, 1, links_.intra_bw));
   return SatAdd(links_.nic_latency, FractionTransferTime(size, 1, 1, links_.GpuNicShare()));

@@ -304,6 +304,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     r.ready = in.last;
     r.duration = took.count();
     r.comm = comm;
+    r.steps_left = StepsOf(op, c);
     r.instance = std::move(in);
     nic_requests_.push_back(std::move(r));
     return;
@@ -338,7 +339,40 @@ void ReplayEngine::GrantCollective(NicRequest& r) {
     StartSharedTransfer(std::move(r), directions);
     return;
   }
+  if (r.steps_left > 1) {  // this step now; the next asks again when it ends
+    const int64_t step = r.duration / r.steps_left;
+    const int64_t end = AddTime(ReserveMembersNics(c, r.ready, step), step);
+    r.ready = end;
+    r.duration -= step;
+    --r.steps_left;
+    Park(end, std::move(r));
+    return;
+  }
   FinishCollectiveTransfer(r, AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration));
+}
+
+uint32_t ReplayEngine::StepsOf(const OpInfo& op, const EngineComm& c) const {
+  if (options_.nic_model != NicModel::kSteps) return 1;
+  return model_.RingSteps(op.collective, op.algorithm, op.bytes, c.shape);
+}
+
+void ReplayEngine::Park(int64_t at, NicRequest r) {
+  uint32_t slot;
+  if (!free_parking_.empty()) {
+    slot = free_parking_.back();
+    free_parking_.pop_back();
+    parked_[slot] = std::move(r);
+  } else {
+    slot = static_cast<uint32_t>(parked_.size());
+    parked_.push_back(std::move(r));
+  }
+  Push(at, kNoActor, kStepFlag | (slot & kStepSlotMask), at);
+}
+
+void ReplayEngine::Unpark(uint32_t slot) {
+  nic_requests_.push_back(std::move(parked_[slot]));
+  nic_requests_.back().ready = now_;
+  free_parking_.push_back(slot);
 }
 
 void ReplayEngine::FinishCollectiveTransfer(const NicRequest& r, int64_t end) {
@@ -805,6 +839,9 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     if (e.actor == kNoActor && (e.op & kFlowFlag)) {
       handling_report_ = false;
       FinishSharedTransfers(e.op & kFlowGenerationMask);
+    } else if (e.actor == kNoActor && (e.op & kStepFlag)) {
+      handling_report_ = false;
+      Unpark(e.op & kStepSlotMask);
     } else if (e.op & kReachFlag) {
       ReachOp(e.actor, e.op & ~kReachFlag);
     } else if (e.op & kCompleteFlag) {

@@ -133,12 +133,15 @@ class ObserverList final : public EngineObserver {
 };
 
 // How transfers between nodes use NICs (docs/network-model.md, "NIC
-// serialisation"). kCalendar: each transfer holds every NIC direction it
-// needs alone for its whole duration, taking the first gap that fits
-// (nic_calendar.h). kShared: transfers in flight share each direction
-// equally (nic_sharing.h), as NCCL interleaves concurrent operations' chunks;
-// all-virtual worlds only (prismd --simulate --nic-model shared).
-enum class NicModel : uint8_t { kCalendar, kShared };
+// serialisation"). kCalendar (the default): each transfer holds every NIC
+// direction it needs alone for its whole duration, taking the first gap that
+// fits on all of them (nic_calendar.h). kSteps: a collective holds them one
+// ring step at a time (NetworkModel::RingSteps); its next step asks again
+// when one ends, so transfers that asked meanwhile go first, as NCCL's proxies
+// post concurrent operations' chunks first come first served. kShared:
+// transfers in flight share each direction equally (nic_sharing.h). kSteps
+// and kShared: all-virtual worlds only (prismd --simulate --nic-model).
+enum class NicModel : uint8_t { kCalendar, kSteps, kShared };
 
 struct EngineOptions {
   uint64_t iterations = 1;
@@ -242,6 +245,7 @@ class ReplayEngine {
     Kind kind = Kind::kCollective;
     int64_t ready = 0, duration = 0;   // NIC time wanted from `ready` on
     uint32_t comm = 0;                 // kCollective: the communicator
+    uint32_t steps_left = 1;           // kCollective: NIC steps still to take (NicModel::kSteps)
     Instance instance;                 // kCollective: its members (waiters)
     PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
     int64_t took = 0;                  // point to point: wire plus latency
@@ -273,6 +277,11 @@ class ReplayEngine {
   // transfers go on; called before the engine leaves the current instant.
   void GrantNics();
   void GrantCollective(NicRequest& r);
+  // The NIC steps of one instance of `op` on `c`: RingSteps under kSteps, else 1.
+  uint32_t StepsOf(const OpInfo& op, const EngineComm& c) const;
+  // Keeps `r` until `at`, when a kStepFlag event asks for its NICs again.
+  void Park(int64_t at, NicRequest r);
+  void Unpark(uint32_t slot);
   void GrantPointToPoint(const NicRequest& r);
   void GrantVirtualToReal(const NicRequest& r);
   // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
@@ -331,6 +340,8 @@ class ReplayEngine {
   std::unique_ptr<SharedNics> shared_nics_;          // NicModel::kShared only
   absl::flat_hash_map<uint64_t, std::pair<NicRequest, int64_t>> shared_transfers_;  // id -> (request, start)
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
+  std::vector<NicRequest> parked_;                   // NicModel::kSteps: next steps, by kStepFlag slot
+  std::vector<uint32_t> free_parking_;               // slots of parked_ free for reuse
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };
