@@ -49,7 +49,7 @@ struct Flags {
   uint64_t iterations = 0;
   bool json = false;
   bool no_classes = false;
-  std::string nic_model = "calendar";
+  std::string nic_model = "queues";
   std::string trace;
   std::string trace_ranks = "0-7";
   std::string realtime;
@@ -86,14 +86,12 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   o.use_classes = !f.no_classes;
   if (f.nic_model == "shared") {
     if (hybrid)
-      return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use calendar)");
+      return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use queues or calendar)");
     o.nic_model = prism::engine::NicModel::kShared;
-  } else if (f.nic_model == "steps") {
-    if (hybrid)
-      return absl::InvalidArgumentError("--nic-model steps: with --simulate only (hybrid runs use calendar)");
-    o.nic_model = prism::engine::NicModel::kSteps;
-  } else if (f.nic_model != "calendar") {
-    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": calendar, steps or shared"));
+  } else if (f.nic_model == "calendar") {
+    o.nic_model = prism::engine::NicModel::kCalendar;
+  } else if (f.nic_model != "queues") {
+    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar or shared"));
   }
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
@@ -325,9 +323,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
   app.add_option("--nic-model", f.nic_model,
-                 "calendar (default: a transfer holds its NICs alone throughout), steps (a collective holds its "
-                 "members' NICs one ring step at a time, other transfers go between steps; --simulate only) or "
-                 "shared (transfers in flight share each NIC equally; --simulate only)");
+                 "queues (default: each member of a ring collective queues its share on its own NIC, first "
+                 "come first served; other transfers as calendar), calendar (a transfer holds all its NICs alone "
+                 "in a gap common to them) or shared (transfers in flight share each NIC equally; --simulate "
+                 "only)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");

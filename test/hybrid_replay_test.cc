@@ -115,7 +115,7 @@ TEST_CASE("a recorded start of an N=8 synthetic step (1 real rank, H200) replays
 TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays to all its schedules",
           "[hybrid][replay]") {
   // bench/fidelity step-n8 (TP2 PP2 DP2, 30 iterations), real rank 0,
-  // prismd --lookahead-ms 0 (session 2026-12-01, GPU run 5): every report
+  // prismd --lookahead-ms 0, queued NICs (session 20, GPU run 5): every report
   // reached the engine before the events it could delay, so the plain
   // replay gives the live run's schedules, all 720 of them. Lost with a
   // lookahead (the engine then handles reports after events they precede).
@@ -125,15 +125,15 @@ TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays 
 TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
           "[hybrid][replay]") {
   // bench/fidelity step-n8-2g5 (TP2 PP2 DP2 at 2.5 Gbit/s + 10 us, 30
-  // iterations), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU run 3):
-  // the run that came within 0.59% of its ground truth (worst iteration
-  // 1.09%). A change in the engine's timing of these schedules fails here.
+  // iterations), real rank 0, YIELD_SLEEP_US=20, queued NICs (session 20,
+  // GPU run 5, two GPUs): -0.12% against its ground truth (worst iteration
+  // 0.85%). A change in the engine's timing of these schedules fails here.
   CheckReplaysExactly("step-n8-2g5-hybrid1-shim.rec", "step-n8-2g5.yaml", 720, 840);
 }
 
 TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to all its schedules",
           "[hybrid][replay]") {
-  // As above, real ranks 0 and 4 (session 18, GPU run 3): -0.61% / -0.60%
+  // As above, real ranks 0 and 4 (session 20, GPU run 5): -0.16% / -0.17%
   // against the ground truth. Two sessions' reports feed one engine.
   CheckReplaysExactly("step-n8-2g5-hybrid2-shim.rec", "step-n8-2g5.yaml", 1200, 1680);
 }
@@ -157,18 +157,18 @@ TEST_CASE("the N=8 and N=16 tree all-reduce runs (2.5 Gbit/s, 1 real rank) repla
 
 TEST_CASE("the N=16 step on TP2 PP2 DP4 (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
           "[hybrid][replay]") {
-  // bench/fidelity step-n16-dp4-2g5 (25 iterations after 5), real rank 0
-  // (session 19, GPU run 5): -1.22% against its ground truth.
+  // bench/fidelity step-n16-dp4-2g5 (25 iterations after 5), real rank 0,
+  // queued NICs (session 20, GPU run 5): -0.28% against its ground truth.
   CheckReplaysExactly("step-n16-dp4-2g5-hybrid1-shim.rec", "step-n16-dp4-2g5.yaml", 720, 840);
 }
 
 TEST_CASE("the N=16 TP2 PP2 DP4 step with its real rank 20 ms late in iteration 10 replays to all its schedules",
           "[hybrid][replay]") {
-  // As above, rank 0 computing 20 ms longer in iteration 10 (session 19, GPU
-  // run 5): that iteration took 521.062 ms in the hybrid against 505.424 ms
-  // in the ground truth (+3.09%). Kept to find where the engine's 38 ms
-  // (against the truth's 17 ms) come from: build/bench/hybrid_explain on it
-  // shows rank 0's DP peers' forward waiting for the late DP all-gather, then
-  // their TP all-reduces 18.5 ms longer.
+  // As above, rank 0 computing 20 ms longer in iteration 10 (session 20, GPU
+  // run 5): that iteration took 502.722 ms in the hybrid against 503.653 ms
+  // in the ground truth (-0.18%). With the NIC calendar (session 19) it took
+  // 38 ms more than a plain iteration against the truth's 17-20 ms: a TP
+  // all-reduce of rank 0's DP peers waited for a gap common to both its
+  // members' NICs, behind the whole late DP all-gather.
   CheckReplaysExactly("step-n16-dp4-2g5-hybrid1-late-shim.rec", "step-n16-dp4-2g5.yaml", 720, 840);
 }

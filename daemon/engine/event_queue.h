@@ -14,8 +14,7 @@ struct Event {
   uint32_t actor;
   uint32_t op;      // op index; kReachFlag / kCompleteFlag: an injected real-rank report;
                     // kWakeFlag: stream index whose next op waits for a later completion;
-                    // kFlowFlag: shared NIC transfers to finish (generation);
-                    // kStepFlag: a collective's next NIC step (parking slot)
+                    // kFlowFlag: shared NIC transfers to finish (generation)
   int64_t issued;   // ns the op was issued (for durations)
   int64_t known;    // paced runs: emulated time the engine learned of it (>= time unless born late)
 };
@@ -27,10 +26,6 @@ inline constexpr uint32_t kWakeFlag = 1u << 29;
 // generation (only the latest scheduled one counts). Its actor is kNoActor.
 inline constexpr uint32_t kFlowFlag = 1u << 28;
 inline constexpr uint32_t kFlowGenerationMask = kFlowFlag - 1;
-// NicModel::kSteps: a collective's next NIC step may start; the low bits are
-// its parking slot. Its actor is kNoActor.
-inline constexpr uint32_t kStepFlag = 1u << 27;
-inline constexpr uint32_t kStepSlotMask = kStepFlag - 1;
 inline constexpr uint32_t kNoActor = ~0u;
 
 class EventQueue {

@@ -96,20 +96,24 @@ Nanoseconds NetworkModel::HopLatency(const CommShape& shape) const {
   return shape.SpansNodes() ? Max(links_.nic_latency, links_.intra_latency) : links_.intra_latency;
 }
 
-Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+Nanoseconds NetworkModel::RingWireTime(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   const uint64_t n = shape.ranks;
+  if (n <= 1) return Nanoseconds(0);
   const BitsPerSecond bw = RingBandwidth(shape);
-  const Nanoseconds lat = HopLatency(shape);
   switch (kind) {
     case graph::ALLREDUCE:
-    case graph::BARRIER:
-      return SatAdd(FractionTransferTime(size, 2 * (n - 1), n, bw), Times(lat, 2 * (n - 1)));
+    case graph::BARRIER: return FractionTransferTime(size, 2 * (n - 1), n, bw);
     case graph::ALLGATHER:
-    case graph::REDUCESCATTER:
-      return SatAdd(FractionTransferTime(size, n - 1, n, bw), Times(lat, n - 1));
-    default:  // broadcast, reduce: pipelined chain
-      return SatAdd(FractionTransferTime(size, 1, 1, bw), Times(lat, n - 1));
+    case graph::REDUCESCATTER: return FractionTransferTime(size, n - 1, n, bw);
+    default: return FractionTransferTime(size, 1, 1, bw);  // broadcast, reduce: pipelined chain
   }
+}
+
+Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  const uint64_t n = shape.ranks;
+  uint64_t hops = n - 1;
+  if (kind == graph::ALLREDUCE || kind == graph::BARRIER) hops = 2 * (n - 1);
+  return SatAdd(RingWireTime(kind, size, shape), Times(HopLatency(shape), hops));
 }
 
 Nanoseconds NetworkModel::Tree(Bytes size, const CommShape& shape) const {
@@ -164,22 +168,6 @@ Nanoseconds NetworkModel::CollectiveTime(CollectiveKind kind, Algorithm algorith
     return Tree(size, shape);
   if (kind == graph::ALLTOALL) return Pairwise(size, shape);
   return Ring(kind, size, shape);
-}
-
-uint32_t NetworkModel::RingSteps(CollectiveKind kind, Algorithm algorithm, Bytes size, const CommShape& shape) const {
-  if (shape.ranks <= 1 || !shape.SpansNodes() || kind == graph::BARRIER || kind == graph::ALLTOALL) return 1;
-  if (algorithm == graph::ALGORITHM_DEFAULT) algorithm = Choose(kind, size, shape);
-  if (algorithm == graph::ALGORITHM_TREE && kind == graph::ALLREDUCE) return 1;
-  const uint64_t n = shape.ranks, channels = kModelRingChannels, s = static_cast<uint64_t>(size.count());
-  uint64_t wire_num = n - 1, wire_den = n, per_loop = n;  // all-gather, reduce-scatter
-  if (kind == graph::ALLREDUCE) wire_num = 2 * (n - 1);
-  else if (kind != graph::ALLGATHER && kind != graph::REDUCESCATTER) wire_num = wire_den = per_loop = 1;
-  // One step: every member sends one chunk per channel, a loop's share when the op is small.
-  const uint64_t chunk = std::max<uint64_t>(
-      1, std::min<uint64_t>(kNcclRingChunkBytes.count(), (s + channels * per_loop - 1) / (channels * per_loop)));
-  const unsigned __int128 wire = static_cast<unsigned __int128>(s) * wire_num / wire_den;
-  const unsigned __int128 steps = (wire + channels * chunk - 1) / (channels * chunk);
-  return static_cast<uint32_t>(std::clamp<unsigned __int128>(steps, 1, kMaxRingSteps));
 }
 
 Nanoseconds NetworkModel::PointToPointTime(Bytes size, bool same_node) const {

@@ -88,15 +88,10 @@ class NetworkModel {
 
   Nanoseconds PointToPointTime(Bytes size, bool same_node) const;
 
-  // How many steps a collective across nodes takes on its members' NICs: in
-  // each, every member sends one chunk per channel (kModelRingChannels, at
-  // most kNcclRingChunkBytes) and, before the next, receives its upstream
-  // neighbour's. Between steps NCCL's proxies post other operations' data
-  // to the NIC, first come first served (the engine's NicModel::kSteps, an
-  // option: docs/network-model.md).
-  // 1 for a collective within a node, a tree, all-to-all or a barrier;
-  // at most kMaxRingSteps.
-  uint32_t RingSteps(graph::CollectiveKind kind, graph::Algorithm algorithm, Bytes size, const CommShape& shape) const;
+  // The bandwidth part of the ring time (Ring's formula without the latency
+  // terms): what a member's transmit side carries (the engine's
+  // NicModel::kQueues).
+  Nanoseconds RingWireTime(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
   // Ring bottleneck bandwidth and per-step latency for `shape`.
   BitsPerSecond RingBandwidth(const CommShape& shape) const;
@@ -123,12 +118,6 @@ class NetworkModel {
 // The channels the model gives a played tree all-reduce (the graph does not
 // say; NCCL ran 2 on the fidelity bench's one-NIC nodes).
 inline constexpr int kModelTreeChannels = 2;
-// The same for rings (RingSteps), and NCCL's Simple-protocol ring chunk: 4 of
-// a connection's 8 buffer steps of 512 KiB (its default 4 MiB buffer).
-inline constexpr int kModelRingChannels = 2;
-inline constexpr Bytes kNcclRingChunkBytes{2 * 1024 * 1024};
-// Steps beyond this are merged (a 1 GiB all-reduce would take hundreds).
-inline constexpr uint32_t kMaxRingSteps = 64;
 
 // Time to move size * num / den bytes at bw (rounded up), saturating.
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw);

@@ -133,20 +133,21 @@ class ObserverList final : public EngineObserver {
 };
 
 // How transfers between nodes use NICs (docs/network-model.md, "NIC
-// serialisation"). kCalendar (the default): each transfer holds every NIC
-// direction it needs alone for its whole duration, taking the first gap that
-// fits on all of them (nic_calendar.h). kSteps: a collective holds them one
-// ring step at a time (NetworkModel::RingSteps); its next step asks again
-// when one ends, so transfers that asked meanwhile go first, as NCCL's proxies
-// post concurrent operations' chunks first come first served. kShared:
-// transfers in flight share each direction equally (nic_sharing.h). kSteps
-// and kShared: all-virtual worlds only (prismd --simulate --nic-model).
-enum class NicModel : uint8_t { kCalendar, kSteps, kShared };
+// serialisation"). kQueues (the default): each member of a ring all-reduce,
+// all-gather or reduce-scatter across nodes queues its share of the wire
+// time on its own transmit side, in the first gap that fits there whatever
+// the other members' NICs carry, and the collective ends when the last
+// share has landed (never before the model's time from its start); other
+// transfers hold every NIC direction they need, first common gap that
+// fits, as kCalendar does for all of them (nic_calendar.h). kShared:
+// transfers in flight share each direction equally (nic_sharing.h);
+// all-virtual worlds only (prismd --simulate --nic-model shared).
+enum class NicModel : uint8_t { kQueues, kCalendar, kShared };
 
 struct EngineOptions {
   uint64_t iterations = 1;
   uint64_t progress_every_events = 1 << 16;
-  NicModel nic_model = NicModel::kCalendar;
+  NicModel nic_model = NicModel::kQueues;
 };
 
 class ReplayEngine {
@@ -241,12 +242,13 @@ class ReplayEngine {
   // to handle first (a DP reduce-scatter granted before a TP all-reduce of
   // the same rank held it back by the whole reduce-scatter).
   struct NicRequest {
-    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal };
+    // kHold: a collective real ranks take part in; its virtual members' NICs
+    // are busy as if all-virtual (the real ranks' reports finish it).
+    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal, kHold };
     Kind kind = Kind::kCollective;
     int64_t ready = 0, duration = 0;   // NIC time wanted from `ready` on
-    uint32_t comm = 0;                 // kCollective: the communicator
-    uint32_t steps_left = 1;           // kCollective: NIC steps still to take (NicModel::kSteps)
-    Instance instance;                 // kCollective: its members (waiters)
+    uint32_t comm = 0;                 // kCollective, kHold: the communicator
+    Instance instance;                 // kCollective: its members (waiters); kHold: its first op only
     PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
     int64_t took = 0;                  // point to point: wire plus latency
     uint32_t queue = 0;                // kVirtualToReal: index into p2p_
@@ -277,11 +279,7 @@ class ReplayEngine {
   // transfers go on; called before the engine leaves the current instant.
   void GrantNics();
   void GrantCollective(NicRequest& r);
-  // The NIC steps of one instance of `op` on `c`: RingSteps under kSteps, else 1.
-  uint32_t StepsOf(const OpInfo& op, const EngineComm& c) const;
-  // Keeps `r` until `at`, when a kStepFlag event asks for its NICs again.
-  void Park(int64_t at, NicRequest r);
-  void Unpark(uint32_t slot);
+  void GrantHold(const NicRequest& r);
   void GrantPointToPoint(const NicRequest& r);
   void GrantVirtualToReal(const NicRequest& r);
   // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
@@ -293,6 +291,15 @@ class ReplayEngine {
   void StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions);
   void FinishSharedTransfers(uint32_t generation);
   void ScheduleSharedFinish();
+  // Whether `op` on `c` queues on its members' transmit sides (kQueues, a
+  // ring collective across nodes).
+  bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
+  // kQueues: every member of `c` queues `wire` ns on its transmit side from
+  // `ready` on; returns when the last share has left.
+  int64_t QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire);
+  // kQueues: when an instance of `op` on `c` that becomes ready at `ready`
+  // and takes `duration` alone ends; queues its shares.
+  int64_t QueuedCollectiveEnd(const OpInfo& op, const EngineComm& c, int64_t ready, int64_t duration);
   static uint32_t TxDirection(uint32_t actor) { return 2 * actor; }
   static uint32_t RxDirection(uint32_t actor) { return 2 * actor + 1; }
   static constexpr int64_t kNicMemoryNs = 1'000'000'000;
@@ -340,8 +347,6 @@ class ReplayEngine {
   std::unique_ptr<SharedNics> shared_nics_;          // NicModel::kShared only
   absl::flat_hash_map<uint64_t, std::pair<NicRequest, int64_t>> shared_transfers_;  // id -> (request, start)
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
-  std::vector<NicRequest> parked_;                   // NicModel::kSteps: next steps, by kStepFlag slot
-  std::vector<uint32_t> free_parking_;               // slots of parked_ free for reuse
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;
 };

@@ -122,10 +122,10 @@ absl::Status SimulationResult::WriteTrace(const graph::Graph& graph, const std::
 absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const SimulationOptions& options) {
   auto iterations = IterationsFor(graph, options.iterations);
   if (!iterations.ok()) return iterations.status();
-  if (options.nic_model != NicModel::kCalendar && !options.real_ranks.empty())
+  if (options.nic_model == NicModel::kShared && !options.real_ranks.empty())
     return absl::InvalidArgumentError(
-        "the shared and steps NIC models replay all-virtual worlds only (prismd --simulate); hybrid runs use "
-        "the calendar model");
+        "the shared NIC model replays all-virtual worlds only (prismd --simulate); hybrid runs use the queues "
+        "or calendar model");
   const auto wall_start = std::chrono::steady_clock::now();
   const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()));
   WorldOptions wopts;

@@ -43,8 +43,8 @@ struct SimulationOptions {
   // (SimulationReport::stopped; prismd --simulate on SIGINT/SIGTERM) instead
   // of a Cancelled status.
   bool report_when_stopped = false;
-  // How transfers share NICs (replay_engine.h NicModel); kShared and kSteps need no real ranks.
-  NicModel nic_model = NicModel::kCalendar;
+  // How transfers share NICs (replay_engine.h NicModel); kShared needs no real ranks.
+  NicModel nic_model = NicModel::kQueues;
 };
 
 class SimulationResult {
