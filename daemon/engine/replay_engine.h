@@ -5,10 +5,11 @@
 // stream in order, Op.deps as cross-stream edges, GroupStart..GroupEnd issued
 // together. A collective completes when every member has reached it (the j-th
 // call on a communicator matches the j-th call of every member), then takes
-// the network model's time, after waiting for the members' NIC shares when it
-// spans nodes (per-GPU NIC serialisation, each direction separately: a GPU's
-// share transmits one transfer and receives one transfer at a time). Send/recv match per (communicator,
-// src, dst) in order and take the point-to-point time. Time is integer ns.
+// the network model's time; across nodes each GPU's NIC share carries one
+// transfer at a time in each direction (NicModel: a ring collective's members
+// queue their shares on their own transmit sides). Send/recv match per
+// (communicator, src, dst) in order and take the point-to-point time. Time is
+// integer ns.
 //
 // Hybrid mode (real ranks among virtual ones, docs/timing.md): a real rank's
 // communication ops are issued when the inbox says it reached them and
