@@ -1,7 +1,10 @@
-// daemon/engine/nic_sharing.h and the engine's NicModel::kShared: transfers
-// in flight share each NIC direction equally; hand-worked times.
+// The engine's NIC models (replay_engine.h NicModel): kQueues (the default:
+// each member of a ring collective across nodes queues its share on its own
+// transmit side), kCalendar, and kShared with daemon/engine/nic_sharing.h
+// (transfers in flight share each NIC direction equally; hand-worked times).
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_sharing.h"
 #include "daemon/engine/simulation.h"
 #include "graphgen/fidelity_graph.h"
@@ -52,21 +55,25 @@ TEST_CASE("shared NICs: a transfer over several directions moves at its busiest 
 
 namespace {
 
-prism::graph::Graph Step(uint32_t iterations) {
+// The bench's TP2 PP2 DPn step at 2.5 Gbit/s (specs/step-n8-2g5.yaml), with
+// rank `straggler` (-1: none) computing 1.2x as long.
+prism::graph::Graph Step(uint32_t iterations, uint32_t dp = 2, int64_t straggler = -1) {
   prism::graphgen::FidelitySpec s;
-  s.name = "shared";
+  s.name = "nic-models";
   s.kind = "step";
-  s.tp = 2, s.pp = 2, s.dp = 2;
+  s.tp = 2, s.pp = 2, s.dp = dp;
   s.iterations = iterations, s.warmup = 0;
   s.fwd_us = 1500, s.bwd_us = 3000, s.optimizer_us = 1000;
   s.tp_bytes = 2 << 20, s.pp_bytes = 4 << 20, s.dp_bytes = 16 << 20;
   s.link_gbps = 2.5;
+  s.straggler_rank = straggler;
+  s.straggler_scale = straggler >= 0 ? 1.2 : 1.0;
   auto g = prism::graphgen::GenerateFidelityGraph(s);
   REQUIRE(g.ok());
   return *std::move(g);
 }
 
-int64_t Iteration(const prism::graph::Graph& g, prism::engine::NicModel model, bool use_classes) {
+int64_t Iteration(const prism::graph::Graph& g, prism::engine::NicModel model, bool use_classes = true) {
   prism::engine::SimulationOptions o;
   o.nic_model = model;
   o.use_classes = use_classes;
@@ -89,11 +96,51 @@ TEST_CASE("engine, shared NIC model: a step's TP all-reduces no longer wait behi
   CHECK(shared == Approx(377'584'000).margin(100'000));
   // Deterministic, and the same with one actor per rank as per class.
   CHECK(Iteration(g, prism::engine::NicModel::kShared, false) == shared);
-  // Hybrid runs keep the calendar.
+  // Hybrid runs refuse it (they use queues or the calendar).
   prism::engine::SimulationOptions o;
   o.nic_model = prism::engine::NicModel::kShared;
   o.real_ranks = {0};
   auto r = prism::engine::Simulate(g, o);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("all-virtual worlds only"));
+}
+
+TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
+  prism::engine::LinkFigures l;
+  l.nic_bw = prism::BitsPerSecond(2'500'000'000);
+  l.nic_count = 1;
+  l.nic_latency = prism::Nanoseconds(10'000);
+  l.intra_bw = prism::BitsPerSecond(400'000'000'000);
+  const prism::engine::NetworkModel m(l);
+  prism::engine::CommShape four;
+  four.ranks = four.nodes = 4;
+  const prism::Bytes s(16 << 20);
+  // 16 MiB at 2.5 Gbit/s: 53687091.2 ns in all; 3/4 of it for an all-gather,
+  // 6/4 for an all-reduce, rounded up.
+  CHECK(m.RingWireTime(prism::graph::ALLGATHER, s, four).count() == 40'265'319);
+  CHECK(m.RingWireTime(prism::graph::REDUCESCATTER, s, four).count() == 40'265'319);
+  CHECK(m.RingWireTime(prism::graph::ALLREDUCE, s, four).count() == 80'530'637);
+  CHECK(m.RingWireTime(prism::graph::BROADCAST, s, four).count() == 53'687'092);
+  CHECK(m.CollectiveTime(prism::graph::ALLGATHER, prism::graph::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 10'000);
+  CHECK(m.CollectiveTime(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
+}
+
+// The GPU host's ground truths of these steps (docs/timing.md, "Measured",
+// session 20, nvidia-h200-x2): step-n8-2g5 402.8 ms, with rank 3 computing
+// 1.2x as long 403.8 and 406.4 ms, step-n16-dp4-2g5 484.2 and 484.7 ms.
+// The calendar made one member's busy NIC hold the others idle until a gap
+// common to all: the straggler's 7 ms of compute became 40 ms.
+TEST_CASE("engine, queues NIC model: the bench steps, and the straggler the calendar overstated", "[daemon][nic]") {
+  const auto plain = Step(3), straggler = Step(3, 2, 3), dp4 = Step(3, 4);
+  CHECK(Iteration(plain, prism::engine::NicModel::kQueues) == Approx(401'263'000).margin(100'000));
+  CHECK(Iteration(plain, prism::engine::NicModel::kCalendar) == Approx(401'398'000).margin(100'000));
+  CHECK(Iteration(straggler, prism::engine::NicModel::kQueues) == Approx(408'973'000).margin(100'000));
+  CHECK(Iteration(straggler, prism::engine::NicModel::kCalendar) == Approx(442'082'000).margin(100'000));
+  CHECK(Iteration(dp4, prism::engine::NicModel::kQueues) == Approx(481'819'000).margin(100'000));
+  CHECK(Iteration(dp4, prism::engine::NicModel::kCalendar) == Approx(482'049'000).margin(100'000));
+  // Deterministic, and the same with one actor per rank as per class.
+  CHECK(Iteration(straggler, prism::engine::NicModel::kQueues, false) == Iteration(straggler, prism::engine::NicModel::kQueues));
+  CHECK(Iteration(dp4, prism::engine::NicModel::kQueues, false) == Iteration(dp4, prism::engine::NicModel::kQueues));
+  // The default.
+  CHECK(Iteration(straggler, prism::engine::SimulationOptions{}.nic_model) == Iteration(straggler, prism::engine::NicModel::kQueues));
 }
