@@ -10,6 +10,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "..", "bench", "fidelity", "compare.py")
+TIMELINE = os.path.join(HERE, "..", "bench", "fidelity", "timeline.py")
 
 
 def one_file_run(run, name, text):
@@ -171,6 +172,47 @@ class LinkHold(unittest.TestCase):
                       "bytes landed after the modelled delivery (or the posting, if later): 40 (40.0%)", text)
         self.assertIn("  rank 0: shaped receives: 100; bytes landed after the modelled delivery "
                       "(or the posting, if later): 2 (2.0%)", text)
+
+
+class Timeline(unittest.TestCase):
+    """bench/fidelity/timeline.py: a run's op timeline beside prismd's trace."""
+
+    def run_timeline(self, *extra):
+        out = tempfile.mkdtemp()
+        run = os.path.join(out, "st-truth")
+        os.makedirs(run)
+        timeline = [[0, "tp all-reduce", 0.5, 1.0],  # warm-up iteration
+                    [1, "fwd", 0.0, 1.5], [1, "tp all-reduce", 1.5, 8.5], [1, "send act, recv grad", 8.5, 20.0]]
+        with open(os.path.join(run, "r2.json"), "w") as f:
+            json.dump({"warmup": 1, "iteration_ms": [30.0, 30.0], "timeline": timeline}, f)
+        def op(name, ts_us, dur_us, pid=2):
+            return {"ph": "X", "name": name, "cat": "x", "pid": pid, "tid": 0, "ts": ts_us, "dur": dur_us}
+        events = [op("iteration start", 0, 0), op("iteration start", 25000, 0), op("iteration start", 50000, 0),
+                  op("fwd", 25000, 1500), op("tp all-reduce", 26500, 6700),
+                  # a send/recv group: two ops, one label, one start: one op of the run
+                  op("send act, recv grad", 33200, 13400), op("send act, recv grad", 33200, 13400),
+                  op("tp all-reduce", 26500, 6700, pid=3)]
+        trace = os.path.join(out, "trace.json")
+        with open(trace, "w") as f:
+            json.dump({"traceEvents": events}, f)
+        return subprocess.run([sys.executable, TIMELINE, run, trace, "--rank", "2", *extra],
+                              capture_output=True, text=True)
+
+    def test_ops_line_up_by_label_in_the_first_timed_iteration(self):
+        r = self.run_timeline()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "rank 2: run iteration 1, model iteration 1 (25.000 ms)")
+        self.assertEqual(len(lines), 5)  # header, column names, three ops
+        self.assertRegex(lines[3], r"^tp all-reduce +1\.500 +8\.200 +6\.700 +1\.500 +8\.500 +7\.000$")
+        self.assertRegex(lines[4], r"^send act, recv grad +8\.200 +21\.600 +13\.400 +8\.500 +20\.000 +11\.500$")
+
+    def test_comm_only_leaves_out_compute_and_a_missing_iteration_is_named(self):
+        r = self.run_timeline("--comm-only")
+        self.assertNotIn("\nfwd ", r.stdout)
+        r = self.run_timeline("--iteration", "3")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("times no op in iteration 3", r.stderr)
 
 
 if __name__ == "__main__":
