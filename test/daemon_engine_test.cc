@@ -157,6 +157,37 @@ TEST_CASE("concurrent inter-node collectives of one GPU serialise on its NIC sha
   CHECK(IterationNs(one_node) == nvlink);  // NVLink: no NIC serialisation
 }
 
+// Rank 1 is in two all-reduces across nodes: a long one with rank 0 from 0,
+// and a short one with rank 2, which arrives 1 us later. Queued NICs
+// (the default): rank 1's share of the short one leaves after its share of
+// the long one (wire W_long), then the short one's latency terms: it ends at
+// W_long + T_short. The calendar made it wait for the long one's whole time
+// T_long, latency terms included, on every member's NIC: T_long + T_short.
+TEST_CASE("a collective waits only for its members' own queued shares, not a gap common to all",
+          "[daemon][engine][nic]") {
+  g::Program first, second, third;
+  first.set_streams(1), second.set_streams(2), third.set_streams(1);
+  first.add_comm_slot_names("long");
+  second.add_comm_slot_names("long"), second.add_comm_slot_names("short");
+  third.add_comm_slot_names("short");
+  AddCollective(first, 0, 64 << 20);
+  AddCollective(second, 0, 64 << 20, 0);
+  AddCollective(second, 1, 1 << 20, 1);
+  AddCompute(third, 1000);
+  AddCollective(third, 0, 1 << 20);
+  const g::Graph gr = Custom(3, 1, {{0, 1}, {1, 2}}, {first, second, third}, {0, 1, 2}, {{0}, {0, 1}, {1}});
+  const auto model = ModelOf(gr);
+  const prism::engine::CommShape pair{2, 2, 1, 1};
+  const int64_t t_long = model.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(64 << 20), pair).count();
+  const int64_t w_long = model.RingWireTime(g::ALLREDUCE, prism::Bytes(64 << 20), pair).count();
+  const int64_t t_short = model.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), pair).count();
+  REQUIRE(t_long > w_long);
+  CHECK(IterationNs(gr) == w_long + t_short);
+  SimulationOptions calendar;
+  calendar.nic_model = prism::engine::NicModel::kCalendar;
+  CHECK(IterationNs(gr, calendar) == t_long + t_short);
+}
+
 // A long and a short collective of one GPU become ready at the same instant
 // (the long one is handled first, on stream 0): the short one goes first,
 // whatever the handling order, as fair sharing would let it finish first.
