@@ -86,7 +86,8 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   o.use_classes = !f.no_classes;
   if (f.nic_model == "shared") {
     if (hybrid)
-      return absl::InvalidArgumentError("--nic-model shared: with --simulate only (hybrid runs use queues or calendar)");
+      return absl::InvalidArgumentError(
+          "--nic-model shared: with --simulate only (hybrid runs use queues or calendar)");
     o.nic_model = prism::engine::NicModel::kShared;
   } else if (f.nic_model == "calendar") {
     o.nic_model = prism::engine::NicModel::kCalendar;

@@ -105,6 +105,13 @@ TEST_CASE("engine, shared NIC model: a step's TP all-reduces no longer wait behi
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("all-virtual worlds only"));
 }
 
+namespace {
+
+namespace g = prism::graph;
+using prism::engine::NicModel;
+
+}  // namespace
+
 TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
   prism::engine::LinkFigures l;
   l.nic_bw = prism::BitsPerSecond(2'500'000'000);
@@ -117,12 +124,13 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
   const prism::Bytes s(16 << 20);
   // 16 MiB at 2.5 Gbit/s: 53687091.2 ns in all; 3/4 of it for an all-gather,
   // 6/4 for an all-reduce, rounded up.
-  CHECK(m.RingWireTime(prism::graph::ALLGATHER, s, four).count() == 40'265'319);
-  CHECK(m.RingWireTime(prism::graph::REDUCESCATTER, s, four).count() == 40'265'319);
-  CHECK(m.RingWireTime(prism::graph::ALLREDUCE, s, four).count() == 80'530'637);
-  CHECK(m.RingWireTime(prism::graph::BROADCAST, s, four).count() == 53'687'092);
-  CHECK(m.CollectiveTime(prism::graph::ALLGATHER, prism::graph::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 10'000);
-  CHECK(m.CollectiveTime(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
+  CHECK(m.RingWireTime(g::ALLGATHER, s, four).count() == 40'265'319);
+  CHECK(m.RingWireTime(g::REDUCESCATTER, s, four).count() == 40'265'319);
+  CHECK(m.RingWireTime(g::ALLREDUCE, s, four).count() == 80'530'637);
+  CHECK(m.RingWireTime(g::BROADCAST, s, four).count() == 53'687'092);
+  // With its 3 or 6 hops of 10 us, the whole ring time.
+  CHECK(m.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 10'000);
+  CHECK(m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
 }
 
 // The GPU host's ground truths of these steps (docs/timing.md, "Measured",
@@ -130,17 +138,19 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
 // 1.2x as long 403.8 and 406.4 ms, step-n16-dp4-2g5 484.2 and 484.7 ms.
 // The calendar made one member's busy NIC hold the others idle until a gap
 // common to all: the straggler's 7 ms of compute became 40 ms.
-TEST_CASE("engine, queues NIC model: the bench steps, and the straggler the calendar overstated", "[daemon][nic]") {
+TEST_CASE("engine, queues NIC model: the bench steps, and the straggler the calendar overstated",
+          "[daemon][nic]") {
   const auto plain = Step(3), straggler = Step(3, 2, 3), dp4 = Step(3, 4);
-  CHECK(Iteration(plain, prism::engine::NicModel::kQueues) == Approx(401'263'000).margin(100'000));
-  CHECK(Iteration(plain, prism::engine::NicModel::kCalendar) == Approx(401'398'000).margin(100'000));
-  CHECK(Iteration(straggler, prism::engine::NicModel::kQueues) == Approx(408'973'000).margin(100'000));
-  CHECK(Iteration(straggler, prism::engine::NicModel::kCalendar) == Approx(442'082'000).margin(100'000));
-  CHECK(Iteration(dp4, prism::engine::NicModel::kQueues) == Approx(481'819'000).margin(100'000));
-  CHECK(Iteration(dp4, prism::engine::NicModel::kCalendar) == Approx(482'049'000).margin(100'000));
+  CHECK(Iteration(plain, NicModel::kQueues) == Approx(401'263'000).margin(100'000));
+  CHECK(Iteration(plain, NicModel::kCalendar) == Approx(401'398'000).margin(100'000));
+  CHECK(Iteration(straggler, NicModel::kQueues) == Approx(408'973'000).margin(100'000));
+  CHECK(Iteration(straggler, NicModel::kCalendar) == Approx(442'082'000).margin(100'000));
+  CHECK(Iteration(dp4, NicModel::kQueues) == Approx(481'819'000).margin(100'000));
+  CHECK(Iteration(dp4, NicModel::kCalendar) == Approx(482'049'000).margin(100'000));
   // Deterministic, and the same with one actor per rank as per class.
-  CHECK(Iteration(straggler, prism::engine::NicModel::kQueues, false) == Iteration(straggler, prism::engine::NicModel::kQueues));
-  CHECK(Iteration(dp4, prism::engine::NicModel::kQueues, false) == Iteration(dp4, prism::engine::NicModel::kQueues));
+  const int64_t queued = Iteration(straggler, NicModel::kQueues);
+  CHECK(Iteration(straggler, NicModel::kQueues, false) == queued);
+  CHECK(Iteration(dp4, NicModel::kQueues, false) == Iteration(dp4, NicModel::kQueues));
   // The default.
-  CHECK(Iteration(straggler, prism::engine::SimulationOptions{}.nic_model) == Iteration(straggler, prism::engine::NicModel::kQueues));
+  CHECK(Iteration(straggler, prism::engine::SimulationOptions{}.nic_model) == queued);
 }

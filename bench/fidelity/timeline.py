@@ -28,7 +28,8 @@ def run_ops(run_dir, rank, iteration):
     with open(os.path.join(run_dir, f"r{rank}.json")) as f:
         result = json.load(f)
     if "timeline" not in result:
-        sys.exit(f"timeline.py: {run_dir}/r{rank}.json has no timeline (a step run by driver.py of session 20 or later)")
+        sys.exit(f"timeline.py: {run_dir}/r{rank}.json has no timeline "
+                 "(a step run by driver.py of session 20 or later)")
     if iteration is None:
         iteration = result.get("warmup", 0)
     rows = [(label, start, end) for it, label, start, end in result["timeline"] if it == iteration]
