@@ -329,7 +329,7 @@ void ReplayEngine::GrantNics() {
   for (NicRequest& r : batch) {
     switch (r.kind) {
       case NicRequest::Kind::kCollective: GrantCollective(r); break;
-      case NicRequest::Kind::kHold: GrantHold(r); break;
+      case NicRequest::Kind::kHold: ReserveCollectiveNics(r); break;  // the real ranks' reports finish it
       case NicRequest::Kind::kPointToPoint: GrantPointToPoint(r); break;
       case NicRequest::Kind::kVirtualToReal: GrantVirtualToReal(r); break;
     }
@@ -347,19 +347,14 @@ void ReplayEngine::GrantCollective(NicRequest& r) {
     StartSharedTransfer(std::move(r), directions);
     return;
   }
-  const OpInfo& op = world_.programs[world_.actors[r.instance.first_actor].program].ops[r.instance.first_op];
-  if (QueuesOnTx(op, c)) {
-    FinishCollectiveTransfer(r, QueuedCollectiveEnd(op, c, r.ready, r.duration));
-    return;
-  }
-  FinishCollectiveTransfer(r, AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration));
+  FinishCollectiveTransfer(r, ReserveCollectiveNics(r));
 }
 
-void ReplayEngine::GrantHold(const NicRequest& r) {
+int64_t ReplayEngine::ReserveCollectiveNics(const NicRequest& r) {
   const EngineComm& c = world_.comms[r.comm];
   const OpInfo& op = world_.programs[world_.actors[r.instance.first_actor].program].ops[r.instance.first_op];
-  if (QueuesOnTx(op, c)) QueuedCollectiveEnd(op, c, r.ready, r.duration);
-  else ReserveMembersNics(c, r.ready, r.duration);
+  if (QueuesOnTx(op, c)) return QueuedCollectiveEnd(op, c, r.ready, r.duration);
+  return AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
 }
 
 void ReplayEngine::FinishCollectiveTransfer(const NicRequest& r, int64_t end) {

@@ -280,7 +280,9 @@ class ReplayEngine {
   // transfers go on; called before the engine leaves the current instant.
   void GrantNics();
   void GrantCollective(NicRequest& r);
-  void GrantHold(const NicRequest& r);
+  // Reserves the NICs of collective request `r` (kCollective or kHold) by
+  // the NIC model; returns when the collective ends.
+  int64_t ReserveCollectiveNics(const NicRequest& r);
   void GrantPointToPoint(const NicRequest& r);
   void GrantVirtualToReal(const NicRequest& r);
   // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
