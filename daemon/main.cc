@@ -26,9 +26,11 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/control_plane.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/simulation.h"
 #include "daemon/server/daemon_server.h"
 #include "daemon/server/http_endpoint.h"
@@ -50,6 +52,8 @@ struct Flags {
   bool json = false;
   bool no_classes = false;
   std::string nic_model = "queues";
+  std::string step_cost_us = "auto";
+  std::string nccl_algo;
   std::string trace;
   std::string trace_ranks = "0-7";
   std::string realtime;
@@ -78,6 +82,24 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// --step-cost-us: "auto" (the measured figure for NCCL 2.28's Simple ring,
+// nccl_tuning.h) or microseconds, 0 to 1000.
+absl::Status StepCostOption(const std::string& flag, prism::engine::SimulationOptions* o) {
+  if (flag == "auto") {
+    const prism::engine::StepCost c = prism::engine::DefaultNcclStepCost();
+    o->nccl.step_cost = c.cost;
+    o->step_cost_source = c.measured;
+    return absl::OkStatus();
+  }
+  double us = 0;
+  if (!absl::SimpleAtod(flag, &us) || !(us >= 0 && us <= 1000))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--step-cost-us ", flag, ": auto or microseconds from 0 to 1000 (NCCL's cost per ring step)"));
+  o->nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
+  o->step_cost_source = "--step-cost-us";
+  return absl::OkStatus();
+}
+
 // Builds the engine options shared by both modes.
 absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, const prism::graph::Graph& g,
                                                                bool hybrid) {
@@ -94,6 +116,12 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   } else if (f.nic_model != "queues") {
     return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar or shared"));
   }
+  PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, &o));
+  auto algorithms = prism::engine::ParseNcclAlgo(f.nccl_algo);
+  if (!algorithms.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-algo: ", algorithms.status().message()));
+  o.nccl.ring = algorithms->ring;
+  o.nccl.tree = algorithms->tree;
+  o.nccl_algo = f.nccl_algo;
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
     std::string spec = f.trace_ranks;
@@ -328,6 +356,12 @@ int main(int argc, char** argv) {
                  "come first served; other transfers as calendar), calendar (a transfer holds all its NICs alone "
                  "in a gap common to them) or shared (transfers in flight share each NIC equally; --simulate "
                  "only)");
+  app.add_option("--step-cost-us", f.step_cost_us,
+                 "NCCL's own cost per ring step beyond the link latency, in us, or auto (the figure measured "
+                 "for NCCL 2.28's Simple ring; docs/network-model.md)");
+  app.add_option("--nccl-algo", f.nccl_algo,
+                 "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
+                 "(prism run passes the ranks' NCCL_ALGO)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");

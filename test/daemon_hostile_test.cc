@@ -181,6 +181,30 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   auto [rc7, text7] = Prismd("--graph " + good + " --simulate --json --nic-model calendar --metrics-address none");
   CHECK(rc7 == 0);
   CHECK(nlohmann::json::parse(text7)["iteration_time_s"].get<double>() > 0);
+  // NCCL's step cost and NCCL_ALGO: shown in the report, bad values refused with the choices.
+  auto [rc8, text8] = Prismd("--graph " + good + " --simulate --json --metrics-address none --nccl-algo Ring");
+  CHECK(rc8 == 0);
+  const auto j8 = nlohmann::json::parse(text8);
+  CHECK(j8["nccl_step_cost_us"].get<double>() == 12.5);
+  CHECK(j8["nccl_step_cost_source"].get<std::string>().find("NCCL 2.28.9 Simple ring") != std::string::npos);
+  CHECK(j8["nccl_algo"] == "Ring");
+  auto [rc9, text9] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us 3");
+  CHECK(rc9 == 0);
+  CHECK(text9.find("NCCL step cost: 3.00 us per ring step (--step-cost-us)") != std::string::npos);
+  const std::string trace = TempPath(".json");
+  auto [rc12, text12] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us 3 --trace " + trace);
+  CHECK(rc12 == 0);
+  std::ifstream trace_in(trace);
+  const auto tj = nlohmann::json::parse(trace_in);
+  CHECK(tj["metadata"]["nccl_step_cost_us"].get<double>() == 3.0);
+  CHECK(tj["metadata"]["nccl_step_cost_source"] == "--step-cost-us");
+  std::remove(trace.c_str());
+  auto [rc10, text10] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us -1");
+  CHECK(rc10 == 1);
+  CHECK(text10.find("--step-cost-us -1: auto or microseconds from 0 to 1000") != std::string::npos);
+  auto [rc11, text11] = Prismd("--graph " + good + " --simulate --metrics-address none --nccl-algo Rign");
+  CHECK(rc11 == 1);
+  CHECK(text11.find("--nccl-algo: NCCL_ALGO \"Rign\": unknown algorithm") != std::string::npos);
   std::remove(garbage.c_str());
   std::remove(good.c_str());
 }

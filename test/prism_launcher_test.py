@@ -93,6 +93,16 @@ class DryRun(unittest.TestCase):
         self.assertEqual(daemon_with(None), f"unix:///tmp/prismd-{os.getuid()}.sock")
         self.assertEqual(daemon_with("relative"), f"unix:///tmp/prismd-{os.getuid()}.sock")
 
+    def test_prismd_follows_the_ranks_nccl_algo(self):
+        code = ("import importlib.machinery as m, sys, json; sys.argv=['prism'];"
+                f"mod=m.SourceFileLoader('prism_cli', {PRISM!r}).load_module();"
+                "print(json.dumps([mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, []),"
+                " mod.nccl_algo_args({}, []),"
+                " mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, ['--nccl-algo=Tree'])]))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout), [["--nccl-algo", "Ring"], [], []])
+
     def test_rank_ranges(self):
         out = run("run", "--graph", "g", "--world", "8", "--ranks", "2-4", "--plugin", PRISM, "--dry-run",
                   "--", "true")

@@ -96,6 +96,10 @@ Nanoseconds NetworkModel::HopLatency(const CommShape& shape) const {
   return shape.SpansNodes() ? Max(links_.nic_latency, links_.intra_latency) : links_.intra_latency;
 }
 
+Nanoseconds NetworkModel::StepLatency(const CommShape& shape) const {
+  return SatAdd(HopLatency(shape), nccl_.step_cost);
+}
+
 Nanoseconds NetworkModel::RingWireTime(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   const uint64_t n = shape.ranks;
   if (n <= 1) return Nanoseconds(0);
@@ -113,7 +117,22 @@ Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape&
   const uint64_t n = shape.ranks;
   uint64_t hops = n - 1;
   if (kind == graph::ALLREDUCE || kind == graph::BARRIER) hops = 2 * (n - 1);
-  return SatAdd(RingWireTime(kind, size, shape), Times(HopLatency(shape), hops));
+  const Nanoseconds wire = RingWireTime(kind, size, shape);
+  const Nanoseconds link_bound = SatAdd(wire, Times(HopLatency(shape), hops));
+  if (kind != graph::ALLREDUCE && kind != graph::BARRIER && kind != graph::ALLGATHER &&
+      kind != graph::REDUCESCATTER)
+    return link_bound;  // broadcast, reduce: a pipelined chain
+  return Max(link_bound, RingStepBound(wire, StepLatency(shape), hops, kNcclRingSlicesPerStep));
+}
+
+Nanoseconds RingStepBound(Nanoseconds wire, Nanoseconds step_latency, uint64_t hops, uint64_t slices) {
+  if (hops == 0) return Nanoseconds(0);
+  slices = std::max<uint64_t>(slices, 1);
+  const Nanoseconds per_step = Nanoseconds(wire.count() / static_cast<int64_t>(hops));
+  const Nanoseconds slice = Nanoseconds(per_step.count() / static_cast<int64_t>(slices));
+  // Each step forwards its first slice one step latency after it arrived;
+  // the rest of the last step's wire time trails it.
+  return SatAdd(Times(SatAdd(slice, step_latency), hops), per_step - slice);
 }
 
 Nanoseconds NetworkModel::Tree(Bytes size, const CommShape& shape) const {
@@ -153,8 +172,8 @@ Nanoseconds NetworkModel::Pairwise(Bytes size, const CommShape& shape) const {
 
 Algorithm NetworkModel::Choose(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   if (kind == graph::ALLTOALL) return graph::ALGORITHM_PAIRWISE;
-  if ((kind == graph::ALLREDUCE || kind == graph::BARRIER) && shape.SpansNodes() &&
-      Tree(size, shape) < Ring(kind, size, shape))
+  if ((kind == graph::ALLREDUCE || kind == graph::BARRIER) && shape.SpansNodes() && nccl_.tree &&
+      (!nccl_.ring || Tree(size, shape) < Ring(kind, size, shape)))
     return graph::ALGORITHM_TREE;
   return graph::ALGORITHM_RING;
 }

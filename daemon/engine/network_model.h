@@ -1,9 +1,13 @@
 // The link model and the NCCL-like collective cost model of the replay engine.
 //
 // Formulas (docs/network-model.md has the derivations):
-//   ring allreduce      2(n-1)/n * S / B + 2(n-1) * L
-//   ring allgather      (n-1)/n * S / B + (n-1) * L        S = output bytes
-//   ring reducescatter  (n-1)/n * S / B + (n-1) * L        S = input bytes
+//   ring allreduce      max(W + 2(n-1) * L, RingStepBound(W, L + c, 2(n-1), k)), W = 2(n-1)/n * S / B
+//   ring allgather      max(W + (n-1) * L,  RingStepBound(W, L + c, n-1, k)),    W = (n-1)/n * S / B
+//   ring reducescatter  the same as allgather                 S = output (allgather), input (reducescatter) bytes
+//     where RingStepBound(W, l, h, k) = h * (W/(h k) + l) + (k-1) W/(h k): NCCL moves
+//     each ring step in k slices (kNcclRingSlicesPerStep) and forwards a slice once
+//     it arrived, so a latency-bound ring (small chunks per step: long rings) pays
+//     l = L + c per step; with c = 0 the first term always wins (the link model)
 //   ring broadcast/reduce        S / B + (n-1) * L          (pipelined chain)
 //   tree allreduce      one rank per node: NCCL's double binary tree played chunk
 //                       by chunk (tree_pipeline.h; 2 channels, 512 KiB chunks),
@@ -16,6 +20,11 @@
 // communicator share a node, and k * (NIC share of one GPU) when it spans
 // nodes (each GPU of a node owns nic_count / gpus_per_node of its NICs).
 // L is the slowest hop's latency (NIC latency when the communicator spans nodes).
+// c is NCCL's own cost per ring step beyond the link's latency (its proxy
+// thread, the GPU-proxy handshake, the net plugin's test calls;
+// nccl_tuning.h): a latency-bound ring of 2048 members pays it 2047 times per
+// pass. Broadcast, reduce, trees, pairwise and send/recv do not carry it
+// (not measured).
 //
 // Value type; copies share one cache of played trees. Thread-safe (the cache
 // is locked), so one model may serve several engines.
@@ -64,13 +73,23 @@ struct CommShape {
   auto operator<=>(const CommShape&) const = default;
 };
 
+// What the model follows of the job's NCCL: its cost per ring step (c above;
+// 0: the pure link model) and whether ALGORITHM_DEFAULT may resolve to the
+// tree (NCCL_ALGO without Tree) or to the ring (NCCL_ALGO=Tree: all-reduces
+// across nodes take the tree; other collectives have only the ring).
+struct NcclBehaviour {
+  Nanoseconds step_cost{0};
+  bool ring = true;
+  bool tree = true;
+};
+
 class NetworkModel {
  public:
   // Fails when the cluster cannot carry traffic it will need (checked lazily
   // by CheckShape): zero bandwidths are reported there, not here.
   static LinkFigures LinkFiguresFromCluster(const graph::Cluster& cluster);
-  explicit NetworkModel(const LinkFigures& links)
-      : links_(links), played_trees_(std::make_shared<PlayedTrees>()) {}
+  explicit NetworkModel(const LinkFigures& links, NcclBehaviour nccl = NcclBehaviour())
+      : links_(links), nccl_(nccl), played_trees_(std::make_shared<PlayedTrees>()) {}
 
   // Whether this shape can be served by the links (non-zero bandwidths).
   absl::Status CheckShape(const CommShape& shape) const;
@@ -78,7 +97,9 @@ class NetworkModel {
 
   // ALGORITHM_DEFAULT resolved the NCCL-like way: allreduce takes the tree when
   // it spans nodes and the tree's time is lower (large node counts, small
-  // sizes), else the ring; alltoall is pairwise; everything else ring.
+  // sizes), else the ring; alltoall is pairwise; everything else ring. With
+  // the tree not allowed (Nccl::tree) the ring; with only the tree allowed
+  // an all-reduce across nodes takes the tree.
   graph::Algorithm Choose(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
   // Time of one collective from the moment every member has arrived. An
@@ -93,11 +114,14 @@ class NetworkModel {
   // NicModel::kQueues).
   Nanoseconds RingWireTime(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
-  // Ring bottleneck bandwidth and per-step latency for `shape`.
+  // Ring bottleneck bandwidth and per-step latency for `shape` (the link's
+  // latency; StepLatency adds NCCL's step cost c to it, for rings).
   BitsPerSecond RingBandwidth(const CommShape& shape) const;
   Nanoseconds HopLatency(const CommShape& shape) const;
+  Nanoseconds StepLatency(const CommShape& shape) const;
 
   const LinkFigures& links() const { return links_; }
+  Nanoseconds step_cost() const { return nccl_.step_cost; }
 
  private:
   Nanoseconds Ring(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
@@ -112,12 +136,22 @@ class NetworkModel {
   };
 
   LinkFigures links_;
+  NcclBehaviour nccl_;
   std::shared_ptr<PlayedTrees> played_trees_;
 };
 
 // The channels the model gives a played tree all-reduce (the graph does not
 // say; NCCL ran 2 on the fidelity bench's one-NIC nodes).
 inline constexpr int kModelTreeChannels = 2;
+
+// Slices per ring step in NCCL 2.28's Simple ring all-reduce, all-gather and
+// reduce-scatter (chunk steps / slice steps = (NCCL_STEPS/2) / (NCCL_STEPS/4)).
+inline constexpr uint64_t kNcclRingSlicesPerStep = 2;
+
+// RingStepBound above: `wire` the ring's whole wire time per member,
+// `step_latency` one hop's latency plus NCCL's step cost, `hops` the ring's
+// steps, `slices` per step. Saturating.
+Nanoseconds RingStepBound(Nanoseconds wire, Nanoseconds step_latency, uint64_t hops, uint64_t slices);
 
 // Time to move size * num / den bytes at bw (rounded up), saturating.
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw);

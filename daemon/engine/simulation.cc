@@ -127,7 +127,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
         "the shared NIC model replays all-virtual worlds only (prismd --simulate); hybrid runs use the queues "
         "or calendar model");
   const auto wall_start = std::chrono::steady_clock::now();
-  const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()));
+  const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()), options.nccl);
   WorldOptions wopts;
   wopts.use_classes = options.use_classes;
   wopts.real_ranks = options.real_ranks;
@@ -141,7 +141,10 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   if (auto s = CheckMemoryRange(*world, *iterations); !s.ok()) return s;
   SimulationResult result;
   result.world = std::make_unique<EngineWorld>(std::move(*world));
-  if (options.trace_ranks) result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
+  if (options.trace_ranks) {
+    result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
+    result.trace->SetStepCost(options.nccl.step_cost, options.step_cost_source);
+  }
   EngineOptions eopts;
   eopts.iterations = *iterations;
   eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
@@ -162,6 +165,9 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   result.report = stopped ? PartialReport(graph, *result.world, engine.stats(), counter.done(), *iterations, wall_s)
                           : BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
+  result.report.step_cost = options.nccl.step_cost;
+  result.report.step_cost_source = options.step_cost_source;
+  result.report.nccl_algo = options.nccl_algo;
   return result;
 }
 

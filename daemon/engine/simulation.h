@@ -45,6 +45,13 @@ struct SimulationOptions {
   bool report_when_stopped = false;
   // How transfers share NICs (replay_engine.h NicModel); kShared needs no real ranks.
   NicModel nic_model = NicModel::kQueues;
+  // What the model follows of the job's NCCL (network_model.h, NcclBehaviour): its
+  // cost per ring step and the algorithms NCCL_ALGO allows. prismd
+  // passes the measured step cost (nccl_tuning.h) and --nccl-algo; the
+  // report shows both. Default: the pure link model, every algorithm.
+  NcclBehaviour nccl;
+  std::string step_cost_source;  // where nccl.step_cost comes from
+  std::string nccl_algo;         // NCCL_ALGO as given ("": NCCL's default)
 };
 
 class SimulationResult {

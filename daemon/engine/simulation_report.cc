@@ -122,6 +122,9 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   }
   j["replay"] = {{"actors", actors}, {"classes", classes}, {"equivalence_classes", reduced}, {"note", reduction_note}};
   j["compute_s_per_rank"] = compute_s_per_rank;
+  j["nccl_step_cost_us"] = static_cast<double>(step_cost.count()) / 1e3;
+  j["nccl_step_cost_source"] = step_cost_source;
+  j["nccl_algo"] = nccl_algo;
   j["exposed_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean}, {"max_rank", exposed_comm_s_max}};
   j["communicators"] = RowsJson(by_comm);
   j["collectives"] = RowsJson(by_op);
@@ -141,6 +144,9 @@ std::string SimulationReport::ToText() const {
     out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());
   out += fmt::format("compute per rank: {:.6f} s; exposed communication per rank: {:.6f} s mean, {:.6f} s max\n",
                      compute_s_per_rank, exposed_comm_s_mean, exposed_comm_s_max);
+  out += fmt::format("NCCL step cost: {:.2f} us per ring step{}\n", static_cast<double>(step_cost.count()) / 1e3,
+                     step_cost_source.empty() ? "" : " (" + step_cost_source + ")");
+  if (!nccl_algo.empty()) out += fmt::format("NCCL_ALGO: {} (the model's algorithms follow it)\n", nccl_algo);
   out += "time per communicator kind (per rank per iteration):\n";
   for (const KindRow& r : by_comm)
     out += fmt::format("  {:<14} {:.6f} s  {:>10.1f} ops  {:>16.0f} bytes\n", r.name, r.time_s_per_rank,

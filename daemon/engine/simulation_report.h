@@ -51,6 +51,9 @@ struct SimulationReport {
   std::vector<KindRow> by_comm;     // only kinds that occurred
   std::vector<KindRow> by_op;
   std::vector<MemoryRow> memory;    // empty when the graph models no memory
+  Nanoseconds step_cost;            // NCCL's cost per ring step the model used
+  std::string step_cost_source;     // where that figure comes from ("" when 0 and unexplained)
+  std::string nccl_algo;            // NCCL_ALGO the model followed ("": NCCL's default)
 
   // One JSON object. include_wall = false leaves out wall_s, engine_wall_s
   // and events_per_second, the only fields that differ between identical runs.

@@ -147,7 +147,8 @@ void TraceRecorder::WriteJson(const graph::Graph& g, std::ostream& out) const {
     }
   }
   WriteFlows(g, out, &first);
-  out << "\n]}\n";
+  out << fmt::format("\n],\"metadata\":{{\"nccl_step_cost_us\":{},\"nccl_step_cost_source\":{}}}}}\n",
+                     Micros(step_cost_), Quote(step_cost_source_));
 }
 
 absl::Status TraceRecorder::WriteFile(const graph::Graph& graph, const std::string& path) const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,14 @@ class TraceRecorder {
   // Every op recorded so far, in completion order.
   const std::vector<OpRecord>& ops() const { return ops_; }
 
+  // The model's NCCL step cost, written into the trace's metadata
+  // (nccl_step_cost_us, nccl_step_cost_source) so a reader sees what each
+  // ring step was charged.
+  void SetStepCost(Nanoseconds cost, std::string source) {
+    step_cost_ = cost;
+    step_cost_source_ = std::move(source);
+  }
+
   void WriteJson(const graph::Graph& graph, std::ostream& out) const;
   // Writes to `path` atomically (temporary file + rename).
   absl::Status WriteFile(const graph::Graph& graph, const std::string& path) const;
@@ -56,6 +65,8 @@ class TraceRecorder {
   void WriteFlows(const graph::Graph& graph, std::ostream& out, bool* first) const;
 
   std::vector<uint32_t> ranks_;
+  Nanoseconds step_cost_{0};
+  std::string step_cost_source_;
   const EngineWorld& world_;
   std::vector<uint8_t> traced_;   // per actor
   std::vector<uint8_t> selected_; // per rank
