@@ -60,9 +60,11 @@ common=(PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$plugin" NCCL_NET=Prism NCCL_NVLS_EN
 
 graph_of() { echo "$graphs/train-gpt-$1.graph"; }
 
-predicted() {  # prismd --simulate's mean iteration time of graph N
-  "$bundle/prismd" --graph "$(graph_of "$1")" --simulate --iterations 3 --json --metrics-address none 2> /dev/null |
-    "$py" -c "import json,sys; print(round(json.load(sys.stdin)['iteration_time_s'], 4))" 2> /dev/null || echo "?"
+predicted() {  # prismd --simulate's steady iteration time of graph N (mean of iterations 1..3, as "steady" below)
+  "$bundle/prismd" --graph "$(graph_of "$1")" --simulate --iterations 4 --json --metrics-address none \
+    --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
+    "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(round(sum(t)/len(t), 4))" \
+    2> /dev/null || echo "?"
 }
 
 # row LABEL N REALS EXIT DIR STATUS: one table row per real rank, from its JSON lines
