@@ -23,7 +23,8 @@
 #   the graphs are regenerated into $OUT/graphs with the measured compute.
 # Env: OUT (default /tmp/prism-train-gpt-<time>), ITERS (10), GBPS (10), LAT_US (10): must be
 #   the job files' cluster.nic (the graphs are regenerated with them when GRAPHGEN is set),
-#   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1.
+#   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
+#   RECORD=0 (prismd records no sessions).
 # Each prism run records its plugin sessions (sessions.rec; build/bench/hybrid_explain reads it).
 # Prints a table last: per run, each real rank's first and steady-state iteration time, the
 # ops check, prismd's --simulate prediction and what prismd's /status said.
@@ -130,6 +131,8 @@ part_prism() {
   local base=$((29000 + 40 * (${#label} % 10) + RANDOM % 20))
   local mport=$((base + 1)) store=$((base + 2)) extra=() rc=0
   [[ $mode == eager ]] && extra=(--device-id)
+  local record=(--prismd-arg=--record-sessions --prismd-arg="$dir/sessions.rec")
+  [[ ${RECORD:-1} == 0 ]] && record=()
   mkdir -p "$dir"; echo "== $label: scripts/prism run (starts prismd, store mode), real ranks $reals of $n ${mode:-lazy}"
   [[ -f $(graph_of "$n") ]] || { echo "missing $(graph_of "$n") (see the header)"; return; }
   # prism run starts prismd itself (it hosts PyTorch's store and learns every
@@ -146,7 +149,7 @@ part_prism() {
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$n")" --world "$n" \
     --ranks "$reals" --plugin "$plugin" --prismd "$bundle/prismd" --metrics-port "$mport" --store-port "$store" \
     --log-dir "$dir" --prismd-arg=--iterations --prismd-arg="$ITERS" \
-    --prismd-arg=--record-sessions --prismd-arg="$dir/sessions.rec" \
+    "${record[@]}" \
     -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" "${extra[@]}" > "$dir/run.log" 2>&1 || rc=$?
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   local page=000; [[ -s $dir/page.html ]] && page=200
