@@ -135,7 +135,7 @@ class DryRun(unittest.TestCase):
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
         uid = mod.nccl_comm_id_bytes("127.0.0.1:29555")
-        # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (wire notes 1.6).
+        # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (docs/bootstrap.md).
         self.assertEqual(uid[:16].hex(), "8002800280028002020073737f000001")
         self.assertEqual(len(uid), 128)
         self.assertEqual(uid[16:], bytes(112))
