@@ -207,6 +207,13 @@ class WholeRuns(unittest.TestCase):
         self.assertIn("[rank 5] got the world's NCCL id: 128 bytes, root 127.64.", out.stdout)
         self.assertIn("prismd ready", out.stderr)
 
+    def test_a_rank_that_matched_no_operation_is_warned_about(self):
+        # The stand-in rank never loads the plugin: prismd matches none of its operations.
+        cmd, _ = self.launch("5")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("prism: warning: rank 5 exited having matched 0 operations with the graph", out.stderr)
+
     def test_the_callers_ld_preload_reaches_the_ranks_not_prismd(self):
         cmd, log_dir = self.launch("5")
         bogus = os.path.join(self.tmp, "no-such-preload.so")  # ld.so names it in every process that gets it
