@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Prism needs (when missing) and builds
 # Release into build/. Idempotent: a second run only rebuilds what changed.
-#   scripts/setup.sh            what the demo and `prism run` need: prismd,
-#                               prism-graphgen and the NCCL plugin
-#   scripts/setup.sh --all      everything: also the tests and benchmarks, and
+#   scripts/setup.sh            what the demo needs: prismd and prism-graphgen
+#   scripts/setup.sh --all      everything: also the NCCL plugin (for prism
+#                               run), the tests and benchmarks, and
 #                               chromium for the status page's browser test
 #                               (daemon.status_page_browser); scripts/test.sh
 #                               runs this
@@ -56,6 +56,6 @@ if [ "$all" = 1 ]; then
 else
   # The demo's tools first (a fraction of the build); tests and benchmarks
   # come with scripts/test.sh (scripts/setup.sh --all).
-  cmake --build build -j "$jobs" --target prismd prism-graphgen nccl-net-prism
-  echo "setup: built prismd, prism-graphgen and the plugin into build/ (scripts/setup.sh --all builds the tests)"
+  cmake --build build -j "$jobs" --target prismd prism-graphgen
+  echo "setup: built prismd and prism-graphgen into build/ (scripts/setup.sh --all builds the plugin and the tests)"
 fi
