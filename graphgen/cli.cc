@@ -122,7 +122,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
 }
@@ -173,7 +174,8 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   auto* c = app.add_subcommand("collective", "nccl-tests-like graph: one collective repeated on all ranks");
   const CLI::Validator number = NonNegativeNumber();
   c->add_option("--op", coll.op, "allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv")->required();
-  c->add_option("--bytes", coll_bytes, "buffer size in bytes (NCCL convention): a whole number, optionally with K, M or G (also written "
+  c->add_option("--bytes", coll_bytes,
+                 "buffer size in bytes (NCCL convention): a whole number, optionally with K, M or G (also written "
                  "KiB/MiB/GiB or KB/MB/GB; all powers of 1024), e.g. 4096, 64K, 1MiB")->required();
   c->add_option("--ranks", coll.ranks, "number of ranks")->required()->check(number);
   c->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node (default 1)")->check(number);

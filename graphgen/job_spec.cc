@@ -265,7 +265,8 @@ uint32_t StageLayers(const JobSpec& spec, uint32_t stage) {
   // An unset end takes the share the middle stages get.
   const uint32_t ends_given = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
   const uint32_t middle_stages = p.pp - ends_given;
-  const uint32_t middle = middle_stages == 0 ? 0 : (layers - p.first_stage_layers - p.last_stage_layers) / middle_stages;
+  const uint32_t rest = layers - p.first_stage_layers - p.last_stage_layers;
+  const uint32_t middle = middle_stages == 0 ? 0 : rest / middle_stages;
   if (stage == 0) return p.first_stage_layers > 0 ? p.first_stage_layers : middle;
   if (stage == p.pp - 1) return p.last_stage_layers > 0 ? p.last_stage_layers : middle;
   return middle;

@@ -140,14 +140,16 @@ TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to al
 
 TEST_CASE("the N=8 collective sweep at 2.5 Gbit/s (1 real rank) replays to all its schedules", "[hybrid][replay]") {
   // bench/fidelity sweep-n8-2g5 (all-reduce, all-gather, reduce-scatter,
-  // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (2026-12-01, commit 38ec962): within 0.4% of its ground truth from 4 MiB.
+  // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (2026-12-01,
+  // commit 38ec962): within 0.4% of its ground truth from 4 MiB.
   CheckReplaysExactly("sweep-n8-2g5-hybrid1-shim.rec", "sweep-n8-2g5.yaml", 260, 325);
 }
 
 TEST_CASE("the N=8 and N=16 tree all-reduce runs (2.5 Gbit/s, 1 real rank) replay to all their schedules",
           "[hybrid][replay][tree]") {
   // bench/fidelity sweep-n8-tree-2g5 and sweep-n16-tree-2g5 (NCCL_ALGO=Tree,
-  // 16 and 64 MiB), real rank 0, TREE/SIMPLE on 2 channels (2026-12-01, commit 0325366): STREAM schedules from the played tree with its 8-chunk window,
+  // 16 and 64 MiB), real rank 0, TREE/SIMPLE on 2 channels (2026-12-01,
+  // commit 0325366): STREAM schedules from the played tree with its 8-chunk window,
   // within 1.3% of the ground truths. A change in the play fails here.
   CheckReplaysExactly("sweep-n8-tree-2g5-hybrid1.rec", "sweep-n8-tree-2g5.yaml", 20, 20);
   CheckReplaysExactly("sweep-n16-tree-2g5-hybrid1.rec", "sweep-n16-tree-2g5.yaml", 20, 20);
@@ -162,7 +164,8 @@ TEST_CASE("the N=16 step on TP2 PP2 DP4 (2.5 Gbit/s, yield shim, 1 real rank) re
 
 TEST_CASE("the N=16 TP2 PP2 DP4 step with its real rank 20 ms late in iteration 10 replays to all its schedules",
           "[hybrid][replay]") {
-  // As above, rank 0 computing 20 ms longer in iteration 10 (2026-12-01, commit f68dfe3): that iteration took 502.722 ms in the hybrid against 503.653 ms
+  // As above, rank 0 computing 20 ms longer in iteration 10 (2026-12-01,
+  // commit f68dfe3): that iteration took 502.722 ms in the hybrid against 503.653 ms
   // in the ground truth (-0.18%). With the NIC calendar (commit 0325366) it took
   // 38 ms more than a plain iteration against the truth's 17-20 ms: a TP
   // all-reduce of rank 0's DP peers waited for a gap common to both its

@@ -88,7 +88,8 @@ std::vector<MemoryRow> Memory(const graph::Graph& graph, const EngineWorld& worl
   }
   std::erase_if(rows, [](const MemoryRow& r) { return r.ranks == 0; });
   const uint64_t capacity = graph.cluster().gpu().memory_bytes();
-  for (MemoryRow& r : rows) r.over_capacity = capacity > 0 && r.peak_bytes > 0 && static_cast<uint64_t>(r.peak_bytes) > capacity;
+  for (MemoryRow& r : rows)
+    r.over_capacity = capacity > 0 && r.peak_bytes > 0 && static_cast<uint64_t>(r.peak_bytes) > capacity;
   return rows;
 }
 
@@ -182,7 +183,8 @@ std::string SimulationReport::ToJson(bool include_wall) const {
     mem.push_back({{"program", m.program}, {"ranks", m.ranks}, {"static_bytes", m.static_bytes},
                    {"peak_bytes", m.peak_bytes}, {"over_capacity", m.over_capacity}});
   j["gpu_memory_bytes"] = gpu_memory_bytes;
-  j["memory_over_capacity"] = std::any_of(memory.begin(), memory.end(), [](const MemoryRow& m) { return m.over_capacity; });
+  j["memory_over_capacity"] =
+      std::any_of(memory.begin(), memory.end(), [](const MemoryRow& m) { return m.over_capacity; });
   return j.dump(2) + "\n";
 }
 

@@ -21,7 +21,8 @@ uint64_t EstimateTraceBytes(const graph::Graph& graph, const std::vector<uint32_
     if (r >= static_cast<uint32_t>(graph.ranks_size())) continue;
     const uint32_t p = graph.ranks(static_cast<int>(r)).program();
     if (p < static_cast<uint32_t>(graph.programs_size()))
-      bytes += static_cast<unsigned __int128>(graph.programs(static_cast<int>(p)).ops_size()) * iterations * kTraceBytesPerOp;
+      bytes += static_cast<unsigned __int128>(graph.programs(static_cast<int>(p)).ops_size()) * iterations *
+               kTraceBytesPerOp;
   }
   return bytes > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(bytes);
 }
