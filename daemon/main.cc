@@ -32,9 +32,11 @@
 #include "daemon/hybrid/hybrid_run.h"
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/simulation.h"
+#include "daemon/engine/trace_budget.h"
 #include "daemon/server/daemon_server.h"
 #include "daemon/server/http_endpoint.h"
 #include "daemon/server/metrics.h"
+#include "daemon/server/progress_line.h"
 #include "daemon/server/status.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -44,6 +46,8 @@ namespace {
 
 // Largest --lag-limit-ms: one hour (milliseconds become int64 nanoseconds).
 constexpr int64_t kMaxLagLimitMs = 3'600'000;
+// --trace without --trace-ranks: one rank per program (pipeline stage), at most this many.
+constexpr size_t kDefaultTraceRanks = 64;
 
 struct Flags {
   std::string graph;
@@ -55,7 +59,8 @@ struct Flags {
   std::string step_cost_us = "auto";
   std::string nccl_algo;
   std::string trace;
-  std::string trace_ranks = "0-7";
+  std::string trace_ranks;  // empty: one rank per program
+  uint64_t trace_limit_mb = 256;
   std::string realtime;
   int64_t lag_limit_ms = 100;
   std::string metrics_address = "127.0.0.1:9464";
@@ -77,9 +82,14 @@ struct Flags {
   std::string record_sessions;
 };
 
-int Fail(const absl::Status& s) {
+// Exit statuses: 0 done; 1 the work failed (a graph that cannot be read, a
+// port taken, ...); 2 a usage error (a flag missing, unknown or out of range).
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(const absl::Status& s, int code = kExitFailed) {
   std::fprintf(stderr, "prismd: %s\n", std::string(s.message()).c_str());
-  return 1;
+  return code;
 }
 
 // --step-cost-us: "auto" (the measured figure for NCCL 2.28's Simple ring,
@@ -124,11 +134,21 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   o.nccl_algo = f.nccl_algo;
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
-    std::string spec = f.trace_ranks;
-    if (spec == "0-7" && world < 8) spec = absl::StrCat("0-", world - 1);
-    auto ranks = prism::engine::ParseRankList(spec, world);
-    if (!ranks.ok()) return absl::InvalidArgumentError(absl::StrCat("--trace-ranks: ", ranks.status().message()));
-    o.trace_ranks = *ranks;
+    std::vector<uint32_t> ranks = prism::engine::OneRankPerProgram(g, kDefaultTraceRanks);
+    if (!f.trace_ranks.empty()) {
+      auto parsed = prism::engine::ParseRankList(f.trace_ranks, world);
+      if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--trace-ranks: ", parsed.status().message()));
+      ranks = *parsed;
+    }
+    // Refused before the replay rather than a file of gigabytes after it.
+    const auto iterations = prism::engine::IterationsFor(g, f.iterations);
+    const uint64_t bytes = prism::engine::EstimateTraceBytes(g, ranks, iterations.ok() ? *iterations : 1);
+    if (bytes > (f.trace_limit_mb << 20))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace of ", ranks.size(), " rank(s) would be about ", bytes >> 20, " MiB, over --trace-limit-mb ",
+          f.trace_limit_mb, ": trace fewer ranks (--trace-ranks; the default is one rank per pipeline stage) or "
+          "fewer --iterations, or raise --trace-limit-mb"));
+    o.trace_ranks = std::move(ranks);
   }
   if (!f.real_ranks.empty()) {
     auto ranks = prism::engine::ParseRankList(f.real_ranks, world);
@@ -145,9 +165,18 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   return o;
 }
 
-// The report first, whatever then happens to the trace.
+// The report first, whatever then happens to the trace; a peak over the
+// GPU's memory also on stderr (the report says it too).
 int PrintResult(const Flags& f, const prism::graph::Graph& g, const prism::engine::SimulationResult& r) {
   std::cout << (f.json ? r.report.ToJson() : r.report.ToText()) << std::flush;
+  const prism::engine::MemoryRow* worst = nullptr;
+  for (const prism::engine::MemoryRow& m : r.report.memory)
+    if (m.over_capacity && (worst == nullptr || m.peak_bytes > worst->peak_bytes)) worst = &m;
+  if (worst != nullptr)
+    std::fprintf(stderr, "prismd: warning: memory: %s (%llu ranks) peaks at %.2f GiB, over the GPU's %.2f GiB "
+                 "(the report lists every rank class)\n", worst->program.c_str(),
+                 static_cast<unsigned long long>(worst->ranks), static_cast<double>(worst->peak_bytes) / (1 << 30),
+                 static_cast<double>(r.report.gpu_memory_bytes) / (1 << 30));
   if (!f.trace.empty())
     if (auto s = r.WriteTrace(g, f.trace); !s.ok()) return Fail(s);
   return 0;
@@ -229,9 +258,14 @@ int RunSimulate(const Flags& f, const prism::graph::Graph& g, prism::engine::Sim
     server.emplace(&status);
     if (auto s = server->Start(f.listen); !s.ok()) return Fail(s);
   }
-  options.observer = &metrics;
+  prism::server::ProgressLine progress(stderr);  // on a terminal only
+  prism::engine::ObserverList observers;
+  observers.Add(&metrics);
+  observers.Add(&progress);
+  options.observer = &observers;
   status.SetState("running");
   auto result = prism::engine::Simulate(g, options);
+  progress.Finish();
   if (!result.ok()) {
     status.SetState(absl::StrCat("failed: ", result.status().message()));
     return Fail(result.status());
@@ -289,7 +323,7 @@ int Run(const Flags& f) {
   }
   if (!graph.ok()) return Fail(graph.status());
   auto options = EngineOptions(f, *graph, !f.simulate);
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return Fail(options.status(), kExitUsage);
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);
   if (!iterations.ok()) return Fail(iterations.status());
   prism::server::StatusBoard status;
@@ -323,6 +357,10 @@ absl::Status CheckFlags(const Flags& f, bool iterations_given) {
   if (f.lag_limit_ms < 0 || f.lag_limit_ms > kMaxLagLimitMs)
     return absl::InvalidArgumentError(absl::StrCat("--lag-limit-ms must be 0 to ", kMaxLagLimitMs, ", got ",
                                                    f.lag_limit_ms));
+  if (f.simulate && !f.real_ranks.empty())
+    return absl::InvalidArgumentError(
+        "--real-ranks with --simulate: a simulation plays every rank virtually and would wait forever for a real "
+        "one; leave out --simulate to run real ranks (hybrid mode), or leave out --real-ranks");
   return absl::OkStatus();
 }
 
@@ -364,7 +402,12 @@ int main(int argc, char** argv) {
                  "(prism run passes the ranks' NCCL_ALGO)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
-  app.add_option("--trace-ranks", f.trace_ranks, "ranks to trace, e.g. 0-15,1024 (default 0-7)");
+  app.add_option("--trace-ranks", f.trace_ranks,
+                 "ranks to trace, e.g. 0-15,1024 (default: the first rank of each program, i.e. one rank per "
+                 "pipeline stage of a job graph, so pipeline flows show; at most 64)");
+  app.add_option("--trace-limit-mb", f.trace_limit_mb,
+                 "refuse a --trace estimated larger than this many MiB, before the replay (default 256)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--realtime", f.realtime, "pace to the wall clock: best-effort or hard-limit");
   app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated, 0 to 3600000 (default 100)");
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
@@ -400,12 +443,22 @@ int main(int argc, char** argv) {
   app.add_option("--record-wire", f.record_wire, "hybrid: record bytes exchanged with real ranks into DIR");
   app.add_option("--nccl-runtime-connect", f.nccl_runtime_connect,
                  "hybrid: the real ranks' NCCL_RUNTIME_CONNECT (prism run sets 0)");
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors: one "prismd: ..." line and exit status 2 (CLI11_PARSE
+  // would exit with CLI11's own codes, 106 for a missing flag).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "prismd: %s (prismd --help lists the flags)\n", e.what());
+    return kExitUsage;
+  }
   f.metrics_address_given = app.count("--metrics-address") > 0;
   f.torch_store_given = app.count("--torch-store") > 0;
-  if (auto s = CheckFlags(f, app.count("--iterations") > 0); !s.ok()) {
-    std::fprintf(stderr, "prismd: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  if (auto s = CheckFlags(f, app.count("--iterations") > 0); !s.ok()) return Fail(s, kExitUsage);
   return Run(f);
 }

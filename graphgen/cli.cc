@@ -4,6 +4,7 @@
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <sstream>
 
@@ -34,7 +35,20 @@ int BeyondLimits(std::ostream& err, const absl::Status& s) {
       "the requested graph is beyond what prismd accepts: ", std::string(s.message()))));
 }
 
+// The output's folder must exist: said by its own name (after the input is
+// known good: bad input is reported first).
+absl::Status CheckOutputFolder(const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (std::filesystem::is_directory(folder, ec)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("-o ", path, ": folder ", folder.string(),
+                                          std::filesystem::exists(folder, ec) ? " is not a folder" : " does not exist",
+                                          "; create it or pass another path"));
+}
+
 int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
+  if (auto s = CheckOutputFolder(path); !s.ok()) return Fail(err, kExitWriteFailed, s);
   if (auto s = prism::graph::ValidateGraph(g); !s.ok()) {
     if (absl::IsOutOfRange(s)) return BeyondLimits(err, s);
     return Fail(err, kExitWriteFailed, absl::InternalError(absl::StrCat("generated graph is invalid (a bug): ",
@@ -57,7 +71,13 @@ int RunJob(const std::string& job_path, const std::string& output, std::ostream&
   if (!spec.ok()) return Fail(err, kExitBadInput, spec.status());
   auto graph = GenerateJobGraph(*spec);
   if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
-  return WriteGraph(*graph, output, out, err);
+  const int rc = WriteGraph(*graph, output, out, err);
+  if (rc != kExitOk) return rc;
+  // The graph is written either way (a simulation of it is still telling);
+  // a peak over the GPU's memory is said on stderr and in inspect's JSON.
+  if (const std::string w = MemoryWarning(InspectGraph(*graph, false)); !w.empty())
+    err << "prism-graphgen: warning: memory: " << w << "\n";
+  return rc;
 }
 
 int RunCollective(CollectiveJob job, const std::string& bytes, const std::string& output, std::ostream& out,
@@ -94,6 +114,36 @@ int RunInspect(const std::string& path, bool as_json, std::optional<uint32_t> op
   return kExitOk;
 }
 
+// Edit distance (insertions, deletions, substitutions, adjacent swaps).
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// "unknown command 'jbo'; did you mean 'job'?" when the first word is not a
+// subcommand; empty when it is one (or is a flag).
+std::string UnknownCommand(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.size() < 2 || args[1].empty() || args[1][0] == '-') return "";
+  std::string names, nearest;
+  size_t best = SIZE_MAX;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == args[1]) return "";
+    absl::StrAppend(&names, names.empty() ? "" : ", ", sub->get_name());
+    const size_t d = EditDistance(args[1], sub->get_name());
+    if (d < best) best = d, nearest = sub->get_name();
+  }
+  const std::string guess = best <= 2 ? absl::StrCat("; did you mean '", nearest, "'?") : std::string(".");
+  return absl::StrCat("unknown command '", Excerpt(args[1]), "'", guess, " Commands: ", names);
+}
+
 // Numbers are checked as text before CLI11 converts them: it would wrap "-5"
 // into an unsigned (and NaN would pass any later comparison).
 CLI::Validator NonNegativeNumber() {
@@ -124,7 +174,9 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   auto* c = app.add_subcommand("collective", "nccl-tests-like graph: one collective repeated on all ranks");
   const CLI::Validator number = NonNegativeNumber();
   c->add_option("--op", coll.op, "allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv")->required();
-  c->add_option("--bytes", coll_bytes, "buffer size (NCCL convention), K/M/G = KiB/MiB/GiB")->required();
+  c->add_option("--bytes", coll_bytes,
+                 "buffer size in bytes (NCCL convention): a whole number, optionally with K, M or G (also written "
+                 "KiB/MiB/GiB or KB/MB/GB; all powers of 1024), e.g. 4096, 64K, 1MiB")->required();
   c->add_option("--ranks", coll.ranks, "number of ranks")->required()->check(number);
   c->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node (default 1)")->check(number);
   c->add_option("--nics-per-node", coll.nics_per_node, "NICs per node (default 1)")->check(number);
@@ -169,18 +221,22 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
     out << app.help("", CLI::AppFormatMode::All);
     return kExitOk;
   } catch (const CLI::ParseError& e) {
+    if (const std::string unknown = UnknownCommand(app, args); !unknown.empty()) {
+      err << "prism-graphgen: error: " << unknown << "\n";
+      return kExitBadInput;
+    }
     err << "prism-graphgen: error: " << e.what() << "\n";
     if (app.get_subcommands().empty()) err << app.help();
     else err << "run 'prism-graphgen " << app.get_subcommands().front()->get_name() << " --help' for the options\n";
     return kExitBadInput;
   }
+  const std::string& output = job->parsed() ? job_output : fid->parsed() ? fidelity_output : coll_output;
   try {
     if (job->parsed()) return RunJob(job_path, job_output, out, err);
     if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
     if (fid->parsed()) return RunFidelity(fidelity_path, fidelity_output, out, err);
     return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
   } catch (const std::bad_alloc&) {
-    const std::string& output = job->parsed() ? job_output : fid->parsed() ? fidelity_output : coll_output;
     if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());
     return Fail(err, kExitBadInput, absl::ResourceExhaustedError(
         "out of memory while building or writing the graph: the job asks for more than this machine can "

@@ -44,6 +44,9 @@ class CostModel {
   // Message sizes (bytes, NCCL's full-buffer convention for collectives).
   uint64_t TpCollectiveBytes() const;      // micro * seq/cp * hidden * 2
   uint64_t PpActivationBytes() const;      // micro * seq/cp * hidden * 2 / (tp if SP)
+  // What a recomputed layer (or MLP) keeps of its forward: its bf16 input,
+  // micro * seq/cp * hidden * 2 / (tp if SP).
+  int64_t LayerInputBytes() const { return static_cast<int64_t>(PpActivationBytes()); }
   uint64_t CpKvBytes() const;              // K and V of one sequence chunk
   uint64_t EpAlltoallBytes() const;        // tokens * topk * hidden * 2
   uint64_t LossReductionBytes() const;     // micro * seq/cp * 4: one fp32 per token

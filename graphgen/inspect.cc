@@ -87,7 +87,7 @@ uint64_t Iterations(const pg::Graph& g) {
   return n == 0 ? 1 : n;
 }
 
-json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank) {
+json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uint64_t gpu_memory) {
   std::map<std::string, uint64_t> counts = {{"compute", 0}, {"collective", 0}, {"send", 0},
                                             {"recv", 0},    {"group_start", 0}, {"group_end", 0}};
   std::map<std::string, uint64_t> bytes;
@@ -142,7 +142,8 @@ json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank) {
           {"memory",
            {{"static_bytes", p.static_memory_bytes()},
             {"peak_activation_bytes", peak},
-            {"peak_bytes", p.static_memory_bytes() + static_cast<uint64_t>(peak)}}}};
+            {"peak_bytes", p.static_memory_bytes() + static_cast<uint64_t>(peak)},
+            {"over_capacity", gpu_memory > 0 && p.static_memory_bytes() + static_cast<uint64_t>(peak) > gpu_memory}}}};
 }
 
 std::string HumanBytes(double b) {
@@ -266,7 +267,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
   }
   json classes = json::array();
   for (int i = 0; i < g.programs_size(); ++i)
-    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i]));
+    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i], g.cluster().gpu().memory_bytes()));
   const auto& l = g.layout();
   json attributes = json::object();
   for (const auto& [k, v] : g.job().attributes()) attributes[k] = v;
@@ -281,6 +282,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
           {"ranks", g.ranks_size()},
           {"nodes", g.cluster().nodes()},
           {"gpus_per_node", g.cluster().gpus_per_node()},
+          {"gpu_memory_bytes", g.cluster().gpu().memory_bytes()},
           {"nic",
            {{"count", g.cluster().nic().count()},
             {"bandwidth_bps", g.cluster().nic().bandwidth_bps()},
@@ -293,6 +295,25 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
           {"iterations", Iterations(g)},
           {"communicators", Communicators(g, include_members)},
           {"classes", std::move(classes)}};
+}
+
+std::string MemoryWarning(const json& s) {
+  const json* worst = nullptr;
+  size_t over = 0;
+  for (const json& c : s["classes"]) {
+    if (!c["memory"].value("over_capacity", false)) continue;
+    ++over;
+    if (worst == nullptr || c["memory"]["peak_bytes"].get<double>() > (*worst)["memory"]["peak_bytes"].get<double>())
+      worst = &c;
+  }
+  if (worst == nullptr) return "";
+  const json& c = *worst;
+  return absl::StrCat(c["name"].get<std::string>(), " (", c["ranks"].get<int64_t>(), " ranks) peaks at ",
+                      HumanBytes(c["memory"]["peak_bytes"].get<double>()), ", over the GPU's ",
+                      HumanBytes(s["gpu_memory_bytes"].get<double>()), " (cluster.gpu.memory_gib)",
+                      over > 1 ? absl::StrCat(", and ", over - 1, " more program(s) are over it") : std::string(),
+                      " (inspect lists them): set parallel.recompute: selective or full, raise parallel.tp or pp, "
+                      "or lower parallel.micro_batch");
 }
 
 std::string FormatInspectText(const json& s) {
@@ -333,7 +354,11 @@ std::string FormatInspectText(const json& s) {
     const json& m = c["memory"];
     absl::StrAppend(&out, "    memory: static ", HumanBytes(m["static_bytes"].get<double>()), ", peak activations ",
                     HumanBytes(m["peak_activation_bytes"].get<double>()), ", peak ",
-                    HumanBytes(m["peak_bytes"].get<double>()), "; compute ",
+                    HumanBytes(m["peak_bytes"].get<double>()),
+                    m.value("over_capacity", false)
+                        ? absl::StrCat(" (OVER the GPU's ", HumanBytes(s["gpu_memory_bytes"].get<double>()), ")")
+                        : std::string(),
+                    "; compute ",
                     absl::StrFormat("%.3f", c["compute_ns_per_iteration"].get<double>() * 1e-6), " ms/iteration\n");
   }
   return out;

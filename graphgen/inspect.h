@@ -28,6 +28,12 @@ inline constexpr char kRankProgramSchema[] = "prism-graphgen-rank-program/1";
 // the graph is inconsistent (a slot or peer out of range).
 absl::StatusOr<nlohmann::json> RankProgram(const prism::graph::Graph& graph, uint32_t rank);
 
+// One line when a program class's peak memory (static + activations) is
+// above the GPU's memory: the worst one, how many more, and the job-file keys
+// that reduce it; empty when all fit or the graph gives no GPU memory.
+// `summary` is InspectGraph's.
+std::string MemoryWarning(const nlohmann::json& summary);
+
 // A human-readable rendering of InspectGraph(graph, false).
 std::string FormatInspectText(const nlohmann::json& summary);
 

@@ -35,6 +35,10 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   a["expert_dp"] = absl::StrCat(p.expert_dp());
   a["grad_dtype"] = p.grads_fp32 ? "fp32" : "bf16";
   a["process_groups"] = p.minimal_groups ? "minimal" : "megatron";
+  a["recompute"] = RecomputeName(p.recompute);
+  std::string stage_layers;
+  for (uint32_t s = 0; s < p.pp; ++s) absl::StrAppend(&stage_layers, s == 0 ? "" : ",", StageLayers(spec, s));
+  a["stage_layers"] = stage_layers;
   a["matmul_efficiency"] = absl::StrCat(spec.compute.matmul_efficiency);
   a["memory_efficiency"] = absl::StrCat(spec.compute.memory_efficiency);
   a["compute_source"] = spec.compute.table.empty() ? "roofline" : "table+roofline";

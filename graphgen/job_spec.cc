@@ -1,5 +1,6 @@
 #include "graphgen/job_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <tuple>
 #include <utility>
@@ -84,6 +85,15 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   if (groups != "megatron" && groups != "minimal")
     return KeyError(r.PathOf("process_groups"), absl::StrCat("must be megatron or minimal, got '", groups, "'"));
   p.minimal_groups = groups == "minimal";
+  std::string recompute = RecomputeName(p.recompute);
+  PRISM_RETURN_IF_ERROR(r.GetString("recompute", recompute));
+  if (recompute == "none") p.recompute = Recompute::kNone;
+  else if (recompute == "selective") p.recompute = Recompute::kSelective;
+  else if (recompute == "full") p.recompute = Recompute::kFull;
+  else return KeyError(r.PathOf("recompute"), absl::StrCat("must be none, selective or full, got '",
+                                                           Excerpt(recompute), "'"));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("first_stage_layers", p.first_stage_layers));
+  PRISM_RETURN_IF_ERROR(r.GetUint32("last_stage_layers", p.last_stage_layers));
   return r.Finish();
 }
 
@@ -238,6 +248,75 @@ const char* ScheduleName(Schedule s) {
   return "?";
 }
 
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+uint32_t StageLayers(const JobSpec& spec, uint32_t stage) {
+  const ParallelSpec& p = spec.parallel;
+  const uint32_t layers = spec.model.layers;
+  if (p.first_stage_layers == 0 && p.last_stage_layers == 0) return layers / p.pp;
+  if (p.pp == 1) return layers;
+  // An unset end takes the share the middle stages get.
+  const uint32_t ends_given = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
+  const uint32_t middle_stages = p.pp - ends_given;
+  const uint32_t rest = layers - p.first_stage_layers - p.last_stage_layers;
+  const uint32_t middle = middle_stages == 0 ? 0 : rest / middle_stages;
+  if (stage == 0) return p.first_stage_layers > 0 ? p.first_stage_layers : middle;
+  if (stage == p.pp - 1) return p.last_stage_layers > 0 ? p.last_stage_layers : middle;
+  return middle;
+}
+
+std::vector<uint32_t> ChunkLayers(const JobSpec& spec) {
+  const ParallelSpec& p = spec.parallel;
+  std::vector<uint32_t> out(uint64_t{p.pp} * p.vpp, 0);
+  for (uint32_t stage = 0; stage < p.pp; ++stage) {
+    const uint32_t n = StageLayers(spec, stage), base = n / p.vpp, extra = n % p.vpp;
+    for (uint32_t c = 0; c < p.vpp; ++c) {
+      // The first stage's larger chunks come last, everyone else's first.
+      const bool larger = stage == 0 && p.pp > 1 ? c >= p.vpp - extra : c < extra;
+      out[uint64_t{c} * p.pp + stage] = base + (larger ? 1 : 0);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The uneven-stage keys: the ends leave the middle stages a whole, equal,
+// non-zero share, and every chunk has a layer.
+absl::Status ValidateStageLayers(const ModelSpec& m, const ParallelSpec& p) {
+  if (p.first_stage_layers == 0 && p.last_stage_layers == 0)
+    return Divides("model.layers", m.layers, uint64_t{p.pp} * p.vpp, "parallel.pp * parallel.vpp");
+  const char* key = p.first_stage_layers > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
+  if (p.pp < 2) return KeyError(key, "needs parallel.pp > 1");
+  const uint64_t ends = uint64_t{p.first_stage_layers} + p.last_stage_layers;
+  const uint32_t ends_given = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
+  const uint32_t middle_stages = p.pp - ends_given;
+  if (middle_stages == 0 ? ends != m.layers : ends >= m.layers)
+    return KeyError(key, absl::StrCat("first + last stage layers = ", ends, " must leave layers for the other stages ",
+                                      "(model.layers = ", m.layers, ")"));
+  if (middle_stages > 0 && (m.layers - ends) % middle_stages != 0)
+    return KeyError(key, absl::StrCat("the other ", middle_stages, " stages cannot share the remaining ",
+                                      m.layers - ends, " layers evenly; change the first/last stage layers"));
+  for (uint32_t s = 0; s < p.pp; ++s) {
+    JobSpec probe;
+    probe.model = m;
+    probe.parallel = p;
+    if (StageLayers(probe, s) < p.vpp)
+      return KeyError(key, absl::StrCat("leaves stage ", s, " with ", StageLayers(probe, s),
+                                        " layers, fewer than parallel.vpp = ", p.vpp, " (every chunk needs one)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   const ModelSpec& m = spec.model;
   const ParallelSpec& p = spec.parallel;
@@ -268,7 +347,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   PRISM_RETURN_IF_ERROR(Divides("model.heads", m.heads, m.kv_heads, "model.kv_heads"));
   PRISM_RETURN_IF_ERROR(Divides("model.kv_heads", m.kv_heads, p.tp, "parallel.tp"));
   PRISM_RETURN_IF_ERROR(Divides("model.ffn_hidden", m.ffn_hidden, p.tp, "parallel.tp"));
-  PRISM_RETURN_IF_ERROR(Divides("model.layers", m.layers, uint64_t{p.pp} * p.vpp, "parallel.pp * parallel.vpp"));
+  PRISM_RETURN_IF_ERROR(ValidateStageLayers(m, p));
   PRISM_RETURN_IF_ERROR(Divides("model.seq_len", m.seq_len, uint64_t{2} * p.cp > 2 ? 2ull * p.cp : 1,
                                 "2 * parallel.cp (load-balanced context parallelism)"));
   if (p.sequence_parallel)
@@ -301,10 +380,13 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
                                   "parallel.pp (microbatches per iteration must be a multiple of pp when "
                                   "interleaving); microbatches"));
   // Op count of one program: a few dozen ops per layer per microbatch.
-  const uint64_t ops = uint64_t{2} * p.microbatches() * (m.layers / p.pp) * (12 + 2 * uint64_t{p.cp});
+  uint32_t most_layers = 0;
+  for (uint32_t s = 0; s < p.pp; ++s) most_layers = std::max(most_layers, StageLayers(spec, s));
+  const uint64_t per_layer = (12 + 2 * uint64_t{p.cp}) * (p.recompute == Recompute::kFull ? 2 : 1);
+  const uint64_t ops = uint64_t{2} * p.microbatches() * most_layers * per_layer;
   if (ops > kMaxOpsPerProgram)
     return KeyError("parallel.global_batch", absl::StrCat("gives about ", ops, " ops per program (", p.microbatches(),
-                                                          " microbatches x ", m.layers / p.pp,
+                                                          " microbatches x ", most_layers,
                                                           " layers per stage); the limit is ", kMaxOpsPerProgram));
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -39,6 +40,15 @@ struct ModelSpec {
 
 enum class Schedule { kOneFOneB, kInterleavedOneFOneB, kGPipe };
 
+// Activation recomputation, as Megatron offers it (docs/graphgen.md states
+// the memory and time each costs): none; selective (Megatron-core's
+// recompute_granularity selective with the modules core_attn and mlp: a
+// layer keeps its attention activations and only its MLP's input; the MLP
+// forward runs again before its backward); full (recompute_granularity full,
+// method uniform, one layer per checkpoint: a layer keeps only its input and
+// its whole forward, TP collectives included, runs again before its backward).
+enum class Recompute { kNone, kSelective, kFull };
+
 struct ParallelSpec {
   uint32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
   uint32_t expert_tp = 0;           // default tp
@@ -53,6 +63,15 @@ struct ParallelSpec {
   // hand-written PyTorch program creates them; the grad-norm all-reduce of the
   // distributed optimizer then runs on the world group).
   bool minimal_groups = false;
+  Recompute recompute = Recompute::kNone;
+  // Layers of the first and of the last pipeline stage (Megatron's
+  // decoder_first/last_pipeline_num_layers); 0 = an even share. The other
+  // stages split the rest evenly. Within a stage, layers are spread over its
+  // vpp chunks as evenly as possible, the first stage's first chunk and the
+  // last stage's last chunk taking the smaller share (they also hold the
+  // embedding and the output layer).
+  uint32_t first_stage_layers = 0;
+  uint32_t last_stage_layers = 0;
 
   uint64_t world() const { return uint64_t{tp} * pp * dp * cp; }
   uint32_t microbatches() const { return static_cast<uint32_t>(global_batch / (uint64_t{micro_batch} * dp)); }
@@ -109,6 +128,13 @@ absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path);
 absl::Status ValidateJobSpec(const JobSpec& spec);
 
 const char* ScheduleName(Schedule s);
+const char* RecomputeName(Recompute r);
+
+// Layers of each virtual pipeline stage v = chunk * pp + stage (model order),
+// for a spec that ValidateJobSpec accepts.
+std::vector<uint32_t> ChunkLayers(const JobSpec& spec);
+// Layers held by pipeline stage `stage` (all its chunks).
+uint32_t StageLayers(const JobSpec& spec, uint32_t stage);
 
 }  // namespace prism::graphgen
 

@@ -21,9 +21,15 @@ class StageBuilder {
  public:
   explicit StageBuilder(const StageInputs& in)
       : in_(in), spec_(*in.spec), par_(in.spec->parallel), cost_(*in.cost) {
-    layers_per_chunk_ = spec_.model.layers / (par_.pp * par_.vpp);
+    const std::vector<uint32_t> chunk_layers = ChunkLayers(spec_);
+    uint32_t first = 0;
+    for (size_t v = 0; v < chunk_layers.size(); ++v) {
+      if (v % par_.pp == in_.stage) chunks_.push_back({first, chunk_layers[v]});
+      first += chunk_layers[v];
+    }
     attn_ = cost_.Attention();
     mlp_ = cost_.Mlp();
+    layer_input_bytes_ = cost_.LayerInputBytes();
   }
   StageBuilder(const StageBuilder&) = delete;
   StageBuilder& operator=(const StageBuilder&) = delete;
@@ -55,9 +61,10 @@ class StageBuilder {
   uint64_t OptimizerShards(uint64_t group) const { return par_.distributed_optimizer ? group : 1; }
   bool FirstChunk(uint32_t chunk) const { return in_.stage == 0 && chunk == 0; }
   bool LastChunk(uint32_t chunk) const { return in_.stage == par_.pp - 1 && chunk == par_.vpp - 1; }
-  uint32_t GlobalLayer(uint32_t chunk, uint32_t i) const {
-    return (chunk * par_.pp + in_.stage) * layers_per_chunk_ + i;
-  }
+  uint32_t GlobalLayer(uint32_t chunk, uint32_t i) const { return chunks_[chunk].first + i; }
+  uint32_t ChunkSize(uint32_t chunk) const { return chunks_[chunk].layers; }
+  bool Selective() const { return par_.recompute == Recompute::kSelective; }
+  bool Full() const { return par_.recompute == Recompute::kFull; }
 
   pg::Op* NewOp(uint32_t stream, const std::vector<uint32_t>& deps = {}) {
     pg::Op* op = prog_.add_ops();
@@ -138,12 +145,21 @@ class StageBuilder {
     }
   }
 
+  // Activation bytes a layer's forward keeps: full recomputation keeps only
+  // the layer's input (on the attention op), selective the MLP's input in
+  // place of its activations. The recomputation before the backward
+  // allocates the rest; the backward frees all of it.
+  int64_t AttnKept() const { return Full() ? layer_input_bytes_ : attn_.activation_bytes; }
+  int64_t MlpKept() const { return Full() ? 0 : Selective() ? layer_input_bytes_ : mlp_.activation_bytes; }
+
   // Attention compute; with cp > 1 split into cp chunks, chunk k waiting for
-  // the k-th KV block of the ring (stream 2).
-  void AttentionCompute(const std::string& l, bool fwd) {
+  // the k-th KV block of the ring (stream 2). A recomputation (`redo`) is a
+  // forward that allocates what the first forward did not keep and carries
+  // no model FLOPs.
+  void AttentionCompute(const std::string& l, bool fwd, bool redo = false) {
     const uint64_t ns = fwd ? attn_.fwd_ns : attn_.bwd_ns;
-    const int64_t mem = fwd ? attn_.activation_bytes : -attn_.activation_bytes;
-    const uint64_t flops = fwd ? attn_.fwd_flops : 2 * attn_.fwd_flops;
+    const int64_t mem = redo ? attn_.activation_bytes - AttnKept() : fwd ? AttnKept() : -attn_.activation_bytes;
+    const uint64_t flops = redo ? 0 : fwd ? attn_.fwd_flops : 2 * attn_.fwd_flops;
     if (par_.cp == 1) {
       Compute(l, ns, mem, flops);
       return;
@@ -176,26 +192,33 @@ class StageBuilder {
     ring_end_.clear();
   }
 
-  void MlpCompute(const std::string& l, bool fwd) {
+  void MlpCompute(const std::string& l, bool fwd, bool redo = false) {
     const bool a2a = spec_.model.moe() && par_.ep > 1;
     if (a2a) Collective("ep", pg::ALLTOALL, cost_.EpAlltoallBytes(), pg::BF16, l + (fwd ? ".ep-dispatch" : ".ep-combine-grad"));
-    Compute(l, fwd ? mlp_.fwd_ns : mlp_.bwd_ns, fwd ? mlp_.activation_bytes : -mlp_.activation_bytes,
-            fwd ? mlp_.fwd_flops : 2 * mlp_.fwd_flops);
+    const int64_t mem = redo ? mlp_.activation_bytes - MlpKept() : fwd ? MlpKept() : -mlp_.activation_bytes;
+    Compute(l, fwd ? mlp_.fwd_ns : mlp_.bwd_ns, mem, redo ? 0 : fwd ? mlp_.fwd_flops : 2 * mlp_.fwd_flops);
     if (a2a) Collective("ep", pg::ALLTOALL, cost_.EpAlltoallBytes(), pg::BF16, l + (fwd ? ".ep-combine" : ".ep-dispatch-grad"));
   }
 
-  void LayerForward(uint32_t layer) {
-    const std::string a = absl::StrCat("f.L", layer, ".attn"), m = absl::StrCat("f.L", layer, ".mlp");
+  // A layer's forward; `redo`: its recomputation before the backward (labels
+  // "r.L<n>..."), the whole layer with full recomputation.
+  void LayerForward(uint32_t layer, bool redo = false) {
+    const char* prefix = redo ? "r.L" : "f.L";
+    const std::string a = absl::StrCat(prefix, layer, ".attn"), m = absl::StrCat(prefix, layer, ".mlp");
     TpBefore(a, true);
-    AttentionCompute(a, true);
+    AttentionCompute(a, true, redo);
     TpAfter(a, true);
     TpBefore(m, true);
-    MlpCompute(m, true);
+    MlpCompute(m, true, redo);
     TpAfter(m, true);
   }
 
   void LayerBackward(uint32_t layer) {
     const std::string a = absl::StrCat("b.L", layer, ".attn"), m = absl::StrCat("b.L", layer, ".mlp");
+    if (Full()) LayerForward(layer, true);
+    // Selective: the MLP's forward again from its kept input (the TP
+    // all-gather before it is not repeated in this model).
+    if (Selective()) MlpCompute(absl::StrCat("r.L", layer, ".mlp"), true, true);
     TpBefore(m, false);
     MlpCompute(m, false);
     TpAfter(m, false);
@@ -213,7 +236,7 @@ class StageBuilder {
                    pg::BF16, par_.sequence_parallel ? "f.embedding.tp-rs" : "f.embedding.tp-ar");
       }
     }
-    for (uint32_t i = 0; i < layers_per_chunk_; ++i) LayerForward(GlobalLayer(step.chunk, i));
+    for (uint32_t i = 0; i < ChunkSize(step.chunk); ++i) LayerForward(GlobalLayer(step.chunk, i));
     if (LastChunk(step.chunk)) {
       const PhaseCost o = cost_.Output();
       TpBefore("f.output", true);
@@ -240,7 +263,7 @@ class StageBuilder {
         Collective("tp", par_.sequence_parallel ? pg::REDUCESCATTER : pg::ALLREDUCE, cost_.TpCollectiveBytes(),
                    pg::BF16, par_.sequence_parallel ? "b.output.tp-rs-grad" : "b.output.tp-ar");
     }
-    for (uint32_t i = layers_per_chunk_; i-- > 0;) {
+    for (uint32_t i = ChunkSize(step.chunk); i-- > 0;) {
       const uint32_t layer = GlobalLayer(step.chunk, i);
       LayerBackward(layer);
       const bool embedding_follows = FirstChunk(step.chunk) && i == 0;
@@ -258,7 +281,7 @@ class StageBuilder {
     const uint32_t layer = GlobalLayer(chunk, i);
     uint64_t dense = cost_.DenseParamsPerLayer();
     if (FirstChunk(chunk) && i == 0) dense += cost_.EmbeddingParams();
-    if (LastChunk(chunk) && i == layers_per_chunk_ - 1) dense += cost_.OutputParams();
+    if (LastChunk(chunk) && i == ChunkSize(chunk) - 1) dense += cost_.OutputParams();
     const uint64_t experts = cost_.ExpertParamsPerLayer();
     dense_params_ += dense;
     expert_params_ += experts;
@@ -289,7 +312,7 @@ class StageBuilder {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
     if (Tp() && par_.sequence_parallel) {
-      const uint64_t norms = cost_.NormParamsPerLayer() * layers_per_chunk_ * par_.vpp;
+      const uint64_t norms = cost_.NormParamsPerLayer() * StageLayers(spec_, in_.stage);
       Collective("tp", pg::ALLREDUCE, norms * grad, dtype, "tp.layernorm-grads", kComputeStream, TakeDpDeps());
     }
     const bool embedding_stage = in_.stage == 0 || in_.stage == par_.pp - 1;
@@ -324,8 +347,13 @@ class StageBuilder {
   const JobSpec& spec_;
   const ParallelSpec& par_;
   const CostModel& cost_;
-  uint32_t layers_per_chunk_ = 0;
+  struct Chunk {
+    uint32_t first;   // global index of its first layer
+    uint32_t layers;
+  };
+  std::vector<Chunk> chunks_;       // this stage's chunks, in chunk order
   PhaseCost attn_, mlp_;
+  int64_t layer_input_bytes_ = 0;
   pg::Program prog_;
   std::vector<uint32_t> ring_end_;
   std::vector<uint32_t> dp_ops_;

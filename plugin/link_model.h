@@ -50,8 +50,8 @@ class LinkModel {
 
 // The transmit side of one NIC (device) of the process, shared by every
 // connection through it, real or virtual: a NIC's bandwidth is divided among
-// its connections and channels, not granted to each (DESIGN.md, "A ground
-// truth is only as good as its links"). Thread-safe (isend runs on NCCL's
+// its connections and channels, not granted to each (docs/design.md: a
+// ground truth is only as good as its links). Thread-safe (isend runs on NCCL's
 // proxy threads, one per communicator).
 class SharedLink {
  public:

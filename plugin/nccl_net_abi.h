@@ -1,12 +1,12 @@
 // The NCCL net plugin ABI that Prism implements: ncclNet_v11_t (NCCL 2.28 -
 // 2.30), ncclNet_v10_t (2.26 - 2.27), ncclNet_v9_t (2.24 - 2.25) and
-// ncclNet_v8_t (2.21 - 2.23), written from the layout facts in
-// /work/shared/nccl-2.28-wire-notes.md section 5.2 (offsets measured against
-// the 2.28.9 headers). Names carry a `prism_` prefix so that this header can
+// ncclNet_v8_t (2.21 - 2.23), written from the layout of NCCL's public
+// net plugin headers (offsets measured against the 2.28.9 headers;
+// docs/nccl-releases.md lists what each release changes). Names carry a `prism_` prefix so that this header can
 // never clash with NCCL's own headers in the same translation unit.
 //
 // Everything here is plain C layout: no virtuals, no C++ types. The
-// static_asserts at the bottom pin the sizes and offsets the notes give.
+// static_asserts at the bottom pin the sizes and offsets measured.
 #ifndef PRISM_PLUGIN_NCCL_NET_ABI_H_
 #define PRISM_PLUGIN_NCCL_NET_ABI_H_
 
@@ -277,7 +277,7 @@ typedef struct {
 
 }  // extern "C"
 
-// Layout facts from the wire notes (x86-64, g++).
+// Layout facts measured against NCCL 2.28.9's headers (x86-64, g++).
 static_assert(sizeof(prism_ncclNetVDeviceProps_t) == 20);
 static_assert(offsetof(prism_ncclNetProperties_v11_t, ptrSupport) == 24);
 static_assert(offsetof(prism_ncclNetProperties_v11_t, latency) == 44);

@@ -10,8 +10,8 @@
 // the transfer's phandle; NCCL does so synchronously with the transfer's
 // ProxyStep as parent, and StartEvent fills the MessageTag the net side
 // passed. So each transfer learns its operation before isend/irecv returns,
-// with no guessing by size or timing. /work/shared/nccl-profiler-notes.md
-// has the facts this relies on.
+// with no guessing by size or timing. docs/plugin.md ("Profiler role") and
+// NCCL's public profiler headers (v2.28.9-1) have the facts this relies on.
 //
 // Ownership and lifetime: handles returned to NCCL are owned by the tracker.
 // NCCL may use a Coll/P2p handle as a parent after stopping it, so stopped

@@ -1,7 +1,7 @@
 // The NCCL profiler plugin ABI that Prism implements beside the net plugin:
 // ncclProfiler_v5_t (NCCL 2.28, accepted by 2.29 and 2.30) and
 // ncclProfiler_v4_t (NCCL 2.27: see DescrFromV4 below), written from the
-// facts in /work/shared/nccl-profiler-notes.md and NCCL's public headers at
+// facts in docs/plugin.md ("Profiler role") and NCCL's public headers at
 // v2.28.9-1 (src/include/plugin/profiler/profiler_v5.h, nccl_profiler.h).
 // Names carry a `prism_` prefix so this header never clashes with NCCL's.
 //

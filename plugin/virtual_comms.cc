@@ -364,7 +364,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveExplicit(RecvRequest& req, Slot
 }
 
 // Symmetric ring collective: my predecessor's i-th send on this channel is
-// timed like my own i-th send on this channel (DESIGN.md hard part 2).
+// timed like my own i-th send on this channel (docs/design.md, "Virtual ranks are on time").
 VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& slot,
                                                         const std::optional<OpSchedule>& s) {
   int64_t sent = 0;

@@ -4,8 +4,9 @@
 # rank virtual. No GPU needed. Run scripts/setup.sh first (the README's first
 # command does both).
 #   scripts/demo.sh [JOB.yaml]        default examples/gpt3-175b-8192.yaml
-# Writes build/demo/<job>.graph, build/demo/<job>.trace.json (Perfetto) and
-# prints the predicted iteration time and its breakdown.
+# Writes build/demo/<job>.graph, build/demo/<job>.trace.json (Perfetto: one
+# rank per pipeline stage, prismd's default) and prints the predicted
+# iteration time, throughput and MFU, and its breakdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job="${1:-examples/gpt3-175b-8192.yaml}"
@@ -19,6 +20,6 @@ build/graphgen/prism-graphgen job "$job" -o "$graph"
 build/graphgen/prism-graphgen inspect "$graph" | sed -n 1,12p
 echo
 echo "== prismd --graph $graph --simulate --trace $trace"
-build/daemon/prismd --graph "$graph" --simulate --metrics-address none --trace "$trace" --trace-ranks 0-7,4096
+build/daemon/prismd --graph "$graph" --simulate --metrics-address none --trace "$trace"
 echo
-echo "Trace of ranks 0-7 and 4096: $trace (open it in ui.perfetto.dev)"
+echo "Trace of one rank per pipeline stage: $trace (open it in ui.perfetto.dev)"

@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Prism needs (when missing; chromium is for
-# the status page's browser test, daemon.status_page_browser) and builds
+# Installs the Debian 12 packages Prism needs (when missing) and builds
 # Release into build/. Idempotent: a second run only rebuilds what changed.
-#   scripts/setup.sh            install + configure + build
-#   PRISM_SKIP_APT=1 scripts/setup.sh   build only
+#   scripts/setup.sh            what the demo needs: prismd and prism-graphgen
+#   scripts/setup.sh --all      everything: also the NCCL plugin (for prism
+#                               run), the tests and benchmarks, and
+#                               chromium for the status page's browser test
+#                               (daemon.status_page_browser); scripts/test.sh
+#                               runs this
+#   PRISM_SKIP_APT=1 scripts/setup.sh [--all]   build only
+# Other arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+all=0
+if [ "${1:-}" = "--all" ]; then
+  all=1
+  shift
+fi
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git curl
@@ -15,8 +26,10 @@ PACKAGES=(
   libcurl4-openssl-dev zlib1g-dev libcivetweb-dev
   patchelf binutils
   python3
-  chromium fonts-liberation
 )
+# Only for the browser test of the status page (scripts/setup.sh --all).
+TEST_PACKAGES=(chromium fonts-liberation)
+[ "$all" = 1 ] && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()
 if [ "${PRISM_SKIP_APT:-0}" != 1 ]; then
@@ -37,5 +50,12 @@ fi
 
 jobs=${PRISM_JOBS:-$(nproc)}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build build -j "$jobs"
-echo "setup: built into build/"
+if [ "$all" = 1 ]; then
+  cmake --build build -j "$jobs"
+  echo "setup: built everything into build/"
+else
+  # The demo's tools first (a fraction of the build); tests and benchmarks
+  # come with scripts/test.sh (scripts/setup.sh --all).
+  cmake --build build -j "$jobs" --target prismd prism-graphgen
+  echo "setup: built prismd and prism-graphgen into build/ (scripts/setup.sh --all builds the plugin and the tests)"
+fi

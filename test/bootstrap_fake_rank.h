@@ -1,5 +1,5 @@
 // An independent "fake real rank" for tests: performs the REAL side of NCCL
-// 2.28.9's bootstrap exactly as nccl-2.28-wire-notes.md describes (blocking
+// 2.28.9's bootstrap exactly as docs/bootstrap.md describes (blocking
 // sockets, its own double-ring all-gather with round-robin progress, NCCL's
 // serial root). It shares no protocol code with daemon/bootstrap (only the
 // hash and address helpers, tested against measured vectors). Errors throw

@@ -1,5 +1,5 @@
 // NCCL hash, unique id and wire-profile selection against measured vectors
-// (nccl-2.28-wire-notes.md 1.6, 3.6; reference/nccl-vrank-probe/results).
+// (measured against a real NCCL 2.28.9 rank; docs/bootstrap.md).
 #include <catch2/catch.hpp>
 
 #include "absl/strings/escaping.h"

@@ -1,7 +1,7 @@
 // The wire profiles' layouts hold together, and virtual ranks' records are
 // written where each release reads them. Facts: NCCL's source at each tag
 // (docs/nccl-releases.md for 2.21.5 .. 2.27.7, 2.29.7 and
-// 2.30.7; nccl-2.28-wire-notes.md for 2.28.9).
+// 2.30.7; NCCL's source at v2.28.9-1 for 2.28.9).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The bootstrap server against independent fake real ranks (NCCL 2.28.9's
-// real side written from the wire notes): root in both modes, ring,
+// real side written from docs/bootstrap.md): root in both modes, ring,
 // double-ring all-gathers, AG1/AG3 synthesis, P2pSetup with the broker,
 // barriers, splits, destroy, a real rank dying mid-protocol.
 #include <arpa/inet.h>

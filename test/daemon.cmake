@@ -6,7 +6,7 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   add_executable(daemon_tests
     daemon_test_graphs.cc daemon_network_model_test.cc daemon_step_cost_test.cc daemon_engine_test.cc daemon_classes_test.cc
     daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc
-    daemon_socket_test.cc daemon_nic_calendar_test.cc daemon_nic_models_test.cc)
+    daemon_socket_test.cc daemon_nic_calendar_test.cc daemon_nic_models_test.cc daemon_throughput_test.cc)
   target_link_libraries(daemon_tests PRIVATE prism_test_main prism_engine prism_server prism_graphgen CURL::libcurl)
   target_compile_definitions(daemon_tests PRIVATE PRISMD_PATH="$<TARGET_FILE:prismd>")
   add_dependencies(daemon_tests prismd)
@@ -31,4 +31,13 @@ if(Python3_Interpreter_FOUND AND TARGET prismd AND TARGET prism-graphgen)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/hostile_checks.py
                    $<TARGET_FILE:prismd> $<TARGET_FILE:prism-graphgen> ${PROJECT_SOURCE_DIR}/examples)
   set_tests_properties(daemon.hostile_checks PROPERTIES TIMEOUT 300)
+endif()
+# What a practitioner expects of prismd, prism-graphgen and scripts/prism
+# (issue 25: waiting made visible, CLI conventions, progress, traces).
+if(Python3_Interpreter_FOUND AND TARGET prismd AND TARGET prism-graphgen)
+  add_test(NAME daemon.practitioner_checks
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/practitioner_checks.py
+                   $<TARGET_FILE:prismd> $<TARGET_FILE:prism-graphgen> ${PROJECT_SOURCE_DIR}/examples
+                   ${PROJECT_SOURCE_DIR}/scripts/prism)
+  set_tests_properties(daemon.practitioner_checks PROPERTIES TIMEOUT 600)
 endif()

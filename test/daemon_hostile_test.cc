@@ -170,13 +170,13 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   CHECK(j["iterations"] == 2);
   CHECK(j["iteration_time_s"].get<double>() > 0);
   auto [rc4, text4] = Prismd("--graph " + good + " --simulate --trace-ranks 99 --trace x --metrics-address none");
-  CHECK(rc4 == 1);
+  CHECK(rc4 == 2);  // a usage error
   CHECK(text4.find("outside") != std::string::npos);
   auto [rc5, text5] = Prismd("--graph " + good + " --simulate --json --nic-model shared --metrics-address none");
   CHECK(rc5 == 0);
   CHECK(nlohmann::json::parse(text5)["iteration_time_s"].get<double>() > 0);
   auto [rc6, text6] = Prismd("--graph " + good + " --simulate --nic-model fair --metrics-address none");
-  CHECK(rc6 == 1);
+  CHECK(rc6 == 2);
   CHECK(text6.find("--nic-model fair: queues, calendar or shared") != std::string::npos);
   auto [rc7, text7] = Prismd("--graph " + good + " --simulate --json --nic-model calendar --metrics-address none");
   CHECK(rc7 == 0);
@@ -200,10 +200,10 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   CHECK(tj["metadata"]["nccl_step_cost_source"] == "--step-cost-us");
   std::remove(trace.c_str());
   auto [rc10, text10] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us -1");
-  CHECK(rc10 == 1);
+  CHECK(rc10 == 2);
   CHECK(text10.find("--step-cost-us -1: auto or microseconds from 0 to 1000") != std::string::npos);
   auto [rc11, text11] = Prismd("--graph " + good + " --simulate --metrics-address none --nccl-algo Rign");
-  CHECK(rc11 == 1);
+  CHECK(rc11 == 2);
   CHECK(text11.find("--nccl-algo: NCCL_ALGO \"Rign\": unknown algorithm") != std::string::npos);
   std::remove(garbage.c_str());
   std::remove(good.c_str());

@@ -30,7 +30,7 @@ class HybridHarness : public daemon::ScheduleSink {
   const engine::WallClockPacer& pacer() const { return pacer_; }
 
   // A plugin session of global rank `rank` (Hello.rank; -1: RANK unset).
-  // Session 1 is open from the start, as rank 0.
+  // Plugin session 1 is open from the start, as rank 0.
   void OpenSession(daemon::SessionId session, int32_t rank);
   // The bootstrap announced a communicator.
   void Communicator(uint64_t hash, int64_t graph_comm, std::vector<uint32_t> members);

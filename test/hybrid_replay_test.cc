@@ -63,7 +63,7 @@ void CheckReplaysExactly(const std::string& recording, const std::string& spec, 
 
 TEST_CASE("a recorded N=4 sweep (1 real rank, H200) replays to the schedules prismd sent", "[hybrid][replay]") {
   // sweep-smoke: all_reduce and send/recv at 1, 16 and 64 MiB, 4 ranks, real
-  // rank 0, 10 Gbit/s + 10 us (bench/fidelity run 2 on the GPU host).
+  // rank 0, 10 Gbit/s + 10 us (bench/fidelity on the GPU host, 2026-11-30, commit b4f1839).
   const d::Recording rec = FixtureRecording("sweep-smoke-hybrid1.rec");
   const auto recorded = d::RecordedSchedules(rec);
   REQUIRE(recorded.size() == 42);  // 21 all-reduces (MIRROR) + 21 receives from a virtual sender (STREAM)
@@ -115,7 +115,7 @@ TEST_CASE("a recorded start of an N=8 synthetic step (1 real rank, H200) replays
 TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays to all its schedules",
           "[hybrid][replay]") {
   // bench/fidelity step-n8 (TP2 PP2 DP2, 30 iterations), real rank 0,
-  // prismd --lookahead-ms 0, queued NICs (session 20, GPU run 5): every report
+  // prismd --lookahead-ms 0, queued NICs (2026-12-01, commit f68dfe3, two GPUs): every report
   // reached the engine before the events it could delay, so the plain
   // replay gives the live run's schedules, all 720 of them. Lost with a
   // lookahead (the engine then handles reports after events they precede).
@@ -125,31 +125,31 @@ TEST_CASE("a whole causal N=8 step run (1 real rank, H200, lookahead 0) replays 
 TEST_CASE("the accepted N=8 step run (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
           "[hybrid][replay]") {
   // bench/fidelity step-n8-2g5 (TP2 PP2 DP2 at 2.5 Gbit/s + 10 us, 30
-  // iterations), real rank 0, YIELD_SLEEP_US=20, queued NICs (session 20,
-  // GPU run 5, two GPUs): -0.12% against its ground truth (worst iteration
+  // iterations), real rank 0, YIELD_SLEEP_US=20, queued NICs (2026-12-01, commit f68dfe3,
+  // two GPUs): -0.12% against its ground truth (worst iteration
   // 0.85%). A change in the engine's timing of these schedules fails here.
   CheckReplaysExactly("step-n8-2g5-hybrid1-shim.rec", "step-n8-2g5.yaml", 720, 840);
 }
 
 TEST_CASE("the accepted N=8 step run with two real ranks (0 and 4) replays to all its schedules",
           "[hybrid][replay]") {
-  // As above, real ranks 0 and 4 (session 20, GPU run 5): -0.16% / -0.17%
+  // As above, real ranks 0 and 4 (2026-12-01, commit f68dfe3, two GPUs): -0.16% / -0.17%
   // against the ground truth. Two sessions' reports feed one engine.
   CheckReplaysExactly("step-n8-2g5-hybrid2-shim.rec", "step-n8-2g5.yaml", 1200, 1680);
 }
 
 TEST_CASE("the N=8 collective sweep at 2.5 Gbit/s (1 real rank) replays to all its schedules", "[hybrid][replay]") {
   // bench/fidelity sweep-n8-2g5 (all-reduce, all-gather, reduce-scatter,
-  // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (session 18, GPU
-  // run 4): within 0.4% of its ground truth from 4 MiB.
+  // send/recv, 1..256 MiB), real rank 0, YIELD_SLEEP_US=20 (2026-12-01,
+  // commit 38ec962): within 0.4% of its ground truth from 4 MiB.
   CheckReplaysExactly("sweep-n8-2g5-hybrid1-shim.rec", "sweep-n8-2g5.yaml", 260, 325);
 }
 
 TEST_CASE("the N=8 and N=16 tree all-reduce runs (2.5 Gbit/s, 1 real rank) replay to all their schedules",
           "[hybrid][replay][tree]") {
   // bench/fidelity sweep-n8-tree-2g5 and sweep-n16-tree-2g5 (NCCL_ALGO=Tree,
-  // 16 and 64 MiB), real rank 0, TREE/SIMPLE on 2 channels (session 19, GPU
-  // run 2): STREAM schedules from the played tree with its 8-chunk window,
+  // 16 and 64 MiB), real rank 0, TREE/SIMPLE on 2 channels (2026-12-01,
+  // commit 0325366): STREAM schedules from the played tree with its 8-chunk window,
   // within 1.3% of the ground truths. A change in the play fails here.
   CheckReplaysExactly("sweep-n8-tree-2g5-hybrid1.rec", "sweep-n8-tree-2g5.yaml", 20, 20);
   CheckReplaysExactly("sweep-n16-tree-2g5-hybrid1.rec", "sweep-n16-tree-2g5.yaml", 20, 20);
@@ -158,15 +158,15 @@ TEST_CASE("the N=8 and N=16 tree all-reduce runs (2.5 Gbit/s, 1 real rank) repla
 TEST_CASE("the N=16 step on TP2 PP2 DP4 (2.5 Gbit/s, yield shim, 1 real rank) replays to all its schedules",
           "[hybrid][replay]") {
   // bench/fidelity step-n16-dp4-2g5 (25 iterations after 5), real rank 0,
-  // queued NICs (session 20, GPU run 5): -0.28% against its ground truth.
+  // queued NICs (2026-12-01, commit f68dfe3, two GPUs): -0.28% against its ground truth.
   CheckReplaysExactly("step-n16-dp4-2g5-hybrid1-shim.rec", "step-n16-dp4-2g5.yaml", 720, 840);
 }
 
 TEST_CASE("the N=16 TP2 PP2 DP4 step with its real rank 20 ms late in iteration 10 replays to all its schedules",
           "[hybrid][replay]") {
-  // As above, rank 0 computing 20 ms longer in iteration 10 (session 20, GPU
-  // run 5): that iteration took 502.722 ms in the hybrid against 503.653 ms
-  // in the ground truth (-0.18%). With the NIC calendar (session 19) it took
+  // As above, rank 0 computing 20 ms longer in iteration 10 (2026-12-01,
+  // commit f68dfe3): that iteration took 502.722 ms in the hybrid against 503.653 ms
+  // in the ground truth (-0.18%). With the NIC calendar (commit 0325366) it took
   // 38 ms more than a plain iteration against the truth's 17-20 ms: a TP
   // all-reduce of rank 0's DP peers waited for a gap common to both its
   // members' NICs, behind the whole late DP all-gather.

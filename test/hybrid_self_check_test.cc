@@ -124,7 +124,7 @@ TEST_CASE("self-check: bench step-n16 with real rank 0, and with 0 and 1", "[hyb
   CheckSelfConsistent(graph, {0, 1});
 }
 
-// The slower-link variants the 16-core host's truths hold (session 18).
+// The slower-link variants the 16-core host's truths hold (2026-12-01, commit 38ec962).
 TEST_CASE("self-check: bench step-n8-2g5 and step-n16-2g5 with the real ranks the GPU runs used",
           "[hybrid][self-check]") {
   const g::Graph n8 = BenchSpecGraph("step-n8-2g5.yaml", 3);

@@ -145,7 +145,7 @@ class DryRun(unittest.TestCase):
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
         uid = mod.nccl_comm_id_bytes("127.0.0.1:29555")
-        # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (wire notes 1.6).
+        # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (docs/bootstrap.md).
         self.assertEqual(uid[:16].hex(), "8002800280028002020073737f000001")
         self.assertEqual(len(uid), 128)
         self.assertEqual(uid[16:], bytes(112))
@@ -216,6 +216,13 @@ class WholeRuns(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("[rank 5] got the world's NCCL id: 128 bytes, root 127.64.", out.stdout)
         self.assertIn("prismd ready", out.stderr)
+
+    def test_a_rank_that_matched_no_operation_is_warned_about(self):
+        # The stand-in rank never loads the plugin: prismd matches none of its operations.
+        cmd, _ = self.launch("5")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("prism: warning: rank 5 exited having matched 0 operations with the graph", out.stderr)
 
     def test_the_callers_ld_preload_reaches_the_ranks_not_prismd(self):
         cmd, log_dir = self.launch("5")

@@ -1,6 +1,6 @@
 // PyTorch 2.11's start-up variants against prismd's store + rendezvous +
 // bootstrap, with fake real ranks that behave like ProcessGroupNCCL
-// (pytorch-2.11-nccl-startup-notes.md): the NCCL id of each communicator
+// (PyTorch 2.11's c10d, docs/bootstrap.md): the NCCL id of each communicator
 // travels through the store under PyTorch's key, the group's rank 0 makes
 // and sets it, the others WAIT and GET it; eager start-up (device_id)
 // splits the world for every new_group, lazy start-up makes one

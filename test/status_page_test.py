@@ -165,7 +165,7 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(dom.get("page-error"), "")
         self.assertEqual(dom.get("emulated-time"), "3.500 s")
         self.assertEqual(dom.get("engine-lag"), "2.500 ms")
-        self.assertEqual(dom.get("iterations"), "2 / 10")
+        self.assertEqual(dom.get("iterations"), "2 / 10 (0.0% of the replay done)")
         self.assertEqual(len(dom.bars), 2)
         self.assertEqual(dom.rows.get("real-ranks"), 2)
         ranks = dom.get("real-ranks")

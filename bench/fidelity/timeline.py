@@ -29,7 +29,7 @@ def run_ops(run_dir, rank, iteration):
         result = json.load(f)
     if "timeline" not in result:
         sys.exit(f"timeline.py: {run_dir}/r{rank}.json has no timeline "
-                 "(a step run by driver.py of session 20 or later)")
+                 "(a step run by driver.py of commit f68dfe3 or later)")
     if iteration is None:
         iteration = result.get("warmup", 0)
     rows = [(label, start, end) for it, label, start, end in result["timeline"] if it == iteration]

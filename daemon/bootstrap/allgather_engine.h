@@ -3,7 +3,7 @@
 // Only links between a virtual rank and a real neighbour touch the wire. An
 // all-gather's slices are kept once per communicator; on every boundary link
 // the slice sent (received) at step s follows from the double-ring formula
-// (wire notes 2.6), so a link sends step s as soon as that slice is known:
+// (docs/bootstrap.md), so a link sends step s as soon as that slice is known:
 // virtual slices are synthesised (contributions.h), real slices are learnt
 // from the wire. This is never later than a true virtual rank would have it,
 // so it cannot deadlock; it costs O(n) memory and O(links x n) wire bytes.

@@ -52,7 +52,7 @@ enum class ContributionSource {
   // Virtual AG1/AG3/ring-connect records are built from the first real
   // rank's record of the same all-gather; virtual slice data is held back
   // until it arrives (a real rank sends its own slice at step 0 without
-  // waiting for data, wire notes 2.6).
+  // waiting for data, docs/bootstrap.md).
   kFirstRealRecord,
   // Built from the configured templates only (no waiting).
   kTemplate,

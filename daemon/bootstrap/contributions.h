@@ -1,5 +1,5 @@
 // Synthesis of the slices virtual ranks contribute to the bootstrap
-// all-gathers (wire notes 2.2, 3.2, 3.3, 3.4).
+// all-gathers (docs/bootstrap.md).
 //
 // Virtual hosts are clones of real hosts: a virtual AG1/AG3 record is a copy
 // of a template (by default the first real rank's own record of the same
@@ -44,7 +44,7 @@ struct VirtualNodeLayout {
   std::vector<int32_t> ranks;  // comm ranks, ascending
 };
 
-// Records an H200 node reported (wire notes 3.2/3.3, NET/Socket, 1 GPU): the
+// Records an H200 node reported (docs/bootstrap.md, NET/Socket, 1 GPU): the
 // fallback templates when no real record is available yet.
 Bytes DefaultPeerInfoTemplate(const WireProfile& profile);
 Bytes DefaultTopoInfoTemplate(const WireProfile& profile);

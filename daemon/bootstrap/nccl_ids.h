@@ -1,5 +1,5 @@
 // NCCL's 64-bit hash, commHash, ncclUniqueId and socket-address encoding
-// (wire notes 1.1, 1.6, 3.6). Pure functions, thread-safe.
+// (docs/bootstrap.md). Pure functions, thread-safe.
 #ifndef PRISM_DAEMON_BOOTSTRAP_NCCL_IDS_H_
 #define PRISM_DAEMON_BOOTSTRAP_NCCL_IDS_H_
 

@@ -1,5 +1,5 @@
 // Point-to-point bootstrap messages between real and virtual ranks
-// (bootstrapSend/bootstrapRecv, wire notes 2.7 and 4) (internal header).
+// (bootstrapSend/bootstrapRecv, docs/bootstrap.md) (internal header).
 // Loop thread only.
 //
 // Contract:

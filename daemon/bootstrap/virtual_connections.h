@@ -3,7 +3,7 @@
 // bootstrap calls it, the session service implements it.
 //
 // When a real rank R sets up a NET connection with a virtual rank V, R's
-// NCCL exchanges 128-byte net handles with V over bootstrap (wire notes 4.2):
+// NCCL exchanges 128-byte net handles with V over bootstrap (docs/bootstrap.md):
 //  - V receives from R: V must hand R a handle that R's plugin connect()
 //    recognises as virtual -> MintReceiveHandle.
 //  - V sends to R: R hands V its plugin's real listen handle; V must make

@@ -3,7 +3,7 @@
 // A WireProfile lists every version-dependent fact the bootstrap emulation
 // needs: version code, record sizes and field offsets, the all-gather
 // algorithm on the bootstrap ring and the order of communicator-wide
-// operations. Facts come from nccl-2.28-wire-notes.md (sections 2, 3, 8) and,
+// operations. Facts come from NCCL's public source at v2.28.9-1 (docs/bootstrap.md) and,
 // for the other releases, docs/nccl-releases.md.
 //
 // Absent facts: an offset of SIZE_MAX means the release has no such field

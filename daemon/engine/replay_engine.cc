@@ -37,6 +37,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     }
     s.calls.assign(actor.slot_comm.size(), 0);
     s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
+    ops_total_ += p.ops.size() * options_.iterations;
   }
   comm_state_.resize(world_.comms.size());
   for (size_t c = 0; c < world_.comms.size(); ++c)
@@ -58,6 +59,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   iteration_actors_left_.assign(options_.iterations, world_.actors.size());
   stats_.iteration_end.assign(options_.iterations, Nanoseconds(0));
   stats_.actor_exposed_ns.assign(world_.actors.size(), 0);
+  stats_.actor_pipeline_wait_ns.assign(world_.actors.size(), 0);
   stats_.actor_peak_memory.assign(world_.actors.size(), 0);
   queue_.Reserve(world_.actors.size() * 4);
 }
@@ -71,11 +73,20 @@ void ReplayEngine::Push(int64_t time, uint32_t actor, uint32_t op, int64_t issue
 }
 
 // Exposed communication: time with a communication op in flight and no
-// compute. Real ranks' reports may arrive out of the engine's time order:
-// never count a negative span.
+// compute; the part with nothing but pipeline send/recv in flight is the
+// pipeline wait (the schedule's bubble, plus the activation transfers). Real
+// ranks' reports may arrive out of the engine's time order: never count a
+// negative span.
 void ReplayEngine::Account(ActorState& s) {
-  if (s.communicating > 0 && s.computing == 0 && now_ > s.last_change) s.exposed += now_ - s.last_change;
+  if (s.communicating > 0 && s.computing == 0 && now_ > s.last_change) {
+    s.exposed += now_ - s.last_change;
+    if (s.pipeline_p2p == s.communicating) s.pipeline_wait += now_ - s.last_change;
+  }
   s.last_change = std::max(s.last_change, now_);
+}
+
+bool ReplayEngine::IsPipeline(const Actor& a, const OpInfo& op) const {
+  return world_.comms[a.slot_comm[op.slot]].kind == graph::COMM_KIND_PP;
 }
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
@@ -175,6 +186,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
     case OpKind::kSend:
     case OpKind::kRecv:
       ++s.communicating;
+      if (IsPipeline(a, op)) ++s.pipeline_p2p;
       if (a.real) s.open_p2p[k].push_back(now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
@@ -194,6 +206,7 @@ void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
   ActorState& s = state_[actor];
   const uint32_t iteration = s.done[k]++;
   if (iteration >= options_.iterations) return;
+  ++ops_done_;
   if (--s.iteration_left[iteration] != 0) return;
   ++s.iterations_done;
   stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], Nanoseconds(now_));
@@ -218,6 +231,7 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
     stats_.compute_ns += w * took;
   } else if (IsComm(op.kind)) {
     --s.communicating;
+    if (op.kind != OpKind::kCollective && IsPipeline(a, op)) --s.pipeline_p2p;
     s.last_comm_done = std::max(s.last_comm_done, now_);
     const int kind = op.kind == OpKind::kSend ? kOpKindSend
                      : op.kind == OpKind::kRecv ? kOpKindRecv
@@ -800,7 +814,7 @@ absl::Status ReplayEngine::StallError() const {
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
     observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, iterations_done_,
-                                         Nanoseconds(pacer ? pacer->lag_ns() : 0)});
+                                         Nanoseconds(pacer ? pacer->lag_ns() : 0), ops_done_, ops_total_});
 }
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
@@ -881,6 +895,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   for (size_t a = 0; a < state_.size(); ++a) {
     stats_.actor_exposed_ns[a] = state_[a].exposed;
+    stats_.actor_pipeline_wait_ns[a] = state_[a].pipeline_wait;
     stats_.actor_peak_memory[a] = state_[a].memory_peak;
   }
   Progress(pacer);

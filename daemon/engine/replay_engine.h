@@ -53,6 +53,8 @@ struct EngineProgress {
   uint64_t events = 0;
   uint64_t iterations_done = 0;
   Nanoseconds lag;            // real-time mode: how far behind the wall clock
+  uint64_t ops_done = 0;      // op instances completed by the replayed actors
+  uint64_t ops_total = 0;     // ... of this many (every actor's ops times the iterations)
 };
 
 // Callbacks on the engine thread; implementations must be quick and must not
@@ -197,7 +199,9 @@ class ReplayEngine {
     uint64_t iterations_done = 0;
     NicCalendar nic_tx, nic_rx;      // its NIC's transmit and receive directions, when reserved
     int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
+    int64_t pipeline_wait = 0;       // part of `exposed` with only pipeline send/recv in flight
     uint32_t computing = 0, communicating = 0;
+    uint32_t pipeline_p2p = 0;       // of `communicating`: sends/recvs on a pipeline (pp) communicator
     int64_t last_comm_done = 0;      // when its latest communication op completed
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
@@ -263,6 +267,7 @@ class ReplayEngine {
   // handled a real rank's report at its past stamp). Then a wake-up is
   // queued for that time.
   bool WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op);
+  bool IsPipeline(const Actor& a, const OpInfo& op) const;  // a send/recv on a pp communicator
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
   void Issue(uint32_t actor, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, int64_t issued);
@@ -334,6 +339,7 @@ class ReplayEngine {
   int64_t now_ = 0;
   uint64_t events_ = 0;
   uint64_t iterations_done_ = 0;
+  uint64_t ops_done_ = 0, ops_total_ = 0;  // EngineProgress's
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -34,6 +35,37 @@ nlohmann::ordered_json RowsJson(const std::vector<KindRow>& rows) {
   return j;
 }
 
+// The job's sequence length, as prism-graphgen records it; 0 when absent.
+uint64_t SeqLen(const graph::Graph& graph) {
+  const auto& a = graph.job().attributes();
+  auto it = a.find("model.seq_len");
+  if (it == a.end()) return 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
+  return end != nullptr && *end == '\0' ? v : 0;
+}
+
+Throughput ThroughputOf(const graph::Graph& graph, Nanoseconds iteration) {
+  Throughput t;
+  std::vector<double> program_flops(graph.programs_size(), 0.0);
+  for (int p = 0; p < graph.programs_size(); ++p)
+    for (const graph::Op& op : graph.programs(p).ops())
+      if (op.has_compute()) program_flops[p] += static_cast<double>(op.compute().flops());
+  for (const graph::Rank& r : graph.ranks())
+    if (r.program() < program_flops.size()) t.model_flops_per_iteration += program_flops[r.program()];
+  t.tokens_per_iteration = uint64_t{graph.layout().global_batch()} * SeqLen(graph);
+  const double peak = static_cast<double>(graph.cluster().gpu().peak_bf16_flops());
+  const double seconds = iteration.seconds();
+  t.known = t.model_flops_per_iteration > 0 && t.tokens_per_iteration > 0 && peak > 0 && seconds > 0 &&
+            graph.ranks_size() > 0;
+  if (!t.known) return t;
+  t.tokens_per_s = static_cast<double>(t.tokens_per_iteration) / seconds;
+  t.tflops_per_gpu = t.model_flops_per_iteration / seconds / graph.ranks_size() / 1e12;
+  t.peak_tflops_per_gpu = peak / 1e12;
+  t.mfu = t.tflops_per_gpu / t.peak_tflops_per_gpu;
+  return t;
+}
+
 std::vector<MemoryRow> Memory(const graph::Graph& graph, const EngineWorld& world, const ReplayStats& stats) {
   bool models_memory = false;
   for (const ProgramInfo& p : world.programs) {
@@ -55,7 +87,9 @@ std::vector<MemoryRow> Memory(const graph::Graph& graph, const EngineWorld& worl
     r.peak_bytes = std::max<int64_t>(r.peak_bytes, static_cast<int64_t>(std::clamp<__int128>(peak, INT64_MIN, INT64_MAX)));
   }
   std::erase_if(rows, [](const MemoryRow& r) { return r.ranks == 0; });
-  (void)graph;
+  const uint64_t capacity = graph.cluster().gpu().memory_bytes();
+  for (MemoryRow& r : rows)
+    r.over_capacity = capacity > 0 && r.peak_bytes > 0 && static_cast<uint64_t>(r.peak_bytes) > capacity;
   return rows;
 }
 
@@ -82,14 +116,21 @@ SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world
   r.reduced = world.reduced;
   r.reduction_note = world.reduction_note;
   const double per = static_cast<double>(std::max<uint64_t>(r.world_size, 1)) * static_cast<double>(std::max<uint64_t>(iterations, 1));
-  __int128 exposed = 0;
-  int64_t exposed_max = 0;
-  for (size_t a = 0; a < world.actors.size(); ++a) {
-    exposed += static_cast<__int128>(stats.actor_exposed_ns[a]) * world.actors[a].weight;
-    exposed_max = std::max(exposed_max, stats.actor_exposed_ns[a]);
-  }
-  r.exposed_comm_s_mean = static_cast<double>(exposed) * 1e-9 / per;
-  r.exposed_comm_s_max = static_cast<double>(exposed_max) * 1e-9 / static_cast<double>(std::max<uint64_t>(iterations, 1));
+  const double per_iteration = static_cast<double>(std::max<uint64_t>(iterations, 1));
+  auto mean_and_max = [&](const std::vector<int64_t>& per_actor, double& mean, double& max) {
+    __int128 sum = 0;
+    int64_t most = 0;
+    for (size_t a = 0; a < world.actors.size() && a < per_actor.size(); ++a) {
+      sum += static_cast<__int128>(per_actor[a]) * world.actors[a].weight;
+      most = std::max(most, per_actor[a]);
+    }
+    mean = static_cast<double>(sum) * 1e-9 / per;
+    max = static_cast<double>(most) * 1e-9 / per_iteration;
+  };
+  mean_and_max(stats.actor_exposed_ns, r.exposed_comm_s_mean, r.exposed_comm_s_max);
+  mean_and_max(stats.actor_pipeline_wait_ns, r.pipeline_wait_s_mean, r.pipeline_wait_s_max);
+  r.throughput = ThroughputOf(graph, r.mean_iteration);
+  r.gpu_memory_bytes = graph.cluster().gpu().memory_bytes();
   r.compute_s_per_rank = static_cast<double>(stats.compute_ns) * 1e-9 / per;
   for (int k = 0; k < kCommKinds; ++k)
     if (stats.by_comm[k].ops > 0)
@@ -126,11 +167,27 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["nccl_step_cost_source"] = step_cost_source;
   j["nccl_algo"] = nccl_algo;
   j["exposed_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean}, {"max_rank", exposed_comm_s_max}};
+  j["pipeline_wait_s"] = {{"mean_per_rank", pipeline_wait_s_mean}, {"max_rank", pipeline_wait_s_max}};
+  j["exposed_other_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean - pipeline_wait_s_mean}};
+  if (throughput.known) {
+    j["throughput"] = {{"tokens_per_iteration", throughput.tokens_per_iteration},
+                       {"tokens_per_s", throughput.tokens_per_s},
+                       {"model_flops_per_iteration", throughput.model_flops_per_iteration},
+                       {"tflops_per_gpu", throughput.tflops_per_gpu},
+                       {"peak_tflops_per_gpu", throughput.peak_tflops_per_gpu},
+                       {"mfu", throughput.mfu}};
+  } else {
+    j["throughput"] = nullptr;
+  }
   j["communicators"] = RowsJson(by_comm);
   j["collectives"] = RowsJson(by_op);
   auto& mem = j["memory"] = nlohmann::ordered_json::array();
   for (const MemoryRow& m : memory)
-    mem.push_back({{"program", m.program}, {"ranks", m.ranks}, {"static_bytes", m.static_bytes}, {"peak_bytes", m.peak_bytes}});
+    mem.push_back({{"program", m.program}, {"ranks", m.ranks}, {"static_bytes", m.static_bytes},
+                   {"peak_bytes", m.peak_bytes}, {"over_capacity", m.over_capacity}});
+  j["gpu_memory_bytes"] = gpu_memory_bytes;
+  j["memory_over_capacity"] =
+      std::any_of(memory.begin(), memory.end(), [](const MemoryRow& m) { return m.over_capacity; });
   return j.dump(2) + "\n";
 }
 
@@ -142,12 +199,20 @@ std::string SimulationReport::ToText() const {
   out += fmt::format("predicted iteration time: {:.6f} s (mean)\n", mean_iteration.seconds());
   for (size_t i = 0; i < iteration_times.size() && i < 20; ++i)
     out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());
+  if (throughput.known)
+    out += fmt::format("throughput: {:.0f} tokens/s ({} tokens per iteration), {:.1f} TFLOP/s per GPU of "
+                       "{:.0f} peak: MFU {:.1f}% (model FLOPs: docs/metrics.md)\n",
+                       throughput.tokens_per_s, throughput.tokens_per_iteration, throughput.tflops_per_gpu,
+                       throughput.peak_tflops_per_gpu, throughput.mfu * 100);
   out += fmt::format("compute per rank: {:.6f} s; exposed communication per rank: {:.6f} s mean, {:.6f} s max\n",
                      compute_s_per_rank, exposed_comm_s_mean, exposed_comm_s_max);
+  out += fmt::format("  of which pipeline bubble (only pipeline send/recv in flight): {:.6f} s mean, {:.6f} s max; "
+                     "other communication {:.6f} s mean\n",
+                     pipeline_wait_s_mean, pipeline_wait_s_max, exposed_comm_s_mean - pipeline_wait_s_mean);
   out += fmt::format("NCCL step cost: {:.2f} us per ring step{}\n", static_cast<double>(step_cost.count()) / 1e3,
                      step_cost_source.empty() ? "" : " (" + step_cost_source + ")");
   if (!nccl_algo.empty()) out += fmt::format("NCCL_ALGO: {} (the model's algorithms follow it)\n", nccl_algo);
-  out += "time per communicator kind (per rank per iteration):\n";
+  out += "time per communicator kind (per rank per iteration, issue to completion: waiting for peers included):\n";
   for (const KindRow& r : by_comm)
     out += fmt::format("  {:<14} {:.6f} s  {:>10.1f} ops  {:>16.0f} bytes\n", r.name, r.time_s_per_rank,
                        r.ops_per_rank, r.bytes_per_rank);
@@ -158,8 +223,11 @@ std::string SimulationReport::ToText() const {
   if (!memory.empty()) {
     out += "peak memory per rank class:\n";
     for (const MemoryRow& m : memory)
-      out += fmt::format("  {:<20} {:>6} ranks  peak {:.3f} GiB (static {:.3f} GiB)\n", m.program, m.ranks,
-                         static_cast<double>(m.peak_bytes) / (1 << 30), static_cast<double>(m.static_bytes) / (1 << 30));
+      out += fmt::format("  {:<20} {:>6} ranks  peak {:.3f} GiB (static {:.3f} GiB){}\n", m.program, m.ranks,
+                         static_cast<double>(m.peak_bytes) / (1 << 30), static_cast<double>(m.static_bytes) / (1 << 30),
+                         m.over_capacity ? fmt::format("  OVER the GPU's {:.0f} GiB",
+                                                       static_cast<double>(gpu_memory_bytes) / (1 << 30))
+                                         : "");
   }
   out += fmt::format("replay: {} actor(s) for {} ranks{}{}\n", actors, world_size,
                      reduced ? " (equivalence classes)" : "", reduction_note.empty() ? "" : "; " + reduction_note);

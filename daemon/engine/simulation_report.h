@@ -27,6 +27,23 @@ struct MemoryRow {
   uint64_t ranks = 0;
   uint64_t static_bytes = 0;
   int64_t peak_bytes = 0;       // static + running max of memory deltas, max over its ranks
+  bool over_capacity = false;   // peak_bytes > the GPU's memory (the graph's cluster.gpu.memory_bytes)
+};
+
+// Throughput of a training graph. Model FLOPs are the sum of the graph's
+// compute ops' `flops` over every rank (prism-graphgen: forward matmuls, the
+// causal attention core, logits; backward twice forward; recomputation not
+// counted), so MFU is model FLOPs / (iteration time * world * GPU peak).
+// Absent (`known` false) when the graph has no ops with FLOPs, no batch or
+// sequence length, or no GPU peak.
+struct Throughput {
+  bool known = false;
+  uint64_t tokens_per_iteration = 0;     // global_batch * seq_len
+  double model_flops_per_iteration = 0;  // all ranks
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;             // model FLOPs per second per GPU, 1e12
+  double peak_tflops_per_gpu = 0;
+  double mfu = 0;                        // tflops_per_gpu / peak_tflops_per_gpu
 };
 
 struct SimulationReport {
@@ -47,6 +64,13 @@ struct SimulationReport {
   std::string reduction_note;
   double exposed_comm_s_mean = 0;   // per rank per iteration
   double exposed_comm_s_max = 0;
+  // Of the exposed time, the part with only pipeline send/recv in flight:
+  // the pipeline bubble (waiting for the neighbour stage) and the activation
+  // transfers. exposed_comm_s_* minus this is the other communication.
+  double pipeline_wait_s_mean = 0;
+  double pipeline_wait_s_max = 0;
+  Throughput throughput;
+  uint64_t gpu_memory_bytes = 0;    // the graph's GPU memory; 0 = unknown
   double compute_s_per_rank = 0;
   std::vector<KindRow> by_comm;     // only kinds that occurred
   std::vector<KindRow> by_op;

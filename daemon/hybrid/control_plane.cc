@@ -43,10 +43,18 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
      &bootstrap::BootstrapStats::broker_errors},
 };
 
-PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate) {
+PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate,
+                                             server::StatusBoard* status) {
   PluginSessionService::Options o;
   o.daemon_version = version;
   o.nccl_gate = gate;
+  // A real rank's plugin announcing itself is the rank connecting (/status).
+  if (status != nullptr)
+    o.on_announce = [status](const rpc::Hello& hello) {
+      if (hello.rank() >= 0)
+        status->UpdateRealRank(static_cast<uint32_t>(hello.rank()), true,
+                               absl::StrCat("connected: NCCL ", hello.nccl_version(), " loaded the plugin"));
+    };
   return o;
 }
 
@@ -90,7 +98,7 @@ ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics
     : options_(std::move(options)),
       metrics_(metrics),
       nccl_gate_(options_.nccl_version, [this](int code) { return ChooseNcclVersion(code); }),
-      sessions_(SessionOptions(options_.version, &nccl_gate_), schedules) {}
+      sessions_(SessionOptions(options_.version, &nccl_gate_, options_.status), schedules) {}
 
 absl::Status ControlPlane::ChooseNcclVersion(int code) {
   absl::Status chosen = absl::OkStatus();

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
@@ -71,6 +73,44 @@ void PublishStuck(const HybridScheduler& scheduler, server::StatusBoard* status,
   *shown = stuck.size();
 }
 
+// Real ranks that have not connected after kConnectGrace: an alert on
+// /status (and the page) and a line on stderr, repeated every
+// kConnectRepeat while the wait lasts; cleared when every rank came.
+constexpr double kConnectGraceS = 5, kConnectRepeatS = 60;
+
+std::string UtcClock(double seconds_ago) {
+  const time_t at = time(nullptr) - static_cast<time_t>(seconds_ago);
+  tm utc{};
+  gmtime_r(&at, &utc);
+  char text[32];
+  strftime(text, sizeof text, "%H:%M:%S UTC", &utc);
+  return text;
+}
+
+void PublishNeverConnected(server::StatusBoard* status, const std::string& listen, double* last_said_s) {
+  if (status == nullptr) return;
+  std::vector<std::pair<uint32_t, double>> waiting = status->RealRanksNeverConnected();
+  std::erase_if(waiting, [](const auto& w) { return w.second < kConnectGraceS; });
+  if (waiting.empty()) {
+    status->ClearAlert("real-ranks");
+    *last_said_s = -1;
+    return;
+  }
+  std::string ranks;
+  for (const auto& [rank, s] : waiting) absl::StrAppend(&ranks, ranks.empty() ? "" : ", ", rank);
+  const double waited = waiting.front().second;
+  const std::string text = absl::StrCat(
+      "waiting for real rank", waiting.size() > 1 ? "s " : " ", ranks, " to connect (since ", UtcClock(waited), ", ",
+      static_cast<int64_t>(waited), " s): start ", waiting.size() > 1 ? "them" : "it",
+      " with NCCL_NET_PLUGIN=<libnccl-net-prism.so> NCCL_NET=Prism PRISM_DAEMON=", listen,
+      " and RANK set (prism run does this)");
+  status->SetAlert("real-ranks", text);
+  if (*last_said_s < 0 || waited - *last_said_s >= kConnectRepeatS) {
+    std::fprintf(stderr, "prismd: %s\n", text.c_str());
+    *last_said_s = waited;
+  }
+}
+
 }  // namespace
 
 absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
@@ -133,12 +173,14 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   });
   LagExporter lags(pacer, metrics);
   size_t stuck_shown = 0;
+  double connect_said_s = -1;
   const timespec tick{0, 500'000'000};
   int sig = 0;
   while (sig <= 0) {
     sig = sigtimedwait(&stop_signals, nullptr, &tick);
     lags.Export();
     PublishStuck(scheduler, status, &stuck_shown);
+    PublishNeverConnected(status, listen, &connect_said_s);
   }
   std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   inbox.Post(engine::StopRequest{});

@@ -354,8 +354,10 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
   started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
   inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
-  if (status_ != nullptr)
+  if (status_ != nullptr) {
     status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
+    status_->CountRealRankOp(rank);
+  }
 }
 
 void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {

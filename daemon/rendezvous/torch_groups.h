@@ -1,5 +1,5 @@
 // PyTorch 2.11's names for NCCL ids in its store, and which communicator of
-// the graph a PyTorch process group is (pytorch-2.11-nccl-startup-notes.md,
+// the graph a PyTorch process group is (PyTorch 2.11's c10d, docs/bootstrap.md;
 // section 1; docs/bootstrap.md "Ids from PyTorch's store").
 //
 // Key grammar (after the TCPStore client's leading '/'):

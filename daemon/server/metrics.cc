@@ -84,7 +84,10 @@ void Metrics::OnProgress(const engine::EngineProgress& p) {
   if (p.events > events_seen_) events_->Increment(static_cast<double>(p.events - events_seen_));
   events_seen_ = p.events;
   lag_->Set(p.lag.seconds());
-  if (status_) status_->SetProgress(p.emulated, p.events, p.iterations_done, p.lag);
+  if (status_) {
+    status_->SetProgress(p.emulated, p.events, p.iterations_done, p.lag);
+    if (p.ops_total > 0) status_->SetFractionDone(static_cast<double>(p.ops_done) / static_cast<double>(p.ops_total));
+  }
   PushCommunicatorRows();
 }
 

@@ -1,5 +1,6 @@
 #include "daemon/server/status.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nlohmann/json.hpp"
@@ -54,12 +55,35 @@ void StatusBoard::SetRealRanks(const std::vector<uint32_t>& ranks) {
   std::lock_guard<std::mutex> l(mu_);
   real_ranks_.clear();
   const double now = Uptime();
-  for (uint32_t r : ranks) real_ranks_[r] = RealRank{false, "not connected yet", now};
+  for (uint32_t r : ranks) real_ranks_[r] = RealRank{false, "not connected yet", now, false, 0, now};
 }
 
 void StatusBoard::UpdateRealRank(uint32_t rank, bool connected, const std::string& doing) {
   std::lock_guard<std::mutex> l(mu_);
-  real_ranks_[rank] = RealRank{connected, Cut(doing), Uptime()};
+  auto [it, fresh] = real_ranks_.try_emplace(rank, RealRank{false, "", 0, false, 0, Uptime()});
+  RealRank& r = it->second;
+  r.connected = connected, r.doing = Cut(doing), r.updated_s = Uptime();
+  r.ever_connected |= connected;
+}
+
+void StatusBoard::CountRealRankOp(uint32_t rank) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto [it, fresh] = real_ranks_.try_emplace(rank, RealRank{true, "", Uptime(), true, 0, Uptime()});
+  ++it->second.ops_matched;
+}
+
+std::vector<std::pair<uint32_t, double>> StatusBoard::RealRanksNeverConnected() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::pair<uint32_t, double>> out;
+  const double now = Uptime();
+  for (const auto& [rank, r] : real_ranks_)
+    if (!r.ever_connected && r.ops_matched == 0) out.emplace_back(rank, now - r.declared_s);
+  return out;
+}
+
+void StatusBoard::SetFractionDone(double fraction) {
+  std::lock_guard<std::mutex> l(mu_);
+  fraction_done_ = std::clamp(fraction, 0.0, 1.0);
 }
 
 void StatusBoard::SetCommunicator(const CommunicatorRow& row) {
@@ -101,6 +125,7 @@ std::string StatusBoard::Json() const {
   j["world_size"] = world_size_;
   j["iterations_planned"] = iterations_planned_;
   j["iterations_done"] = iterations_done_;
+  j["percent_done"] = Round3(fraction_done_ * 100);
   j["emulated_time_s"] = Seconds(emulated_ns_);
   j["last_iteration_time_s"] = Seconds(last_iteration_ns_);
   j["events"] = events_;
@@ -129,7 +154,7 @@ void StatusBoard::AddRowsJson(ordered_json& j) const {
   j["real_ranks"] = ordered_json::array();
   for (const auto& [rank, r] : real_ranks_)
     j["real_ranks"].push_back({{"rank", rank}, {"connected", r.connected}, {"doing", r.doing},
-                               {"updated_s", Round3(r.updated_s)}});
+                               {"updated_s", Round3(r.updated_s)}, {"ops_matched", r.ops_matched}});
   j["communicators"] = ordered_json::array();
   for (const auto& [c, updated] : communicators_)
     j["communicators"].push_back({{"name", c.name}, {"kind", c.kind}, {"members", c.members},

@@ -64,6 +64,8 @@ class StatusBoard {
   void SetState(const std::string& state);        // "loading", "running", "finished", "failed: ..."
   void SetProgress(Nanoseconds emulated, uint64_t events, uint64_t iterations_done, Nanoseconds lag);
   void SetLastIterationTime(Nanoseconds t);
+  // How much of the replay is done, 0 to 1 (shown as percent_done).
+  void SetFractionDone(double fraction);
   void SetPluginSessions(int64_t sessions);
   // Current waits and start-up errors (mismatches between the program and
   // the graph), replaced as a whole; shown as "waiting" and "startup_errors".
@@ -79,6 +81,12 @@ class StatusBoard {
   // What real rank `rank` is doing now ("NCCL init of tp[0]", "allreduce on
   // dp_cp[1], 64 MiB", "finished"); adds the row if the rank was not declared.
   void UpdateRealRank(uint32_t rank, bool connected, const std::string& doing);
+  // One more of real rank `rank`'s operations matched to the graph (its
+  // row's ops_matched; prism run warns about a rank that exits at 0).
+  void CountRealRankOp(uint32_t rank);
+  // Declared real ranks that have never connected (no plugin announced
+  // them, no operation seen), with the seconds since they were declared.
+  std::vector<std::pair<uint32_t, double>> RealRanksNeverConnected() const;
 
   // Adds or replaces the row named row.name (insertion order is kept).
   void SetCommunicator(const CommunicatorRow& row);
@@ -101,6 +109,9 @@ class StatusBoard {
     bool connected = false;
     std::string doing;
     double updated_s = 0;
+    bool ever_connected = false;
+    uint64_t ops_matched = 0;
+    double declared_s = 0;
   };
   struct Timed {
     std::string text;
@@ -114,6 +125,7 @@ class StatusBoard {
   std::string graph_, mode_ = "starting", state_ = "loading";
   uint64_t world_size_ = 0, iterations_planned_ = 0, events_ = 0, iterations_done_ = 0;
   int64_t emulated_ns_ = 0, lag_ns_ = 0, last_iteration_ns_ = 0, sessions_ = 0;
+  double fraction_done_ = 0;
   std::vector<StatusWait> waits_;
   std::vector<std::string> startup_errors_;
   std::deque<std::pair<uint64_t, int64_t>> iterations_;  // (index, ns)

@@ -253,6 +253,7 @@ grpc::Status PluginSessionService::RunAnnounce(const rpc::Hello& hello, rpc::Wel
   }
   reply->set_protocol_version(kSessionProtocolVersion);
   reply->set_daemon_version(options_.daemon_version);
+  if (options_.on_announce) options_.on_announce(hello);
   return grpc::Status::OK;
 }
 

@@ -56,6 +56,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     // reaches the plugin at once with the fix. Null: not checked. Must
     // outlive the service.
     NcclVersionGate* nccl_gate = nullptr;
+    // Called with the Hello of every admitted Announce (a real rank's plugin
+    // at NCCL init), on a gRPC thread; optional, must be quick.
+    std::function<void(const rpc::Hello&)> on_announce;
   };
 
   // `source` is not owned and must outlive this object.

@@ -1,7 +1,7 @@
 // A PyTorch TCPStore server hosted by prismd (tcp_store_protocol.h), so that
 // prismd sees which keys the real ranks wait for and which they set: the
 // NCCL unique ids of PyTorch's communicators travel through it
-// (pytorch-2.11-nccl-startup-notes.md, section 1).
+// (PyTorch 2.11's c10d; docs/bootstrap.md).
 //
 // Semantics follow PyTorch's own server: values are bytes, WAIT answers once
 // every key is set, GET of an unset key answers empty, ADD keeps decimal

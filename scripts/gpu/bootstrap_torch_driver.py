@@ -2,7 +2,7 @@
 """PyTorch driver for prismd's bootstrap emulation (run by the lead on the GPU host).
 
 Runs ONE real rank (default rank 0) of a WORLD_SIZE job whose other ranks prismd
-plays. Per DESIGN.md "PyTorch integration": the TCPStore is started separately
+plays. As docs/bootstrap.md ("Ids from PyTorch's store") describes: the TCPStore is started separately
 with wait_for_workers=False, TORCHELASTIC_USE_AGENT_STORE=True makes the rank use
 it without waiting for absent ranks, NCCL_COMM_ID makes NCCL's unique id
 predictable (real rank 0 hosts the NCCL root there; with rank 0 virtual, prismd
