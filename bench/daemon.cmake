@@ -2,6 +2,11 @@
 if(TARGET prism_engine)
   add_executable(daemon_bench daemon_bench.cc ${PROJECT_SOURCE_DIR}/test/daemon_test_graphs.cc)
   target_link_libraries(daemon_bench PRIVATE prism_engine)
+
+  # engine_rate_bench: the engine's events/s as a ratio of a bare 4-ary-heap
+  # loop doing the same number of events in the same run (classes off).
+  add_executable(engine_rate_bench engine_rate_bench.cc ${PROJECT_SOURCE_DIR}/test/daemon_test_graphs.cc)
+  target_link_libraries(engine_rate_bench PRIVATE prism_engine)
 endif()
 
 # hybrid_explain: replays a --record-sessions recording and prints what the

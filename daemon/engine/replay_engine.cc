@@ -849,6 +849,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     now_ = e.time;
     horizon_ = std::max(horizon_, now_);
     ++events_;
+    stats_.pending_sum += queue_.size();
     handling_report_ = true;
     if (e.actor == kNoActor && (e.op & kFlowFlag)) {
       handling_report_ = false;
