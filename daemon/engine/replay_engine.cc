@@ -17,11 +17,9 @@ int64_t AddTime(int64_t a, int64_t b) { return SatAdd(Nanoseconds(a), Nanosecond
 }  // namespace
 
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
-    : world_(world), model_(model), options_(options) {
+    : world_(world), model_(model), options_(options), nics_(world, model, options.nic_model) {
   if (options_.iterations == 0) options_.iterations = 1;
   state_.resize(world_.actors.size());
-  if (options_.nic_model == NicModel::kShared)
-    shared_nics_ = std::make_unique<SharedNics>(2 * world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
@@ -281,16 +279,9 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
-    if (c.shape.SpansNodes()) {  // granted with the other requests of this instant
-      NicRequest hold;
-      hold.kind = NicRequest::Kind::kHold;
-      hold.ready = in.last;
-      hold.duration = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count();
-      hold.comm = comm;
-      hold.instance.first_actor = in.first_actor;
-      hold.instance.first_op = in.first_op;
-      nic_requests_.push_back(std::move(hold));
-    }
+    if (c.shape.SpansNodes())  // granted with the other requests of this instant
+      nics_.HoldCollective(comm, op, Nanoseconds(in.last),
+                           model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape));
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
@@ -307,13 +298,12 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
-    NicRequest r;
-    r.kind = NicRequest::Kind::kCollective;
-    r.ready = in.last;
-    r.duration = took.count();
-    r.comm = comm;
-    r.instance = std::move(in);
-    nic_requests_.push_back(std::move(r));
+    const int64_t ready = in.last;
+    Transfer t;
+    t.kind = Transfer::Kind::kCollective;
+    t.comm = comm;
+    t.instance = std::move(in);
+    nics_.RequestCollective(Park(std::move(t)), comm, op, Nanoseconds(ready), took);
     return;
   }
   const int64_t end = AddTime(in.last, took.count());
@@ -321,48 +311,42 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
 
+uint32_t ReplayEngine::Park(Transfer t) {
+  if (free_tickets_.empty()) {
+    transfers_.push_back(std::move(t));
+    return static_cast<uint32_t>(transfers_.size() - 1);
+  }
+  const uint32_t ticket = free_tickets_.back();
+  free_tickets_.pop_back();
+  transfers_[ticket] = std::move(t);
+  return ticket;
+}
+
 void ReplayEngine::GrantNics() {
-  std::vector<NicRequest>& batch = nic_grants_;  // both vectors keep their capacity
-  batch.swap(nic_requests_);
-  std::stable_sort(batch.begin(), batch.end(),
-                   [](const NicRequest& a, const NicRequest& b) { return a.duration < b.duration; });
-  for (NicRequest& r : batch) {
-    switch (r.kind) {
-      case NicRequest::Kind::kCollective: GrantCollective(r); break;
-      case NicRequest::Kind::kHold: ReserveCollectiveNics(r); break;  // the real ranks' reports finish it
-      case NicRequest::Kind::kPointToPoint: GrantPointToPoint(r); break;
-      case NicRequest::Kind::kVirtualToReal: GrantVirtualToReal(r); break;
+  grants_.clear();
+  checks_.clear();
+  nics_.Grant(Nanoseconds(now_), Nanoseconds(horizon_), &grants_, &checks_);
+  FinishGrants();
+  for (Nanoseconds at : checks_) ScheduleSharedCheck(at);
+}
+
+void ReplayEngine::FinishGrants() {
+  for (const NicGrant& g : grants_) {
+    Transfer& t = transfers_[g.ticket];
+    switch (t.kind) {
+      case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end.count()); break;
+      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start.count(), g.end.count()); break;
+      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start.count(), g.end.count()); break;
     }
+    t.instance.waiters.clear();
+    free_tickets_.push_back(g.ticket);
   }
-  batch.clear();
 }
 
-void ReplayEngine::GrantCollective(NicRequest& r) {
-  const EngineComm& c = world_.comms[r.comm];
-  if (shared_nics_) {
-    std::vector<uint32_t> directions;
-    for (uint32_t m : c.members) directions.insert(directions.end(), {TxDirection(m), RxDirection(m)});
-    std::sort(directions.begin(), directions.end());  // an actor standing for several members counts once
-    directions.erase(std::unique(directions.begin(), directions.end()), directions.end());
-    StartSharedTransfer(std::move(r), directions);
-    return;
-  }
-  FinishCollectiveTransfer(r, ReserveCollectiveNics(r));
-}
-
-int64_t ReplayEngine::ReserveCollectiveNics(const NicRequest& r) {
-  const EngineComm& c = world_.comms[r.comm];
-  const OpInfo& op = world_.programs[world_.actors[r.instance.first_actor].program].ops[r.instance.first_op];
-  if (QueuesOnTx(op, c)) return QueuedCollectiveEnd(op, c, r.ready, r.duration);
-  return AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
-}
-
-void ReplayEngine::FinishCollectiveTransfer(const NicRequest& r, int64_t end) {
-  const Instance& in = r.instance;
+void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end) {
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
-  if (observer_)
-    observer_->OnCollective(op.collective, world_.comms[r.comm].kind, Nanoseconds(end - in.last), op.bytes);
+  if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, Nanoseconds(end - in.last), op.bytes);
 }
 
 // Every member arrived and every real member finished: the virtual members
@@ -385,79 +369,12 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   const EngineComm& c = world_.comms[comm];
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
-  if (c.shape.SpansNodes())  // busy until the real end, if later than the model's
-    for (uint32_t m : c.members) {
-      state_[m].nic_tx.Reserve(now_, end, ForgetBefore());
-      state_[m].nic_rx.Reserve(now_, end, ForgetBefore());
-    }
+  nics_.HoldMembersUntil(comm, Nanoseconds(now_), Nanoseconds(end), Nanoseconds(horizon_));  // if later than the model's
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      VirtualNicsFreeBy(c, start))
+      nics_.VirtualMembersFreeBy(comm, Nanoseconds(start)))
     measured_[CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape}] = in.real_done - start;
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
-}
-
-bool ReplayEngine::VirtualNicsFreeBy(const EngineComm& c, int64_t start) const {
-  if (!c.shape.SpansNodes()) return true;
-  for (uint32_t m : c.members)
-    if (!world_.actors[m].real && std::max(state_[m].nic_tx.LatestEnd(), state_[m].nic_rx.LatestEnd()) > start)
-      return false;
-  return true;
-}
-
-// NIC reservations the engine can still need: in a paced hybrid run a real
-// rank's report is handled at its own stamp, which can lie behind events
-// already handled (up to the lookahead plus the report's way here), so
-// reservations are kept for a second of emulated time behind the furthest
-// time handled.
-int64_t ReplayEngine::ForgetBefore() const { return horizon_ - kNicMemoryNs; }
-
-bool ReplayEngine::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
-  if (options_.nic_model != NicModel::kQueues || !c.shape.SpansNodes()) return false;
-  if (op.collective != graph::ALLREDUCE && op.collective != graph::ALLGATHER &&
-      op.collective != graph::REDUCESCATTER)
-    return false;
-  const graph::Algorithm algorithm =
-      op.algorithm == graph::ALGORITHM_DEFAULT ? model_.Choose(op.collective, op.bytes, c.shape) : op.algorithm;
-  return algorithm == graph::ALGORITHM_RING;
-}
-
-// Each member's NIC carries its share on its own, first come first served:
-// one member's busy NIC does not hold the others idle (with the calendar a
-// collective waited for a gap common to all its members, and a late or slow
-// rank's delay grew from NIC to NIC: +40 ms for a straggler's 7 ms).
-int64_t ReplayEngine::QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire) {
-  int64_t last = ready;
-  for (uint32_t m : c.members) {
-    NicCalendar& tx = state_[m].nic_tx;
-    const int64_t start = tx.NextFree(ready, wire);
-    const int64_t sent = AddTime(start, wire);
-    tx.Reserve(start, sent, ForgetBefore());
-    last = std::max(last, sent);
-  }
-  return last;
-}
-
-int64_t ReplayEngine::QueuedCollectiveEnd(const OpInfo& op, const EngineComm& c, int64_t ready, int64_t duration) {
-  const int64_t wire = std::min(duration, model_.RingWireTime(op.collective, op.bytes, c.shape).count());
-  const int64_t sent = QueueOnMembersTx(c, ready, wire);
-  return std::max(AddTime(ready, duration), AddTime(sent, duration - wire));
-}
-
-int64_t ReplayEngine::ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration) {
-  std::vector<const NicCalendar*>& calendars = calendar_scratch_;
-  calendars.clear();
-  for (uint32_t m : c.members) {
-    calendars.push_back(&state_[m].nic_tx);
-    calendars.push_back(&state_[m].nic_rx);
-  }
-  const int64_t start = EarliestCommonStart(calendars, ready, duration);
-  const int64_t end = AddTime(start, duration);
-  for (uint32_t m : c.members) {
-    state_[m].nic_tx.Reserve(start, end, ForgetBefore());
-    state_[m].nic_rx.Reserve(start, end, ForgetBefore());
-  }
-  return start;
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
@@ -548,35 +465,29 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
 // do): it leaves when its NIC is free, completes by the model, and the
 // observer tells the real receiver when the first byte left.
 void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
-  NicRequest r;
-  r.kind = NicRequest::Kind::kVirtualToReal;
-  r.ready = now_;
-  r.duration = same_node ? 0 : (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count();
-  r.took = model_.PointToPointTime(op.bytes, same_node).count();
-  r.send = PendingP2P{actor, k, now_};
-  r.queue = static_cast<uint32_t>(&q - p2p_.data());
-  r.index = q.virtual_to_real++;
-  if (same_node) GrantVirtualToReal(r);  // no NIC
-  else nic_requests_.push_back(std::move(r));
+  const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
+  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
+  const PendingP2P send{actor, k, now_};
+  const uint64_t index = q.virtual_to_real++;
+  if (same_node) {  // no NIC
+    FinishVirtualToReal(send, index, now_, AddTime(now_, took.count()));
+    return;
+  }
+  Transfer t;
+  t.kind = Transfer::Kind::kVirtualToReal;
+  t.send = send;
+  t.index = index;
+  nics_.RequestSend(Park(std::move(t)), actor, Nanoseconds(now_), took - HopLatency(same_node), took);
 }
 
-void ReplayEngine::GrantVirtualToReal(const NicRequest& r) {
-  const Actor& a = world_.actors[r.send.actor];
-  const OpInfo& op = world_.programs[a.program].ops[r.send.op];
-  NicCalendar& tx = state_[r.send.actor].nic_tx;
-  int64_t start = r.ready;
-  if (r.duration > 0) {
-    start = tx.NextFree(r.ready, r.duration);
-    tx.Reserve(start, AddTime(start, r.duration), ForgetBefore());
-  }
-  const int64_t end = AddTime(start, r.took);
-  Push(end, r.send.actor, r.send.op, r.send.posted);
+void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end) {
+  const Actor& a = world_.actors[send.actor];
+  const OpInfo& op = world_.programs[a.program].ops[send.op];
+  Push(end, send.actor, send.op, send.posted);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
-    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, r.index, Nanoseconds(start), op.bytes);
+    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, index, Nanoseconds(start), op.bytes);
     observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
   }
 }
@@ -623,34 +534,17 @@ void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  NicRequest r;
-  r.kind = NicRequest::Kind::kPointToPoint;
-  r.ready = std::max(send.posted, recv.posted);
-  r.took = model_.PointToPointTime(op.bytes, same_node).count();
-  r.duration = same_node ? 0 : r.took;  // between nodes: the sender's transmit and the receiver's receive direction
-  r.send = send;
-  r.recv = recv;
-  if (same_node) GrantPointToPoint(r);
-  else nic_requests_.push_back(std::move(r));
-}
-
-void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
-  const PendingP2P& send = r.send;
-  const PendingP2P& recv = r.recv;
-  const int64_t took = r.took;
-  int64_t start = r.ready;
-  if (r.duration > 0 && shared_nics_) {
-    StartSharedTransfer(r, {TxDirection(send.actor), RxDirection(recv.actor)});
+  const int64_t ready = std::max(send.posted, recv.posted);
+  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
+  if (same_node) {  // no NIC
+    FinishPointToPoint(send, recv, ready, AddTime(ready, took.count()));
     return;
   }
-  if (r.duration > 0) {
-    NicCalendar& tx = state_[send.actor].nic_tx;
-    NicCalendar& rx = state_[recv.actor].nic_rx;
-    start = EarliestCommonStart({&tx, &rx}, start, took);
-    tx.Reserve(start, AddTime(start, took), ForgetBefore());
-    rx.Reserve(start, AddTime(start, took), ForgetBefore());
-  }
-  FinishPointToPoint(send, recv, start, AddTime(start, took));
+  Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
+  t.kind = Transfer::Kind::kPointToPoint;
+  t.send = send;
+  t.recv = recv;
+  nics_.RequestPointToPoint(Park(std::move(t)), send.actor, recv.actor, Nanoseconds(ready), took);
 }
 
 void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end) {
@@ -663,32 +557,20 @@ void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& 
                        Nanoseconds(end));
 }
 
-void ReplayEngine::StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions) {
-  const uint64_t id = shared_nics_->Start(now_, r.kind == NicRequest::Kind::kCollective ? r.duration : r.took,
-                                          directions);
-  shared_transfers_.emplace(id, std::make_pair(std::move(r), now_));
-  ScheduleSharedFinish();
-}
-
-void ReplayEngine::ScheduleSharedFinish() {
-  const int64_t next = shared_nics_->NextFinish();
-  if (next == std::numeric_limits<int64_t>::max()) return;
+void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
+  if (at == Nanoseconds::Max()) return;
   ++shared_generation_;  // earlier kFlowFlag events are stale now
-  Push(next, kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), next);
+  Push(at.count(), kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), at.count());
 }
 
 // The shared transfers done by now_ complete as the calendar model's grants
 // would have at their end.
 void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
   if (generation != (shared_generation_ & kFlowGenerationMask)) return;
-  for (uint64_t id : shared_nics_->FinishBy(now_)) {
-    auto it = shared_transfers_.find(id);
-    const auto [r, start] = std::move(it->second);
-    shared_transfers_.erase(it);
-    if (r.kind == NicRequest::Kind::kCollective) FinishCollectiveTransfer(r, now_);
-    else FinishPointToPoint(r.send, r.recv, start, now_);
-  }
-  ScheduleSharedFinish();
+  grants_.clear();
+  nics_.FinishBy(Nanoseconds(now_), &grants_);
+  FinishGrants();
+  ScheduleSharedCheck(nics_.NextFinish());
 }
 
 absl::Status ReplayEngine::CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const {
@@ -819,7 +701,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   const auto run_start = std::chrono::steady_clock::now();
   while (!stop_) {
     // Leaving the current instant: grant the NIC requests made at it together.
-    if (!nic_requests_.empty() && (queue_.empty() || queue_.top().time != now_)) {
+    if (nics_.HasRequests() && (queue_.empty() || queue_.top().time != now_)) {
       GrantNics();
       continue;
     }

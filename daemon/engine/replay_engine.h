@@ -39,8 +39,7 @@
 #include "absl/status/status.h"
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/network_model.h"
-#include "daemon/engine/nic_calendar.h"
-#include "daemon/engine/nic_sharing.h"
+#include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
@@ -133,22 +132,10 @@ class ObserverList final : public EngineObserver {
   std::vector<EngineObserver*> observers_;
 };
 
-// How transfers between nodes use NICs (docs/network-model.md, "NIC
-// serialisation"). kQueues (the default): each member of a ring all-reduce,
-// all-gather or reduce-scatter across nodes queues its share of the wire
-// time on its own transmit side, in the first gap that fits there whatever
-// the other members' NICs carry, and the collective ends when the last
-// share has landed (never before the model's time from its start); other
-// transfers hold every NIC direction they need, first common gap that
-// fits, as kCalendar does for all of them (nic_calendar.h). kShared:
-// transfers in flight share each direction equally (nic_sharing.h);
-// all-virtual worlds only (prismd --simulate --nic-model shared).
-enum class NicModel : uint8_t { kQueues, kCalendar, kShared };
-
 struct EngineOptions {
   uint64_t iterations = 1;
   uint64_t progress_every_events = 1 << 16;
-  NicModel nic_model = NicModel::kQueues;
+  NicModel nic_model = NicModel::kQueues;  // nic_scheduler.h
 };
 
 class ReplayEngine {
@@ -195,7 +182,6 @@ class ReplayEngine {
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
     std::vector<uint32_t> iteration_left;
     uint64_t iterations_done = 0;
-    NicCalendar nic_tx, nic_rx;      // its NIC's transmit and receive directions, when reserved
     int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
     uint32_t computing = 0, communicating = 0;
     int64_t last_comm_done = 0;      // when its latest communication op completed
@@ -236,24 +222,15 @@ class ReplayEngine {
     }
   };
 
-  // A transfer between nodes that asked for NICs at the current instant.
-  // Requests made at one instant are granted together, shortest first (then
-  // in the order made): which of two transfers that became ready at the same
-  // instant goes first must not depend on which event the engine happened
-  // to handle first (a DP reduce-scatter granted before a TP all-reduce of
-  // the same rank held it back by the whole reduce-scatter).
-  struct NicRequest {
-    // kHold: a collective real ranks take part in; its virtual members' NICs
-    // are busy as if all-virtual (the real ranks' reports finish it).
-    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal, kHold };
+  // A transfer between nodes parked while the NIC scheduler holds its
+  // ticket (the index into transfers_): what its grant finishes.
+  struct Transfer {
+    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal };
     Kind kind = Kind::kCollective;
-    int64_t ready = 0, duration = 0;   // NIC time wanted from `ready` on
-    uint32_t comm = 0;                 // kCollective, kHold: the communicator
-    Instance instance;                 // kCollective: its members (waiters); kHold: its first op only
+    uint32_t comm = 0;                 // kCollective: the communicator
+    Instance instance;                 // kCollective: its members (waiters)
     PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
-    int64_t took = 0;                  // point to point: wire plus latency
-    uint32_t queue = 0;                // kVirtualToReal: index into p2p_
-    uint64_t index = 0;                // kVirtualToReal: message index on that queue
+    uint64_t index = 0;                // kVirtualToReal: message index on its queue
   };
 
   void Advance(uint32_t actor);
@@ -272,41 +249,17 @@ class ReplayEngine {
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   void FinishMixed(const Instance& in);
-  bool VirtualNicsFreeBy(const EngineComm& c, int64_t start) const;
-  // Reserves every member's NIC (both directions) for `duration` from the
-  // earliest instant >= `ready` at which all are free; returns that instant.
-  int64_t ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration);
-  // Grants every request of nic_requests_ (shortest first) and lets the
-  // transfers go on; called before the engine leaves the current instant.
+  uint32_t Park(Transfer t);
+  // Lets the transfers the NIC scheduler granted go on (grants_, checks_).
   void GrantNics();
-  void GrantCollective(NicRequest& r);
-  // Reserves the NICs of collective request `r` (kCollective or kHold) by
-  // the NIC model; returns when the collective ends.
-  int64_t ReserveCollectiveNics(const NicRequest& r);
-  void GrantPointToPoint(const NicRequest& r);
-  void GrantVirtualToReal(const NicRequest& r);
-  // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
-  void FinishCollectiveTransfer(const NicRequest& r, int64_t end);
+  void FinishGrants();
+  void FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end);
   void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end);
-  // NicModel::kShared: the request goes on `directions` shared with the
-  // transfers in flight; FinishSharedTransfers completes those done by now_
-  // (a kFlowFlag event) and schedules the next such event.
-  void StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions);
+  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end);
+  // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
+  // FinishSharedTransfers completes the transfers done by now_.
+  void ScheduleSharedCheck(Nanoseconds at);
   void FinishSharedTransfers(uint32_t generation);
-  void ScheduleSharedFinish();
-  // Whether `op` on `c` queues on its members' transmit sides (kQueues, a
-  // ring collective across nodes).
-  bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
-  // kQueues: every member of `c` queues `wire` ns on its transmit side from
-  // `ready` on; returns when the last share has left.
-  int64_t QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire);
-  // kQueues: when an instance of `op` on `c` that becomes ready at `ready`
-  // and takes `duration` alone ends; queues its shares.
-  int64_t QueuedCollectiveEnd(const OpInfo& op, const EngineComm& c, int64_t ready, int64_t duration);
-  static uint32_t TxDirection(uint32_t actor) { return 2 * actor; }
-  static uint32_t RxDirection(uint32_t actor) { return 2 * actor + 1; }
-  static constexpr int64_t kNicMemoryNs = 1'000'000'000;
-  int64_t ForgetBefore() const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
   void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
@@ -337,7 +290,6 @@ class ReplayEngine {
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
-  std::vector<const NicCalendar*> calendar_scratch_;  // ReserveMembersNics' working list
   std::vector<CommState> comm_state_;
   std::vector<uint64_t> iteration_actors_left_;
   std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)
@@ -345,10 +297,11 @@ class ReplayEngine {
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
   absl::flat_hash_map<CalibrationKey, int64_t> measured_;
-  std::vector<NicRequest> nic_requests_;             // made at now_, not yet granted
-  std::vector<NicRequest> nic_grants_;               // GrantNics' batch (kept for its capacity)
-  std::unique_ptr<SharedNics> shared_nics_;          // NicModel::kShared only
-  absl::flat_hash_map<uint64_t, std::pair<NicRequest, int64_t>> shared_transfers_;  // id -> (request, start)
+  NicScheduler nics_;
+  std::vector<Transfer> transfers_;                  // by ticket; free ones listed in free_tickets_
+  std::vector<uint32_t> free_tickets_;
+  std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
+  std::vector<Nanoseconds> checks_;
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
   ReplayStats stats_;

@@ -43,7 +43,7 @@ struct SimulationOptions {
   // (SimulationReport::stopped; prismd --simulate on SIGINT/SIGTERM) instead
   // of a Cancelled status.
   bool report_when_stopped = false;
-  // How transfers share NICs (replay_engine.h NicModel); kShared needs no real ranks.
+  // How transfers share NICs (nic_scheduler.h NicModel); kShared needs no real ranks.
   NicModel nic_model = NicModel::kQueues;
 };
 
