@@ -6,8 +6,9 @@ job at world 8192 (DP64, global batch 1024: the same 16 microbatches per
 iteration, the same 16 programs).
 
 Usage: scale_bench.py BUILD_DIR [--rounds N] [--workdir DIR]
-Rounds alternate the two sizes; prints each step's median wall seconds and
-the ratio 131072 / 8192 of graphgen, simulate and their sum."""
+Rounds alternate the two sizes; prints each step's median CPU seconds (user
+plus system: the build host is shared) beside its median wall seconds, and
+the ratios 131072 / 8192 of graphgen, simulate and their sum (CPU)."""
 import argparse
 import os
 import statistics
@@ -30,12 +31,18 @@ def small_yaml(text):
 
 
 def timed(cmd):
+    """The command's CPU seconds (user + system, its own accounting: the
+    build host is shared, and wall time would count the other processes)
+    and its wall seconds."""
     start = time.monotonic()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    took = time.monotonic() - start
-    if done.returncode != 0:
-        sys.exit(f"scale_bench: {' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
-    return took
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"scale_bench: {' '.join(cmd)} failed ({code}): {err.strip()[-400:]}")
+    return usage.ru_utime + usage.ru_stime, wall
 
 
 def main():
@@ -53,16 +60,22 @@ def main():
     with open(jobs["8192"], "w") as f:
         f.write(small_yaml(big_text))
     times = {size: {"graphgen": [], "simulate": []} for size in jobs}
+    walls = {size: {"graphgen": [], "simulate": []} for size in jobs}
     for _ in range(max(1, args.rounds)):
         for size, yaml in jobs.items():
             graph = os.path.join(work, f"{size}.pb")
-            times[size]["graphgen"].append(timed([graphgen, "job", yaml, "-o", graph]))
-            times[size]["simulate"].append(timed([prismd, "--graph", graph, "--simulate"]))
+            for step, cmd in (("graphgen", [graphgen, "job", yaml, "-o", graph]),
+                              ("simulate", [prismd, "--graph", graph, "--simulate"])):
+                cpu, wall = timed(cmd)
+                times[size][step].append(cpu)
+                walls[size][step].append(wall)
     med = {size: {step: statistics.median(v) for step, v in steps.items()} for size, steps in times.items()}
     for size in jobs:
         m = med[size]
-        print(f"{size:>6} ranks: graphgen {m['graphgen']:.3f} s, simulate {m['simulate']:.3f} s, "
-              f"sum {m['graphgen'] + m['simulate']:.3f} s (medians of {args.rounds})")
+        w = {step: statistics.median(v) for step, v in walls[size].items()}
+        print(f"{size:>6} ranks, CPU seconds: graphgen {m['graphgen']:.3f}, simulate {m['simulate']:.3f}, "
+              f"sum {m['graphgen'] + m['simulate']:.3f} (medians of {args.rounds}; wall {w['graphgen']:.3f}, "
+              f"{w['simulate']:.3f})")
     for step in ("graphgen", "simulate"):
         print(f"ratio 131072/8192 {step}: {med['131072'][step] / med['8192'][step]:.2f}")
     total = {size: med[size]["graphgen"] + med[size]["simulate"] for size in jobs}
