@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 
@@ -17,7 +16,7 @@ int64_t AddTime(int64_t a, int64_t b) { return SatAdd(Nanoseconds(a), Nanosecond
 }  // namespace
 
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
-    : world_(world), model_(model), options_(options), nics_(world, model, options.nic_model) {
+    : world_(world), model_(model), options_(options), p2p_(world), nics_(world, model, options.nic_model) {
   if (options_.iterations == 0) options_.iterations = 1;
   state_.resize(world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
@@ -39,20 +38,6 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   comm_state_.resize(world_.comms.size());
   for (size_t c = 0; c < world_.comms.size(); ++c)
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
-  // Dense ids for the (communicator, src, dst) FIFO queues that send/recv use.
-  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> queue_ids;
-  p2p_queue_of_.resize(world_.actors.size());
-  for (uint32_t a = 0; a < world_.actors.size(); ++a) {
-    const Actor& actor = world_.actors[a];
-    for (size_t d = 0; d < world_.programs[actor.program].p2p.size(); ++d) {
-      const P2PDesc& desc = world_.programs[actor.program].p2p[d];
-      const uint32_t comm = actor.slot_comm[desc.slot], peer = actor.peer_actor[d];
-      const auto key = desc.is_send ? std::make_tuple(comm, a, peer) : std::make_tuple(comm, peer, a);
-      auto [it, fresh] = queue_ids.try_emplace(key, static_cast<uint32_t>(queue_ids.size()));
-      p2p_queue_of_[a].push_back(it->second);
-    }
-  }
-  p2p_.resize(queue_ids.size());
   iteration_actors_left_.assign(options_.iterations, world_.actors.size());
   stats_.iteration_end.assign(options_.iterations, Nanoseconds(0));
   stats_.actor_exposed_ns.assign(world_.actors.size(), 0);
@@ -287,13 +272,10 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     return;
   }
   Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
-  if (!measured_.empty()) {
-    const auto it = measured_.find(CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape});
-    if (it != measured_.end()) {
-      took = Nanoseconds(it->second);
-      ++stats_.calibrated_instances;
-      if (observer_) observer_->OnCalibratedCollective();
-    }
+  if (const auto measured = calibration_.Find(op, c.shape)) {
+    took = *measured;
+    ++stats_.calibrated_instances;
+    if (observer_) observer_->OnCalibratedCollective();
   }
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
@@ -373,7 +355,7 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
       nics_.VirtualMembersFreeBy(comm, Nanoseconds(start)))
-    measured_[CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape}] = in.real_done - start;
+    calibration_.Record(op, c.shape, Nanoseconds(in.real_done - start));
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
 
@@ -418,57 +400,22 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
-  const PendingP2P mine{actor, k, now_};
-  if (a.real) {
-    // A real rank's send/recv completes through its report. Only a real
-    // send to a virtual receiver needs the queue: the receive ends when the
-    // send's last byte arrives.
-    if (!is_send || peer_real) return;
-    if (!q.recvs.empty()) {
-      const PendingP2P recv = q.recvs.front();
-      q.recvs.pop_front();
-      q.awaiting.emplace_back(mine, recv);
-    } else {
-      q.sends.push_back(mine);
-    }
-    return;
+  const P2PMatch m = p2p_.Post(PendingP2P{actor, k, now_}, op.p2p_desc, is_send, a.real, peer_real);
+  switch (m.kind) {
+    case P2PMatch::Kind::kWaiting: break;
+    case P2PMatch::Kind::kMatched: MatchP2P(m.send, m.recv, same_node); break;
+    case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
+    case P2PMatch::Kind::kToReal: SendVirtualToReal(actor, k, m.index, same_node); break;
   }
-  if (peer_real) {
-    if (is_send) {
-      SendVirtualToReal(actor, k, q, same_node);
-      return;
-    }
-    // A virtual receive from a real sender.
-    if (!q.sends.empty()) {
-      const PendingP2P send = q.sends.front();
-      q.sends.pop_front();
-      if (send.real_done >= 0) DeliverFromReal(send, mine, same_node);
-      else q.awaiting.emplace_back(send, mine);
-    } else {
-      q.recvs.push_back(mine);
-    }
-    return;
-  }
-  auto& others = is_send ? q.recvs : q.sends;
-  if (others.empty()) {
-    (is_send ? q.sends : q.recvs).push_back(mine);
-    return;
-  }
-  const PendingP2P other = others.front();
-  others.pop_front();
-  if (is_send) MatchP2P(mine, other, same_node);
-  else MatchP2P(other, mine, same_node);
 }
 
 // A virtual sender does not wait for its real receiver (NCCL's senders never
 // do): it leaves when its NIC is free, completes by the model, and the
 // observer tells the real receiver when the first byte left.
-void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node) {
+void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   const PendingP2P send{actor, k, now_};
-  const uint64_t index = q.virtual_to_real++;
   if (same_node) {  // no NIC
     FinishVirtualToReal(send, index, now_, AddTime(now_, took.count()));
     return;
@@ -513,22 +460,9 @@ void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  if (op.kind == OpKind::kSend && !peer_real) {
-    P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
-    const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
-    if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
-      auto [send, recv] = q.awaiting.front();  // the oldest matched send is this one
-      q.awaiting.pop_front();
-      send.real_done = at;
-      DeliverFromReal(send, recv, same_node);
-    } else {
-      for (PendingP2P& send : q.sends)
-        if (send.actor == actor && send.real_done < 0) {
-          send.real_done = at;
-          break;
-        }
-    }
-  }
+  if (op.kind == OpKind::kSend && !peer_real)
+    if (const auto matched = p2p_.RealSendDone(actor, op.p2p_desc, at))
+      DeliverFromReal(matched->first, matched->second, a.peer_same_node[op.p2p_desc] != 0);
   Complete(actor, k, issued);  // now_ == at: this handler runs the report's event
 }
 
@@ -573,45 +507,13 @@ void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
   ScheduleSharedCheck(nics_.NextFinish());
 }
 
-absl::Status ReplayEngine::CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const {
-  if (rank >= world_.actor_of_rank.size())
-    return absl::InvalidArgumentError(absl::StrCat("injected event names rank ", rank, " outside the world"));
-  *actor = world_.actor_of_rank[rank];
-  if (!world_.actors[*actor].real)
-    return absl::InvalidArgumentError(absl::StrCat("injected event for rank ", rank, ", which is not real"));
-  const ProgramInfo& p = world_.programs[world_.actors[*actor].program];
-  if (op > p.ops.size() || (completion && op == p.ops.size()))
-    return absl::InvalidArgumentError(
-        absl::StrCat("injected event names op ", op, " of rank ", rank, ", beyond its program"));
-  if (completion && !IsComm(p.ops[op].kind))
-    return absl::InvalidArgumentError(
-        absl::StrCat("injected completion of op ", op, " of rank ", rank, ", which is not a communication op"));
-  return absl::OkStatus();
-}
-
 absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
-  std::vector<InboxEvent> events;
-  inbox->Drain(&events);
-  for (const InboxEvent& e : events) {
-    if (std::holds_alternative<StopRequest>(e)) {
-      stop_ = true;
-      continue;
-    }
-    if (std::holds_alternative<EndOfInput>(e)) {
-      input_ended_ = true;
-      continue;
-    }
-    uint32_t actor = 0;
-    if (const auto* r = std::get_if<RankReachedOp>(&e)) {
-      if (auto s = CheckInjected(r->rank, r->op, false, &actor); !s.ok()) return s;
-      Push(r->at.count(), actor, r->op | kReachFlag, r->at.count());
-    } else if (const auto* c = std::get_if<RankCompletedOp>(&e)) {
-      if (auto s = CheckInjected(c->rank, c->op, true, &actor); !s.ok()) return s;
-      Push(c->at.count(), actor, c->op | kCompleteFlag, c->started.count());
-    }
-    ++stats_.real_reports;
-  }
-  return absl::OkStatus();
+  const absl::Status s = DrainInjected(world_, *inbox, &injected_);
+  stop_ |= injected_.stop;
+  input_ended_ |= injected_.ended;
+  stats_.real_reports += injected_.reports;
+  for (const Event& e : injected_.events) Push(e.time, e.actor, e.op, e.issued);
+  return s;
 }
 
 // Whether a real actor already reached the next communication op after the

@@ -37,9 +37,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "daemon/engine/calibration.h"
 #include "daemon/engine/event_queue.h"
+#include "daemon/engine/injected_events.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
+#include "daemon/engine/p2p_queues.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
@@ -199,29 +202,6 @@ class ReplayEngine {
     bool real_alone = true;
   };
   struct CommState { uint64_t base = 0; std::deque<Instance> pending; uint32_t real_members = 0; };
-  struct PendingP2P { uint32_t actor, op; int64_t posted; int64_t real_done = -1; };
-  // One (communicator, src, dst) FIFO. `awaiting` pairs a real send already
-  // matched with a virtual receive that waits for the send's report.
-  struct P2PQueue {
-    std::deque<PendingP2P> sends, recvs;
-    std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv)
-    uint64_t virtual_to_real = 0;    // messages a virtual sender started to a real receiver
-  };
-  // Measured durations of collectives a real rank took part in, keyed by
-  // (kind, algorithm, bytes, shape): all-virtual instances of the same key
-  // take the measured time instead of the model's.
-  struct CalibrationKey {
-    int kind, algorithm;
-    uint64_t bytes;
-    CommShape shape;
-    bool operator==(const CalibrationKey&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const CalibrationKey& k) {
-      return H::combine(std::move(h), k.kind, k.algorithm, k.bytes, k.shape.ranks, k.shape.nodes,
-                        k.shape.min_per_node, k.shape.max_per_node);
-    }
-  };
-
   // A transfer between nodes parked while the NIC scheduler holds its
   // ticket (the index into transfers_): what its grant finishes.
   struct Transfer {
@@ -262,7 +242,7 @@ class ReplayEngine {
   void FinishSharedTransfers(uint32_t generation);
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
-  void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
+  void SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node);
   void MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void RealP2PDone(uint32_t actor, uint32_t k, int64_t at);
@@ -271,7 +251,6 @@ class ReplayEngine {
   Nanoseconds HopLatency(bool same_node) const;
   void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
-  absl::Status CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const;
   absl::Status StallError() const;
   bool Finished() const;
   void Progress(WallClockPacer* pacer);
@@ -292,11 +271,11 @@ class ReplayEngine {
   std::vector<ActorState> state_;
   std::vector<CommState> comm_state_;
   std::vector<uint64_t> iteration_actors_left_;
-  std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)
-  std::vector<std::vector<uint32_t>> p2p_queue_of_;  // per actor, per P2P desc: index into p2p_
+  P2PQueues p2p_;
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
-  absl::flat_hash_map<CalibrationKey, int64_t> measured_;
+  Calibration calibration_;
+  InjectedEvents injected_;                          // ApplyInbox's batch (kept for its capacity)
   NicScheduler nics_;
   std::vector<Transfer> transfers_;                  // by ticket; free ones listed in free_tickets_
   std::vector<uint32_t> free_tickets_;
