@@ -13,11 +13,16 @@ bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend ||
 
 int64_t AddTime(int64_t a, int64_t b) { return SatAdd(Nanoseconds(a), Nanoseconds(b)).count(); }
 
+EngineOptions FixOptions(EngineOptions o) {
+  if (o.iterations == 0) o.iterations = 1;
+  return o;
+}
+
 }  // namespace
 
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
-    : world_(world), model_(model), options_(options), p2p_(world), nics_(world, model, options.nic_model) {
-  if (options_.iterations == 0) options_.iterations = 1;
+    : world_(world), model_(model), options_(FixOptions(options)), p2p_(world),
+      nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
   state_.resize(world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
@@ -33,15 +38,10 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       s.early_done.resize(p.ops.size());
     }
     s.calls.assign(actor.slot_comm.size(), 0);
-    s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
   }
   comm_state_.resize(world_.comms.size());
   for (size_t c = 0; c < world_.comms.size(); ++c)
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
-  iteration_actors_left_.assign(options_.iterations, world_.actors.size());
-  stats_.iteration_end.assign(options_.iterations, Nanoseconds(0));
-  stats_.actor_exposed_ns.assign(world_.actors.size(), 0);
-  stats_.actor_peak_memory.assign(world_.actors.size(), 0);
   queue_.Reserve(world_.actors.size() * 4);
 }
 
@@ -51,14 +51,6 @@ void ReplayEngine::Push(int64_t time, uint32_t actor, uint32_t op, int64_t issue
   int64_t known = time;
   if (pacer_ != nullptr && handling_report_) known = std::max(time, pacer_->Now().count());
   queue_.Push(Event{time, actor, op, issued, known});
-}
-
-// Exposed communication: time with a communication op in flight and no
-// compute. Real ranks' reports may arrive out of the engine's time order:
-// never count a negative span.
-void ReplayEngine::Account(ActorState& s) {
-  if (s.communicating > 0 && s.computing == 0 && now_ > s.last_change) s.exposed += now_ - s.last_change;
-  s.last_change = std::max(s.last_change, now_);
 }
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
@@ -137,12 +129,9 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
-  Account(s);
+  accounting_.Started(actor, op, now_);
   switch (op.kind) {
     case OpKind::kCompute:
-      ++s.computing;
-      s.memory += op.memory_delta;
-      s.memory_peak = std::max(s.memory_peak, s.memory);
       if (!a.real) {
         Push(AddTime(now_, op.duration.count()), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
@@ -152,12 +141,10 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       }
       break;
     case OpKind::kCollective:
-      ++s.communicating;
       Arrive(actor, k);
       break;
     case OpKind::kSend:
     case OpKind::kRecv:
-      ++s.communicating;
       if (a.real) s.open_p2p[k].push_back(now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
@@ -174,17 +161,8 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
-  ActorState& s = state_[actor];
-  const uint32_t iteration = s.done[k]++;
-  if (iteration >= options_.iterations) return;
-  if (--s.iteration_left[iteration] != 0) return;
-  ++s.iterations_done;
-  stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], Nanoseconds(now_));
-  if (--iteration_actors_left_[iteration] == 0) {
-    ++iterations_done_;
-    const Nanoseconds prev = iteration == 0 ? Nanoseconds(0) : stats_.iteration_end[iteration - 1];
-    if (observer_) observer_->OnIteration(iteration, stats_.iteration_end[iteration] - prev);
-  }
+  if (const auto all = accounting_.CountDone(actor, state_[actor].done[k]++, now_); all && observer_)
+    observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
 void ReplayEngine::FinishInstant(uint32_t actor, uint32_t k) { CountDone(actor, k); }
@@ -193,26 +171,8 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
-  Account(s);
-  const __int128 w = a.weight;
-  const int64_t took = std::max<int64_t>(0, now_ - issued);
-  if (op.kind == OpKind::kCompute) {
-    --s.computing;
-    stats_.compute_ns += w * took;
-  } else if (IsComm(op.kind)) {
-    --s.communicating;
-    s.last_comm_done = std::max(s.last_comm_done, now_);
-    const int kind = op.kind == OpKind::kSend ? kOpKindSend
-                     : op.kind == OpKind::kRecv ? kOpKindRecv
-                                                : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-    const int comm = std::clamp<int>(world_.comms[a.slot_comm[op.slot]].kind, 0, kCommKinds - 1);
-    for (KindTotals* t : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-      t->time_ns += w * took;
-      t->ops += w;
-      t->bytes += w * op.bytes.count();
-    }
-    if (a.real && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
-  }
+  accounting_.Ended(actor, op, issued, now_);
+  if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, Nanoseconds(issued), Nanoseconds(now_));
   --s.streams[op.stream].inflight;
   s.done_at[k] = std::max(s.done_at[k], now_);
@@ -379,7 +339,7 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
   if (in != nullptr) {
     // Other communication of this rank in flight now, or ended after this
     // one's first send: its duration is not this collective's alone.
-    if (s.communicating > 1 || started <= 0 || s.last_comm_done > started) in->real_alone = false;
+    if (!accounting_.CommunicatedAlone(actor, started)) in->real_alone = false;
     in->real_done = std::max(in->real_done, at);
     in->real_started = std::max(in->real_started, started);
     if (in->real_left > 0) --in->real_left;
@@ -556,12 +516,6 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
   Advance(actor);
 }
 
-bool ReplayEngine::Finished() const {
-  for (const ActorState& s : state_)
-    if (s.iterations_done < options_.iterations) return false;
-  return true;
-}
-
 absl::Status ReplayEngine::StallError() const {
   for (size_t a = 0; a < state_.size(); ++a) {
     const ProgramInfo& p = world_.programs[world_.actors[a].program];
@@ -583,7 +537,7 @@ absl::Status ReplayEngine::StallError() const {
 
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
-    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, iterations_done_,
+    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, accounting_.iterations_done(),
                                          Nanoseconds(pacer ? pacer->lag_ns() : 0)});
 }
 
@@ -592,13 +546,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   if (observer_) observer_->OnWorld(world_);
   bool has_real = false;
   for (const Actor& a : world_.actors) has_real |= a.real;
-  for (uint32_t a = 0; a < state_.size(); ++a) {
-    if (world_.programs[world_.actors[a].program].ops.empty()) {
-      state_[a].iterations_done = options_.iterations;
-      for (uint64_t i = 0; i < options_.iterations; ++i) --iteration_actors_left_[i];
-    }
-    Advance(a);
-  }
+  for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
   while (!stop_) {
@@ -612,7 +560,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       continue;
     }
     if (queue_.empty()) {
-      if (Finished()) break;
+      if (accounting_.Finished()) break;
       if (input_ended_) {  // a replay of recorded sessions that ends before the job does
         stop_ = true;
         break;
@@ -664,10 +612,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   stats_.events = events_;
   stats_.end = Nanoseconds(horizon_);
   stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  for (size_t a = 0; a < state_.size(); ++a) {
-    stats_.actor_exposed_ns[a] = state_[a].exposed;
-    stats_.actor_peak_memory[a] = state_[a].memory_peak;
-  }
+  accounting_.Close();
   Progress(pacer);
   if (stop_) return absl::CancelledError("replay stopped on request");
   return absl::OkStatus();

@@ -44,6 +44,7 @@
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_queues.h"
 #include "daemon/engine/realtime.h"
+#include "daemon/engine/replay_accounting.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/engine/world.h"
@@ -183,11 +184,6 @@ class ReplayEngine {
     std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
     std::vector<std::deque<EarlyDone>> early_done; // real actors: per op, reports ahead of the engine
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
-    std::vector<uint32_t> iteration_left;
-    uint64_t iterations_done = 0;
-    int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
-    uint32_t computing = 0, communicating = 0;
-    int64_t last_comm_done = 0;      // when its latest communication op completed
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
   struct Instance {
@@ -225,7 +221,6 @@ class ReplayEngine {
   void Complete(uint32_t actor, uint32_t k, int64_t issued);
   void FinishInstant(uint32_t actor, uint32_t k);
   void CountDone(uint32_t actor, uint32_t k);
-  void Account(ActorState& s);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   void FinishMixed(const Instance& in);
@@ -252,7 +247,6 @@ class ReplayEngine {
   void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;
-  bool Finished() const;
   void Progress(WallClockPacer* pacer);
 
   const EngineWorld& world_;
@@ -265,12 +259,10 @@ class ReplayEngine {
   bool handling_report_ = false;      // the current event is a real rank's report
   int64_t now_ = 0;
   uint64_t events_ = 0;
-  uint64_t iterations_done_ = 0;
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
   std::vector<CommState> comm_state_;
-  std::vector<uint64_t> iteration_actors_left_;
   P2PQueues p2p_;
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
@@ -283,7 +275,8 @@ class ReplayEngine {
   std::vector<Nanoseconds> checks_;
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
-  ReplayStats stats_;
+  ReplayAccounting accounting_;
+  ReplayStats& stats_ = accounting_.stats();        // the run's own figures (events, end, hybrid counts)
 };
 
 }  // namespace prism::engine
