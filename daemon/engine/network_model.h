@@ -96,6 +96,8 @@ class NetworkModel {
   // Ring bottleneck bandwidth and per-step latency for `shape`.
   BitsPerSecond RingBandwidth(const CommShape& shape) const;
   Nanoseconds HopLatency(const CommShape& shape) const;
+  // One hop between two ranks on one node (NVLink) or on two (the NIC).
+  Nanoseconds HopLatency(bool same_node) const { return same_node ? links_.intra_latency : links_.nic_latency; }
 
   const LinkFigures& links() const { return links_; }
 

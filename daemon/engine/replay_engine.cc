@@ -31,12 +31,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
     s.done_at.assign(p.ops.size(), 0);
-    if (actor.real) {
-      s.reached.assign(p.ops.size(), 0);
-      s.open_calls.resize(p.ops.size());
-      s.open_p2p.resize(p.ops.size());
-      s.early_done.resize(p.ops.size());
-    }
+    if (actor.real) s.real = std::make_unique<RealRankOps>(p.ops.size());
     s.calls.assign(actor.slot_comm.size(), 0);
   }
   comm_state_.resize(world_.comms.size());
@@ -58,7 +53,7 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   // A real rank's communication ops start when it says it reached them (its
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
-  if (world_.actors[actor].real) return !IsComm(op.kind) || s.reached[k] > iteration;
+  if (s.real) return !IsComm(op.kind) || s.real->reached(k) > iteration;
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
@@ -81,7 +76,7 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
         if (WaitsForLaterCompletion(actor, stream, op)) return;
         st.in_group = false;
         ++st.pos;
-        FinishInstant(actor, k);
+        CountDone(actor, k);  // a group's start or end: done at once
         continue;
       }
     } else if (st.inflight > 0) {
@@ -92,9 +87,9 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
     ++st.pos;
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
-      FinishInstant(actor, k);
+      CountDone(actor, k);  // a group's start or end: done at once
     } else if (op.kind == OpKind::kGroupEnd) {
-      FinishInstant(actor, k);  // stray end: nothing to wait for
+      CountDone(actor, k);  // stray end: nothing to wait for
     } else {
       ++st.inflight;
       Issue(actor, k);
@@ -145,27 +140,22 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       break;
     case OpKind::kSend:
     case OpKind::kRecv:
-      if (a.real) s.open_p2p[k].push_back(now_);
+      if (a.real) s.real->IssueP2P(k, now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
     default:
       break;
   }
-  if (a.real && IsComm(op.kind) && !s.early_done[k].empty()) {
-    // Its report came before the engine got here: complete it now (at the
-    // reported time, or now if that is in the engine's past for this op).
-    const EarlyDone d = s.early_done[k].front();
-    s.early_done[k].pop_front();
-    Push(std::max(d.at, now_), actor, k | kCompleteFlag, d.started);
-  }
+  // Its report came before the engine got here: complete it now (at the
+  // reported time, or now if that is in the engine's past for this op).
+  if (const auto early = a.real && IsComm(op.kind) ? s.real->TakeEarly(k) : std::nullopt)
+    Push(std::max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
   if (const auto all = accounting_.CountDone(actor, state_[actor].done[k]++, now_); all && observer_)
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
-
-void ReplayEngine::FinishInstant(uint32_t actor, uint32_t k) { CountDone(actor, k); }
 
 void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   const Actor& a = world_.actors[actor];
@@ -201,7 +191,7 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   in.last = std::max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
   if (a.real) {
-    state_[actor].open_calls[k].push_back({comm, call, now_});
+    state_[actor].real->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
     in.last_virtual = std::max(in.last_virtual, now_);
     const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
@@ -254,10 +244,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 }
 
 uint32_t ReplayEngine::Park(Transfer t) {
-  if (free_tickets_.empty()) {
-    transfers_.push_back(std::move(t));
-    return static_cast<uint32_t>(transfers_.size() - 1);
-  }
+  if (free_tickets_.empty()) free_tickets_.push_back(static_cast<uint32_t>(transfers_.size())), transfers_.emplace_back();
   const uint32_t ticket = free_tickets_.back();
   free_tickets_.pop_back();
   transfers_[ticket] = std::move(t);
@@ -311,7 +298,8 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   const EngineComm& c = world_.comms[comm];
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
-  nics_.HoldMembersUntil(comm, Nanoseconds(now_), Nanoseconds(end), Nanoseconds(horizon_));  // if later than the model's
+  // Its members' NICs stay busy until the real end, when later than the model's.
+  nics_.HoldMembersUntil(comm, Nanoseconds(now_), Nanoseconds(end), Nanoseconds(horizon_));
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
       nics_.VirtualMembersFreeBy(comm, Nanoseconds(start)))
@@ -320,13 +308,9 @@ void ReplayEngine::FinishMixed(const Instance& in) {
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
-  ActorState& s = state_[actor];
-  if (s.open_calls[k].empty()) {  // reported before the engine issued it: applied at issue
-    s.early_done[k].push_back({at, started});
-    return;
-  }
-  const OpenCall oc = s.open_calls[k].front();
-  s.open_calls[k].pop_front();
+  const auto open = state_[actor].real->CollectiveDone(k, {at, started});
+  if (!open) return;  // reported before the engine issued it: applied at issue
+  const RealRankOps::OpenCall oc = *open;
   CommState& cs = comm_state_[oc.comm];
   Instance* in = nullptr;
   auto waiting = awaiting_real_.end();
@@ -349,10 +333,6 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
     }
   }
   Complete(actor, k, oc.issued);  // now_ == at: this handler runs the report's event
-}
-
-Nanoseconds ReplayEngine::HopLatency(bool same_node) const {
-  return same_node ? model_.links().intra_latency : model_.links().nic_latency;
 }
 
 void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
@@ -384,7 +364,7 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index,
   t.kind = Transfer::Kind::kVirtualToReal;
   t.send = send;
   t.index = index;
-  nics_.RequestSend(Park(std::move(t)), actor, Nanoseconds(now_), took - HopLatency(same_node), took);
+  nics_.RequestSend(Park(std::move(t)), actor, Nanoseconds(now_), took - model_.HopLatency(same_node), took);
 }
 
 void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end) {
@@ -402,7 +382,7 @@ void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, i
 // A real send's last byte left at send.real_done: the virtual receive ends a
 // hop later, or when it was posted if that is later.
 void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
-  const int64_t end = std::max(recv.posted, AddTime(send.real_done, HopLatency(same_node).count()));
+  const int64_t end = std::max(recv.posted, AddTime(send.real_done, model_.HopLatency(same_node).count()));
   Push(end, recv.actor, recv.op, recv.posted);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
@@ -410,20 +390,15 @@ void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& rec
 }
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
-  ActorState& s = state_[actor];
-  if (s.open_p2p[k].empty()) {  // reported before the engine issued it: applied at issue
-    s.early_done[k].push_back({at, 0});
-    return;
-  }
-  const int64_t issued = s.open_p2p[k].front();
-  s.open_p2p[k].pop_front();
+  const auto issued = state_[actor].real->P2PDone(k, {at, 0});
+  if (!issued) return;  // reported before the engine issued it: applied at issue
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
   if (op.kind == OpKind::kSend && !peer_real)
     if (const auto matched = p2p_.RealSendDone(actor, op.p2p_desc, at))
       DeliverFromReal(matched->first, matched->second, a.peer_same_node[op.p2p_desc] != 0);
-  Complete(actor, k, issued);  // now_ == at: this handler runs the report's event
+  Complete(actor, k, *issued);  // now_ == at: this handler runs the report's event
 }
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
@@ -485,7 +460,7 @@ bool ReplayEngine::NextCommReached(uint32_t actor, uint32_t stream) const {
   const uint64_t len = ops.size(), total = len * options_.iterations;
   for (uint64_t pos = s.streams[stream].pos; pos < total; ++pos) {
     const uint32_t j = ops[pos % len];
-    if (IsComm(p.ops[j].kind)) return s.reached[j] > pos / len;
+    if (IsComm(p.ops[j].kind)) return s.real->reached(j) > pos / len;
   }
   return false;
 }
@@ -496,7 +471,7 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
   ActorState& s = state_[actor];
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   const bool end_of_iteration = k == p.ops.size();
-  const uint64_t iteration = end_of_iteration ? 0 : s.reached[k]++;  // one instance of op k per iteration
+  const uint64_t iteration = end_of_iteration ? 0 : s.real->Reach(k);  // one instance of op k per iteration
   for (uint32_t st = 0; st < s.streams.size(); ++st) {
     const bool same_stream = end_of_iteration || st == p.ops[k].stream;
     const uint64_t len = p.stream_ops[st].size();

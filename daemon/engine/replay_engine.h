@@ -43,6 +43,7 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_queues.h"
+#include "daemon/engine/real_rank_ops.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_accounting.h"
 #include "daemon/engine/replay_stats.h"
@@ -171,18 +172,11 @@ class ReplayEngine {
     int64_t last_done = 0;     // latest completion of one of its ops
     bool wake_pending = false; // a kWakeFlag event is queued for it
   };
-  // A real actor's collective instance in flight: which call of which comm.
-  struct OpenCall { uint32_t comm; uint64_t call; int64_t issued; };
-  // A real actor's completion report that arrived before the engine issued the op.
-  struct EarlyDone { int64_t at; int64_t started; };
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<int64_t> done_at;    // per op: its latest completion
-    std::vector<uint32_t> reached;   // real actors: per op, injected "reached" count
-    std::vector<std::deque<OpenCall>> open_calls;  // real actors: per op, collectives in flight
-    std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
-    std::vector<std::deque<EarlyDone>> early_done; // real actors: per op, reports ahead of the engine
+    std::unique_ptr<RealRankOps> real;  // real actors only
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
@@ -219,7 +213,6 @@ class ReplayEngine {
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
   void Issue(uint32_t actor, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, int64_t issued);
-  void FinishInstant(uint32_t actor, uint32_t k);
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
@@ -243,7 +236,6 @@ class ReplayEngine {
   void RealP2PDone(uint32_t actor, uint32_t k, int64_t at);
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
-  Nanoseconds HopLatency(bool same_node) const;
   void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;
