@@ -21,8 +21,9 @@ EngineOptions FixOptions(EngineOptions o) {
 }  // namespace
 
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
-    : world_(world), model_(model), options_(FixOptions(options)), p2p_(world),
-      nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
+    : world_(world), model_(model), options_(FixOptions(options)),
+      has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
+      p2p_(world), nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
   state_.resize(world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
@@ -30,7 +31,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     ActorState& s = state_[a];
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
-    s.done_at.assign(p.ops.size(), 0);
+    if (has_real_) s.done_at.assign(p.ops.size(), 0);  // WaitsForLaterCompletion's, hybrid runs only
     if (actor.real) s.real = std::make_unique<RealRankOps>(p.ops.size());
     s.calls.assign(actor.slot_comm.size(), 0);
   }
@@ -68,23 +69,23 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   const uint64_t total = len * options_.iterations;
   StreamState& st = state_[actor].streams[stream];
   while (st.pos < total) {
-    const uint32_t k = ops[st.pos % len];
+    const uint32_t k = ops[st.index];
     const OpInfo& op = p.ops[k];
     if (st.in_group) {
       if (op.kind == OpKind::kGroupEnd) {
         if (st.inflight > 0) return;
         if (WaitsForLaterCompletion(actor, stream, op)) return;
         st.in_group = false;
-        ++st.pos;
+        st.Step(len);
         CountDone(actor, k);  // a group's start or end: done at once
         continue;
       }
     } else if (st.inflight > 0) {
       return;
     }
-    if (!Ready(actor, op, k, st.pos / len)) return;
+    if (!Ready(actor, op, k, st.iteration)) return;
     if (WaitsForLaterCompletion(actor, stream, op)) return;
-    ++st.pos;
+    st.Step(len);
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
       CountDone(actor, k);  // a group's start or end: done at once
@@ -165,8 +166,10 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, Nanoseconds(issued), Nanoseconds(now_));
   --s.streams[op.stream].inflight;
-  s.done_at[k] = std::max(s.done_at[k], now_);
-  s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
+  if (has_real_) {  // only a real rank's report is handled at a past time (WaitsForLaterCompletion)
+    s.done_at[k] = std::max(s.done_at[k], now_);
+    s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
+  }
   CountDone(actor, k);
   Advance(actor);
 }
@@ -244,7 +247,8 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
 }
 
 uint32_t ReplayEngine::Park(Transfer t) {
-  if (free_tickets_.empty()) free_tickets_.push_back(static_cast<uint32_t>(transfers_.size())), transfers_.emplace_back();
+  if (free_tickets_.empty())
+    free_tickets_.push_back(static_cast<uint32_t>(transfers_.size())), transfers_.emplace_back();
   const uint32_t ticket = free_tickets_.back();
   free_tickets_.pop_back();
   transfers_[ticket] = std::move(t);
@@ -519,8 +523,6 @@ void ReplayEngine::Progress(WallClockPacer* pacer) {
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   pacer_ = pacer;
   if (observer_) observer_->OnWorld(world_);
-  bool has_real = false;
-  for (const Actor& a : world_.actors) has_real |= a.real;
   for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
@@ -540,7 +542,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
         stop_ = true;
         break;
       }
-      if (has_real && inbox) {
+      if (has_real_ && inbox) {
         inbox->WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
         continue;
       }

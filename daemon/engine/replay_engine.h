@@ -164,13 +164,19 @@ class ReplayEngine {
 
  private:
   struct StreamState {
-    uint64_t pos = 0;
+    uint64_t pos = 0;          // ops issued, all iterations
+    uint64_t iteration = 0;    // pos / its length, index = pos % its length (no divisions in the hot loop)
+    uint32_t index = 0;
     uint32_t inflight = 0;
     bool in_group = false;
     int64_t pending_compute = -1;
     int64_t pending_issued = 0;
     int64_t last_done = 0;     // latest completion of one of its ops
     bool wake_pending = false; // a kWakeFlag event is queued for it
+    void Step(uint64_t len) {
+      ++pos;
+      if (++index == len) index = 0, ++iteration;
+    }
   };
   struct ActorState {
     std::vector<StreamState> streams;
@@ -251,6 +257,7 @@ class ReplayEngine {
   bool handling_report_ = false;      // the current event is a real rank's report
   int64_t now_ = 0;
   uint64_t events_ = 0;
+  const bool has_real_;        // some actor is a real rank (hybrid)
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
