@@ -14,7 +14,7 @@ endif()
 if(TARGET prism_hybrid)
   add_executable(hybrid_explain hybrid_explain.cc)
   target_include_directories(hybrid_explain PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(hybrid_explain PRIVATE prism_hybrid)
+  target_link_libraries(hybrid_explain PRIVATE prism_hybrid_replay)
 
   # tree_pipeline_bench: time of the double binary tree play by ranks and size.
   add_executable(tree_pipeline_bench tree_pipeline_bench.cc)
