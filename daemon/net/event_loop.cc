@@ -1,4 +1,4 @@
-#include "daemon/bootstrap/event_loop.h"
+#include "daemon/net/event_loop.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace prism::bootstrap {
+namespace prism::net {
 
 EventLoop::~EventLoop() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
@@ -127,4 +127,4 @@ void EventLoop::Stop() {
   Wake();
 }
 
-}  // namespace prism::bootstrap
+}  // namespace prism::net
