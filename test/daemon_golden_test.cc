@@ -61,26 +61,18 @@ std::string Fingerprint(const g::Graph& graph, bool classes, NicModel nic, bool 
   return hex;
 }
 
-prism::testing::TrainingSpec SmallTraining() {
-  prism::testing::TrainingSpec s;
-  s.tp = 2, s.pp = 4, s.dp = 4, s.microbatches = 6, s.layers_per_stage = 2;
-  s.cluster.gpus_per_node = 4;
-  s.cluster.nics_per_node = 2;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("golden: a 1F1B training graph, classes off, every NIC model, every rank's timeline",
           "[daemon][golden]") {
-  const g::Graph graph = prism::testing::TrainingGraph(SmallTraining());
+  const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
   CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2) == "2c42974efaeac1c7");
   CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2) == "312ba73ce8578533");
   CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2) == "c5b8bba269891327");
 }
 
 TEST_CASE("golden: the same graph with classes gives the same figures as before", "[daemon][golden]") {
-  const g::Graph graph = prism::testing::TrainingGraph(SmallTraining());
+  const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
   CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2) == "7aa0eb28fd554c6c");
   CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2) == "2e1403dc33734e7e");
 }

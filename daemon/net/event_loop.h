@@ -51,6 +51,9 @@ class EventLoop {
   bool stopping() const { return stop_.load(); }
 
  private:
+  // epoll_ctl(op) of `fd`; the error names `what` ("add", "mod") and the fd.
+  absl::Status Control(int op, const char* what, int fd, uint32_t events, IoHandler* handler);
+
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
