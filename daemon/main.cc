@@ -116,6 +116,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   prism::engine::SimulationOptions o;
   o.iterations = f.iterations;
   o.use_classes = !f.no_classes;
+  o.graph_validated = true;  // ReadGraphFile validated it
   if (f.nic_model == "shared") {
     if (hybrid)
       return absl::InvalidArgumentError(

@@ -213,21 +213,38 @@ absl::Status ValidateRanks(const Graph& g) {
 }
 
 // Every slot communicator contains its rank; peers and roots are below the
-// smallest communicator size a slot maps to. Linear in ranks x slots plus
-// total membership plus ops.
+// smallest communicator size a slot maps to. Each rank's (communicator,
+// slot) pairs are sorted in one flat array; every membership looks its
+// communicator up there by binary search: linear in total membership times
+// the log of a rank's slot count, no hash set (a 131,072-rank graph has
+// millions of memberships).
 absl::Status ValidateMembership(const Graph& g) {
   const auto& comms = g.communicators();
-  absl::flat_hash_set<uint64_t> membership;
-  for (const Communicator& c : comms)
-    for (uint32_t m : c.members()) membership.insert((uint64_t{c.id()} << 32) | m);
+  const uint32_t ranks = static_cast<uint32_t>(g.ranks_size());
+  std::vector<uint64_t> begin(ranks + uint64_t{1}, 0);
+  for (uint32_t r = 0; r < ranks; ++r) begin[r + 1] = begin[r] + g.ranks(r).comm_slots_size();
+  std::vector<std::pair<uint32_t, uint32_t>> named(begin[ranks]);  // (communicator, slot) per rank, sorted
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const Rank& rk = g.ranks(r);
+    for (int s = 0; s < rk.comm_slots_size(); ++s) named[begin[r] + s] = {rk.comm_slots(s), static_cast<uint32_t>(s)};
+    std::sort(named.begin() + begin[r], named.begin() + begin[r + 1]);
+  }
+  std::vector<uint8_t> contained(begin[ranks], 0);  // per (rank, slot) in slot order
+  for (int c = 0; c < comms.size(); ++c)
+    for (uint32_t m : comms[c].members()) {  // m < ranks: ValidateCommunicators
+      const auto end = named.begin() + begin[m + 1];
+      for (auto it = std::lower_bound(named.begin() + begin[m], end, std::make_pair(static_cast<uint32_t>(c), 0u));
+           it != end && it->first == static_cast<uint32_t>(c); ++it)
+        contained[begin[m] + it->second] = 1;
+    }
   std::vector<std::vector<uint32_t>> min_slot_size(g.programs_size());
   for (int i = 0; i < g.programs_size(); ++i)
     min_slot_size[i].assign(g.programs(i).comm_slot_names_size(), UINT32_MAX);
-  for (int r = 0; r < g.ranks_size(); ++r) {
+  for (uint32_t r = 0; r < ranks; ++r) {
     const Rank& rk = g.ranks(r);
     for (int s = 0; s < rk.comm_slots_size(); ++s) {
       const uint32_t c = rk.comm_slots(s);
-      if (!membership.contains((uint64_t{c} << 32) | static_cast<uint32_t>(r)))
+      if (!contained[begin[r] + s])
         return Invalid(absl::StrCat("rank ", r, " slot ", s, " names communicator ", c,
                                     " which does not contain it"));
       uint32_t& m = min_slot_size[rk.program()][s];

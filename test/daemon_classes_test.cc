@@ -43,18 +43,10 @@ void CompareModes(const g::Graph& gr, uint64_t expect_actors_at_most) {
   CHECK(actors[1] <= expect_actors_at_most);
 }
 
-prism::testing::TrainingSpec SmallTraining() {
-  prism::testing::TrainingSpec s;
-  s.tp = 2, s.pp = 4, s.dp = 4, s.microbatches = 6, s.layers_per_stage = 2;
-  s.cluster.gpus_per_node = 4;
-  s.cluster.nics_per_node = 2;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("classes equal full replay on a symmetric 1F1B training graph", "[daemon][classes]") {
-  CompareModes(prism::testing::TrainingGraph(SmallTraining()), 4);  // one class per stage
+  CompareModes(prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec()), 4);  // one class per stage
 }
 
 TEST_CASE("classes equal full replay on world collectives", "[daemon][classes]") {
@@ -63,7 +55,7 @@ TEST_CASE("classes equal full replay on world collectives", "[daemon][classes]")
 }
 
 TEST_CASE("a straggler splits the classes and the answer still equals full replay", "[daemon][classes]") {
-  g::Graph gr = prism::testing::TrainingGraph(SmallTraining());
+  g::Graph gr = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
   // Rank 9 (stage 1) gets its own, slower copy of its program.
   g::Program slow = gr.programs(1);
   slow.set_id(static_cast<uint32_t>(gr.programs_size()));
@@ -75,7 +67,7 @@ TEST_CASE("a straggler splits the classes and the answer still equals full repla
   CompareModes(gr, 31);
   prism::engine::SimulationOptions o;
   auto straggler = prism::engine::Simulate(gr, o);
-  auto base = prism::engine::Simulate(prism::testing::TrainingGraph(SmallTraining()), o);
+  auto base = prism::engine::Simulate(prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec()), o);
   REQUIRE(straggler.ok());
   REQUIRE(base.ok());
   CHECK(straggler->report.mean_iteration > base->report.mean_iteration);

@@ -1,4 +1,4 @@
-// The engine's NIC models (replay_engine.h NicModel): kQueues (the default:
+// The engine's NIC models (nic_scheduler.h NicModel): kQueues (the default:
 // each member of a ring collective across nodes queues its share on its own
 // transmit side), kCalendar, and kShared with daemon/engine/nic_sharing.h
 // (transfers in flight share each NIC direction equally; hand-worked times).

@@ -215,4 +215,12 @@ graph::Graph TrainingGraph(const TrainingSpec& s) {
   return g;
 }
 
+TrainingSpec SmallTrainingSpec() {
+  TrainingSpec s;
+  s.tp = 2, s.pp = 4, s.dp = 4, s.microbatches = 6, s.layers_per_stage = 2;
+  s.cluster.gpus_per_node = 4;
+  s.cluster.nics_per_node = 2;
+  return s;
+}
+
 }  // namespace prism::testing

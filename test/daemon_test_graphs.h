@@ -42,6 +42,10 @@ struct TrainingSpec {
 // slots ["tp", "pp", "dp"]; Megatron-style 1F1B with grouped send/recv pairs.
 graph::Graph TrainingGraph(const TrainingSpec& spec);
 
+// TP2 PP4 DP4 (32 ranks, 4 GPUs and 2 NICs per node), 6 microbatches, 2
+// layers per stage: small enough to replay rank by rank with every timeline.
+TrainingSpec SmallTrainingSpec();
+
 }  // namespace prism::testing
 
 #endif  // PRISM_TEST_DAEMON_TEST_GRAPHS_H_

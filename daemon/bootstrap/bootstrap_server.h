@@ -77,7 +77,7 @@ class BootstrapServer : public ConnEvents {
   BootstrapConfig config_;
   BootstrapPlan plan_;
   Components c_;
-  EventLoop loop_;
+  net::EventLoop loop_;
   Reporter reporter_;
   ConnectionTable conns_;
   CommTable comms_;

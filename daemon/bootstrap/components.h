@@ -16,7 +16,7 @@
 
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "daemon/bootstrap/bootstrap_service.h"
-#include "daemon/bootstrap/event_loop.h"
+#include "daemon/net/event_loop.h"
 #include "daemon/bootstrap/nccl_ids.h"
 #include "daemon/bootstrap/virtual_connections.h"
 #include "daemon/bootstrap/wire_profile.h"
@@ -38,7 +38,7 @@ struct Components {
   UniqueId shared_id{};                   // the NCCL_COMM_ID id (legacy shared root)
   Ipv4Endpoint shared_root;               // its address
   daemon::VirtualConnectionBroker* broker = nullptr;  // may be null
-  EventLoop* loop = nullptr;
+  net::EventLoop* loop = nullptr;
   Reporter* reporter = nullptr;
   ConnectionTable* conns = nullptr;
   CommTable* comms = nullptr;

@@ -76,7 +76,7 @@ absl::StatusOr<std::pair<uint32_t, int>> ParseCidr(const std::string& text) {
 
 void Conn::OnIo(uint32_t events) { table->OnConnIo(this, events); }
 
-ConnectionTable::ConnectionTable(EventLoop& loop, Reporter& reporter, ConnEvents& events)
+ConnectionTable::ConnectionTable(net::EventLoop& loop, Reporter& reporter, ConnEvents& events)
     : loop_(loop), reporter_(reporter), events_(events) {}
 
 ConnectionTable::~ConnectionTable() {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/bootstrap/event_loop.h"
+#include "daemon/net/event_loop.h"
 #include "daemon/bootstrap/nccl_ids.h"
 #include "daemon/bootstrap/reporter.h"
 #include "daemon/bootstrap/wire_recorder.h"
@@ -53,7 +53,7 @@ enum class ConnRole : uint8_t {
 
 class ConnectionTable;
 
-struct Conn : IoHandler {
+struct Conn : net::IoHandler {
   ConnectionTable* table = nullptr;
   uint64_t id = 0;
   int fd = -1;
@@ -117,7 +117,7 @@ class ConnectionTable {
  public:
   enum class ListenerKind : uint8_t { kEndpoints, kRoot };
 
-  ConnectionTable(EventLoop& loop, Reporter& reporter, ConnEvents& events);
+  ConnectionTable(net::EventLoop& loop, Reporter& reporter, ConnEvents& events);
   ~ConnectionTable();
   ConnectionTable(const ConnectionTable&) = delete;
   ConnectionTable& operator=(const ConnectionTable&) = delete;
@@ -159,7 +159,7 @@ class ConnectionTable {
   size_t open_connections() const { return conns_.size(); }
 
  private:
-  struct Listener : IoHandler {
+  struct Listener : net::IoHandler {
     ConnectionTable* table = nullptr;
     int fd = -1;
     ListenerKind kind = ListenerKind::kEndpoints;
@@ -184,7 +184,7 @@ class ConnectionTable {
   void OnConnIo(Conn* c, uint32_t events);
   void ReadAll(Conn* c, bool* eof);
 
-  EventLoop& loop_;
+  net::EventLoop& loop_;
   Reporter& reporter_;
   ConnEvents& events_;
   WireRecorder* recorder_ = nullptr;

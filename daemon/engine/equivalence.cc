@@ -65,25 +65,34 @@ struct Reduction {
 uint32_t Node(const Reduction& r, uint32_t cls, uint32_t slot) { return r.slot_offset[cls] + slot; }
 
 // Unions (A, s) with (B, s') whenever a member of class B names A's slot-s
-// communicator through its slot s'. Returns "" or why reduction is unsafe.
+// communicator through its slot s'. Each communicator's members are walked
+// once, however many classes name it (every class names the world).
+// Returns "" or why reduction is unsafe.
 std::string JoinSlots(const EngineWorld& full, Reduction& r) {
   const uint32_t classes = static_cast<uint32_t>(r.rep.size());
   r.slot_offset.assign(classes + 1, 0);
   for (uint32_t a = 0; a < classes; ++a)
     r.slot_offset[a + 1] = r.slot_offset[a] + static_cast<uint32_t>(full.actors[r.rep[a]].slot_comm.size());
   r.uf = UnionFind(r.slot_offset[classes]);
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> roles;  // comm -> the (class, slot) nodes naming it
   uint64_t work = 0;
   for (uint32_t a = 0; a < classes; ++a) {
     const Actor& rep = full.actors[r.rep[a]];
     for (uint32_t s = 0; s < rep.slot_comm.size(); ++s) {
       const uint32_t c = rep.slot_comm[s];
-      work += full.comms[c].members.size() * (1 + rep.slot_comm.size());
-      if (work > kAnalysisBudget) return "the symmetry analysis would take too long for this graph";
-      for (uint32_t m : full.comms[c].members) {
-        const Actor& member = full.actors[m];
-        for (uint32_t t = 0; t < member.slot_comm.size(); ++t)
-          if (member.slot_comm[t] == c) r.uf.Union(Node(r, a, s), Node(r, r.colour[m], t));
+      auto [it, fresh] = roles.try_emplace(c);
+      if (fresh) {
+        for (uint32_t m : full.comms[c].members) {
+          const Actor& member = full.actors[m];
+          work += 1 + member.slot_comm.size();
+          if (work > kAnalysisBudget) return "the symmetry analysis would take too long for this graph";
+          for (uint32_t t = 0; t < member.slot_comm.size(); ++t)
+            if (member.slot_comm[t] == c) it->second.push_back(Node(r, r.colour[m], t));
+        }
+        std::sort(it->second.begin(), it->second.end());
+        it->second.erase(std::unique(it->second.begin(), it->second.end()), it->second.end());
       }
+      for (uint32_t node : it->second) r.uf.Union(Node(r, a, s), node);
     }
   }
   for (uint32_t a = 0; a < classes; ++a) {

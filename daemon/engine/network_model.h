@@ -119,6 +119,8 @@ class NetworkModel {
   BitsPerSecond RingBandwidth(const CommShape& shape) const;
   Nanoseconds HopLatency(const CommShape& shape) const;
   Nanoseconds StepLatency(const CommShape& shape) const;
+  // One hop between two ranks on one node (NVLink) or on two (the NIC).
+  Nanoseconds HopLatency(bool same_node) const { return same_node ? links_.intra_latency : links_.nic_latency; }
 
   const LinkFigures& links() const { return links_; }
   Nanoseconds step_cost() const { return nccl_.step_cost; }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,53 +13,31 @@ bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend ||
 
 int64_t AddTime(int64_t a, int64_t b) { return SatAdd(Nanoseconds(a), Nanoseconds(b)).count(); }
 
+EngineOptions FixOptions(EngineOptions o) {
+  if (o.iterations == 0) o.iterations = 1;
+  return o;
+}
+
 }  // namespace
 
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
-    : world_(world), model_(model), options_(options) {
-  if (options_.iterations == 0) options_.iterations = 1;
+    : world_(world), model_(model), options_(FixOptions(options)),
+      has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
+      p2p_(world), nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
   state_.resize(world_.actors.size());
-  if (options_.nic_model == NicModel::kShared)
-    shared_nics_ = std::make_unique<SharedNics>(2 * world_.actors.size());
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
     ActorState& s = state_[a];
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
-    s.done_at.assign(p.ops.size(), 0);
-    if (actor.real) {
-      s.reached.assign(p.ops.size(), 0);
-      s.open_calls.resize(p.ops.size());
-      s.open_p2p.resize(p.ops.size());
-      s.early_done.resize(p.ops.size());
-    }
+    if (has_real_) s.done_at.assign(p.ops.size(), 0);  // WaitsForLaterCompletion's, hybrid runs only
+    if (actor.real) s.real = std::make_unique<RealRankOps>(p.ops.size());
     s.calls.assign(actor.slot_comm.size(), 0);
-    s.iteration_left.assign(options_.iterations, static_cast<uint32_t>(p.ops.size()));
-    ops_total_ += p.ops.size() * options_.iterations;
   }
   comm_state_.resize(world_.comms.size());
   for (size_t c = 0; c < world_.comms.size(); ++c)
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
-  // Dense ids for the (communicator, src, dst) FIFO queues that send/recv use.
-  absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> queue_ids;
-  p2p_queue_of_.resize(world_.actors.size());
-  for (uint32_t a = 0; a < world_.actors.size(); ++a) {
-    const Actor& actor = world_.actors[a];
-    for (size_t d = 0; d < world_.programs[actor.program].p2p.size(); ++d) {
-      const P2PDesc& desc = world_.programs[actor.program].p2p[d];
-      const uint32_t comm = actor.slot_comm[desc.slot], peer = actor.peer_actor[d];
-      const auto key = desc.is_send ? std::make_tuple(comm, a, peer) : std::make_tuple(comm, peer, a);
-      auto [it, fresh] = queue_ids.try_emplace(key, static_cast<uint32_t>(queue_ids.size()));
-      p2p_queue_of_[a].push_back(it->second);
-    }
-  }
-  p2p_.resize(queue_ids.size());
-  iteration_actors_left_.assign(options_.iterations, world_.actors.size());
-  stats_.iteration_end.assign(options_.iterations, Nanoseconds(0));
-  stats_.actor_exposed_ns.assign(world_.actors.size(), 0);
-  stats_.actor_pipeline_wait_ns.assign(world_.actors.size(), 0);
-  stats_.actor_peak_memory.assign(world_.actors.size(), 0);
   queue_.Reserve(world_.actors.size() * 4);
 }
 
@@ -72,29 +49,12 @@ void ReplayEngine::Push(int64_t time, uint32_t actor, uint32_t op, int64_t issue
   queue_.Push(Event{time, actor, op, issued, known});
 }
 
-// Exposed communication: time with a communication op in flight and no
-// compute; the part with nothing but pipeline send/recv in flight is the
-// pipeline wait (the schedule's bubble, plus the activation transfers). Real
-// ranks' reports may arrive out of the engine's time order: never count a
-// negative span.
-void ReplayEngine::Account(ActorState& s) {
-  if (s.communicating > 0 && s.computing == 0 && now_ > s.last_change) {
-    s.exposed += now_ - s.last_change;
-    if (s.pipeline_p2p == s.communicating) s.pipeline_wait += now_ - s.last_change;
-  }
-  s.last_change = std::max(s.last_change, now_);
-}
-
-bool ReplayEngine::IsPipeline(const Actor& a, const OpInfo& op) const {
-  return world_.comms[a.slot_comm[op.slot]].kind == graph::COMM_KIND_PP;
-}
-
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
   const ActorState& s = state_[actor];
   // A real rank's communication ops start when it says it reached them (its
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
-  if (world_.actors[actor].real) return !IsComm(op.kind) || s.reached[k] > iteration;
+  if (s.real) return !IsComm(op.kind) || s.real->reached(k) > iteration;
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
@@ -109,28 +69,28 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   const uint64_t total = len * options_.iterations;
   StreamState& st = state_[actor].streams[stream];
   while (st.pos < total) {
-    const uint32_t k = ops[st.pos % len];
+    const uint32_t k = ops[st.index];
     const OpInfo& op = p.ops[k];
     if (st.in_group) {
       if (op.kind == OpKind::kGroupEnd) {
         if (st.inflight > 0) return;
         if (WaitsForLaterCompletion(actor, stream, op)) return;
         st.in_group = false;
-        ++st.pos;
-        FinishInstant(actor, k);
+        st.Step(len);
+        CountDone(actor, k);  // a group's start or end: done at once
         continue;
       }
     } else if (st.inflight > 0) {
       return;
     }
-    if (!Ready(actor, op, k, st.pos / len)) return;
+    if (!Ready(actor, op, k, st.iteration)) return;
     if (WaitsForLaterCompletion(actor, stream, op)) return;
-    ++st.pos;
+    st.Step(len);
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
-      FinishInstant(actor, k);
+      CountDone(actor, k);  // a group's start or end: done at once
     } else if (op.kind == OpKind::kGroupEnd) {
-      FinishInstant(actor, k);  // stray end: nothing to wait for
+      CountDone(actor, k);  // stray end: nothing to wait for
     } else {
       ++st.inflight;
       Issue(actor, k);
@@ -165,12 +125,9 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
-  Account(s);
+  accounting_.Started(actor, op, now_);
   switch (op.kind) {
     case OpKind::kCompute:
-      ++s.computing;
-      s.memory += op.memory_delta;
-      s.memory_peak = std::max(s.memory_peak, s.memory);
       if (!a.real) {
         Push(AddTime(now_, op.duration.count()), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
@@ -180,74 +137,39 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       }
       break;
     case OpKind::kCollective:
-      ++s.communicating;
       Arrive(actor, k);
       break;
     case OpKind::kSend:
     case OpKind::kRecv:
-      ++s.communicating;
-      if (IsPipeline(a, op)) ++s.pipeline_p2p;
-      if (a.real) s.open_p2p[k].push_back(now_);
+      if (a.real) s.real->IssueP2P(k, now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
     default:
       break;
   }
-  if (a.real && IsComm(op.kind) && !s.early_done[k].empty()) {
-    // Its report came before the engine got here: complete it now (at the
-    // reported time, or now if that is in the engine's past for this op).
-    const EarlyDone d = s.early_done[k].front();
-    s.early_done[k].pop_front();
-    Push(std::max(d.at, now_), actor, k | kCompleteFlag, d.started);
-  }
+  // Its report came before the engine got here: complete it now (at the
+  // reported time, or now if that is in the engine's past for this op).
+  if (const auto early = a.real && IsComm(op.kind) ? s.real->TakeEarly(k) : std::nullopt)
+    Push(std::max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
-  ActorState& s = state_[actor];
-  const uint32_t iteration = s.done[k]++;
-  if (iteration >= options_.iterations) return;
-  ++ops_done_;
-  if (--s.iteration_left[iteration] != 0) return;
-  ++s.iterations_done;
-  stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], Nanoseconds(now_));
-  if (--iteration_actors_left_[iteration] == 0) {
-    ++iterations_done_;
-    const Nanoseconds prev = iteration == 0 ? Nanoseconds(0) : stats_.iteration_end[iteration - 1];
-    if (observer_) observer_->OnIteration(iteration, stats_.iteration_end[iteration] - prev);
-  }
+  if (const auto all = accounting_.CountDone(actor, state_[actor].done[k]++, now_); all && observer_)
+    observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
-
-void ReplayEngine::FinishInstant(uint32_t actor, uint32_t k) { CountDone(actor, k); }
 
 void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
-  Account(s);
-  const __int128 w = a.weight;
-  const int64_t took = std::max<int64_t>(0, now_ - issued);
-  if (op.kind == OpKind::kCompute) {
-    --s.computing;
-    stats_.compute_ns += w * took;
-  } else if (IsComm(op.kind)) {
-    --s.communicating;
-    if (op.kind != OpKind::kCollective && IsPipeline(a, op)) --s.pipeline_p2p;
-    s.last_comm_done = std::max(s.last_comm_done, now_);
-    const int kind = op.kind == OpKind::kSend ? kOpKindSend
-                     : op.kind == OpKind::kRecv ? kOpKindRecv
-                                                : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-    const int comm = std::clamp<int>(world_.comms[a.slot_comm[op.slot]].kind, 0, kCommKinds - 1);
-    for (KindTotals* t : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-      t->time_ns += w * took;
-      t->ops += w;
-      t->bytes += w * op.bytes.count();
-    }
-    if (a.real && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
-  }
+  accounting_.Ended(actor, op, issued, now_);
+  if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, Nanoseconds(issued), Nanoseconds(now_));
   --s.streams[op.stream].inflight;
-  s.done_at[k] = std::max(s.done_at[k], now_);
-  s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
+  if (has_real_) {  // only a real rank's report is handled at a past time (WaitsForLaterCompletion)
+    s.done_at[k] = std::max(s.done_at[k], now_);
+    s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
+  }
   CountDone(actor, k);
   Advance(actor);
 }
@@ -272,7 +194,7 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   in.last = std::max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
   if (a.real) {
-    state_[actor].open_calls[k].push_back({comm, call, now_});
+    state_[actor].real->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
     in.last_virtual = std::max(in.last_virtual, now_);
     const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
@@ -295,39 +217,28 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
-    if (c.shape.SpansNodes()) {  // granted with the other requests of this instant
-      NicRequest hold;
-      hold.kind = NicRequest::Kind::kHold;
-      hold.ready = in.last;
-      hold.duration = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape).count();
-      hold.comm = comm;
-      hold.instance.first_actor = in.first_actor;
-      hold.instance.first_op = in.first_op;
-      nic_requests_.push_back(std::move(hold));
-    }
+    if (c.shape.SpansNodes())  // granted with the other requests of this instant
+      nics_.HoldCollective(comm, op, Nanoseconds(in.last),
+                           model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape));
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
   }
   Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
-  if (!measured_.empty()) {
-    const auto it = measured_.find(CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape});
-    if (it != measured_.end()) {
-      took = Nanoseconds(it->second);
-      ++stats_.calibrated_instances;
-      if (observer_) observer_->OnCalibratedCollective();
-    }
+  if (const auto measured = calibration_.Find(op, c.shape)) {
+    took = *measured;
+    ++stats_.calibrated_instances;
+    if (observer_) observer_->OnCalibratedCollective();
   }
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
-    NicRequest r;
-    r.kind = NicRequest::Kind::kCollective;
-    r.ready = in.last;
-    r.duration = took.count();
-    r.comm = comm;
-    r.instance = std::move(in);
-    nic_requests_.push_back(std::move(r));
+    const int64_t ready = in.last;
+    Transfer t;
+    t.kind = Transfer::Kind::kCollective;
+    t.comm = comm;
+    t.instance = std::move(in);
+    nics_.RequestCollective(Park(std::move(t)), comm, op, Nanoseconds(ready), took);
     return;
   }
   const int64_t end = AddTime(in.last, took.count());
@@ -335,48 +246,40 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
 
+uint32_t ReplayEngine::Park(Transfer t) {
+  if (free_tickets_.empty())
+    free_tickets_.push_back(static_cast<uint32_t>(transfers_.size())), transfers_.emplace_back();
+  const uint32_t ticket = free_tickets_.back();
+  free_tickets_.pop_back();
+  transfers_[ticket] = std::move(t);
+  return ticket;
+}
+
 void ReplayEngine::GrantNics() {
-  std::vector<NicRequest>& batch = nic_grants_;  // both vectors keep their capacity
-  batch.swap(nic_requests_);
-  std::stable_sort(batch.begin(), batch.end(),
-                   [](const NicRequest& a, const NicRequest& b) { return a.duration < b.duration; });
-  for (NicRequest& r : batch) {
-    switch (r.kind) {
-      case NicRequest::Kind::kCollective: GrantCollective(r); break;
-      case NicRequest::Kind::kHold: ReserveCollectiveNics(r); break;  // the real ranks' reports finish it
-      case NicRequest::Kind::kPointToPoint: GrantPointToPoint(r); break;
-      case NicRequest::Kind::kVirtualToReal: GrantVirtualToReal(r); break;
+  grants_.clear();
+  checks_.clear();
+  nics_.Grant(Nanoseconds(now_), Nanoseconds(horizon_), &grants_, &checks_);
+  FinishGrants();
+  for (Nanoseconds at : checks_) ScheduleSharedCheck(at);
+}
+
+void ReplayEngine::FinishGrants() {
+  for (const NicGrant& g : grants_) {
+    Transfer& t = transfers_[g.ticket];
+    switch (t.kind) {
+      case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end.count()); break;
+      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start.count(), g.end.count()); break;
+      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start.count(), g.end.count()); break;
     }
+    t.instance.waiters.clear();
+    free_tickets_.push_back(g.ticket);
   }
-  batch.clear();
 }
 
-void ReplayEngine::GrantCollective(NicRequest& r) {
-  const EngineComm& c = world_.comms[r.comm];
-  if (shared_nics_) {
-    std::vector<uint32_t> directions;
-    for (uint32_t m : c.members) directions.insert(directions.end(), {TxDirection(m), RxDirection(m)});
-    std::sort(directions.begin(), directions.end());  // an actor standing for several members counts once
-    directions.erase(std::unique(directions.begin(), directions.end()), directions.end());
-    StartSharedTransfer(std::move(r), directions);
-    return;
-  }
-  FinishCollectiveTransfer(r, ReserveCollectiveNics(r));
-}
-
-int64_t ReplayEngine::ReserveCollectiveNics(const NicRequest& r) {
-  const EngineComm& c = world_.comms[r.comm];
-  const OpInfo& op = world_.programs[world_.actors[r.instance.first_actor].program].ops[r.instance.first_op];
-  if (QueuesOnTx(op, c)) return QueuedCollectiveEnd(op, c, r.ready, r.duration);
-  return AddTime(ReserveMembersNics(c, r.ready, r.duration), r.duration);
-}
-
-void ReplayEngine::FinishCollectiveTransfer(const NicRequest& r, int64_t end) {
-  const Instance& in = r.instance;
+void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end) {
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
-  if (observer_)
-    observer_->OnCollective(op.collective, world_.comms[r.comm].kind, Nanoseconds(end - in.last), op.bytes);
+  if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, Nanoseconds(end - in.last), op.bytes);
 }
 
 // Every member arrived and every real member finished: the virtual members
@@ -399,89 +302,19 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   const EngineComm& c = world_.comms[comm];
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
-  if (c.shape.SpansNodes())  // busy until the real end, if later than the model's
-    for (uint32_t m : c.members) {
-      state_[m].nic_tx.Reserve(now_, end, ForgetBefore());
-      state_[m].nic_rx.Reserve(now_, end, ForgetBefore());
-    }
+  // Its members' NICs stay busy until the real end, when later than the model's.
+  nics_.HoldMembersUntil(comm, Nanoseconds(now_), Nanoseconds(end), Nanoseconds(horizon_));
   const int64_t start = std::max(in.real_started, in.last_virtual);
   if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      VirtualNicsFreeBy(c, start))
-    measured_[CalibrationKey{op.collective, op.algorithm, op.bytes.count(), c.shape}] = in.real_done - start;
+      nics_.VirtualMembersFreeBy(comm, Nanoseconds(start)))
+    calibration_.Record(op, c.shape, Nanoseconds(in.real_done - start));
   if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
 }
 
-bool ReplayEngine::VirtualNicsFreeBy(const EngineComm& c, int64_t start) const {
-  if (!c.shape.SpansNodes()) return true;
-  for (uint32_t m : c.members)
-    if (!world_.actors[m].real && std::max(state_[m].nic_tx.LatestEnd(), state_[m].nic_rx.LatestEnd()) > start)
-      return false;
-  return true;
-}
-
-// NIC reservations the engine can still need: in a paced hybrid run a real
-// rank's report is handled at its own stamp, which can lie behind events
-// already handled (up to the lookahead plus the report's way here), so
-// reservations are kept for a second of emulated time behind the furthest
-// time handled.
-int64_t ReplayEngine::ForgetBefore() const { return horizon_ - kNicMemoryNs; }
-
-bool ReplayEngine::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
-  if (options_.nic_model != NicModel::kQueues || !c.shape.SpansNodes()) return false;
-  if (op.collective != graph::ALLREDUCE && op.collective != graph::ALLGATHER &&
-      op.collective != graph::REDUCESCATTER)
-    return false;
-  const graph::Algorithm algorithm =
-      op.algorithm == graph::ALGORITHM_DEFAULT ? model_.Choose(op.collective, op.bytes, c.shape) : op.algorithm;
-  return algorithm == graph::ALGORITHM_RING;
-}
-
-// Each member's NIC carries its share on its own, first come first served:
-// one member's busy NIC does not hold the others idle (with the calendar a
-// collective waited for a gap common to all its members, and a late or slow
-// rank's delay grew from NIC to NIC: +40 ms for a straggler's 7 ms).
-int64_t ReplayEngine::QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire) {
-  int64_t last = ready;
-  for (uint32_t m : c.members) {
-    NicCalendar& tx = state_[m].nic_tx;
-    const int64_t start = tx.NextFree(ready, wire);
-    const int64_t sent = AddTime(start, wire);
-    tx.Reserve(start, sent, ForgetBefore());
-    last = std::max(last, sent);
-  }
-  return last;
-}
-
-int64_t ReplayEngine::QueuedCollectiveEnd(const OpInfo& op, const EngineComm& c, int64_t ready, int64_t duration) {
-  const int64_t wire = std::min(duration, model_.RingWireTime(op.collective, op.bytes, c.shape).count());
-  const int64_t sent = QueueOnMembersTx(c, ready, wire);
-  return std::max(AddTime(ready, duration), AddTime(sent, duration - wire));
-}
-
-int64_t ReplayEngine::ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration) {
-  std::vector<const NicCalendar*>& calendars = calendar_scratch_;
-  calendars.clear();
-  for (uint32_t m : c.members) {
-    calendars.push_back(&state_[m].nic_tx);
-    calendars.push_back(&state_[m].nic_rx);
-  }
-  const int64_t start = EarliestCommonStart(calendars, ready, duration);
-  const int64_t end = AddTime(start, duration);
-  for (uint32_t m : c.members) {
-    state_[m].nic_tx.Reserve(start, end, ForgetBefore());
-    state_[m].nic_rx.Reserve(start, end, ForgetBefore());
-  }
-  return start;
-}
-
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
-  ActorState& s = state_[actor];
-  if (s.open_calls[k].empty()) {  // reported before the engine issued it: applied at issue
-    s.early_done[k].push_back({at, started});
-    return;
-  }
-  const OpenCall oc = s.open_calls[k].front();
-  s.open_calls[k].pop_front();
+  const auto open = state_[actor].real->CollectiveDone(k, {at, started});
+  if (!open) return;  // reported before the engine issued it: applied at issue
+  const RealRankOps::OpenCall oc = *open;
   CommState& cs = comm_state_[oc.comm];
   Instance* in = nullptr;
   auto waiting = awaiting_real_.end();
@@ -494,7 +327,7 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
   if (in != nullptr) {
     // Other communication of this rank in flight now, or ended after this
     // one's first send: its duration is not this collective's alone.
-    if (s.communicating > 1 || started <= 0 || s.last_comm_done > started) in->real_alone = false;
+    if (!accounting_.CommunicatedAlone(actor, started)) in->real_alone = false;
     in->real_done = std::max(in->real_done, at);
     in->real_started = std::max(in->real_started, started);
     if (in->real_left > 0) --in->real_left;
@@ -506,91 +339,46 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
   Complete(actor, k, oc.issued);  // now_ == at: this handler runs the report's event
 }
 
-Nanoseconds ReplayEngine::HopLatency(bool same_node) const {
-  return same_node ? model_.links().intra_latency : model_.links().nic_latency;
-}
-
 void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
-  const PendingP2P mine{actor, k, now_};
-  if (a.real) {
-    // A real rank's send/recv completes through its report. Only a real
-    // send to a virtual receiver needs the queue: the receive ends when the
-    // send's last byte arrives.
-    if (!is_send || peer_real) return;
-    if (!q.recvs.empty()) {
-      const PendingP2P recv = q.recvs.front();
-      q.recvs.pop_front();
-      q.awaiting.emplace_back(mine, recv);
-    } else {
-      q.sends.push_back(mine);
-    }
-    return;
+  const P2PMatch m = p2p_.Post(PendingP2P{actor, k, now_}, op.p2p_desc, is_send, a.real, peer_real);
+  switch (m.kind) {
+    case P2PMatch::Kind::kWaiting: break;
+    case P2PMatch::Kind::kMatched: MatchP2P(m.send, m.recv, same_node); break;
+    case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
+    case P2PMatch::Kind::kToReal: SendVirtualToReal(actor, k, m.index, same_node); break;
   }
-  if (peer_real) {
-    if (is_send) {
-      SendVirtualToReal(actor, k, q, same_node);
-      return;
-    }
-    // A virtual receive from a real sender.
-    if (!q.sends.empty()) {
-      const PendingP2P send = q.sends.front();
-      q.sends.pop_front();
-      if (send.real_done >= 0) DeliverFromReal(send, mine, same_node);
-      else q.awaiting.emplace_back(send, mine);
-    } else {
-      q.recvs.push_back(mine);
-    }
-    return;
-  }
-  auto& others = is_send ? q.recvs : q.sends;
-  if (others.empty()) {
-    (is_send ? q.sends : q.recvs).push_back(mine);
-    return;
-  }
-  const PendingP2P other = others.front();
-  others.pop_front();
-  if (is_send) MatchP2P(mine, other, same_node);
-  else MatchP2P(other, mine, same_node);
 }
 
 // A virtual sender does not wait for its real receiver (NCCL's senders never
 // do): it leaves when its NIC is free, completes by the model, and the
 // observer tells the real receiver when the first byte left.
-void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
-  NicRequest r;
-  r.kind = NicRequest::Kind::kVirtualToReal;
-  r.ready = now_;
-  r.duration = same_node ? 0 : (model_.PointToPointTime(op.bytes, same_node) - HopLatency(same_node)).count();
-  r.took = model_.PointToPointTime(op.bytes, same_node).count();
-  r.send = PendingP2P{actor, k, now_};
-  r.queue = static_cast<uint32_t>(&q - p2p_.data());
-  r.index = q.virtual_to_real++;
-  if (same_node) GrantVirtualToReal(r);  // no NIC
-  else nic_requests_.push_back(std::move(r));
+void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node) {
+  const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
+  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
+  const PendingP2P send{actor, k, now_};
+  if (same_node) {  // no NIC
+    FinishVirtualToReal(send, index, now_, AddTime(now_, took.count()));
+    return;
+  }
+  Transfer t;
+  t.kind = Transfer::Kind::kVirtualToReal;
+  t.send = send;
+  t.index = index;
+  nics_.RequestSend(Park(std::move(t)), actor, Nanoseconds(now_), took - model_.HopLatency(same_node), took);
 }
 
-void ReplayEngine::GrantVirtualToReal(const NicRequest& r) {
-  const Actor& a = world_.actors[r.send.actor];
-  const OpInfo& op = world_.programs[a.program].ops[r.send.op];
-  NicCalendar& tx = state_[r.send.actor].nic_tx;
-  int64_t start = r.ready;
-  if (r.duration > 0) {
-    start = tx.NextFree(r.ready, r.duration);
-    tx.Reserve(start, AddTime(start, r.duration), ForgetBefore());
-  }
-  const int64_t end = AddTime(start, r.took);
-  Push(end, r.send.actor, r.send.op, r.send.posted);
+void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end) {
+  const Actor& a = world_.actors[send.actor];
+  const OpInfo& op = world_.programs[a.program].ops[send.op];
+  Push(end, send.actor, send.op, send.posted);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
-    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, r.index, Nanoseconds(start), op.bytes);
+    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, index, Nanoseconds(start), op.bytes);
     observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
   }
 }
@@ -598,7 +386,7 @@ void ReplayEngine::GrantVirtualToReal(const NicRequest& r) {
 // A real send's last byte left at send.real_done: the virtual receive ends a
 // hop later, or when it was posted if that is later.
 void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
-  const int64_t end = std::max(recv.posted, AddTime(send.real_done, HopLatency(same_node).count()));
+  const int64_t end = std::max(recv.posted, AddTime(send.real_done, model_.HopLatency(same_node).count()));
   Push(end, recv.actor, recv.op, recv.posted);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
@@ -606,65 +394,30 @@ void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& rec
 }
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
-  ActorState& s = state_[actor];
-  if (s.open_p2p[k].empty()) {  // reported before the engine issued it: applied at issue
-    s.early_done[k].push_back({at, 0});
-    return;
-  }
-  const int64_t issued = s.open_p2p[k].front();
-  s.open_p2p[k].pop_front();
+  const auto issued = state_[actor].real->P2PDone(k, {at, 0});
+  if (!issued) return;  // reported before the engine issued it: applied at issue
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  if (op.kind == OpKind::kSend && !peer_real) {
-    P2PQueue& q = p2p_[p2p_queue_of_[actor][op.p2p_desc]];
-    const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
-    if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
-      auto [send, recv] = q.awaiting.front();  // the oldest matched send is this one
-      q.awaiting.pop_front();
-      send.real_done = at;
-      DeliverFromReal(send, recv, same_node);
-    } else {
-      for (PendingP2P& send : q.sends)
-        if (send.actor == actor && send.real_done < 0) {
-          send.real_done = at;
-          break;
-        }
-    }
-  }
-  Complete(actor, k, issued);  // now_ == at: this handler runs the report's event
+  if (op.kind == OpKind::kSend && !peer_real)
+    if (const auto matched = p2p_.RealSendDone(actor, op.p2p_desc, at))
+      DeliverFromReal(matched->first, matched->second, a.peer_same_node[op.p2p_desc] != 0);
+  Complete(actor, k, *issued);  // now_ == at: this handler runs the report's event
 }
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  NicRequest r;
-  r.kind = NicRequest::Kind::kPointToPoint;
-  r.ready = std::max(send.posted, recv.posted);
-  r.took = model_.PointToPointTime(op.bytes, same_node).count();
-  r.duration = same_node ? 0 : r.took;  // between nodes: the sender's transmit and the receiver's receive direction
-  r.send = send;
-  r.recv = recv;
-  if (same_node) GrantPointToPoint(r);
-  else nic_requests_.push_back(std::move(r));
-}
-
-void ReplayEngine::GrantPointToPoint(const NicRequest& r) {
-  const PendingP2P& send = r.send;
-  const PendingP2P& recv = r.recv;
-  const int64_t took = r.took;
-  int64_t start = r.ready;
-  if (r.duration > 0 && shared_nics_) {
-    StartSharedTransfer(r, {TxDirection(send.actor), RxDirection(recv.actor)});
+  const int64_t ready = std::max(send.posted, recv.posted);
+  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
+  if (same_node) {  // no NIC
+    FinishPointToPoint(send, recv, ready, AddTime(ready, took.count()));
     return;
   }
-  if (r.duration > 0) {
-    NicCalendar& tx = state_[send.actor].nic_tx;
-    NicCalendar& rx = state_[recv.actor].nic_rx;
-    start = EarliestCommonStart({&tx, &rx}, start, took);
-    tx.Reserve(start, AddTime(start, took), ForgetBefore());
-    rx.Reserve(start, AddTime(start, took), ForgetBefore());
-  }
-  FinishPointToPoint(send, recv, start, AddTime(start, took));
+  Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
+  t.kind = Transfer::Kind::kPointToPoint;
+  t.send = send;
+  t.recv = recv;
+  nics_.RequestPointToPoint(Park(std::move(t)), send.actor, recv.actor, Nanoseconds(ready), took);
 }
 
 void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end) {
@@ -677,73 +430,29 @@ void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& 
                        Nanoseconds(end));
 }
 
-void ReplayEngine::StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions) {
-  const uint64_t id = shared_nics_->Start(now_, r.kind == NicRequest::Kind::kCollective ? r.duration : r.took,
-                                          directions);
-  shared_transfers_.emplace(id, std::make_pair(std::move(r), now_));
-  ScheduleSharedFinish();
-}
-
-void ReplayEngine::ScheduleSharedFinish() {
-  const int64_t next = shared_nics_->NextFinish();
-  if (next == std::numeric_limits<int64_t>::max()) return;
+void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
+  if (at == Nanoseconds::Max()) return;
   ++shared_generation_;  // earlier kFlowFlag events are stale now
-  Push(next, kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), next);
+  Push(at.count(), kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), at.count());
 }
 
 // The shared transfers done by now_ complete as the calendar model's grants
 // would have at their end.
 void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
   if (generation != (shared_generation_ & kFlowGenerationMask)) return;
-  for (uint64_t id : shared_nics_->FinishBy(now_)) {
-    auto it = shared_transfers_.find(id);
-    const auto [r, start] = std::move(it->second);
-    shared_transfers_.erase(it);
-    if (r.kind == NicRequest::Kind::kCollective) FinishCollectiveTransfer(r, now_);
-    else FinishPointToPoint(r.send, r.recv, start, now_);
-  }
-  ScheduleSharedFinish();
-}
-
-absl::Status ReplayEngine::CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const {
-  if (rank >= world_.actor_of_rank.size())
-    return absl::InvalidArgumentError(absl::StrCat("injected event names rank ", rank, " outside the world"));
-  *actor = world_.actor_of_rank[rank];
-  if (!world_.actors[*actor].real)
-    return absl::InvalidArgumentError(absl::StrCat("injected event for rank ", rank, ", which is not real"));
-  const ProgramInfo& p = world_.programs[world_.actors[*actor].program];
-  if (op > p.ops.size() || (completion && op == p.ops.size()))
-    return absl::InvalidArgumentError(
-        absl::StrCat("injected event names op ", op, " of rank ", rank, ", beyond its program"));
-  if (completion && !IsComm(p.ops[op].kind))
-    return absl::InvalidArgumentError(
-        absl::StrCat("injected completion of op ", op, " of rank ", rank, ", which is not a communication op"));
-  return absl::OkStatus();
+  grants_.clear();
+  nics_.FinishBy(Nanoseconds(now_), &grants_);
+  FinishGrants();
+  ScheduleSharedCheck(nics_.NextFinish());
 }
 
 absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
-  std::vector<InboxEvent> events;
-  inbox->Drain(&events);
-  for (const InboxEvent& e : events) {
-    if (std::holds_alternative<StopRequest>(e)) {
-      stop_ = true;
-      continue;
-    }
-    if (std::holds_alternative<EndOfInput>(e)) {
-      input_ended_ = true;
-      continue;
-    }
-    uint32_t actor = 0;
-    if (const auto* r = std::get_if<RankReachedOp>(&e)) {
-      if (auto s = CheckInjected(r->rank, r->op, false, &actor); !s.ok()) return s;
-      Push(r->at.count(), actor, r->op | kReachFlag, r->at.count());
-    } else if (const auto* c = std::get_if<RankCompletedOp>(&e)) {
-      if (auto s = CheckInjected(c->rank, c->op, true, &actor); !s.ok()) return s;
-      Push(c->at.count(), actor, c->op | kCompleteFlag, c->started.count());
-    }
-    ++stats_.real_reports;
-  }
-  return absl::OkStatus();
+  const absl::Status s = DrainInjected(world_, *inbox, &injected_);
+  stop_ |= injected_.stop;
+  input_ended_ |= injected_.ended;
+  stats_.real_reports += injected_.reports;
+  for (const Event& e : injected_.events) Push(e.time, e.actor, e.op, e.issued);
+  return s;
 }
 
 // Whether a real actor already reached the next communication op after the
@@ -755,7 +464,7 @@ bool ReplayEngine::NextCommReached(uint32_t actor, uint32_t stream) const {
   const uint64_t len = ops.size(), total = len * options_.iterations;
   for (uint64_t pos = s.streams[stream].pos; pos < total; ++pos) {
     const uint32_t j = ops[pos % len];
-    if (IsComm(p.ops[j].kind)) return s.reached[j] > pos / len;
+    if (IsComm(p.ops[j].kind)) return s.real->reached(j) > pos / len;
   }
   return false;
 }
@@ -766,7 +475,7 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
   ActorState& s = state_[actor];
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
   const bool end_of_iteration = k == p.ops.size();
-  const uint64_t iteration = end_of_iteration ? 0 : s.reached[k]++;  // one instance of op k per iteration
+  const uint64_t iteration = end_of_iteration ? 0 : s.real->Reach(k);  // one instance of op k per iteration
   for (uint32_t st = 0; st < s.streams.size(); ++st) {
     const bool same_stream = end_of_iteration || st == p.ops[k].stream;
     const uint64_t len = p.stream_ops[st].size();
@@ -784,12 +493,6 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
     }
   }
   Advance(actor);
-}
-
-bool ReplayEngine::Finished() const {
-  for (const ActorState& s : state_)
-    if (s.iterations_done < options_.iterations) return false;
-  return true;
 }
 
 absl::Status ReplayEngine::StallError() const {
@@ -813,27 +516,20 @@ absl::Status ReplayEngine::StallError() const {
 
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
-    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, iterations_done_,
-                                         Nanoseconds(pacer ? pacer->lag_ns() : 0), ops_done_, ops_total_});
+    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, accounting_.iterations_done(),
+                                         Nanoseconds(pacer ? pacer->lag_ns() : 0), accounting_.ops_done(),
+                                         accounting_.ops_total()});
 }
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   pacer_ = pacer;
   if (observer_) observer_->OnWorld(world_);
-  bool has_real = false;
-  for (const Actor& a : world_.actors) has_real |= a.real;
-  for (uint32_t a = 0; a < state_.size(); ++a) {
-    if (world_.programs[world_.actors[a].program].ops.empty()) {
-      state_[a].iterations_done = options_.iterations;
-      for (uint64_t i = 0; i < options_.iterations; ++i) --iteration_actors_left_[i];
-    }
-    Advance(a);
-  }
+  for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
   while (!stop_) {
     // Leaving the current instant: grant the NIC requests made at it together.
-    if (!nic_requests_.empty() && (queue_.empty() || queue_.top().time != now_)) {
+    if (nics_.HasRequests() && (queue_.empty() || queue_.top().time != now_)) {
       GrantNics();
       continue;
     }
@@ -842,12 +538,12 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       continue;
     }
     if (queue_.empty()) {
-      if (Finished()) break;
+      if (accounting_.Finished()) break;
       if (input_ended_) {  // a replay of recorded sessions that ends before the job does
         stop_ = true;
         break;
       }
-      if (has_real && inbox) {
+      if (has_real_ && inbox) {
         inbox->WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
         continue;
       }
@@ -863,6 +559,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     now_ = e.time;
     horizon_ = std::max(horizon_, now_);
     ++events_;
+    stats_.pending_sum += queue_.size();
     handling_report_ = true;
     if (e.actor == kNoActor && (e.op & kFlowFlag)) {
       handling_report_ = false;
@@ -893,11 +590,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   stats_.events = events_;
   stats_.end = Nanoseconds(horizon_);
   stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  for (size_t a = 0; a < state_.size(); ++a) {
-    stats_.actor_exposed_ns[a] = state_[a].exposed;
-    stats_.actor_pipeline_wait_ns[a] = state_[a].pipeline_wait;
-    stats_.actor_peak_memory[a] = state_[a].memory_peak;
-  }
+  accounting_.Close();
   Progress(pacer);
   if (stop_) return absl::CancelledError("replay stopped on request");
   return absl::OkStatus();

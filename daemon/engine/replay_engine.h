@@ -37,11 +37,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "daemon/engine/calibration.h"
 #include "daemon/engine/event_queue.h"
+#include "daemon/engine/injected_events.h"
 #include "daemon/engine/network_model.h"
-#include "daemon/engine/nic_calendar.h"
-#include "daemon/engine/nic_sharing.h"
+#include "daemon/engine/nic_scheduler.h"
+#include "daemon/engine/p2p_queues.h"
+#include "daemon/engine/real_rank_ops.h"
 #include "daemon/engine/realtime.h"
+#include "daemon/engine/replay_accounting.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/engine/world.h"
@@ -135,22 +139,10 @@ class ObserverList final : public EngineObserver {
   std::vector<EngineObserver*> observers_;
 };
 
-// How transfers between nodes use NICs (docs/network-model.md, "NIC
-// serialisation"). kQueues (the default): each member of a ring all-reduce,
-// all-gather or reduce-scatter across nodes queues its share of the wire
-// time on its own transmit side, in the first gap that fits there whatever
-// the other members' NICs carry, and the collective ends when the last
-// share has landed (never before the model's time from its start); other
-// transfers hold every NIC direction they need, first common gap that
-// fits, as kCalendar does for all of them (nic_calendar.h). kShared:
-// transfers in flight share each direction equally (nic_sharing.h);
-// all-virtual worlds only (prismd --simulate --nic-model shared).
-enum class NicModel : uint8_t { kQueues, kCalendar, kShared };
-
 struct EngineOptions {
   uint64_t iterations = 1;
   uint64_t progress_every_events = 1 << 16;
-  NicModel nic_model = NicModel::kQueues;
+  NicModel nic_model = NicModel::kQueues;  // nic_scheduler.h
 };
 
 class ReplayEngine {
@@ -174,35 +166,26 @@ class ReplayEngine {
 
  private:
   struct StreamState {
-    uint64_t pos = 0;
+    uint64_t pos = 0;          // ops issued, all iterations
+    uint64_t iteration = 0;    // pos / its length, index = pos % its length (no divisions in the hot loop)
+    uint32_t index = 0;
     uint32_t inflight = 0;
     bool in_group = false;
     int64_t pending_compute = -1;
     int64_t pending_issued = 0;
     int64_t last_done = 0;     // latest completion of one of its ops
     bool wake_pending = false; // a kWakeFlag event is queued for it
+    void Step(uint64_t len) {
+      ++pos;
+      if (++index == len) index = 0, ++iteration;
+    }
   };
-  // A real actor's collective instance in flight: which call of which comm.
-  struct OpenCall { uint32_t comm; uint64_t call; int64_t issued; };
-  // A real actor's completion report that arrived before the engine issued the op.
-  struct EarlyDone { int64_t at; int64_t started; };
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<int64_t> done_at;    // per op: its latest completion
-    std::vector<uint32_t> reached;   // real actors: per op, injected "reached" count
-    std::vector<std::deque<OpenCall>> open_calls;  // real actors: per op, collectives in flight
-    std::vector<std::deque<int64_t>> open_p2p;     // real actors: per op, send/recv issue times
-    std::vector<std::deque<EarlyDone>> early_done; // real actors: per op, reports ahead of the engine
+    std::unique_ptr<RealRankOps> real;  // real actors only
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
-    std::vector<uint32_t> iteration_left;
-    uint64_t iterations_done = 0;
-    NicCalendar nic_tx, nic_rx;      // its NIC's transmit and receive directions, when reserved
-    int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
-    int64_t pipeline_wait = 0;       // part of `exposed` with only pipeline send/recv in flight
-    uint32_t computing = 0, communicating = 0;
-    uint32_t pipeline_p2p = 0;       // of `communicating`: sends/recvs on a pipeline (pp) communicator
-    int64_t last_comm_done = 0;      // when its latest communication op completed
   };
   struct Waiter { uint32_t actor, op; int64_t issued; };
   struct Instance {
@@ -217,47 +200,15 @@ class ReplayEngine {
     bool real_alone = true;
   };
   struct CommState { uint64_t base = 0; std::deque<Instance> pending; uint32_t real_members = 0; };
-  struct PendingP2P { uint32_t actor, op; int64_t posted; int64_t real_done = -1; };
-  // One (communicator, src, dst) FIFO. `awaiting` pairs a real send already
-  // matched with a virtual receive that waits for the send's report.
-  struct P2PQueue {
-    std::deque<PendingP2P> sends, recvs;
-    std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv)
-    uint64_t virtual_to_real = 0;    // messages a virtual sender started to a real receiver
-  };
-  // Measured durations of collectives a real rank took part in, keyed by
-  // (kind, algorithm, bytes, shape): all-virtual instances of the same key
-  // take the measured time instead of the model's.
-  struct CalibrationKey {
-    int kind, algorithm;
-    uint64_t bytes;
-    CommShape shape;
-    bool operator==(const CalibrationKey&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const CalibrationKey& k) {
-      return H::combine(std::move(h), k.kind, k.algorithm, k.bytes, k.shape.ranks, k.shape.nodes,
-                        k.shape.min_per_node, k.shape.max_per_node);
-    }
-  };
-
-  // A transfer between nodes that asked for NICs at the current instant.
-  // Requests made at one instant are granted together, shortest first (then
-  // in the order made): which of two transfers that became ready at the same
-  // instant goes first must not depend on which event the engine happened
-  // to handle first (a DP reduce-scatter granted before a TP all-reduce of
-  // the same rank held it back by the whole reduce-scatter).
-  struct NicRequest {
-    // kHold: a collective real ranks take part in; its virtual members' NICs
-    // are busy as if all-virtual (the real ranks' reports finish it).
-    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal, kHold };
+  // A transfer between nodes parked while the NIC scheduler holds its
+  // ticket (the index into transfers_): what its grant finishes.
+  struct Transfer {
+    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal };
     Kind kind = Kind::kCollective;
-    int64_t ready = 0, duration = 0;   // NIC time wanted from `ready` on
-    uint32_t comm = 0;                 // kCollective, kHold: the communicator
-    Instance instance;                 // kCollective: its members (waiters); kHold: its first op only
+    uint32_t comm = 0;                 // kCollective: the communicator
+    Instance instance;                 // kCollective: its members (waiters)
     PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
-    int64_t took = 0;                  // point to point: wire plus latency
-    uint32_t queue = 0;                // kVirtualToReal: index into p2p_
-    uint64_t index = 0;                // kVirtualToReal: message index on that queue
+    uint64_t index = 0;                // kVirtualToReal: message index on its queue
   };
 
   void Advance(uint32_t actor);
@@ -267,65 +218,35 @@ class ReplayEngine {
   // handled a real rank's report at its past stamp). Then a wake-up is
   // queued for that time.
   bool WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op);
-  bool IsPipeline(const Actor& a, const OpInfo& op) const;  // a send/recv on a pp communicator
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
   void Issue(uint32_t actor, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, int64_t issued);
-  void FinishInstant(uint32_t actor, uint32_t k);
   void CountDone(uint32_t actor, uint32_t k);
-  void Account(ActorState& s);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   void FinishMixed(const Instance& in);
-  bool VirtualNicsFreeBy(const EngineComm& c, int64_t start) const;
-  // Reserves every member's NIC (both directions) for `duration` from the
-  // earliest instant >= `ready` at which all are free; returns that instant.
-  int64_t ReserveMembersNics(const EngineComm& c, int64_t ready, int64_t duration);
-  // Grants every request of nic_requests_ (shortest first) and lets the
-  // transfers go on; called before the engine leaves the current instant.
+  uint32_t Park(Transfer t);
+  // Lets the transfers the NIC scheduler granted go on (grants_, checks_).
   void GrantNics();
-  void GrantCollective(NicRequest& r);
-  // Reserves the NICs of collective request `r` (kCollective or kHold) by
-  // the NIC model; returns when the collective ends.
-  int64_t ReserveCollectiveNics(const NicRequest& r);
-  void GrantPointToPoint(const NicRequest& r);
-  void GrantVirtualToReal(const NicRequest& r);
-  // A granted transfer ends at `end`: its waiters go on, observers and the trace hear of it.
-  void FinishCollectiveTransfer(const NicRequest& r, int64_t end);
+  void FinishGrants();
+  void FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end);
   void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end);
-  // NicModel::kShared: the request goes on `directions` shared with the
-  // transfers in flight; FinishSharedTransfers completes those done by now_
-  // (a kFlowFlag event) and schedules the next such event.
-  void StartSharedTransfer(NicRequest r, const std::vector<uint32_t>& directions);
+  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end);
+  // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
+  // FinishSharedTransfers completes the transfers done by now_.
+  void ScheduleSharedCheck(Nanoseconds at);
   void FinishSharedTransfers(uint32_t generation);
-  void ScheduleSharedFinish();
-  // Whether `op` on `c` queues on its members' transmit sides (kQueues, a
-  // ring collective across nodes).
-  bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
-  // kQueues: every member of `c` queues `wire` ns on its transmit side from
-  // `ready` on; returns when the last share has left.
-  int64_t QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire);
-  // kQueues: when an instance of `op` on `c` that becomes ready at `ready`
-  // and takes `duration` alone ends; queues its shares.
-  int64_t QueuedCollectiveEnd(const OpInfo& op, const EngineComm& c, int64_t ready, int64_t duration);
-  static uint32_t TxDirection(uint32_t actor) { return 2 * actor; }
-  static uint32_t RxDirection(uint32_t actor) { return 2 * actor + 1; }
-  static constexpr int64_t kNicMemoryNs = 1'000'000'000;
-  int64_t ForgetBefore() const;
   void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
-  void SendVirtualToReal(uint32_t actor, uint32_t k, P2PQueue& q, bool same_node);
+  void SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node);
   void MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void RealP2PDone(uint32_t actor, uint32_t k, int64_t at);
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
-  Nanoseconds HopLatency(bool same_node) const;
   void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
-  absl::Status CheckInjected(uint32_t rank, uint32_t op, bool completion, uint32_t* actor) const;
   absl::Status StallError() const;
-  bool Finished() const;
   void Progress(WallClockPacer* pacer);
 
   const EngineWorld& world_;
@@ -338,26 +259,25 @@ class ReplayEngine {
   bool handling_report_ = false;      // the current event is a real rank's report
   int64_t now_ = 0;
   uint64_t events_ = 0;
-  uint64_t iterations_done_ = 0;
-  uint64_t ops_done_ = 0, ops_total_ = 0;  // EngineProgress's
+  const bool has_real_;        // some actor is a real rank (hybrid)
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;
-  std::vector<const NicCalendar*> calendar_scratch_;  // ReserveMembersNics' working list
   std::vector<CommState> comm_state_;
-  std::vector<uint64_t> iteration_actors_left_;
-  std::vector<P2PQueue> p2p_;                       // one per (communicator, src, dst)
-  std::vector<std::vector<uint32_t>> p2p_queue_of_;  // per actor, per P2P desc: index into p2p_
+  P2PQueues p2p_;
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
-  absl::flat_hash_map<CalibrationKey, int64_t> measured_;
-  std::vector<NicRequest> nic_requests_;             // made at now_, not yet granted
-  std::vector<NicRequest> nic_grants_;               // GrantNics' batch (kept for its capacity)
-  std::unique_ptr<SharedNics> shared_nics_;          // NicModel::kShared only
-  absl::flat_hash_map<uint64_t, std::pair<NicRequest, int64_t>> shared_transfers_;  // id -> (request, start)
+  Calibration calibration_;
+  InjectedEvents injected_;                          // ApplyInbox's batch (kept for its capacity)
+  NicScheduler nics_;
+  std::vector<Transfer> transfers_;                  // by ticket; free ones listed in free_tickets_
+  std::vector<uint32_t> free_tickets_;
+  std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
+  std::vector<Nanoseconds> checks_;
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
   int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
-  ReplayStats stats_;
+  ReplayAccounting accounting_;
+  ReplayStats& stats_ = accounting_.stats();        // the run's own figures (events, end, hybrid counts)
 };
 
 }  // namespace prism::engine

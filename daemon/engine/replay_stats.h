@@ -26,6 +26,7 @@ struct KindTotals {
 
 struct ReplayStats {
   uint64_t events = 0;
+  uint64_t pending_sum = 0;                     // sum over events handled of the events still queued
   double run_wall_s = 0;                        // wall time of the event loop alone (a measurement)
   Nanoseconds end;
   std::vector<Nanoseconds> iteration_end;       // per iteration: when its last op completed

@@ -130,6 +130,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   const NetworkModel model(NetworkModel::LinkFiguresFromCluster(graph.cluster()), options.nccl);
   WorldOptions wopts;
   wopts.use_classes = options.use_classes;
+  wopts.graph_validated = options.graph_validated;
   wopts.real_ranks = options.real_ranks;
   auto world = BuildWorld(graph, model, wopts);
   if (!world.ok()) return world.status();

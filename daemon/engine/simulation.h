@@ -29,6 +29,7 @@ inline constexpr uint64_t kMaxIterations = limits::kMaxIterations;
 struct SimulationOptions {
   uint64_t iterations = 0;                  // 0: JobInfo.attributes["iterations"], else 1
   bool use_classes = true;
+  bool graph_validated = false;             // WorldOptions::graph_validated
   std::optional<std::vector<uint32_t>> trace_ranks;  // set: record a trace of these ranks
   std::optional<RealtimeOptions> realtime;  // set: pace to the wall clock (Simulate owns the pacer)
   // Or a pacer the caller owns and has Start()ed (hybrid mode: the session
@@ -43,7 +44,7 @@ struct SimulationOptions {
   // (SimulationReport::stopped; prismd --simulate on SIGINT/SIGTERM) instead
   // of a Cancelled status.
   bool report_when_stopped = false;
-  // How transfers share NICs (replay_engine.h NicModel); kShared needs no real ranks.
+  // How transfers share NICs (nic_scheduler.h NicModel); kShared needs no real ranks.
   NicModel nic_model = NicModel::kQueues;
   // What the model follows of the job's NCCL (network_model.h, NcclBehaviour): its
   // cost per ring step and the algorithms NCCL_ALGO allows. prismd

@@ -80,17 +80,24 @@ absl::StatusOr<ProgramInfo> FlattenProgram(const graph::Program& p) {
   return info;
 }
 
-CommShape ShapeOf(const graph::Graph& g, const graph::Communicator& c) {
-  absl::flat_hash_map<uint32_t, uint32_t> per_node;
-  for (uint32_t m : c.members()) ++per_node[g.ranks(m).node()];
+// `nodes` is scratch space (kept for its capacity across communicators).
+CommShape ShapeOf(const graph::Graph& g, const graph::Communicator& c, std::vector<uint32_t>& nodes) {
+  nodes.clear();
+  for (uint32_t m : c.members()) nodes.push_back(g.ranks(m).node());
+  std::sort(nodes.begin(), nodes.end());
   CommShape s;
   s.ranks = static_cast<uint32_t>(c.members_size());
-  s.nodes = static_cast<uint32_t>(per_node.size());
+  s.nodes = 0;
   s.min_per_node = UINT32_MAX;
   s.max_per_node = 0;
-  for (const auto& [node, count] : per_node) {
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    const uint32_t count = static_cast<uint32_t>(j - i);
+    ++s.nodes;
     s.min_per_node = std::min(s.min_per_node, count);
     s.max_per_node = std::max(s.max_per_node, count);
+    i = j;
   }
   return s;
 }
@@ -105,40 +112,63 @@ std::vector<uint32_t> CanonicalSlots(const graph::Rank& rank) {
   return canon;
 }
 
+// Per program, the slots its collectives use, each once, in the order of
+// their first op: the checks below visit each rank's communicators, not
+// each rank's ops (a 131,072-rank graph has 16 programs of thousands of ops).
+std::vector<std::vector<uint32_t>> CollectiveSlots(const EngineWorld& w) {
+  std::vector<std::vector<uint32_t>> slots(w.programs.size());
+  for (size_t i = 0; i < w.programs.size(); ++i)
+    for (const OpInfo& op : w.programs[i].ops)
+      if (op.kind == OpKind::kCollective &&
+          std::find(slots[i].begin(), slots[i].end(), op.slot) == slots[i].end())
+        slots[i].push_back(op.slot);
+  return slots;
+}
+
 // Every communicator a collective uses and every P2P pair must be servable.
-absl::Status CheckLinks(const graph::Graph& g, const EngineWorld& w, const NetworkModel& model) {
+absl::Status CheckLinks(const EngineWorld& w, const NetworkModel& model) {
+  const std::vector<std::vector<uint32_t>> slots = CollectiveSlots(w);
   std::vector<uint8_t> checked(w.comms.size(), 0);
   for (const Actor& a : w.actors) {
-    const ProgramInfo& p = w.programs[a.program];
-    for (const OpInfo& op : p.ops) {
-      if (op.kind != OpKind::kCollective) continue;
-      const uint32_t c = a.slot_comm[op.slot];
+    for (uint32_t slot : slots[a.program]) {
+      const uint32_t c = a.slot_comm[slot];
       if (checked[c]) continue;
       checked[c] = 1;
       if (auto s = model.CheckShape(w.comms[c].shape); !s.ok())
         return Invalid(absl::StrCat("communicator ", w.comms[c].name, ": ", std::string(s.message())));
     }
-    for (size_t d = 0; d < p.p2p.size(); ++d)
+    for (size_t d = 0; d < w.programs[a.program].p2p.size(); ++d)
       if (auto s = model.CheckP2P(a.peer_same_node[d]); !s.ok())
         return Invalid(absl::StrCat("rank ", a.rep_rank, " send/recv: ", std::string(s.message())));
   }
-  (void)g;
   return absl::OkStatus();
 }
 
 // Plays every tree all-reduce the model will play (one rank per node,
 // NetworkModel::Tree) now, so that a play of up to about 20 ms never runs
-// on the engine thread while prismd keeps pace with real ranks.
+// on the engine thread while prismd keeps pace with real ranks. Each
+// (program, slot, algorithm, size) once per rank, each communicator once.
 void PlayTreesAhead(const EngineWorld& w, const NetworkModel& model) {
-  for (const Actor& a : w.actors) {
-    for (const OpInfo& op : w.programs[a.program].ops) {
+  struct Tree {
+    uint32_t slot;
+    graph::Algorithm algorithm;
+    Bytes bytes;
+    bool operator==(const Tree&) const = default;
+  };
+  std::vector<std::vector<Tree>> trees(w.programs.size());
+  for (size_t i = 0; i < w.programs.size(); ++i)
+    for (const OpInfo& op : w.programs[i].ops) {
       if (op.kind != OpKind::kCollective || op.collective != graph::ALLREDUCE) continue;
       if (op.algorithm != graph::ALGORITHM_TREE && op.algorithm != graph::ALGORITHM_DEFAULT) continue;
-      const CommShape& shape = w.comms[a.slot_comm[op.slot]].shape;
-      if (shape.max_per_node == 1 && shape.SpansNodes())
-        (void)model.CollectiveTime(op.collective, op.algorithm, op.bytes, shape);
+      const Tree t{op.slot, op.algorithm, op.bytes};
+      if (std::find(trees[i].begin(), trees[i].end(), t) == trees[i].end()) trees[i].push_back(t);
     }
-  }
+  for (const Actor& a : w.actors)
+    for (const Tree& t : trees[a.program]) {
+      const CommShape& shape = w.comms[a.slot_comm[t.slot]].shape;
+      if (shape.max_per_node == 1 && shape.SpansNodes())
+        (void)model.CollectiveTime(graph::ALLREDUCE, t.algorithm, t.bytes, shape);
+    }
 }
 
 absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const WorldOptions& options) {
@@ -149,10 +179,11 @@ absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const WorldOptions&
     w.programs.push_back(std::move(*info));
   }
   w.comms.reserve(g.communicators_size());
+  std::vector<uint32_t> nodes;
   for (const graph::Communicator& c : g.communicators()) {
     EngineComm ec;
     ec.members.assign(c.members().begin(), c.members().end());
-    ec.shape = ShapeOf(g, c);
+    ec.shape = ShapeOf(g, c, nodes);
     ec.kind = c.kind();
     ec.name = c.name().empty() ? absl::StrCat("comm-", c.id()) : c.name();
     w.comms.push_back(std::move(ec));
@@ -236,10 +267,11 @@ uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations) {
 absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
                                        const WorldOptions& options) {
   // Ranks, per-rank state, durations, sizes and kinds within common/limits.h.
-  if (auto s = graph::ValidateGraph(graph); !s.ok()) return s;
+  if (!options.graph_validated)
+    if (auto s = graph::ValidateGraph(graph); !s.ok()) return s;
   auto full = BuildFull(graph, options);
   if (!full.ok()) return full.status();
-  if (auto s = CheckLinks(graph, *full, model); !s.ok()) return s;
+  if (auto s = CheckLinks(*full, model); !s.ok()) return s;
   PlayTreesAhead(*full, model);
   if (!options.use_classes) {
     full->reduction_note = "equivalence classes switched off (--no-classes)";

@@ -17,7 +17,7 @@
 
 namespace prism::store {
 
-struct StoreServer::Client : bootstrap::IoHandler {
+struct StoreServer::Client : net::IoHandler {
   StoreServer* server = nullptr;
   ClientInfo info;
   int fd = -1;
@@ -30,7 +30,7 @@ struct StoreServer::Client : bootstrap::IoHandler {
   void OnIo(uint32_t events) override { server->OnClientIo(this, events); }
 };
 
-struct StoreServer::Listener : bootstrap::IoHandler {
+struct StoreServer::Listener : net::IoHandler {
   StoreServer* server = nullptr;
   int fd = -1;
   void OnIo(uint32_t) override { server->OnAccept(); }

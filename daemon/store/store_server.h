@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/bootstrap/event_loop.h"
+#include "daemon/net/event_loop.h"
 #include "daemon/store/tcp_store_protocol.h"
 
 namespace prism::store {
@@ -107,7 +107,7 @@ class StoreServer {
 
   StoreServerOptions options_;
   StoreObserver* observer_;
-  bootstrap::EventLoop loop_;
+  net::EventLoop loop_;
   std::thread thread_;
   std::unique_ptr<Listener> listener_;
   uint16_t port_ = 0;

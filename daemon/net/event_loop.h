@@ -1,7 +1,7 @@
 // A minimal epoll event loop: one thread calls Run() and owns every handler;
 // Wake()/Stop()/Post() are the only calls other threads may make.
-#ifndef PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
-#define PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
+#ifndef PRISM_DAEMON_NET_EVENT_LOOP_H_
+#define PRISM_DAEMON_NET_EVENT_LOOP_H_
 
 #include <atomic>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 
-namespace prism::bootstrap {
+namespace prism::net {
 
 class IoHandler {
  public:
@@ -51,6 +51,9 @@ class EventLoop {
   bool stopping() const { return stop_.load(); }
 
  private:
+  // epoll_ctl(op) of `fd`; the error names `what` ("add", "mod") and the fd.
+  absl::Status Control(int op, const char* what, int fd, uint32_t events, IoHandler* handler);
+
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
@@ -61,6 +64,6 @@ class EventLoop {
   std::vector<std::function<void()>> posted_;
 };
 
-}  // namespace prism::bootstrap
+}  // namespace prism::net
 
-#endif  // PRISM_DAEMON_BOOTSTRAP_EVENT_LOOP_H_
+#endif  // PRISM_DAEMON_NET_EVENT_LOOP_H_

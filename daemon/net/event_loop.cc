@@ -1,4 +1,4 @@
-#include "daemon/bootstrap/event_loop.h"
+#include "daemon/net/event_loop.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace prism::bootstrap {
+namespace prism::net {
 
 EventLoop::~EventLoop() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
@@ -31,24 +31,22 @@ absl::Status EventLoop::Init() {
   return absl::OkStatus();
 }
 
-absl::Status EventLoop::Add(int fd, uint32_t events, IoHandler* handler) {
+absl::Status EventLoop::Control(int op, const char* what, int fd, uint32_t events, IoHandler* handler) {
   epoll_event ev{};
   ev.events = events;
   ev.data.ptr = handler;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    return absl::InternalError(absl::StrCat("epoll_ctl add fd ", fd, ": ", std::strerror(errno)));
+  if (epoll_ctl(epoll_fd_, op, fd, &ev) != 0) {
+    return absl::InternalError(absl::StrCat("epoll_ctl ", what, " fd ", fd, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
 
+absl::Status EventLoop::Add(int fd, uint32_t events, IoHandler* handler) {
+  return Control(EPOLL_CTL_ADD, "add", fd, events, handler);
+}
+
 absl::Status EventLoop::Modify(int fd, uint32_t events, IoHandler* handler) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = handler;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) {
-    return absl::InternalError(absl::StrCat("epoll_ctl mod fd ", fd, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return Control(EPOLL_CTL_MOD, "mod", fd, events, handler);
 }
 
 void EventLoop::Remove(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
@@ -127,4 +125,4 @@ void EventLoop::Stop() {
   Wake();
 }
 
-}  // namespace prism::bootstrap
+}  // namespace prism::net

@@ -1,0 +1,146 @@
+// The NIC policy of the replay engine: who may use which NIC direction when.
+//
+// Each actor has a transmit and a receive direction (its GPU's NIC share,
+// network_model.h). Transfers between nodes ask for directions at the
+// engine's current instant; the requests made at one instant are granted
+// together, shortest first (then in the order made), so that which of two
+// transfers that became ready at the same instant goes first never depends
+// on which event the engine handled first (a DP reduce-scatter granted
+// before a TP all-reduce of the same rank held it back by the whole
+// reduce-scatter). How a grant uses the directions is the NicModel:
+//  - kQueues (the default): each member of a ring all-reduce, all-gather or
+//    reduce-scatter across nodes queues its share of the wire time on its
+//    own transmit side, in the first gap that fits there; the collective
+//    ends when the last share has left plus the rest of its time (never
+//    before the model's time from its start). Other transfers as kCalendar.
+//  - kCalendar: a transfer holds every direction it needs, from the first
+//    instant all are free for its whole duration (nic_calendar.h).
+//  - kShared: transfers in flight share each direction equally
+//    (nic_sharing.h); their ends are known only as time passes (FinishBy).
+//    All-virtual worlds only.
+// The engine hands each request a ticket of its own and gets back, per
+// ticket, when the transfer started and ends (NicGrant); what a transfer
+// means to the ranks (waiters, observers, traces) stays with the engine.
+//
+// Thread-safety: none; the engine thread owns it. `world` and `model` must
+// outlive it.
+#ifndef PRISM_DAEMON_ENGINE_NIC_SCHEDULER_H_
+#define PRISM_DAEMON_ENGINE_NIC_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/units.h"
+#include "daemon/engine/network_model.h"
+#include "daemon/engine/nic_calendar.h"
+#include "daemon/engine/nic_sharing.h"
+#include "daemon/engine/world.h"
+
+namespace prism::engine {
+
+// docs/network-model.md, "NIC serialisation"; prismd --nic-model.
+enum class NicModel : uint8_t { kQueues, kCalendar, kShared };
+
+// A granted transfer: the engine's ticket, when it started on the NICs and
+// when it ends (its last byte delivered).
+struct NicGrant {
+  uint32_t ticket;
+  Nanoseconds start, end;
+};
+
+class NicScheduler {
+ public:
+  NicScheduler(const EngineWorld& world, const NetworkModel& model, NicModel nic_model);
+  NicScheduler(const NicScheduler&) = delete;
+  NicScheduler& operator=(const NicScheduler&) = delete;
+
+  NicModel model() const { return nic_model_; }
+
+  // Requests at the current instant (granted by Grant). `ready`: when the
+  // transfer may start; `duration`: what it takes alone.
+  // A collective `op` on communicator `comm` (across nodes): every member's
+  // both directions (or, kQueues, its transmit side for a ring).
+  void RequestCollective(uint32_t ticket, uint32_t comm, const OpInfo& op, Nanoseconds ready, Nanoseconds duration);
+  // Hybrid: a collective real ranks take part in. Its virtual members' NICs
+  // are busy as if it were all-virtual; no grant is reported (the real ranks'
+  // reports finish it).
+  void HoldCollective(uint32_t comm, const OpInfo& op, Nanoseconds ready, Nanoseconds duration);
+  // A send from `src` to `dst` on different nodes: src's transmit and dst's
+  // receive direction for `duration` (wire plus latency).
+  void RequestPointToPoint(uint32_t ticket, uint32_t src, uint32_t dst, Nanoseconds ready, Nanoseconds duration);
+  // Hybrid: a virtual rank's send to a real one: only src's transmit side,
+  // for `wire`; the grant ends `took` after it started.
+  void RequestSend(uint32_t ticket, uint32_t src, Nanoseconds ready, Nanoseconds wire, Nanoseconds took);
+
+  bool HasRequests() const { return !requests_.empty(); }
+  // Grants every request made since the last call, shortest first, at
+  // `now`; `horizon` is the furthest time the engine has handled (older
+  // reservations may be forgotten, see kMemory). Appends the grants whose
+  // ends are known (all but kShared's) to `done`, in grant order. kShared:
+  // for each transfer it starts, appends to `shared_checks` when the first
+  // transfer in flight would finish right after that start (the engine
+  // looks at the latest only, FinishBy).
+  void Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGrant>* done,
+             std::vector<Nanoseconds>* shared_checks);
+
+  // kShared: when the next transfer in flight finishes (Nanoseconds::Max()
+  // when none); FinishBy appends those finished by `now` in start order.
+  Nanoseconds NextFinish() const;
+  void FinishBy(Nanoseconds now, std::vector<NicGrant>* done);
+
+  // Hybrid: a collective's members stay busy (both directions) until `end`
+  // (its real end, when later than the model's).
+  void HoldMembersUntil(uint32_t comm, Nanoseconds now, Nanoseconds end, Nanoseconds horizon);
+  // Hybrid: whether no virtual member of `comm` (across nodes) has its NIC
+  // reserved past `start` (a real measurement is then clean).
+  bool VirtualMembersFreeBy(uint32_t comm, Nanoseconds start) const;
+
+  // Reservations kept behind the furthest time handled: in a paced hybrid
+  // run a real rank's report is handled at its own stamp, which can lie
+  // behind events already handled (the lookahead plus the report's way).
+  static constexpr Nanoseconds kMemory = FromSeconds(1);
+
+ private:
+  struct Request {
+    enum class Kind : uint8_t { kCollective, kHold, kPointToPoint, kSend };
+    Kind kind = Kind::kCollective;
+    uint32_t ticket = 0;
+    uint32_t comm = 0;          // kCollective, kHold
+    uint32_t src = 0, dst = 0;  // kPointToPoint (both), kSend (src)
+    const OpInfo* op = nullptr; // kCollective, kHold
+    int64_t ready = 0, duration = 0;  // NIC time wanted from `ready` on (the grant order's key)
+    int64_t took = 0;           // kSend: the transfer's whole time from its start
+  };
+  struct Directions {
+    NicCalendar tx, rx;
+  };
+
+  void GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<Nanoseconds>* shared_checks);
+  // The end of collective request `r` by the calendar or queues model.
+  int64_t ReserveCollective(const Request& r);
+  bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
+  int64_t QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire);
+  // Reserves every member's both directions for `duration` from the first
+  // instant >= `ready` at which all are free; returns that instant.
+  int64_t ReserveMembers(const EngineComm& c, int64_t ready, int64_t duration);
+  void StartShared(const Request& r, const std::vector<uint32_t>& directions, std::vector<Nanoseconds>* checks);
+  static uint32_t Tx(uint32_t actor) { return 2 * actor; }
+  static uint32_t Rx(uint32_t actor) { return 2 * actor + 1; }
+
+  const EngineWorld& world_;
+  const NetworkModel& model_;
+  const NicModel nic_model_;
+  std::vector<Directions> nics_;                // per actor
+  int64_t now_ = 0, forget_before_ = 0;         // of the Grant in progress
+  std::vector<Request> requests_;               // made at the current instant
+  std::vector<Request> batch_;                  // Grant's working copy (kept for its capacity)
+  std::vector<const NicCalendar*> calendars_;   // ReserveMembers' working list
+  std::unique_ptr<SharedNics> shared_;          // kShared only
+  absl::flat_hash_map<uint64_t, std::pair<uint32_t, int64_t>> shared_tickets_;  // flow id -> (ticket, start)
+};
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_NIC_SCHEDULER_H_

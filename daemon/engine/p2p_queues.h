@@ -1,0 +1,67 @@
+// Send/recv matching for the replay engine: the k-th send from a rank to a
+// peer on a communicator meets the peer's k-th receive from that rank, one
+// first-in first-out queue per (communicator, src, dst). Posting one side
+// says what follows (P2PMatch); timing it (NICs, the model, observers) is the
+// engine's. Real ranks (hybrid runs) complete their own sends and receives
+// through their reports; only a real send to a virtual receiver is queued
+// here, because the receive ends when the send's last byte arrives.
+//
+// Thread-safety: none; the engine thread owns it. `world` must outlive it.
+#ifndef PRISM_DAEMON_ENGINE_P2P_QUEUES_H_
+#define PRISM_DAEMON_ENGINE_P2P_QUEUES_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "daemon/engine/world.h"
+
+namespace prism::engine {
+
+// One side of a send/recv: `actor`'s op `op`, posted (issued) at `posted`;
+// a real send's last byte left at `real_done` (-1: not reported yet).
+struct PendingP2P {
+  uint32_t actor, op;
+  int64_t posted;
+  int64_t real_done = -1;
+};
+
+struct P2PMatch {
+  enum class Kind : uint8_t {
+    kWaiting,   // nothing follows now
+    kMatched,   // two virtual sides met: time the transfer (send, recv)
+    kDeliver,   // a virtual receive met a real send already done (send, recv)
+    kToReal,    // a virtual send to a real receiver: it leaves at once (index)
+  };
+  Kind kind = Kind::kWaiting;
+  PendingP2P send{}, recv{};
+  uint64_t index = 0;  // kToReal: the message's index on its (communicator, src, dst), from 0
+};
+
+class P2PQueues {
+ public:
+  explicit P2PQueues(const EngineWorld& world);
+
+  // `mine` was posted through P2P desc `desc` of its actor's program.
+  // `real`, `peer_real`: whether its actor and the peer are real ranks.
+  P2PMatch Post(const PendingP2P& mine, int32_t desc, bool is_send, bool real, bool peer_real);
+  // Real `actor`'s send through `desc` to a virtual receiver reported its
+  // last byte gone at `at`: the (send, receive) pair to deliver when the
+  // receive was already posted (else the send remembers `at`).
+  std::optional<std::pair<PendingP2P, PendingP2P>> RealSendDone(uint32_t actor, int32_t desc, int64_t at);
+
+ private:
+  struct Queue {
+    std::deque<PendingP2P> sends, recvs;
+    std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv) matched
+    uint64_t virtual_to_real = 0;  // messages a virtual sender started to a real receiver
+  };
+  std::vector<Queue> queues_;                    // one per (communicator, src, dst)
+  std::vector<std::vector<uint32_t>> queue_of_;  // per actor, per P2P desc: index into queues_
+};
+
+}  // namespace prism::engine
+
+#endif  // PRISM_DAEMON_ENGINE_P2P_QUEUES_H_

@@ -1,0 +1,104 @@
+// Replays whose every figure was recorded before the engine's restructuring
+// (issue 26: the NIC policy in its own class, the state laid out for the
+// cache, the graph loaded in time that follows its classes). Classes off
+// (--no-classes) and on, every NIC model: the report's figures and every
+// rank's timeline must stay exactly what commit 0c7fccd printed. A change
+// that moves them on purpose re-records the fingerprints (the failing check
+// prints the new one) and says why in its commit.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "daemon/engine/simulation.h"
+#include "test/daemon_test_graphs.h"
+
+namespace {
+
+namespace g = prism::graph;
+using prism::engine::NicModel;
+
+uint64_t Fnv(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string Fixed(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A trace's events as the trace writer wrote them at 0c7fccd: without the
+// metadata object added since (the model's step cost), which is no timeline.
+std::string TraceEvents(std::string json) {
+  const size_t meta = json.rfind("],\"metadata\":");
+  return meta == std::string::npos ? json : json.substr(0, meta) + "]}\n";
+}
+
+// The report's figures (not its wall times) and, when traced, every rank's
+// timeline, as one hexadecimal hash.
+std::string Fingerprint(const g::Graph& graph, bool classes, NicModel nic, bool trace, uint64_t iterations) {
+  prism::engine::SimulationOptions o;
+  o.use_classes = classes;
+  o.iterations = iterations;
+  o.nic_model = nic;
+  if (trace) {
+    std::vector<uint32_t> all(graph.ranks_size());
+    for (uint32_t r = 0; r < all.size(); ++r) all[r] = r;
+    o.trace_ranks = all;
+  }
+  auto r = prism::engine::Simulate(graph, o);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  const auto& rep = r->report;
+  std::string s = std::to_string(rep.events) + "/" + std::to_string(rep.emulated_end.count());
+  for (auto t : rep.iteration_times) s += "/" + std::to_string(t.count());
+  s += "/" + Fixed(rep.exposed_comm_s_mean) + "/" + Fixed(rep.exposed_comm_s_max) + "/" +
+       Fixed(rep.compute_s_per_rank);
+  for (const auto* rows : {&rep.by_op, &rep.by_comm})
+    for (const auto& k : *rows)
+      s += "/" + k.name + ":" + Fixed(k.time_s_per_rank) + ":" + Fixed(k.ops_per_rank) + ":" + Fixed(k.bytes_per_rank);
+  for (const auto& m : rep.memory) s += "/" + m.program + ":" + std::to_string(m.peak_bytes);
+  if (trace) s += "/" + std::to_string(Fnv(TraceEvents(r->TraceJson(graph))));
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Fnv(s)));
+  UNSCOPED_INFO("fingerprint of " << s);
+  return hex;
+}
+
+}  // namespace
+
+TEST_CASE("golden: a 1F1B training graph, classes off, every NIC model, every rank's timeline",
+          "[daemon][golden]") {
+  const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
+  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2) == "2c42974efaeac1c7");
+  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2) == "312ba73ce8578533");
+  CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2) == "c5b8bba269891327");
+}
+
+TEST_CASE("golden: the same graph with classes gives the same figures as before", "[daemon][golden]") {
+  const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
+  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2) == "7aa0eb28fd554c6c");
+  CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2) == "2e1403dc33734e7e");
+}
+
+TEST_CASE("golden: world collectives across nodes, classes off", "[daemon][golden]") {
+  prism::testing::ClusterSpec cluster;
+  cluster.gpus_per_node = 4;
+  cluster.nics_per_node = 2;
+  CHECK(Fingerprint(prism::testing::CollectiveGraph(32, g::ALLREDUCE, 64ull << 20, g::ALGORITHM_DEFAULT, 3, 100'000,
+                                                    cluster),
+                    false, NicModel::kQueues, true, 1) == "db933ad2106c6f1f");
+  CHECK(Fingerprint(prism::testing::CollectiveGraph(16, g::ALLGATHER, 8ull << 20, g::ALGORITHM_RING, 2, 0, cluster),
+                    false, NicModel::kCalendar, true, 1) == "474f7552d0b2846a");
+  CHECK(Fingerprint(prism::testing::CollectiveGraph(16, g::ALLREDUCE, 1ull << 20, g::ALGORITHM_TREE, 2, 0, cluster),
+                    false, NicModel::kQueues, true, 1) == "5f2589696cdac3cc");
+}
+
+TEST_CASE("golden: the 1024-rank training graph of bench/engine_rate_bench, classes off", "[daemon][golden]") {
+  prism::testing::TrainingSpec spec;
+  spec.dp = 8;
+  CHECK(Fingerprint(prism::testing::TrainingGraph(spec), false, NicModel::kQueues, false, 1) == "8f67077ac06a42b4");
+}
