@@ -27,6 +27,7 @@
 #include "spdlog/spdlog.h"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
+#include "test/skip.h"
 
 namespace prism::bootstrap::testing {
 namespace {
@@ -125,7 +126,7 @@ TEST_CASE("loopback-alias mode drops connections not from and to loopback", "[bo
   service.Stop();
 }
 
-TEST_CASE("a forged root check-in naming a foreign address is not dialled; the genuine rank gets in",
+TEST_CASE("a forged root check-in naming a foreign address is not dialled, and the genuine rank gets in",
           "[bootstrap][hostile]") {
   const uint16_t root_port = FreePort();
   // Rank 0 virtual: prismd hosts the root; rank 3 is the one real rank.
@@ -199,7 +200,7 @@ TEST_CASE("connections idle before their header are closed", "[bootstrap][hostil
   service.Stop();
 }
 
-TEST_CASE("connections without a header are capped; accepting resumes when they close", "[bootstrap][hostile]") {
+TEST_CASE("connections without a header are capped, and accepting resumes when they close", "[bootstrap][hostile]") {
   LogCapture log;
   BootstrapConfig config = ConfigFor(FreePort());
   config.max_unidentified_connections = 8;

@@ -157,7 +157,7 @@ TEST_CASE("saturating time sums stay at the clock limit instead of wrapping", "[
 // One rank per node (each rank its own NIC, as the fidelity bench runs):
 // the engine plays NCCL's double binary tree chunk by chunk, as prismd's
 // scheduler does for a real rank, instead of the 2S/(0.9B) formula.
-TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time; too large to play, the formula",
+TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time, or the formula when too large to play",
           "[daemon][network][tree]") {
   ClusterSpec one_per_node;
   one_per_node.gpus_per_node = 1;

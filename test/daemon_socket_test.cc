@@ -22,6 +22,7 @@
 #include "proto/graph_file.h"
 #include "proto/prism_service.grpc.pb.h"
 #include "test/daemon_test_graphs.h"
+#include "test/skip.h"
 
 namespace {
 
@@ -138,8 +139,7 @@ TEST_CASE("the default address is per user: XDG_RUNTIME_DIR, else /tmp/prismd-UI
 
 TEST_CASE("two users' daemons get their own sockets and cannot reach each other's", "[daemon][socket]") {
   if (geteuid() != 0) {
-    WARN("skipped: needs root to run prismd as two uids (CI runs as root)");
-    return;
+    PRISM_SKIP("skipped: needs root to run prismd as two uids (CI runs as root)");
   }
   // prismd (hybrid, default --listen) as uid 65534 and as uid 65533; each
   // user then tries to connect() to the other's socket.

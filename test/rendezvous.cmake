@@ -5,4 +5,4 @@ add_executable(rendezvous_tests
   ${CMAKE_CURRENT_LIST_DIR}/rendezvous_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch_store_client.cc)
 target_link_libraries(rendezvous_tests PRIVATE prism_test_main prism_rendezvous prism_store prism_bootstrap_testlib)
-catch_discover_tests(rendezvous_tests)
+prism_discover_tests(rendezvous_tests)
