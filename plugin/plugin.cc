@@ -74,9 +74,7 @@ Result Plugin::InitOnce() {
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {
-      char name[128];
-      std::snprintf(name, sizeof(name), settings_.nic.name_pattern.c_str(), d);
-      nic_names_.emplace_back(name);
+      nic_names_.push_back(FormatNicName(settings_.nic.name_pattern, d));
     }
     std::string why = NicPciPathProblem(settings_.nic.pci_path);
     if (!why.empty()) {

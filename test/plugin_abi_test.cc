@@ -103,6 +103,20 @@ TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi
   CHECK(msg == "");
 }
 
+TEST_CASE("PRISM_NIC_NAME is a pattern, never a printf format", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    setenv("PRISM_NIC_COUNT", "2", 1);
+    setenv("PRISM_NIC_NAME", "%s%s%s%s%s%s%s%s", 1);  // as a format: SIGSEGV at init
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    drv.Init();
+    prism_ncclNetProperties_v11_t p{};
+    if (drv.net().getProperties(1, &p) != prism_ncclSuccess) return "getProperties failed";
+    if (std::string(p.name) != "prism1") return std::string("name ") + p.name + ", not the default's prism1";
+    return "";
+  });
+  CHECK(msg == "");
+}
+
 TEST_CASE("PRISM_GDR advertises CUDA pointers only when set", "[plugin][abi]") {
   const std::string msg = InChild([]() -> std::string {
     prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
