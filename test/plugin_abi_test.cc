@@ -148,6 +148,34 @@ TEST_CASE("connect rejects a foreign handle without crashing", "[plugin][abi]") 
   CHECK(msg == "");
 }
 
+TEST_CASE("a comm, listen comm or context closed twice is refused, not freed twice", "[plugin][abi]") {
+  // Before LiveHandles each second call freed again: glibc aborted with
+  // "double free or corruption" (the child would crash).
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    void* ctx = drv.Init();
+    std::vector<char> h;
+    void* lc = drv.Listen(ctx, &h);
+    void* sc = nullptr;
+    void* rc = nullptr;
+    drv.ConnectAccept(ctx, h, lc, &sc, &rc);
+    if (drv.net().closeSend(sc) != prism_ncclSuccess) return "first closeSend failed";
+    if (drv.net().closeRecv(rc) != prism_ncclSuccess) return "first closeRecv failed";
+    if (drv.net().closeListen(lc) != prism_ncclSuccess) return "first closeListen failed";
+    if (drv.net().closeSend(sc) != prism_ncclInvalidArgument) return "second closeSend not refused";
+    if (drv.net().closeRecv(rc) != prism_ncclInvalidArgument) return "second closeRecv not refused";
+    if (drv.net().closeListen(lc) != prism_ncclInvalidArgument) return "second closeListen not refused";
+    if (drv.net().finalize(ctx) != prism_ncclSuccess) return "first finalize failed";
+    if (drv.net().finalize(ctx) != prism_ncclInvalidArgument) return "second finalize not refused";
+    // A live context passed where a comm belongs is refused and stays usable.
+    void* ctx2 = drv.Init();
+    if (drv.net().closeSend(ctx2) != prism_ncclInvalidArgument) return "a context closed as a comm";
+    if (drv.net().finalize(ctx2) != prism_ncclSuccess) return "the context was lost by a wrong close";
+    return "";
+  });
+  CHECK(msg == "");
+}
+
 TEST_CASE("listen writes a real listen handle", "[plugin][abi]") {
   const std::string msg = InChild([]() -> std::string {
     prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
