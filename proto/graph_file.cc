@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/output_file.h"
 
 namespace prism::graph {
 namespace {
@@ -503,28 +504,15 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
   return g;
 }
 
-std::string TemporaryPathFor(const std::string& path) { return absl::StrCat(path, ".tmp.", getpid()); }
+std::string TemporaryPathFor(const std::string& path) { return OutputFile::TemporaryPathFor(path); }
 
 absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
   auto bytes = EncodeGraph(graph);
   if (!bytes.ok()) return bytes.status();
-  const std::string tmp = TemporaryPathFor(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-    f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp, " (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", err));
-  }
-  return absl::OkStatus();
+  auto file = OutputFile::Create(path, "graph file");
+  if (!file.ok()) return file.status();
+  (*file)->stream().write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  return (*file)->Commit();
 }
 
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {

@@ -115,6 +115,25 @@ TEST_CASE("files are written atomically and read back", "[graph_file]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("graph file: a symlink planted at the temporary name is not written through", "[graph_file]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("prism_gf_link_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.graph").string();
+  const std::string victim = (dir / "victim.txt").string();
+  std::ofstream(victim) << "precious";
+  // Another user (or an old run) left "<out>.tmp.<pid>" -> the victim.
+  std::filesystem::create_symlink(victim, pg::TemporaryPathFor(path));
+  REQUIRE(pg::WriteGraphFile(TinyGraph(), path).ok());
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  CHECK(text == "precious");
+  CHECK_FALSE(std::filesystem::is_symlink(path));
+  CHECK(pg::ReadGraphFile(path).ok());
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(pg::TemporaryPathFor(path))));
+  std::filesystem::remove_all(dir);
+}
+
 // ---- Crafted graphs whose replay would be silently wrong (issue 12, item 8) ----
 
 namespace {
