@@ -5,6 +5,7 @@ with prismd and a stand-in for PyTorch ranks (test/fake_torch_program.py):
 the NCCL id through prismd's store, a failing rank, a rank that never comes,
 Ctrl-C."""
 import json
+import shutil
 import os
 import signal
 import socket
@@ -40,17 +41,20 @@ def free_port():
     return port
 
 
-def processes_mentioning(text):
+def processes_mentioning(text, environ=False):
+    """Processes whose command line (or, with `environ`, environment too) holds `text`."""
     found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
+        for what in ("cmdline", "environ") if environ else ("cmdline",):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+                        break
+            except OSError:
+                pass
     return found
 
 
@@ -141,6 +145,45 @@ class DryRun(unittest.TestCase):
         self.assertEqual(uid[16:], bytes(112))
 
 
+    def test_log_directory_is_private_and_logs_never_follow_links(self):
+        import importlib.machinery
+        import importlib.util
+        import stat
+        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
+        spec = importlib.util.spec_from_loader("prism_launcher", loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        tmp = tempfile.mkdtemp(prefix="prism-logdir-test-")
+        try:
+            # The default: a fresh directory each time, 0700, never one that exists.
+            a, b = mod.make_log_dir(None), mod.make_log_dir(None)
+            self.assertNotEqual(a, b)
+            self.assertEqual(stat.S_IMODE(os.stat(a).st_mode), 0o700)
+            os.rmdir(a)
+            os.rmdir(b)
+            # --log-dir writable by others, or a symlink: refused with the reason.
+            shared = os.path.join(tmp, "shared")
+            os.mkdir(shared)
+            os.chmod(shared, 0o777)
+            with self.assertRaisesRegex(mod.PrismError, "writable by other users"):
+                mod.make_log_dir(shared)
+            link = os.path.join(tmp, "link")
+            os.symlink(shared, link)
+            with self.assertRaisesRegex(mod.PrismError, "symlink or not a directory"):
+                mod.make_log_dir(link)
+            # A log planted as a symlink to the caller's file is not written through.
+            mine = mod.make_log_dir(os.path.join(tmp, "mine"))
+            victim = os.path.join(tmp, "victim")
+            with open(victim, "w") as f:
+                f.write("precious")
+            os.symlink(victim, os.path.join(mine, "rank0.log"))
+            with self.assertRaises(OSError):
+                mod.open_log(os.path.join(mine, "rank0.log"))
+            with open(victim) as f:
+                self.assertEqual(f.read(), "precious")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_nccl_version_is_asked_of_the_programs_python_through_env(self):
         import importlib.machinery
         import importlib.util
@@ -223,6 +266,26 @@ class WholeRuns(unittest.TestCase):
         self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
         self.assertIn("rank 1 exited with status 3", out.stderr)
         self.assertEqual(processes_mentioning(log_dir), [])
+
+    def test_sigkill_of_prism_run_takes_prismd_and_the_ranks_with_it(self):
+        cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith("[rank 0]"):  # prismd up and rank 0 running
+                break
+        self.assertTrue(processes_mentioning(log_dir, environ=True), "".join(seen))
+        proc.kill()  # no chance to clean up: the children must go by themselves
+        proc.wait()
+        deadline = time.time() + 30
+        while processes_mentioning(log_dir, environ=True) and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(processes_mentioning(log_dir, environ=True), [], "".join(seen))
 
     def test_a_rank_that_never_comes_is_named_and_ctrl_c_stops_everything(self):
         cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
