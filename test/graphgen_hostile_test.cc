@@ -147,6 +147,21 @@ TEST_CASE("duplicate YAML keys are refused, not silently resolved", "[graphgen][
   CHECK(r.err.find("twice") != std::string::npos);
 }
 
+TEST_CASE("nested YAML aliases are refused, not expanded for ever", "[graphgen][hostile]") {
+  // Each line holds ten of the one before: 10^9 nodes from about 400 bytes.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    const std::string prev = std::string("*") + static_cast<char>(c - 1);
+    bomb += std::string(1, c) + ": &" + std::string(1, c) + " [" + prev;
+    for (int i = 1; i < 10; ++i) bomb += ", " + prev;
+    bomb += "]\n";
+  }
+  Outcome r = Job(std::string(kGood) + bomb);
+  INFO(r.err);
+  CHECK(r.code == prism::graphgen::kExitBadInput);
+  CHECK(r.err.find("100000 nodes") != std::string::npos);
+}
+
 TEST_CASE("collective flags that would wrap or overflow are refused", "[graphgen][hostile]") {
   const std::vector<std::string> base = {"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8"};
   auto with = [&](std::vector<std::string> extra) {
