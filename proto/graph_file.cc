@@ -50,6 +50,10 @@ absl::Status OverLimit(const std::string& what, uint64_t limit, const std::strin
 uint64_t Magnitude(int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
 
 absl::Status ValidateLink(const std::string& name, uint64_t bandwidth_bps, uint64_t latency_ns) {
+  if (bandwidth_bps != 0 && bandwidth_bps < limits::kMinBandwidthBps)
+    return absl::OutOfRangeError(absl::StrCat(
+        "graph beyond Prism's limits: ", name, " bandwidth is ", bandwidth_bps, " bit/s, under the minimum of ",
+        limits::kMinBandwidthBps, " bit/s (common/limits.h); give the link's real bandwidth"));
   if (bandwidth_bps > limits::kMaxBandwidthBps)
     return OverLimit(absl::StrCat(name, " bandwidth is ", bandwidth_bps, " bit/s"), limits::kMaxBandwidthBps,
                      " bit/s");
@@ -63,6 +67,12 @@ absl::Status ValidateCluster(const Graph& g) {
     return OverLimit(absl::StrCat("the world is ", g.ranks_size(), " ranks"), limits::kMaxRanks, " ranks");
   const Cluster& cl = g.cluster();
   if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
+  if (cl.gpus_per_node() > limits::kMaxGpusPerNode)
+    return OverLimit(absl::StrCat("a node has ", cl.gpus_per_node(), " GPUs"), limits::kMaxGpusPerNode, " GPUs");
+  if (cl.nodes() > limits::kMaxRanks)
+    return OverLimit(absl::StrCat("the cluster has ", cl.nodes(), " nodes"), limits::kMaxRanks, " nodes");
+  if (cl.nic().count() > limits::kMaxNicsPerNode)
+    return OverLimit(absl::StrCat("a node has ", cl.nic().count(), " NICs"), limits::kMaxNicsPerNode, " NICs");
   if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(g.ranks_size()))
     return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
                                 g.ranks_size(), " ranks"));

@@ -160,6 +160,30 @@ pg::Graph SendRecvGraph(uint64_t send_bytes, uint64_t recv_bytes) {
 
 }  // namespace
 
+TEST_CASE("graph file: clusters no one has are refused with the bound in the message", "[graph_file][limits]") {
+  auto g = TinyGraph();
+  g.mutable_cluster()->set_gpus_per_node(4294967295u);  // predicted 117 days before
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("4294967295 GPUs") && Catch::Contains("the limit is 4096 GPUs"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_nic()->set_bandwidth_bps(1000);  // predicted 939,524 s before
+  CHECK_THAT(ValidationMessage(g),
+             Catch::Contains("NIC bandwidth is 1000 bit/s") && Catch::Contains("minimum of 1000000000 bit/s"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_intra_node()->set_bandwidth_bps(999'999'999);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("intra-node link bandwidth"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_nic()->set_count(100000);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("100000 NICs") && Catch::Contains("the limit is 256 NICs"));
+  g = TinyGraph();
+  g.mutable_cluster()->set_nodes(4294967295u);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("4294967295 nodes"));
+  g = TinyGraph();  // the bounds themselves are accepted
+  g.mutable_cluster()->set_gpus_per_node(prism::limits::kMaxGpusPerNode);
+  g.mutable_cluster()->mutable_nic()->set_bandwidth_bps(prism::limits::kMinBandwidthBps);
+  g.mutable_cluster()->mutable_nic()->set_count(prism::limits::kMaxNicsPerNode);
+  CHECK(ValidationMessage(g) == "<accepted>");
+}
+
 TEST_CASE("graph file: absurd durations, sizes and memory are refused at load", "[graph_file][limits]") {
   auto g = TinyGraph();
   g.mutable_programs(0)->mutable_ops(0)->mutable_compute()->set_duration_ns(UINT64_MAX);
