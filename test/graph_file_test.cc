@@ -94,6 +94,11 @@ TEST_CASE("validation names the broken reference", "[graph_file]") {
     g.mutable_programs(0)->mutable_ops(0)->add_deps(1);
     CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("later op"));
   }
+  SECTION("a rank listed twice in one communicator") {
+    auto g = TinyGraph();
+    g.mutable_communicators(0)->set_members(1, 0);  // members {0, 0}
+    CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("lists rank 0 twice"));
+  }
   SECTION("root outside the communicator") {
     auto g = TinyGraph();
     g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_root(2);
