@@ -11,6 +11,7 @@
 
 #include "common/daemon_address.h"
 #include "plugin/comm.h"
+#include "plugin/daemon_session.h"
 #include "plugin/link_model.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
@@ -128,6 +129,16 @@ TEST_CASE("settings: PRISM_NIC_NAME replaces %d and %% only, and refuses any oth
   CHECK(s.nic.name_pattern == "prism%d");
   CHECK(warnings.find("PRISM_NIC_NAME: 'nic%d%p' holds a '%' other than %d") != std::string::npos);
   if (saved) setenv("PRISM_NIC_NAME", keep.c_str(), 1); else unsetenv("PRISM_NIC_NAME");
+}
+
+TEST_CASE("an unreachable prismd's error names this user's default socket, not a shared one", "[plugin][unit]") {
+  prism::plugin::Settings s;
+  s.daemon_address = "unix:///nonexistent-dir-" + std::to_string(getpid()) + "/prismd.sock";
+  s.daemon_timeout_ms = 100;
+  const std::string why = prism::plugin::AnnounceToDaemon(s, 0);
+  CHECK(why.find("cannot reach prismd") != std::string::npos);
+  CHECK(why.find(prism::DefaultDaemonAddress()) != std::string::npos);
+  CHECK(why.find("/tmp/prismd.sock") == std::string::npos);
 }
 
 TEST_CASE("settings: PRISM_DAEMON unset means prismd's per-user default socket", "[plugin][unit]") {
