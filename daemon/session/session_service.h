@@ -56,6 +56,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     // reaches the plugin at once with the fix. Null: not checked. Must
     // outlive the service.
     NcclVersionGate* nccl_gate = nullptr;
+    // A session stream that sends no Hello within this is cancelled (its
+    // server thread would otherwise wait for ever).
+    std::chrono::milliseconds hello_timeout{10000};
   };
 
   // `source` is not owned and must outlive this object.
@@ -125,6 +128,10 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   std::unordered_map<uint64_t, SessionId> listen_owner_;  // listen_id -> session
   std::unordered_map<uint64_t, VirtualLinkInfo> links_;    // conn_id -> link
   SessionId next_session_ = 1;
+  // Streams waiting for their Hello, with the time (MonoNs) they give up;
+  // cancelled by the keepalive thread. Entries leave before their stream's
+  // handler returns.
+  std::unordered_map<grpc::ServerContext*, int64_t> awaiting_hello_;
   bool stop_ = false;
   std::condition_variable stop_cv_;
   std::thread keepalive_;
