@@ -41,6 +41,17 @@ def free_port():
     return port
 
 
+def load_launcher():
+    """scripts/prism as a module (it has no .py suffix)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
+    spec = importlib.util.spec_from_loader("prism_launcher", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def processes_mentioning(text, environ=False):
     """Processes whose command line (or, with `environ`, environment too) holds `text`."""
     found = []
@@ -132,12 +143,7 @@ class DryRun(unittest.TestCase):
         self.assertIn("MASTER_PORT", run("run", "--help").stdout)
 
     def test_unique_id_bytes_match_nccl(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-        spec = importlib.util.spec_from_loader("prism_launcher", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+        mod = load_launcher()
         uid = mod.nccl_comm_id_bytes("127.0.0.1:29555")
         # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (wire notes 1.6).
         self.assertEqual(uid[:16].hex(), "8002800280028002020073737f000001")
@@ -146,13 +152,8 @@ class DryRun(unittest.TestCase):
 
 
     def test_log_directory_is_private_and_logs_never_follow_links(self):
-        import importlib.machinery
-        import importlib.util
         import stat
-        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-        spec = importlib.util.spec_from_loader("prism_launcher", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+        mod = load_launcher()
         tmp = tempfile.mkdtemp(prefix="prism-logdir-test-")
         try:
             # The default: a fresh directory each time, 0700, never one that exists.
@@ -185,12 +186,7 @@ class DryRun(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
     def test_nccl_version_is_asked_of_the_programs_python_through_env(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-        spec = importlib.util.spec_from_loader("prism_launcher", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+        mod = load_launcher()
         # A stand-in torch (no libnccl loaded: the probe falls back to
         # torch.cuda.nccl.version()), found through the command's own `env`.
         fake = tempfile.mkdtemp(prefix="fake-torch-")
