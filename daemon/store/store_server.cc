@@ -173,12 +173,12 @@ void StoreServer::OnAccept() {
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
     c->info.address = absl::StrCat(ip, ":", ntohs(peer.sin_port));
-    Client* raw = c.get();
-    clients_[raw->info.id] = std::move(c);
-    if (!loop_.Add(fd, EPOLLIN | EPOLLRDHUP, raw).ok()) {
-      Drop(raw);
+    if (!loop_.Add(fd, EPOLLIN | EPOLLRDHUP, c.get()).ok()) {
+      close(fd);  // never counted: not a connection yet
       continue;
     }
+    Client* raw = c.get();
+    clients_[raw->info.id] = std::move(c);
     AdmitUnvalidated(raw);
   }
 }
