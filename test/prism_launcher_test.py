@@ -52,6 +52,21 @@ def load_launcher():
     return mod
 
 
+def read_lines_until(proc, stop, seconds=60):
+    """`proc`'s output lines until stop(line) holds: (that line, every line read); (None, lines) when the output
+    ends or `seconds` pass first."""
+    seen = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if stop(line):
+            return line, seen
+    return None, seen
+
+
 def processes_mentioning(text, environ=False):
     """Processes whose command line (or, with `environ`, environment too) holds `text`."""
     found = []
@@ -266,15 +281,7 @@ class WholeRuns(unittest.TestCase):
     def test_sigkill_of_prism_run_takes_prismd_and_the_ranks_with_it(self):
         cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        seen = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith("[rank 0]"):  # prismd up and rank 0 running
-                break
+        _, seen = read_lines_until(proc, lambda line: line.startswith("[rank 0]"))  # prismd up, rank 0 running
         self.assertTrue(processes_mentioning(log_dir, environ=True), "".join(seen))
         proc.kill()  # no chance to clean up: the children must go by themselves
         proc.wait()
@@ -286,20 +293,9 @@ class WholeRuns(unittest.TestCase):
     def test_a_rank_that_never_comes_is_named_and_ctrl_c_stops_everything(self):
         cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        named = None
-        status_url = None
-        seen = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "/status on " in line:
-                status_url = line.split("/status on ")[1].split(";")[0]
-            if line.startswith("[prismd]") and "real rank(s) 5" in line and "not connected" in line:
-                named = line
-                break
+        named, seen = read_lines_until(proc, lambda line: line.startswith("[prismd]") and "real rank(s) 5" in line
+                                       and "not connected" in line)
+        status_url = next((line.split("/status on ")[1].split(";")[0] for line in seen if "/status on " in line), None)
         self.assertIsNotNone(named, "".join(seen))
         with urllib.request.urlopen(status_url, timeout=5) as r:  # the same wait on prismd's /status
             status = json.loads(r.read().decode())
