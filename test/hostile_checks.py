@@ -269,8 +269,9 @@ class Hostile(unittest.TestCase):
             rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
         return len(os.listdir(f"/proc/{pid}/fd")), rss_kib // 1024
 
-    def idle_connections_of_nobody(self, port, n):
-        """A process of uid 65534 holding `n` idle connections to the store; returns (process, count held)."""
+    def idle_connections_of_nobody(self, port, n, first=b""):
+        """A process of uid 65534 holding `n` connections to the store, each sent `first` (nothing: idle);
+        returns (process, count held)."""
         code = ("import socket, sys\n"
                 "held = []\n"
                 "for _ in range(int(sys.argv[2])):\n"
@@ -278,10 +279,20 @@ class Hostile(unittest.TestCase):
                 "    s.settimeout(5)\n"
                 "    try:\n"
                 "        s.connect(('127.0.0.1', int(sys.argv[1])))\n"
+                "        s.sendall(bytes.fromhex(sys.argv[3]))\n"
                 "    except OSError:\n"
                 "        break\n"
                 "    held.append(s)\n"
                 "print(len(held), flush=True)\n"
+                "answered = closed = 0\n"
+                "for s in held if sys.argv[3] else []:  # what the store did with each one's request\n"
+                "    try:\n"
+                "        data = s.recv(4)\n"
+                "        answered += bool(data)\n"
+                "        closed += not data\n"
+                "    except OSError:\n"
+                "        closed += 1\n"
+                "print(answered, closed, flush=True)\n"
                 "sys.stdin.read()\n")
 
         def as_nobody():
@@ -289,10 +300,35 @@ class Hostile(unittest.TestCase):
             os.setgid(65534)
             os.setuid(65534)
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # one nobody may run
-        p = subprocess.Popen([python, "-c", code, str(port), str(n)], stdin=subprocess.PIPE, cwd="/",
+        p = subprocess.Popen([python, "-c", code, str(port), str(n), first.hex()], stdin=subprocess.PIPE, cwd="/",
                              stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
         self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
         return p, int(p.stdout.readline() or 0)
+
+    def test_store_refuses_another_users_clients(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to act as a second user (CI runs as root)")
+        sock = os.path.join(self.dir, "store-uid.sock")
+        port = self.free_port()
+        err_path = sock + ".err"
+        with open(err_path, "w") as err:
+            p = subprocess.Popen([PRISMD, "--graph", self.small, "--real-ranks", "0", "--listen", "unix://" + sock,
+                                  "--metrics-address", "none", "--torch-store", f"127.0.0.1:{port}"],
+                                 stdout=subprocess.DEVNULL, stderr=err)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
+        self.assertTrue(wait_for(lambda: answers(sock)), "prismd never listened")
+        validate_ping = bytes([0]) + (0x3C85F7CE).to_bytes(4, "little") + bytes([13]) + (9).to_bytes(4, "little")
+        attacker, held = self.idle_connections_of_nobody(port, 600, validate_ping)  # more than the 512 cap
+        self.assertEqual(held, 600)
+        answered, closed = map(int, attacker.stdout.readline().split())
+        self.assertEqual((answered, closed), (0, 600), "another user's clients were served")
+        self.assertGreaterEqual(self.store_ping_ms(port), 0)  # this user's client still is
+        attacker.stdin.close()
+        attacker.wait(timeout=STEP_TIMEOUT)
+        rc, _ = self.stop(p)
+        self.assertEqual(rc, 0)
+        with open(err_path) as f:
+            self.assertIn("runs as uid 65534, not as prismd's uid 0: refused", f.read())
 
     def test_store_serves_under_another_users_idle_connections(self):
         if os.geteuid() != 0:

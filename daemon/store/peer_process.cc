@@ -20,16 +20,23 @@ std::string ProcNetAddress(uint32_t ip, uint16_t port) {
   return buf;
 }
 
-// Inode of the socket whose local end is `local` and remote end `remote`.
-std::optional<std::string> SocketInode(const std::string& local, const std::string& remote) {
+struct SocketLine {
+  std::string uid, inode;
+};
+
+// The /proc/net/tcp line of the socket whose local end is `local` and remote
+// end `remote`.
+std::optional<SocketLine> FindSocketLine(const std::string& local, const std::string& remote) {
   std::ifstream in("/proc/net/tcp");
   std::string line;
   std::getline(in, line);  // header
+  const std::string pair = local + " " + remote;  // as the kernel prints them, one space apart
   while (std::getline(in, line)) {
+    if (line.find(pair) == std::string::npos) continue;  // the many other sockets: no parsing
     std::istringstream fields(line);
     std::string slot, loc, rem, state, queues, timer, retr, uid, timeout, inode;
     fields >> slot >> loc >> rem >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
-    if (loc == local && rem == remote && inode != "0") return inode;
+    if (loc == local && rem == remote) return SocketLine{uid, inode};
   }
   return std::nullopt;
 }
@@ -69,13 +76,10 @@ PeerProcess Describe(int pid) {
   return p;
 }
 
-}  // namespace
 
-std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
-                                           uint16_t server_port) {
-  auto inode = SocketInode(ProcNetAddress(client_ip, client_port), ProcNetAddress(server_ip, server_port));
-  if (!inode) return std::nullopt;
-  const std::string target = "socket:[" + *inode + "]";
+// The process holding the socket of inode `inode`.
+std::optional<PeerProcess> FindHolder(const std::string& inode) {
+  const std::string target = "socket:[" + inode + "]";
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return std::nullopt;
   std::optional<PeerProcess> found;
@@ -88,6 +92,25 @@ std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_p
   }
   closedir(proc);
   return found;
+}
+
+}  // namespace
+
+PeerInfo DescribePeer(uint32_t client_ip, uint16_t client_port, uint32_t server_ip, uint16_t server_port,
+                      bool find_process) {
+  PeerInfo info;
+  auto line = FindSocketLine(ProcNetAddress(client_ip, client_port), ProcNetAddress(server_ip, server_port));
+  if (!line) return info;
+  char* end = nullptr;
+  const unsigned long uid = std::strtoul(line->uid.c_str(), &end, 10);
+  if (end != line->uid.c_str() && *end == '\0') info.uid = static_cast<uint32_t>(uid);
+  if (find_process && line->inode != "0") info.process = FindHolder(line->inode);
+  return info;
+}
+
+std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
+                                           uint16_t server_port) {
+  return DescribePeer(client_ip, client_port, server_ip, server_port, true).process;
 }
 
 }  // namespace prism::store

@@ -26,6 +26,16 @@ struct PeerProcess {
 std::optional<PeerProcess> FindPeerProcess(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
                                            uint16_t server_port);
 
+// The uid owning the client's socket (any user's; from the same pass over
+// /proc/net/tcp) and, with `find_process`, the process as FindPeerProcess
+// tells it. Both nullopt when the client is not on this host.
+struct PeerInfo {
+  std::optional<uint32_t> uid;
+  std::optional<PeerProcess> process;
+};
+PeerInfo DescribePeer(uint32_t client_ip, uint16_t client_port, uint32_t server_ip, uint16_t server_port,
+                      bool find_process);
+
 }  // namespace prism::store
 
 #endif  // PRISM_DAEMON_STORE_PEER_PROCESS_H_

@@ -214,25 +214,35 @@ void StoreServer::AdmitUnvalidated(Client* c) {
 }
 
 // VALIDATE came: now a client (its process looked up, the observer told).
-void StoreServer::OnValidated(Client* c) {
+// False (the caller closes it) when its socket belongs to another user of
+// this host and only this user's clients are served.
+bool StoreServer::OnValidated(Client* c) {
+  sockaddr_in peer{}, self{};
+  socklen_t plen = sizeof(peer), slen = sizeof(self);
+  getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &plen);
+  getsockname(c->fd, reinterpret_cast<sockaddr*>(&self), &slen);
+  PeerInfo who;
+  if (options_.same_user_only || options_.identify_clients) {
+    who = DescribePeer(ntohl(peer.sin_addr.s_addr), ntohs(peer.sin_port), ntohl(self.sin_addr.s_addr),
+                       ntohs(self.sin_port), options_.identify_clients);
+  }
+  if (options_.same_user_only && who.uid && *who.uid != geteuid()) {
+    spdlog::warn("store: client {} ({}) runs as uid {}, not as prismd's uid {}: refused (real ranks run as the "
+                 "user who runs prismd)", c->info.id, c->info.address, *who.uid, geteuid());
+    return false;
+  }
   c->validated = true;
   --unvalidated_open_;
   ++validated_;
-  if (options_.identify_clients) {
-    sockaddr_in peer{}, self{};
-    socklen_t plen = sizeof(peer), slen = sizeof(self);
-    getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &plen);
-    getsockname(c->fd, reinterpret_cast<sockaddr*>(&self), &slen);
-    if (auto p = FindPeerProcess(ntohl(peer.sin_addr.s_addr), ntohs(peer.sin_port), ntohl(self.sin_addr.s_addr),
-                                 ntohs(self.sin_port))) {
-      c->info.pid = p->pid;
-      c->info.rank = p->rank;
-    }
+  if (who.process) {
+    c->info.pid = who.process->pid;
+    c->info.rank = who.process->rank;
   }
   spdlog::debug("store: client {} from {} (rank {})", c->info.id, c->info.address,
                 c->info.rank ? std::to_string(*c->info.rank) : "?");
   if (observer_) observer_->OnConnected(c->info);
   Publish();
+  return true;
 }
 
 // Reads what arrived; false when the peer is gone (or the connection was
@@ -317,8 +327,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
                      c->info.address, q.word, kValidationMagic);
         return false;
       }
-      if (!c->validated) OnValidated(c);
-      return true;
+      return c->validated || OnValidated(c);
     case Query::kPing: AppendU32(&reply, q.word); break;
     case Query::kSet:
       if (!Storable(c, q.keys[0].size() + q.values[0].size(), StoredSize(q.keys[0]))) return false;

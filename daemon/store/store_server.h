@@ -12,6 +12,10 @@
 // client disconnects the store forgets every key (a new job starts clean)
 // and tells the observer.
 //
+// A client on this host whose socket belongs to another uid than prismd's is
+// refused at its VALIDATE (StoreServerOptions::same_user_only): another
+// user cannot hold client slots, keys or waits.
+//
 // Limits (StoreLimits; another local user can reach the port): at most
 // max_connections connections, and never more than a quarter of the
 // process's open-file limit (then the listener pauses until one closes),
@@ -94,6 +98,7 @@ struct StoreServerOptions {
   std::string host = "127.0.0.1";  // address to bind
   uint16_t port = 0;               // 0: the kernel's choice
   bool identify_clients = true;    // look up each client's process and RANK (after VALIDATE)
+  bool same_user_only = true;      // refuse, at VALIDATE, a client of this host running as another uid
   StoreLimits limits;
 };
 
@@ -123,7 +128,7 @@ class StoreServer {
   void ResumeListener();
   bool AtCapacity() const;
   void AdmitUnvalidated(Client* c);
-  void OnValidated(Client* c);
+  bool OnValidated(Client* c);
   void OnClientIo(Client* c, uint32_t events);
   bool ReadInput(Client* c);
   bool Serve(Client* c, const Request& q);
