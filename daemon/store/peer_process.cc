@@ -1,6 +1,12 @@
 #include "daemon/store/peer_process.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -39,6 +45,44 @@ std::optional<SocketLine> FindSocketLine(const std::string& local, const std::st
     if (loc == local && rem == remote) return SocketLine{uid, inode};
   }
   return std::nullopt;
+}
+
+// The same facts from the kernel's socket diagnostics, by exact 4-tuple (one
+// lookup, however many sockets the host has); nullopt when netlink refuses.
+std::optional<SocketLine> SockDiagLookup(uint32_t client_ip, uint16_t client_port, uint32_t server_ip,
+                                         uint16_t server_port) {
+  const int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return std::nullopt;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } query{};
+  query.header.nlmsg_len = sizeof(query);
+  query.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  query.header.nlmsg_flags = NLM_F_REQUEST;
+  query.request.sdiag_family = AF_INET;
+  query.request.sdiag_protocol = IPPROTO_TCP;
+  query.request.idiag_states = ~0u;
+  query.request.id.idiag_sport = htons(client_port);
+  query.request.id.idiag_dport = htons(server_port);
+  query.request.id.idiag_src[0] = htonl(client_ip);
+  query.request.id.idiag_dst[0] = htonl(server_ip);
+  query.request.id.idiag_cookie[0] = query.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  std::optional<SocketLine> found;
+  alignas(nlmsghdr) char reply[8192];
+  if (sendto(fd, &query, sizeof(query), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) ==
+      static_cast<ssize_t>(sizeof(query))) {
+    const ssize_t n = recv(fd, reply, sizeof(reply), 0);
+    const auto* h = reinterpret_cast<const nlmsghdr*>(reply);
+    if (n > 0 && NLMSG_OK(h, static_cast<size_t>(n)) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+      const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      found = SocketLine{std::to_string(m->idiag_uid), std::to_string(m->idiag_inode)};
+    }
+  }
+  close(fd);
+  return found;
 }
 
 bool HoldsSocket(const std::string& pid, const std::string& target) {
@@ -99,7 +143,8 @@ std::optional<PeerProcess> FindHolder(const std::string& inode) {
 PeerInfo DescribePeer(uint32_t client_ip, uint16_t client_port, uint32_t server_ip, uint16_t server_port,
                       bool find_process) {
   PeerInfo info;
-  auto line = FindSocketLine(ProcNetAddress(client_ip, client_port), ProcNetAddress(server_ip, server_port));
+  auto line = SockDiagLookup(client_ip, client_port, server_ip, server_port);
+  if (!line) line = FindSocketLine(ProcNetAddress(client_ip, client_port), ProcNetAddress(server_ip, server_port));
   if (!line) return info;
   char* end = nullptr;
   const unsigned long uid = std::strtoul(line->uid.c_str(), &end, 10);
