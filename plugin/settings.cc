@@ -141,7 +141,8 @@ Settings LoadSettings(std::string* warnings) {
   n.count = static_cast<int>(r.Int("PRISM_NIC_COUNT", 1, 64));
   n.name_pattern = r.String("PRISM_NIC_NAME");
   if (std::string why = NicNamePatternProblem(n.name_pattern); !why.empty()) {
-    if (warnings != nullptr) *warnings += "PRISM_NIC_NAME: " + why + "; using " + Param("PRISM_NIC_NAME").default_value + "\n";
+    if (warnings != nullptr)
+      *warnings += "PRISM_NIC_NAME: " + why + "; using " + Param("PRISM_NIC_NAME").default_value + "\n";
     n.name_pattern = Param("PRISM_NIC_NAME").default_value;
   }
   n.speed_mbps = static_cast<int>(r.Int("PRISM_NIC_SPEED_MBPS", 1, 2000000000));

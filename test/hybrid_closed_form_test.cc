@@ -180,7 +180,9 @@ TEST_CASE("a virtual sender's grouped sends to the real rank follow each other b
   const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()));
   const int64_t wire = model.PointToPointTime(prism::Bytes(kBytes), false).count() - 5'000;
   std::map<uint64_t, int64_t> ready;
-  for (const auto& s : r->schedules) ready[s.schedule.key().seq()] = static_cast<int64_t>(s.schedule.ready_ns()) - kStart;
+  for (const auto& s : r->schedules) {
+    ready[s.schedule.key().seq()] = static_cast<int64_t>(s.schedule.ready_ns()) - kStart;
+  }
   REQUIRE(ready.size() == 2);
   CHECK(ready[0] == 0);
   CHECK(wire == 83'887);
