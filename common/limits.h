@@ -39,6 +39,13 @@ inline constexpr uint64_t kMaxMemoryBytes = uint64_t{1} << 50;
 inline constexpr uint64_t kMaxLatencyNs = 1'000'000'000;
 // A link's bandwidth: 1 Pbit/s.
 inline constexpr uint64_t kMaxBandwidthBps = 1'000'000'000'000'000;
+// A link's bandwidth when it has one (0 = no such link): 1 Gbit/s, below any
+// NIC or GPU interconnect a training cluster has.
+inline constexpr uint64_t kMinBandwidthBps = 1'000'000'000;
+// GPUs of one node (one NVLink domain): 4096; the largest built hold 72.
+inline constexpr uint64_t kMaxGpusPerNode = 4096;
+// NICs of one node.
+inline constexpr uint64_t kMaxNicsPerNode = 256;
 // Text inputs of prism-graphgen (job YAML, compute tables).
 inline constexpr uint64_t kMaxInputFileBytes = uint64_t{16} << 20;  // 16 MiB
 

@@ -14,7 +14,8 @@ char g_path[PATH_MAX];
 std::atomic<bool> g_registered{false};  // lock-free: safe to read in a handler
 static_assert(std::atomic<bool>::is_always_lock_free);
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+// SIGXFSZ: the file outgrew `ulimit -f` mid-write.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
 
 void OnSignal(int sig) {
   if (g_registered.load()) unlink(g_path);

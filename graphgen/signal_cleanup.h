@@ -1,5 +1,5 @@
 // Removes prism-graphgen's temporary output file when a signal ends the
-// process (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE), so that an interrupted write
+// process (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ), so that an interrupted write
 // leaves nothing behind: WriteGraphFile writes "<out>.tmp.<pid>" and renames
 // it, and a signal between the two would otherwise leave the temporary.
 //

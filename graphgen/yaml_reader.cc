@@ -49,17 +49,25 @@ bool IsUtf8(const std::string& text) {
 namespace {
 
 constexpr int kMaxDepth = 32;
+// Nodes one document may expand to, aliases counted each time they are used:
+// a job file has a few hundred; nested aliases ("billion laughs") would make
+// every later walk of the document take exponential time.
+constexpr size_t kMaxExpandedNodes = 100000;
 
 std::string Join(const std::string& path, const std::string& key) {
   return path.empty() ? key : absl::StrCat(path, ".", key);
 }
 
-absl::Status CheckNode(const YAML::Node& node, const std::string& path, int depth) {
+absl::Status CheckNode(const YAML::Node& node, const std::string& path, int depth, size_t* visited) {
   if (depth > kMaxDepth)
     return KeyError(path.empty() ? "<document>" : path, "is nested too deeply (a job file is a few levels deep)");
+  if (++*visited > kMaxExpandedNodes)
+    return KeyError(path.empty() ? "<document>" : path,
+                    absl::StrCat("makes the document expand to over ", kMaxExpandedNodes, " nodes (aliases of ",
+                                 "aliases?); a job file has a few hundred: write the values out"));
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i)
-      if (auto s = CheckNode(node[i], absl::StrCat(path, "[", i, "]"), depth + 1); !s.ok()) return s;
+      if (auto s = CheckNode(node[i], absl::StrCat(path, "[", i, "]"), depth + 1, visited); !s.ok()) return s;
     return absl::OkStatus();
   }
   if (!node.IsMap()) return absl::OkStatus();
@@ -68,14 +76,17 @@ absl::Status CheckNode(const YAML::Node& node, const std::string& path, int dept
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex key>";
     if (!keys.insert(key).second)
       return KeyError(Join(path, Excerpt(key)), "appears twice in one mapping; keep one of them");
-    if (auto s = CheckNode(kv.second, Join(path, Excerpt(key)), depth + 1); !s.ok()) return s;
+    if (auto s = CheckNode(kv.second, Join(path, Excerpt(key)), depth + 1, visited); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckDocument(const YAML::Node& doc, const std::string& path) { return CheckNode(doc, path, 0); }
+absl::Status CheckDocument(const YAML::Node& doc, const std::string& path) {
+  size_t visited = 0;
+  return CheckNode(doc, path, 0, &visited);
+}
 
 MapReader::MapReader(const YAML::Node& node, std::string path)
     : node_(node.IsDefined() ? node : YAML::Node()), path_(std::move(path)) {}

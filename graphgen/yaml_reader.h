@@ -65,7 +65,8 @@ std::string Excerpt(const std::string& text, size_t max_chars = 32);
 bool IsUtf8(const std::string& text);
 
 // Whole-document checks yaml-cpp does not make: no mapping has the same key
-// twice (yaml-cpp keeps the first silently), and nesting is at most 32 deep.
+// twice (yaml-cpp keeps the first silently), nesting is at most 32 deep, and
+// the document expands to at most 100,000 nodes (aliases counted each use).
 // `path` prefixes the key paths in errors ("" for the job document).
 absl::Status CheckDocument(const YAML::Node& doc, const std::string& path = "");
 

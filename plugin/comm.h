@@ -49,7 +49,11 @@ enum class ObjectKind : uint32_t {
 class Tagged {
  public:
   explicit Tagged(ObjectKind kind) : kind_(kind) {}
-  ~Tagged() { kind_ = ObjectKind::kDead; }
+  // A volatile store, so that the compiler keeps it although the object dies
+  // right after: a stale pointer still tagged alive would pass CheckedCast
+  // until the allocator reuses the memory. (Double closes are caught by
+  // LiveHandles, which never reads freed memory.)
+  ~Tagged() { *static_cast<volatile ObjectKind*>(&kind_) = ObjectKind::kDead; }
   ObjectKind object_kind() const { return kind_; }
 
  private:

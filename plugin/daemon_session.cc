@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/daemon_address.h"
 #include "plugin/clock.h"
 #include "plugin/daemon_owner.h"
 #include "plugin/op_schedules.h"
@@ -303,7 +304,8 @@ std::string AnnounceToDaemon(const Settings& s, int nccl_version) {
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(s.daemon_timeout_ms);
   if (!channel->WaitForConnected(deadline)) {
     return "cannot reach prismd at " + s.daemon_address + " within " + std::to_string(s.daemon_timeout_ms) +
-           " ms: start prismd first, or point PRISM_DAEMON at it (e.g. unix:///tmp/prismd.sock)";
+           " ms: start prismd first, or point PRISM_DAEMON at it (prismd's default here: " +
+           prism::DefaultDaemonAddress() + ")";
   }
   if (const std::string why = CheckDaemonOwner(s.daemon_address, getuid(), s.daemon_trusted_uids); !why.empty()) {
     return why;
@@ -345,7 +347,8 @@ void DaemonSession::IoMain() {
     if (MonoNowNs() > deadline) {
       Fail("cannot reach prismd at " + s.daemon_address + " within " +
            std::to_string(s.daemon_timeout_ms) +
-           " ms: start prismd, or point PRISM_DAEMON at it (e.g. unix:///tmp/prismd.sock)");
+           " ms: start prismd, or point PRISM_DAEMON at it (prismd's default here: " +
+           prism::DefaultDaemonAddress() + ")");
       PRISM_WARN(*env_.logger, "%s", failure_.c_str());
       return;
     }

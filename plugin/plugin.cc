@@ -74,9 +74,7 @@ Result Plugin::InitOnce() {
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {
-      char name[128];
-      std::snprintf(name, sizeof(name), settings_.nic.name_pattern.c_str(), d);
-      nic_names_.emplace_back(name);
+      nic_names_.push_back(FormatNicName(settings_.nic.name_pattern, d));
     }
     std::string why = NicPciPathProblem(settings_.nic.pci_path);
     if (!why.empty()) {
@@ -135,6 +133,7 @@ Result Plugin::Init(prism_ncclDebugLogger_t logger, prism_ncclProfilerCallback_t
     return prism_ncclSuccess;
   }
   *ctx = new NetContext(env_, comm_id);
+  handles_.Add(*ctx);
   ++live_contexts_;
   return prism_ncclSuccess;
 }
@@ -148,13 +147,16 @@ Result Plugin::ProfilerInit(void** context, uint64_t comm_id, int* activation_ma
 }
 
 NetContext* Plugin::ContextOrDefault(void* ctx) {
-  if (ctx != nullptr) return CheckedCast<NetContext>(ctx, ObjectKind::kContext);
+  if (ctx != nullptr) return handles_.Contains(ctx) ? CheckedCast<NetContext>(ctx, ObjectKind::kContext) : nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   if (process_context_ == nullptr) process_context_ = new NetContext(env_, 0);
   return process_context_;
 }
 
 Result Plugin::Finalize(void* ctx) {
+  if (ctx == nullptr) return prism_ncclSuccess;
+  if (!handles_.Take(ctx))
+    return BadArgument("finalize", "the context is not one init returned, or was finalized already");
   delete CheckedCast<NetContext>(ctx, ObjectKind::kContext);
   std::lock_guard<std::mutex> lock(mu_);
   if (live_contexts_ > 0 && --live_contexts_ == 0) ReportLinkHold();
@@ -227,6 +229,7 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
     vp->ListenOpened(h.listen_id, dev);
   }
   *listen_comm = new ListenComm(env_, context->engines(), fd, h, std::move(vp));
+  handles_.Add(*listen_comm);
   return prism_ncclSuccess;
 }
 
@@ -241,6 +244,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
     std::memcpy(&vh, handle, sizeof(vh));
     Result r = context->virtual_peers()->Connect(vh, dev, &comm);
     *send_comm = comm.release();
+    if (*send_comm != nullptr) handles_.Add(*send_comm);
     return r;
   }
   if (magic != kRealHandleMagic) {
@@ -263,6 +267,7 @@ Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {
     stage->magic = 0;
   }
   *send_comm = comm.release();
+  if (*send_comm != nullptr) handles_.Add(*send_comm);
   return r;
 }
 
@@ -273,6 +278,7 @@ Result Plugin::Accept(void* listen_comm, void** recv_comm) {
   std::unique_ptr<NetComm> comm;
   Result r = l->Accept(&comm);
   *recv_comm = comm.release();
+  if (*recv_comm != nullptr) handles_.Add(*recv_comm);
   if (*recv_comm != nullptr)
     PRISM_INFO(logger_, "accept on listen %llx: receive comm %p", static_cast<unsigned long long>(l->handle().listen_id),
                *recv_comm);
@@ -281,8 +287,13 @@ Result Plugin::Accept(void* listen_comm, void** recv_comm) {
 
 Result Plugin::CloseListen(void* listen_comm) {
   if (listen_comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
+  if (!handles_.Take(listen_comm))
+    return BadArgument("closeListen", "the listen comm is not one listen returned, or was closed already");
   auto* l = CheckedCast<ListenComm>(listen_comm, ObjectKind::kListenComm);
-  if (l == nullptr) return BadArgument("closeListen", "the listen comm is not one listen returned");
+  if (l == nullptr) {
+    handles_.Add(listen_comm);  // another kind of live object: leave it as it was
+    return BadArgument("closeListen", "the listen comm is not one listen returned");
+  }
   delete l;
   return prism_ncclSuccess;
 }
@@ -358,8 +369,12 @@ Result Plugin::Test(void* request, int* done, int* sizes) {
 
 Result Plugin::CloseComm(void* comm) {
   if (comm == nullptr) return prism_ncclSuccess;  // NCCL's own transports accept NULL
+  if (!handles_.Take(comm)) return BadArgument("close", "the comm is not one this plugin made, or was closed already");
   auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm);
-  if (c == nullptr) return BadArgument("close", "the comm is not one this plugin made");
+  if (c == nullptr) {
+    handles_.Add(comm);  // another kind of live object: leave it as it was
+    return BadArgument("close", "the comm is not one this plugin made");
+  }
   PRISM_INFO(logger_, "close comm %p", comm);
   c->Close();
   delete c;

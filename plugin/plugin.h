@@ -18,6 +18,7 @@
 #include "common/version.h"
 #include "plugin/comm.h"
 #include "plugin/cuda_copy.h"
+#include "plugin/live_handles.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
 #include "plugin/op_relay.h"
@@ -130,6 +131,7 @@ class Plugin {
   std::mutex mu_;
   NetContext* process_context_ = nullptr;
   int live_contexts_ = 0;  // contexts from init(ctx) not yet finalized; under mu_
+  LiveHandles handles_;    // comms, listen comms and contexts handed to NCCL
 };
 
 // The process's Plugin (never destroyed).

@@ -16,7 +16,8 @@ namespace {
 // The one registry. Keep docs/plugin.md in step with it.
 constexpr EnvParam kParams[] = {
     {"PRISM_NIC_COUNT", "1", "number of NICs (devices) the plugin reports"},
-    {"PRISM_NIC_NAME", "prism%d", "device name pattern; %d becomes the device index"},
+    {"PRISM_NIC_NAME", "prism%d",
+     "device name pattern (at most 64 bytes); %d becomes the device index, %% a %; any other % is refused"},
     {"PRISM_NIC_SPEED_MBPS", "400000", "NIC speed reported to NCCL, Mbps (400000 = 400 Gb/s)"},
     {"PRISM_NIC_LATENCY_US", "0", "NIC latency reported to NCCL, microseconds"},
     {"PRISM_NIC_PORT", "1", "port number reported for every NIC"},
@@ -139,6 +140,11 @@ Settings LoadSettings(std::string* warnings) {
   NicSettings& n = s.nic;
   n.count = static_cast<int>(r.Int("PRISM_NIC_COUNT", 1, 64));
   n.name_pattern = r.String("PRISM_NIC_NAME");
+  if (std::string why = NicNamePatternProblem(n.name_pattern); !why.empty()) {
+    if (warnings != nullptr)
+      *warnings += "PRISM_NIC_NAME: " + why + "; using " + Param("PRISM_NIC_NAME").default_value + "\n";
+    n.name_pattern = Param("PRISM_NIC_NAME").default_value;
+  }
   n.speed_mbps = static_cast<int>(r.Int("PRISM_NIC_SPEED_MBPS", 1, 2000000000));
   n.latency_us = static_cast<float>(r.Double("PRISM_NIC_LATENCY_US", 0, 1e6));
   n.port = static_cast<int>(r.Int("PRISM_NIC_PORT", 0, 1 << 20));
@@ -189,6 +195,40 @@ Settings LoadSettings(std::string* warnings) {
   const char* rank = std::getenv("RANK");
   s.rank = rank != nullptr ? std::atoi(rank) : -1;
   return s;
+}
+
+std::string NicNamePatternProblem(const std::string& pattern) {
+  if (pattern.size() > kMaxNicNamePatternBytes) {
+    return "'" + pattern.substr(0, 32) + "...' is " + std::to_string(pattern.size()) + " bytes, over the " +
+           std::to_string(kMaxNicNamePatternBytes) + " a NIC name may have";
+  }
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(pattern[i]);
+    if (ch < 0x20 || ch == 0x7f) return "'" + pattern + "' holds a control character";
+    if (ch != '%') continue;
+    if (i + 1 < pattern.size() && (pattern[i + 1] == 'd' || pattern[i + 1] == '%')) {
+      ++i;
+      continue;
+    }
+    return "'" + pattern + "' holds a '%' other than %d (the device index) or %% (a literal %)";
+  }
+  return "";
+}
+
+std::string FormatNicName(const std::string& pattern, int index) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'd') {
+      out += std::to_string(index);
+      ++i;
+    } else if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == '%') {
+      out += '%';
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
 }
 
 std::string DescribeSettings() {

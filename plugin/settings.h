@@ -28,7 +28,7 @@ enum class RecvFill { kOwn, kZeros, kNone, kPattern };
 
 struct NicSettings {
   int count = 1;
-  std::string name_pattern;      // "%d" replaced by the device index
+  std::string name_pattern;      // "%d" replaced by the device index (FormatNicName)
   int speed_mbps = 0;
   float latency_us = 0;
   int port = 1;
@@ -68,6 +68,15 @@ struct Settings {
 // Reads every registry entry from the environment. Bad values fall back to
 // the default and are reported in `*warnings` (one line each).
 Settings LoadSettings(std::string* warnings);
+
+// PRISM_NIC_NAME is a pattern, never a printf format: "%d" becomes the
+// device index, "%%" a '%', everything else is copied. A pattern holding any
+// other '%', a control character, or more than kMaxNicNamePatternBytes is
+// refused: NicNamePatternProblem says why ("" when it is fine), and
+// LoadSettings then warns and uses the default. Pure; any thread.
+inline constexpr size_t kMaxNicNamePatternBytes = 64;
+std::string NicNamePatternProblem(const std::string& pattern);
+std::string FormatNicName(const std::string& pattern, int index);
 
 // "NAME=value" for every parameter, as the process sees it (effective value).
 std::string DescribeSettings();

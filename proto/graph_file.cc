@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/output_file.h"
 
 namespace prism::graph {
 namespace {
@@ -49,6 +50,10 @@ absl::Status OverLimit(const std::string& what, uint64_t limit, const std::strin
 uint64_t Magnitude(int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
 
 absl::Status ValidateLink(const std::string& name, uint64_t bandwidth_bps, uint64_t latency_ns) {
+  if (bandwidth_bps != 0 && bandwidth_bps < limits::kMinBandwidthBps)
+    return absl::OutOfRangeError(absl::StrCat(
+        "graph beyond Prism's limits: ", name, " bandwidth is ", bandwidth_bps, " bit/s, under the minimum of ",
+        limits::kMinBandwidthBps, " bit/s (common/limits.h); give the link's real bandwidth"));
   if (bandwidth_bps > limits::kMaxBandwidthBps)
     return OverLimit(absl::StrCat(name, " bandwidth is ", bandwidth_bps, " bit/s"), limits::kMaxBandwidthBps,
                      " bit/s");
@@ -62,6 +67,12 @@ absl::Status ValidateCluster(const Graph& g) {
     return OverLimit(absl::StrCat("the world is ", g.ranks_size(), " ranks"), limits::kMaxRanks, " ranks");
   const Cluster& cl = g.cluster();
   if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
+  if (cl.gpus_per_node() > limits::kMaxGpusPerNode)
+    return OverLimit(absl::StrCat("a node has ", cl.gpus_per_node(), " GPUs"), limits::kMaxGpusPerNode, " GPUs");
+  if (cl.nodes() > limits::kMaxRanks)
+    return OverLimit(absl::StrCat("the cluster has ", cl.nodes(), " nodes"), limits::kMaxRanks, " nodes");
+  if (cl.nic().count() > limits::kMaxNicsPerNode)
+    return OverLimit(absl::StrCat("a node has ", cl.nic().count(), " NICs"), limits::kMaxNicsPerNode, " NICs");
   if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(g.ranks_size()))
     return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
                                 g.ranks_size(), " ranks"));
@@ -520,28 +531,15 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
   return g;
 }
 
-std::string TemporaryPathFor(const std::string& path) { return absl::StrCat(path, ".tmp.", getpid()); }
+std::string TemporaryPathFor(const std::string& path) { return OutputFile::TemporaryPathFor(path); }
 
 absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
   auto bytes = EncodeGraph(graph);
   if (!bytes.ok()) return bytes.status();
-  const std::string tmp = TemporaryPathFor(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-    f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp, " (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", err));
-  }
-  return absl::OkStatus();
+  auto file = OutputFile::Create(path, "graph file");
+  if (!file.ok()) return file.status();
+  (*file)->stream().write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  return (*file)->Commit();
 }
 
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {

@@ -31,8 +31,9 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph);
 // refused (OutOfRange) by a scan of the bytes before the message is parsed.
 absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>");
 
-// Writes atomically: to TemporaryPathFor(path), then rename. On any error no
-// file is left at `path` (and the temporary is removed).
+// Writes atomically: to TemporaryPathFor(path), created exclusively and never
+// through a symlink (common/output_file.h), then rename. On any error no file
+// is left at `path` (and the temporary is removed).
 absl::Status WriteGraphFile(const Graph& graph, const std::string& path);
 
 // "<path>.tmp.<pid>": where WriteGraphFile writes before renaming (a caller

@@ -16,4 +16,4 @@ add_executable(bootstrap_tests
 target_link_libraries(bootstrap_tests PRIVATE prism_test_main prism_bootstrap_testlib)
 target_compile_definitions(bootstrap_tests PRIVATE
   PRISM_WIRE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/fixtures/wire")
-catch_discover_tests(bootstrap_tests)
+prism_discover_tests(bootstrap_tests)

@@ -27,6 +27,7 @@
 #include "spdlog/spdlog.h"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
+#include "test/skip.h"
 
 namespace prism::bootstrap::testing {
 namespace {
@@ -109,11 +110,22 @@ size_t OpenFds() {
   return n > 2 ? n - 2 : 0;  // . and ..
 }
 
+TEST_CASE("a non-loopback NCCL_COMM_ID is refused at start in loopback-alias mode, naming the fix",
+          "[bootstrap][hostile]") {
+  BootstrapConfig config;
+  config.comm_id = "10.1.2.3:29555";  // this host's own LAN address, say: every check-in would be refused
+  BootstrapService service(config, WorldPlan(8, 8, {0}), nullptr);
+  const absl::Status s = service.Start();
+  CHECK_FALSE(s.ok());
+  CHECK_THAT(std::string(s.message()), Catch::Contains("not a loopback address") &&
+                                           Catch::Contains("NCCL_COMM_ID=127.0.0.1:29555"));
+  service.Stop();
+}
+
 TEST_CASE("loopback-alias mode drops connections not from and to loopback", "[bootstrap][hostile]") {
   const std::optional<uint32_t> lan = NonLoopbackIpv4();
   if (!lan) {
-    WARN("no non-loopback IPv4 address on this machine: skipped");
-    return;
+    PRISM_SKIP("no non-loopback IPv4 address on this machine: skipped");
   }
   BootstrapService service(ConfigFor(FreePort()), WorldPlan(8, 8, {0}), nullptr);
   REQUIRE(service.Start().ok());
@@ -125,7 +137,7 @@ TEST_CASE("loopback-alias mode drops connections not from and to loopback", "[bo
   service.Stop();
 }
 
-TEST_CASE("a forged root check-in naming a foreign address is not dialled; the genuine rank gets in",
+TEST_CASE("a forged root check-in naming a foreign address is not dialled, and the genuine rank gets in",
           "[bootstrap][hostile]") {
   const uint16_t root_port = FreePort();
   // Rank 0 virtual: prismd hosts the root; rank 3 is the one real rank.
@@ -199,7 +211,7 @@ TEST_CASE("connections idle before their header are closed", "[bootstrap][hostil
   service.Stop();
 }
 
-TEST_CASE("connections without a header are capped; accepting resumes when they close", "[bootstrap][hostile]") {
+TEST_CASE("connections without a header are capped, and accepting resumes when they close", "[bootstrap][hostile]") {
   LogCapture log;
   BootstrapConfig config = ConfigFor(FreePort());
   config.max_unidentified_connections = 8;

@@ -201,7 +201,8 @@ const Measured kMeasured[] = {
 
 }  // namespace
 
-TEST_CASE("profiles exist for NCCL 2.21.5 .. 2.30.7; those served on the GPU host are complete", "[bootstrap][profile]") {
+TEST_CASE("profiles exist for NCCL 2.21.5 .. 2.30.7, and those served on the GPU host are complete",
+          "[bootstrap][profile]") {
   const auto served = [](int code) { return code >= 22304; };  // 2.23.4 .. 2.30.7
   std::vector<int> codes;
   for (const WireProfile& p : AllWireProfiles()) {

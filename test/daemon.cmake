@@ -11,7 +11,7 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   target_link_libraries(daemon_tests PRIVATE prism_test_main prism_engine prism_server prism_graphgen CURL::libcurl)
   target_compile_definitions(daemon_tests PRIVATE PRISMD_PATH="$<TARGET_FILE:prismd>")
   add_dependencies(daemon_tests prismd)
-  catch_discover_tests(daemon_tests TEST_PREFIX "daemon.")
+  prism_discover_tests(daemon_tests TEST_PREFIX "daemon.")
 
   # The status page in headless Chromium (skipped when /usr/bin/chromium is absent).
   add_executable(status_page_server status_page_server.cc)

@@ -265,3 +265,25 @@ TEST_CASE("the same graph gives byte-identical JSON and trace twice", "[daemon][
       CHECK(json.contains(key));
   }
 }
+
+// Exposed communication (issue 27, item 12): only the time a collective is
+// in flight while no compute runs. Two ranks of one node: stream 0 computes
+// 10 us while stream 1's all-reduce of C ns (> 10 us) runs from time 0, so
+// C - 10 us of it is exposed, per rank and iteration.
+TEST_CASE("exposed communication excludes the time compute overlaps it", "[daemon][engine]") {
+  g::Program p;
+  p.set_streams(2);
+  p.add_comm_slot_names("w");
+  AddCompute(p, 10'000, 0);
+  AddCollective(p, 0, 8 << 20, 1);
+  const g::Graph gr = Custom(2, 2, {{0, 1}}, {p}, {0, 0}, {{0}, {0}});
+  prism::engine::CommShape shape{2, 1, 2, 2};
+  const int64_t coll =
+      ModelOf(gr).CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(8 << 20), shape).count();
+  REQUIRE(coll > 10'000);
+  auto r = Simulate(gr, {});
+  REQUIRE(r.ok());
+  CHECK(r->report.mean_iteration.count() == coll);
+  CHECK(r->report.exposed_comm_s_mean == Approx(static_cast<double>(coll - 10'000) * 1e-9));
+  CHECK(r->report.exposed_comm_s_max == Approx(static_cast<double>(coll - 10'000) * 1e-9));
+}

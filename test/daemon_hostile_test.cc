@@ -286,11 +286,13 @@ TEST_CASE("graphs whose replay state would exhaust memory are refused before all
 }
 
 TEST_CASE("a replay whose clock saturates is an error, never a result", "[daemon][hostile]") {
-  prism::testing::ClusterSpec slow;  // 1 bit/s links: 1 TiB takes 2^43 s, beyond the engine's clock
-  slow.nic_bps = 1;
-  slow.nvlink_bps = 1;
-  const g::Graph gr =
-      prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes, g::ALGORITHM_RING, 2, 0, slow);
+  // The slowest links allowed (1 Gbit/s): a ring all-reduce of 1 TiB over 16
+  // ranks takes 16,492 s; 300,000 of them pass the engine's 2^62 ns clock.
+  prism::testing::ClusterSpec slow;
+  slow.nic_bps = prism::limits::kMinBandwidthBps;
+  slow.nvlink_bps = prism::limits::kMinBandwidthBps;
+  const g::Graph gr = prism::testing::CollectiveGraph(16, g::ALLREDUCE, prism::limits::kMaxOpBytes,
+                                                      g::ALGORITHM_RING, 300'000, 0, slow);
   REQUIRE(g::ValidateGraph(gr).ok());  // every figure is inside the limits; only the sum overflows
   ExpectError(gr, "clock");
 }

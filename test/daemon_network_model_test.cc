@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "daemon/engine/network_model.h"
 #include "daemon/engine/simulation.h"
 #include "graphgen/collective_graph.h"
 #include "test/daemon_test_graphs.h"
@@ -157,7 +158,7 @@ TEST_CASE("saturating time sums stay at the clock limit instead of wrapping", "[
 // One rank per node (each rank its own NIC, as the fidelity bench runs):
 // the engine plays NCCL's double binary tree chunk by chunk, as prismd's
 // scheduler does for a real rank, instead of the 2S/(0.9B) formula.
-TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time; too large to play, the formula",
+TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time, or the formula when too large to play",
           "[daemon][network][tree]") {
   ClusterSpec one_per_node;
   one_per_node.gpus_per_node = 1;
@@ -184,4 +185,28 @@ TEST_CASE("a tree all-reduce of one rank per node takes the played tree's time; 
   const Links l = LinksFor(8192, one_per_node);
   const double formula = ClosedForm(prism::graph::ALLREDUCE, prism::graph::ALGORITHM_TREE, 8192, 64.0 * (1 << 20), l);
   CHECK(simulated(8192, 64ull << 20) * 1e-9 == Approx(formula).epsilon(0.001));
+}
+
+// Hand-worked (issue 27, item 12): 16 ranks on 2 nodes of 8, 1 GiB each.
+// Pairwise all-to-all sends 7/16 of the buffer over NVLink (450 GB/s) and
+// 8/16 over the GPU's NIC share (400 Gb/s) at the same time, so the slower
+// part sets the time: 2^32 bits / 400e9 = 10,737,418 ns, plus 15 hops of
+// the 5 us NIC latency = 10,812,418 ns. (The NVLink part alone would be
+// 3,758,096,384 bits / 3.6e12 = 1,043,916 ns.)
+TEST_CASE("a pairwise all-to-all across nodes takes the slower of its NVLink and NIC parts", "[daemon][network]") {
+  prism::engine::LinkFigures links;
+  links.intra_bw = prism::BitsPerSecond(3'600'000'000'000ull);
+  links.intra_latency = prism::Nanoseconds(1000);
+  links.nic_bw = prism::BitsPerSecond(400'000'000'000ull);
+  links.nic_count = 8;
+  links.gpus_per_node = 8;
+  links.nic_latency = prism::Nanoseconds(5000);
+  const prism::engine::NetworkModel model(links);
+  prism::engine::CommShape shape;
+  shape.ranks = 16;
+  shape.nodes = 2;
+  shape.min_per_node = shape.max_per_node = 8;
+  const prism::Nanoseconds t = model.CollectiveTime(prism::graph::ALLTOALL, prism::graph::ALGORITHM_PAIRWISE,
+                                                    prism::Bytes(uint64_t{1} << 30), shape);
+  CHECK(static_cast<double>(t.count()) == Approx(10'812'418.0).margin(2));
 }

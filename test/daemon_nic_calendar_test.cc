@@ -23,7 +23,7 @@ TEST_CASE("nic calendar: a transfer takes the first gap that holds it", "[engine
   CHECK(c.LatestEnd() == 400);
 }
 
-TEST_CASE("nic calendar: touching reservations merge; ended ones are dropped", "[engine][nic]") {
+TEST_CASE("nic calendar: touching reservations merge and ended ones are dropped", "[engine][nic]") {
   NicCalendar c;
   c.Reserve(100, 200, 0);
   c.Reserve(300, 400, 0);

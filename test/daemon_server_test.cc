@@ -142,6 +142,13 @@ TEST_CASE("metrics address in use gives a clear error", "[daemon][server]") {
   auto second = prism::server::HttpEndpoint::Start("127.0.0.1:" + std::to_string((*first)->port()), &metrics, &status);
   REQUIRE_FALSE(second.ok());
   CHECK(std::string(second.status().message()).find("--metrics-address") != std::string::npos);
+  CHECK(std::string(second.status().message()).find("in use") != std::string::npos);
+  // Nothing listens on [::1]: the message must not guess "in use".
+  auto v6 = prism::server::HttpEndpoint::Start("[::1]:0", &metrics, &status);
+  if (!v6.ok()) {
+    CHECK(std::string(v6.status().message()).find("in use") == std::string::npos);
+    CHECK(std::string(v6.status().message()).find("IPv4") != std::string::npos);
+  }
 }
 
 namespace {

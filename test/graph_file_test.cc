@@ -94,6 +94,11 @@ TEST_CASE("validation names the broken reference", "[graph_file]") {
     g.mutable_programs(0)->mutable_ops(0)->add_deps(1);
     CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("later op"));
   }
+  SECTION("a rank listed twice in one communicator") {
+    auto g = TinyGraph();
+    g.mutable_communicators(0)->set_members(1, 0);  // members {0, 0}
+    CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("lists rank 0 twice"));
+  }
   SECTION("root outside the communicator") {
     auto g = TinyGraph();
     g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_root(2);
@@ -112,6 +117,25 @@ TEST_CASE("files are written atomically and read back", "[graph_file]") {
   CHECK_FALSE(pg::WriteGraphFile(TinyGraph(), (dir / "missing" / "t.graph").string()).ok());
   CHECK_FALSE(std::filesystem::exists(dir / "missing"));
   CHECK_FALSE(pg::ReadGraphFile((dir / "nope.graph").string()).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("graph file: a symlink planted at the temporary name is not written through", "[graph_file]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("prism_gf_link_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.graph").string();
+  const std::string victim = (dir / "victim.txt").string();
+  std::ofstream(victim) << "precious";
+  // Another user (or an old run) left "<out>.tmp.<pid>" -> the victim.
+  std::filesystem::create_symlink(victim, pg::TemporaryPathFor(path));
+  REQUIRE(pg::WriteGraphFile(TinyGraph(), path).ok());
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  CHECK(text == "precious");
+  CHECK_FALSE(std::filesystem::is_symlink(path));
+  CHECK(pg::ReadGraphFile(path).ok());
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(pg::TemporaryPathFor(path))));
   std::filesystem::remove_all(dir);
 }
 
@@ -140,6 +164,30 @@ pg::Graph SendRecvGraph(uint64_t send_bytes, uint64_t recv_bytes) {
 }
 
 }  // namespace
+
+TEST_CASE("graph file: clusters no one has are refused with the bound in the message", "[graph_file][limits]") {
+  auto g = TinyGraph();
+  g.mutable_cluster()->set_gpus_per_node(4294967295u);  // predicted 117 days before
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("4294967295 GPUs") && Catch::Contains("the limit is 4096 GPUs"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_nic()->set_bandwidth_bps(1000);  // predicted 939,524 s before
+  CHECK_THAT(ValidationMessage(g),
+             Catch::Contains("NIC bandwidth is 1000 bit/s") && Catch::Contains("minimum of 1000000000 bit/s"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_intra_node()->set_bandwidth_bps(999'999'999);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("intra-node link bandwidth"));
+  g = TinyGraph();
+  g.mutable_cluster()->mutable_nic()->set_count(100000);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("100000 NICs") && Catch::Contains("the limit is 256 NICs"));
+  g = TinyGraph();
+  g.mutable_cluster()->set_nodes(4294967295u);
+  CHECK_THAT(ValidationMessage(g), Catch::Contains("4294967295 nodes"));
+  g = TinyGraph();  // the bounds themselves are accepted
+  g.mutable_cluster()->set_gpus_per_node(prism::limits::kMaxGpusPerNode);
+  g.mutable_cluster()->mutable_nic()->set_bandwidth_bps(prism::limits::kMinBandwidthBps);
+  g.mutable_cluster()->mutable_nic()->set_count(prism::limits::kMaxNicsPerNode);
+  CHECK(ValidationMessage(g) == "<accepted>");
+}
 
 TEST_CASE("graph file: absurd durations, sizes and memory are refused at load", "[graph_file][limits]") {
   auto g = TinyGraph();

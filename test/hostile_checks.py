@@ -14,6 +14,7 @@ are named as such (item 8); CLI ranges and slow metrics clients (item 10).
 The timing checks bound a fixed wait that was 2 s (civetweb's poll quantum)
 with a generous margin; they are not performance measurements."""
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ import unittest
 import urllib.request
 
 PRISMD, GRAPHGEN, EXAMPLES = sys.argv[1:4] if len(sys.argv) >= 4 else (None, None, None)
+PLUGIN = os.path.join(os.path.dirname(os.path.dirname(PRISMD)), "plugin", "libnccl-net-prism.so") if PRISMD else None
 STEP_TIMEOUT = 60  # seconds, for any one command
 EXIT_BOUND = 1.5   # seconds; exit used to wait out a 2 s poll quantum
 
@@ -229,6 +231,152 @@ class Hostile(unittest.TestCase):
         finally:
             for c in held:
                 c.close()
+
+    # ---- issue 27, items 1-3: the store under another user's idle connections ----
+
+    def plugin_reaches(self, sock):
+        """Whether the built plugin's init reaches prismd at unix://`sock` over gRPC (its Announce is answered:
+        accepted, or refused for its NCCL version); False when prismd does not answer within 5 s."""
+        code = ("import ctypes, sys\n"
+                "lib = ctypes.CDLL(sys.argv[1])\n"
+                "net = ctypes.addressof(ctypes.c_char.in_dll(lib, 'ncclNetPlugin_v11'))\n"
+                "init = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64, "
+                "ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(ctypes.c_void_p.from_address(net + 8).value)\n"
+                "ctx, cfg = ctypes.c_void_p(), ctypes.c_int(-1)\n"
+                "print(init(ctypes.byref(ctx), 0x1234, ctypes.byref(cfg), None, None))\n")
+        env = dict(os.environ, PRISM_DAEMON="unix://" + sock, PRISM_DAEMON_TIMEOUT_MS="5000")
+        out = run(sys.executable, "-c", code, PLUGIN, env=env)
+        return "cannot reach prismd" not in out.stderr and out.returncode == 0
+
+    @staticmethod
+    def store_ping_ms(port):
+        """Milliseconds for VALIDATE + PING to be answered by the store at 127.0.0.1:`port` (10 s at most)."""
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(bytes([0]) + (0x3C85F7CE).to_bytes(4, "little") + bytes([13]) + (77).to_bytes(4, "little"))
+            reply = b""
+            while len(reply) < 4:
+                chunk = s.recv(4 - len(reply))
+                if not chunk:
+                    raise AssertionError("the store closed a validated client's PING")
+                reply += chunk
+        assert int.from_bytes(reply, "little") == 77
+        return (time.monotonic() - start) * 1000
+
+    @staticmethod
+    def fds_and_rss(pid):
+        with open(f"/proc/{pid}/status") as f:
+            rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        return len(os.listdir(f"/proc/{pid}/fd")), rss_kib // 1024
+
+    def idle_connections_of_nobody(self, port, n, first=b""):
+        """A process of uid 65534 holding `n` connections to the store, each sent `first` (nothing: idle);
+        returns (process, count held)."""
+        code = ("import socket, sys\n"
+                "held = []\n"
+                "for _ in range(int(sys.argv[2])):\n"
+                "    s = socket.socket()\n"
+                "    s.settimeout(5)\n"
+                "    try:\n"
+                "        s.connect(('127.0.0.1', int(sys.argv[1])))\n"
+                "        s.sendall(bytes.fromhex(sys.argv[3]))\n"
+                "    except OSError:\n"
+                "        break\n"
+                "    held.append(s)\n"
+                "print(len(held), flush=True)\n"
+                "answered = closed = 0\n"
+                "for s in held if sys.argv[3] else []:  # what the store did with each one's request\n"
+                "    try:\n"
+                "        data = s.recv(4)\n"
+                "        answered += bool(data)\n"
+                "        closed += not data\n"
+                "    except OSError:\n"
+                "        closed += 1\n"
+                "print(answered, closed, flush=True)\n"
+                "sys.stdin.read()\n")
+
+        def as_nobody():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, n + 64))
+            os.setgid(65534)
+            os.setuid(65534)
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # one nobody may run
+        p = subprocess.Popen([python, "-c", code, str(port), str(n), first.hex()], stdin=subprocess.PIPE, cwd="/",
+                             stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
+        return p, int(p.stdout.readline() or 0)
+
+    def test_store_refuses_another_users_clients(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to act as a second user (CI runs as root)")
+        sock = os.path.join(self.dir, "store-uid.sock")
+        port = self.free_port()
+        err_path = sock + ".err"
+        with open(err_path, "w") as err:
+            p = subprocess.Popen([PRISMD, "--graph", self.small, "--real-ranks", "0", "--listen", "unix://" + sock,
+                                  "--metrics-address", "none", "--torch-store", f"127.0.0.1:{port}"],
+                                 stdout=subprocess.DEVNULL, stderr=err)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
+        self.assertTrue(wait_for(lambda: answers(sock)), "prismd never listened")
+        validate_ping = bytes([0]) + (0x3C85F7CE).to_bytes(4, "little") + bytes([13]) + (9).to_bytes(4, "little")
+        attacker, held = self.idle_connections_of_nobody(port, 600, validate_ping)  # more than the 512 cap
+        self.assertEqual(held, 600)
+        answered, closed = map(int, attacker.stdout.readline().split())
+        self.assertEqual((answered, closed), (0, 600), "another user's clients were served")
+        self.assertGreaterEqual(self.store_ping_ms(port), 0)  # this user's client still is
+        attacker.stdin.close()
+        attacker.wait(timeout=STEP_TIMEOUT)
+        rc, _ = self.stop(p)
+        self.assertEqual(rc, 0)
+        with open(err_path) as f:
+            self.assertIn("runs as uid 65534, not as prismd's uid 0: refused", f.read())
+
+    def test_store_serves_under_another_users_idle_connections(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to act as a second user (CI runs as root)")
+        for soft, hard in ((1024, 8192), (128, 128)):  # the limit raised; a limit that cannot be raised
+            with self.subTest(nofile=(soft, hard)):
+                self.store_under_attack(soft, hard)
+
+    def store_under_attack(self, soft, hard):
+        sock = os.path.join(self.dir, f"store-{soft}.sock")
+        port = self.free_port()
+
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        out_path, err_path = sock + ".out", sock + ".err"
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            p = subprocess.Popen([PRISMD, "--graph", self.small, "--real-ranks", "0", "--listen", "unix://" + sock,
+                                  "--metrics-address", "none", "--torch-store", f"127.0.0.1:{port}"],
+                                 stdout=out, stderr=err, preexec_fn=low_limit)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
+        self.assertTrue(wait_for(lambda: answers(sock)), "prismd never listened")
+        with open(f"/proc/{p.pid}/limits") as f:
+            limit = next(line.split()[3:5] for line in f if line.startswith("Max open files"))
+        self.assertEqual(limit, [str(hard), str(hard)], "prismd left its soft open-file limit below the hard one")
+        self.assertTrue(wait_for(lambda: self.store_ping_ms(port) >= 0))
+        fds0, rss0 = self.fds_and_rss(p.pid)
+        attacker, held = self.idle_connections_of_nobody(port, 2000)
+        self.assertEqual(held, 2000, "the store's backlog refused connections")
+        pings = [self.store_ping_ms(port) for _ in range(20)]
+        fds, rss = self.fds_and_rss(p.pid)
+        served = self.plugin_reaches(sock)
+        print(f"\nnofile {soft}/{hard}: 2000 idle connections of uid 65534: store PING+VALIDATE max "
+              f"{max(pings):.1f} ms, median {sorted(pings)[10]:.1f} ms over 20; prismd fds {fds0} -> {fds}, "
+              f"RSS {rss0} -> {rss} MiB", file=sys.stderr)
+        self.assertTrue(served, "prismd's gRPC did not answer the plugin while the store was flooded")
+        self.assertLess(fds, hard // 2 + fds0, "the store took more than its share of prismd's descriptors")
+        self.assertLess(rss - rss0, 256, "prismd's memory grew without bound")
+        attacker.stdin.close()
+        attacker.wait(timeout=STEP_TIMEOUT)
+        self.assertTrue(wait_for(lambda: self.fds_and_rss(p.pid)[0] <= fds0 + 4), "descriptors not given back")
+        self.assertGreaterEqual(self.store_ping_ms(port), 0)
+        self.assertTrue(self.plugin_reaches(sock), "prismd's gRPC did not recover")
+        rc, _ = self.stop(p)
+        self.assertEqual(rc, 0)
+        with open(out_path) as f:
+            self.assertNotIn("store:", f.read(), "store log lines went to stdout, not stderr")
+        with open(err_path) as f:
+            self.assertIn("store:", f.read())
 
     @staticmethod
     def free_port():

@@ -8,5 +8,5 @@ if(TARGET prism_hybrid AND TARGET prism_graphgen)
   target_link_libraries(hybrid_tests PRIVATE prism_test_main prism_hybrid_replay prism_graphgen)
   target_compile_definitions(hybrid_tests PRIVATE PRISM_HYBRID_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/fixtures/hybrid"
                              PRISM_FIDELITY_SPECS="${PROJECT_SOURCE_DIR}/bench/fidelity/specs")
-  catch_discover_tests(hybrid_tests TEST_PREFIX "hybrid.")
+  prism_discover_tests(hybrid_tests TEST_PREFIX "hybrid.")
 endif()

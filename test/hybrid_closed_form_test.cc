@@ -12,7 +12,11 @@
 // whatever the real rank's own start times (a late or early real rank).
 #include <catch2/catch.hpp>
 
+#include <map>
+
+#include "daemon/engine/network_model.h"
 #include "daemon/hybrid/session_replay.h"
+#include "proto/graph_file.h"
 #include "test/daemon_test_graphs.h"
 #include "test/hybrid_harness.h"
 
@@ -117,4 +121,70 @@ TEST_CASE("ring all-gather at 8 ranks follows the same closed form", "[hybrid][c
   INFO(r.status().message());
   REQUIRE(r.ok());
   CheckClosedForm(*r, prism::rpc::OpSchedule::MIRROR);
+}
+
+// Hand-worked (issue 27, item 12): a virtual rank on another node sends two
+// messages of B = 1 MiB to the real rank in one group. Its NIC carries the
+// first for the wire time only, p2p(B) - hop latency = 2^23 bits / 100 Gb/s
+// = 83,887 ns (rounded up), so the second leaves then: the real receives'
+// schedules start at 0 and at 83,887 ns (not 88,887 with the 5 us latency).
+TEST_CASE("a virtual sender's grouped sends to the real rank follow each other by wire time, not latency",
+          "[hybrid][closed-form]") {
+  g::Graph graph;
+  graph.mutable_job()->set_name("p2p");
+  auto* cl = graph.mutable_cluster();
+  cl->set_nodes(2);
+  cl->set_gpus_per_node(1);
+  cl->mutable_nic()->set_count(1);
+  cl->mutable_nic()->set_bandwidth_bps(100'000'000'000ull);
+  cl->mutable_nic()->set_latency_ns(5'000);
+  cl->mutable_intra_node()->set_bandwidth_bps(800'000'000'000ull);
+  cl->mutable_intra_node()->set_latency_ns(500);
+  auto* world = graph.add_communicators();
+  world->set_id(0);
+  world->set_name("world");
+  world->set_kind(g::COMM_KIND_WORLD);
+  world->add_members(0);
+  world->add_members(1);
+  for (uint32_t r = 0; r < 2; ++r) {
+    auto* p = graph.add_programs();
+    p->set_id(r);
+    p->set_streams(1);
+    p->add_comm_slot_names("world");
+    p->add_ops()->mutable_group_start();
+    for (int i = 0; i < 2; ++i) {
+      if (r == 0) {
+        auto* recv = p->add_ops()->mutable_recv();
+        recv->set_peer(1), recv->set_bytes(kBytes);
+      } else {
+        auto* send = p->add_ops()->mutable_send();
+        send->set_peer(0), send->set_bytes(kBytes);
+      }
+    }
+    p->add_ops()->mutable_group_end();
+    auto* rank = graph.add_ranks();
+    rank->set_rank(r), rank->set_program(r), rank->set_node(r), rank->add_comm_slots(0);
+  }
+  REQUIRE(g::ValidateGraph(graph).ok());
+  d::Recording rec = Stream(2, prism::rpc::OP_ALL_REDUCE, true, {});
+  d::RecordedLine line;
+  line.kind = d::RecordedLine::kEvents;
+  line.session = 1;
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    AddStarted(&line.events, seq + 1, Key(kWorldHash, prism::rpc::OP_RECV, seq, 1), 0, 2, kBytes, kStart, false);
+  }
+  rec.lines.push_back(line);
+  auto r = d::ReplaySessions(graph, rec);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()));
+  const int64_t wire = model.PointToPointTime(prism::Bytes(kBytes), false).count() - 5'000;
+  std::map<uint64_t, int64_t> ready;
+  for (const auto& s : r->schedules) {
+    ready[s.schedule.key().seq()] = static_cast<int64_t>(s.schedule.ready_ns()) - kStart;
+  }
+  REQUIRE(ready.size() == 2);
+  CHECK(ready[0] == 0);
+  CHECK(wire == 83'887);
+  CHECK(ready[1] == wire);
 }

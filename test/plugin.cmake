@@ -20,7 +20,7 @@ target_compile_definitions(plugin_tests PRIVATE
   PRISM_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>"
   PRISM_SESSION_TESTD="$<TARGET_FILE:prism-session-testd>")
 add_dependencies(plugin_tests nccl-net-prism plugin_peer prism-session-testd)
-catch_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
+prism_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
 # A library holding a logger and ncclGetVersion (plugin unit: NCCL version lookup).
 add_library(fake_libnccl_version SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_libnccl_version.cc)
@@ -40,4 +40,4 @@ target_compile_definitions(plugin_unit_tests PRIVATE
   PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md"
   PRISM_FAKE_LIBNCCL="$<TARGET_FILE:fake_libnccl_version>")
 add_dependencies(plugin_unit_tests fake_libnccl_version)
-catch_discover_tests(plugin_unit_tests TEST_PREFIX "plugin unit: ")
+prism_discover_tests(plugin_unit_tests TEST_PREFIX "plugin unit: ")

@@ -103,6 +103,20 @@ TEST_CASE("devices and properties come from PRISM_NIC_* settings", "[plugin][abi
   CHECK(msg == "");
 }
 
+TEST_CASE("PRISM_NIC_NAME is a pattern, never a printf format", "[plugin][abi]") {
+  const std::string msg = InChild([]() -> std::string {
+    setenv("PRISM_NIC_COUNT", "2", 1);
+    setenv("PRISM_NIC_NAME", "%s%s%s%s%s%s%s%s", 1);  // as a format: SIGSEGV at init
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    drv.Init();
+    prism_ncclNetProperties_v11_t p{};
+    if (drv.net().getProperties(1, &p) != prism_ncclSuccess) return "getProperties failed";
+    if (std::string(p.name) != "prism1") return std::string("name ") + p.name + ", not the default's prism1";
+    return "";
+  });
+  CHECK(msg == "");
+}
+
 TEST_CASE("PRISM_GDR advertises CUDA pointers only when set", "[plugin][abi]") {
   const std::string msg = InChild([]() -> std::string {
     prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
@@ -129,6 +143,34 @@ TEST_CASE("connect rejects a foreign handle without crashing", "[plugin][abi]") 
     std::vector<char> h;
     void* lc = nullptr;
     if (drv.net().listen(ctx, 7, h.data(), &lc) == prism_ncclSuccess) return "bad dev accepted";
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("a comm, listen comm or context closed twice is refused, not freed twice", "[plugin][abi]") {
+  // Before LiveHandles each second call freed again: glibc aborted with
+  // "double free or corruption" (the child would crash).
+  const std::string msg = InChild([]() -> std::string {
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    void* ctx = drv.Init();
+    std::vector<char> h;
+    void* lc = drv.Listen(ctx, &h);
+    void* sc = nullptr;
+    void* rc = nullptr;
+    drv.ConnectAccept(ctx, h, lc, &sc, &rc);
+    if (drv.net().closeSend(sc) != prism_ncclSuccess) return "first closeSend failed";
+    if (drv.net().closeRecv(rc) != prism_ncclSuccess) return "first closeRecv failed";
+    if (drv.net().closeListen(lc) != prism_ncclSuccess) return "first closeListen failed";
+    if (drv.net().closeSend(sc) != prism_ncclInvalidArgument) return "second closeSend not refused";
+    if (drv.net().closeRecv(rc) != prism_ncclInvalidArgument) return "second closeRecv not refused";
+    if (drv.net().closeListen(lc) != prism_ncclInvalidArgument) return "second closeListen not refused";
+    if (drv.net().finalize(ctx) != prism_ncclSuccess) return "first finalize failed";
+    if (drv.net().finalize(ctx) != prism_ncclInvalidArgument) return "second finalize not refused";
+    // A live context passed where a comm belongs is refused and stays usable.
+    void* ctx2 = drv.Init();
+    if (drv.net().closeSend(ctx2) != prism_ncclInvalidArgument) return "a context closed as a comm";
+    if (drv.net().finalize(ctx2) != prism_ncclSuccess) return "the context was lost by a wrong close";
     return "";
   });
   CHECK(msg == "");

@@ -55,7 +55,7 @@ ArrivalInput Input(ArrivalForm form, int64_t posted, uint64_t bytes, int64_t rea
 // The rule with the previous wire end given in plain nanoseconds.
 Arrival Resolve(const ArrivalInput& in, int64_t wire_end) { return ResolveArrival(in, Nanoseconds(wire_end)); }
 
-TEST_CASE("arrival: wire time rounds up to whole nanoseconds; an unshaped link takes none",
+TEST_CASE("arrival: wire time rounds up to whole nanoseconds and an unshaped link takes none",
           "[plugin][unit][arrival]") {
   CHECK(WireTime(Bytes(4096), BitsPerSecond(kLinkBits)).count() == 4096 / kB);
   CHECK(WireTime(Bytes(1), BitsPerSecond(3'000'000'000ull)).count() == 3);  // 8/3 ns

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "plugin/daemon_owner.h"
+#include "test/skip.h"
 
 using prism::plugin::CheckDaemonOwner;
 using prism::plugin::ParseUidList;
@@ -86,8 +87,7 @@ TEST_CASE("daemon owner: PRISM_DAEMON_UIDS parses uid lists and rejects the rest
 
 TEST_CASE("daemon owner: a daemon really run by another uid is refused", "[plugin][unit]") {
   if (geteuid() != 0) {
-    WARN("skipped: needs root to listen as another uid (CI runs as root)");
-    return;
+    PRISM_SKIP("skipped: needs root to listen as another uid (CI runs as root)");
   }
   char dir[] = "/tmp/prism-owner-XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);

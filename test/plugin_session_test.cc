@@ -1,9 +1,15 @@
 // The daemon side of plugin sessions (daemon/session): broker and the
 // default link-model schedule source, without sockets.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
 
 #include "daemon/session/link_schedule_source.h"
 #include "daemon/session/session_service.h"
+#include "proto/prism_service.grpc.pb.h"
 
 using prism::daemon::LinkModelScheduleSource;
 using prism::daemon::PluginSessionService;
@@ -62,4 +68,28 @@ TEST_CASE("link schedule source keeps a window ahead of posted receives", "[plug
   out.Clear();
   source.OnEvents(1, posted, &out);
   CHECK(out.receives_size() == 0);
+}
+
+TEST_CASE("session service: a stream that never sends Hello is cancelled, not held for ever", "[plugin][session]") {
+  PluginSessionService::Options options;
+  options.hello_timeout = std::chrono::milliseconds(100);
+  PluginSessionService service(options, nullptr);
+  const std::string path = "/tmp/prism-hello-test-" + std::to_string(getpid()) + ".sock";
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service.service());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  REQUIRE(server);
+  auto stub = prism::rpc::PluginSession::NewStub(
+      grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // the test's own bound
+  auto stream = stub->Session(&ctx);
+  prism::rpc::DaemonMessage msg;
+  CHECK_FALSE(stream->Read(&msg));  // ends when prismd cancels it (before: at the 30 s deadline)
+  const grpc::Status status = stream->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::CANCELLED);
+  CHECK(service.connected_sessions() == 0);
+  server->Shutdown();
+  unlink(path.c_str());
 }

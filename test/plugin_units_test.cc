@@ -11,6 +11,7 @@
 
 #include "common/daemon_address.h"
 #include "plugin/comm.h"
+#include "plugin/daemon_session.h"
 #include "plugin/link_model.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
@@ -102,6 +103,42 @@ TEST_CASE("docs/plugin.md documents every PRISM_* setting", "[plugin][unit]") {
     INFO(p.name);
     CHECK(doc.find("| `" + std::string(p.name) + "` |") != std::string::npos);
   }
+}
+
+TEST_CASE("settings: PRISM_NIC_NAME replaces %d and %% only, and refuses any other %", "[plugin][unit]") {
+  using prism::plugin::FormatNicName;
+  using prism::plugin::NicNamePatternProblem;
+  CHECK(FormatNicName("mlx5_%d", 3) == "mlx5_3");
+  CHECK(FormatNicName("n%d-%d", 12) == "n12-12");
+  CHECK(FormatNicName("100%%", 0) == "100%");
+  CHECK(FormatNicName("plain", 7) == "plain");
+  CHECK(NicNamePatternProblem("prism%d").empty());
+  CHECK(NicNamePatternProblem("p%%%d").empty());
+  for (const char* bad : {"%s%s%s%s", "nic%d%d%x", "%", "a%", "%n", "%08d"}) {
+    INFO(bad);
+    CHECK_FALSE(NicNamePatternProblem(bad).empty());
+  }
+  CHECK(NicNamePatternProblem(std::string(65, 'a')).find("over the 64") != std::string::npos);
+  CHECK_FALSE(NicNamePatternProblem("a\nb").empty());
+
+  const char* saved = std::getenv("PRISM_NIC_NAME");
+  const std::string keep = saved ? saved : "";
+  setenv("PRISM_NIC_NAME", "nic%d%p", 1);
+  std::string warnings;
+  const auto s = prism::plugin::LoadSettings(&warnings);
+  CHECK(s.nic.name_pattern == "prism%d");
+  CHECK(warnings.find("PRISM_NIC_NAME: 'nic%d%p' holds a '%' other than %d") != std::string::npos);
+  if (saved) setenv("PRISM_NIC_NAME", keep.c_str(), 1); else unsetenv("PRISM_NIC_NAME");
+}
+
+TEST_CASE("an unreachable prismd's error names this user's default socket, not a shared one", "[plugin][unit]") {
+  prism::plugin::Settings s;
+  s.daemon_address = "unix:///nonexistent-dir-" + std::to_string(getpid()) + "/prismd.sock";
+  s.daemon_timeout_ms = 100;
+  const std::string why = prism::plugin::AnnounceToDaemon(s, 0);
+  CHECK(why.find("cannot reach prismd") != std::string::npos);
+  CHECK(why.find(prism::DefaultDaemonAddress()) != std::string::npos);
+  CHECK(why.find("/tmp/prismd.sock") == std::string::npos);
 }
 
 TEST_CASE("settings: PRISM_DAEMON unset means prismd's per-user default socket", "[plugin][unit]") {

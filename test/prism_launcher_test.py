@@ -5,6 +5,7 @@ with prismd and a stand-in for PyTorch ranks (test/fake_torch_program.py):
 the NCCL id through prismd's store, a failing rank, a rank that never comes,
 Ctrl-C."""
 import json
+import shutil
 import os
 import signal
 import socket
@@ -40,17 +41,46 @@ def free_port():
     return port
 
 
-def processes_mentioning(text):
+def load_launcher():
+    """scripts/prism as a module (it has no .py suffix)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
+    spec = importlib.util.spec_from_loader("prism_launcher", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def read_lines_until(proc, stop, seconds=60):
+    """`proc`'s output lines until stop(line) holds: (that line, every line read); (None, lines) when the output
+    ends or `seconds` pass first."""
+    seen = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if stop(line):
+            return line, seen
+    return None, seen
+
+
+def processes_mentioning(text, environ=False):
+    """Processes whose command line (or, with `environ`, environment too) holds `text`."""
     found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if text.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
+        for what in ("cmdline", "environ") if environ else ("cmdline",):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+                        break
+            except OSError:
+                pass
     return found
 
 
@@ -138,12 +168,7 @@ class DryRun(unittest.TestCase):
         self.assertIn("MASTER_PORT", run("run", "--help").stdout)
 
     def test_unique_id_bytes_match_nccl(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-        spec = importlib.util.spec_from_loader("prism_launcher", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+        mod = load_launcher()
         uid = mod.nccl_comm_id_bytes("127.0.0.1:29555")
         # Measured from NCCL 2.28.9 with NCCL_COMM_ID=127.0.0.1:29555 (docs/bootstrap.md).
         self.assertEqual(uid[:16].hex(), "8002800280028002020073737f000001")
@@ -151,13 +176,42 @@ class DryRun(unittest.TestCase):
         self.assertEqual(uid[16:], bytes(112))
 
 
+    def test_log_directory_is_private_and_logs_never_follow_links(self):
+        import stat
+        mod = load_launcher()
+        tmp = tempfile.mkdtemp(prefix="prism-logdir-test-")
+        try:
+            # The default: a fresh directory each time, 0700, never one that exists.
+            a, b = mod.make_log_dir(None), mod.make_log_dir(None)
+            self.assertNotEqual(a, b)
+            self.assertEqual(stat.S_IMODE(os.stat(a).st_mode), 0o700)
+            os.rmdir(a)
+            os.rmdir(b)
+            # --log-dir writable by others, or a symlink: refused with the reason.
+            shared = os.path.join(tmp, "shared")
+            os.mkdir(shared)
+            os.chmod(shared, 0o777)
+            with self.assertRaisesRegex(mod.PrismError, "writable by other users"):
+                mod.make_log_dir(shared)
+            link = os.path.join(tmp, "link")
+            os.symlink(shared, link)
+            with self.assertRaisesRegex(mod.PrismError, "symlink or not a directory"):
+                mod.make_log_dir(link)
+            # A log planted as a symlink to the caller's file is not written through.
+            mine = mod.make_log_dir(os.path.join(tmp, "mine"))
+            victim = os.path.join(tmp, "victim")
+            with open(victim, "w") as f:
+                f.write("precious")
+            os.symlink(victim, os.path.join(mine, "rank0.log"))
+            with self.assertRaises(OSError):
+                mod.open_log(os.path.join(mine, "rank0.log"))
+            with open(victim) as f:
+                self.assertEqual(f.read(), "precious")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_nccl_version_is_asked_of_the_programs_python_through_env(self):
-        import importlib.machinery
-        import importlib.util
-        loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-        spec = importlib.util.spec_from_loader("prism_launcher", loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
+        mod = load_launcher()
         # A stand-in torch (no libnccl loaded: the probe falls back to
         # torch.cuda.nccl.version()), found through the command's own `env`.
         fake = tempfile.mkdtemp(prefix="fake-torch-")
@@ -241,23 +295,24 @@ class WholeRuns(unittest.TestCase):
         self.assertIn("rank 1 exited with status 3", out.stderr)
         self.assertEqual(processes_mentioning(log_dir), [])
 
+    def test_sigkill_of_prism_run_takes_prismd_and_the_ranks_with_it(self):
+        cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        _, seen = read_lines_until(proc, lambda line: line.startswith("[rank 0]"))  # prismd up, rank 0 running
+        self.assertTrue(processes_mentioning(log_dir, environ=True), "".join(seen))
+        proc.kill()  # no chance to clean up: the children must go by themselves
+        proc.wait()
+        deadline = time.time() + 30
+        while processes_mentioning(log_dir, environ=True) and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(processes_mentioning(log_dir, environ=True), [], "".join(seen))
+
     def test_a_rank_that_never_comes_is_named_and_ctrl_c_stops_everything(self):
         cmd, log_dir = self.launch("0,5", "--absent-rank", "5", "--linger", "600")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        named = None
-        status_url = None
-        seen = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "/status on " in line:
-                status_url = line.split("/status on ")[1].split(";")[0]
-            if line.startswith("[prismd]") and "real rank(s) 5" in line and "not connected" in line:
-                named = line
-                break
+        named, seen = read_lines_until(proc, lambda line: line.startswith("[prismd]") and "real rank(s) 5" in line
+                                       and "not connected" in line)
+        status_url = next((line.split("/status on ")[1].split(";")[0] for line in seen if "/status on " in line), None)
         self.assertIsNotNone(named, "".join(seen))
         with urllib.request.urlopen(status_url, timeout=5) as r:  # the same wait on prismd's /status
             status = json.loads(r.read().decode())

@@ -219,7 +219,7 @@ TEST_CASE("key grammar: PyTorch 2.11's NCCL id keys", "[rendezvous]") {
   CHECK_FALSE(ParseNcclIdKey("/store_based_barrier_key:1"));
 }
 
-TEST_CASE("group rule: new_group number = graph communicator; hashed names by members", "[rendezvous]") {
+TEST_CASE("group rule: new_group number = graph communicator, hashed names by members", "[rendezvous]") {
   // Measured on the GPU host (notes 1.1): new_group([0,1], local sync) after two groups -> sha1("0_1_2").
   CHECK(Sha1Hex("0_1_2").substr(0, 8) == "ad56679d");
   CHECK(Sha1Hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");

@@ -68,6 +68,13 @@ absl::Status BootstrapServer::Configure() {
   if (!config_.comm_id.empty()) {
     auto root = ParseHostPort(config_.comm_id);
     if (!root.ok()) return absl::InvalidArgumentError(absl::StrCat("NCCL_COMM_ID: ", root.status().message()));
+    if (config_.address_mode == AddressMode::kLoopbackAliases && (root->ip >> 24) != 127) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "NCCL_COMM_ID ", config_.comm_id, " is not a loopback address: with loopback aliases (the default) prismd "
+          "accepts bootstrap connections from this host's loopback only, so every check-in there would be refused; "
+          "give the ranks and prismd NCCL_COMM_ID=127.0.0.1:", root->port, " (or --bootstrap-routable HOST for ranks "
+          "on other hosts)"));
+    }
     c_.shared_root = *root;
     c_.shared_id = UniqueIdForCommId(*root);
   }

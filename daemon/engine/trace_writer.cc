@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/output_file.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -152,22 +153,10 @@ void TraceRecorder::WriteJson(const graph::Graph& g, std::ostream& out) const {
 }
 
 absl::Status TraceRecorder::WriteFile(const graph::Graph& graph, const std::string& path) const {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::UnavailableError(absl::StrCat("cannot create trace file ", tmp));
-    WriteJson(graph, f);
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return absl::UnavailableError(absl::StrCat("cannot write trace file ", tmp, " (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  auto file = OutputFile::Create(path, "trace file");
+  if (!file.ok()) return file.status();
+  WriteJson(graph, (*file)->stream());
+  return (*file)->Commit();
 }
 
 }  // namespace prism::engine

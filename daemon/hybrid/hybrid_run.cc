@@ -3,8 +3,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +16,8 @@
 #include "daemon/hybrid/hybrid_scheduler.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/server/daemon_server.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace prism::daemon {
 namespace {
@@ -22,6 +27,30 @@ double CpuSeconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// Raises the soft open-file limit to the hard one: a hybrid prismd holds a
+// descriptor per plugin session, bootstrap connection and store client, and
+// the common soft default of 1024 is soon reached (then gRPC 1.51 stops
+// accepting plugin sessions for good). Warns on stderr when it cannot.
+void RaiseOpenFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  const rlim_t before = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    std::fprintf(stderr, "prismd: warning: cannot raise the open-file limit from %llu to %llu: %s\n",
+                 static_cast<unsigned long long>(before), static_cast<unsigned long long>(rl.rlim_max),
+                 std::strerror(errno));
+  }
+}
+
+// The bootstrap's, store's and rendezvous's log lines go to stderr with
+// prismd's own warnings (spdlog's default logger writes to stdout).
+void LogToStderr() {
+  auto logger = std::make_shared<spdlog::logger>("prismd", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(spdlog::default_logger()->level());
+  spdlog::set_default_logger(std::move(logger));
 }
 
 // The pacer's lag histogram, copied into Prometheus as it grows.
@@ -115,6 +144,8 @@ void PublishNeverConnected(server::StatusBoard* status, const std::string& liste
 
 absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
                        server::Metrics* metrics, const sigset_t& stop_signals) {
+  RaiseOpenFileLimit();
+  LogToStderr();
   auto programs = RealRankPrograms::Build(graph, options.engine.real_ranks);
   if (!programs.ok()) return programs.status();
   if (options.engine.iterations == 0 && graph.job().attributes().count("iterations") == 0)

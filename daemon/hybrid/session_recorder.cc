@@ -1,5 +1,8 @@
 #include "daemon/hybrid/session_recorder.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,7 +36,10 @@ absl::StatusOr<std::unique_ptr<SessionRecorder>> SessionRecorder::Open(const std
                                                                        int64_t lookahead_ns,
                                                                        const std::vector<uint32_t>& real_ranks,
                                                                        const std::string& graph_name) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  // O_NOFOLLOW: a symlink planted at `path` (a shared directory) is refused, not written through.
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* f = fd < 0 ? nullptr : fdopen(fd, "w");
+  if (fd >= 0 && f == nullptr) close(fd);
   if (f == nullptr)
     return absl::InvalidArgumentError(
         absl::StrCat("--record-sessions ", path, ": cannot create it: ", std::strerror(errno)));

@@ -93,6 +93,21 @@ absl::Status ClaimSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The private name gRPC binds before the socket is linked to `path`: in
+// path's directory (link() needs the same file system) and short enough for
+// sun_path whenever `path` itself is. Empty when no such name fits.
+std::string PrivateBindPath(const std::string& path) {
+  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
+  const std::string pid = std::to_string(getpid());
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+  for (const std::string& candidate : {absl::StrCat(path, ".", pid, ".new"), absl::StrCat(dir, "/.", pid),
+                                       absl::StrCat(dir, "/.n")}) {
+    if (candidate.size() <= kMaxPath && candidate != path) return candidate;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string DefaultListenAddress() { return prism::DefaultDaemonAddress(); }
@@ -103,13 +118,21 @@ absl::Status DaemonServer::Start(const std::string& address) {
   if (address.rfind(kUnix, 0) == 0) {
     unix_path = address.substr(sizeof(kUnix) - 1);
     if (unix_path.empty()) return absl::InvalidArgumentError("--listen unix:// needs a path: unix:///PATH");
+    if (unix_path.size() >= sizeof(sockaddr_un::sun_path))
+      return absl::InvalidArgumentError(absl::StrCat("socket path ", unix_path, " is ", unix_path.size(),
+                                                     " bytes, longer than the ", sizeof(sockaddr_un::sun_path) - 1,
+                                                     " a Unix socket may have; pass a shorter --listen"));
+    const std::string bind_path = PrivateBindPath(unix_path);
+    if (bind_path.empty())
+      return absl::InvalidArgumentError(absl::StrCat("socket path ", unix_path, " leaves no room for prismd's ",
+                                                     "temporary name beside it; pass a shorter --listen"));
     if (auto s = ClaimSocketPath(unix_path); !s.ok()) return s;
     // gRPC binds a private name and removes that name again at shutdown; the
     // socket reaches `unix_path` by link() below, which never replaces a file
     // (gRPC would unlink whatever is at the path it bound, and so remove a
     // successor's socket).
-    listen = absl::StrCat(address, ".", getpid(), ".new");
-    unlink(listen.substr(sizeof(kUnix) - 1).c_str());
+    listen = absl::StrCat(kUnix, bind_path);
+    unlink(bind_path.c_str());
   }
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port_);

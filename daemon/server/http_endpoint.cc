@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -60,6 +61,31 @@ std::string HostOf(const std::string& address) {
   return host.empty() ? "127.0.0.1" : host;
 }
 
+// Why civetweb could not listen on `address` (it says only "Failed to setup
+// server ports"): an IPv6 address this civetweb cannot serve, or what bind()
+// says of the IPv4 address.
+std::string WhyNotServed(const std::string& address) {
+  constexpr unsigned kIpv6Feature = 8;  // mg_check_feature: IPv6 support built in
+  if (!address.empty() && address[0] == '[' && mg_check_feature(kIpv6Feature) == 0)
+    return "this build serves IPv4 addresses only (civetweb without IPv6); give e.g. 127.0.0.1:PORT";
+  const size_t colon = address.rfind(':');
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr)
+    return "not an IPv4 HOST:PORT";
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int rc = fd < 0 ? -1 : bind(fd, found->ai_addr, found->ai_addrlen);
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (rc == 0) return "civetweb could not listen there";
+  return err == EADDRINUSE ? "the address is in use (another prismd?)" : std::strerror(err);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& address, const Metrics* metrics,
@@ -79,8 +105,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::str
   callbacks.log_message = QuietLog;
   self->ctx_ = mg_start(&callbacks, nullptr, options);
   if (self->ctx_ == nullptr)
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address,
-                                               " (address in use?); pass --metrics-address HOST:PORT or none"));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", WhyNotServed(address),
+                                               "; pass --metrics-address HOST:PORT or none"));
   mg_set_request_handler(self->ctx_, "/metrics$", MetricsHandler, self.get());
   mg_set_request_handler(self->ctx_, "/status$", StatusHandler, self.get());
   RegisterStatusPage(self->ctx_);  // GET /: the live status page

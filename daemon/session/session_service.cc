@@ -261,7 +261,17 @@ grpc::Status PluginSessionService::RunSession(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<rpc::DaemonMessage, rpc::PluginMessage>* stream) {
   rpc::PluginMessage msg;
-  if (!stream->Read(&msg)) return grpc::Status::OK;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaiting_hello_[context] =
+        MonoNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(options_.hello_timeout).count();
+  }
+  const bool read = stream->Read(&msg);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaiting_hello_.erase(context);
+  }
+  if (!read) return grpc::Status::OK;
   if (!msg.has_hello()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of a plugin session must be Hello");
@@ -302,7 +312,16 @@ grpc::Status PluginSessionService::RunSession(
 void PluginSessionService::KeepaliveMain() {
   const auto period = options_.keepalive;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_cv_.wait_for(lock, period / 2, [this] { return stop_; })) {
+  const auto tick = std::min<std::chrono::milliseconds>(period / 2, options_.hello_timeout / 2);
+  while (!stop_cv_.wait_for(lock, std::max(tick, std::chrono::milliseconds(1)), [this] { return stop_; })) {
+    for (auto it = awaiting_hello_.begin(); it != awaiting_hello_.end();) {
+      if (MonoNs() < it->second) {
+        ++it;
+        continue;
+      }
+      it->first->TryCancel();  // its Read returns false; the handler erases nothing more
+      it = awaiting_hello_.erase(it);
+    }
     std::vector<std::shared_ptr<Session>> all;
     for (auto& [id, s] : sessions_) all.push_back(s);
     lock.unlock();

@@ -59,6 +59,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     // Called with the Hello of every admitted Announce (a real rank's plugin
     // at NCCL init), on a gRPC thread; optional, must be quick.
     std::function<void(const rpc::Hello&)> on_announce;
+    // A session stream that sends no Hello within this is cancelled (its
+    // server thread would otherwise wait for ever).
+    std::chrono::milliseconds hello_timeout{10000};
   };
 
   // `source` is not owned and must outlive this object.
@@ -128,6 +131,10 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   std::unordered_map<uint64_t, SessionId> listen_owner_;  // listen_id -> session
   std::unordered_map<uint64_t, VirtualLinkInfo> links_;    // conn_id -> link
   SessionId next_session_ = 1;
+  // Streams waiting for their Hello, with the time (MonoNs) they give up;
+  // cancelled by the keepalive thread. Entries leave before their stream's
+  // handler returns.
+  std::unordered_map<grpc::ServerContext*, int64_t> awaiting_hello_;
   bool stop_ = false;
   std::condition_variable stop_cv_;
   std::thread keepalive_;

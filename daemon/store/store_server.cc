@@ -4,11 +4,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,16 @@
 #include "spdlog/spdlog.h"
 
 namespace prism::store {
+namespace {
+
+constexpr int kMaxAcceptBackoffMs = 2000;
+
+// accept4 errors that mean "no resources now": retrying at once would spin.
+bool ResourceError(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+std::string MiB(uint64_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+}  // namespace
 
 struct StoreServer::Client : net::IoHandler {
   StoreServer* server = nullptr;
@@ -27,6 +40,8 @@ struct StoreServer::Client : net::IoHandler {
   std::vector<std::string> wait_keys;
   std::chrono::steady_clock::time_point wait_since;
   std::string barrier;           // pending BARRIER key
+  bool validated = false;        // sent VALIDATE with the right magic
+  uint64_t held = 0;             // bytes of `in` not parsed yet + `out` (counted in buffered_bytes_)
   void OnIo(uint32_t events) override { server->OnClientIo(this, events); }
 };
 
@@ -46,7 +61,17 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const StoreServe
 }
 
 StoreServer::StoreServer(StoreServerOptions options, StoreObserver* observer)
-    : options_(std::move(options)), observer_(observer) {}
+    : options_(std::move(options)), observer_(observer) {
+  // At most a quarter of the process's descriptors: store clients must never
+  // starve prismd's gRPC server and bootstrap of theirs.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    const size_t budget = std::max<size_t>(8, static_cast<size_t>(rl.rlim_cur / 4));
+    StoreLimits& l = options_.limits;
+    l.max_connections = std::min(l.max_connections, budget);
+    l.max_unvalidated = std::max<size_t>(1, std::min(l.max_unvalidated, l.max_connections / 2));
+  }
+}
 
 StoreServer::~StoreServer() {
   Stop();
@@ -86,12 +111,59 @@ absl::Status StoreServer::Bind() {
   return loop_.Add(fd, EPOLLIN, listener_.get());
 }
 
+bool StoreServer::AtCapacity() const { return clients_.size() >= options_.limits.max_connections; }
+
+// Takes the listener out of epoll (level-triggered, it would report the
+// pending connection again at once); `for_how_long` 0: until a client goes.
+void StoreServer::PauseListener(std::chrono::milliseconds for_how_long) {
+  if (listener_paused_) return;
+  listener_paused_ = true;
+  loop_.Remove(listener_->fd);
+  if (for_how_long.count() > 0) loop_.AddTimer(for_how_long, [this] { ResumeListener(); });
+}
+
+void StoreServer::ResumeListener() {
+  if (clients_.size() <= options_.limits.max_connections / 2) cap_warned_ = false;
+  if (!listener_paused_ || AtCapacity()) return;
+  listener_paused_ = false;
+  loop_.Add(listener_->fd, EPOLLIN, listener_.get()).IgnoreError();
+}
+
 void StoreServer::OnAccept() {
   while (true) {
+    if (AtCapacity()) {
+      if (!cap_warned_) {
+        cap_warned_ = true;
+        spdlog::warn("store: {} connections open (the limit, {} validated): not accepting more until some close",
+                     clients_.size(), validated_);
+      }
+      PauseListener(std::chrono::milliseconds(0));  // resumed by Drop()
+      return;
+    }
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
     const int fd = accept4(listener_->fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // few clients: a resource error here is retried by epoll at most briefly
+    if (fd < 0) {
+      const int err = errno;
+      if (!ResourceError(err)) return;  // EAGAIN, or one connection's transient error
+      accept_backoff_ms_ = std::min(kMaxAcceptBackoffMs, accept_backoff_ms_ == 0
+                                                              ? static_cast<int>(options_.limits.accept_backoff.count())
+                                                              : 2 * accept_backoff_ms_);
+      if (!listener_exhausted_) {
+        listener_exhausted_ = true;
+        spdlog::warn("store: cannot accept: {} ({} store connections open); pausing the listener and retrying "
+                     "with back-off. Raise `ulimit -n`", std::strerror(err), clients_.size());
+      }
+      ++accept_pauses_;
+      PauseListener(std::chrono::milliseconds(accept_backoff_ms_));
+      Publish();
+      return;
+    }
+    if (listener_exhausted_) {
+      listener_exhausted_ = false;
+      spdlog::info("store: accepting connections again");
+    }
+    accept_backoff_ms_ = 0;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto c = std::make_unique<Client>();
@@ -101,41 +173,109 @@ void StoreServer::OnAccept() {
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
     c->info.address = absl::StrCat(ip, ":", ntohs(peer.sin_port));
-    if (options_.identify_clients) {
-      sockaddr_in self{};
-      socklen_t slen = sizeof(self);
-      getsockname(fd, reinterpret_cast<sockaddr*>(&self), &slen);
-      if (auto p = FindPeerProcess(ntohl(peer.sin_addr.s_addr), ntohs(peer.sin_port), ntohl(self.sin_addr.s_addr),
-                                   ntohs(self.sin_port))) {
-        c->info.pid = p->pid;
-        c->info.rank = p->rank;
-      }
+    if (!loop_.Add(fd, EPOLLIN | EPOLLRDHUP, c.get()).ok()) {
+      close(fd);  // never counted: not a connection yet
+      continue;
     }
     Client* raw = c.get();
     clients_[raw->info.id] = std::move(c);
-    if (!loop_.Add(fd, EPOLLIN | EPOLLRDHUP, raw).ok()) {
-      Drop(raw);
-      continue;
-    }
-    spdlog::debug("store: client {} from {} (rank {})", raw->info.id, raw->info.address,
-                  raw->info.rank ? std::to_string(*raw->info.rank) : "?");
-    if (observer_) observer_->OnConnected(raw->info);
-    Publish();
+    AdmitUnvalidated(raw);
   }
 }
 
-void StoreServer::OnClientIo(Client* c, uint32_t events) {
+// A new connection waits for its VALIDATE: the oldest waiting one is closed
+// when too many wait, and each is closed when its handshake time is up.
+void StoreServer::AdmitUnvalidated(Client* c) {
+  auto waiting = [this](uint64_t id) {
+    auto it = clients_.find(id);
+    return it != clients_.end() && it->second->fd >= 0 && !it->second->validated;
+  };
+  while (!unvalidated_.empty() && !waiting(unvalidated_.front())) unvalidated_.pop_front();
+  while (unvalidated_open_ >= options_.limits.max_unvalidated && !unvalidated_.empty()) {
+    const uint64_t oldest = unvalidated_.front();
+    unvalidated_.pop_front();
+    if (!waiting(oldest)) continue;
+    auto it = clients_.find(oldest);
+    spdlog::debug("store: connection {} from {} has not sent VALIDATE and {} newer ones wait: closing it", oldest,
+                  it->second->info.address, unvalidated_open_);
+    Drop(it->second.get());
+  }
+  ++unvalidated_open_;
+  unvalidated_.push_back(c->info.id);
+  const uint64_t id = c->info.id;
+  loop_.AddTimer(options_.limits.handshake_timeout, [this, id] {
+    auto it = clients_.find(id);
+    if (it == clients_.end() || it->second->fd < 0 || it->second->validated) return;
+    spdlog::debug("store: connection {} from {} sent no VALIDATE within {} ms: closing it", id,
+                  it->second->info.address, options_.limits.handshake_timeout.count());
+    Drop(it->second.get());
+  });
+  Publish();
+}
+
+// VALIDATE came: now a client (its process looked up, the observer told).
+// False (the caller closes it) when its socket belongs to another user of
+// this host and only this user's clients are served.
+bool StoreServer::OnValidated(Client* c) {
+  sockaddr_in peer{}, self{};
+  socklen_t plen = sizeof(peer), slen = sizeof(self);
+  getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &plen);
+  getsockname(c->fd, reinterpret_cast<sockaddr*>(&self), &slen);
+  PeerInfo who;
+  if (options_.same_user_only || options_.identify_clients) {
+    who = DescribePeer(ntohl(peer.sin_addr.s_addr), ntohs(peer.sin_port), ntohl(self.sin_addr.s_addr),
+                       ntohs(self.sin_port), options_.identify_clients);
+  }
+  if (options_.same_user_only && who.uid && *who.uid != geteuid()) {
+    spdlog::warn("store: client {} ({}) runs as uid {}, not as prismd's uid {}: refused (real ranks run as the "
+                 "user who runs prismd)", c->info.id, c->info.address, *who.uid, geteuid());
+    return false;
+  }
+  c->validated = true;
+  --unvalidated_open_;
+  ++validated_;
+  if (who.process) {
+    c->info.pid = who.process->pid;
+    c->info.rank = who.process->rank;
+  }
+  spdlog::debug("store: client {} from {} (rank {})", c->info.id, c->info.address,
+                c->info.rank ? std::to_string(*c->info.rank) : "?");
+  if (observer_) observer_->OnConnected(c->info);
+  Publish();
+  return true;
+}
+
+// Reads what arrived; false when the peer is gone (or the connection was
+// closed for holding more than the buffered-bytes limit allows).
+bool StoreServer::ReadInput(Client* c) {
   char buf[65536];
-  bool eof = false;
   while (true) {
     const ssize_t r = recv(c->fd, buf, sizeof(buf), 0);
     if (r > 0) {
       c->in.append(buf, r);
+      Account(c);
+      if (buffered_bytes_ > options_.limits.max_buffered_bytes) {
+        spdlog::warn("store: client {} ({}): requests and replies in flight over the {} limit of all connections "
+                     "together ({} of them this connection's); closing it",
+                     c->info.id, c->info.address, MiB(options_.limits.max_buffered_bytes), MiB(c->held));
+        Drop(c);
+        return false;
+      }
       continue;
     }
-    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof = true;
-    break;
+    return !(r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR));
   }
+}
+
+void StoreServer::Account(Client* c) {
+  const uint64_t now = c->fd < 0 ? 0 : (c->in.size() - c->in_off) + c->out.size();
+  buffered_bytes_ = buffered_bytes_ - c->held + now;
+  c->held = now;
+}
+
+void StoreServer::OnClientIo(Client* c, uint32_t events) {
+  const bool eof = !ReadInput(c);
+  if (c->fd < 0) return;
   if (events & EPOLLOUT) Flush(c);
   while (c->fd >= 0) {
     Request q;
@@ -148,6 +288,12 @@ void StoreServer::OnClientIo(Client* c, uint32_t events) {
     }
     if (*used == 0) break;
     c->in_off += *used;
+    if (!c->validated && q.query != Query::kValidate) {
+      spdlog::warn("store: client {} ({}) sent {} before VALIDATE (not a PyTorch TCPStore client?); closing it",
+                   c->info.id, c->info.address, QueryName(q.query));
+      Drop(c);
+      return;
+    }
     if (!Serve(c, q)) {
       Drop(c);
       return;
@@ -157,6 +303,7 @@ void StoreServer::OnClientIo(Client* c, uint32_t events) {
     c->in.clear();
     c->in_off = 0;
   }
+  Account(c);
   if (eof) Drop(c);
 }
 
@@ -174,9 +321,16 @@ bool StoreServer::AllSet(const std::vector<std::string>& keys) const {
 bool StoreServer::Serve(Client* c, const Request& q) {
   std::string reply;
   switch (q.query) {
-    case Query::kValidate: return q.word == kValidationMagic;
+    case Query::kValidate:
+      if (q.word != kValidationMagic) {
+        spdlog::warn("store: client {} ({}) sent VALIDATE with magic {:#x}, not {:#x}; closing it", c->info.id,
+                     c->info.address, q.word, kValidationMagic);
+        return false;
+      }
+      return c->validated || OnValidated(c);
     case Query::kPing: AppendU32(&reply, q.word); break;
     case Query::kSet:
+      if (!Storable(c, q.keys[0].size() + q.values[0].size(), StoredSize(q.keys[0]))) return false;
       ApplySet(q.keys[0], q.values[0]);
       if (observer_) observer_->OnSet(c->info, q.keys[0], q.values[0]);
       break;
@@ -184,6 +338,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       auto it = kv_.find(q.keys[0]);
       const bool unset = it == kv_.end();
       if ((unset && q.values[0].empty()) || (!unset && it->second == q.values[0])) {
+        if (!Storable(c, q.keys[0].size() + q.values[1].size(), StoredSize(q.keys[0]))) return false;
         ApplySet(q.keys[0], q.values[1]);
         if (observer_) observer_->OnSet(c->info, q.keys[0], q.values[1]);
         AppendValue(&reply, q.values[1]);
@@ -198,9 +353,15 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     }
     case Query::kAdd: {
-      int64_t sum = q.number, old = 0;
+      int64_t sum = 0, old = 0;
       auto it = kv_.find(q.keys[0]);
-      if (it != kv_.end() && absl::SimpleAtoi(it->second, &old)) sum += old;
+      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &old)) old = 0;
+      if (__builtin_add_overflow(old, q.number, &sum)) {
+        spdlog::warn("store: client {} ({}): ADD {} to '{}' (now {}) leaves the 64-bit range; closing it",
+                     c->info.id, c->info.address, q.number, q.keys[0], old);
+        return false;
+      }
+      if (!Storable(c, q.keys[0].size() + 20, StoredSize(q.keys[0]))) return false;
       ApplySet(q.keys[0], std::to_string(sum));
       AppendI64(&reply, sum);
       break;
@@ -226,20 +387,43 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       return c->fd >= 0;
     }
     case Query::kNumKeys: AppendI64(&reply, static_cast<int64_t>(kv_.size())); break;
-    case Query::kDeleteKey: AppendI64(&reply, static_cast<int64_t>(kv_.erase(q.keys[0]))); break;
-    case Query::kAppend: ApplySet(q.keys[0], kv_[q.keys[0]] + q.values[0]); break;
+    case Query::kDeleteKey: {
+      const bool had = kv_.count(q.keys[0]) != 0;
+      Forget(q.keys[0]);
+      AppendI64(&reply, had ? 1 : 0);
+      break;
+    }
+    case Query::kAppend: {
+      auto it = kv_.find(q.keys[0]);
+      const std::string old = it == kv_.end() ? std::string() : it->second;
+      if (old.size() + q.values[0].size() > kMaxValueBytes) {
+        spdlog::warn("store: client {} ({}): APPEND to '{}' would make its value over the {} a value may hold; "
+                     "closing it", c->info.id, c->info.address, q.keys[0], MiB(kMaxValueBytes));
+        return false;
+      }
+      if (!Storable(c, q.keys[0].size() + old.size() + q.values[0].size(), StoredSize(q.keys[0]))) return false;
+      ApplySet(q.keys[0], old + q.values[0]);
+      break;
+    }
     case Query::kMultiGet:
       for (const std::string& k : q.keys) {
         auto it = kv_.find(k);
         AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
       }
       break;
-    case Query::kMultiSet:
+    case Query::kMultiSet: {
+      uint64_t adding = 0, removing = 0;
+      for (size_t i = 0; i < q.keys.size(); ++i) {
+        adding += q.keys[i].size() + q.values[i].size();
+        removing += StoredSize(q.keys[i]);
+      }
+      if (!Storable(c, adding, removing)) return false;
       for (size_t i = 0; i < q.keys.size(); ++i) {
         ApplySet(q.keys[i], q.values[i]);
         if (observer_) observer_->OnSet(c->info, q.keys[i], q.values[i]);
       }
       break;
+    }
     case Query::kCancelWait:
       for (const std::string& k : c->wait_keys) {
         auto& list = waiters_[k];
@@ -252,6 +436,8 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       Publish();
       break;
     case Query::kQueuePush:
+      if (!Storable(c, q.keys[0].size() + q.values[0].size(), 0)) return false;
+      stored_bytes_ += q.keys[0].size() + q.values[0].size();
       queues_[q.keys[0]].push_back(q.values[0]);
       WakeWaiters(q.keys[0]);
       break;
@@ -260,6 +446,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       AppendI64(&reply, static_cast<int64_t>(queue.size()));
       if (!queue.empty()) {
         AppendValue(&reply, queue.front());
+        stored_bytes_ -= q.keys[0].size() + queue.front().size();
         queue.pop_front();
       }
       break;
@@ -276,7 +463,10 @@ bool StoreServer::Serve(Client* c, const Request& q) {
     case Query::kBarrier: {
       int64_t arrived = 1, old = 0;
       auto it = kv_.find(q.keys[0]);
-      if (it != kv_.end() && absl::SimpleAtoi(it->second, &old)) arrived += old;
+      if (it != kv_.end() && absl::SimpleAtoi(it->second, &old) && old < std::numeric_limits<int64_t>::max()) {
+        arrived += old;
+      }
+      if (!Storable(c, q.keys[0].size() + 20, StoredSize(q.keys[0]))) return false;
       c->barrier = q.keys[0];
       ApplySet(q.keys[0], std::to_string(arrived));
       if (arrived < q.number) return true;
@@ -294,7 +484,30 @@ bool StoreServer::Serve(Client* c, const Request& q) {
   return true;
 }
 
+// Whether `adding` more bytes (and `removing` fewer) stay within
+// max_stored_bytes; if not, says so (the caller closes the connection).
+bool StoreServer::Storable(Client* c, uint64_t adding, uint64_t removing) {
+  const uint64_t after = stored_bytes_ - std::min(removing, stored_bytes_) + adding;
+  if (after <= options_.limits.max_stored_bytes) return true;
+  spdlog::warn("store: client {} ({}): storing {} more bytes would take the store over its {} of keys and values "
+               "({} held); closing it", c->info.id, c->info.address, adding, MiB(options_.limits.max_stored_bytes),
+               stored_bytes_);
+  return false;
+}
+
+uint64_t StoreServer::StoredSize(const std::string& key) const {
+  auto it = kv_.find(key);
+  return it == kv_.end() ? 0 : key.size() + it->second.size();
+}
+
+void StoreServer::Forget(const std::string& key) {
+  stored_bytes_ -= StoredSize(key);
+  kv_.erase(key);
+  Publish();
+}
+
 void StoreServer::ApplySet(const std::string& key, const std::string& value) {
+  stored_bytes_ = stored_bytes_ - StoredSize(key) + key.size() + value.size();
   kv_[key] = value;
   WakeWaiters(key);
   Publish();
@@ -319,6 +532,12 @@ void StoreServer::WakeWaiters(const std::string& key) {
 void StoreServer::Reply(Client* c, const std::string& bytes) {
   c->out += bytes;
   Flush(c);
+  if (c->fd >= 0 && buffered_bytes_ > options_.limits.max_buffered_bytes) {
+    spdlog::warn("store: client {} ({}) does not read its replies ({} unsent; all connections together over the "
+                 "{} limit); closing it", c->info.id, c->info.address, MiB(c->out.size()),
+                 MiB(options_.limits.max_buffered_bytes));
+    Drop(c);
+  }
 }
 
 void StoreServer::Flush(Client* c) {
@@ -330,11 +549,13 @@ void StoreServer::Flush(Client* c) {
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       loop_.Modify(c->fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, c).IgnoreError();
+      Account(c);
       return;
     }
-    return;  // broken: the read side sees the end
+    break;  // broken: the read side sees the end
   }
-  if (c->fd >= 0) loop_.Modify(c->fd, EPOLLIN | EPOLLRDHUP, c).IgnoreError();
+  Account(c);
+  if (c->fd >= 0 && c->out.empty()) loop_.Modify(c->fd, EPOLLIN | EPOLLRDHUP, c).IgnoreError();
 }
 
 void StoreServer::Drop(Client* c) {
@@ -342,6 +563,13 @@ void StoreServer::Drop(Client* c) {
   loop_.Remove(c->fd);
   close(c->fd);
   c->fd = -1;
+  Account(c);  // its buffers no longer count
+  const bool was_client = c->validated;
+  if (was_client) {
+    --validated_;
+  } else {
+    --unvalidated_open_;
+  }
   for (const std::string& k : c->wait_keys) {
     auto it = waiters_.find(k);
     if (it == waiters_.end()) continue;
@@ -350,9 +578,14 @@ void StoreServer::Drop(Client* c) {
   }
   const uint64_t id = c->info.id;
   // Freed on the next loop turn: the caller may still hold `c`.
-  loop_.AddTimer(std::chrono::nanoseconds(0), [this, id] {
+  loop_.AddTimer(std::chrono::nanoseconds(0), [this, id, was_client] {
     clients_.erase(id);
-    if (!clients_.empty()) {
+    ResumeListener();
+    // Forget when the last client's entry goes (others dropped in the same
+    // turn are still listed, validated, until their own erase).
+    const bool clients_left = std::any_of(clients_.begin(), clients_.end(),
+                                          [](const auto& entry) { return entry.second->validated; });
+    if (!was_client || clients_left) {
       Publish();
       return;
     }
@@ -360,6 +593,7 @@ void StoreServer::Drop(Client* c) {
     kv_.clear();
     queues_.clear();
     waiters_.clear();
+    stored_bytes_ = 0;
     spdlog::info("store: every client left; keys forgotten (next job starts clean)");
     Publish();
   });
@@ -377,10 +611,12 @@ void StoreServer::Publish() {
   StoreSnapshot s;
   for (const auto& [id, c] : clients_) {
     if (c->fd < 0) continue;
-    ++s.clients;
+    ++(c->validated ? s.clients : s.unvalidated);
     if (c->waiting_for > 0) s.waits.push_back({c->info, c->wait_keys, c->wait_since});
   }
   s.keys = kv_.size();
+  s.stored_bytes = stored_bytes_;
+  s.accept_pauses = accept_pauses_;
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   snapshot_ = std::move(s);
 }

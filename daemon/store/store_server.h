@@ -5,9 +5,25 @@
 //
 // Semantics follow PyTorch's own server: values are bytes, WAIT answers once
 // every key is set, GET of an unset key answers empty, ADD keeps decimal
-// text. A connection may send VALIDATE first (PyTorch does). When the last
+// text. A connection must send VALIDATE first (PyTorch does, at once);
+// until then it is not a client: the observer does not hear of it, its
+// process is not looked up, and it is closed after StoreLimits'
+// handshake_timeout or when max_unvalidated newer ones wait. When the last
 // client disconnects the store forgets every key (a new job starts clean)
 // and tells the observer.
+//
+// A client on this host whose socket belongs to another uid than prismd's is
+// refused at its VALIDATE (StoreServerOptions::same_user_only): another
+// user cannot hold client slots, keys or waits.
+//
+// Limits (StoreLimits; another local user can reach the port): at most
+// max_connections connections, and never more than a quarter of the
+// process's open-file limit (then the listener pauses until one closes),
+// stored keys and values together at most max_stored_bytes, requests being
+// received and replies not yet read together at most max_buffered_bytes. A
+// request over a limit, or an ADD whose sum leaves int64, closes its
+// connection with a warning naming the limit. When accept runs out of file
+// descriptors the listener pauses with back-off instead of spinning.
 //
 // Threading: one thread of its own (an EventLoop). Observer callbacks run on
 // it, in order, and may call Set() (applied at once). Set(), Snapshot() and
@@ -61,15 +77,29 @@ struct BlockedWait {
 };
 
 struct StoreSnapshot {
-  size_t clients = 0;
+  size_t clients = 0;         // validated connections
+  size_t unvalidated = 0;     // connections that have not sent VALIDATE yet
+  uint64_t stored_bytes = 0;  // keys + values + queued items (StoreLimits::max_stored_bytes)
+  uint64_t accept_pauses = 0; // times accept ran out of fds and the listener paused
   size_t keys = 0;
   std::vector<BlockedWait> waits;
+};
+
+struct StoreLimits {
+  size_t max_connections = 512;     // open connections, validated or not
+  size_t max_unvalidated = 64;      // beyond: the oldest connection not yet VALIDATEd is closed
+  std::chrono::milliseconds handshake_timeout{10000};  // VALIDATE must come within this
+  uint64_t max_stored_bytes = uint64_t{256} << 20;     // keys + values + queued items
+  uint64_t max_buffered_bytes = uint64_t{256} << 20;   // unparsed requests + unsent replies, all connections
+  std::chrono::milliseconds accept_backoff{100};       // first pause when accept runs out of fds
 };
 
 struct StoreServerOptions {
   std::string host = "127.0.0.1";  // address to bind
   uint16_t port = 0;               // 0: the kernel's choice
-  bool identify_clients = true;    // look up each client's process and RANK
+  bool identify_clients = true;    // look up each client's process and RANK (after VALIDATE)
+  bool same_user_only = true;      // refuse, at VALIDATE, a client of this host running as another uid
+  StoreLimits limits;
 };
 
 class StoreServer {
@@ -94,12 +124,22 @@ class StoreServer {
   StoreServer(StoreServerOptions options, StoreObserver* observer);
   absl::Status Bind();
   void OnAccept();
+  void PauseListener(std::chrono::milliseconds for_how_long);
+  void ResumeListener();
+  bool AtCapacity() const;
+  void AdmitUnvalidated(Client* c);
+  bool OnValidated(Client* c);
   void OnClientIo(Client* c, uint32_t events);
+  bool ReadInput(Client* c);
   bool Serve(Client* c, const Request& q);
+  bool Storable(Client* c, uint64_t adding, uint64_t removing);
+  void Account(Client* c);
   void Reply(Client* c, const std::string& bytes);
   void Flush(Client* c);
   void Drop(Client* c);
   void ApplySet(const std::string& key, const std::string& value);
+  void Forget(const std::string& key);
+  uint64_t StoredSize(const std::string& key) const;  // key + value bytes, 0 when unset
   void WakeWaiters(const std::string& key);
   bool AllSet(const std::vector<std::string>& keys) const;
   void Publish();
@@ -111,8 +151,18 @@ class StoreServer {
   std::thread thread_;
   std::unique_ptr<Listener> listener_;
   uint16_t port_ = 0;
-  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;  // every open connection
   uint64_t next_client_ = 1;
+  size_t validated_ = 0;                    // open connections that sent VALIDATE
+  std::deque<uint64_t> unvalidated_;        // ids in accept order (closed ones skipped lazily)
+  size_t unvalidated_open_ = 0;
+  uint64_t stored_bytes_ = 0;               // keys + values + queued items
+  uint64_t buffered_bytes_ = 0;             // Client::held summed
+  bool listener_paused_ = false;
+  bool cap_warned_ = false;                 // said the connection cap was reached (until below half)
+  bool listener_exhausted_ = false;         // accept ran out of fds; said so once
+  int accept_backoff_ms_ = 0;
+  uint64_t accept_pauses_ = 0;
   std::map<std::string, std::string> kv_;
   std::map<std::string, std::deque<std::string>> queues_;
   std::map<std::string, std::vector<uint64_t>> waiters_;  // key -> clients waiting on it
