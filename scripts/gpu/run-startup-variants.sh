@@ -129,7 +129,9 @@ for _ in $(seq 200); do
 done
 sleep 1; kill -INT "$runner" 2>/dev/null; wait "$runner"; rc=$?
 # seconds from rank 0 reaching the store to prismd naming rank 5 (prismd's own clock)
-ts() { grep -m1 -E "$1" "$dir/prismd.log" | sed -E 's/^\[([0-9-]+ [0-9:.]+)\].*/\1/'; }
+ts() {  # the first timestamped prismd log line matching $1 (prismd's untimestamped "prismd: ..." lines skipped)
+  grep -E '^\[[0-9-]+ [0-9:.]+\]' "$dir/prismd.log" | grep -m1 -E "$1" | sed -E 's/^\[([0-9-]+ [0-9:.]+)\].*/\1/'
+}
 t_conn=$(ts "real rank 0 connected to PyTorch's store"); t_named=$(ts "(rank\(s\) 5|rank 5)")
 delay="-"
 [[ -n $t_conn && -n $t_named ]] && delay=$("$py" -c "import datetime as d,sys; f='%Y-%m-%d %H:%M:%S.%f'; \
