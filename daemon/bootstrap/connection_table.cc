@@ -1,6 +1,7 @@
 #include "daemon/bootstrap/connection_table.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -87,11 +88,46 @@ ConnectionTable::~ConnectionTable() {
   for (auto& l : listeners_) close(l->fd);
 }
 
+namespace {
+
+// In loopback-only mode (loopback aliases: virtual ranks are 127.x.y.z on
+// one wildcard port) a listener takes only packets from and to 127.0.0.0/8:
+// a classic BPF
+// socket filter, run by the kernel on every packet for the listener and the
+// connections accepted from it (they inherit it), drops a remote peer's SYN,
+// so the port is closed to other hosts as if it were bound to loopback.
+absl::Status KeepToLoopback(int fd) {
+  static constexpr uint32_t kNet = static_cast<uint32_t>(SKF_NET_OFF);  // the IPv4 header
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNet + 12),            // source address
+      BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 24),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 127, 0, 4),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNet + 16),            // destination address
+      BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 24),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 127, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, 0xffffffff),                    // keep the packet
+      BPF_STMT(BPF_RET | BPF_K, 0),                             // drop it
+  };
+  const sock_fprog program{static_cast<unsigned short>(sizeof(code) / sizeof(code[0])), code};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof(program)) != 0)
+    return absl::UnavailableError(absl::StrCat("cannot keep the bootstrap listener to loopback (SO_ATTACH_FILTER: ",
+                                               std::strerror(errno), ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Ipv4Endpoint> ConnectionTable::Listen(const Ipv4Endpoint& at, ListenerKind kind) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::ResourceExhaustedError(absl::StrCat("socket: ", std::strerror(errno)));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (limits_.loopback_only) {
+    if (auto s = KeepToLoopback(fd); !s.ok()) {
+      close(fd);
+      return s;
+    }
+  }
   const sockaddr_in a = ToSockaddr(at);
   if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 4096) != 0) {
     const std::string err = std::strerror(errno);
