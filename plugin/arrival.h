@@ -43,6 +43,13 @@ struct ArrivalInput {
   Nanoseconds own_send_done;  // kMirror: this rank's own send of the same
                               // operation, channel and step left the wire then
   VirtualLink link;
+  // kMirror, the ring's lockstep floor (used when ring_start > 0): every
+  // member had arrived at ring_start; this message belongs to ring step
+  // `ring_step` (0-based, RingStepOfMessage); each step costs the virtual
+  // members `step_cost` beyond the link latency (NCCL's step cost c).
+  Nanoseconds ring_start;
+  uint32_t ring_step = 0;
+  Nanoseconds step_cost;
 };
 
 struct Arrival {
@@ -55,7 +62,9 @@ struct Arrival {
 // T = WireTime(bytes, link.bandwidth) and L = link.latency:
 //   kMirror:    done = max(own_send_done + L,
 //                          max(ready, wire_end) + T + L when ready > 0
-//                          and ready + T > own_send_done, i.e. late);
+//                          and ready + T > own_send_done, i.e. late,
+//                          ring_start + ring_step * (L + c) + L when
+//                          ring_start > 0: the lockstep floor);
 //               wire_end' = max(wire_end, done - L) (the sender's link
 //               was busy until that message's last byte left; a sender
 //               that arrived late sends its messages back to back from
@@ -63,6 +72,14 @@ struct Arrival {
 //   kStream:    wire_end' = max(ready, wire_end) + T;   done = wire_end' + L
 //   kPlainLink: wire_end' = max(posted, wire_end) + T;  done = wire_end' + L
 // and in every form done is not before posted.
+//
+// The lockstep floor: what reaches this rank at ring step s left a virtual
+// member at its step s, which that member took once its step s-1 had
+// arrived, and so on back to the ring's start: s hops of L + c, then the
+// last hop's L. This rank's own sends cannot stand in for that chain when
+// its NCCL does not wait for data between steps (an LL step whose chunk is
+// empty: a 4-byte all-reduce over 8192 ranks moves its one element through
+// 16,381 hops while the real rank's own empty steps take 5 us each).
 inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   const Nanoseconds wire = WireTime(in.bytes, in.link.bandwidth);
   const Nanoseconds latency = in.link.latency;
@@ -74,6 +91,8 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
       // the own send alone paces it (no queueing behind other channels).
       if (in.ready > Nanoseconds(0) && in.ready + wire > in.own_send_done)
         a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
+      if (in.ring_start > Nanoseconds(0))
+        a.done = Max(a.done, in.ring_start + (latency + in.step_cost) * static_cast<int64_t>(in.ring_step) + latency);
       a.wire_end = Max(wire_end, a.done - latency);
       break;
     case ArrivalForm::kStream:
@@ -87,6 +106,16 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   }
   a.done = Max(a.done, in.posted);
   return a;
+}
+
+// The ring step (0-based) of the `message`-th network transfer (0-based) of
+// one ring collective on one connection. NCCL 2.28 moves a Simple ring step
+// in kRingSlicesPerSimpleStep transfers (chunk steps / slice steps =
+// (NCCL_STEPS/2) / (NCCL_STEPS/4) for all-reduce, all-gather and
+// reduce-scatter); an LL or LL128 step is one transfer.
+inline constexpr uint32_t kRingSlicesPerSimpleStep = 2;
+inline uint32_t RingStepOfMessage(bool simple_protocol, uint32_t message) {
+  return simple_protocol ? message / kRingSlicesPerSimpleStep : message;
 }
 
 // Bytes a STREAM virtual sender puts into one receive step of `posted_size`

@@ -275,6 +275,7 @@ void PutOpSchedule(const rpc::OpSchedule& r, OpScheduleBook* book) {
                           ? static_cast<int64_t>(r.link_latency_ns())
                           : -1;
   s.unmatched = r.unmatched();
+  s.step_cost_ns = static_cast<int64_t>(r.step_cost_ns());
   book->Put(key, s);
 }
 

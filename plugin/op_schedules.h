@@ -26,6 +26,7 @@ struct OpSchedule {
   int64_t ready_ns = 0;              // 0: none
   uint64_t link_bits_per_second = 0; // 0: the plugin's own link
   int64_t link_latency_ns = -1;      // < 0: the plugin's own link
+  int64_t step_cost_ns = 0;          // MIRROR: the virtual members' cost per ring step beyond the latency
   bool unmatched = false;
 };
 

@@ -89,6 +89,11 @@ bool OpRecord::SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint
   return true;
 }
 
+int64_t OpRecord::FirstSendPostedNs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return summary_.first_send_ns;
+}
+
 void OpRecord::KeepSendPayload(uint8_t channel, int32_t step, const char* data, uint64_t bytes) {
   if (info_.kind != OpKind::kAllGather || step < 0 || data == nullptr || bytes == 0 || bytes > kKeptPayloadBytes)
     return;

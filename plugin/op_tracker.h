@@ -103,6 +103,8 @@ class OpRecord {
                   uint64_t bytes);
   // False while that send has not been posted.
   bool SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const;
+  // When this rank posted its first send of the operation (any channel); 0: none yet.
+  int64_t FirstSendPostedNs() const;
   void RecordReceive(int64_t done_ns, uint64_t bytes);
 
   // All-gather payloads for PRISM_RECV_FILL=own (homogeneous ranks: every

@@ -62,6 +62,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
      "1: a ring (MIRROR) receive from a virtual peer waits for prismd's schedule (run prismd with "
      "--lookahead-ms 0); 0: without one the virtual members are taken to be on time"},
+    {"PRISM_RING_LOCKSTEP", "1",
+     "1: a ring (MIRROR) receive from a virtual peer completes no earlier than the ring's lockstep allows "
+     "(every step one link latency plus prismd's NCCL step cost after the last member arrived); 0: this rank's "
+     "own send of the same step alone paces it"},
 };
 
 const char* RawValue(const EnvParam& p) {
@@ -191,6 +195,7 @@ Settings LoadSettings(std::string* warnings) {
   }
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
   s.ring_waits_for_schedule = r.Int("PRISM_RING_WAITS_FOR_SCHEDULE", 0, 1) == 1;
+  s.ring_lockstep = r.Int("PRISM_RING_LOCKSTEP", 0, 1) == 1;
   // Not a Prism setting: the launcher's rank, only reported to prismd.
   const char* rank = std::getenv("RANK");
   s.rank = rank != nullptr ? std::atoi(rank) : -1;

@@ -12,7 +12,8 @@ int64_t RealtimeNow() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead)
+HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead,
+                             Nanoseconds step_cost)
     : graph_(std::move(graph)), pacer_([&] {
         engine::RealtimeOptions rt;
         rt.lookahead = lookahead;
@@ -25,6 +26,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   so.link_latency_ns = static_cast<int64_t>(graph_.cluster().nic().latency_ns());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
+  so.step_cost = step_cost;
   scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
   rpc::Hello hello;
   scheduler_->OnSessionOpened(1, hello, this);
@@ -34,6 +36,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   o.pacer = &pacer_;
   o.observer = scheduler_.get();
   o.report_when_stopped = true;
+  o.nccl.step_cost = step_cost;
   engine_ = std::thread([this, o] { result_ = engine::Simulate(graph_, o); });
 }
 

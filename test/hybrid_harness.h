@@ -23,7 +23,10 @@ namespace prism::testing {
 class HybridHarness : public daemon::ScheduleSink {
  public:
   // Starts the engine (real ranks `real`, lookahead `lookahead`).
-  HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20));
+  // `step_cost`: NCCL's cost per ring step, in the engine's model and in
+  // MIRROR schedules (prismd --step-cost-us).
+  HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20),
+                Nanoseconds step_cost = Nanoseconds(0));
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }

@@ -62,6 +62,28 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
 
+TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep in the plugin), STREAM ones none",
+          "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(12'500));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK(s->step_cost_ns() == 12'500);
+  // An operation the graph lacks is on time, and a ring still carries it.
+  prism::rpc::EventBatch u;
+  AddStarted(&u, 2, Key(0x1234, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, u);
+  auto unmatched = h.WaitSchedule(Key(0x1234, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  REQUIRE(unmatched.has_value());
+  CHECK(unmatched->unmatched());
+  CHECK(unmatched->step_cost_ns() == 12'500);
+  REQUIRE(h.Stop().ok());
+}
+
 TEST_CASE("after all-reduces, a virtual sender's send to the real rank becomes a STREAM schedule", "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 2), {0});
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3});

@@ -101,6 +101,48 @@ TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/
   }
 }
 
+TEST_CASE("arrival: MIRROR, the ring's lockstep floor: start + s (L + c) + L when this rank's own steps are faster",
+          "[plugin][unit][arrival]") {
+  // A latency-bound ring: this rank's NCCL sends an empty step every 2 us
+  // (an LL step with no data waits for nothing), the virtual members pay
+  // L = 5 us plus c = 7.5 us per step after the ring started at 1 ms.
+  constexpr int64_t kStart = 1'000'000;
+  constexpr int64_t kC = 7'500;
+  int64_t wire_end = 0;
+  for (uint32_t s = 0; s < 64; ++s) {
+    ArrivalInput in = Input(ArrivalForm::kMirror, 0, 0, kStart - 1'000, kStart + s * 2'000);
+    in.ring_start = Nanoseconds(kStart);
+    in.ring_step = s;
+    in.step_cost = Nanoseconds(kC);
+    const Arrival a = Resolve(in, wire_end);
+    CHECK(a.done.count() == kStart + static_cast<int64_t>(s) * (kL + kC) + kL);
+    wire_end = a.wire_end.count();
+  }
+  // A bandwidth-bound ring: own steps 100 us apart, the own send paces it.
+  for (uint32_t s = 0; s < 8; ++s) {
+    ArrivalInput in = Input(ArrivalForm::kMirror, 0, 4096, kStart - 100'000, kStart + s * 100'000);
+    in.ring_start = Nanoseconds(kStart);
+    in.ring_step = s;
+    in.step_cost = Nanoseconds(kC);
+    CHECK(Resolve(in, 0).done.count() == kStart + static_cast<int64_t>(s) * 100'000 + kL);
+  }
+  // Without a ring start (no schedule) the floor does not apply.
+  ArrivalInput none = Input(ArrivalForm::kMirror, 0, 0, 0, kStart + 10 * 2'000);
+  none.ring_step = 10;
+  none.step_cost = Nanoseconds(kC);
+  CHECK(Resolve(none, 0).done.count() == kStart + 10 * 2'000 + kL);
+}
+
+TEST_CASE("arrival: a Simple ring step is two network transfers, an LL or LL128 step one", "[plugin][unit][arrival]") {
+  using prism::plugin::RingStepOfMessage;
+  CHECK(RingStepOfMessage(true, 0) == 0);
+  CHECK(RingStepOfMessage(true, 1) == 0);
+  CHECK(RingStepOfMessage(true, 2) == 1);
+  CHECK(RingStepOfMessage(true, 16381) == 8190);
+  CHECK(RingStepOfMessage(false, 0) == 0);
+  CHECK(RingStepOfMessage(false, 16381) == 16381);
+}
+
 TEST_CASE("arrival: MIRROR, a virtual sender that arrived late sends back to back from ready",
           "[plugin][unit][arrival]") {
   constexpr uint64_t kM = 4096;
@@ -426,6 +468,54 @@ TEST_CASE("virtual recv: MIRROR with a late ready time: ready + bytes/B + L on t
   CHECK(WaitDone(r) == 4096);
   CheckArrival(ring.Finish().end_ns, std::max(sent + 15'000'000, sched.ready_ns + 4096 / 4 + 15'000'000),
                posted_by);
+}
+
+TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the ring's lockstep, not only the own send",
+          "[plugin][unit][arrival]") {
+  Rig rig;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeColl c;
+  c.proto = "LL";
+  c.seq = 1;
+  c.count = 1;
+  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
+  rig.nccl.StopTasks(tasks);
+  constexpr int kSteps = 4;
+  FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 2, kSteps, 1, true);
+  FakeSub sub_recv = rig.nccl.Sub(tasks[0], 0, 0, kSteps, 1, false);
+  for (FakeSub* s : {&sub_send, &sub_recv}) rig.nccl.StartProxyOp(s);
+  // This rank's own four steps leave at once (empty LL steps).
+  int64_t first_sent = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    rig.nccl.StartStep(&sub_send, k);
+    const int64_t sent = OwnSend(&send, FakeNccl::Transfer(&sub_send, k), 16);
+    if (k == 0) first_sent = sent;
+  }
+  const std::shared_ptr<prism::plugin::OpRecord> op = FakeNccl::Transfer(&sub_send, 0).op;
+  const int64_t first_posted = op->FirstSendPostedNs();
+  CHECK(first_posted > 0);
+  CHECK(first_posted <= first_sent);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kMirror;
+  sched.ready_ns = first_posted - 1'000'000;  // the virtual members were there first
+  sched.step_cost_ns = 2'000'000;             // 2 ms a step: far above the own sends' pace
+  rig.book.Put(OpKey::Of(op->info()), sched);
+  std::vector<char> buf(4096);
+  for (int k = 0; k < kSteps; ++k) {
+    rig.nccl.StartStep(&sub_recv, k);
+    const MessageTag tag = FakeNccl::Transfer(&sub_recv, k);
+    Request* r = PostReceive(&recv, &buf, &tag);
+    CHECK(WaitDone(r) == 16);
+    // Step k arrives k hops of L + c after this rank's first send, plus L.
+    CHECK(WallNowNs() >= first_posted + k * (kOwnLatency + 2'000'000) + kOwnLatency);
+  }
+  for (FakeSub* s : {&sub_send, &sub_recv}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
+  REQUIRE(rig.listener.count > 0);
+  CHECK(rig.listener.last.end_ns == first_posted + 3 * (kOwnLatency + 2'000'000) + kOwnLatency);
 }
 
 TEST_CASE("virtual recv: a ring op is mirrored even when prismd expected STREAM", "[plugin][unit][arrival]") {

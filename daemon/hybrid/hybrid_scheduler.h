@@ -56,6 +56,7 @@ namespace prism::daemon {
 struct HybridSchedulerOptions {
   uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
   int64_t link_latency_ns = 0;
+  Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
