@@ -433,6 +433,8 @@ void DaemonSession::ReaderMain() {
         PRISM_INFO(*env_.logger, "prismd %s welcomed session %llu",
                    msg.welcome().daemon_version().c_str(),
                    static_cast<unsigned long long>(msg.welcome().session_id()));
+        if (env_.schedules != nullptr)
+          env_.schedules->SetRingStepCost(Nanoseconds(static_cast<int64_t>(msg.welcome().ring_step_cost_ns())));
         break;
       case rpc::DaemonMessage::kSchedules:
         for (const rpc::ReceiveSchedule& r : msg.schedules().receives()) {

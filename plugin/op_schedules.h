@@ -92,6 +92,16 @@ class OpScheduleBook {
     std::lock_guard<std::mutex> lock(mu_);
     return puts_;
   }
+  // NCCL's cost per ring step in prismd's model (its Welcome): the ring's
+  // lockstep for MIRROR receives without a schedule. 0 until told.
+  void SetRingStepCost(Nanoseconds c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_step_cost_ = c;
+  }
+  Nanoseconds ring_step_cost() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ring_step_cost_;
+  }
 
  private:
   static constexpr size_t kFinishedKept = 4096;
@@ -101,6 +111,7 @@ class OpScheduleBook {
   std::set<OpKey> finished_;
   std::deque<OpKey> finished_order_;
   uint64_t puts_ = 0;
+  Nanoseconds ring_step_cost_{0};
 };
 
 }  // namespace prism::plugin

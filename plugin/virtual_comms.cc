@@ -376,14 +376,16 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
   in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
   in.own_send_done = Nanoseconds(sent);
-  // The lockstep floor (arrival.h) needs the schedule: it says when the
-  // virtual members arrived and what a step costs them.
-  if (sched != nullptr && env_.settings->ring_lockstep) {
+  // The ring's lockstep (arrival.h): it starts once every member arrived,
+  // the virtual ones at the schedule's ready time (on time without one),
+  // and each step costs them the link latency plus NCCL's step cost (the
+  // schedule's, else what prismd's Welcome said).
+  if (env_.settings->ring_lockstep) {
     const OpRecord& op = *slot.op.op;
     in.ring_start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
     in.ring_step = RingStepOfMessage(op.info().protocol == LineProtocol::kSimple,
                                      static_cast<uint32_t>(std::max(0, slot.op.step)));
-    in.step_cost = Nanoseconds(sched->step_cost_ns);
+    in.step_cost = sched != nullptr ? Nanoseconds(sched->step_cost_ns) : env_.schedules->ring_step_cost();
   }
   slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;

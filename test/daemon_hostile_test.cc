@@ -334,6 +334,8 @@ TEST_CASE("prismd in hybrid mode stops promptly on SIGTERM with a live plugin se
   prism::rpc::DaemonMessage welcome;
   REQUIRE(stream->Read(&welcome));  // the session is live
   CHECK(welcome.has_welcome());
+  // The ring's lockstep for the plugin: prismd's default step cost (--step-cost-us auto).
+  CHECK(welcome.welcome().ring_step_cost_ns() == 12'500);
   const auto start = std::chrono::steady_clock::now();
   kill(pid, SIGTERM);
   int wstatus = 0;

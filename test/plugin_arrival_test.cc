@@ -470,8 +470,11 @@ TEST_CASE("virtual recv: MIRROR with a late ready time: ready + bytes/B + L on t
                posted_by);
 }
 
-TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the ring's lockstep, not only the own send",
-          "[plugin][unit][arrival]") {
+// An LL ring all-reduce of 4 steps on one channel whose own empty steps all
+// leave at once; each receive k must wait for the ring's lockstep,
+// first send + k (L + c) + L, with c = 2 ms from the schedule (or, without
+// one, from prismd's Welcome).
+void CheckLockstep(bool with_schedule) {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
@@ -482,10 +485,10 @@ TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the rin
   std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
   rig.nccl.StopTasks(tasks);
   constexpr int kSteps = 4;
+  constexpr int64_t kStepCost = 2'000'000;  // far above the own sends' pace
   FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 2, kSteps, 1, true);
   FakeSub sub_recv = rig.nccl.Sub(tasks[0], 0, 0, kSteps, 1, false);
   for (FakeSub* s : {&sub_send, &sub_recv}) rig.nccl.StartProxyOp(s);
-  // This rank's own four steps leave at once (empty LL steps).
   int64_t first_sent = 0;
   for (int k = 0; k < kSteps; ++k) {
     rig.nccl.StartStep(&sub_send, k);
@@ -496,26 +499,39 @@ TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the rin
   const int64_t first_posted = op->FirstSendPostedNs();
   CHECK(first_posted > 0);
   CHECK(first_posted <= first_sent);
-  OpSchedule sched;
-  sched.mode = OpSchedule::Mode::kMirror;
-  sched.ready_ns = first_posted - 1'000'000;  // the virtual members were there first
-  sched.step_cost_ns = 2'000'000;             // 2 ms a step: far above the own sends' pace
-  rig.book.Put(OpKey::Of(op->info()), sched);
+  if (with_schedule) {
+    OpSchedule sched;
+    sched.mode = OpSchedule::Mode::kMirror;
+    sched.ready_ns = first_posted - 1'000'000;  // the virtual members were there first
+    sched.step_cost_ns = kStepCost;
+    rig.book.Put(OpKey::Of(op->info()), sched);
+  } else {
+    rig.book.SetRingStepCost(Nanoseconds(kStepCost));
+  }
   std::vector<char> buf(4096);
   for (int k = 0; k < kSteps; ++k) {
     rig.nccl.StartStep(&sub_recv, k);
     const MessageTag tag = FakeNccl::Transfer(&sub_recv, k);
     Request* r = PostReceive(&recv, &buf, &tag);
     CHECK(WaitDone(r) == 16);
-    // Step k arrives k hops of L + c after this rank's first send, plus L.
-    CHECK(WallNowNs() >= first_posted + k * (kOwnLatency + 2'000'000) + kOwnLatency);
+    CHECK(WallNowNs() >= first_posted + k * (kOwnLatency + kStepCost) + kOwnLatency);
   }
   for (FakeSub* s : {&sub_send, &sub_recv}) {
     rig.nccl.StopStep(s, 0);
     rig.nccl.StopProxyOp(s);
   }
   REQUIRE(rig.listener.count > 0);
-  CHECK(rig.listener.last.end_ns == first_posted + 3 * (kOwnLatency + 2'000'000) + kOwnLatency);
+  CHECK(rig.listener.last.end_ns == first_posted + (kSteps - 1) * (kOwnLatency + kStepCost) + kOwnLatency);
+}
+
+TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the ring's lockstep, not only the own send",
+          "[plugin][unit][arrival]") {
+  CheckLockstep(true);
+}
+
+TEST_CASE("virtual recv: without a schedule the ring's lockstep takes the step cost prismd's Welcome gave",
+          "[plugin][unit][arrival]") {
+  CheckLockstep(false);
 }
 
 TEST_CASE("virtual recv: a ring op is mirrored even when prismd expected STREAM", "[plugin][unit][arrival]") {

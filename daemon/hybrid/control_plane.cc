@@ -43,10 +43,11 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
      &bootstrap::BootstrapStats::broker_errors},
 };
 
-PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate,
-                                             server::StatusBoard* status) {
+PluginSessionService::Options SessionOptions(const ControlPlaneOptions& options, NcclVersionGate* gate) {
+  server::StatusBoard* status = options.status;
   PluginSessionService::Options o;
-  o.daemon_version = version;
+  o.daemon_version = options.version;
+  o.ring_step_cost = options.ring_step_cost;
   o.nccl_gate = gate;
   // A real rank's plugin announcing itself is the rank connecting (/status).
   if (status != nullptr)
@@ -98,7 +99,7 @@ ControlPlane::ControlPlane(ControlPlaneOptions options, server::Metrics* metrics
     : options_(std::move(options)),
       metrics_(metrics),
       nccl_gate_(options_.nccl_version, [this](int code) { return ChooseNcclVersion(code); }),
-      sessions_(SessionOptions(options_.version, &nccl_gate_, options_.status), schedules) {}
+      sessions_(SessionOptions(options_, &nccl_gate_), schedules) {}
 
 absl::Status ControlPlane::ChooseNcclVersion(int code) {
   absl::Status chosen = absl::OkStatus();

@@ -23,6 +23,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "common/units.h"
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/server/metrics.h"
@@ -55,6 +56,7 @@ struct ControlPlaneOptions {
   uint16_t bootstrap_port = 0;       // 0: the kernel's choice
   std::string record_wire_dir;       // empty: no recording
   std::string version = "dev";
+  Nanoseconds ring_step_cost{0};     // NCCL's cost per ring step (prismd's --step-cost-us), told to plugins
   // Where waits and start-up errors are shown (/status); nullable, must
   // outlive the ControlPlane.
   server::StatusBoard* status = nullptr;

@@ -171,7 +171,9 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     so.recorder = recorder.get();
   }
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
-  auto control = ControlPlane::Create(graph, options.control, metrics, &scheduler);
+  ControlPlaneOptions control_options = options.control;
+  control_options.ring_step_cost = options.engine.nccl.step_cost;
+  auto control = ControlPlane::Create(graph, std::move(control_options), metrics, &scheduler);
   if (!control.ok()) return control.status();
   server::DaemonServer server(status);
   if (auto s = server.RegisterService((*control)->session_service()); !s.ok()) return s;

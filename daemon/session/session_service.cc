@@ -298,6 +298,7 @@ grpc::Status PluginSessionService::RunSession(
   welcome.mutable_welcome()->set_protocol_version(kSessionProtocolVersion);
   welcome.mutable_welcome()->set_daemon_version(options_.daemon_version);
   welcome.mutable_welcome()->set_session_id(s->id);
+  welcome.mutable_welcome()->set_ring_step_cost_ns(static_cast<uint64_t>(options_.ring_step_cost.count()));
   Write(*s, welcome);
   if (source_ != nullptr) source_->OnSessionOpened(s->id, hello, this);
   while (stream->Read(&msg)) {

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/units.h"
 #include "daemon/session/nccl_version_gate.h"
 #include "daemon/session/schedule_source.h"
 #include "daemon/bootstrap/virtual_connections.h"
@@ -49,6 +50,7 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
  public:
   struct Options {
     std::string daemon_version = "dev";
+    Nanoseconds ring_step_cost{0};  // Welcome.ring_step_cost_ns (prismd's --step-cost-us)
     std::chrono::milliseconds keepalive{1000};
     ListenObserver on_listen;  // optional
     // Which NCCL prismd plays (--wire-profile or learnt from the first
