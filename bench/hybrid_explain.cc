@@ -5,6 +5,8 @@
 //
 // Usage: hybrid_explain GRAPH RECORDING RANKS
 //        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
+//   Before GRAPH, for model:R,R: --step-cost-us US (NCCL's cost per ring step,
+//   as prismd's; default 0) and --ring-only (NCCL_ALGO=Ring).
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules; pacedMS:FILE with an engine
 //   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
@@ -60,8 +62,24 @@ int main(int argc, char** argv) {
     if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
     return 0;
   }
+  prism::engine::NcclBehaviour nccl;
+  while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
+    const std::string flag = argv[1];
+    double us = 0;
+    if (flag == "--ring-only") {
+      nccl.tree = false;
+      argv += 1, argc -= 1;
+    } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
+      nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
+      argv += 2, argc -= 2;
+    } else {
+      std::fprintf(stderr, "hybrid_explain: unknown option %s\n", flag.c_str());
+      return 2;
+    }
+  }
   if (argc != 4) {
-    std::fprintf(stderr, "usage: hybrid_explain GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+    std::fprintf(stderr,
+                 "usage: hybrid_explain [--step-cost-us US] [--ring-only] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
@@ -86,7 +104,7 @@ int main(int argc, char** argv) {
       uint32_t r = 0;
       if (absl::SimpleAtoi(s, &r)) reals.push_back(r);
     }
-    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000);
+    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl);
   } else {
     rec = prism::daemon::ReadRecording(source);
   }

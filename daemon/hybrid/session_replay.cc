@@ -364,9 +364,10 @@ class ModelRankWriter {
 }  // namespace
 
 absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
-                                         int64_t start_realtime_ns) {
+                                         int64_t start_realtime_ns, const engine::NcclBehaviour& nccl) {
   engine::SimulationOptions o;
   o.use_classes = false;
+  o.nccl = nccl;
   o.trace_ranks = real_ranks;
   auto sim = engine::Simulate(graph, o);
   if (!sim.ok()) return sim.status();

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/units.h"
+#include "daemon/engine/network_model.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "proto/graph.pb.h"
@@ -89,9 +90,11 @@ Recording KeepOperationEvents(const Recording& recording);
 // issues it and finished when the model completes it; one session per rank,
 // session = rank + 1; communicator hashes made up). Replaying it must give
 // the simulation's own iteration times: the hybrid path's self-check (a
-// difference is time the hybrid mode adds or loses by itself).
+// difference is time the hybrid mode adds or loses by itself). `nccl`: what
+// the model follows of the job's NCCL (prismd's --step-cost-us, --nccl-algo).
 absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
-                                         int64_t start_realtime_ns);
+                                         int64_t start_realtime_ns,
+                                         const engine::NcclBehaviour& nccl = engine::NcclBehaviour());
 
 // Writes `recording` in the recorder's format (times and order kept).
 absl::Status WriteRecording(const Recording& recording, const std::string& path);
