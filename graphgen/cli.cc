@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "CLI/CLI.hpp"
+#include "graphgen/chakra_et.h"
 #include "graphgen/collective_graph.h"
 #include "graphgen/fidelity_graph.h"
 #include "graphgen/inspect.h"
@@ -114,6 +115,31 @@ int RunInspect(const std::string& path, bool as_json, std::optional<uint32_t> op
   return kExitOk;
 }
 
+int RunChakraExport(const std::string& graph_path, const std::string& dir, const std::string& name, std::ostream& out,
+                    std::ostream& err) {
+  auto graph = prism::graph::ReadGraphFile(graph_path);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  const std::string set_name = name.empty() ? "prism" : name;
+  if (auto s = chakra::WriteTraceSet(*graph, dir, set_name); !s.ok())
+    return Fail(err, absl::IsInvalidArgument(s) ? kExitBadInput : kExitWriteFailed, s);
+  out << "wrote " << dir << "/" << set_name << ".{0.." << graph->ranks_size() - 1 << "}.et, " << set_name
+      << ".comm_groups.json, " << set_name << ".prism.json: " << graph->ranks_size() << " ranks\n";
+  return kExitOk;
+}
+
+int RunChakraImport(const std::string& dir, const std::string& name, const std::string& output, std::ostream& out,
+                    std::ostream& err) {
+  std::string set_name = name;
+  if (set_name.empty()) {
+    auto found = chakra::FindTraceSetName(dir);
+    if (!found.ok()) return Fail(err, kExitBadInput, found.status());
+    set_name = *found;
+  }
+  auto graph = chakra::ReadTraceSet(dir, set_name);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  return WriteGraph(*graph, output, out, err);
+}
+
 // Edit distance (insertions, deletions, substitutions, adjacent swaps).
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
@@ -210,6 +236,20 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   std::optional<uint32_t> ops_rank;
   ins->add_option("--ops", ops_rank, "print the program of this rank, op by op, as JSON (docs/inspect-json.md)");
 
+  std::string export_graph, export_dir, export_name;
+  auto* cexp = app.add_subcommand("chakra-export", "write a graph as Chakra execution traces, one per rank "
+                                                   "(docs/chakra.md)");
+  cexp->add_option("graph_file", export_graph, "graph file")->required();
+  cexp->add_option("-o,--output", export_dir, "folder to create (must not exist)")->required();
+  cexp->add_option("--name", export_name, "trace set name: files NAME.<rank>.et (default prism)");
+
+  std::string import_dir, import_name, import_output;
+  auto* cimp = app.add_subcommand("chakra-import", "read Chakra execution traces (one per rank) into a graph "
+                                                   "(docs/chakra.md)");
+  cimp->add_option("trace_folder", import_dir, "folder holding NAME.<rank>.et")->required();
+  cimp->add_option("--name", import_name, "trace set name (default: the one NAME.0.et in the folder)");
+  cimp->add_option("-o,--output", import_output, "graph file to write")->required();
+
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
   try {
@@ -230,11 +270,16 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
     else err << "run 'prism-graphgen " << app.get_subcommands().front()->get_name() << " --help' for the options\n";
     return kExitBadInput;
   }
-  const std::string& output = job->parsed() ? job_output : fid->parsed() ? fidelity_output : coll_output;
+  const std::string& output = job->parsed()    ? job_output
+                              : fid->parsed()  ? fidelity_output
+                              : cimp->parsed() ? import_output
+                                               : coll_output;
   try {
     if (job->parsed()) return RunJob(job_path, job_output, out, err);
     if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
     if (fid->parsed()) return RunFidelity(fidelity_path, fidelity_output, out, err);
+    if (cexp->parsed()) return RunChakraExport(export_graph, export_dir, export_name, out, err);
+    if (cimp->parsed()) return RunChakraImport(import_dir, import_name, import_output, out, err);
     return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
   } catch (const std::bad_alloc&) {
     if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());
