@@ -6,12 +6,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <new>
+#include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "CLI/CLI.hpp"
+#include "graphgen/capture_recording.h"
 #include "graphgen/chakra_et.h"
+#include "graphgen/extrapolate.h"
 #include "graphgen/collective_graph.h"
 #include "graphgen/fidelity_graph.h"
 #include "graphgen/inspect.h"
@@ -140,6 +144,95 @@ int RunChakraImport(const std::string& dir, const std::string& name, const std::
   return WriteGraph(*graph, output, out, err);
 }
 
+// "0,512,3" -> ranks.
+absl::StatusOr<std::vector<uint32_t>> ParseRankList(const std::string& text) {
+  std::vector<uint32_t> ranks;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || item[0] == '-' || v >= (1ull << 32))
+      return absl::InvalidArgumentError(absl::StrCat("--ranks: '", Excerpt(item), "' is not a rank; give e.g. 0,512"));
+    ranks.push_back(static_cast<uint32_t>(v));
+  }
+  if (ranks.empty()) return absl::InvalidArgumentError("--ranks: no rank given; give e.g. 0,512");
+  return ranks;
+}
+
+int RunCaptureFromGraph(const std::string& graph_path, const std::string& ranks_text, const std::string& dir,
+                        std::ostream& out, std::ostream& err) {
+  auto graph = prism::graph::ReadGraphFile(graph_path);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  auto ranks = ParseRankList(ranks_text);
+  if (!ranks.ok()) return Fail(err, kExitBadInput, ranks.status());
+  std::vector<std::pair<std::string, std::string>> files;
+  for (uint32_t r : *ranks) {
+    auto rec = RecordingFromGraph(*graph, r);
+    if (!rec.ok()) return Fail(err, kExitBadInput, rec.status());
+    files.emplace_back(absl::StrCat("rank-", r, ".capture.jsonl"), EncodeRecording(*rec));
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec))
+    return Fail(err, kExitWriteFailed, absl::AlreadyExistsError(absl::StrCat("-o ", dir, ": already exists; remove "
+                                                                             "it or name a new folder")));
+  if (!std::filesystem::create_directory(dir, ec))
+    return Fail(err, kExitWriteFailed, absl::UnavailableError(absl::StrCat("cannot create folder ", dir, ": ",
+                                                                           ec.message())));
+  for (const auto& [name, text] : files) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << text;
+    f.close();
+    if (!f) return Fail(err, kExitWriteFailed, absl::UnavailableError(absl::StrCat("cannot write ", dir, "/", name)));
+  }
+  out << "wrote " << files.size() << " recording" << (files.size() == 1 ? "" : "s") << " into " << dir << "\n";
+  return kExitOk;
+}
+
+// Every *.capture.jsonl of a folder, or the file itself.
+absl::StatusOr<std::vector<std::string>> RecordingPaths(const std::vector<std::string>& inputs) {
+  std::vector<std::string> paths;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(in, ec)) {
+      paths.push_back(in);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(in, ec))
+      if (absl::EndsWith(e.path().filename().string(), ".capture.jsonl")) found.push_back(e.path().string());
+    if (found.empty())
+      return absl::NotFoundError(absl::StrCat(in, ": no recording (*.capture.jsonl) in this folder"));
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  return paths;
+}
+
+int RunExtrapolate(const std::vector<std::string>& inputs, const std::string& cluster_file, const std::string& name,
+                   const std::string& output, std::ostream& out, std::ostream& err) {
+  auto paths = RecordingPaths(inputs);
+  if (!paths.ok()) return Fail(err, kExitBadInput, paths.status());
+  ExtrapolationOptions options;
+  if (!name.empty()) options.name = name;
+  if (!cluster_file.empty()) {
+    auto cluster = ParseClusterFile(cluster_file);
+    if (!cluster.ok()) return Fail(err, kExitBadInput, cluster.status());
+    options.cluster = *cluster;
+  }
+  std::vector<Recording> recordings;
+  for (const std::string& path : *paths) {
+    auto rec = ReadRecordingFile(path);
+    if (!rec.ok()) return Fail(err, kExitBadInput, rec.status());
+    recordings.push_back(std::move(*rec));
+  }
+  auto result = Extrapolate(std::move(recordings), options);
+  if (!result.ok()) return Fail(err, kExitBadInput, result.status());
+  const int rc = WriteGraph(result->graph, output, out, err);
+  if (rc == kExitOk) out << result->Summary();
+  return rc;
+}
+
 // Edit distance (insertions, deletions, substitutions, adjacent swaps).
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
@@ -250,6 +343,23 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   cimp->add_option("--name", import_name, "trace set name (default: the one NAME.0.et in the folder)");
   cimp->add_option("-o,--output", import_output, "graph file to write")->required();
 
+  std::string view_graph, view_ranks, view_dir;
+  auto* cview = app.add_subcommand("capture-from-graph", "write what a capture would record on some ranks if the "
+                                                         "program ran this graph (docs/capture.md)");
+  cview->add_option("graph_file", view_graph, "graph file")->required();
+  cview->add_option("--ranks", view_ranks, "ranks to record, e.g. 0,512")->required();
+  cview->add_option("-o,--output", view_dir, "folder to create for rank-<r>.capture.jsonl")->required();
+
+  std::vector<std::string> extrapolate_inputs;
+  std::string extrapolate_cluster, extrapolate_name, extrapolate_output;
+  auto* extra = app.add_subcommand("extrapolate", "the full graph from the capture recordings of a slice "
+                                                  "(docs/capture.md)");
+  extra->add_option("recordings", extrapolate_inputs, "recording files or folders of *.capture.jsonl")->required();
+  extra->add_option("--cluster", extrapolate_cluster, "YAML file whose cluster: keys describe the target "
+                                                      "(a job file will do; default: the job-file defaults)");
+  extra->add_option("--name", extrapolate_name, "job name (default captured)");
+  extra->add_option("-o,--output", extrapolate_output, "graph file to write")->required();
+
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
   try {
@@ -273,6 +383,7 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   const std::string& output = job->parsed()    ? job_output
                               : fid->parsed()  ? fidelity_output
                               : cimp->parsed() ? import_output
+                              : extra->parsed() ? extrapolate_output
                                                : coll_output;
   try {
     if (job->parsed()) return RunJob(job_path, job_output, out, err);
@@ -280,6 +391,9 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
     if (fid->parsed()) return RunFidelity(fidelity_path, fidelity_output, out, err);
     if (cexp->parsed()) return RunChakraExport(export_graph, export_dir, export_name, out, err);
     if (cimp->parsed()) return RunChakraImport(import_dir, import_name, import_output, out, err);
+    if (cview->parsed()) return RunCaptureFromGraph(view_graph, view_ranks, view_dir, out, err);
+    if (extra->parsed())
+      return RunExtrapolate(extrapolate_inputs, extrapolate_cluster, extrapolate_name, extrapolate_output, out, err);
     return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
   } catch (const std::bad_alloc&) {
     if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());
