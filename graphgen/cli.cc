@@ -144,6 +144,14 @@ int RunChakraImport(const std::string& dir, const std::string& name, const std::
   return WriteGraph(*graph, output, out, err);
 }
 
+// A file that starts with the graph file magic.
+bool IsGraphFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[sizeof(prism::graph::kGraphMagic)] = {};
+  f.read(magic, sizeof(magic));
+  return f && std::equal(magic, magic + sizeof(magic), prism::graph::kGraphMagic);
+}
+
 // "0,512,3" -> ranks.
 absl::StatusOr<std::vector<uint32_t>> ParseRankList(const std::string& text) {
   std::vector<uint32_t> ranks;
@@ -215,10 +223,17 @@ int RunExtrapolate(const std::vector<std::string>& inputs, const std::string& cl
   if (!paths.ok()) return Fail(err, kExitBadInput, paths.status());
   ExtrapolationOptions options;
   if (!name.empty()) options.name = name;
+  std::optional<prism::graph::Cluster> graph_cluster;  // --cluster naming a graph file: its cluster as it is
   if (!cluster_file.empty()) {
-    auto cluster = ParseClusterFile(cluster_file);
-    if (!cluster.ok()) return Fail(err, kExitBadInput, cluster.status());
-    options.cluster = *cluster;
+    if (IsGraphFile(cluster_file)) {
+      auto g = prism::graph::ReadGraphFile(cluster_file);
+      if (!g.ok()) return Fail(err, kExitBadInput, g.status());
+      graph_cluster = g->cluster();
+    } else {
+      auto cluster = ParseClusterFile(cluster_file);
+      if (!cluster.ok()) return Fail(err, kExitBadInput, cluster.status());
+      options.cluster = *cluster;
+    }
   }
   std::vector<Recording> recordings;
   for (const std::string& path : *paths) {
@@ -228,6 +243,19 @@ int RunExtrapolate(const std::vector<std::string>& inputs, const std::string& cl
   }
   auto result = Extrapolate(std::move(recordings), options);
   if (!result.ok()) return Fail(err, kExitBadInput, result.status());
+  if (graph_cluster) {
+    const uint64_t world = static_cast<uint64_t>(result->graph.ranks_size()), gpn = graph_cluster->gpus_per_node();
+    if (graph_cluster->nodes() != (world + gpn - 1) / gpn)
+      return Fail(err, kExitBadInput, absl::InvalidArgumentError(absl::StrCat(
+          "--cluster ", cluster_file, ": its cluster has ", graph_cluster->nodes(), " nodes of ", gpn,
+          " GPUs; the recordings' ", world, " ranks need ", (world + gpn - 1) / gpn, " (give a graph of this world "
+          "size, or a YAML file's cluster: keys)")));
+    *result->graph.mutable_cluster() = *graph_cluster;
+    for (auto& rank : *result->graph.mutable_ranks()) {
+      rank.set_node(rank.rank() / graph_cluster->gpus_per_node());
+      rank.set_local_gpu(rank.rank() % graph_cluster->gpus_per_node());
+    }
+  }
   const int rc = WriteGraph(result->graph, output, out, err);
   if (rc == kExitOk) out << result->Summary();
   return rc;
@@ -355,8 +383,9 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   auto* extra = app.add_subcommand("extrapolate", "the full graph from the capture recordings of a slice "
                                                   "(docs/capture.md)");
   extra->add_option("recordings", extrapolate_inputs, "recording files or folders of *.capture.jsonl")->required();
-  extra->add_option("--cluster", extrapolate_cluster, "YAML file whose cluster: keys describe the target "
-                                                      "(a job file will do; default: the job-file defaults)");
+  extra->add_option("--cluster", extrapolate_cluster, "the target's cluster: a graph file (its cluster), or a YAML "
+                                                      "file's cluster: keys (a job file will do); default: the "
+                                                      "job-file defaults");
   extra->add_option("--name", extrapolate_name, "job name (default captured)");
   extra->add_option("-o,--output", extrapolate_output, "graph file to write")->required();
 

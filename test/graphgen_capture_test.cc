@@ -232,4 +232,15 @@ TEST_CASE("capture: prism-graphgen capture-from-graph and extrapolate") {
   CHECK(RunGraphgenCli({"prism-graphgen", "extrapolate", dir + "/rank-0.capture.jsonl", "-o", out_graph}, out, err2) ==
         2);
   CHECK(err2.str().find("e.g. rank 512") != std::string::npos);
+  // --cluster naming a graph: its cluster as it is; one of another world size is refused
+  REQUIRE(RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", graph, "-o", out_graph}, out, err) == 0);
+  auto c = pg::ReadGraphFile(out_graph);
+  REQUIRE(c.ok());
+  CheckSameGraph(*a, *c);
+  const std::string small = prism::graphgen::testing::TempPath("capture-cli-8.graph");
+  REQUIRE(RunGraphgenCli({"prism-graphgen", "job", std::string(PRISM_EXAMPLES_DIR) + "/train-gpt-8.yaml", "-o", small},
+                         out, err) == 0);
+  std::ostringstream err3;
+  CHECK(RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", small, "-o", out_graph}, out, err3) == 2);
+  CHECK(err3.str().find("the recordings' 1024 ranks need 1024") != std::string::npos);
 }
