@@ -9,6 +9,7 @@
 #include "common/limits.h"
 #include "google/protobuf/util/json_util.h"
 #include "graphgen/input_file.h"
+#include "graphgen/yaml_reader.h"
 
 namespace prism::graphgen {
 namespace {
@@ -73,7 +74,9 @@ absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::strin
     if (line.empty()) continue;
     prism::capture::CaptureLine entry;
     if (auto s = google::protobuf::util::JsonStringToMessage(std::string(line), &entry, options); !s.ok())
-      return LineError(origin, line_no, absl::StrCat("not a capture line (", s.ToString().substr(0, 120), ")"));
+      return LineError(origin, line_no, absl::StrCat("not a capture line: protobuf's JSON form of a CaptureLine "
+                                                     "(proto/capture.proto) is expected; the parser says '",
+                                                     Excerpt(std::string(s.message().substr(0, s.message().find('\n'))), 64), "'"));
     switch (entry.line_case()) {
       case prism::capture::CaptureLine::kHeader:
         if (have_header) return LineError(origin, line_no, "a second header");

@@ -17,6 +17,7 @@
 #include "graphgen/chakra_et.h"
 #include "graphgen/chakra_mapping.h"
 #include "graphgen/input_file.h"
+#include "graphgen/yaml_reader.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
 
@@ -31,8 +32,8 @@ const InputKind kTraceFile{limits::kMaxGraphFileBytes, false, "a Chakra trace (N
 const InputKind kJsonFile{limits::kMaxInputFileBytes, true, "a JSON file"};
 
 absl::Status NodeError(const std::string& file, const Node& node, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(file, ": node ", node.id(), " ('", node.name().substr(0, 32),
-                                                 "'): ", what));
+  return absl::InvalidArgumentError(absl::StrCat(file, ": node ", node.id(), " ('", Excerpt(node.name()), "'): ",
+                                                 what));
 }
 
 const AttributeProto* FindAttr(const Node& node, const char* name) {
@@ -157,7 +158,7 @@ absl::StatusOr<uint32_t> CommunicatorOf(const ImportContext& ctx, const Node& no
   if (pg_name == nullptr) return 0;  // no process group: the world
   auto it = ctx.comm_ids->find(pg_name->string_val());
   if (it == ctx.comm_ids->end())
-    return NodeError(file, node, absl::StrCat("pg_name '", pg_name->string_val().substr(0, 32),
+    return NodeError(file, node, absl::StrCat("pg_name '", Excerpt(pg_name->string_val()),
                                               "' is not in NAME.comm_groups.json"));
   return it->second;
 }
@@ -276,10 +277,10 @@ absl::StatusOr<std::vector<std::pair<std::string, std::vector<uint32_t>>>> ReadC
   for (const auto& [key, members] : groups.items()) {
     std::vector<uint32_t> ranks;
     if (!members.is_array())
-      return absl::InvalidArgumentError(absl::StrCat(path, ": group '", key.substr(0, 32), "' is not a list of ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": group '", Excerpt(key), "' is not a list of ranks"));
     for (const auto& m : members) {
       if (!m.is_number_unsigned() || m.get<uint64_t>() >= limits::kMaxRanks)
-        return absl::InvalidArgumentError(absl::StrCat(path, ": group '", key.substr(0, 32),
+        return absl::InvalidArgumentError(absl::StrCat(path, ": group '", Excerpt(key),
                                                        "' holds something that is not a rank"));
       ranks.push_back(m.get<uint32_t>());
     }
@@ -302,11 +303,13 @@ absl::StatusOr<pg::Graph> PrismSkeleton(const std::string& path,
   PRISM_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "graph description", kJsonFile));
   pg::Graph g;
   if (auto s = google::protobuf::util::JsonStringToMessage(text, &g); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not the JSON form of a graph without ops; the parser says '",
+        Excerpt(std::string(s.message().substr(0, s.message().find('\n'))), 64), "'"));
   for (const auto& [key, members] : groups) {
     uint32_t id = 0;
     if (!absl::SimpleAtoi(key, &id) || id >= static_cast<uint32_t>(g.communicators_size()))
-      return absl::InvalidArgumentError(absl::StrCat("comm_groups.json: group '", key.substr(0, 32),
+      return absl::InvalidArgumentError(absl::StrCat("comm_groups.json: group '", Excerpt(key),
                                                      "' names no communicator of ", path));
     *g.mutable_communicators(static_cast<int>(id))->mutable_members() = {members.begin(), members.end()};
     (*comm_ids)[key] = id;
@@ -349,7 +352,7 @@ pg::Graph DefaultSkeleton(const std::string& name, uint32_t world,
     pg::Communicator* comm = g.add_communicators();
     comm->set_id(static_cast<uint32_t>(g.communicators_size() - 1));
     comm->set_kind(pg::COMM_KIND_OTHER);
-    comm->set_name(absl::StrCat("pg[", key.substr(0, 32), "]"));
+    comm->set_name(absl::StrCat("pg[", Excerpt(key), "]"));
     comm->mutable_init();
     *comm->mutable_members() = {members.begin(), members.end()};
     (*comm_ids)[key] = comm->id();
