@@ -195,6 +195,15 @@ TEST_CASE("capture: malformed recordings are refused with the file and line") {
   expect(header + comm + R"({"op":{"stream":0,"deps":[0],"compute":{"duration_ns":5}}})",
          "dep 0 is not an earlier op");
   expect(header + comm + "{not json}\n", "r.jsonl:3: not a capture line");
+  {  // the input's bytes are not replayed in the error
+    auto r = prism::graphgen::ParseRecording(header + comm + R"({"op" {"compute":{"secret-label-text":5}}})" "\n",
+                                             "r.jsonl");
+    REQUIRE(!r.ok());
+    INFO(r.status().message());
+    CHECK(std::string(r.status().message()).find("not a capture line") != std::string::npos);
+    CHECK(std::string(r.status().message()).find('\n') == std::string::npos);
+    CHECK(std::string(r.status().message()).find("{\"op\"") == std::string::npos);
+  }
   expect(comm, "a comm line belongs after the header");
   auto ok = prism::graphgen::ParseRecording(header + comm + R"({"op":{"compute":{"duration_ns":5}}})", "r.jsonl");
   CHECK(ok.ok());
