@@ -3,7 +3,8 @@
 # ranks with a slice of real ranks (one per pipeline stage), then checks of
 # the captured graph:
 #   1. prism capture --graph train-gpt-N.graph --ranks SLICE: the run, each real
-#      rank's measured compute (prism-session-capture), the extrapolation;
+#      rank's measured compute (prism-session-capture), the extrapolation (and,
+#      with REFINE=K, rounds with the captured graph until the iteration is stable);
 #   2. the captured graph's operations against the job graph's (prism-graphgen
 #      inspect --ops of a few ranks, durations left out): "same ops: yes/no";
 #   3. prismd --simulate of the job graph and of the captured graph (steady
@@ -19,7 +20,9 @@
 #   prism-graphgen and prism-session-capture, plus graphs/train-gpt-N.graph as for
 #   scripts/gpu/run-train-gpt.sh (its header says how to make them).
 # Env: OUT (default /tmp/prism-capture-<time>), ITERS (10), GBPS (10), LAT_US (10),
-#   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1.
+#   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
+#   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
+#   graph, printing each round, until the first real rank's steady iteration changes < 0.5%.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bundle="$(cd "${1:?usage: run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]}" && pwd)"
@@ -47,16 +50,55 @@ common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)))
 tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$gg")
 
+# steady RANKLOG: a real rank's steady iteration time (mean of iterations 1..), "-" without one
+steady() {
+  "$py" - "$1" <<'PY'
+import json, sys
+it = []
+for line in open(sys.argv[1], errors="replace"):
+    if '{"train_gpt"' in line:
+        try:
+            e = json.loads(line[line.index('{"train_gpt"'):])
+        except ValueError:
+            continue
+        if e["train_gpt"] == "iteration":
+            it.append(e["time_s"])
+s = it[1:] or it
+print(f"{sum(s) / len(s):.4f}" if s else "-")
+PY
+}
+
+# capture_round GRAPH DIR: prism capture with GRAPH into DIR (DIR/captured.graph)
+capture_round() {
+  local rc=0
+  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
+    --out "$2" --cluster "$graph" --session-capture "$bundle/prism-session-capture" "${tools[@]}" \
+    --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+    -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$2.log" 2>&1 || rc=$?
+  echo "prism capture exit $rc (log $2.log)"
+  grep -E "^rank [0-9]+:|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
+  for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
+}
+
 echo "== 1. prism capture: train_gpt.py at $n ranks, real ranks $slice"
-rc=0
-env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$graph" --ranks "$slice" \
-  --out "$OUT/capture" --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$OUT/capture-logs" \
-  --prismd-arg=--iterations --prismd-arg="$ITERS" \
-  -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/capture.log" 2>&1 || rc=$?
-echo "prism capture exit $rc (log $OUT/capture.log)"
-grep -E "^rank [0-9]+:|^measured:|^pp-stage|^role-|captured graph|error" "$OUT/capture.log" | sed 's/^/  /'
+capture_round "$graph" "$OUT/capture"
 captured="$OUT/capture/captured.graph"
 [[ -f $captured ]] || { echo "no captured graph; stopping"; exit 1; }
+
+# REFINE=K: up to K more rounds, each capturing with the previous round's graph,
+# until the first real rank's steady iteration changes by less than 0.5%.
+first="${slice%%,*}"; prev=$(steady "$OUT/capture-logs/rank$first.log")
+for ((k = 1; k <= ${REFINE:-0}; k++)); do
+  echo "== 1.$k refine round $k: prism capture with the previous round's graph"
+  capture_round "$captured" "$OUT/capture-$k"
+  [[ -f $OUT/capture-$k/captured.graph ]] || { echo "round $k captured nothing; stopping"; break; }
+  captured="$OUT/capture-$k/captured.graph"
+  now=$(steady "$OUT/capture-$k-logs/rank$first.log")
+  change=$("$py" -c "a, b = '$prev', '$now'; print(f'{abs(float(b) / float(a) - 1) * 100:.2f}' if '-' not in (a, b) else '?')")
+  echo "  round $k: rank $first steady $prev s -> $now s, change $change%"
+  prev=$now
+  [[ $change != "?" ]] && "$py" -c "import sys; sys.exit(0 if $change < 0.5 else 1)" && { echo "  stable (< 0.5%)"; break; }
+done
 
 echo "== 2. the captured graph's operations against the job graph's (durations left out)"
 for r in 0 1 $((n / 2)) "$other" $((n - 1)); do
@@ -83,21 +125,7 @@ rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
   -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/check.log" 2>&1 || rc=$?
-"$py" - "$OUT/check-logs/rank$other.log" "$rc" <<'PY'
-import json, sys
-path, rc = sys.argv[1:]
-ev = []
-for line in open(path, errors="replace"):
-    if '{"train_gpt"' in line:
-        try:
-            ev.append(json.loads(line[line.index('{"train_gpt"'):]))
-        except ValueError:
-            pass
-it = [e["time_s"] for e in ev if e["train_gpt"] == "iteration"]
-ok = any(e["train_gpt"] == "ops-check" and e.get("match") for e in ev)
-steady = it[1:] or it
-print(f"  exit {rc}; {len(it)} iterations; steady {sum(steady) / len(steady):.4f} s" if steady else f"  exit {rc}; no iteration")
-print(f"  train_gpt.py ops check: {'match' if ok else 'no match'}")
-PY
+echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
+  "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" || true) match line(s)"
 grep -aE "diverg" "$OUT/check-logs/prismd.log" | tail -2 | sed 's/^/  prismd| /'
 echo "results in $OUT"
