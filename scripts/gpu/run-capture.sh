@@ -55,7 +55,11 @@ steady() {
   "$py" - "$1" <<'PY'
 import json, sys
 it = []
-for line in open(sys.argv[1], errors="replace"):
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except OSError:
+    lines = []
+for line in lines:
     if '{"train_gpt"' in line:
         try:
             e = json.loads(line[line.index('{"train_gpt"'):])
@@ -126,6 +130,6 @@ env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph 
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
   -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/check.log" 2>&1 || rc=$?
 echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
-  "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" || true) match line(s)"
-grep -aE "diverg" "$OUT/check-logs/prismd.log" | tail -2 | sed 's/^/  prismd| /'
+  "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" 2> /dev/null || true) match line(s)"
+grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -2 | sed 's/^/  prismd| /'
 echo "results in $OUT"
