@@ -131,5 +131,6 @@ env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph 
   -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/check.log" 2>&1 || rc=$?
 echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
   "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" 2> /dev/null || true) match line(s)"
+echo "  prismd.log lines about divergences: $(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)"
 grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -2 | sed 's/^/  prismd| /'
 echo "results in $OUT"
