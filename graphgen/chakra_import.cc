@@ -371,6 +371,67 @@ uint32_t CountRankFiles(const std::string& dir, const std::string& name) {
   return n;
 }
 
+// The graph without ops: NAME.prism.json's (a Prism trace set) or the
+// defaults; members and comm_ids from NAME.comm_groups.json when present.
+absl::StatusOr<pg::Graph> LoadSkeleton(const std::string& dir, const std::string& name, uint32_t world, bool prism,
+                                       absl::flat_hash_map<std::string, uint32_t>* comm_ids) {
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> groups;
+  if (const std::string path = PathOf(dir, name + ".comm_groups.json"); Exists(path)) {
+    PRISM_ASSIGN_OR_RETURN(groups, ReadCommGroups(path));
+  }
+  if (!prism) return DefaultSkeleton(name, world, groups, comm_ids);
+  const std::string path = PathOf(dir, name + ".prism.json");
+  PRISM_ASSIGN_OR_RETURN(pg::Graph g, PrismSkeleton(path, groups, comm_ids));
+  if (static_cast<uint32_t>(g.ranks_size()) != world)
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": ", world, " rank traces (", name, ".0.et ...) but ", path,
+                                                   " has ", g.ranks_size(), " ranks"));
+  return g;
+}
+
+// A Prism trace set: rank r's ops are its program's; the first rank of a
+// program sets them, every other must have the same.
+absl::Status SetSharedProgram(pg::Graph& g, uint32_t r, google::protobuf::RepeatedPtrField<pg::Op> ops,
+                              const std::string& file, const std::string& skeleton_path, std::vector<bool>& filled) {
+  const uint32_t program = g.ranks(static_cast<int>(r)).program();
+  if (program >= filled.size())
+    return absl::InvalidArgumentError(absl::StrCat(skeleton_path, ": rank ", r, " names no program"));
+  pg::Program* p = g.mutable_programs(static_cast<int>(program));
+  if (!filled[program]) {
+    *p->mutable_ops() = std::move(ops);
+    filled[program] = true;
+    return absl::OkStatus();
+  }
+  bool same = p->ops_size() == ops.size();
+  for (int i = 0; same && i < ops.size(); ++i)
+    same = google::protobuf::util::MessageDifferencer::Equals(p->ops(i), ops[i]);
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(file, ": differs from the first trace of program '", p->name(),
+                                                 "', which rank ", r, " shares in ", skeleton_path,
+                                                 "; give the rank a program of its own there"));
+}
+
+// A trace set from elsewhere: ranks with the same ops on their own groups
+// share a program (`program_of_key`: serialized program -> id).
+void AddOwnProgram(pg::Graph& g, uint32_t r, google::protobuf::RepeatedPtrField<pg::Op> ops, const RankSlots& slots,
+                   std::map<std::string, uint32_t>& program_of_key) {
+  pg::Program candidate;
+  *candidate.mutable_ops() = std::move(ops);
+  uint32_t streams = 1;
+  for (const pg::Op& op : candidate.ops()) streams = std::max(streams, op.stream() + 1);
+  candidate.set_streams(streams);
+  for (size_t s = 0; s < slots.slots().size(); ++s)  // by position: ranks of one program have other groups
+    candidate.add_comm_slot_names(s == 0 ? std::string("world") : absl::StrCat("group", s));
+  auto [it, added] = program_of_key.emplace(candidate.SerializeAsString(), static_cast<uint32_t>(g.programs_size()));
+  if (added) {
+    candidate.set_id(it->second);
+    candidate.set_name(absl::StrCat("rank-", r));
+    *g.add_programs() = std::move(candidate);
+  }
+  pg::Rank* rank = g.mutable_ranks(static_cast<int>(r));
+  rank->set_program(it->second);
+  *rank->mutable_comm_slots() = {slots.slots().begin(), slots.slots().end()};
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FindTraceSetName(const std::string& dir) {
@@ -393,68 +454,27 @@ absl::StatusOr<pg::Graph> ReadTraceSet(const std::string& dir, const std::string
   if (world == 0)
     return absl::NotFoundError(absl::StrCat(PathOf(dir, name + ".0.et"), ": not found; a trace set has one trace "
                                             "per rank, NAME.0.et, NAME.1.et, ..."));
-  std::vector<std::pair<std::string, std::vector<uint32_t>>> groups;
-  if (const std::string path = PathOf(dir, name + ".comm_groups.json"); Exists(path)) {
-    PRISM_ASSIGN_OR_RETURN(groups, ReadCommGroups(path));
-  }
   absl::flat_hash_map<std::string, uint32_t> comm_ids;
   const std::string skeleton_path = PathOf(dir, name + ".prism.json");
   const bool prism = Exists(skeleton_path);
-  pg::Graph g;
-  if (prism) {
-    PRISM_ASSIGN_OR_RETURN(g, PrismSkeleton(skeleton_path, groups, &comm_ids));
-  } else {
-    g = DefaultSkeleton(name, world, groups, &comm_ids);
-  }
-  if (static_cast<uint32_t>(g.ranks_size()) != world)
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": ", world, " rank traces (", name, ".0.et ...) but ",
-                                                   skeleton_path, " has ", g.ranks_size(), " ranks"));
+  PRISM_ASSIGN_OR_RETURN(pg::Graph g, LoadSkeleton(dir, name, world, prism, &comm_ids));
   const ImportContext ctx{&g, &comm_ids};
   std::vector<bool> filled(static_cast<size_t>(g.programs_size()), false);
-  std::map<std::string, uint32_t> program_of_key;  // without NAME.prism.json: identical ranks share a program
+  std::map<std::string, uint32_t> program_of_key;
   for (uint32_t r = 0; r < world; ++r) {
     const std::string file = PathOf(dir, absl::StrCat(name, ".", r, ".et"));
     PRISM_ASSIGN_OR_RETURN(const std::string bytes, ReadInputFile(file, "Chakra trace", kTraceFile));
     PRISM_ASSIGN_OR_RETURN(const RankTrace trace, ParseTrace(bytes, file));
-    pg::Rank* rank = g.mutable_ranks(static_cast<int>(r));
-    RankSlots slots(prism ? std::vector<uint32_t>(rank->comm_slots().begin(), rank->comm_slots().end())
+    const pg::Rank& rank = g.ranks(static_cast<int>(r));
+    RankSlots slots(prism ? std::vector<uint32_t>(rank.comm_slots().begin(), rank.comm_slots().end())
                           : std::vector<uint32_t>{0},
                     prism);
     PRISM_ASSIGN_OR_RETURN(auto ops, RankOps(ctx, r, trace, file, slots));
     if (prism) {
-      if (rank->program() >= filled.size())
-        return absl::InvalidArgumentError(absl::StrCat(skeleton_path, ": rank ", r, " names no program"));
-      pg::Program* p = g.mutable_programs(static_cast<int>(rank->program()));
-      if (!filled[rank->program()]) {
-        *p->mutable_ops() = std::move(ops);
-        filled[rank->program()] = true;
-        continue;
-      }
-      bool same = p->ops_size() == ops.size();
-      for (int i = 0; same && i < ops.size(); ++i)
-        same = google::protobuf::util::MessageDifferencer::Equals(p->ops(i), ops[i]);
-      if (!same)
-        return absl::InvalidArgumentError(absl::StrCat(file, ": differs from the first trace of program '",
-                                                       p->name(), "', which rank ", r, " shares in ", skeleton_path,
-                                                       "; give the rank a program of its own there"));
-      continue;
+      PRISM_RETURN_IF_ERROR(SetSharedProgram(g, r, std::move(ops), file, skeleton_path, filled));
+    } else {
+      AddOwnProgram(g, r, std::move(ops), slots, program_of_key);
     }
-    pg::Program candidate;
-    *candidate.mutable_ops() = std::move(ops);
-    uint32_t streams = 1;
-    for (const pg::Op& op : candidate.ops()) streams = std::max(streams, op.stream() + 1);
-    candidate.set_streams(streams);
-    for (size_t s = 0; s < slots.slots().size(); ++s)  // by position: ranks of one program have other groups
-      candidate.add_comm_slot_names(s == 0 ? std::string("world") : absl::StrCat("group", s));
-    const std::string key = candidate.SerializeAsString();
-    auto [it, added] = program_of_key.emplace(key, static_cast<uint32_t>(g.programs_size()));
-    if (added) {
-      candidate.set_id(it->second);
-      candidate.set_name(absl::StrCat("rank-", r));
-      *g.add_programs() = std::move(candidate);
-    }
-    rank->set_program(it->second);
-    *rank->mutable_comm_slots() = {slots.slots().begin(), slots.slots().end()};
   }
   PRISM_RETURN_IF_ERROR(pg::ValidateGraph(g));
   return g;
