@@ -99,3 +99,17 @@ TEST_CASE("session capture: two real ranks, one per stage, give recordings that 
     }
   }
 }
+
+TEST_CASE("session capture: a recording of another graph is refused") {
+  const pg::Graph other = SpecGraph("step-n8-2g5.yaml");
+  auto recording = prism::daemon::ReadRecording(kFixtures + "/step-n8-hybrid1-causal.rec");
+  REQUIRE(recording.ok());
+  auto measured = prism::daemon::MeasureCompute(other, *recording, 1);
+  REQUIRE(!measured.ok());
+  CHECK(std::string(measured.status().message()).find("give the graph the run used") != std::string::npos);
+  pg::Graph renamed = SpecGraph("step-n8.yaml");
+  renamed.mutable_communicators(1)->set_name("not-tp");
+  measured = prism::daemon::MeasureCompute(renamed, *recording, 1);
+  REQUIRE(!measured.ok());
+  CHECK(std::string(measured.status().message()).find("is not communicator 1 of the graph") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/hybrid/real_rank_programs.h"
 
 namespace prism::daemon {
@@ -130,13 +131,22 @@ void MeasureRank(const graph::Program& p, const OpTimes& t, uint64_t skip, Measu
 
 absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& graph, const Recording& recording,
                                                          uint64_t skip_iterations) {
+  if (recording.graph != graph.job().name())
+    return absl::InvalidArgumentError(absl::StrCat("the recording is of graph '", recording.graph.substr(0, 64),
+                                                   "', not '", graph.job().name().substr(0, 64),
+                                                   "': give the graph the run used"));
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
   std::map<uint64_t, uint32_t> comm_of_hash;
-  for (const RecordedLine& line : recording.lines)
-    if (line.kind == RecordedLine::kCommunicator && line.comm.graph_comm >= 0 &&
-        line.comm.graph_comm < graph.communicators_size())
-      comm_of_hash[line.comm.comm_hash] = static_cast<uint32_t>(line.comm.graph_comm);
+  for (const RecordedLine& line : recording.lines) {
+    if (line.kind != RecordedLine::kCommunicator || line.comm.graph_comm < 0) continue;
+    const int64_t id = line.comm.graph_comm;
+    if (id >= graph.communicators_size() || graph.communicators(static_cast<int>(id)).name() != line.comm.name)
+      return absl::InvalidArgumentError(absl::StrCat("the recording's communicator '", line.comm.name.substr(0, 64),
+                                                     "' is not communicator ", id, " of the graph: give the graph "
+                                                     "the run used"));
+    comm_of_hash[line.comm.comm_hash] = static_cast<uint32_t>(id);
+  }
 
   std::map<uint32_t, MeasuredRank> ranks;
   std::map<uint32_t, OpTimes> times;

@@ -43,6 +43,8 @@ struct MeasuredRank {
 };
 
 // One entry per real rank of the recording that reported operations.
+// InvalidArgument when the recording is not of `graph` (another job name, or
+// a communicator that is not the graph's of that id and name).
 absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& graph, const Recording& recording,
                                                          uint64_t skip_iterations);
 
