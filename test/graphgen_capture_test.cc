@@ -253,3 +253,11 @@ TEST_CASE("capture: prism-graphgen capture-from-graph and extrapolate") {
   CHECK(RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", small, "-o", out_graph}, out, err3) == 2);
   CHECK(err3.str().find("the recordings' 1024 ranks need 1024") != std::string::npos);
 }
+
+TEST_CASE("capture: GPT-3 175B at 8192 ranks (Megatron's groups, TP8 PP16 DP64) from one rank per stage") {
+  std::vector<uint32_t> slice;
+  for (uint32_t s = 0; s < 16; ++s) slice.push_back(s * 512 + 3 * s);  // any tensor/data position per stage
+  const auto [job, x] = JobAndExtrapolation(ExampleText("gpt3-175b-8192.yaml"), slice);
+  CHECK(x.graph.programs_size() == 16);
+  CheckSameGraph(job, x.graph);
+}
