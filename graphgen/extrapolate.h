@@ -48,6 +48,7 @@ struct Extrapolation {
   std::string Summary() const;
 };
 
+// Contract: every recording passed ParseRecording's checks (RecordingFromGraph's do).
 absl::StatusOr<Extrapolation> Extrapolate(std::vector<Recording> recordings, const ExtrapolationOptions& options);
 
 // "0-511", "0, 2, 4, ... (256 ranks)": a list of ranks for people.
