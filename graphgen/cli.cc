@@ -6,11 +6,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <new>
+#include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "CLI/CLI.hpp"
+#include "graphgen/capture_recording.h"
+#include "graphgen/chakra_et.h"
+#include "graphgen/extrapolate.h"
 #include "graphgen/collective_graph.h"
 #include "graphgen/fidelity_graph.h"
 #include "graphgen/inspect.h"
@@ -114,6 +119,148 @@ int RunInspect(const std::string& path, bool as_json, std::optional<uint32_t> op
   return kExitOk;
 }
 
+int RunChakraExport(const std::string& graph_path, const std::string& dir, const std::string& name, std::ostream& out,
+                    std::ostream& err) {
+  auto graph = prism::graph::ReadGraphFile(graph_path);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  const std::string set_name = name.empty() ? "prism" : name;
+  if (auto s = chakra::WriteTraceSet(*graph, dir, set_name); !s.ok())
+    return Fail(err, absl::IsInvalidArgument(s) ? kExitBadInput : kExitWriteFailed, s);
+  out << "wrote " << dir << "/" << set_name << ".{0.." << graph->ranks_size() - 1 << "}.et, " << set_name
+      << ".comm_groups.json, " << set_name << ".prism.json: " << graph->ranks_size() << " ranks\n";
+  return kExitOk;
+}
+
+int RunChakraImport(const std::string& dir, const std::string& name, const std::string& output, std::ostream& out,
+                    std::ostream& err) {
+  std::string set_name = name;
+  if (set_name.empty()) {
+    auto found = chakra::FindTraceSetName(dir);
+    if (!found.ok()) return Fail(err, kExitBadInput, found.status());
+    set_name = *found;
+  }
+  auto graph = chakra::ReadTraceSet(dir, set_name);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  return WriteGraph(*graph, output, out, err);
+}
+
+// A file that starts with the graph file magic.
+bool IsGraphFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[sizeof(prism::graph::kGraphMagic)] = {};
+  f.read(magic, sizeof(magic));
+  return f && std::equal(magic, magic + sizeof(magic), prism::graph::kGraphMagic);
+}
+
+// "0,512,3" -> ranks.
+absl::StatusOr<std::vector<uint32_t>> ParseRankList(const std::string& text) {
+  std::vector<uint32_t> ranks;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || item[0] == '-' || v >= (1ull << 32))
+      return absl::InvalidArgumentError(absl::StrCat("--ranks: '", Excerpt(item), "' is not a rank; give e.g. 0,512"));
+    ranks.push_back(static_cast<uint32_t>(v));
+  }
+  if (ranks.empty()) return absl::InvalidArgumentError("--ranks: no rank given; give e.g. 0,512");
+  return ranks;
+}
+
+int RunCaptureFromGraph(const std::string& graph_path, const std::string& ranks_text, const std::string& dir,
+                        std::ostream& out, std::ostream& err) {
+  auto graph = prism::graph::ReadGraphFile(graph_path);
+  if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
+  auto ranks = ParseRankList(ranks_text);
+  if (!ranks.ok()) return Fail(err, kExitBadInput, ranks.status());
+  std::vector<std::pair<std::string, std::string>> files;
+  for (uint32_t r : *ranks) {
+    auto rec = RecordingFromGraph(*graph, r);
+    if (!rec.ok()) return Fail(err, kExitBadInput, rec.status());
+    files.emplace_back(absl::StrCat("rank-", r, ".capture.jsonl"), EncodeRecording(*rec));
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec))
+    return Fail(err, kExitWriteFailed, absl::AlreadyExistsError(absl::StrCat("-o ", dir, ": already exists; remove "
+                                                                             "it or name a new folder")));
+  if (!std::filesystem::create_directory(dir, ec))
+    return Fail(err, kExitWriteFailed, absl::UnavailableError(absl::StrCat("cannot create folder ", dir, ": ",
+                                                                           ec.message())));
+  for (const auto& [name, text] : files) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << text;
+    f.close();
+    if (!f) return Fail(err, kExitWriteFailed, absl::UnavailableError(absl::StrCat("cannot write ", dir, "/", name)));
+  }
+  out << "wrote " << files.size() << " recording" << (files.size() == 1 ? "" : "s") << " into " << dir << "\n";
+  return kExitOk;
+}
+
+// Every *.capture.jsonl of a folder, or the file itself.
+absl::StatusOr<std::vector<std::string>> RecordingPaths(const std::vector<std::string>& inputs) {
+  std::vector<std::string> paths;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(in, ec)) {
+      paths.push_back(in);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(in, ec))
+      if (absl::EndsWith(e.path().filename().string(), ".capture.jsonl")) found.push_back(e.path().string());
+    if (found.empty())
+      return absl::NotFoundError(absl::StrCat(in, ": no recording (*.capture.jsonl) in this folder"));
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  return paths;
+}
+
+int RunExtrapolate(const std::vector<std::string>& inputs, const std::string& cluster_file, const std::string& name,
+                   const std::string& output, std::ostream& out, std::ostream& err) {
+  auto paths = RecordingPaths(inputs);
+  if (!paths.ok()) return Fail(err, kExitBadInput, paths.status());
+  ExtrapolationOptions options;
+  if (!name.empty()) options.name = name;
+  std::optional<prism::graph::Cluster> graph_cluster;  // --cluster naming a graph file: its cluster as it is
+  if (!cluster_file.empty()) {
+    if (IsGraphFile(cluster_file)) {
+      auto g = prism::graph::ReadGraphFile(cluster_file);
+      if (!g.ok()) return Fail(err, kExitBadInput, g.status());
+      graph_cluster = g->cluster();
+    } else {
+      auto cluster = ParseClusterFile(cluster_file);
+      if (!cluster.ok()) return Fail(err, kExitBadInput, cluster.status());
+      options.cluster = *cluster;
+    }
+  }
+  std::vector<Recording> recordings;
+  for (const std::string& path : *paths) {
+    auto rec = ReadRecordingFile(path);
+    if (!rec.ok()) return Fail(err, kExitBadInput, rec.status());
+    recordings.push_back(std::move(*rec));
+  }
+  auto result = Extrapolate(std::move(recordings), options);
+  if (!result.ok()) return Fail(err, kExitBadInput, result.status());
+  if (graph_cluster) {
+    const uint64_t world = static_cast<uint64_t>(result->graph.ranks_size()), gpn = graph_cluster->gpus_per_node();
+    if (graph_cluster->nodes() != (world + gpn - 1) / gpn)
+      return Fail(err, kExitBadInput, absl::InvalidArgumentError(absl::StrCat(
+          "--cluster ", cluster_file, ": its cluster has ", graph_cluster->nodes(), " nodes of ", gpn,
+          " GPUs; the recordings' ", world, " ranks need ", (world + gpn - 1) / gpn, " (give a graph of this world "
+          "size, or a YAML file's cluster: keys)")));
+    *result->graph.mutable_cluster() = *graph_cluster;
+    for (auto& rank : *result->graph.mutable_ranks()) {
+      rank.set_node(rank.rank() / graph_cluster->gpus_per_node());
+      rank.set_local_gpu(rank.rank() % graph_cluster->gpus_per_node());
+    }
+  }
+  const int rc = WriteGraph(result->graph, output, out, err);
+  if (rc == kExitOk) out << result->Summary();
+  return rc;
+}
+
 // Edit distance (insertions, deletions, substitutions, adjacent swaps).
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1, 0));
@@ -210,6 +357,38 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   std::optional<uint32_t> ops_rank;
   ins->add_option("--ops", ops_rank, "print the program of this rank, op by op, as JSON (docs/inspect-json.md)");
 
+  std::string export_graph, export_dir, export_name;
+  auto* cexp = app.add_subcommand("chakra-export", "write a graph as Chakra execution traces, one per rank "
+                                                   "(docs/chakra.md)");
+  cexp->add_option("graph_file", export_graph, "graph file")->required();
+  cexp->add_option("-o,--output", export_dir, "folder to create (must not exist)")->required();
+  cexp->add_option("--name", export_name, "trace set name: files NAME.<rank>.et (default prism)");
+
+  std::string import_dir, import_name, import_output;
+  auto* cimp = app.add_subcommand("chakra-import", "read Chakra execution traces (one per rank) into a graph "
+                                                   "(docs/chakra.md)");
+  cimp->add_option("trace_folder", import_dir, "folder holding NAME.<rank>.et")->required();
+  cimp->add_option("--name", import_name, "trace set name (default: the one NAME.0.et in the folder)");
+  cimp->add_option("-o,--output", import_output, "graph file to write")->required();
+
+  std::string view_graph, view_ranks, view_dir;
+  auto* cview = app.add_subcommand("capture-from-graph", "write what a capture would record on some ranks if the "
+                                                         "program ran this graph (docs/capture.md)");
+  cview->add_option("graph_file", view_graph, "graph file")->required();
+  cview->add_option("--ranks", view_ranks, "ranks to record, e.g. 0,512")->required();
+  cview->add_option("-o,--output", view_dir, "folder to create for rank-<r>.capture.jsonl")->required();
+
+  std::vector<std::string> extrapolate_inputs;
+  std::string extrapolate_cluster, extrapolate_name, extrapolate_output;
+  auto* extra = app.add_subcommand("extrapolate", "the full graph from the capture recordings of a slice "
+                                                  "(docs/capture.md)");
+  extra->add_option("recordings", extrapolate_inputs, "recording files or folders of *.capture.jsonl")->required();
+  extra->add_option("--cluster", extrapolate_cluster, "the target's cluster: a graph file (its cluster), or a YAML "
+                                                      "file's cluster: keys (a job file will do); default: the "
+                                                      "job-file defaults");
+  extra->add_option("--name", extrapolate_name, "job name (default captured)");
+  extra->add_option("-o,--output", extrapolate_output, "graph file to write")->required();
+
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector
   try {
@@ -230,11 +409,20 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
     else err << "run 'prism-graphgen " << app.get_subcommands().front()->get_name() << " --help' for the options\n";
     return kExitBadInput;
   }
-  const std::string& output = job->parsed() ? job_output : fid->parsed() ? fidelity_output : coll_output;
+  const std::string& output = job->parsed()    ? job_output
+                              : fid->parsed()  ? fidelity_output
+                              : cimp->parsed() ? import_output
+                              : extra->parsed() ? extrapolate_output
+                                               : coll_output;
   try {
     if (job->parsed()) return RunJob(job_path, job_output, out, err);
     if (c->parsed()) return RunCollective(coll, coll_bytes, coll_output, out, err);
     if (fid->parsed()) return RunFidelity(fidelity_path, fidelity_output, out, err);
+    if (cexp->parsed()) return RunChakraExport(export_graph, export_dir, export_name, out, err);
+    if (cimp->parsed()) return RunChakraImport(import_dir, import_name, import_output, out, err);
+    if (cview->parsed()) return RunCaptureFromGraph(view_graph, view_ranks, view_dir, out, err);
+    if (extra->parsed())
+      return RunExtrapolate(extrapolate_inputs, extrapolate_cluster, extrapolate_name, extrapolate_output, out, err);
     return RunInspect(inspect_path, inspect_json, ops_rank, out, err);
   } catch (const std::bad_alloc&) {
     if (!output.empty()) std::remove(prism::graph::TemporaryPathFor(output).c_str());

@@ -3,6 +3,10 @@
 //   prism-graphgen job JOB.yaml -o G
 //   prism-graphgen collective --op OP --bytes SIZE --ranks N [...] -o G
 //   prism-graphgen inspect G [--json]
+//   prism-graphgen chakra-export G -o DIR [--name NAME]
+//   prism-graphgen chakra-import DIR [--name NAME] -o G
+//   prism-graphgen capture-from-graph G --ranks LIST -o DIR
+//   prism-graphgen extrapolate RECORDING... [--cluster FILE] [--name NAME] -o G
 //
 // Exit codes: 0 success; 2 bad input (job file, flags, unreadable graph, a
 // graph beyond prismd's limits (common/limits.h), or more than this machine's

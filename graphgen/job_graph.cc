@@ -53,22 +53,6 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   a["model.topk"] = absl::StrCat(m.topk);
 }
 
-void FillCluster(const JobSpec& spec, pg::Graph& g) {
-  const ClusterSpec& c = spec.cluster;
-  const uint64_t world = spec.parallel.world();
-  auto* cl = g.mutable_cluster();
-  cl->set_gpus_per_node(c.gpus_per_node);
-  cl->set_nodes(static_cast<uint32_t>((world + c.gpus_per_node - 1) / c.gpus_per_node));
-  cl->mutable_gpu()->set_name(c.gpu_name);
-  cl->mutable_gpu()->set_peak_bf16_flops(c.bf16_tflops * 1000000000000ull);
-  cl->mutable_gpu()->set_hbm_bytes_per_s(c.hbm_gbps * 1000000000ull);
-  cl->mutable_gpu()->set_memory_bytes(c.memory_gib << 30);
-  cl->mutable_nic()->set_count(c.nic_count);
-  cl->mutable_nic()->set_bandwidth_bps(c.nic.gbps * 1000000000ull);
-  cl->mutable_nic()->set_latency_ns(c.nic.latency_ns);
-  cl->mutable_intra_node()->set_bandwidth_bps(c.nvlink.gbps * 1000000000ull);
-  cl->mutable_intra_node()->set_latency_ns(c.nvlink.latency_ns);
-}
 
 void FillLayout(const ParallelSpec& p, pg::Graph& g) {
   auto* l = g.mutable_layout();
@@ -126,7 +110,7 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
   const uint32_t world = static_cast<uint32_t>(p.world());
   pg::Graph g;
   FillJobInfo(spec, g);
-  FillCluster(spec, g);
+  FillCluster(spec.cluster, spec.parallel.world(), g);
   FillLayout(p, g);
 
   const std::vector<GroupKind> kinds =
@@ -175,6 +159,21 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
     }
   }
   return g;
+}
+
+void FillCluster(const ClusterSpec& c, uint64_t world, prism::graph::Graph& g) {
+  auto* cl = g.mutable_cluster();
+  cl->set_gpus_per_node(c.gpus_per_node);
+  cl->set_nodes(static_cast<uint32_t>((world + c.gpus_per_node - 1) / c.gpus_per_node));
+  cl->mutable_gpu()->set_name(c.gpu_name);
+  cl->mutable_gpu()->set_peak_bf16_flops(c.bf16_tflops * 1000000000000ull);
+  cl->mutable_gpu()->set_hbm_bytes_per_s(c.hbm_gbps * 1000000000ull);
+  cl->mutable_gpu()->set_memory_bytes(c.memory_gib << 30);
+  cl->mutable_nic()->set_count(c.nic_count);
+  cl->mutable_nic()->set_bandwidth_bps(c.nic.gbps * 1000000000ull);
+  cl->mutable_nic()->set_latency_ns(c.nic.latency_ns);
+  cl->mutable_intra_node()->set_bandwidth_bps(c.nvlink.gbps * 1000000000ull);
+  cl->mutable_intra_node()->set_latency_ns(c.nvlink.latency_ns);
 }
 
 }  // namespace prism::graphgen

@@ -22,6 +22,10 @@ namespace prism::graphgen {
 // Contract: `spec` passed ValidateJobSpec (ParseJobSpec does that).
 absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec);
 
+// Sets g.cluster from the job file's cluster keys for `world` ranks (nodes =
+// world / gpus_per_node, rounded up). Contract: `c` passed the job checks.
+void FillCluster(const ClusterSpec& c, uint64_t world, prism::graph::Graph& g);
+
 }  // namespace prism::graphgen
 
 #endif  // PRISM_GRAPHGEN_JOB_GRAPH_H_

@@ -421,4 +421,25 @@ absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path) {
   return ParseJobSpec(*text, path, dir.empty() ? "." : dir);
 }
 
+absl::StatusOr<ClusterSpec> ParseClusterFile(const std::string& path) {
+  auto text = ReadInputFile(path, "cluster file");
+  if (!text.ok()) return text.status();
+  ClusterSpec cluster;
+  try {
+    const YAML::Node doc = YAML::Load(*text);
+    if (auto s = CheckDocument(doc); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::string(s.message())));
+    if (!doc.IsMap() || !doc["cluster"])
+      return absl::InvalidArgumentError(absl::StrCat(path, ": no 'cluster:' mapping (a job file's cluster keys, "
+                                                     "docs/graphgen.md)"));
+    if (auto s = ParseCluster(doc["cluster"], cluster); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::string(s.message())));
+    if (auto s = ValidateClusterFigures(cluster); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::string(s.message())));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid YAML: ", Excerpt(e.what(), 200)));
+  }
+  return cluster;
+}
+
 }  // namespace prism::graphgen

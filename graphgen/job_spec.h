@@ -123,6 +123,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 // Reads and parses a job file.
 absl::StatusOr<JobSpec> ParseJobSpecFile(const std::string& path);
 
+// The `cluster:` mapping of a YAML file (a job file; other top-level keys are
+// not read), checked as in a job file. Defaults for keys it leaves out.
+absl::StatusOr<ClusterSpec> ParseClusterFile(const std::string& path);
+
 // The divisibility and range rules (also run by ParseJobSpec). Exposed so
 // tests and programmatic callers can check a hand-built spec.
 absl::Status ValidateJobSpec(const JobSpec& spec);

@@ -5,6 +5,7 @@
 #   OUTDIR/libnccl-net-prism.so   (DT_RPATH $ORIGIN/lib)
 #   OUTDIR/prismd                 (DT_RPATH $ORIGIN/lib), when built
 #   OUTDIR/prism-graphgen         (DT_RPATH $ORIGIN/lib), when built (prism graph/inspect)
+#   OUTDIR/prism-session-capture  (DT_RPATH $ORIGIN/lib), when built (prism capture)
 #   OUTDIR/libprism-yield-sleep.so  when built (bench/fidelity/run-gpu.sh YIELD_SLEEP_US)
 #   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
 #                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
@@ -46,6 +47,11 @@ graphgen="$(find_first "${GRAPHGEN:-}" "$build/graphgen/prism-graphgen" || true)
 if [[ -n "$graphgen" ]]; then
   install -m 0755 "$graphgen" "$out/prism-graphgen"
   bins+=("$out/prism-graphgen")
+fi
+session_capture="$(find_first "$build/daemon/hybrid/prism-session-capture" || true)"
+if [[ -n "$session_capture" ]]; then
+  install -m 0755 "$session_capture" "$out/prism-session-capture"
+  bins+=("$out/prism-session-capture")
 fi
 
 skip='^(linux-vdso|libc\.so|libstdc\+\+\.so|libgcc_s\.so|ld-linux|libm\.so|libpthread\.so|libdl\.so|librt\.so|libcuda\.so)'

@@ -27,8 +27,9 @@ PACKAGES=(
   patchelf binutils
   python3
 )
-# Only for the browser test of the status page (scripts/setup.sh --all).
-TEST_PACKAGES=(chromium fonts-liberation)
+# Only for tests (scripts/setup.sh --all): chromium for the status page's
+# browser test, python3-protobuf for the Chakra reader test.
+TEST_PACKAGES=(chromium fonts-liberation python3-protobuf)
 [ "$all" = 1 ] && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()

@@ -10,7 +10,9 @@ add_executable(graphgen_tests
   graphgen_user_program_test.cc
   graphgen_hostile_test.cc
   graphgen_memory_test.cc
-  graphgen_flops_test.cc)
+  graphgen_flops_test.cc
+  graphgen_chakra_test.cc
+  graphgen_capture_test.cc)
 target_link_libraries(graphgen_tests PRIVATE prism_test_main prism_graphgen)
 target_compile_definitions(graphgen_tests PRIVATE PRISM_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples"
                            PRISM_GRAPHGEN_PATH="$<TARGET_FILE:prism-graphgen>")

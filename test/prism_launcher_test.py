@@ -33,6 +33,11 @@ def have_binaries():
     return all(os.path.isfile(p) for p in (GRAPHGEN, PRISMD, PLUGIN))
 
 
+def stat_mode(path):
+    import stat
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -163,9 +168,16 @@ class DryRun(unittest.TestCase):
     def test_help_of_every_verb(self):
         top = run("--help")
         self.assertEqual(top.returncode, 0)
-        for verb in ("run", "graph", "inspect", "simulate"):
+        for verb in ("run", "capture", "graph", "inspect", "simulate"):
             self.assertIn(verb, top.stdout)
         self.assertIn("MASTER_PORT", run("run", "--help").stdout)
+        self.assertIn("captured.graph", run("capture", "--help").stdout)
+
+    def test_capture_needs_its_own_prismd(self):
+        out = run("capture", "--out", "/nonexistent/x", "--graph", "g", "--ranks", "0", "--daemon", "unix:///x",
+                  "--", "python3", "t.py")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("prism capture starts its own prismd", out.stderr)
 
     def test_unique_id_bytes_match_nccl(self):
         mod = load_launcher()
@@ -245,6 +257,25 @@ class WholeRuns(unittest.TestCase):
                "--store-port", str(free_port()), "--log-dir", log_dir, *extra,
                "--", sys.executable, FAKE, *program_args]
         return cmd, log_dir
+
+    def test_capture_records_the_sessions_and_says_when_no_operation_was_measured(self):
+        capture_tool = os.path.join(BUILD, "daemon", "hybrid", "prism-session-capture")
+        if not os.path.isfile(capture_tool):
+            self.skipTest("prism-session-capture not built")
+        out_dir = os.path.join(self.tmp, "capture")
+        cmd, _ = self.launch("5")
+        cmd[2:3] = ["capture", "--out", out_dir]  # prism run ... -> prism capture --out DIR ...
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # The stand-in rank never loads the plugin: prismd recorded the run, but no operation to measure.
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("no real rank reported an operation of the graph's", out.stderr)
+        self.assertIn("prism-session-capture failed (status 2)", out.stderr)
+        with open(os.path.join(out_dir, "sessions.rec")) as f:
+            self.assertIn('"format":"prism-session-recording/1"', f.readline())
+        self.assertEqual(stat_mode(out_dir), 0o700)
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        self.assertEqual(again.returncode, 2)
+        self.assertIn("already exists", again.stderr)
 
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")

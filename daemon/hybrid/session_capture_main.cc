@@ -1,0 +1,77 @@
+// prism-session-capture: capture recordings (docs/capture.md) of a hybrid
+// run's real ranks, with compute durations measured from prismd's session
+// recording (session_capture.h), for prism-graphgen extrapolate.
+//
+//   prism-session-capture SESSIONS.rec --graph G -o DIR [--skip-iterations N]
+//
+// Exit: 0; 2 bad input; 1 the output could not be written.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "daemon/hybrid/session_capture.h"
+#include "graphgen/capture_recording.h"
+#include "proto/graph_file.h"
+
+namespace {
+
+int Fail(int code, const std::string& what) {
+  std::cerr << "prism-session-capture: error: " << what << "\n";
+  return code;
+}
+
+double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"capture recordings of a hybrid run's real ranks, compute measured from prismd --record-sessions "
+               "(docs/capture.md)", "prism-session-capture"};
+  std::string sessions, graph_path, dir;
+  uint64_t skip = 1;
+  app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
+  app.add_option("--graph", graph_path, "the graph the run used")->required();
+  app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl")->required();
+  app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto graph = prism::graph::ReadGraphFile(graph_path);
+  if (!graph.ok()) return Fail(2, std::string(graph.status().message()));
+  auto recording = prism::daemon::ReadRecording(sessions);
+  if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
+  auto measured = prism::daemon::MeasureCompute(*graph, *recording, skip);
+  if (!measured.ok()) return Fail(2, std::string(measured.status().message()));
+  if (measured->empty()) return Fail(2, sessions + ": no real rank reported an operation of the graph's");
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) return Fail(1, "-o " + dir + ": already exists; name a new folder");
+  if (!std::filesystem::create_directory(dir, ec)) return Fail(1, "cannot create folder " + dir + ": " + ec.message());
+  for (const prism::daemon::MeasuredRank& m : *measured) {
+    auto rec = prism::graphgen::RecordingFromGraph(*graph, m.rank);
+    if (!rec.ok()) return Fail(2, std::string(rec.status().message()));
+    uint64_t computes = 0, measured_ops = 0, graph_ns = 0, total_ns = 0;
+    for (size_t i = 0; i < rec->ops.size(); ++i) {
+      if (!rec->ops[i].has_compute()) continue;
+      ++computes;
+      graph_ns += rec->ops[i].compute().duration_ns();
+      if (m.compute_ns[i]) {
+        ++measured_ops;
+        rec->ops[i].mutable_compute()->set_duration_ns(*m.compute_ns[i]);
+      }
+      total_ns += rec->ops[i].compute().duration_ns();
+    }
+    rec->header.set_source(absl::StrCat("prism-session-capture ", sessions, ": ", measured_ops, " of ", computes,
+                                        " compute ops measured"));
+    const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
+    std::ofstream f(path, std::ios::binary);
+    f << prism::graphgen::EncodeRecording(*rec);
+    f.close();
+    if (!f) return Fail(1, "cannot write " + path);
+    std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops
+              << " operations matched to the program (" << m.unmatched_ops << " not in it); " << measured_ops << " of "
+              << computes << " compute ops measured; compute " << Seconds(total_ns)
+              << " s per iteration (the graph: " << Seconds(graph_ns) << " s); wrote " << path << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# prism capture on a GPU host (docs/capture.md): examples/train_gpt.py at N
+# ranks with a slice of real ranks (one per pipeline stage), then checks of
+# the captured graph:
+#   1. prism capture --graph train-gpt-N.graph --ranks SLICE: the run, each real
+#      rank's measured compute (prism-session-capture), the extrapolation (and,
+#      with REFINE=K, rounds with the captured graph until the iteration is stable);
+#   2. the captured graph's operations against the job graph's (prism-graphgen
+#      inspect --ops of a few ranks, durations left out): "same ops: yes/no";
+#   3. prismd --simulate of the job graph and of the captured graph (steady
+#      iteration, mean of iterations 1..3);
+#   4. prism run --graph captured.graph --ranks OTHER (a rank the slice did not
+#      include): exit status, iterations, steady iteration time, the ops check
+#      of train_gpt.py, prismd's divergences.
+#
+# Usage: scripts/gpu/run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]   (from the repository root)
+#   N: 8, 1024 (default) or 8192; SLICE: real ranks of the capture (default: 0 and the first
+#   rank of the second stage, N/2); OTHER: the real rank of the check run (default 5).
+# BUNDLE_DIR: scripts/bundle-runtime.sh output with prismd, libnccl-net-prism.so,
+#   prism-graphgen and prism-session-capture, plus graphs/train-gpt-N.graph as for
+#   scripts/gpu/run-train-gpt.sh (its header says how to make them).
+# Env: OUT (default /tmp/prism-capture-<time>), ITERS (10), GBPS (10), LAT_US (10),
+#   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
+#   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
+#   graph, printing each round, until the first real rank's steady iteration changes < 0.5%.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bundle="$(cd "${1:?usage: run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]}" && pwd)"
+n="${2:-1024}"; slice="${3:-0,$((n / 2))}"; other="${4:-5}"
+OUT="${OUT:-/tmp/prism-capture-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
+ITERS="${ITERS:-10}"; GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"
+graph="$bundle/graphs/train-gpt-$n.graph"; gg="$bundle/prism-graphgen"
+timeout_s="${STEP_TIMEOUT:-$([[ $n -ge 8192 ]] && echo 300 || echo 150)}"
+for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture graphs/train-gpt-$n.graph; do
+  [[ -e $bundle/$f ]] || { echo "run-capture: $bundle lacks $f (see the header)" >&2; exit 1; }
+done
+export NCCL_NVLS_ENABLE=0
+
+mps=0
+if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && mps=1
+fi
+cleanup() { [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
+trap cleanup EXIT
+
+# As scripts/gpu/run-train-gpt.sh: the plugin's links shaped like the graphs' NIC, Ring.
+common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
+  PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)))
+tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$gg")
+
+# steady RANKLOG: a real rank's steady iteration time (mean of iterations 1..), "-" without one
+steady() {
+  "$py" - "$1" <<'PY'
+import json, sys
+it = []
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except OSError:
+    lines = []
+for line in lines:
+    if '{"train_gpt"' in line:
+        try:
+            e = json.loads(line[line.index('{"train_gpt"'):])
+        except ValueError:
+            continue
+        if e["train_gpt"] == "iteration":
+            it.append(e["time_s"])
+s = it[1:] or it
+print(f"{sum(s) / len(s):.4f}" if s else "-")
+PY
+}
+
+# capture_round GRAPH DIR: prism capture with GRAPH into DIR (DIR/captured.graph)
+capture_round() {
+  local rc=0
+  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
+    --out "$2" --cluster "$graph" --session-capture "$bundle/prism-session-capture" "${tools[@]}" \
+    --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+    -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$2.log" 2>&1 || rc=$?
+  echo "prism capture exit $rc (log $2.log)"
+  grep -E "^rank [0-9]+:|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
+  for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
+}
+
+echo "== 1. prism capture: train_gpt.py at $n ranks, real ranks $slice"
+capture_round "$graph" "$OUT/capture"
+captured="$OUT/capture/captured.graph"
+[[ -f $captured ]] || { echo "no captured graph; stopping"; exit 1; }
+
+# REFINE=K: up to K more rounds, each capturing with the previous round's graph,
+# until the first real rank's steady iteration changes by less than 0.5%.
+first="${slice%%,*}"; prev=$(steady "$OUT/capture-logs/rank$first.log")
+for ((k = 1; k <= ${REFINE:-0}; k++)); do
+  echo "== 1.$k refine round $k: prism capture with the previous round's graph"
+  capture_round "$captured" "$OUT/capture-$k"
+  [[ -f $OUT/capture-$k/captured.graph ]] || { echo "round $k captured nothing; stopping"; break; }
+  captured="$OUT/capture-$k/captured.graph"
+  now=$(steady "$OUT/capture-$k-logs/rank$first.log")
+  change=$("$py" -c "a, b = '$prev', '$now'; print(f'{abs(float(b) / float(a) - 1) * 100:.2f}' if '-' not in (a, b) else '?')")
+  echo "  round $k: rank $first steady $prev s -> $now s, change $change%"
+  prev=$now
+  [[ $change != "?" ]] && "$py" -c "import sys; sys.exit(0 if $change < 0.5 else 1)" && { echo "  stable (< 0.5%)"; break; }
+done
+
+echo "== 2. the captured graph's operations against the job graph's (durations left out)"
+for r in 0 1 $((n / 2)) "$other" $((n - 1)); do
+  "$py" - "$gg" "$graph" "$captured" "$r" <<'PY'
+import json, subprocess, sys
+gg, a, b, r = sys.argv[1:]
+def ops(g):
+    p = json.loads(subprocess.run([gg, "inspect", g, "--ops", r], capture_output=True, text=True, check=True).stdout)
+    return [{k: v for k, v in o.items() if k != "duration_ns"} for o in p["ops"]]
+x, y = ops(a), ops(b)
+print(f"  rank {r}: {len(x)} ops in the job graph, {len(y)} captured; same ops: {'yes' if x == y else 'no'}")
+PY
+done
+
+echo "== 3. prismd --simulate (steady iteration, mean of iterations 1..3)"
+for g in "$graph" "$captured"; do
+  "$bundle/prismd" --graph "$g" --simulate --iterations 4 --json --metrics-address none \
+    --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
+    "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print('  $(basename "$g"):', round(sum(t)/len(t), 4), 's')"
+done
+
+echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
+rc=0
+env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
+  "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+  -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/check.log" 2>&1 || rc=$?
+echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
+  "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" 2> /dev/null || true) match line(s)"
+echo "  prismd.log lines about divergences: $(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)"
+grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -2 | sed 's/^/  prismd| /'
+echo "results in $OUT"
