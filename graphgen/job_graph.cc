@@ -40,6 +40,8 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
     a["gloo_groups"] = p.gloo_groups ? "true" : "false";
   }
   a["recompute"] = RecomputeName(p.recompute);
+  a["grad_buckets"] = p.megatron_buckets ? (p.overlap_grad_reduce ? "megatron, overlap_grad_reduce" : "megatron")
+                                         : "layer";
   std::string stage_layers;
   for (uint32_t s = 0; s < p.pp; ++s) absl::StrAppend(&stage_layers, s == 0 ? "" : ",", StageLayers(spec, s));
   a["stage_layers"] = stage_layers;

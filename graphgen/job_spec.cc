@@ -94,6 +94,17 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
                                  "'"));
   p.megatron_version = *parsed_version;
   PRISM_RETURN_IF_ERROR(r.GetBool("gloo_groups", p.gloo_groups));
+  std::string buckets = p.megatron_buckets ? "megatron" : "layer";
+  PRISM_RETURN_IF_ERROR(r.GetString("grad_buckets", buckets));
+  if (buckets != "layer" && buckets != "megatron")
+    return KeyError(r.PathOf("grad_buckets"), absl::StrCat("must be layer or megatron, got '", Excerpt(buckets), "'"));
+  p.megatron_buckets = buckets == "megatron";
+  PRISM_RETURN_IF_ERROR(r.GetBool("clip_grad", p.clip_grad));
+  PRISM_RETURN_IF_ERROR(r.GetBool("overlap_grad_reduce", p.overlap_grad_reduce));
+  PRISM_RETURN_IF_ERROR(r.GetUint("bucket_size", p.bucket_size));
+  if (!p.megatron_buckets && (r.Has("overlap_grad_reduce") || r.Has("bucket_size")))
+    return KeyError(r.PathOf(r.Has("bucket_size") ? "bucket_size" : "overlap_grad_reduce"),
+                    "applies to Megatron's buckets only: add parallel.grad_buckets: megatron");
   std::string recompute = RecomputeName(p.recompute);
   PRISM_RETURN_IF_ERROR(r.GetString("recompute", recompute));
   if (recompute == "none") p.recompute = Recompute::kNone;

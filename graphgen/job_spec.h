@@ -77,6 +77,21 @@ struct ParallelSpec {
   // (parallel.gloo_groups, Megatron's create_gloo_process_groups, default true).
   MegatronVersion megatron_version = MegatronVersion::kCoreV0_19;
   bool gloo_groups = true;
+  // Data-parallel gradient buckets (parallel.grad_buckets): false = one per
+  // layer, reduced right after the layer's last backward (`layer`, what
+  // examples/train_gpt.py does); true = Megatron-core's
+  // DistributedDataParallel (`megatron`): with overlap_grad_reduce false
+  // (its default) one bucket per gradient buffer (dense, expert), reduced by
+  // finish_grad_sync after the whole backward; with true, buckets of at
+  // least bucket_size parameters (default max(40,000,000, 1,000,000 x the
+  // data-parallel size)) on the first stage, one bucket on the others.
+  bool megatron_buckets = false;
+  bool overlap_grad_reduce = false;
+  uint64_t bucket_size = 0;         // 0: Megatron's default
+  // The optimizer's grad-norm all-reduce (parallel.clip_grad: Megatron's
+  // optimizer with clip_grad > 0); false: none (a torch optimizer such as
+  // Megatron's examples/run_simple_mcore_train_loop.py uses, or clip_grad 0).
+  bool clip_grad = true;
   Recompute recompute = Recompute::kNone;
   // Layers of the first and of the last pipeline stage (Megatron's
   // decoder_first/last_pipeline_num_layers); 0 = an even share. The other

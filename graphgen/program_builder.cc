@@ -1,6 +1,8 @@
 #include "graphgen/program_builder.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -285,8 +287,40 @@ class StageBuilder {
     const uint64_t experts = cost_.ExpertParamsPerLayer();
     dense_params_ += dense;
     expert_params_ += experts;
+    if (par_.megatron_buckets) {
+      FillMegatronBuckets(dense, experts);
+      return;
+    }
     ReduceBucket("dp_cp", in_.dp_cp_size, dense, absl::StrCat("L", layer, ".grads"));
     if (experts > 0) ReduceBucket("edp", in_.edp_size, experts, absl::StrCat("L", layer, ".expert-grads"));
+  }
+
+  // ---- Megatron-core's DistributedDataParallel buckets ----
+  // Parameters join the open bucket of their buffer in backward order (a
+  // layer at a time here); with overlap_grad_reduce a bucket is reduced once
+  // it holds bucket_size parameters (first stage only: Megatron turns
+  // bucketing off on the others), the last bucket after the whole backward.
+  // Without overlap every buffer is one bucket, reduced by finish_grad_sync.
+  uint64_t MegatronBucketSize() const {
+    if (!par_.overlap_grad_reduce || in_.stage > 0) return UINT64_MAX;
+    if (par_.bucket_size > 0) return par_.bucket_size;
+    return std::max<uint64_t>(40'000'000, 1'000'000 * in_.dp_cp_size);
+  }
+  void FillMegatronBuckets(uint64_t dense, uint64_t experts) {
+    open_dense_ += dense;
+    open_expert_ += experts;
+    if (!par_.overlap_grad_reduce) return;  // reduced in Finalize
+    if (open_dense_ >= MegatronBucketSize()) CloseDenseBucket();
+    if (open_expert_ >= MegatronBucketSize()) CloseExpertBucket();
+  }
+  void CloseDenseBucket() {
+    if (open_dense_ > 0) ReduceBucket("dp_cp", in_.dp_cp_size, open_dense_, absl::StrCat("bucket", buckets_++));
+    open_dense_ = 0;
+  }
+  void CloseExpertBucket() {
+    if (open_expert_ > 0)
+      ReduceBucket("edp", in_.edp_size, open_expert_, absl::StrCat("expert-bucket", expert_buckets_++));
+    open_expert_ = 0;
   }
 
   void ReduceBucket(const std::string& slot, uint64_t group, uint64_t params, const std::string& label) {
@@ -295,7 +329,9 @@ class StageBuilder {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
     if (par_.distributed_optimizer) {
-      const uint64_t padded = PadTo(params, group);
+      // Megatron pads a bucket's end to a multiple of lcm(dp size, 128)
+      // elements; the per-layer model pads to the group size.
+      const uint64_t padded = PadTo(params, par_.megatron_buckets ? std::lcm(group, uint64_t{128}) : group);
       dp_ops_.push_back(Collective(slot, pg::REDUCESCATTER, padded * grad, dtype, "dp." + label + ".rs", kDpStream,
                                    {after}));
       gathers_.push_back({slot, padded * 2, "dp." + label + ".param-ag"});
@@ -311,6 +347,10 @@ class StageBuilder {
   void Finalize() {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
+    if (par_.megatron_buckets) {  // the open buckets: dense buffers, then expert ones (finish_grad_sync)
+      CloseDenseBucket();
+      CloseExpertBucket();
+    }
     if (Tp() && par_.sequence_parallel) {
       const uint64_t norms = cost_.NormParamsPerLayer() * StageLayers(spec_, in_.stage);
       Collective("tp", pg::ALLREDUCE, norms * grad, dtype, "tp.layernorm-grads", kComputeStream, TakeDpDeps());
@@ -324,7 +364,7 @@ class StageBuilder {
     // with process_groups: minimal that group does not exist: the world does it.
     const std::string norm_slot = !par_.distributed_optimizer ? "mp" : Has("dist_opt") ? "dist_opt" : "world";
     const bool norm_group_trivial = par_.distributed_optimizer ? par_.world() == 1 : par_.tp * par_.pp == 1;
-    if (Has(norm_slot) && !norm_group_trivial)
+    if (par_.clip_grad && Has(norm_slot) && !norm_group_trivial)
       Collective(norm_slot, pg::ALLREDUCE, 4, pg::FP32, "grad-norm", kComputeStream, TakeDpDeps());
     const uint64_t local = dense_params_ / OptimizerShards(in_.dp_cp_size) +
                            expert_params_ / OptimizerShards(in_.edp_size);
@@ -360,6 +400,8 @@ class StageBuilder {
   std::vector<Gather> gathers_;
   uint64_t dense_params_ = 0;
   uint64_t expert_params_ = 0;
+  uint64_t open_dense_ = 0, open_expert_ = 0;  // Megatron buckets being filled (parameters)
+  uint32_t buckets_ = 0, expert_buckets_ = 0;
 };
 
 }  // namespace
