@@ -288,6 +288,26 @@ class WholeRuns(unittest.TestCase):
         self.assertIn("no-such-preload", out.stdout + out.stderr + "".join(
             open(os.path.join(log_dir, n), errors="replace").read() for n in os.listdir(log_dir) if n != "prismd.log"))
 
+    def test_a_group_the_graph_does_not_have_stops_the_run_with_the_reason(self):
+        # Without --on-divergence stop this rank would wait for the id until the launcher's timeout.
+        cmd, log_dir = self.launch("5", "--group", "999", "--give-up", "600")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        self.assertIn("prismd stopped the run: the run diverged from the graph: PyTorch's store: rank 5 waits for "
+                      "NCCL id", out.stderr)
+        self.assertIn("new_group call #999", out.stderr)
+        self.assertEqual(processes_mentioning(log_dir), [])
+
+    def test_on_divergence_follow_keeps_the_run_going_and_says_so(self):
+        cmd, log_dir = self.launch("5", "--group", "999", "--give-up", "5", extra=("--on-divergence", "follow"))
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("gave up waiting for group 999", out.stdout)
+        with open(os.path.join(log_dir, "prismd.log"), errors="replace") as f:
+            log = f.read()
+        self.assertIn("following it (--on-divergence follow)", log)
+        self.assertNotIn("the run diverged from the graph", log)
+
     def test_a_failing_rank_stops_the_others_and_sets_the_exit_status(self):
         cmd, log_dir = self.launch("0,1", "--fail-rank", "1", "--code", "3", "--linger", "600")
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

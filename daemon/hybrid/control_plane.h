@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/hybrid/divergence_watch.h"
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
@@ -58,6 +60,9 @@ struct ControlPlaneOptions {
   // Where waits and start-up errors are shown (/status); nullable, must
   // outlive the ControlPlane.
   server::StatusBoard* status = nullptr;
+  // Told every bootstrap divergence and store start-up error, within a
+  // poll (0.5 s); nullable, must outlive the ControlPlane.
+  DivergenceWatch* divergences = nullptr;
 };
 
 class ControlPlane {
@@ -85,6 +90,8 @@ class ControlPlane {
   absl::Status StartStore();
   void PollMetrics();
   void PublishWaits();
+  // New bootstrap divergences and store start-up errors to options_.divergences (poller thread).
+  void ReportDivergences(const bootstrap::BootstrapStats* stats, const std::vector<std::string>& errors);
 
   // The NCCL version of a plugin that announces one before the bootstrap
   // exists is checked against the profiles only.
@@ -104,6 +111,8 @@ class ControlPlane {
   std::mutex stop_mu_;                // guards stop_
   std::condition_variable stop_cv_;   // wakes the poller at Stop()
   bool stop_ = false;
+  uint64_t divergences_seen_ = 0;             // poller thread only
+  std::set<std::string> errors_seen_;         // poller thread only
 };
 
 }  // namespace prism::daemon
