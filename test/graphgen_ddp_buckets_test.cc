@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "graphgen/job_graph.h"
 #include "graphgen/job_spec.h"
+#include "proto/graph_file.h"
 #include "test/graphgen_test_util.h"
 
 namespace pg = prism::graph;
@@ -103,4 +105,28 @@ TEST_CASE("clip_grad: false drops the grad-norm all-reduce (a torch optimizer)",
   const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron, distributed_optimizer: false, "
                                       "clip_grad: false}"));
   CHECK(TailLabels(g.programs(0)) == std::vector<std::string>{"dp.bucket0.ar", "embedding-grads", "optimizer"});
+}
+
+TEST_CASE("examples/megatron: one fp32 bucket of the stage's parameters, all-reduced, then the optimizer",
+          "[graphgen][ddp]") {
+  // Megatron-core's GPT with RMSNorm, no linear biases, untied embeddings, TP2,
+  // h = 1024, ffn = 4096, 4 layers a stage, by parameter shape:
+  //   layer: qkv 3h*h/2 + proj h*h/2 + fc1, fc2 2*h*ffn/2 + 2 norms h = 6,293,504
+  //   stage 0: + word embedding 16384/2*h + positions 1024*h; stage 1: + output 16384/2*h + final norm h.
+  const uint64_t layer = 6'293'504;
+  const uint64_t stage0 = 4 * layer + 8'388'608 + 1'048'576;
+  const uint64_t stage1 = 4 * layer + 8'388'608 + 1'024;
+  for (const char* name : {"gpt-8", "gpt-1024"}) {
+    INFO(name);
+    auto spec = prism::graphgen::ParseJobSpecFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/" + name + ".yaml");
+    REQUIRE(spec.ok());
+    auto g = prism::graphgen::GenerateJobGraph(*spec);
+    REQUIRE(g.ok());
+    CHECK(prism::graph::ValidateGraph(*g).ok());
+    for (int s = 0; s < 2; ++s) {
+      CHECK(TailLabels(g->programs(s)) == std::vector<std::string>{"dp.bucket0.ar", "optimizer"});
+      CHECK(BytesOf(g->programs(s), "dp.bucket0.ar") == 4 * (s == 0 ? stage0 : stage1));
+    }
+    CHECK(g->job().attributes().at("megatron_version") == "core_v0.19.0");
+  }
 }
