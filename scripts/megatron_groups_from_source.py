@@ -19,24 +19,16 @@ new_group; nothing else of torch is called on the default arguments.
       (every preset of capture_megatron_groups.py)
 """
 import argparse
-import ctypes
 import importlib.util
 import json
 import os
 import sys
 import types
 
-PRESETS = {
-    "tp2-pp2-w64": dict(world=64, tp=2, pp=2, vpp=None, cp=1, ep=1),
-    "tp2-pp2-w16": dict(world=16, tp=2, pp=2, vpp=None, cp=1, ep=1),
-    "tp1-pp4-w8": dict(world=8, tp=1, pp=4, vpp=None, cp=1, ep=1),
-    "tp2-pp2-cp1-vpp2-w16": dict(world=16, tp=2, pp=2, vpp=2, cp=1, ep=1),
-}
-
-
-def split_color(sorted_ranks):
-    max_c_int = 2 ** (ctypes.sizeof(ctypes.c_int) * 8 - 1)
-    return abs(hash(tuple(sorted_ranks))) % max_c_int
+# The presets and PyTorch's split color, shared with the GPU-host capture
+# (which imports torch only when it captures).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+from capture_megatron_groups import PRESETS, split_color  # noqa: E402
 
 
 def stub_modules(world, rank, calls):
