@@ -288,7 +288,7 @@ class StageBuilder {
     dense_params_ += dense;
     expert_params_ += experts;
     if (par_.megatron_buckets) {
-      FillMegatronBuckets(dense, experts);
+      FillMegatronBuckets(chunk, dense, experts);
       return;
     }
     ReduceBucket("dp_cp", in_.dp_cp_size, dense, absl::StrCat("L", layer, ".grads"));
@@ -296,31 +296,41 @@ class StageBuilder {
   }
 
   // ---- Megatron-core's DistributedDataParallel buckets ----
-  // Parameters join the open bucket of their buffer in backward order (a
-  // layer at a time here); with overlap_grad_reduce a bucket is reduced once
-  // it holds bucket_size parameters (first stage only: Megatron turns
-  // bucketing off on the others), the last bucket after the whole backward.
-  // Without overlap every buffer is one bucket, reduced by finish_grad_sync.
+  // One DistributedDataParallel per model chunk (vpp chunks), each with a
+  // dense and an expert buffer. Parameters join the open bucket of their
+  // buffer in backward order (a layer at a time here); with
+  // overlap_grad_reduce a bucket is reduced once it holds bucket_size
+  // parameters (first stage only: Megatron turns bucketing off on the
+  // others), the rest after the whole backward. Without overlap every
+  // buffer is one bucket, reduced by finish_grad_sync, chunk after chunk.
+  struct OpenBuckets {
+    uint64_t dense = 0, expert = 0;  // parameters
+  };
   uint64_t MegatronBucketSize() const {
     if (!par_.overlap_grad_reduce || in_.stage > 0) return UINT64_MAX;
     if (par_.bucket_size > 0) return par_.bucket_size;
     return std::max<uint64_t>(40'000'000, 1'000'000 * in_.dp_cp_size);
   }
-  void FillMegatronBuckets(uint64_t dense, uint64_t experts) {
-    open_dense_ += dense;
-    open_expert_ += experts;
+  void FillMegatronBuckets(uint32_t chunk, uint64_t dense, uint64_t experts) {
+    if (open_.size() <= chunk) open_.resize(chunk + 1);
+    open_[chunk].dense += dense;
+    open_[chunk].expert += experts;
     if (!par_.overlap_grad_reduce) return;  // reduced in Finalize
-    if (open_dense_ >= MegatronBucketSize()) CloseDenseBucket();
-    if (open_expert_ >= MegatronBucketSize()) CloseExpertBucket();
+    if (open_[chunk].dense >= MegatronBucketSize()) CloseBucket(open_[chunk].dense, false);
+    if (open_[chunk].expert >= MegatronBucketSize()) CloseBucket(open_[chunk].expert, true);
   }
-  void CloseDenseBucket() {
-    if (open_dense_ > 0) ReduceBucket("dp_cp", in_.dp_cp_size, open_dense_, absl::StrCat("bucket", buckets_++));
-    open_dense_ = 0;
+  void CloseBucket(uint64_t& params, bool expert) {
+    if (params > 0) {
+      if (expert) ReduceBucket("edp", in_.edp_size, params, absl::StrCat("expert-bucket", expert_buckets_++));
+      else ReduceBucket("dp_cp", in_.dp_cp_size, params, absl::StrCat("bucket", buckets_++));
+    }
+    params = 0;
   }
-  void CloseExpertBucket() {
-    if (open_expert_ > 0)
-      ReduceBucket("edp", in_.edp_size, open_expert_, absl::StrCat("expert-bucket", expert_buckets_++));
-    open_expert_ = 0;
+  void CloseMegatronBuckets() {  // finish_grad_sync of each chunk's DDP, in model order
+    for (OpenBuckets& b : open_) {
+      CloseBucket(b.dense, false);
+      CloseBucket(b.expert, true);
+    }
   }
 
   void ReduceBucket(const std::string& slot, uint64_t group, uint64_t params, const std::string& label) {
@@ -347,10 +357,7 @@ class StageBuilder {
   void Finalize() {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
-    if (par_.megatron_buckets) {  // the open buckets: dense buffers, then expert ones (finish_grad_sync)
-      CloseDenseBucket();
-      CloseExpertBucket();
-    }
+    if (par_.megatron_buckets) CloseMegatronBuckets();
     if (Tp() && par_.sequence_parallel) {
       const uint64_t norms = cost_.NormParamsPerLayer() * StageLayers(spec_, in_.stage);
       Collective("tp", pg::ALLREDUCE, norms * grad, dtype, "tp.layernorm-grads", kComputeStream, TakeDpDeps());
@@ -400,7 +407,7 @@ class StageBuilder {
   std::vector<Gather> gathers_;
   uint64_t dense_params_ = 0;
   uint64_t expert_params_ = 0;
-  uint64_t open_dense_ = 0, open_expert_ = 0;  // Megatron buckets being filled (parameters)
+  std::vector<OpenBuckets> open_;  // per model chunk: Megatron buckets being filled
   uint32_t buckets_ = 0, expert_buckets_ = 0;
 };
 

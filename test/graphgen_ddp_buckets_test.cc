@@ -130,3 +130,17 @@ TEST_CASE("examples/megatron: one fp32 bucket of the stage's parameters, all-red
     CHECK(g->job().attributes().at("megatron_version") == "core_v0.19.0");
   }
 }
+
+TEST_CASE("megatron buckets with virtual pipeline: one DDP per model chunk, reduced in chunk order",
+          "[graphgen][ddp]") {
+  // vpp 2: each stage holds chunks 0 and 1, each its own DistributedDataParallel and bucket.
+  const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, vpp: 2, global_batch: 4, grad_buckets: megatron}"));
+  for (const auto& program : g.programs()) {
+    const auto labels = TailLabels(program);
+    REQUIRE(labels.size() >= 2);
+    CHECK(labels[0] == "dp.bucket0.rs");
+    CHECK(labels[1] == "dp.bucket1.rs");
+  }
+  // Stage 0's chunk 0 holds the embedding: its bucket is the larger one.
+  CHECK(BytesOf(g.programs(0), "dp.bucket0.rs") > BytesOf(g.programs(0), "dp.bucket1.rs"));
+}
