@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "graphgen/megatron_buckets.h"
 #include "graphgen/schedule.h"
 
 namespace prism::graphgen {
@@ -288,48 +289,69 @@ class StageBuilder {
     dense_params_ += dense;
     expert_params_ += experts;
     if (par_.megatron_buckets) {
-      FillMegatronBuckets(chunk, dense, experts);
+      FillMegatronBuckets(chunk, i, experts);
       return;
     }
     ReduceBucket("dp_cp", in_.dp_cp_size, dense, absl::StrCat("L", layer, ".grads"));
     if (experts > 0) ReduceBucket("edp", in_.edp_size, experts, absl::StrCat("L", layer, ".expert-grads"));
   }
 
-  // ---- Megatron-core's DistributedDataParallel buckets ----
-  // One DistributedDataParallel per model chunk (vpp chunks), each with a
-  // dense and an expert buffer. Parameters join the open bucket of their
-  // buffer in backward order (a layer at a time here); with
-  // overlap_grad_reduce a bucket is reduced once it holds bucket_size
-  // parameters (first stage only: Megatron turns bucketing off on the
-  // others), the rest after the whole backward. Without overlap every
-  // buffer is one bucket, reduced by finish_grad_sync, chunk after chunk.
-  struct OpenBuckets {
-    uint64_t dense = 0, expert = 0;  // parameters
+  // ---- Megatron-core's DistributedDataParallel buckets (megatron_buckets.h) ----
+  // One DistributedDataParallel per model chunk, each with a dense and an
+  // expert buffer. A layer's parameters join them after the layer's last
+  // backward (the output layer and final norm before the last layer's, the
+  // embedding after the first's). With overlap_grad_reduce a bucket is
+  // reduced as soon as it closes; without, every bucket is reduced by
+  // finish_grad_sync after the backward, chunk after chunk (Finalize).
+  struct ChunkBuffers {
+    MegatronGradBuffer dense, expert;
+    std::vector<uint64_t> closed_dense, closed_expert;  // closed, not yet reduced (no overlap)
   };
-  uint64_t MegatronBucketSize() const {
-    if (!par_.overlap_grad_reduce || in_.stage > 0) return UINT64_MAX;
+  std::optional<uint64_t> MegatronBucketSize() const {
+    if (!par_.overlap_grad_reduce || in_.stage > 0) return std::nullopt;  // Megatron's None
     if (par_.bucket_size > 0) return par_.bucket_size;
     return std::max<uint64_t>(40'000'000, 1'000'000 * in_.dp_cp_size);
   }
-  void FillMegatronBuckets(uint32_t chunk, uint64_t dense, uint64_t experts) {
-    if (open_.size() <= chunk) open_.resize(chunk + 1);
-    open_[chunk].dense += dense;
-    open_[chunk].expert += experts;
-    if (!par_.overlap_grad_reduce) return;  // reduced in Finalize
-    if (open_[chunk].dense >= MegatronBucketSize()) CloseBucket(open_[chunk].dense, false);
-    if (open_[chunk].expert >= MegatronBucketSize()) CloseBucket(open_[chunk].expert, true);
-  }
-  void CloseBucket(uint64_t& params, bool expert) {
-    if (params > 0) {
-      if (expert) ReduceBucket("edp", in_.edp_size, params, absl::StrCat("expert-bucket", expert_buckets_++));
-      else ReduceBucket("dp_cp", in_.dp_cp_size, params, absl::StrCat("bucket", buckets_++));
+  ChunkBuffers& BuffersOf(uint32_t chunk) {
+    while (buffers_.size() <= chunk) {
+      buffers_.push_back(ChunkBuffers{
+          MegatronGradBuffer(MegatronBucketSize(), par_.distributed_optimizer, in_.dp_cp_size),
+          MegatronGradBuffer(MegatronBucketSize(), par_.distributed_optimizer, in_.edp_size), {}, {}});
     }
-    params = 0;
+    return buffers_[chunk];
+  }
+  void FillMegatronBuckets(uint32_t chunk, uint32_t i, uint64_t experts) {
+    const bool tied_copy = spec_.model.tied_embeddings && par_.pp > 1;
+    std::vector<MegatronParam> params;
+    if (LastChunk(chunk) && i == ChunkSize(chunk) - 1) {
+      if (!spec_.model.tied_embeddings || par_.pp > 1)
+        params.push_back({cost_.padded_vocab() / par_.tp * spec_.model.hidden, tied_copy});  // output_layer
+      params.push_back({spec_.model.hidden});                                                // final norm
+    }
+    for (const MegatronParam& p : MegatronLayerParamsBackward(spec_)) params.push_back(p);
+    if (FirstChunk(chunk) && i == 0) {
+      if (spec_.model.learned_position_embedding)
+        params.push_back({uint64_t{spec_.model.seq_len} * spec_.model.hidden});           // position_embeddings
+      params.push_back({cost_.padded_vocab() / par_.tp * spec_.model.hidden, tied_copy});  // word_embeddings
+    }
+    ChunkBuffers& b = BuffersOf(chunk);
+    for (const MegatronParam& p : params)
+      for (uint64_t numel : b.dense.Add(p)) b.closed_dense.push_back(numel);
+    if (experts > 0)
+      for (uint64_t numel : b.expert.Add({experts})) b.closed_expert.push_back(numel);
+    if (par_.overlap_grad_reduce) ReduceClosed(b);
+  }
+  void ReduceClosed(ChunkBuffers& b) {
+    for (uint64_t numel : std::exchange(b.closed_dense, {}))
+      ReduceBucket("dp_cp", in_.dp_cp_size, numel, absl::StrCat("bucket", buckets_++));
+    for (uint64_t numel : std::exchange(b.closed_expert, {}))
+      ReduceBucket("edp", in_.edp_size, numel, absl::StrCat("expert-bucket", expert_buckets_++));
   }
   void CloseMegatronBuckets() {  // finish_grad_sync of each chunk's DDP, in model order
-    for (OpenBuckets& b : open_) {
-      CloseBucket(b.dense, false);
-      CloseBucket(b.expert, true);
+    for (ChunkBuffers& b : buffers_) {
+      if (auto last = b.dense.Close()) b.closed_dense.push_back(*last);
+      if (auto last = b.expert.Close()) b.closed_expert.push_back(*last);
+      ReduceClosed(b);
     }
   }
 
@@ -341,7 +363,7 @@ class StageBuilder {
     if (par_.distributed_optimizer) {
       // Megatron pads a bucket's end to a multiple of lcm(dp size, 128)
       // elements; the per-layer model pads to the group size.
-      const uint64_t padded = PadTo(params, par_.megatron_buckets ? std::lcm(group, uint64_t{128}) : group);
+      const uint64_t padded = par_.megatron_buckets ? params : PadTo(params, group);  // Megatron's are padded
       dp_ops_.push_back(Collective(slot, pg::REDUCESCATTER, padded * grad, dtype, "dp." + label + ".rs", kDpStream,
                                    {after}));
       gathers_.push_back({slot, padded * 2, "dp." + label + ".param-ag"});
@@ -407,7 +429,7 @@ class StageBuilder {
   std::vector<Gather> gathers_;
   uint64_t dense_params_ = 0;
   uint64_t expert_params_ = 0;
-  std::vector<OpenBuckets> open_;  // per model chunk: Megatron buckets being filled
+  std::vector<ChunkBuffers> buffers_;  // per model chunk: Megatron's gradient buffers
   uint32_t buckets_ = 0, expert_buckets_ = 0;
 };
 

@@ -40,54 +40,73 @@ uint64_t BytesOf(const pg::Program& program, const std::string& label) {
 
 }  // namespace
 
-TEST_CASE("megatron buckets without overlap: one bucket reduced after the whole backward", "[graphgen][ddp]") {
-  // tp2 pp2 dp2, tied embeddings: stage 0 and 1 each reduce one bucket, then
-  // the embedding all-reduce, the grad norm, the optimizer, the param all-gather.
+TEST_CASE("megatron buckets without overlap: reduced after the whole backward, a tied embedding in its own",
+          "[graphgen][ddp]") {
+  // tp2 pp2 dp2, tied embeddings, distributed optimizer: the word embedding
+  // (stage 0) and its copy in the output layer (stage 1) are shared across
+  // stages, so DistributedOptimizer gives each a bucket of its own; both
+  // buckets are reduced after the last backward, then the embedding
+  // all-reduce, the grad norm, the optimizer, the parameter all-gathers.
   const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron}"));
   for (const auto& program : g.programs()) {
-    CHECK(TailLabels(program) == std::vector<std::string>{"dp.bucket0.rs", "embedding-grads", "grad-norm", "optimizer",
-                                                          "dp.bucket0.param-ag"});
-    // After the last backward compute, in program order.
+    CHECK(TailLabels(program) == std::vector<std::string>{"dp.bucket0.rs", "dp.bucket1.rs", "embedding-grads",
+                                                          "grad-norm", "optimizer", "dp.bucket0.param-ag",
+                                                          "dp.bucket1.param-ag"});
     int last_backward = -1, bucket = -1;
     for (int i = 0; i < program.ops_size(); ++i) {
       const auto& op = program.ops(i);
       if (op.has_compute() && op.compute().label().rfind("b.", 0) == 0) last_backward = i;
-      if (op.has_collective() && op.collective().label() == "dp.bucket0.rs") bucket = i;
+      if (op.has_collective() && op.collective().label() == "dp.bucket0.rs" && bucket < 0) bucket = i;
     }
     CHECK(bucket > last_backward);
   }
   CHECK(g.job().attributes().at("grad_buckets") == "megatron");
 }
 
-TEST_CASE("megatron buckets: padded to lcm(dp size and 128) with the distributed optimizer", "[graphgen][ddp]") {
-  const auto layer = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2}"));
-  const auto megatron = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron}"));
-  const auto& p = megatron.programs(1);
-  uint64_t per_layer_params = 0;  // the per-layer buckets padded to 2: their sum is the stage's parameters
-  for (const auto& op : layer.programs(1).ops())
-    if (op.has_collective() && op.collective().kind() == pg::REDUCESCATTER && op.stream() == 1)
-      per_layer_params += op.collective().bytes() / 4;
-  const uint64_t bucket = BytesOf(p, "dp.bucket0.rs") / 4;  // fp32 grads
-  CHECK(bucket % 128 == 0);
-  CHECK(bucket >= per_layer_params - 2 * 4);  // every layer's parameters, padding aside
-  CHECK(bucket < per_layer_params + 128);
+TEST_CASE("megatron buckets: 64-element parameter starts and lcm(dp and 128) bucket ends", "[graphgen][ddp]") {
+  // h = 1056 (norms of 1056 elements are not 64-aligned), tp2 pp2 dp7, vocab
+  // 32768, tied: worked from DistributedOptimizer's layout (d98e8a64dd):
+  //   layer, backward order: fc2 2,230,272, fc1 2,230,272, norm 1,056, qkv 1,672,704, proj 557,568, norm 1,056
+  //   stage 0: 4 layers + positions 1024*1056 -> 27,853,952 (padded to 896); the shared word embedding
+  //            16384*1056 = 17,301,504 -> 17,301,760
+  //   stage 1: the shared output weight -> 17,301,760; final norm + 4 layers -> 26,773,376
+  //   without the distributed optimizer, stage 1 is one bucket of 44,074,272 (no padding).
+  const std::string model =
+      "name: t\nmodel: {layers: 8, hidden: 1056, heads: 16, seq_len: 1024, vocab: 32768}\n"
+      "parallel: {tp: 2, pp: 2, dp: 7, grad_buckets: megatron";
+  const auto g = GraphOf(model + "}\n");
+  CHECK(BytesOf(g.programs(0), "dp.bucket0.rs") == 4 * 27'853'952ull);
+  CHECK(BytesOf(g.programs(0), "dp.bucket1.rs") == 4 * 17'301'760ull);
+  CHECK(BytesOf(g.programs(1), "dp.bucket0.rs") == 4 * 17'301'760ull);
+  CHECK(BytesOf(g.programs(1), "dp.bucket1.rs") == 4 * 26'773'376ull);
+  CHECK(BytesOf(g.programs(1), "dp.bucket1.param-ag") == 2 * 26'773'376ull);
+  const auto ddp = GraphOf(model + ", distributed_optimizer: false}\n");
+  CHECK(TailLabels(ddp.programs(1)).front() == "dp.bucket0.ar");
+  CHECK(BytesOf(ddp.programs(1), "dp.bucket0.ar") == 4 * 44'074'272ull);
 }
 
 TEST_CASE("megatron buckets with overlap: bucket_size on the first stage, one bucket on the others", "[graphgen][ddp]") {
-  // SmallJobYaml's layers hold well over 1,000 parameters each: with
-  // bucket_size 1 every layer closes a bucket on stage 0.
+  // bucket_size 1: every parameter closes a bucket on stage 0 (six per layer).
   const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron, overlap_grad_reduce: true, "
-                                      "bucket_size: 1}"));
+                                      "bucket_size: 1}", "tied_embeddings: false"));
   const auto first = TailLabels(g.programs(0));
   const auto last = TailLabels(g.programs(1));
   size_t first_buckets = 0;
   for (const auto& l : first) first_buckets += l.find(".rs") != std::string::npos ? 1 : 0;
-  CHECK(first_buckets > 1);
+  CHECK(first_buckets == 4 * 6 + 2);  // 4 layers, positions, word embedding
   CHECK(std::count(last.begin(), last.end(), "dp.bucket0.rs") == 1);
   CHECK(std::find(last.begin(), last.end(), "dp.bucket1.rs") == last.end());
+  // On stage 0 the first bucket is reduced during the backward, before the last layer's backward.
+  int bucket = -1, last_backward = -1;
+  for (int i = 0; i < g.programs(0).ops_size(); ++i) {
+    const auto& op = g.programs(0).ops(i);
+    if (op.has_compute() && op.compute().label().rfind("b.", 0) == 0) last_backward = i;
+    if (op.has_collective() && op.collective().label() == "dp.bucket0.rs") bucket = i;
+  }
+  CHECK(bucket < last_backward);
   // Megatron's default bucket size (40,000,000 parameters) holds a small model in one bucket.
   const auto defaults = GraphOf(
-      "name: t\nmodel: {layers: 4, hidden: 256, heads: 8, seq_len: 128, vocab: 1024}\n"
+      "name: t\nmodel: {layers: 4, hidden: 256, heads: 8, seq_len: 128, vocab: 1024, tied_embeddings: false}\n"
       "parallel: {tp: 2, pp: 2, dp: 2, grad_buckets: megatron, overlap_grad_reduce: true}\n");
   const auto labels = TailLabels(defaults.programs(0));
   CHECK(labels.front() == "dp.bucket0.rs");
@@ -134,7 +153,8 @@ TEST_CASE("examples/megatron: one fp32 bucket of the stage's parameters, all-red
 TEST_CASE("megatron buckets with virtual pipeline: one DDP per model chunk, reduced in chunk order",
           "[graphgen][ddp]") {
   // vpp 2: each stage holds chunks 0 and 1, each its own DistributedDataParallel and bucket.
-  const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, vpp: 2, global_batch: 4, grad_buckets: megatron}"));
+  const auto g = GraphOf(
+      SmallJobYaml("{tp: 2, pp: 2, dp: 2, vpp: 2, global_batch: 4, grad_buckets: megatron}", "tied_embeddings: false"));
   for (const auto& program : g.programs()) {
     const auto labels = TailLabels(program);
     REQUIRE(labels.size() >= 2);
