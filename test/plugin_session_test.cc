@@ -93,3 +93,34 @@ TEST_CASE("session service: a stream that never sends Hello is cancelled, not he
   server->Shutdown();
   unlink(path.c_str());
 }
+
+TEST_CASE("session service: FailAll tells every open session why prismd ends it", "[plugin][session]") {
+  PluginSessionService service({}, nullptr);
+  const std::string path = "/tmp/prism-failall-test-" + std::to_string(getpid()) + ".sock";
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service.service());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  REQUIRE(server);
+  auto stub = prism::rpc::PluginSession::NewStub(
+      grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // the test's own bound
+  auto stream = stub->Session(&ctx);
+  prism::rpc::PluginMessage hello;
+  hello.mutable_hello()->set_protocol_version(prism::daemon::kSessionProtocolVersion);
+  hello.mutable_hello()->set_rank(3);
+  REQUIRE(stream->Write(hello));
+  prism::rpc::DaemonMessage msg;
+  REQUIRE(stream->Read(&msg));
+  CHECK(msg.has_welcome());
+  service.FailAll("prismd stopped the run: the run diverged from the graph: x");
+  bool got_error = false;
+  while (!got_error && stream->Read(&msg)) got_error = msg.has_error();  // keep-alives may come first
+  REQUIRE(got_error);
+  CHECK(msg.error().message() == "prismd stopped the run: the run diverged from the graph: x");
+  ctx.TryCancel();
+  stream->Finish();
+  server->Shutdown();
+  unlink(path.c_str());
+}

@@ -80,6 +80,10 @@ class ControlPlane {
 
   grpc::Service* session_service() { return sessions_.service(); }
 
+  // Ends every plugin session with `why` (the real ranks' NCCL then fails
+  // its virtual peers' requests with that reason). Any thread.
+  void FailSessions(const std::string& why) { sessions_.FailAll(why); }
+
   // Starts the bootstrap emulation (if real ranks were given) and the
   // metrics poller. Prints where the bootstrap listens.
   absl::Status Start();

@@ -225,6 +225,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     std::fprintf(stderr, "prismd: the run diverged from the graph: %s; stopping the run (prismd --on-divergence "
                  "follow keeps it going)\n", diverged->c_str());
     if (status != nullptr) status->SetState(absl::StrCat("failed: diverged: ", *diverged));
+    (*control)->FailSessions(absl::StrCat("prismd stopped the run: the run diverged from the graph: ", *diverged));
   } else {
     std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   }
