@@ -143,15 +143,20 @@ class Recorder:
 
 
 def git_info(path):
+    """The checkout's commit, only when `path` is itself the top of a git checkout (a copy of
+    Megatron inside another repository must not report that repository's commit)."""
     def run(*args):
         try:
             return subprocess.run(["git", "-C", path, *args], capture_output=True, text=True,
                                   check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return None
-    return {"path": os.path.abspath(path), "commit": run("rev-parse", "HEAD"),
-            "describe": run("describe", "--tags", "--always"),
-            "date": run("log", "-1", "--format=%cI")}
+    info = {"path": os.path.abspath(path), "commit": None, "describe": None, "date": None}
+    top = run("rev-parse", "--show-toplevel")
+    if top and os.path.realpath(top) == os.path.realpath(path):
+        info.update(commit=run("rev-parse", "HEAD"), describe=run("describe", "--tags", "--always"),
+                    date=run("log", "-1", "--format=%cI"))
+    return info
 
 
 def capture_one(args):
