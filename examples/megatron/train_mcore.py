@@ -52,6 +52,8 @@ def parse_args():
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--device-id", action="store_true",
                     help="init_process_group(device_id=...): eager NCCL, every new_group a split")
+    ap.add_argument("--no-gloo", action="store_true",
+                    help="create_gloo_process_groups=False (the job file then says parallel.gloo_groups: false)")
     ap.add_argument("--timeout-s", type=int, default=600)
     return ap.parse_args()
 
@@ -91,7 +93,10 @@ def main():
     extra = {"device_id": device} if args.device_id else {}
     t0 = time.perf_counter()
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=args.timeout_s), **extra)
-    parallel_state.initialize_model_parallel(args.tp, args.pp)
+    if args.no_gloo:
+        parallel_state.initialize_model_parallel(args.tp, args.pp, create_gloo_process_groups=False)
+    else:
+        parallel_state.initialize_model_parallel(args.tp, args.pp)
     rank = dist.get_rank()
     model_parallel_cuda_manual_seed(1234)
     t_groups = time.perf_counter()
