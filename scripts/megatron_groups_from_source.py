@@ -16,7 +16,7 @@ new_group; nothing else of torch is called on the default arguments.
       --world 16 --rank 0 --tp 2 --pp 2 [--vpp 2] [--cp 1] [--ep 1] [--no-gloo] \
       [--label REV] --out FILE.json
   python3 scripts/megatron_groups_from_source.py --parallel-state FILE --label REV --out-dir DIR
-      (every preset of capture_megatron_groups.py)
+      (every preset of capture_megatron_groups.py; --variants: its variants)
 """
 import argparse
 import importlib.util
@@ -28,7 +28,7 @@ import types
 # The presets and PyTorch's split color, shared with the GPU-host capture
 # (which imports torch only when it captures).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
-from capture_megatron_groups import PRESETS, split_color  # noqa: E402
+from capture_megatron_groups import PRESETS, VARIANTS, split_color  # noqa: E402
 
 
 def stub_modules(world, rank, calls):
@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--parallel-state", required=True, help="a copy of megatron/core/parallel_state.py")
     ap.add_argument("--label", default=None, help="Megatron revision the file is from")
     ap.add_argument("--out-dir")
+    ap.add_argument("--variants", action="store_true", help="with --out-dir: the capture script's variants")
     ap.add_argument("--world", type=int)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--tp", type=int, default=1)
@@ -128,8 +129,8 @@ def main():
     jobs = []
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
-        for name, cfg in PRESETS.items():
-            for rank in (0, cfg["world"] - cfg["world"] // cfg["pp"]):
+        for name, cfg in (VARIANTS if args.variants else PRESETS).items():
+            for rank in sorted({0, cfg["world"] - cfg["world"] // cfg["pp"]}):
                 jobs.append((os.path.join(args.out_dir, f"{name}-r{rank}.json"), dict(cfg, rank=rank, gloo=True)))
     elif args.world and args.out:
         jobs.append((args.out, dict(world=args.world, rank=args.rank, tp=args.tp, pp=args.pp, vpp=args.vpp,

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "megatron-groups")
 GRAPHGEN = None
 # Fixture folder -> the job file's parallel.megatron_version.
-VERSIONS = {"d98e8a64dd": "d98e8a64dd", "core_v0.18.2": "core_v0.18.2"}
+VERSIONS = {"d98e8a64dd": "d98e8a64dd", "d98e8a64dd-variants": "d98e8a64dd", "core_v0.18.2": "core_v0.18.2"}
 
 
 def load(path):
@@ -49,11 +49,13 @@ def job_yaml(table, version):
     m = c["pp"] * 2 if vpp > 1 else 1          # interleaving needs microbatches % pp == 0
     dp = table["world"] // (c["tp"] * c["pp"] * c["cp"])
     gloo = "true" if c.get("create_gloo_process_groups", True) else "false"
+    moe = f", experts: {2 * c['ep']}" if c["ep"] > 1 else ""  # ep > 1 needs experts
+    sp = ", sequence_parallel: true" if c["ep"] > 1 and c["tp"] > 1 else ""  # Megatron: MoE with tp needs SP
     return (f"name: fixture\nworld: {table['world']}\n"
-            f"model: {{layers: {c['pp'] * vpp * 2}, hidden: 256, heads: 8, seq_len: 128, vocab: 1024}}\n"
+            f"model: {{layers: {c['pp'] * vpp * 2}, hidden: 256, heads: 8, seq_len: 128, vocab: 1024{moe}}}\n"
             f"parallel: {{tp: {c['tp']}, pp: {c['pp']}, cp: {c['cp']}, ep: {c['ep']}, vpp: {vpp}, "
             f"global_batch: {m * dp}, process_groups: megatron, megatron_version: {version}, "
-            f"gloo_groups: {gloo}}}\n")
+            f"gloo_groups: {gloo}{sp}}}\n")
 
 
 def graph_groups(yaml_text, tmp):

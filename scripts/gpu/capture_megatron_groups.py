@@ -20,7 +20,9 @@ Megatron-core is imported from a source checkout (no pip install):
       --tp 2 --pp 2 [--vpp 2] [--cp 1] [--ep 1] [--no-gloo] --out FILE.json
 
 Presets (--out-dir), each for rank 0 and for the first rank of the last
-pipeline stage: tp2-pp2-w64, tp2-pp2-w16, tp1-pp4-w8, tp2-pp2-cp1-vpp2-w16.
+pipeline stage: tp2-pp2-w64, tp2-pp2-w16, tp1-pp4-w8, tp2-pp2-cp1-vpp2-w16;
+with --variants: tp2-pp2-cp2-w16, tp2-pp1-ep4-w16, tp2-pp2-cp2-ep2-w32,
+tp1-pp2-vpp2-w8.
 Output (one JSON file per world/rank/config):
   {"megatron": {"path", "commit", "describe"}, "torch": "2.11.0",
    "config": {...}, "rank": R, "world": W,
@@ -44,6 +46,13 @@ PRESETS = {
     "tp2-pp2-w16": dict(world=16, tp=2, pp=2, vpp=None, cp=1, ep=1),
     "tp1-pp4-w8": dict(world=8, tp=1, pp=4, vpp=None, cp=1, ep=1),
     "tp2-pp2-cp1-vpp2-w16": dict(world=16, tp=2, pp=2, vpp=2, cp=1, ep=1),
+}
+# Further variants (context and expert parallelism, virtual pipeline without TP): --variants.
+VARIANTS = {
+    "tp2-pp2-cp2-w16": dict(world=16, tp=2, pp=2, vpp=None, cp=2, ep=1),
+    "tp2-pp1-ep4-w16": dict(world=16, tp=2, pp=1, vpp=None, cp=1, ep=4),
+    "tp2-pp2-cp2-ep2-w32": dict(world=32, tp=2, pp=2, vpp=None, cp=2, ep=2),
+    "tp1-pp2-vpp2-w8": dict(world=8, tp=1, pp=2, vpp=2, cp=1, ep=1),
 }
 
 
@@ -201,9 +210,9 @@ def capture_one(args):
 def capture_presets(args):
     os.makedirs(args.out_dir, exist_ok=True)
     failures = 0
-    for name, cfg in PRESETS.items():
+    for name, cfg in (VARIANTS if args.variants else PRESETS).items():
         last_stage_rank = cfg["world"] - cfg["world"] // cfg["pp"]
-        for rank in (0, last_stage_rank):
+        for rank in sorted({0, last_stage_rank}):
             out = os.path.join(args.out_dir, f"{name}-r{rank}.json")
             cmd = [sys.executable, os.path.abspath(__file__), "--megatron", args.megatron,
                    "--world", str(cfg["world"]), "--rank", str(rank), "--tp", str(cfg["tp"]),
@@ -223,6 +232,7 @@ def main():
     ap.add_argument("--megatron", default=os.environ.get("MEGATRON_PATH"),
                     help="Megatron-LM source checkout (put on sys.path)")
     ap.add_argument("--out-dir", help="capture every preset into this folder")
+    ap.add_argument("--variants", action="store_true", help="with --out-dir: the further variants instead")
     ap.add_argument("--world", type=int)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--tp", type=int, default=1)
