@@ -361,9 +361,9 @@ class StageBuilder {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
     if (par_.distributed_optimizer) {
-      // Megatron pads a bucket's end to a multiple of lcm(dp size, 128)
-      // elements; the per-layer model pads to the group size.
-      const uint64_t padded = par_.megatron_buckets ? params : PadTo(params, group);  // Megatron's are padded
+      // Megatron's buckets come padded (MegatronGradBuffer); a per-layer
+      // bucket is padded to the group size.
+      const uint64_t padded = par_.megatron_buckets ? params : PadTo(params, group);
       dp_ops_.push_back(Collective(slot, pg::REDUCESCATTER, padded * grad, dtype, "dp." + label + ".rs", kDpStream,
                                    {after}));
       gathers_.push_back({slot, padded * 2, "dp." + label + ".param-ag"});
