@@ -28,7 +28,7 @@ import types
 # The presets and PyTorch's split color, shared with the GPU-host capture
 # (which imports torch only when it captures).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
-from capture_megatron_groups import PRESETS, VARIANTS, split_color  # noqa: E402
+from capture_megatron_groups import PRESETS, VARIANTS, add_config_args, split_color  # noqa: E402
 
 
 def stub_modules(world, rank, calls):
@@ -114,17 +114,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parallel-state", required=True, help="a copy of megatron/core/parallel_state.py")
     ap.add_argument("--label", default=None, help="Megatron revision the file is from")
-    ap.add_argument("--out-dir")
-    ap.add_argument("--variants", action="store_true", help="with --out-dir: the capture script's variants")
-    ap.add_argument("--world", type=int)
-    ap.add_argument("--rank", type=int, default=0)
-    ap.add_argument("--tp", type=int, default=1)
-    ap.add_argument("--pp", type=int, default=1)
-    ap.add_argument("--vpp", type=int, default=None)
-    ap.add_argument("--cp", type=int, default=1)
-    ap.add_argument("--ep", type=int, default=1)
-    ap.add_argument("--no-gloo", action="store_true")
-    ap.add_argument("--out")
+    add_config_args(ap)
     args = ap.parse_args()
     jobs = []
     if args.out_dir:

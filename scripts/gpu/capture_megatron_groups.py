@@ -227,11 +227,9 @@ def capture_presets(args):
     return 1 if failures else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--megatron", default=os.environ.get("MEGATRON_PATH"),
-                    help="Megatron-LM source checkout (put on sys.path)")
-    ap.add_argument("--out-dir", help="capture every preset into this folder")
+def add_config_args(ap):
+    """The flags that choose what to record (shared with scripts/megatron_groups_from_source.py)."""
+    ap.add_argument("--out-dir", help="every preset into this folder")
     ap.add_argument("--variants", action="store_true", help="with --out-dir: the further variants instead")
     ap.add_argument("--world", type=int)
     ap.add_argument("--rank", type=int, default=0)
@@ -241,7 +239,14 @@ def main():
     ap.add_argument("--cp", type=int, default=1)
     ap.add_argument("--ep", type=int, default=1)
     ap.add_argument("--no-gloo", action="store_true", help="create_gloo_process_groups=False")
-    ap.add_argument("--out", help="output JSON file (single capture)")
+    ap.add_argument("--out", help="output JSON file (one world, rank and config)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--megatron", default=os.environ.get("MEGATRON_PATH"),
+                    help="Megatron-LM source checkout (put on sys.path)")
+    add_config_args(ap)
     args = ap.parse_args()
     if not args.megatron:
         ap.error("--megatron PATH (a Megatron-LM source checkout) is required")
