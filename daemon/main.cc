@@ -79,11 +79,13 @@ struct Flags {
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
   int64_t lookahead_ms = 0;
+  std::string on_divergence = "stop";
   std::string record_sessions;
 };
 
 // Exit statuses: 0 done; 1 the work failed (a graph that cannot be read, a
-// port taken, ...); 2 a usage error (a flag missing, unknown or out of range).
+// port taken, ...); 2 a usage error (a flag missing, unknown or out of range);
+// 3 the real ranks diverged from the graph (--on-divergence stop).
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
@@ -306,7 +308,11 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   h.trace_path = f.trace;
   h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
   h.record_sessions_path = f.record_sessions;
-  if (auto s = prism::daemon::RunHybrid(g, std::move(h), &status, &metrics, signals); !s.ok()) return Fail(s);
+  auto on_divergence = prism::daemon::ParseOnDivergence(f.on_divergence);
+  if (!on_divergence.ok()) return Fail(on_divergence.status(), kExitUsage);
+  h.on_divergence = *on_divergence;
+  if (auto s = prism::daemon::RunHybrid(g, std::move(h), &status, &metrics, signals); !s.ok())
+    return Fail(s, s.code() == absl::StatusCode::kAborted ? prism::daemon::kExitDiverged : kExitFailed);
   return 0;
 }
 
@@ -420,6 +426,9 @@ int main(int argc, char** argv) {
                  "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 0: causal; "
                  "more lets a real rank's late report arrive after events it should have delayed)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  app.add_option("--on-divergence", f.on_divergence,
+                 "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "
+                 "status 3, with the reason) or follow (keep serving and say what prismd does instead)");
   app.add_option("--record-sessions", f.record_sessions,
                  "hybrid: record the plugin sessions' events and the schedules sent into FILE (CI replays)");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,

@@ -622,6 +622,9 @@ def make_groups(cfg, rank):
     """Every rank creates every group of the plan, in order (new_group is collective)."""
     groups, names, members = {"world": dist.group.WORLD}, {"world": "world"}, {"world": list(range(cfg.world))}
     for name, slot, ranks in plan.process_groups(cfg):
+        if plan.is_gloo(slot):  # Megatron's Gloo twins: made (they take a group number), not used
+            dist.new_group(ranks, backend="gloo")
+            continue
         g = dist.new_group(ranks)
         if rank in ranks:
             groups[slot], names[slot], members[slot] = g, name, ranks

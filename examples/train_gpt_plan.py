@@ -128,39 +128,55 @@ def groups_of(sizes, token):
 
 
 def _megatron_kinds(cfg):
+    """[(slot, groups, same_loop)] in Megatron-core's creation order (newest,
+    d98e8a64dd / core_v0.19.0, Gloo groups on). same_loop: group i comes right
+    after group i of the kind before it. Slots ending in "_gloo" are Gloo groups."""
     dec = [cfg.tp, 1, 1, cfg.dp, cfg.pp]
     exp = [cfg.tp, 1, 1, cfg.dp, cfg.pp]    # expert_tp = tp, ep = 1: expert dp = dp
     pipelines = groups_of(dec, "pp")
-    kinds = [("dp_cp", groups_of(dec, "dp-cp")), ("dp", groups_of(dec, "dp")), ("cp", groups_of(dec, "cp")),
-             ("mp", groups_of(dec, "tp-pp")), ("tp", groups_of(dec, "tp")), ("pp", pipelines),
-             ("embd", [p if len(p) == 1 else [p[0], p[-1]] for p in pipelines]),
-             ("pos_embd", [[p[0]] for p in pipelines]),
-             ("tp_dp_cp", groups_of(dec, "tp-dp-cp")), ("tp_dp", groups_of(dec, "tp-dp")),
-             ("tp_cp", groups_of(dec, "tp-cp")), ("ep", groups_of(exp, "ep")), ("etp", groups_of(exp, "tp")),
-             ("tp_ep", groups_of(exp, "tp-ep")), ("tp_ep_pp", groups_of(exp, "tp-ep-pp")),
-             ("edp", groups_of(exp, "dp")), ("dist_opt", [list(range(cfg.world))])]
+    singletons = [[r] for r in range(cfg.world)]
+    kinds = [("gtp", singletons, False),
+             ("dp_cp", groups_of(dec, "dp-cp"), False), ("dp_cp_gloo", groups_of(dec, "dp-cp"), True),
+             ("dp", groups_of(dec, "dp"), False), ("dp_gloo", groups_of(dec, "dp"), True),
+             ("cp", groups_of(dec, "cp"), False), ("mp", groups_of(dec, "tp-pp"), False),
+             ("tp", groups_of(dec, "tp"), False), ("pp", pipelines, False),
+             ("embd", [p if len(p) == 1 else [p[0], p[-1]] for p in pipelines], True),
+             ("pos_embd", [[p[0]] for p in pipelines], True),
+             ("tp_dp_cp", groups_of(dec, "tp-dp-cp"), False), ("tp_dp", groups_of(dec, "tp-dp"), False),
+             ("tp_cp", groups_of(dec, "tp-cp"), False), ("egtp", singletons, False),
+             ("ep", groups_of(exp, "ep"), False), ("etp", groups_of(exp, "tp"), False),
+             ("tp_ep", groups_of(exp, "tp-ep"), False), ("tp_ep_pp", groups_of(exp, "tp-ep-pp"), False),
+             ("tp_ep_pp_egtp", groups_of(exp, "tp-ep-pp"), False),
+             ("edp", groups_of(exp, "dp"), False), ("edp_gloo", groups_of(exp, "dp"), True),
+             ("dist_opt", [list(range(cfg.world))], False)]
     if cfg.groups == "minimal":   # dense, cp = 1, distributed optimizer, tied embeddings
         used = {"dp_cp", "tp", "pp"} | ({"embd"} if cfg.pp > 1 else set())
         kinds = [k for k in kinds if k[0] in used]
     return kinds
 
 
+def is_gloo(slot):
+    return slot.endswith("_gloo")
+
+
 def process_groups(cfg):
     """[(name, slot, members)] in creation order: every rank calls new_group for
-    each, in this order (Megatron's loop makes pp[i], embd[i], pos_embd[i]
-    together). Names are graphgen's communicator names ("tp[3]")."""
+    each, in this order (Megatron's loops make dp_cp[i] and its Gloo twin, and
+    pp[i], embd[i], pos_embd[i], together). Names are graphgen's names
+    ("tp[3]", "dp_gloo[0]"); is_gloo(slot) says which are Gloo groups."""
     kinds = _megatron_kinds(cfg)
-    by_slot = dict(kinds)
     out = []
-    for slot, groups in kinds:
-        if slot in ("embd", "pos_embd"):
+    for k, (slot, groups, same_loop) in enumerate(kinds):
+        if same_loop:
             continue
-        for i, members in enumerate(groups):
-            out.append((f"{slot}[{i}]", slot, members))
-            if slot == "pp":
-                for extra in ("embd", "pos_embd"):
-                    if extra in by_slot:
-                        out.append((f"{extra}[{i}]", extra, by_slot[extra][i]))
+        loop = [kinds[k]]
+        for follower in kinds[k + 1:]:
+            if not follower[2]:
+                break
+            loop.append(follower)
+        for i in range(len(groups)):
+            for s, g, _ in loop:
+                out.append((f"{s}[{i}]", s, g[i]))
     return out
 
 
@@ -168,7 +184,7 @@ def rank_groups(cfg, rank):
     """{slot: (name, members)} of the groups this rank belongs to, "world" included."""
     mine = {"world": ("world", list(range(cfg.world)))}
     for name, slot, members in process_groups(cfg):
-        if rank in members:
+        if rank in members and not is_gloo(slot):
             mine[slot] = (name, members)
     return mine
 
@@ -374,7 +390,8 @@ def main():
         sys.exit(f"train_gpt_plan: error: {e}")
     if args.list_groups:
         for name, slot, members in process_groups(cfg):
-            print(json.dumps({"name": name, "slot": slot, "members": members}))
+            print(json.dumps({"name": name, "slot": slot, "members": members,
+                              "backend": "gloo" if is_gloo(slot) else "nccl"}))
         return
     for op in rank_ops(cfg, args.rank):
         print(json.dumps(op))

@@ -77,6 +77,32 @@ json Communicators(const pg::Graph& g, bool include_members) {
   return {{"count", g.communicators_size()}, {"by_kind", std::move(kinds)}};
 }
 
+// PyTorch's process groups in creation order (Graph.process_groups); the
+// list only with members (JSON form).
+json ProcessGroups(const pg::Graph& g, bool include_members) {
+  uint64_t gloo = 0;
+  json groups = json::array();
+  for (int k = 0; k < g.process_groups_size(); ++k) {
+    const pg::ProcessGroup& p = g.process_groups(k);
+    const bool is_gloo = p.backend() == pg::ProcessGroup::GLOO;
+    gloo += is_gloo ? 1 : 0;
+    if (!include_members) continue;
+    json e = {{"n", k}, {"backend", is_gloo ? "gloo" : "nccl"}, {"desc", p.desc()}};
+    if (is_gloo) {
+      e["name"] = p.name();
+      e["members"] = std::vector<uint32_t>(p.members().begin(), p.members().end());
+    } else {
+      e["communicator"] = p.communicator();
+      if (p.communicator() < static_cast<uint32_t>(g.communicators_size()))
+        e["name"] = g.communicators(static_cast<int>(p.communicator())).name();
+    }
+    groups.push_back(std::move(e));
+  }
+  json out = {{"count", g.process_groups_size()}, {"gloo", gloo}};
+  if (include_members) out["groups"] = std::move(groups);
+  return out;
+}
+
 // job.attributes["iterations"]: how many times the simulator repeats the
 // programs (each program holds one iteration). 1 when absent or malformed.
 uint64_t Iterations(const pg::Graph& g) {
@@ -294,6 +320,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
             {"order", l.order()}}},
           {"iterations", Iterations(g)},
           {"communicators", Communicators(g, include_members)},
+          {"process_groups", ProcessGroups(g, include_members)},
           {"classes", std::move(classes)}};
 }
 
@@ -336,6 +363,11 @@ std::string FormatInspectText(const json& s) {
     for (const json& z : k["sizes"]) absl::StrAppend(&sizes, sizes.empty() ? "" : ",", z.get<uint64_t>());
     absl::StrAppend(&out, absl::StrFormat("  %-16s %7d groups of size %s\n", k["kind"].get<std::string>(),
                                           k["count"].get<int64_t>(), sizes));
+  }
+  const json& groups = s["process_groups"];
+  if (groups["count"].get<uint64_t>() > 0) {
+    absl::StrAppend(&out, "PyTorch process groups: ", groups["count"].get<uint64_t>(), " (",
+                    groups["gloo"].get<uint64_t>(), " Gloo)\n");
   }
   absl::StrAppend(&out, "classes: ", s["classes"].size(), " programs\n");
   for (const json& c : s["classes"]) {

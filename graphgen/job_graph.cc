@@ -35,7 +35,13 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   a["expert_dp"] = absl::StrCat(p.expert_dp());
   a["grad_dtype"] = p.grads_fp32 ? "fp32" : "bf16";
   a["process_groups"] = p.minimal_groups ? "minimal" : "megatron";
+  if (!p.minimal_groups) {
+    a["megatron_version"] = MegatronVersionName(p.megatron_version);
+    a["gloo_groups"] = p.gloo_groups ? "true" : "false";
+  }
   a["recompute"] = RecomputeName(p.recompute);
+  a["grad_buckets"] = p.megatron_buckets ? (p.overlap_grad_reduce ? "megatron, overlap_grad_reduce" : "megatron")
+                                         : "layer";
   std::string stage_layers;
   for (uint32_t s = 0; s < p.pp; ++s) absl::StrAppend(&stage_layers, s == 0 ? "" : ",", StageLayers(spec, s));
   a["stage_layers"] = stage_layers;
@@ -70,8 +76,10 @@ void FillLayout(const ParallelSpec& p, pg::Graph& g) {
   l->set_order("tp-cp-ep-dp-pp");
 }
 
-// Adds the world and every Megatron group; returns, per kind, the
-// communicator id of each rank's group (UINT32_MAX where not a member).
+// Adds the world and every group in creation order: NCCL groups as
+// communicators, every group (Gloo too) as a process group. Returns, per
+// kind, the communicator id of each rank's group (UINT32_MAX where not a
+// member, and for Gloo kinds).
 std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>& kinds, uint32_t world,
                                                     pg::Graph& g) {
   auto* w = g.add_communicators();
@@ -80,12 +88,22 @@ std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>
   w->set_name("world");
   for (uint32_t r = 0; r < world; ++r) w->add_members(r);
   w->mutable_init();
+  g.add_process_groups()->set_communicator(0);
   std::vector<std::vector<uint32_t>> comm_of(kinds.size(), std::vector<uint32_t>(world, UINT32_MAX));
   for (const auto& [k, gi] : CreationOrder(kinds)) {
     const GroupKind& kind = kinds[k];
     const std::vector<uint32_t>& members = kind.groups[gi];
+    auto* process_group = g.add_process_groups();
+    process_group->set_desc(kind.megatron_name);
+    if (kind.gloo) {
+      process_group->set_backend(pg::ProcessGroup::GLOO);
+      process_group->set_name(absl::StrCat(kind.slot, "[", gi, "]"));
+      process_group->mutable_members()->Add(members.begin(), members.end());
+      continue;
+    }
     auto* c = g.add_communicators();
     const uint32_t id = static_cast<uint32_t>(g.communicators_size() - 1);
+    process_group->set_communicator(id);
     c->set_id(id);
     c->set_kind(kind.kind);
     c->set_name(absl::StrCat(kind.slot, "[", gi, "]"));
@@ -129,7 +147,7 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
     in.stage = s;
     in.slot_names.push_back("world");
     for (uint32_t k = 0; k < kinds.size(); ++k) {
-      if (comm_of[k][representative] == UINT32_MAX) continue;
+      if (kinds[k].gloo || comm_of[k][representative] == UINT32_MAX) continue;
       stage_kinds[s].push_back(k);
       in.slot_names.push_back(kinds[k].slot);
     }

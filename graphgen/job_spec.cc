@@ -85,6 +85,26 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   if (groups != "megatron" && groups != "minimal")
     return KeyError(r.PathOf("process_groups"), absl::StrCat("must be megatron or minimal, got '", groups, "'"));
   p.minimal_groups = groups == "minimal";
+  std::string version = MegatronVersionName(p.megatron_version);
+  PRISM_RETURN_IF_ERROR(r.GetString("megatron_version", version));
+  auto parsed_version = ParseMegatronVersion(version);
+  if (!parsed_version)
+    return KeyError(r.PathOf("megatron_version"),
+                    absl::StrCat("must be newest, d98e8a64dd, core_v0.19.0 or core_v0.18.2, got '", Excerpt(version),
+                                 "'"));
+  p.megatron_version = *parsed_version;
+  PRISM_RETURN_IF_ERROR(r.GetBool("gloo_groups", p.gloo_groups));
+  std::string buckets = p.megatron_buckets ? "megatron" : "layer";
+  PRISM_RETURN_IF_ERROR(r.GetString("grad_buckets", buckets));
+  if (buckets != "layer" && buckets != "megatron")
+    return KeyError(r.PathOf("grad_buckets"), absl::StrCat("must be layer or megatron, got '", Excerpt(buckets), "'"));
+  p.megatron_buckets = buckets == "megatron";
+  PRISM_RETURN_IF_ERROR(r.GetBool("clip_grad", p.clip_grad));
+  PRISM_RETURN_IF_ERROR(r.GetBool("overlap_grad_reduce", p.overlap_grad_reduce));
+  PRISM_RETURN_IF_ERROR(r.GetUint("bucket_size", p.bucket_size));
+  if (!p.megatron_buckets && (r.Has("overlap_grad_reduce") || r.Has("bucket_size")))
+    return KeyError(r.PathOf(r.Has("bucket_size") ? "bucket_size" : "overlap_grad_reduce"),
+                    "applies to Megatron's buckets only: add parallel.grad_buckets: megatron");
   std::string recompute = RecomputeName(p.recompute);
   PRISM_RETURN_IF_ERROR(r.GetString("recompute", recompute));
   if (recompute == "none") p.recompute = Recompute::kNone;
@@ -255,6 +275,16 @@ const char* RecomputeName(Recompute r) {
     case Recompute::kFull: return "full";
   }
   return "?";
+}
+
+std::string MegatronVersionName(MegatronVersion v) {
+  return v == MegatronVersion::kCoreV0_18 ? "core_v0.18.2" : "core_v0.19.0";
+}
+
+std::optional<MegatronVersion> ParseMegatronVersion(const std::string& name) {
+  if (name == "newest" || name == "d98e8a64dd" || name == "core_v0.19.0") return MegatronVersion::kCoreV0_19;
+  if (name == "core_v0.18.2") return MegatronVersion::kCoreV0_18;
+  return std::nullopt;
 }
 
 uint32_t StageLayers(const JobSpec& spec, uint32_t stage) {

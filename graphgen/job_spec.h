@@ -49,6 +49,15 @@ enum class Schedule { kOneFOneB, kInterleavedOneFOneB, kGPipe };
 // its whole forward, TP collectives included, runs again before its backward).
 enum class Recompute { kNone, kSelective, kFull };
 
+// Megatron-core releases whose initialize_model_parallel differ in the groups
+// they create. kCoreV0_19: core_v0.19.0 and main at d98e8a64dd (2026-08-22),
+// whose parallel_state.py is the same file ("newest"); they create the
+// GTP_WEIGHT_REMAT groups. kCoreV0_18: core_v0.18.2, without them.
+enum class MegatronVersion { kCoreV0_18, kCoreV0_19 };
+std::string MegatronVersionName(MegatronVersion v);
+// nullopt for a name the job file may not use.
+std::optional<MegatronVersion> ParseMegatronVersion(const std::string& name);
+
 struct ParallelSpec {
   uint32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
   uint32_t expert_tp = 0;           // default tp
@@ -63,6 +72,26 @@ struct ParallelSpec {
   // hand-written PyTorch program creates them; the grad-norm all-reduce of the
   // distributed optimizer then runs on the world group).
   bool minimal_groups = false;
+  // Which Megatron-core's group plan `process_groups: megatron` follows
+  // (parallel.megatron_version) and whether it has Megatron's Gloo groups
+  // (parallel.gloo_groups, Megatron's create_gloo_process_groups, default true).
+  MegatronVersion megatron_version = MegatronVersion::kCoreV0_19;
+  bool gloo_groups = true;
+  // Data-parallel gradient buckets (parallel.grad_buckets): false = one per
+  // layer, reduced right after the layer's last backward (`layer`, what
+  // examples/train_gpt.py does); true = Megatron-core's
+  // DistributedDataParallel (`megatron`): with overlap_grad_reduce false
+  // (its default) one bucket per gradient buffer (dense, expert), reduced by
+  // finish_grad_sync after the whole backward; with true, buckets of at
+  // least bucket_size parameters (default max(40,000,000, 1,000,000 x the
+  // data-parallel size)) on the first stage, one bucket on the others.
+  bool megatron_buckets = false;
+  bool overlap_grad_reduce = false;
+  uint64_t bucket_size = 0;         // 0: Megatron's default
+  // The optimizer's grad-norm all-reduce (parallel.clip_grad: Megatron's
+  // optimizer with clip_grad > 0); false: none (a torch optimizer such as
+  // Megatron's examples/run_simple_mcore_train_loop.py uses, or clip_grad 0).
+  bool clip_grad = true;
   Recompute recompute = Recompute::kNone;
   // Layers of the first and of the last pipeline stage (Megatron's
   // decoder_first/last_pipeline_num_layers); 0 = an even share. The other

@@ -71,43 +71,76 @@ RankGroups GroupsOf(const OrderedDims& dims, std::string_view token) {
   return out;
 }
 
+namespace {
+
+// One singleton group per rank, in rank order: Megatron's GTP_WEIGHT_REMAT
+// groups with gtp_remat_size 1 (RankGenerator.get_ranks("gtp_remat")).
+RankGroups Singletons(uint64_t world) {
+  RankGroups out(world);
+  for (uint64_t r = 0; r < world; ++r) out[r] = {static_cast<uint32_t>(r)};
+  return out;
+}
+
+}  // namespace
+
 std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
   namespace pg = prism::graph;
   const OrderedDims dec = DecoderDims(p);
   const OrderedDims exp = ExpertDims(p);
+  const bool v19 = p.megatron_version == MegatronVersion::kCoreV0_19;
   std::vector<GroupKind> kinds;
   auto add = [&](std::string slot, std::string name, pg::CommKind kind, RankGroups groups) {
     kinds.push_back(GroupKind{std::move(slot), std::move(name), kind, std::move(groups)});
   };
+  // The Gloo twin of the kind just added, created in the same loop.
+  auto add_gloo = [&](std::string slot, std::string name) {
+    if (!p.gloo_groups) return;
+    GroupKind twin{std::move(slot), std::move(name), pg::COMM_KIND_OTHER, kinds.back().groups};
+    twin.gloo = true;
+    twin.same_loop = true;
+    kinds.push_back(std::move(twin));
+  };
+  auto add_same_loop = [&](std::string slot, std::string name, pg::CommKind kind, RankGroups groups) {
+    add(std::move(slot), std::move(name), kind, std::move(groups));
+    kinds.back().same_loop = true;
+  };
+
+  if (v19) add("gtp", "GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, Singletons(dec.world()));
   add("dp_cp", "DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_DP_CP, GroupsOf(dec, "dp-cp"));
+  add_gloo("dp_cp_gloo", "DATA_PARALLEL_GROUP_WITH_CP_GLOO");
   add("dp", "DATA_PARALLEL_GROUP", pg::COMM_KIND_DP, GroupsOf(dec, "dp"));
+  add_gloo("dp_gloo", "DATA_PARALLEL_GROUP_GLOO");
   add("cp", "CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_CP, GroupsOf(dec, "cp"));
   add("mp", "MODEL_PARALLEL_GROUP", pg::COMM_KIND_MP, GroupsOf(dec, "tp-pp"));
   add("tp", "TENSOR_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP, GroupsOf(dec, "tp"));
 
-  // Pipeline groups, each followed by its embedding and position-embedding
-  // group (Megatron creates the three inside one loop).
+  // Pipeline groups, each followed by its embedding (first and last stage)
+  // and position-embedding (first stage) group: one loop in Megatron.
   const RankGroups pipelines = GroupsOf(dec, "pp");
   RankGroups embedding, position;
   for (const auto& ranks : pipelines) {
     embedding.push_back(ranks.size() == 1 ? ranks : std::vector<uint32_t>{ranks.front(), ranks.back()});
     position.push_back({ranks.front()});
   }
-  // Kinds stay separate lists; CreationOrder() interleaves pp[i], embd[i], pos[i].
   add("pp", "PIPELINE_MODEL_PARALLEL_GROUP", pg::COMM_KIND_PP, pipelines);
-  add("embd", "EMBEDDING_GROUP", pg::COMM_KIND_EMBEDDING, embedding);
-  add("pos_embd", "POSITION_EMBEDDING_GROUP", pg::COMM_KIND_POSITION_EMBEDDING, position);
+  add_same_loop("embd", "EMBEDDING_GROUP", pg::COMM_KIND_EMBEDDING, embedding);
+  add_same_loop("pos_embd", "POSITION_EMBEDDING_GROUP", pg::COMM_KIND_POSITION_EMBEDDING, position);
 
   add("tp_dp_cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_TP_DP_CP, GroupsOf(dec, "tp-dp-cp"));
   add("tp_dp", "TENSOR_AND_DATA_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-dp"));
   add("tp_cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-cp"));
 
+  if (v19) add("egtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, Singletons(exp.world()));
   add("ep", "EXPERT_MODEL_PARALLEL_GROUP", pg::COMM_KIND_EP, GroupsOf(exp, "ep"));
   add("etp", "EXPERT_TENSOR_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_TP, GroupsOf(exp, "tp"));
   add("tp_ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP_EP, GroupsOf(exp, "tp-ep"));
   const RankGroups tp_ep_pp = GroupsOf(exp, "tp-ep-pp");
   add("tp_ep_pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", pg::COMM_KIND_OTHER, tp_ep_pp);
+  if (v19) {
+    add("tp_ep_pp_egtp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP", pg::COMM_KIND_OTHER, tp_ep_pp);
+  }
   add("edp", "EXPERT_DATA_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_DP, GroupsOf(exp, "dp"));
+  add_gloo("edp_gloo", "EXPERT_DATA_PARALLEL_GROUP_GLOO");
 
   // One distributed-optimizer instance: the union of all tp-ep-pp groups
   // (every rank), PyTorch orders members ascending.
@@ -120,7 +153,9 @@ std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
 
 std::vector<GroupKind> MinimalGroupKinds(std::vector<GroupKind> kinds, const JobSpec& spec) {
   const ParallelSpec& p = spec.parallel;
-  auto used = [&](const std::string& slot) {
+  auto used = [&](const GroupKind& k) {
+    const std::string& slot = k.slot;
+    if (k.gloo) return false;
     if (slot == "dp_cp" || slot == "tp" || slot == "pp") return true;
     if (slot == "cp") return p.cp > 1;
     if (slot == "mp") return !p.distributed_optimizer;
@@ -128,21 +163,19 @@ std::vector<GroupKind> MinimalGroupKinds(std::vector<GroupKind> kinds, const Job
     if (slot == "ep" || slot == "edp") return spec.model.moe();
     return false;
   };
-  std::erase_if(kinds, [&](const GroupKind& k) { return !used(k.slot); });
+  std::erase_if(kinds, [&](const GroupKind& k) { return !used(k); });
   return kinds;
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds) {
-  auto is_embedding = [&](uint32_t k) { return kinds[k].slot == "embd" || kinds[k].slot == "pos_embd"; };
   std::vector<std::pair<uint32_t, uint32_t>> order;
   for (uint32_t k = 0; k < kinds.size(); ++k) {
-    if (is_embedding(k)) continue;  // emitted with "pp"
-    std::vector<uint32_t> with;     // the embedding kinds that follow "pp"
-    for (uint32_t e = k + 1; kinds[k].slot == "pp" && e < kinds.size() && is_embedding(e); ++e) with.push_back(e);
-    for (uint32_t g = 0; g < kinds[k].groups.size(); ++g) {
-      order.emplace_back(k, g);
-      for (uint32_t e : with) order.emplace_back(e, g);
-    }
+    if (kinds[k].same_loop && k > 0) continue;  // emitted with the kind it follows
+    uint32_t end = k + 1;                       // kinds [k, end) share one loop
+    while (end < kinds.size() && kinds[end].same_loop) ++end;
+    for (uint32_t g = 0; g < kinds[k].groups.size(); ++g)
+      for (uint32_t e = k; e < end; ++e)
+        if (g < kinds[e].groups.size()) order.emplace_back(e, g);
   }
   return order;
 }

@@ -9,7 +9,8 @@
 //   - a group of a token ("tp-pp") holds the ranks that differ only in the
 //     token's dimensions; members ascend; groups are listed with the
 //     remaining dimensions enumerated fastest-first.
-// Group kinds are returned in the order Megatron calls new_group for them.
+// Group kinds are returned in the order Megatron calls new_group for them;
+// the plan per release is in docs/graphgen.md.
 // Pure functions of their arguments; thread-safe.
 #ifndef PRISM_GRAPHGEN_MEGATRON_LAYOUT_H_
 #define PRISM_GRAPHGEN_MEGATRON_LAYOUT_H_
@@ -44,26 +45,34 @@ RankGroups GroupsOf(const OrderedDims& dims, std::string_view token);
 
 // One kind of process group, e.g. all tensor-parallel groups.
 struct GroupKind {
-  std::string slot;                   // program slot name: "tp", "dp_cp", ...
-  std::string megatron_name;          // e.g. "TENSOR_MODEL_PARALLEL_GROUP"
+  std::string slot;                   // program slot name: "tp", "dp_cp", ... ("dp_gloo" for Gloo)
+  std::string megatron_name;          // Megatron's group_desc, e.g. "TENSOR_MODEL_PARALLEL_GROUP"
   prism::graph::CommKind kind = prism::graph::COMM_KIND_UNSPECIFIED;
   RankGroups groups;                  // in creation order, members ascending
+  bool gloo = false;                  // backend="gloo": a PyTorch group, not an NCCL communicator
+  // Created in the same loop as the kind before it: group i of this kind
+  // comes right after group i of that kind (dp_cp then its Gloo twin; pp,
+  // then its embedding and position-embedding groups). Same group count.
+  bool same_loop = false;
 };
 
-// Every NCCL process group Megatron-core creates for the job (gloo groups
-// excluded), in creation order.
+// Every process group Megatron-core's initialize_model_parallel creates for
+// the job with its defaults (one distributed-optimizer instance, no
+// hierarchical or hybrid CP, no SHARP), NCCL and Gloo (unless
+// p.gloo_groups is false), for p.megatron_version, kinds in creation order.
+// Checked against the tables in test/fixtures/megatron-groups/.
 std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p);
 
 // The kinds of `kinds` that the programs of `spec` use (job key
 // parallel.process_groups: minimal), order kept: dp_cp, cp (cp > 1), mp
 // (without the distributed optimizer), tp, pp, embd (tied embeddings and
-// pp > 1), ep and edp (MoE). Megatron's other groups are dropped.
+// pp > 1), ep and edp (MoE). Megatron's other groups and every Gloo group
+// are dropped.
 std::vector<GroupKind> MinimalGroupKinds(std::vector<GroupKind> kinds, const JobSpec& spec);
 
-// (kind index, group index) pairs in the order Megatron creates the groups:
-// kind after kind, except that each pipeline group is followed by its
-// embedding and position-embedding groups, where those kinds follow "pp"
-// (one loop in Megatron).
+// (kind index, group index) pairs in the order the groups are created: kind
+// after kind, a `same_loop` kind's group i right after group i of the kind
+// it follows.
 std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<GroupKind>& kinds);
 
 // Coordinates of a global rank in the decoder layout.

@@ -1,9 +1,12 @@
 #include "graphgen/program_builder.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "graphgen/megatron_buckets.h"
 #include "graphgen/schedule.h"
 
 namespace prism::graphgen {
@@ -285,8 +288,71 @@ class StageBuilder {
     const uint64_t experts = cost_.ExpertParamsPerLayer();
     dense_params_ += dense;
     expert_params_ += experts;
+    if (par_.megatron_buckets) {
+      FillMegatronBuckets(chunk, i, experts);
+      return;
+    }
     ReduceBucket("dp_cp", in_.dp_cp_size, dense, absl::StrCat("L", layer, ".grads"));
     if (experts > 0) ReduceBucket("edp", in_.edp_size, experts, absl::StrCat("L", layer, ".expert-grads"));
+  }
+
+  // ---- Megatron-core's DistributedDataParallel buckets (megatron_buckets.h) ----
+  // One DistributedDataParallel per model chunk, each with a dense and an
+  // expert buffer. A layer's parameters join them after the layer's last
+  // backward (the output layer and final norm before the last layer's, the
+  // embedding after the first's). With overlap_grad_reduce a bucket is
+  // reduced as soon as it closes; without, every bucket is reduced by
+  // finish_grad_sync after the backward, chunk after chunk (Finalize).
+  struct ChunkBuffers {
+    MegatronGradBuffer dense, expert;
+    std::vector<uint64_t> closed_dense, closed_expert;  // closed, not yet reduced (no overlap)
+  };
+  std::optional<uint64_t> MegatronBucketSize() const {
+    if (!par_.overlap_grad_reduce || in_.stage > 0) return std::nullopt;  // Megatron's None
+    if (par_.bucket_size > 0) return par_.bucket_size;
+    return std::max<uint64_t>(40'000'000, 1'000'000 * in_.dp_cp_size);
+  }
+  ChunkBuffers& BuffersOf(uint32_t chunk) {
+    while (buffers_.size() <= chunk) {
+      buffers_.push_back(ChunkBuffers{
+          MegatronGradBuffer(MegatronBucketSize(), par_.distributed_optimizer, in_.dp_cp_size),
+          MegatronGradBuffer(MegatronBucketSize(), par_.distributed_optimizer, in_.edp_size), {}, {}});
+    }
+    return buffers_[chunk];
+  }
+  void FillMegatronBuckets(uint32_t chunk, uint32_t i, uint64_t experts) {
+    const bool tied_copy = spec_.model.tied_embeddings && par_.pp > 1;
+    std::vector<MegatronParam> params;
+    if (LastChunk(chunk) && i == ChunkSize(chunk) - 1) {
+      if (!spec_.model.tied_embeddings || par_.pp > 1)
+        params.push_back({cost_.padded_vocab() / par_.tp * spec_.model.hidden, tied_copy});  // output_layer
+      params.push_back({spec_.model.hidden});                                                // final norm
+    }
+    for (const MegatronParam& p : MegatronLayerParamsBackward(spec_)) params.push_back(p);
+    if (FirstChunk(chunk) && i == 0) {
+      if (spec_.model.learned_position_embedding)
+        params.push_back({uint64_t{spec_.model.seq_len} * spec_.model.hidden});           // position_embeddings
+      params.push_back({cost_.padded_vocab() / par_.tp * spec_.model.hidden, tied_copy});  // word_embeddings
+    }
+    ChunkBuffers& b = BuffersOf(chunk);
+    for (const MegatronParam& p : params)
+      for (uint64_t numel : b.dense.Add(p)) b.closed_dense.push_back(numel);
+    if (experts > 0)
+      for (uint64_t numel : b.expert.Add({experts})) b.closed_expert.push_back(numel);
+    if (par_.overlap_grad_reduce) ReduceClosed(b);
+  }
+  void ReduceClosed(ChunkBuffers& b) {
+    for (uint64_t numel : std::exchange(b.closed_dense, {}))
+      ReduceBucket("dp_cp", in_.dp_cp_size, numel, absl::StrCat("bucket", buckets_++));
+    for (uint64_t numel : std::exchange(b.closed_expert, {}))
+      ReduceBucket("edp", in_.edp_size, numel, absl::StrCat("expert-bucket", expert_buckets_++));
+  }
+  void CloseMegatronBuckets() {  // finish_grad_sync of each chunk's DDP, in model order
+    for (ChunkBuffers& b : buffers_) {
+      if (auto last = b.dense.Close()) b.closed_dense.push_back(*last);
+      if (auto last = b.expert.Close()) b.closed_expert.push_back(*last);
+      ReduceClosed(b);
+    }
   }
 
   void ReduceBucket(const std::string& slot, uint64_t group, uint64_t params, const std::string& label) {
@@ -295,7 +361,9 @@ class StageBuilder {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
     if (par_.distributed_optimizer) {
-      const uint64_t padded = PadTo(params, group);
+      // Megatron's buckets come padded (MegatronGradBuffer); a per-layer
+      // bucket is padded to the group size.
+      const uint64_t padded = par_.megatron_buckets ? params : PadTo(params, group);
       dp_ops_.push_back(Collective(slot, pg::REDUCESCATTER, padded * grad, dtype, "dp." + label + ".rs", kDpStream,
                                    {after}));
       gathers_.push_back({slot, padded * 2, "dp." + label + ".param-ag"});
@@ -311,6 +379,7 @@ class StageBuilder {
   void Finalize() {
     const uint64_t grad = cost_.GradBytesPerParam();
     const pg::DType dtype = grad == 4 ? pg::FP32 : pg::BF16;
+    if (par_.megatron_buckets) CloseMegatronBuckets();
     if (Tp() && par_.sequence_parallel) {
       const uint64_t norms = cost_.NormParamsPerLayer() * StageLayers(spec_, in_.stage);
       Collective("tp", pg::ALLREDUCE, norms * grad, dtype, "tp.layernorm-grads", kComputeStream, TakeDpDeps());
@@ -324,7 +393,7 @@ class StageBuilder {
     // with process_groups: minimal that group does not exist: the world does it.
     const std::string norm_slot = !par_.distributed_optimizer ? "mp" : Has("dist_opt") ? "dist_opt" : "world";
     const bool norm_group_trivial = par_.distributed_optimizer ? par_.world() == 1 : par_.tp * par_.pp == 1;
-    if (Has(norm_slot) && !norm_group_trivial)
+    if (par_.clip_grad && Has(norm_slot) && !norm_group_trivial)
       Collective(norm_slot, pg::ALLREDUCE, 4, pg::FP32, "grad-norm", kComputeStream, TakeDpDeps());
     const uint64_t local = dense_params_ / OptimizerShards(in_.dp_cp_size) +
                            expert_params_ / OptimizerShards(in_.edp_size);
@@ -360,6 +429,8 @@ class StageBuilder {
   std::vector<Gather> gathers_;
   uint64_t dense_params_ = 0;
   uint64_t expert_params_ = 0;
+  std::vector<ChunkBuffers> buffers_;  // per model chunk: Megatron's gradient buffers
+  uint32_t buckets_ = 0, expert_buckets_ = 0;
 };
 
 }  // namespace

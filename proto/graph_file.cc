@@ -106,6 +106,42 @@ absl::Status ValidateCommunicators(const Graph& g) {
   return absl::OkStatus();
 }
 
+// process_groups, when present: entry 0 is the world communicator, the NCCL
+// entries name communicators 0, 1, 2, ... in order (every one once), Gloo
+// entries list ranks of the world, ascending.
+absl::Status ValidateProcessGroups(const Graph& g) {
+  if (g.process_groups_size() == 0) return absl::OkStatus();
+  const uint64_t world = g.ranks_size();
+  uint32_t next_comm = 0;
+  for (int i = 0; i < g.process_groups_size(); ++i) {
+    const ProcessGroup& pg = g.process_groups(i);
+    if (i == 0 && (pg.backend() != ProcessGroup::NCCL || pg.communicator() != 0))
+      return Invalid("process group 0 (PyTorch's default group) is not communicator 0");
+    if (pg.backend() == ProcessGroup::NCCL) {
+      if (pg.communicator() != next_comm)
+        return Invalid(absl::StrCat("process group ", i, " names communicator ", pg.communicator(), ", expected ",
+                                    next_comm, " (NCCL groups name the communicators in creation order)"));
+      ++next_comm;
+      continue;
+    }
+    if (pg.backend() != ProcessGroup::GLOO)
+      return Invalid(absl::StrCat("process group ", i, " has backend ", static_cast<int>(pg.backend()),
+                                  ", which this build does not know"));
+    if (pg.members_size() == 0) return Invalid(absl::StrCat("process group ", i, " has no members"));
+    for (int m = 0; m < pg.members_size(); ++m) {
+      if (pg.members(m) >= world)
+        return Invalid(absl::StrCat("process group ", i, " names rank ", pg.members(m), " of a ", world,
+                                    "-rank world"));
+      if (m > 0 && pg.members(m) <= pg.members(m - 1))
+        return Invalid(absl::StrCat("process group ", i, " lists its ranks out of order or twice"));
+    }
+  }
+  if (next_comm != static_cast<uint32_t>(g.communicators_size()))
+    return Invalid(absl::StrCat("the process groups name ", next_comm, " of the ", g.communicators_size(),
+                                " communicators"));
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCompute(const ComputeOp& c, const std::string& where) {
   if (c.duration_ns() > limits::kMaxOpDurationNs)
     return OverLimit(absl::StrCat(where, " has a duration of ", c.duration_ns(), " ns"), limits::kMaxOpDurationNs,
@@ -486,6 +522,7 @@ absl::Status ValidateGraph(const Graph& g) {
   if (auto s = ValidateCluster(g); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
   if (auto s = ValidateCommunicators(g); !s.ok()) return s;
+  if (auto s = ValidateProcessGroups(g); !s.ok()) return s;
   for (int i = 0; i < g.programs_size(); ++i)
     if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
   if (auto s = ValidateRanks(g); !s.ok()) return s;

@@ -8,6 +8,11 @@ the default group's first communicator either WAITs for and GETs the NCCL id
 protocol itself (daemon/store/tcp_store_protocol.h).
 
   fake_torch_program.py [--fail-rank R --code N] [--absent-rank R] [--linger S]
+                        [--group K --give-up S]
+
+--group K: after the world's id, wait (at most --give-up seconds, then print
+"gave up" and go on) for the NCCL id of PyTorch group K, as a lazy new_group
+at its first collective does.
 """
 import argparse
 import os
@@ -50,6 +55,8 @@ def main():
     ap.add_argument("--code", type=int, default=3)
     ap.add_argument("--absent-rank", type=int, default=-1, help="this rank sleeps instead of starting")
     ap.add_argument("--linger", type=float, default=0, help="seconds to stay connected after the id")
+    ap.add_argument("--group", type=int, default=0, help="then wait for PyTorch group K's first NCCL id")
+    ap.add_argument("--give-up", type=float, default=10, help="seconds to wait for --group's id")
     args = ap.parse_args()
     rank = int(os.environ["RANK"])
     print(f"rank {rank} of {os.environ['WORLD_SIZE']} starting", flush=True)
@@ -65,6 +72,14 @@ def main():
         family, port = struct.unpack("<H", uid[8:10])[0], struct.unpack(">H", uid[10:12])[0]
         ip = socket.inet_ntoa(uid[12:16])
         print(f"got the world's NCCL id: {len(uid)} bytes, root {ip}:{port} (family {family})", flush=True)
+    if args.group:
+        s.settimeout(args.give_up)
+        try:
+            get_id(s, f"default_pg/0//{args.group}//cuda//0")
+            print(f"got group {args.group}'s NCCL id", flush=True)
+        except socket.timeout:
+            print(f"gave up waiting for group {args.group}'s NCCL id", flush=True)
+            sys.exit(0)
     time.sleep(args.linger)
     s.close()
     print("done", flush=True)

@@ -2,6 +2,8 @@
 add_executable(graphgen_tests
   graphgen_test_util.cc
   graphgen_layout_test.cc
+  graphgen_group_plan_test.cc
+  graphgen_ddp_buckets_test.cc
   graphgen_volume_test.cc
   graphgen_errors_test.cc
   graphgen_collective_test.cc

@@ -104,7 +104,8 @@ TEST_CASE("communicators are created in Megatron's order, as splits of the world
     if (kind_order.empty() || kind_order.back() != slot) kind_order.push_back(slot);
   }
   // Pipeline, embedding and position-embedding groups alternate (one loop in Megatron).
-  const std::vector<std::string> expected_prefix = {"dp_cp", "dp", "cp", "mp", "tp", "pp", "embd", "pos_embd", "pp"};
+  const std::vector<std::string> expected_prefix = {"gtp", "dp_cp", "dp",       "cp", "mp",
+                                                    "tp",  "pp",    "embd", "pos_embd", "pp"};
   REQUIRE(kind_order.size() > expected_prefix.size());
   CHECK(std::vector<std::string>(kind_order.begin(), kind_order.begin() + expected_prefix.size()) == expected_prefix);
   CHECK(kind_order.back() == "dist_opt");

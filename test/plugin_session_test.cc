@@ -14,6 +14,29 @@
 using prism::daemon::LinkModelScheduleSource;
 using prism::daemon::PluginSessionService;
 
+namespace {
+
+// `service` served on a unix socket of this test, with a client stub.
+struct Served {
+  Served(PluginSessionService& service, const std::string& name)
+      : path("/tmp/prism-" + name + "-test-" + std::to_string(getpid()) + ".sock") {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+    builder.RegisterService(service.service());
+    server = builder.BuildAndStart();
+    stub = prism::rpc::PluginSession::NewStub(grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials()));
+  }
+  ~Served() {
+    if (server) server->Shutdown();
+    unlink(path.c_str());
+  }
+  std::string path;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<prism::rpc::PluginSession::Stub> stub;
+};
+
+}  // namespace
+
 TEST_CASE("session service: minted handles are unique virtual handles", "[plugin][session]") {
   PluginSessionService service({}, nullptr);
   prism::daemon::VirtualLinkInfo link;
@@ -74,14 +97,9 @@ TEST_CASE("session service: a stream that never sends Hello is cancelled, not he
   PluginSessionService::Options options;
   options.hello_timeout = std::chrono::milliseconds(100);
   PluginSessionService service(options, nullptr);
-  const std::string path = "/tmp/prism-hello-test-" + std::to_string(getpid()) + ".sock";
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
-  builder.RegisterService(service.service());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  REQUIRE(server);
-  auto stub = prism::rpc::PluginSession::NewStub(
-      grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials()));
+  Served served(service, "hello");
+  REQUIRE(served.server);
+  auto& stub = served.stub;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // the test's own bound
   auto stream = stub->Session(&ctx);
@@ -90,6 +108,28 @@ TEST_CASE("session service: a stream that never sends Hello is cancelled, not he
   const grpc::Status status = stream->Finish();
   CHECK(status.error_code() == grpc::StatusCode::CANCELLED);
   CHECK(service.connected_sessions() == 0);
-  server->Shutdown();
-  unlink(path.c_str());
+}
+
+TEST_CASE("session service: FailAll tells every open session why prismd ends it", "[plugin][session]") {
+  PluginSessionService service({}, nullptr);
+  Served served(service, "failall");
+  REQUIRE(served.server);
+  auto& stub = served.stub;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // the test's own bound
+  auto stream = stub->Session(&ctx);
+  prism::rpc::PluginMessage hello;
+  hello.mutable_hello()->set_protocol_version(prism::daemon::kSessionProtocolVersion);
+  hello.mutable_hello()->set_rank(3);
+  REQUIRE(stream->Write(hello));
+  prism::rpc::DaemonMessage msg;
+  REQUIRE(stream->Read(&msg));
+  CHECK(msg.has_welcome());
+  service.FailAll("prismd stopped the run: the run diverged from the graph: x");
+  bool got_error = false;
+  while (!got_error && stream->Read(&msg)) got_error = msg.has_error();  // keep-alives may come first
+  REQUIRE(got_error);
+  CHECK(msg.error().message() == "prismd stopped the run: the run diverged from the graph: x");
+  ctx.TryCancel();
+  stream->Finish();
 }

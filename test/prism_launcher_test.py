@@ -251,9 +251,9 @@ class WholeRuns(unittest.TestCase):
         subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "16",
                         "--subgroups", "8", "-o", cls.graph], check=True, capture_output=True)
 
-    def launch(self, ranks, *program_args, extra=()):
+    def launch(self, ranks, *program_args, extra=(), graph=None):
         log_dir = tempfile.mkdtemp(prefix="run-", dir=self.tmp)
-        cmd = [sys.executable, PRISM, "run", "--graph", self.graph, "--ranks", ranks, "--nccl-version", "2.28.9",
+        cmd = [sys.executable, PRISM, "run", "--graph", graph or self.graph, "--ranks", ranks, "--nccl-version", "2.28.9",
                "--store-port", str(free_port()), "--log-dir", log_dir, *extra,
                "--", sys.executable, FAKE, *program_args]
         return cmd, log_dir
@@ -318,6 +318,51 @@ class WholeRuns(unittest.TestCase):
             self.assertNotIn("no-such-preload", f.read())
         self.assertIn("no-such-preload", out.stdout + out.stderr + "".join(
             open(os.path.join(log_dir, n), errors="replace").read() for n in os.listdir(log_dir) if n != "prismd.log"))
+
+    def test_a_group_the_graph_does_not_have_stops_the_run_with_the_reason(self):
+        # Without --on-divergence stop this rank would wait for the id until the launcher's timeout.
+        cmd, log_dir = self.launch("5", "--group", "999", "--give-up", "600")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        self.assertIn("prismd stopped the run: the run diverged from the graph: PyTorch's store: rank 5 waits for "
+                      "NCCL id", out.stderr)
+        self.assertIn("new_group call #999", out.stderr)
+        self.assertEqual(processes_mentioning(log_dir), [])
+
+    def megatron_graph(self):
+        """TP2 PP2 on 16 ranks with Megatron-core's groups: 1-16 GTP, then dp_cp[i] 17+2i, its Gloo twin 18+2i."""
+        job = os.path.join(self.tmp, "megatron16.yaml")
+        graph = os.path.join(self.tmp, "megatron16.graph")
+        with open(job, "w") as f:
+            f.write("name: m16\nworld: 16\nmodel: {layers: 4, hidden: 256, heads: 8, seq_len: 128, vocab: 1024}\n"
+                    "parallel: {tp: 2, pp: 2, process_groups: megatron}\n")
+        subprocess.run([GRAPHGEN, "job", job, "-o", graph], check=True, capture_output=True)
+        return graph
+
+    def test_megatron_group_numbers_count_the_gloo_groups(self):
+        # Rank 3 is the second member of dp_cp[1] = [1, 3, 5, 7], PyTorch group 19 (after 16 GTP groups and
+        # dp_cp[0] with its Gloo twin): prismd plays its comm rank 0 and sets the id.
+        cmd, _ = self.launch("3", "--group", "19", "--give-up", "60", graph=self.megatron_graph())
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("got group 19's NCCL id", out.stdout)
+
+    def test_an_nccl_id_for_a_gloo_group_of_the_graph_stops_the_run(self):
+        # PyTorch group 20 is dp_cp_gloo[1] in the graph: a program asking for its NCCL id has other groups.
+        cmd, _ = self.launch("3", "--group", "20", "--give-up", "600", graph=self.megatron_graph())
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 3, out.stdout + out.stderr)
+        self.assertIn("which is the Gloo group dp_cp_gloo[1] (PyTorch group 20) in the graph", out.stderr)
+
+    def test_on_divergence_follow_keeps_the_run_going_and_says_so(self):
+        cmd, log_dir = self.launch("5", "--group", "999", "--give-up", "5", extra=("--on-divergence", "follow"))
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("gave up waiting for group 999", out.stdout)
+        with open(os.path.join(log_dir, "prismd.log"), errors="replace") as f:
+            log = f.read()
+        self.assertIn("following it (--on-divergence follow)", log)
+        self.assertNotIn("the run diverged from the graph", log)
 
     def test_a_failing_rank_stops_the_others_and_sets_the_exit_status(self):
         cmd, log_dir = self.launch("0,1", "--fail-rank", "1", "--code", "3", "--linger", "600")

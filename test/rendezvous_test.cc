@@ -107,7 +107,25 @@ struct StartupCase {
   int n = 16;
   int tp = 8;
   bool pairs = false;          // lazy: lone send/recv with both ring neighbours
+  bool gloo_between = false;   // the program makes a Gloo group after each NCCL group (Megatron's dp ones)
 };
+
+// The plan's process-group list when a Gloo group with the same members
+// follows each NCCL group: PyTorch group 2g+1 is communicator g+1, 2g+2 Gloo.
+void AddGlooBetween(BootstrapPlan& plan) {
+  plan.process_groups.push_back({});  // the default group: communicator 0
+  for (uint32_t c = 1; c < plan.comms.size(); ++c) {
+    bootstrap::PlanProcessGroup nccl;
+    nccl.comm = c;
+    plan.process_groups.push_back(nccl);
+    bootstrap::PlanProcessGroup gloo;
+    gloo.gloo = true;
+    gloo.members = plan.comms[c].members;
+    std::sort(gloo.members.begin(), gloo.members.end());
+    gloo.name = absl::StrCat(plan.comms[c].name, "_gloo");
+    plan.process_groups.push_back(gloo);
+  }
+}
 
 // prismd's side: bootstrap without NCCL_COMM_ID, the store, the rendezvous.
 struct Prismd {
@@ -157,7 +175,8 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
       if (it == groups[g].end()) continue;
-      comms.push_back(CommFromStore(store, IdKey(sc.prefix, std::to_string(g + 1), "0"),
+      const size_t number = sc.gloo_between ? 2 * g + 1 : g + 1;  // PyTorch's group number
+      comms.push_back(CommFromStore(store, IdKey(sc.prefix, std::to_string(number), "0"),
                                     static_cast<int>(it - groups[g].begin()), static_cast<int>(groups[g].size()),
                                     rank));
     }
@@ -174,7 +193,9 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
 }
 
 void RunCase(const StartupCase& sc) {
-  Prismd prismd(PlanFor(sc.n, sc.tp, sc.real));
+  BootstrapPlan plan = PlanFor(sc.n, sc.tp, sc.real);
+  if (sc.gloo_between) AddGlooBetween(plan);
+  Prismd prismd(std::move(plan));
   std::vector<int> real(sc.real.begin(), sc.real.end());
   const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
     RunRealRank(sc, prismd.store->port(), rank);
@@ -240,6 +261,32 @@ TEST_CASE("group rule: new_group number = graph communicator, hashed names by me
   CHECK(std::string(beyond.status().message()).find("new_group call #11") != std::string::npos);
 }
 
+TEST_CASE("group rule: with a process-group list, Gloo groups take PyTorch numbers", "[rendezvous]") {
+  BootstrapPlan plan = PlanFor(16, 8, {0});
+  AddGlooBetween(plan);
+  GroupResolver groups(plan);
+  auto tp1 = groups.Resolve("3");  // world, tp[0], tp[0]_gloo, tp[1]
+  REQUIRE(tp1.ok());
+  CHECK_FALSE(tp1->gloo);
+  CHECK(tp1->plan_id == 2);
+  CHECK(tp1->name == "tp[1] (PyTorch group 3)");
+  auto gloo = groups.Resolve("2");
+  REQUIRE(gloo.ok());
+  CHECK(gloo->gloo);
+  CHECK(gloo->members == plan.comms[1].members);
+  CHECK(gloo->name == "tp[0]_gloo (PyTorch group 2)");
+  auto nccl_of_gloo = groups.ResolveNccl("2");
+  REQUIRE_FALSE(nccl_of_gloo.ok());
+  CHECK(std::string(nccl_of_gloo.status().message()).find("which is the Gloo group tp[0]_gloo") != std::string::npos);
+  // Hashed names count the Gloo groups the rank made before.
+  auto hashed = groups.Resolve(Sha1Hex("8_9_10_11_12_13_14_15_3"));
+  REQUIRE(hashed.ok());
+  CHECK(hashed->plan_id == 2);
+  auto beyond = groups.Resolve("21");  // 10 NCCL groups + 10 Gloo groups after the world
+  REQUIRE_FALSE(beyond.ok());
+  CHECK(std::string(beyond.status().message()).find("lists only 20 groups") != std::string::npos);
+}
+
 // Every set of real ranks, with store= keys and with env:// ones.
 void RunBothKeyStyles(bool eager, const std::vector<std::vector<uint32_t>>& real_sets) {
   for (const std::string prefix : {"", "default_pg/"}) {
@@ -270,6 +317,17 @@ TEST_CASE("start-up: lazy lone send/recv pairs (lo:hi keys), both ends", "[rende
   sc.real = {5};
   sc.pairs = true;
   RunCase(sc);
+}
+
+TEST_CASE("start-up: lazy, a Gloo group after each NCCL group (group numbers skip them)", "[rendezvous][startup]") {
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{5}}) {
+    StartupCase sc;
+    sc.prefix = "default_pg/";
+    sc.eager = false;
+    sc.real = real;
+    sc.gloo_between = true;
+    RunCase(sc);
+  }
 }
 
 TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once", "[rendezvous][startup]") {

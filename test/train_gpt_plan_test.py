@@ -55,9 +55,12 @@ def config_of(summary):
 
 
 def graph_groups(summary):
-    """[(name, members)] of every communicator but the world, by id (= creation order)."""
-    groups = [g for k in summary["communicators"]["by_kind"] for g in k["groups"]]
-    return [(g["name"], g["members"]) for g in sorted(groups, key=lambda g: g["id"]) if g["id"] != 0]
+    """[(name, members)] of every PyTorch group but the default one, in creation order (Gloo groups too)."""
+    comms = {g["id"]: g for k in summary["communicators"]["by_kind"] for g in k["groups"]}
+    out = []
+    for g in summary["process_groups"]["groups"][1:]:
+        out.append((g["name"], g["members"] if g["backend"] == "gloo" else comms[g["communicator"]]["members"]))
+    return out
 
 
 def graph_comm_ops(graph, rank):

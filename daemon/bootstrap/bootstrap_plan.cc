@@ -39,6 +39,19 @@ absl::Status ValidatePlan(const BootstrapPlan& plan) {
           " which is not created before it"));
     }
   }
+  for (size_t k = 0; k < plan.process_groups.size(); ++k) {
+    const PlanProcessGroup& g = plan.process_groups[k];
+    if (!g.gloo && g.comm >= plan.comms.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("process group ", k, " names communicator ", g.comm,
+                                                     ", which the plan does not have"));
+    }
+    for (uint32_t m : g.members) {
+      if (m >= world) {
+        return absl::InvalidArgumentError(absl::StrCat("process group ", k, " names rank ", m,
+                                                       " outside the job (world ", world, ")"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -58,6 +71,15 @@ absl::StatusOr<BootstrapPlan> PlanFromGraph(const prism::graph::Graph& graph,
       pc.key0 = c.split().key();
     }
     plan.comms.push_back(std::move(pc));
+  }
+  for (const auto& g : graph.process_groups()) {
+    PlanProcessGroup pg;
+    pg.gloo = g.backend() == prism::graph::ProcessGroup::GLOO;
+    pg.comm = g.communicator();
+    pg.members.assign(g.members().begin(), g.members().end());
+    pg.name = g.name();
+    pg.desc = g.desc();
+    plan.process_groups.push_back(std::move(pg));
   }
   PRISM_RETURN_IF_ERROR(ValidatePlan(plan));
   return plan;

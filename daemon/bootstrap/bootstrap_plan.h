@@ -35,10 +35,23 @@ struct PlanComm {
   int32_t key0 = 0;
 };
 
+// One PyTorch process group of the program (Graph.process_groups): an NCCL
+// communicator of the plan, or a Gloo group, which has no communicator.
+struct PlanProcessGroup {
+  bool gloo = false;
+  uint32_t comm = 0;                // !gloo: the communicator's id
+  std::vector<uint32_t> members;    // gloo: global ranks, ascending
+  std::string name;                 // gloo: e.g. "dp_gloo[3]"
+  std::string desc;                 // the framework's group_desc
+};
+
 struct BootstrapPlan {
   std::vector<RankPlacement> ranks;     // index = global rank
   std::vector<uint32_t> real_ranks;     // global ranks played by real processes
   std::vector<PlanComm> comms;          // creation order; comms[i].id == i
+  // PyTorch's group k is process_groups[k] (0 = the default group); empty:
+  // group k is comms[k] (graphs without Gloo groups, tests).
+  std::vector<PlanProcessGroup> process_groups;
 
   bool IsReal(uint32_t global_rank) const;
 };

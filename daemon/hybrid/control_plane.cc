@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -182,8 +183,10 @@ void ControlPlane::PublishWaits() {
   auto add = [&](const char* source, const bootstrap::WaitReport& w) {
     waits.push_back({source, w.communicator, w.ranks, w.waits_for, w.seconds});
   };
+  std::optional<bootstrap::BootstrapStats> stats;
   if (bootstrap_) {
-    for (const auto& w : bootstrap_->Stats().waiting) add("bootstrap", w);
+    stats = bootstrap_->Stats();
+    for (const auto& w : stats->waiting) add("bootstrap", w);
   }
   if (rendezvous_) {
     rendezvous_->Tick();
@@ -191,7 +194,25 @@ void ControlPlane::PublishWaits() {
     for (const auto& w : r.waiting) add("store", w);
     errors = std::move(r.errors);
   }
+  ReportDivergences(stats ? &*stats : nullptr, errors);
   if (options_.status != nullptr) options_.status->SetWaiting(std::move(waits), std::move(errors));
+}
+
+void ControlPlane::ReportDivergences(const bootstrap::BootstrapStats* stats, const std::vector<std::string>& errors) {
+  if (options_.divergences == nullptr) return;
+  if (stats != nullptr && stats->divergences > divergences_seen_) {
+    // recent_divergences keeps the last 32 messages: report the new ones it still has.
+    const uint64_t fresh = stats->divergences - divergences_seen_;
+    const size_t kept = stats->recent_divergences.size();
+    const size_t from = fresh >= kept ? 0 : kept - static_cast<size_t>(fresh);
+    for (size_t i = from; i < kept; ++i)
+      options_.divergences->Report(DivergenceSource::kBootstrap, stats->recent_divergences[i]);
+    if (kept == 0) options_.divergences->Report(DivergenceSource::kBootstrap, "a divergence (see prismd's log)");
+    divergences_seen_ = stats->divergences;
+  }
+  for (const std::string& e : errors) {
+    if (errors_seen_.insert(e).second) options_.divergences->Report(DivergenceSource::kStore, e);
+  }
 }
 
 // Copies the sessions' and the bootstrap's counters into Prometheus metrics

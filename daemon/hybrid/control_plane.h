@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/units.h"
 #include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/hybrid/divergence_watch.h"
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
@@ -60,6 +62,9 @@ struct ControlPlaneOptions {
   // Where waits and start-up errors are shown (/status); nullable, must
   // outlive the ControlPlane.
   server::StatusBoard* status = nullptr;
+  // Told every bootstrap divergence and store start-up error, within a
+  // poll (0.5 s); nullable, must outlive the ControlPlane.
+  DivergenceWatch* divergences = nullptr;
 };
 
 class ControlPlane {
@@ -77,6 +82,10 @@ class ControlPlane {
 
   grpc::Service* session_service() { return sessions_.service(); }
 
+  // Ends every plugin session with `why` (the real ranks' NCCL then fails
+  // its virtual peers' requests with that reason). Any thread.
+  void FailSessions(const std::string& why) { sessions_.FailAll(why); }
+
   // Starts the bootstrap emulation (if real ranks were given) and the
   // metrics poller. Prints where the bootstrap listens.
   absl::Status Start();
@@ -87,6 +96,8 @@ class ControlPlane {
   absl::Status StartStore();
   void PollMetrics();
   void PublishWaits();
+  // New bootstrap divergences and store start-up errors to options_.divergences (poller thread).
+  void ReportDivergences(const bootstrap::BootstrapStats* stats, const std::vector<std::string>& errors);
 
   // The NCCL version of a plugin that announces one before the bootstrap
   // exists is checked against the profiles only.
@@ -106,6 +117,8 @@ class ControlPlane {
   std::mutex stop_mu_;                // guards stop_
   std::condition_variable stop_cv_;   // wakes the poller at Stop()
   bool stop_ = false;
+  uint64_t divergences_seen_ = 0;             // poller thread only
+  std::set<std::string> errors_seen_;         // poller thread only
 };
 
 }  // namespace prism::daemon

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,6 +171,9 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     recorder = std::move(*opened);
     so.recorder = recorder.get();
   }
+  DivergenceWatch divergences(options.on_divergence);
+  so.divergences = &divergences;
+  options.control.divergences = &divergences;
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
   ControlPlaneOptions control_options = options.control;
   control_options.ring_step_cost = options.engine.nccl.step_cost;
@@ -208,15 +212,26 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   LagExporter lags(pacer, metrics);
   size_t stuck_shown = 0;
   double connect_said_s = -1;
-  const timespec tick{0, 500'000'000};
+  const timespec tick{0, 250'000'000};
   int sig = 0;
-  while (sig <= 0) {
+  std::optional<std::string> diverged;
+  while (sig <= 0 && !diverged) {
     sig = sigtimedwait(&stop_signals, nullptr, &tick);
     lags.Export();
     PublishStuck(scheduler, status, &stuck_shown);
     PublishNeverConnected(status, listen, &connect_said_s);
+    DivergenceWatch::Decision d = divergences.Tick();
+    for (const std::string& note : d.notes) std::fprintf(stderr, "prismd: %s\n", note.c_str());
+    diverged = std::move(d.stop_reason);
   }
-  std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  if (diverged) {
+    std::fprintf(stderr, "prismd: the run diverged from the graph: %s; stopping the run (prismd --on-divergence "
+                 "follow keeps it going)\n", diverged->c_str());
+    if (status != nullptr) status->SetState(absl::StrCat("failed: diverged: ", *diverged));
+    (*control)->FailSessions(absl::StrCat("prismd stopped the run: the run diverged from the graph: ", *diverged));
+  } else {
+    std::fprintf(stderr, "prismd: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  }
   inbox.Post(engine::StopRequest{});
   engine_thread.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -239,6 +254,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
       std::fprintf(stderr, "prismd: trace written to %s\n", options.trace_path.c_str());
     }
   }
+  if (diverged) return absl::AbortedError(absl::StrCat("the run diverged from the graph: ", *diverged));
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "daemon/engine/simulation.h"
 #include "daemon/hybrid/control_plane.h"
+#include "daemon/hybrid/divergence_watch.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "proto/graph.pb.h"
@@ -33,6 +34,8 @@ struct HybridOptions {
   // (their schedules reach the plugins that much ahead). 0: causal, every
   // report arrives before the events it could delay (docs/timing.md).
   Nanoseconds lookahead = FromMilliseconds(0);
+  // What a divergence from the graph does (divergence_watch.h).
+  OnDivergence on_divergence = OnDivergence::kStop;
 };
 
 // Iterations replayed when neither --iterations nor the graph says: enough
@@ -40,9 +43,11 @@ struct HybridOptions {
 inline constexpr uint64_t kHybridIterations = 1000;
 
 // Serves until one of `stop_signals` (blocked in every thread beforehand) is
-// received. Errors say what to fix; a replay that stopped on its own (the
-// graph's iterations done, or a real rank diverged) is reported on stderr
-// and /status while prismd keeps serving.
+// received, or, with OnDivergence::kStop, until the real ranks diverge from
+// the graph: then prismd shuts down within a second and returns Aborted
+// whose message is the divergence (prismd exits kExitDiverged). Errors say
+// what to fix; a replay that stopped on its own (the graph's iterations
+// done) is reported on stderr and /status while prismd keeps serving.
 absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
                        server::Metrics* metrics, const sigset_t& stop_signals);
 

@@ -241,6 +241,7 @@ void HybridScheduler::Diverge(const std::string& text) {
                      ? " (further divergences are counted on /status and /metrics only)"
                      : "");
   if (status_ != nullptr) status_->AddDivergence(text);
+  if (options_.divergences != nullptr) options_.divergences->Report(DivergenceSource::kOperations, text);
 }
 
 void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,

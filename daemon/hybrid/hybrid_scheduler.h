@@ -43,6 +43,7 @@
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
 #include "daemon/engine/tree_pipeline.h"
+#include "daemon/hybrid/divergence_watch.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "daemon/server/metrics.h"
@@ -60,6 +61,7 @@ struct HybridSchedulerOptions {
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
+  DivergenceWatch* divergences = nullptr;  // nullable; told every divergence (--on-divergence)
 };
 
 class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {

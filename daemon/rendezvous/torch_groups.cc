@@ -73,41 +73,67 @@ std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
 
 GroupResolver::GroupResolver(const bootstrap::BootstrapPlan& plan) : plan_(plan) {}
 
+uint32_t GroupResolver::GroupCount() const {
+  return static_cast<uint32_t>(plan_.process_groups.empty() ? plan_.comms.size() : plan_.process_groups.size());
+}
+
+std::vector<uint32_t> GroupResolver::SortedMembers(uint32_t k) const {
+  std::vector<uint32_t> sorted;
+  if (plan_.process_groups.empty()) {
+    sorted = plan_.comms[k].members;
+  } else {
+    const bootstrap::PlanProcessGroup& g = plan_.process_groups[k];
+    sorted = g.gloo ? g.members : plan_.comms[g.comm].members;
+  }
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
 absl::StatusOr<uint32_t> GroupResolver::ResolveHashed(const std::string& name) const {
-  const uint32_t count = static_cast<uint32_t>(plan_.comms.size());
-  for (uint32_t id = 1; id < count; ++id) {
-    std::vector<uint32_t> sorted = plan_.comms[id].members;
-    std::sort(sorted.begin(), sorted.end());
-    const std::string ranks = absl::StrJoin(sorted, "_");
+  const uint32_t count = GroupCount();
+  for (uint32_t k = 1; k < count; ++k) {
+    const std::string ranks = absl::StrJoin(SortedMembers(k), "_");
     for (uint32_t made = 0; made <= count; ++made) {  // groups the rank had made before
-      if (Sha1Hex(absl::StrCat(ranks, "_", made)) == name) return id;
+      if (Sha1Hex(absl::StrCat(ranks, "_", made)) == name) return k;
     }
   }
   return absl::NotFoundError(absl::StrCat(
       "PyTorch group '", name, "' (new_group with use_local_synchronization) hashes members that no "
-      "communicator of the graph has: the program's groups differ from the graph's; regenerate the graph "
+      "group of the graph has: the program's groups differ from the graph's; regenerate the graph "
       "for this program's layout"));
 }
 
 absl::StatusOr<ResolvedGroup> GroupResolver::Resolve(const std::string& group) const {
-  const uint32_t count = static_cast<uint32_t>(plan_.comms.size());
-  ResolvedGroup r;
+  const uint32_t count = GroupCount();
+  uint32_t k = 0;
   if (IsSha1Hex(group)) {
-    auto id = ResolveHashed(group);
-    if (!id.ok()) return id.status();
-    r.plan_id = *id;
+    auto hashed = ResolveHashed(group);
+    if (!hashed.ok()) return hashed.status();
+    k = *hashed;
   } else {
-    uint64_t k = 0;
-    if (!absl::SimpleAtoi(group, &k)) return absl::InvalidArgumentError(absl::StrCat("bad group name '", group, "'"));
-    if (k >= count) {
+    uint64_t number = 0;
+    if (!absl::SimpleAtoi(group, &number)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad group name '", group, "'"));
+    }
+    if (number >= count) {
       return absl::NotFoundError(absl::StrCat(
-          "PyTorch group '", group, "' is the program's new_group call #", k, ", but the graph lists only ",
+          "PyTorch group '", group, "' is the program's new_group call #", number, ", but the graph lists only ",
           count == 0 ? 0 : count - 1, " groups after the world: the program makes more groups than the graph "
           "(Gloo groups count too) or makes them in another order; regenerate the graph for this program's "
           "groups, in creation order"));
     }
-    r.plan_id = static_cast<uint32_t>(k);
+    k = static_cast<uint32_t>(number);
   }
+  ResolvedGroup r;
+  const std::string number_note = absl::StrCat(" (PyTorch group ", group.substr(0, 12), ")");
+  if (!plan_.process_groups.empty() && plan_.process_groups[k].gloo) {
+    const bootstrap::PlanProcessGroup& g = plan_.process_groups[k];
+    r.gloo = true;
+    r.members = g.members;
+    r.name = absl::StrCat(g.name, number_note);
+    return r;
+  }
+  r.plan_id = plan_.process_groups.empty() ? k : plan_.process_groups[k].comm;
   const bootstrap::PlanComm& pc = plan_.comms[r.plan_id];
   if (r.plan_id == 0 && (pc.parent || pc.members.size() != plan_.ranks.size())) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -115,7 +141,18 @@ absl::StatusOr<ResolvedGroup> GroupResolver::Resolve(const std::string& group) c
         "(", plan_.ranks.size(), " ranks), so it cannot be PyTorch's default group"));
   }
   r.members = pc.members;
-  r.name = group == "0" ? pc.name : absl::StrCat(pc.name, " (PyTorch group ", group.substr(0, 12), ")");
+  r.name = group == "0" ? pc.name : absl::StrCat(pc.name, number_note);
+  return r;
+}
+
+absl::StatusOr<ResolvedGroup> GroupResolver::ResolveNccl(const std::string& group) const {
+  auto r = Resolve(group);
+  if (r.ok() && r->gloo) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the program asks for an NCCL communicator of PyTorch group ", group.substr(0, 12), ", which is the Gloo "
+        "group ", r->name, " in the graph: the program's groups differ from the graph's (order or backend); "
+        "regenerate the graph for this program (parallel.megatron_version, parallel.gloo_groups)"));
+  }
   return r;
 }
 

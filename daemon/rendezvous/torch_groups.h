@@ -9,16 +9,19 @@
 //   <tail>  = N (the group's N-th communicator) | lo:hi (a lone send/recv
 //             pair, ranks of the group) | UniqueNCCLID:i (scalable init root i)
 //
-// Group rule (GroupResolver): the graph lists communicators in creation
-// order, world first (prism-graphgen does). PyTorch names the default group
-// "0" and numbers new_group() calls 1, 2, ... in the order the program makes
-// them, so group "k" is graph communicator k. A hashed name is the SHA-1 of
-// "<sorted members joined by _>_<n>" (n = process groups the rank had made
-// before); it matches the graph communicator with those members.
-// Limits: a program that makes groups the graph does not list (Gloo groups,
-// extra groups) or in another order shifts the numbering; the group's
-// members then disagree with the real ranks' check-ins and prismd names the
-// mismatch. Pure functions and immutable data; thread-safe.
+// Group rule (GroupResolver): PyTorch names the default group "0" and
+// numbers new_group() calls 1, 2, ... in the order the program makes them,
+// Gloo groups included. A graph with a process-group list
+// (Graph.process_groups, prism-graphgen's job graphs) says what group "k" is:
+// an NCCL communicator or a Gloo group. Without one, group "k" is graph
+// communicator k (the graph lists communicators in creation order, world
+// first). A hashed name is the SHA-1 of "<sorted members joined by _>_<n>"
+// (n = process groups the rank had made before); it matches the group with
+// those members.
+// Limits: a program that makes groups the graph does not list or in another
+// order shifts the numbering; the group's members then disagree with the
+// real ranks' check-ins and prismd names the mismatch. Pure functions and
+// immutable data; thread-safe.
 #ifndef PRISM_DAEMON_RENDEZVOUS_TORCH_GROUPS_H_
 #define PRISM_DAEMON_RENDEZVOUS_TORCH_GROUPS_H_
 
@@ -47,9 +50,10 @@ std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key);
 
 // A process group resolved to the graph.
 struct ResolvedGroup {
-  uint32_t plan_id = 0;              // graph communicator
+  uint32_t plan_id = 0;              // graph communicator (not for a Gloo group)
   std::vector<uint32_t> members;     // global ranks, group-rank order
   std::string name;                  // "tp[0] (PyTorch group 3)"
+  bool gloo = false;                 // a Gloo group of the graph: no NCCL communicator
 };
 
 class GroupResolver {
@@ -57,11 +61,19 @@ class GroupResolver {
   // `plan` must outlive the resolver.
   explicit GroupResolver(const bootstrap::BootstrapPlan& plan);
 
-  // The graph communicator of PyTorch group `group` (see the rule above).
-  // NotFound / FailedPrecondition name the group and how to fix the mismatch.
+  // The graph's group for PyTorch group `group` (see the rule above): an
+  // NCCL communicator, or a Gloo group (gloo = true). NotFound /
+  // FailedPrecondition name the group and how to fix the mismatch.
   absl::StatusOr<ResolvedGroup> Resolve(const std::string& group) const;
 
+  // As Resolve, for a store key of an NCCL id: a Gloo group there is a
+  // mismatch (FailedPrecondition naming both).
+  absl::StatusOr<ResolvedGroup> ResolveNccl(const std::string& group) const;
+
  private:
+  // Groups PyTorch numbers: the process-group list, or the communicators.
+  uint32_t GroupCount() const;
+  std::vector<uint32_t> SortedMembers(uint32_t k) const;
   absl::StatusOr<uint32_t> ResolveHashed(const std::string& name) const;
   const bootstrap::BootstrapPlan& plan_;
 };

@@ -55,7 +55,7 @@ absl::StatusOr<ResolvedGroup> TorchRendezvous::CommunicatorOf(const NcclIdKey& k
         "prismd plays one root per communicator: set TORCH_NCCL_RANKS_PER_ROOT to at least the world size ",
         "(prism run sets 1048576)"));
   }
-  auto group = groups_.Resolve(key.group);
+  auto group = groups_.ResolveNccl(key.group);
   if (!group.ok()) return group.status();
   if (key.kind == NcclIdKey::Kind::kCommunicator) return group;
   const int64_t size = static_cast<int64_t>(group->members.size());

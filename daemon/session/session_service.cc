@@ -119,6 +119,17 @@ bool PluginSessionService::PushSchedules(SessionId id, rpc::ScheduleBatch batch)
   return Write(*s, msg);
 }
 
+void PluginSessionService::FailAll(const std::string& why) {
+  std::vector<std::shared_ptr<Session>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, s] : sessions_) all.push_back(s);
+  }
+  rpc::DaemonMessage msg;
+  msg.mutable_error()->set_message(why);
+  for (auto& s : all) Write(*s, msg);
+}
+
 size_t PluginSessionService::listeners() const {
   std::lock_guard<std::mutex> lock(mu_);
   return listen_owner_.size();

@@ -87,6 +87,11 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
   // Events dropped because they named a connection prismd never minted.
   uint64_t rejected_events() const { return rejected_events_.load(std::memory_order_relaxed); }
 
+  // Tells every open plugin session that prismd ends it (a SessionError
+  // with `why`; the plugin fails its virtual peers' requests with that
+  // reason, so NCCL in the real rank reports an error). Any thread.
+  void FailAll(const std::string& why);
+
   // ScheduleSink
   bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override;
 
