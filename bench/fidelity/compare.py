@@ -86,8 +86,9 @@ def sweep_tables(out, data, name, runs):
             t = load(os.path.join(out, f"{name}-truth", f"r{rank}.json"))
             if not h or not t:
                 continue
-            print(f"\n## {name}: {kind} vs ground truth, rank {rank} (median per op)")
-            print(f"{'op':<14}{'bytes':>11}{'truth us':>12}{'hybrid us':>12}{'err':>9}")
+            print(f"\n## {name}: {kind} vs ground truth, rank {rank} (median per op; simulate: prismd "
+                  f"--simulate, rank 0)")
+            print(f"{'op':<14}{'bytes':>11}{'truth us':>12}{'hybrid us':>12}{'err':>9}{'simulate us':>13}{'err':>9}")
             worst = 0.0
             for l in labels:
                 if l not in h["ops"] or l not in t["ops"]:
@@ -97,7 +98,9 @@ def sweep_tables(out, data, name, runs):
                 e = pct(a, b)
                 if int(size) >= 1 << 20:
                     worst = max(worst, abs(e))
-                print(f"{op:<14}{int(size):>11}{b:>12.1f}{a:>12.1f}{e:>+8.1f}%")
+                m = model.get(l)
+                sim = f"{m:>13.1f}{pct(m, b):>+8.1f}%" if m else f"{'-':>13}{'-':>9}"
+                print(f"{op:<14}{int(size):>11}{b:>12.1f}{a:>12.1f}{e:>+8.1f}%{sim}")
             print(f"worst |error| at 1 MiB and above: {worst:.2f}%")
 
 

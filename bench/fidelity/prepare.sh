@@ -34,6 +34,8 @@ with open(sys.argv[2], "w") as f:
     f.write(f"N={n}\nMODE={mode}\nWARMUP={wu}\n")
     f.write(f"ITERATIONS={it + wu if mode == 'step' else 1}\n")
     f.write(f"GBPS={link.get('gbps', 10)}\nLAT_US={link.get('latency_us', 10)}\n")
+    # The NCCL_ALGO every rank runs with (run-gpu.sh): the spec's algorithm.
+    f.write(f"NCCL_ALGO_SPEC={ {'ring': 'Ring', 'tree': 'Tree', 'pat': 'PAT'}[s.get('algorithm', 'ring')] }\n")
     if mode == "step":
         l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
     else:
