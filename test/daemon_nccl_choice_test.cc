@@ -208,7 +208,7 @@ TEST_CASE("the model plays PAT where NCCL picks it, the ring where it may not", 
   CHECK(NetworkModel(links, own).Choose(graph::ALLGATHER, s, Spread(8192)) == graph::ALGORITHM_RING);
 }
 
-TEST_CASE("--simulate plays what NCCL picks and the report says so", "[daemon][nccl_choice][pat]") {
+TEST_CASE("a simulation plays what NCCL picks and the report says so", "[daemon][nccl_choice][pat]") {
   // The FSDP-like world all-gather: 64 MiB over 8192 one-GPU nodes, 100 Gbit/s + 5 us.
   prism::testing::ClusterSpec cluster;
   cluster.gpus_per_node = 1;
