@@ -237,3 +237,25 @@ TEST_CASE("a simulation plays what NCCL picks and the report says so", "[daemon]
   CHECK(pat->report.mean_iteration < Nanoseconds(6'000'000));
   CHECK(ring->report.mean_iteration > Nanoseconds(100'000'000));
 }
+
+TEST_CASE("NCCL's choice matches what NCCL 2.28.9 ran on the GPU host", "[daemon][nccl_choice]") {
+  // bench/fidelity sweep-n4-nccl, -nccl-small, -nccl-2g5 with NCCL_CHOOSES=1
+  // (docs/timing.md, "Measured"): 4 ranks, each its own host, the plugin's
+  // NIC at the link's speed with no PCI path (so NCCL left LL128 off).
+  // At 10 Gbit/s NCCL ran RING/LL for the 64 KiB all-reduce and RING/SIMPLE
+  // for everything else, 64 KiB to 1 GiB; at 2.5 Gbit/s RING/SIMPLE at every
+  // size: never the tree, never PAT.
+  for (uint64_t gbps : {10, 2}) {
+    const uint64_t bps = gbps == 10 ? 10'000'000'000ull : 2'500'000'000ull;
+    prism::engine::NcclTopology t = NcclTopologyOf(OneGpuNodes(bps, 10'000), Spread(4));
+    t.ll128 = false;
+    for (uint64_t size = 64 << 10; size <= (1ull << 30); size *= 4)
+      for (graph::CollectiveKind kind : {graph::ALLREDUCE, graph::ALLGATHER, graph::REDUCESCATTER}) {
+        INFO(gbps << " Gbit/s, kind " << kind << ", " << size << " bytes");
+        const prism::engine::NcclChoice c = ChooseNcclAlgorithm(kind, Bytes(size), t, NcclAllowed());
+        CHECK(c.algorithm == graph::ALGORITHM_RING);
+        const bool ll = gbps == 10 && kind == graph::ALLREDUCE && size == (64 << 10);
+        CHECK(c.protocol == (ll ? NcclProtocol::kLL : NcclProtocol::kSimple));
+      }
+  }
+}
