@@ -259,3 +259,35 @@ TEST_CASE("NCCL's choice matches what NCCL 2.28.9 ran on the GPU host", "[daemon
       }
   }
 }
+
+TEST_CASE("the PAT play sends as many messages per dimension as NCCL's proxy counts", "[daemon][pat]") {
+  // NCCL v2.28.9-1's proxy runs PAT's schedule to count each dimension's
+  // steps (src/proxy.cc); these are the counts it gives (per channel).
+  struct Case {
+    graph::CollectiveKind kind;
+    uint32_t ranks;
+    uint64_t bytes;   // the operation's, over 2 channels
+    std::vector<uint64_t> per_dim;
+  };
+  const std::vector<Case> cases = {
+      // 8192 ranks, 64 MiB: 4 KiB pieces, 512 KiB chunks, 128 pieces a message.
+      {graph::ALLGATHER, 8192, 64ull << 20, {32, 16, 8, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {graph::REDUCESCATTER, 8192, 64ull << 20, {32, 16, 8, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+      // 1024 ranks, 8 MiB: 4 KiB pieces, 128 KiB chunks (all-gather), 32 a message.
+      {graph::ALLGATHER, 1024, 8ull << 20, {16, 8, 4, 2, 1, 1, 1, 1, 1, 1}},
+      // 8 ranks, 64 MiB: 4 MiB pieces in 8 loops of 512 KiB.
+      {graph::ALLGATHER, 8, 64ull << 20, {32, 16, 8}},
+      // 16 ranks, 2 MiB: 64 KiB pieces, 64 KiB chunks (reduce-scatter), one a message.
+      {graph::REDUCESCATTER, 16, 2ull << 20, {8, 4, 2, 1}},
+  };
+  for (const Case& c : cases) {
+    PatOperation op;
+    op.kind = c.kind;
+    op.ranks = c.ranks;
+    op.bytes = Bytes(c.bytes);
+    op.channels = 2;
+    op.bandwidth = BitsPerSecond(100'000'000'000);
+    INFO(c.ranks << " ranks, " << c.bytes << " bytes, kind " << c.kind);
+    CHECK(prism::engine::PatMessagesPerDimension(op) == c.per_dim);
+  }
+}

@@ -21,6 +21,7 @@ uint32_t LowBit(uint64_t s, uint32_t dims) { return s == 0 ? dims : static_cast<
 struct Message {
   uint64_t bytes = 0;
   uint64_t priority = 0;            // lower first among the ready
+  uint32_t dim = 0;
   int64_t ready = 0;                // when its inputs have arrived
   uint32_t waiting_for = 0;         // input messages not yet sent
   std::vector<uint32_t> feeds;      // messages waiting for this one
@@ -78,8 +79,14 @@ class PatMessages {
     return in;
   }
 
+  // The message of piece s on dim: its group (offset mod A), then P
+  // consecutive pieces of that group on that dimension. The pieces of group
+  // 0 on a dimension at or above log2(A) are the multiples of 2^(dim+1):
+  // they are counted in those steps (NCCL's per-dimension message counts).
   uint64_t Slot(uint32_t dim, uint64_t s) const {
-    return dim * slots_per_dim_ + (s % cut_.group_spacing) * blocks_ + (s / cut_.group_spacing) / cut_.per_message;
+    const uint64_t group = s % cut_.group_spacing;
+    const uint64_t stride = group == 0 ? std::max(cut_.group_spacing, uint64_t{2} << dim) : cut_.group_spacing;
+    return dim * slots_per_dim_ + group * blocks_ + (s / stride) / cut_.per_message;
   }
 
   uint32_t MessageOf(std::vector<Message>& out, uint64_t loop, uint32_t dim, uint64_t s, uint64_t bytes,
@@ -91,6 +98,7 @@ class PatMessages {
       const uint64_t dim_rank = op_.kind == graph::ALLGATHER ? cut_.dims - 1 - dim : dim;
       const uint64_t order = op_.kind == graph::ALLGATHER ? seq : 0xffffffffu - seq;
       m.priority = (loop << 40) | (dim_rank << 32) | order;
+      m.dim = dim;
       ++seq;
       out.push_back(std::move(m));
     }
@@ -169,6 +177,14 @@ PatCut CutPat(const PatOperation& op) {
   for (int depth = 8; depth > 1 && spread < n / 2; depth /= 2) spread *= 2;
   c.group_spacing = std::max<uint64_t>((uint64_t{1} << c.dims) / spread, 1);
   return c;
+}
+
+std::vector<uint64_t> PatMessagesPerDimension(const PatOperation& op) {
+  const PatCut cut = CutPat(op);
+  std::vector<uint64_t> per_dim(cut.dims, 0);
+  if (op.ranks <= 1 || cut.loops * op.ranks > kMaxPlayedPatMessages) return per_dim;
+  for (const Message& m : PatMessages(op, cut).Build()) ++per_dim[m.dim];
+  return per_dim;
 }
 
 std::optional<Nanoseconds> PlayPat(const PatOperation& op) {
