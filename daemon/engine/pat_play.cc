@@ -91,9 +91,9 @@ class PatMessages {
 
   uint32_t MessageOf(std::vector<Message>& out, uint64_t loop, uint32_t dim, uint64_t s, uint64_t bytes,
                      uint32_t& seq) {
-    int64_t& id = index_[Slot(dim, s)];
+    int32_t& id = index_[Slot(dim, s)];
     if (id < 0) {
-      id = static_cast<int64_t>(out.size());
+      id = static_cast<int32_t>(out.size());
       Message m;
       const uint64_t dim_rank = op_.kind == graph::ALLGATHER ? cut_.dims - 1 - dim : dim;
       const uint64_t order = op_.kind == graph::ALLGATHER ? seq : 0xffffffffu - seq;
@@ -117,7 +117,7 @@ class PatMessages {
   const PatCut& cut_;
   uint64_t blocks_ = 1;
   uint64_t slots_per_dim_ = 1;
-  std::vector<int64_t> index_;
+  std::vector<int32_t> index_;  // message id per (dim, group, block); -1: none yet
 };
 
 // One NIC, the earliest-ready message first (its priority among equals).
