@@ -22,7 +22,8 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  trace=(); (( n <= 64 )) && trace=(--trace "$d/model-trace.json" --trace-ranks 0)
+  # Rank 0's modelled ops (compare.py's model column): a trace of one rank, small at any world.
+  trace=(--trace "$d/model-trace.json" --trace-ranks 0)
   "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   python3 - "$spec" "$d/meta.env" "$n" <<'PY'
 import sys, yaml
