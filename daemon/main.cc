@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/control_plane.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "daemon/engine/nccl_algorithm.h"
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/simulation.h"
 #include "daemon/engine/trace_budget.h"
@@ -58,6 +59,8 @@ struct Flags {
   std::string nic_model = "queues";
   std::string step_cost_us = "auto";
   std::string nccl_algo;
+  std::string nccl_proto;
+  std::string algorithm_choice = "nccl";
   std::string trace;
   std::string trace_ranks;  // empty: one rank per program
   uint64_t trace_limit_mb = 256;
@@ -134,7 +137,17 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   if (!algorithms.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-algo: ", algorithms.status().message()));
   o.nccl.ring = algorithms->ring;
   o.nccl.tree = algorithms->tree;
+  o.nccl.pat = algorithms->pat;
   o.nccl_algo = f.nccl_algo;
+  auto protocols = prism::engine::ParseNcclProto(f.nccl_proto);
+  if (!protocols.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-proto: ", protocols.status().message()));
+  o.nccl.ll = protocols->ll;
+  o.nccl.ll128 = protocols->ll128;
+  o.nccl.simple = protocols->simple;
+  if (f.algorithm_choice != "nccl" && f.algorithm_choice != "model")
+    return absl::InvalidArgumentError(absl::StrCat("--algorithm-choice ", f.algorithm_choice,
+                                                   ": nccl (NCCL 2.28.9's tuning) or model (the ring/tree formulas)"));
+  o.nccl.nccl_choice = f.algorithm_choice == "nccl";
   const uint32_t world = static_cast<uint32_t>(g.ranks_size());
   if (!f.trace.empty()) {
     std::vector<uint32_t> ranks = prism::engine::OneRankPerProgram(g, kDefaultTraceRanks);
@@ -407,6 +420,12 @@ int main(int argc, char** argv) {
   app.add_option("--nccl-algo", f.nccl_algo,
                  "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
                  "(prism run passes the ranks' NCCL_ALGO)");
+  app.add_option("--nccl-proto", f.nccl_proto,
+                 "the job's NCCL_PROTO (e.g. Simple): NCCL's algorithm choice considers only those protocols");
+  app.add_option("--algorithm-choice", f.algorithm_choice,
+                 "how collectives without an algorithm in the graph get one: nccl (what NCCL 2.28.9's tuning picks "
+                 "for the collective, its size and the communicator's shape: ring, tree or PAT; the default) or "
+                 "model (the ring and tree formulas compared, as before 2026-12-02)");
   app.add_option("--trace", f.trace,
                  "write a Chrome/Perfetto trace JSON of --trace-ranks (the path is checked before the replay)");
   app.add_option("--trace-ranks", f.trace_ranks,

@@ -332,7 +332,7 @@ int RunGraphgenCli(const std::vector<std::string>& args, std::ostream& out, std:
   c->add_option("--nvlink-gbps", coll.nvlink_gbps, "NVLink bandwidth per GPU, Gbit/s (default 3600)")->check(number);
   c->add_option("--nvlink-latency-us", coll.nvlink_latency_us, "NVLink latency, microseconds (default 1)")
       ->check(number);
-  c->add_option("--algo", coll.algo, "ring|tree (default: the network model chooses)");
+  c->add_option("--algo", coll.algo, "ring|tree|pat (default: the network model chooses: what NCCL would)");
   c->add_option("--iterations", coll.iterations, "repetitions (default 20)")->check(number);
   c->add_option("--name", coll.name, "job name");
   c->add_option("--subgroups", coll.subgroup_size,

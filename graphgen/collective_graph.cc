@@ -71,8 +71,8 @@ absl::Status Check(const CollectiveJob& j) {
   if (auto s = CheckGbps("--nvlink-gbps", j.nvlink_gbps); !s.ok()) return s;
   if (auto s = CheckLatencyUs("--nic-latency-us", j.nic_latency_us); !s.ok()) return s;
   if (auto s = CheckLatencyUs("--nvlink-latency-us", j.nvlink_latency_us); !s.ok()) return s;
-  if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree")
-    return FlagError("--algo", absl::StrCat("must be ring or tree, got '", Excerpt(j.algo), "'"));
+  if (!j.algo.empty() && j.algo != "ring" && j.algo != "tree" && j.algo != "pat")
+    return FlagError("--algo", absl::StrCat("must be ring, tree or pat, got '", Excerpt(j.algo), "'"));
   if (!IsUtf8(j.name)) return FlagError("--name", "must be UTF-8 text");
   if (j.iterations == 0 || j.iterations > limits::kMaxIterations)
     return FlagError("--iterations", absl::StrCat("must be 1 to ", limits::kMaxIterations));
@@ -103,6 +103,7 @@ void AddOps(const CollectiveJob& j, pg::Program& p) {
   c->set_dtype(pg::BF16);
   c->set_algorithm(j.algo == "ring" ? pg::ALGORITHM_RING
                    : j.algo == "tree" ? pg::ALGORITHM_TREE
+                   : j.algo == "pat"  ? pg::ALGORITHM_PAT
                                       : pg::ALGORITHM_DEFAULT);
   c->set_root(0);
   c->set_label(j.op);

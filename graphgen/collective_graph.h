@@ -32,7 +32,7 @@ struct CollectiveJob {
   uint32_t nics_per_node = 1;
   uint64_t nvlink_gbps = 3600;
   double nvlink_latency_us = 1.0;
-  std::string algo;                 // "", "ring" or "tree"
+  std::string algo;                 // "", "ring", "tree" or "pat"
   uint32_t iterations = 20;
   std::string name;                 // default "<op>-<ranks>"
   // When > 1: after the world communicator, add the subgroups a program

@@ -121,7 +121,8 @@ absl::Status ParseDocument(const YAML::Node& doc, FidelitySpec& s) {
   if (auto st = top.GetUint32("iterations", s.iterations); !st.ok()) return st;
   if (auto st = top.GetUint32("warmup", s.warmup, 0); !st.ok()) return st;
   if (auto st = top.GetString("algorithm", s.algorithm); !st.ok()) return st;
-  if (s.algorithm != "ring" && s.algorithm != "tree") return KeyError("algorithm", "must be ring or tree");
+  if (s.algorithm != "ring" && s.algorithm != "tree" && s.algorithm != "pat")
+    return KeyError("algorithm", "must be ring, tree or pat");
   if (s.kind == "step") {
     top.Child("layout");
     top.Child("step");
@@ -141,7 +142,9 @@ absl::Status ParseDocument(const YAML::Node& doc, FidelitySpec& s) {
 class ProgramWriter {
  public:
   ProgramWriter(pg::Program* p, const FidelitySpec& s)
-      : p_(p), allreduce_algorithm_(s.algorithm == "tree" ? pg::ALGORITHM_TREE : pg::ALGORITHM_RING) {}
+      : p_(p),
+        allreduce_algorithm_(s.algorithm == "tree" ? pg::ALGORITHM_TREE : pg::ALGORITHM_RING),
+        gather_algorithm_(s.algorithm == "pat" ? pg::ALGORITHM_PAT : pg::ALGORITHM_RING) {}
   uint32_t Compute(uint64_t us, const std::string& label, uint32_t stream = 0, std::vector<uint32_t> deps = {}) {
     pg::Op* op = Add(stream, deps);
     op->mutable_compute()->set_duration_ns(us * 1000);
@@ -155,7 +158,9 @@ class ProgramWriter {
     c->set_kind(kind);
     c->set_bytes(bytes);
     c->set_dtype(pg::BF16);
-    c->set_algorithm(kind == pg::ALLREDUCE ? allreduce_algorithm_ : pg::ALGORITHM_RING);
+    c->set_algorithm(kind == pg::ALLREDUCE                                 ? allreduce_algorithm_
+                     : kind == pg::ALLGATHER || kind == pg::REDUCESCATTER ? gather_algorithm_
+                                                                           : pg::ALGORITHM_RING);
     c->set_label(label);
     return Last();
   }
@@ -186,6 +191,7 @@ class ProgramWriter {
   uint32_t Last() const { return static_cast<uint32_t>(p_->ops_size() - 1); }
   pg::Program* p_;
   pg::Algorithm allreduce_algorithm_;
+  pg::Algorithm gather_algorithm_;
 };
 
 void SetCluster(const FidelitySpec& s, pg::Graph& g) {

@@ -6,7 +6,8 @@
 // Spec (YAML; bench/fidelity/README.md "Spec format" has the full reference):
 //   name: step-tp2-pp2-dp2
 //   kind: step                      # or sweep
-//   algorithm: ring                 # or tree: the all-reduces' (NCCL_ALGO)
+//   algorithm: ring                 # or tree: the all-reduces'; or pat: the all-gathers' and
+//                                   # reduce-scatters' (NCCL_ALGO)
 //   link: {gbps: 10, latency_us: 10}
 //   iterations: 30                  # measured
 //   warmup: 5
@@ -51,8 +52,9 @@ struct FidelitySpec {
   double link_latency_us = 10;
   uint32_t iterations = 20;
   uint32_t warmup = 5;
-  // NCCL's algorithm for all-reduces ("ring" or "tree"; run the ranks with
-  // the matching NCCL_ALGO). Other collectives are ring.
+  // NCCL's algorithm ("ring"; "tree": the all-reduces'; "pat": the
+  // all-gathers' and reduce-scatters'; run the ranks with the matching
+  // NCCL_ALGO). Other collectives are ring.
   std::string algorithm = "ring";
   // step
   uint32_t tp = 1, pp = 1, dp = 1;

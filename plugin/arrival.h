@@ -30,6 +30,8 @@ struct VirtualLink {
 // Which rule times a receive (VirtualRecvComm picks it; see its file comment).
 enum class ArrivalForm : uint8_t {
   kMirror,     // symmetric ring collective: timed like this rank's own send
+  kPatMirror,  // PAT all-gather/reduce-scatter: like this rank's own send of
+               // the same channel, dimension and step (PatDimension)
   kStream,     // the virtual sender streams the operation from `ready`
   kPlainLink,  // no operation or schedule: a modelled link from the posting
 };
@@ -41,7 +43,8 @@ struct ArrivalInput {
   Bytes bytes;                // what the virtual sender puts into it
   Nanoseconds ready;          // kMirror, kStream: the virtual sender was ready then (0: none)
   Nanoseconds own_send_done;  // kMirror: this rank's own send of the same
-                              // operation, channel and step left the wire then
+                              // operation, channel and step left the wire then;
+                              // kPatMirror: of the same channel, dimension and step
   VirtualLink link;
   // kMirror, the ring's lockstep floor (used when ring_start > 0): every
   // member had arrived at ring_start; this message belongs to ring step
@@ -69,6 +72,7 @@ struct Arrival {
 //               was busy until that message's last byte left; a sender
 //               that arrived late sends its messages back to back from
 //               ready, at link rate, not all at once)
+//   kPatMirror: as kMirror (the own send of the receive's dimension, below)
 //   kStream:    wire_end' = max(ready, wire_end) + T;   done = wire_end' + L
 //   kPlainLink: wire_end' = max(posted, wire_end) + T;  done = wire_end' + L
 // and in every form done is not before posted.
@@ -86,6 +90,7 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   Arrival a{Nanoseconds(0), wire_end};
   switch (in.form) {
     case ArrivalForm::kMirror:
+    case ArrivalForm::kPatMirror:
       a.done = in.own_send_done + latency;
       // Late (its ready time decides): back to back from ready. On time:
       // the own send alone paces it (no queueing behind other channels).
@@ -116,6 +121,36 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
 inline constexpr uint32_t kRingSlicesPerSimpleStep = 2;
 inline uint32_t RingStepOfMessage(bool simple_protocol, uint32_t message) {
   return simple_protocol ? message / kRingSlicesPerSimpleStep : message;
+}
+
+// PAT (NCCL's binomial-tree all-gather and reduce-scatter, one rank per
+// node; the engine's model: daemon/engine/pat_play.h). Rank r of n talks to
+// r +- 2^d on "dimension" d: an all-gather receives from r + 2^d and sends to
+// r - 2^d, a reduce-scatter receives from r - 2^d and sends to r + 2^d (mod
+// n; NCCL v2.28.9-1 src/proxy.cc and src/device/prims_simple.h). Every rank
+// runs the same schedule shifted by its rank, so the k-th message r receives
+// on dimension d is what its sender sends there as its own k-th message, at
+// the moment r sends its k-th message on d: a receive from a virtual peer on
+// time closes on this rank's own send of the same channel, dimension and step
+// plus the link latency (kPatMirror), as a ring receive closes on the own
+// send of the same step (kMirror). No cycle: an all-gather's send on d waits
+// only for receives on higher dimensions, a reduce-scatter's for lower ones.
+//
+// The dimension of this rank's connection to `peer` (a receive when
+// `is_send` is false); -1 when the peer is at no power-of-two distance in
+// that direction (not a PAT connection). With D = distance from this rank to
+// the peer along the direction the data goes: all-gather receive and
+// reduce-scatter send: (peer - rank) mod n; all-gather send and
+// reduce-scatter receive: (rank - peer) mod n; d = log2(D) when D is a power
+// of two.
+inline int PatDimension(bool all_gather, bool is_send, int rank, int nranks, int peer) {
+  if (nranks < 2 || rank < 0 || peer < 0 || rank >= nranks || peer >= nranks || rank == peer) return -1;
+  const bool ahead = all_gather != is_send;  // the peer is at rank + 2^d
+  const int distance = ahead ? (peer - rank + nranks) % nranks : (rank - peer + nranks) % nranks;
+  if ((distance & (distance - 1)) != 0) return -1;
+  int d = 0;
+  while ((1 << d) < distance) ++d;
+  return d;
 }
 
 // Bytes a STREAM virtual sender puts into one receive step of `posted_size`

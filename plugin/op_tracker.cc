@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "plugin/arrival.h"
 #include "plugin/clock.h"
 
 namespace prism::plugin {
@@ -94,6 +95,47 @@ int64_t OpRecord::FirstSendPostedNs() const {
   return summary_.first_send_ns;
 }
 
+void OpRecord::RecordPatSend(uint8_t channel, int dim, int32_t step, int64_t wire_done_ns, uint64_t bytes) {
+  if (step < 0 || dim < 0 || dim >= kPatDims) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  const size_t lane = size_t{channel} * kPatDims + static_cast<size_t>(dim);
+  if (pat_sends_.size() <= lane) pat_sends_.resize(lane + 1);
+  std::vector<SendStamp>& l = pat_sends_[lane];
+  if (l.size() <= static_cast<size_t>(step)) l.resize(static_cast<size_t>(step) + 1);
+  l[static_cast<size_t>(step)] = SendStamp{wire_done_ns, bytes};
+}
+
+bool OpRecord::PatSendOf(uint8_t channel, int dim, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const {
+  if (step < 0 || dim < 0 || dim >= kPatDims) return false;
+  const size_t lane = size_t{channel} * kPatDims + static_cast<size_t>(dim);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lane >= pat_sends_.size() || static_cast<size_t>(step) >= pat_sends_[lane].size()) return false;
+  const SendStamp& s = pat_sends_[lane][static_cast<size_t>(step)];
+  if (s.wire_done_ns < 0) return false;
+  *wire_done_ns = s.wire_done_ns;
+  *bytes = s.bytes;
+  return true;
+}
+
+int PatDimensionOf(const MessageTag& tag) {
+  if (!tag.valid() || !tag.op->info().pat_kind()) return -1;
+  const OpInfo& info = tag.op->info();
+  return PatDimension(info.kind == OpKind::kAllGather, tag.is_send, info.comm_rank, info.comm_size, tag.peer);
+}
+
+void RecordPatSend(const MessageTag& tag, int64_t wire_done_ns, uint64_t bytes) {
+  const int dim = PatDimensionOf(tag);
+  if (dim >= 0) tag.op->RecordPatSend(tag.channel, dim, tag.step, wire_done_ns, bytes);
+}
+
+bool MirrorSendOf(const MessageTag& tag, int64_t* wire_done_ns, uint64_t* bytes) {
+  if (!tag.valid()) return false;
+  if (!tag.op->info().pat_kind()) return tag.op->SendOf(tag.channel, tag.step, wire_done_ns, bytes);
+  const int dim = PatDimensionOf(tag);
+  return dim >= 0 && tag.op->PatSendOf(tag.channel, dim, tag.step, wire_done_ns, bytes);
+}
+
 void OpRecord::KeepSendPayload(uint8_t channel, int32_t step, const char* data, uint64_t bytes) {
   if (info_.kind != OpKind::kAllGather || step < 0 || data == nullptr || bytes == 0 || bytes > kKeptPayloadBytes)
     return;
@@ -179,6 +221,7 @@ struct OpTracker::ProxyOpHandle {
   std::shared_ptr<OpRecord> op;
   uint8_t channel = 0;
   int32_t steps = 0;
+  int32_t peer = -1;
   bool is_send = false;
   StepHandle step_slots[8];  // NCCL_STEPS: in-flight steps of one proxy op use distinct slots
 };
@@ -256,6 +299,7 @@ void* OpTracker::StartOp(Context* ctx, const prism_ncclProfilerEventDescr_v5_t& 
     info.proto_name = d.coll.proto != nullptr ? d.coll.proto : "";
     info.protocol = LineProtocolOf(info.proto_name);
     info.channels = d.coll.nChannels;
+    info.pat = d.coll.algo != nullptr && Is(d.coll.algo, "PAT");
   } else {
     info.kind = OpKindFromNccl(d.p2p.func);
     info.peer = d.p2p.peer;
@@ -285,6 +329,7 @@ void* OpTracker::StartProxyOp(const prism_ncclProfilerEventDescr_v5_t& d) {
   h->op = parent->op;
   h->channel = d.proxyOp.channelId;
   h->steps = d.proxyOp.nSteps;
+  h->peer = d.proxyOp.peer;
   h->is_send = d.proxyOp.isSend != 0;
   for (StepHandle& s : h->step_slots) s.parent = h;
   h->op->ProxyOpStarted();
@@ -309,6 +354,7 @@ void OpTracker::FillTag(const prism_ncclProfilerEventDescr_v5_t& d) {
   tag->channel = p->channel;
   tag->step = step->step;
   tag->steps = p->steps;
+  tag->peer = p->peer;
   tag->is_send = p->is_send;
 }
 

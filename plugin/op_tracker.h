@@ -69,6 +69,7 @@ struct OpInfo {
   std::string proto_name;
   LineProtocol protocol = LineProtocol::kSimple;  // proto_name, parsed once (receives ask per message)
   uint8_t channels = 0;
+  bool pat = false;            // NCCL ran it as PAT
   int64_t enqueued_ns = 0;     // CLOCK_REALTIME at the profiler's start event
 
   // Symmetric ring collectives: every rank's i-th receive on a channel is its
@@ -77,6 +78,9 @@ struct OpInfo {
     return algo == OpAlgo::kRing &&
            (kind == OpKind::kAllReduce || kind == OpKind::kAllGather || kind == OpKind::kReduceScatter);
   }
+  // PAT all-gathers and reduce-scatters: a receive on dimension d mirrors
+  // this rank's own send on d (arrival.h, PatDimension).
+  bool pat_kind() const { return pat && (kind == OpKind::kAllGather || kind == OpKind::kReduceScatter); }
 };
 
 // What the network transfers of one operation came to.
@@ -105,6 +109,10 @@ class OpRecord {
   bool SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const;
   // When this rank posted its first send of the operation (any channel); 0: none yet.
   int64_t FirstSendPostedNs() const;
+  // PAT: the same per (channel, dimension, step); a PAT rank has one send
+  // connection per dimension, each with its own steps.
+  void RecordPatSend(uint8_t channel, int dim, int32_t step, int64_t wire_done_ns, uint64_t bytes);
+  bool PatSendOf(uint8_t channel, int dim, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const;
   void RecordReceive(int64_t done_ns, uint64_t bytes);
 
   // All-gather payloads for PRISM_RECV_FILL=own (homogeneous ranks: every
@@ -138,6 +146,8 @@ class OpRecord {
   OpInfo info_;
   mutable std::mutex mu_;
   std::vector<std::vector<SendStamp>> sends_;  // [channel][step]
+  std::vector<std::vector<SendStamp>> pat_sends_;  // [channel * kPatDims + dim][step]
+  static constexpr int kPatDims = 32;
   std::vector<std::vector<std::vector<char>>> payloads_;  // [channel][step], all-gather only
   std::vector<char> own_chunk_;                           // the first kept payload
   OpSummary summary_;
@@ -152,9 +162,19 @@ struct MessageTag {
   uint8_t channel = 0;
   int32_t step = 0;
   int32_t steps = 0;           // steps of its proxy op
+  int32_t peer = -1;           // comm rank of its proxy op's peer
   bool is_send = false;
   bool valid() const { return op != nullptr; }
 };
+
+// PAT: the dimension of the tagged transfer's connection (arrival.h
+// PatDimension); -1 for any other transfer.
+int PatDimensionOf(const MessageTag& tag);
+// Records a send under its PAT dimension (no-op for other transfers).
+void RecordPatSend(const MessageTag& tag, int64_t wire_done_ns, uint64_t bytes);
+// The own send a mirrored receive closes on: a ring's of the same channel and
+// step, a PAT's of the same channel, dimension and step. False while not sent.
+bool MirrorSendOf(const MessageTag& tag, int64_t* wire_done_ns, uint64_t* bytes);
 
 // Receives operation boundaries (the plugin forwards them to prismd).
 class OpListener {

@@ -92,6 +92,7 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   req->done_at = wire_done;
   conn_->RecordSent(seq, wire_done);
   if (op.valid()) op.op->RecordSend(op.channel, op.step, now, wire_done, size);
+  if (op.valid()) RecordPatSend(op, wire_done, size);  // PAT: per dimension too (a receive's mirror)
   KeepSendForOwnFill(env_, op, mr, data, size);
   SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
   e.tag = tag;
@@ -369,18 +370,20 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
                                                         const std::optional<OpSchedule>& s) {
   int64_t sent = 0;
   uint64_t bytes = 0;
-  if (!slot.op.op->SendOf(slot.op.channel, slot.op.step, &sent, &bytes)) return Outcome::kWait;
+  if (!MirrorSendOf(slot.op, &sent, &bytes)) return Outcome::kWait;
   const OpSchedule* sched = s ? &*s : nullptr;
   slot.bytes = std::min<uint64_t>(bytes, slot.max_size);
   slot.bytes_exact = true;
-  ArrivalInput in = Input(ArrivalForm::kMirror, req, slot, LinkOf(sched));
+  const ArrivalForm form = slot.op.op->info().pat_kind() ? ArrivalForm::kPatMirror : ArrivalForm::kMirror;
+  ArrivalInput in = Input(form, req, slot, LinkOf(sched));
   in.ready = Nanoseconds(sched != nullptr ? sched->ready_ns : 0);  // the virtual members arrived only then
   in.own_send_done = Nanoseconds(sent);
   // The ring's lockstep (arrival.h): it starts once every member arrived,
   // the virtual ones at the schedule's ready time (on time without one),
   // and each step costs them the link latency plus NCCL's step cost (the
-  // schedule's, else what prismd's Welcome said).
-  if (env_.settings->ring_lockstep) {
+  // schedule's, else what prismd's Welcome said). Rings only: a PAT step's
+  // chain is not the ring's.
+  if (env_.settings->ring_lockstep && form == ArrivalForm::kMirror) {
     const OpRecord& op = *slot.op.op;
     in.ring_start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
     in.ring_step = RingStepOfMessage(op.info().protocol == LineProtocol::kSimple,
@@ -436,7 +439,8 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
     // PRISM_RING_WAITS_FOR_SCHEDULE: a ring receive, too, waits until the
     // engine has seen its virtual members reach the operation.
-    const bool mirror = slot.op.op->info().mirror_kind();
+    // PAT: mirrored per dimension when the proxy op's peer names one, else STREAM.
+    const bool mirror = slot.op.op->info().mirror_kind() || PatDimensionOf(slot.op) >= 0;
     if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
     else if (s && !mirror) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet

@@ -205,6 +205,21 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   auto [rc11, text11] = Prismd("--graph " + good + " --simulate --metrics-address none --nccl-algo Rign");
   CHECK(rc11 == 2);
   CHECK(text11.find("--nccl-algo: NCCL_ALGO \"Rign\": unknown algorithm") != std::string::npos);
+  // NCCL's algorithm choice: in the report per collective kind; NCCL_PROTO
+  // and the choice's source checked.
+  CHECK(j8["algorithm_choice"] == "NCCL 2.28.9's tuning");
+  REQUIRE(!j8["algorithms"].empty());
+  CHECK(j8["algorithms"][0]["calls_per_iteration"].get<uint64_t>() > 0);
+  auto [rc13, text13] = Prismd("--graph " + good + " --simulate --metrics-address none --nccl-proto LL256");
+  CHECK(rc13 == 2);
+  CHECK(text13.find("--nccl-proto: NCCL_PROTO \"LL256\": unknown protocol") != std::string::npos);
+  auto [rc14, text14] = Prismd("--graph " + good + " --simulate --metrics-address none --algorithm-choice best");
+  CHECK(rc14 == 2);
+  CHECK(text14.find("--algorithm-choice best: nccl (NCCL 2.28.9's tuning) or model") != std::string::npos);
+  auto [rc15, text15] =
+      Prismd("--graph " + good + " --simulate --metrics-address none --algorithm-choice model --nccl-proto Simple");
+  CHECK(rc15 == 0);
+  CHECK(text15.find("collective algorithms (the model's formulas;") != std::string::npos);
   std::remove(garbage.c_str());
   std::remove(good.c_str());
 }

@@ -94,8 +94,9 @@ TEST_CASE("NCCL_ALGO=Ring keeps the model's all-reduces on the ring", "[daemon][
   const NetworkModel forced(TenGig(), ring);
   CHECK(forced.Choose(prism::graph::ALLREDUCE, four, Spread(8192)) == prism::graph::ALGORITHM_RING);
   // NCCL_ALGO=Tree: an all-reduce across nodes takes the tree even where the ring is faster.
-  NcclBehaviour tree;
+  NcclBehaviour tree;  // NCCL_ALGO=Tree
   tree.ring = false;
+  tree.pat = false;
   const NetworkModel tree_only(TenGig(), tree);
   CHECK(free_choice.Choose(prism::graph::ALLREDUCE, Bytes(64ull << 20), Spread(8)) == prism::graph::ALGORITHM_RING);
   CHECK(tree_only.Choose(prism::graph::ALLREDUCE, Bytes(64ull << 20), Spread(8)) == prism::graph::ALGORITHM_TREE);
@@ -115,17 +116,22 @@ TEST_CASE("NCCL_ALGO is parsed as NCCL reads it", "[daemon][nccl_algo]") {
   CHECK((a->ring && !a->tree));
   a = ParseNcclAlgo("Tree, Ring,PAT");
   REQUIRE(a.ok());
-  CHECK((a->ring && a->tree));
+  CHECK((a->ring && a->tree && a->pat));
   a = ParseNcclAlgo("Ring,NVLS");
   REQUIRE(a.ok());
-  CHECK((a->ring && !a->tree));
+  CHECK((a->ring && !a->tree && !a->pat));
+  a = ParseNcclAlgo("^PAT");
+  REQUIRE(a.ok());
+  CHECK((a->ring && a->tree && !a->pat));
   auto bad = ParseNcclAlgo("Rign");
   REQUIRE(!bad.ok());
   CHECK(bad.status().message().find("unknown algorithm \"Rign\"") != std::string::npos);
-  auto none = ParseNcclAlgo("^Ring,Tree");
+  auto none = ParseNcclAlgo("^Ring,Tree,PAT");
   REQUIRE(!none.ok());
-  CHECK(none.status().message().find("neither Ring nor Tree") != std::string::npos);
-  CHECK(!ParseNcclAlgo("PAT").ok());  // the model has no PAT yet: refused, not played as a ring
+  CHECK(none.status().message().find("leaves none of Ring, Tree and PAT") != std::string::npos);
+  a = ParseNcclAlgo("PAT");  // the model plays PAT (pat_play.h)
+  REQUIRE(a.ok());
+  CHECK((!a->ring && !a->tree && a->pat));
 }
 
 TEST_CASE("the default step cost is the measured NCCL 2.28.9 Simple ring figure", "[daemon][step_cost]") {

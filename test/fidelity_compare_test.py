@@ -41,6 +41,38 @@ class TruthlessRun(unittest.TestCase):
         self.assertIn("model 500.000 ms, hybrid 507.500 ms, difference +1.50%", text)
 
 
+def sweep_data(data, name, model_us):
+    """Prepared data of a sweep: meta.env and rank 0's model trace with `model_us` per label."""
+    os.makedirs(os.path.join(data, name))
+    with open(os.path.join(data, name, "meta.env"), "w") as f:
+        f.write("N=8192\nMODE=sweep\n")
+    events = [{"ph": "X", "name": k, "cat": "collective", "pid": 0, "dur": v} for k, v in model_us.items()]
+    with open(os.path.join(data, name, "model-trace.json"), "w") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+class SweepWithoutTruth(unittest.TestCase):
+    def test_the_real_rank_beside_the_model_per_op(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sweep_data(data, "big", {"allgather 67108864": 5000.0})
+        os.makedirs(os.path.join(out, "big-hybrid1-run"))
+        with open(os.path.join(out, "big-hybrid1-run", "r0.json"), "w") as f:
+            json.dump({"ops": {"allgather 67108864": {"median_us": 5100.0}}}, f)
+        text = run_compare(out, data)
+        self.assertIn("big: hybrid1-run vs prismd --simulate, rank 0 (median per op; no ground truth)", text)
+        self.assertIn("allgather        67108864      5100.0       5000.0    +2.0%", text)
+
+    def test_the_hybrid_table_carries_the_simulate_column(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sweep_data(data, "sw", {"allgather 1048576": 100.0})
+        for run, us in (("sw-truth", 110.0), ("sw-hybrid1", 99.0)):
+            os.makedirs(os.path.join(out, run))
+            with open(os.path.join(out, run, "r0.json"), "w") as f:
+                json.dump({"ops": {"allgather 1048576": {"median_us": us}}}, f)
+        text = run_compare(out, data)
+        self.assertIn("allgather         1048576       110.0        99.0   -10.0%        100.0    -9.1%", text)
+
+
 class TruthAgainstModel(unittest.TestCase):
     def test_spread_and_kinds_beside_the_model(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

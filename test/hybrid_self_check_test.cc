@@ -174,9 +174,39 @@ TEST_CASE("a fidelity spec's algorithm makes its all-reduces tree, other collect
   CHECK(tree > 0);
   CHECK(ring > 0);
   auto bad = prism::graphgen::ParseFidelitySpec(
-      "name: t\nkind: sweep\nalgorithm: pat\nworld: 4\nsweep: {ops: [allreduce], sizes: [16M]}\n", "test");
+      "name: t\nkind: sweep\nalgorithm: nvls\nworld: 4\nsweep: {ops: [allreduce], sizes: [16M]}\n", "test");
   REQUIRE_FALSE(bad.ok());
   CHECK(std::string(bad.status().message()).find("algorithm") != std::string::npos);
+}
+
+TEST_CASE("a fidelity spec's pat makes its all-gathers and reduce-scatters PAT", "[hybrid][spec][pat]") {
+  auto spec = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: sweep\nalgorithm: pat\nworld: 4\nsweep: {ops: [allreduce, allgather, reducescatter], "
+      "sizes: [16M]}\n",
+      "test");
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  REQUIRE(graph.ok());
+  int pat = 0;
+  for (const g::Op& op : graph->programs(0).ops()) {
+    if (!op.has_collective()) continue;
+    const bool gathers = op.collective().kind() == g::ALLGATHER || op.collective().kind() == g::REDUCESCATTER;
+    CHECK((op.collective().algorithm() == g::ALGORITHM_PAT) == gathers);
+    pat += gathers;
+  }
+  CHECK(pat > 0);
+}
+
+TEST_CASE("self-check: PAT all-gathers and reduce-scatters with a model-exact real rank keep the model's times",
+          "[hybrid][self-check][pat]") {
+  prism::testing::ClusterSpec one_gpu_nodes;
+  one_gpu_nodes.gpus_per_node = 1;
+  one_gpu_nodes.nics_per_node = 1;
+  for (g::CollectiveKind kind : {g::ALLGATHER, g::REDUCESCATTER}) {
+    g::Graph graph = prism::testing::CollectiveGraph(8, kind, 4 << 20, g::ALGORITHM_PAT, 4, 1'000'000, one_gpu_nodes);
+    (*graph.mutable_job()->mutable_attributes())["iterations"] = "3";
+    CheckSelfConsistent(graph, {0});
+  }
 }
 
 // A slower virtual rank the graph names (spec `straggler:`) delays the real

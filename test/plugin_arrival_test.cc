@@ -822,3 +822,90 @@ TEST_CASE("virtual recv: a PAT all-gather's receive repeats this rank's own chun
     rig.nccl.StopProxyOp(s);
   }
 }
+
+TEST_CASE("arrival: a PAT receive mirrors this rank's own send of its dimension", "[plugin][unit][arrival][pat]") {
+  using prism::plugin::PatDimension;
+  // 8 ranks, rank 5. All-gather: receives from 5 + 2^d (6, 7, 1), sends to 5 - 2^d (4, 3, 1).
+  CHECK(PatDimension(true, false, 5, 8, 6) == 0);
+  CHECK(PatDimension(true, false, 5, 8, 7) == 1);
+  CHECK(PatDimension(true, false, 5, 8, 1) == 2);
+  CHECK(PatDimension(true, true, 5, 8, 4) == 0);
+  CHECK(PatDimension(true, true, 5, 8, 3) == 1);
+  CHECK(PatDimension(true, true, 5, 8, 1) == 2);
+  // Reduce-scatter: the other way round.
+  CHECK(PatDimension(false, false, 5, 8, 4) == 0);
+  CHECK(PatDimension(false, false, 5, 8, 3) == 1);
+  CHECK(PatDimension(false, true, 5, 8, 6) == 0);
+  CHECK(PatDimension(false, true, 5, 8, 7) == 1);
+  // 6 ranks (not a power of two): rank 0 receives (all-gather) from 1, 2, 4.
+  CHECK(PatDimension(true, false, 0, 6, 4) == 2);
+  CHECK(PatDimension(true, false, 0, 6, 3) == -1);  // distance 3: no PAT connection
+  CHECK(PatDimension(true, false, 0, 6, 0) == -1);
+  CHECK(PatDimension(true, false, 0, 1, 0) == -1);
+  CHECK(PatDimension(true, false, 0, 6, 6) == -1);
+  // Timed as a ring receive: the own send of the dimension's step plus L; a
+  // late virtual sender streams from its ready time.
+  for (int64_t k = 0; k < 3; ++k) {
+    const int64_t own = 1'000'000 + k * 40'000;
+    const Arrival pat = Resolve(Input(ArrivalForm::kPatMirror, 0, 4096, 900'000, own), 0);
+    const Arrival ring = Resolve(Input(ArrivalForm::kMirror, 0, 4096, 900'000, own), 0);
+    CHECK(pat.done.count() == own + kL);
+    CHECK(pat.done == ring.done);
+    CHECK(pat.wire_end == ring.wire_end);
+  }
+  const Arrival late = Resolve(Input(ArrivalForm::kPatMirror, 0, 4096, 2'000'000, 1'000'000), 0);
+  CHECK(late.done.count() == 2'000'000 + 4096 / kB + kL);
+}
+
+TEST_CASE("virtual recv: a PAT receive closes on this rank's own send of its dimension",
+          "[plugin][unit][arrival][pat]") {
+  // Rank 1 of 4, a PAT all-gather: dimension 0 sends to rank 0, dimension 1
+  // to rank 3; the receive from rank 3 (1 + 2) is dimension 1's.
+  Rig rig;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeColl c;
+  c.func = "AllGather";
+  c.algo = "PAT";
+  c.count = 4096;
+  c.datatype = "ncclInt8";
+  c.seq = 6;
+  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
+  rig.nccl.StopTasks(tasks);
+  FakeSub to3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, true);
+  FakeSub to0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, true);
+  FakeSub from3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, false);
+  for (FakeSub* s : {&to3, &to0, &from3}) {
+    rig.nccl.StartProxyOp(s);
+    rig.nccl.StartStep(s, 0);
+  }
+  const MessageTag dim1 = FakeNccl::Transfer(&to3, 0);
+  const MessageTag dim0 = FakeNccl::Transfer(&to0, 0);
+  CHECK(prism::plugin::PatDimensionOf(dim1) == 1);
+  CHECK(prism::plugin::PatDimensionOf(dim0) == 0);
+  // Dimension 1's send first, dimension 0's after it (later on the NIC): the
+  // receive closes on dimension 1's, not on the channel's latest send.
+  const int64_t sent1 = OwnSend(&send, dim1, 4096);
+  OwnSend(&send, dim0, 4096);
+  int64_t pat_sent = 0;
+  uint64_t pat_bytes = 0;
+  REQUIRE(prism::plugin::MirrorSendOf(dim1, &pat_sent, &pat_bytes));
+  CHECK(pat_sent == sent1);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;  // prismd's expectation; the form follows NCCL's PAT
+  sched.ready_ns = sent1 - 10'000'000;     // on time: the own send decides
+  sched.link_latency_ns = 15'000'000;
+  rig.book.Put(OpKey::Of(dim1.op->info()), sched);
+  std::vector<char> buf(8192);
+  const MessageTag tag = FakeNccl::Transfer(&from3, 0);
+  CHECK(prism::plugin::PatDimensionOf(tag) == 1);
+  Request* r = PostReceive(&recv, &buf, &tag);
+  const int64_t posted_by = WallNowNs();
+  CHECK(WaitDone(r) == 4096);
+  for (FakeSub* s : {&to3, &to0, &from3}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
+  REQUIRE(rig.listener.count > 0);
+  CheckArrival(rig.listener.last.end_ns, sent1 + 15'000'000, posted_by);
+}

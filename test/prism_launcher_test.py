@@ -133,10 +133,12 @@ class DryRun(unittest.TestCase):
                 f"mod=m.SourceFileLoader('prism_cli', {PRISM!r}).load_module();"
                 "print(json.dumps([mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, []),"
                 " mod.nccl_algo_args({}, []),"
-                " mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, ['--nccl-algo=Tree'])]))")
+                " mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, ['--nccl-algo=Tree']),"
+                " mod.nccl_algo_args({'NCCL_ALGO': 'PAT', 'NCCL_PROTO': 'Simple'}, [])]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertEqual(json.loads(out.stdout), [["--nccl-algo", "Ring"], [], []])
+        self.assertEqual(json.loads(out.stdout), [["--nccl-algo", "Ring"], [], [],
+                                                  ["--nccl-algo", "PAT", "--nccl-proto", "Simple"]])
 
     def test_rank_ranges(self):
         out = run("run", "--graph", "g", "--world", "8", "--ranks", "2-4", "--plugin", PRISM, "--dry-run",

@@ -22,7 +22,8 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  trace=(); (( n <= 64 )) && trace=(--trace "$d/model-trace.json" --trace-ranks 0)
+  # Rank 0's modelled ops (compare.py's model column): a trace of one rank, small at any world.
+  trace=(--trace "$d/model-trace.json" --trace-ranks 0)
   "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   python3 - "$spec" "$d/meta.env" "$n" <<'PY'
 import sys, yaml
@@ -34,6 +35,8 @@ with open(sys.argv[2], "w") as f:
     f.write(f"N={n}\nMODE={mode}\nWARMUP={wu}\n")
     f.write(f"ITERATIONS={it + wu if mode == 'step' else 1}\n")
     f.write(f"GBPS={link.get('gbps', 10)}\nLAT_US={link.get('latency_us', 10)}\n")
+    # The NCCL_ALGO every rank runs with (run-gpu.sh): the spec's algorithm.
+    f.write(f"NCCL_ALGO_SPEC={ {'ring': 'Ring', 'tree': 'Tree', 'pat': 'PAT'}[s.get('algorithm', 'ring')] }\n")
     if mode == "step":
         l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
     else:

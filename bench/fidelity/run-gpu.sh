@@ -15,7 +15,8 @@
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
-#      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set),
+#      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set; else every
+#      rank runs NCCL_PROTO=Simple and the spec's algorithm: NCCL_ALGO=Ring, Tree or PAT),
 #      YIELD_SLEEP_US=N (default 20; 0: off): every rank preloads BUNDLE/libprism-yield-sleep.so, so
 #      sched_yield sleeps N us and NCCL's spinning proxy threads leave cores to the ranks packed
 #      beside them (README.md, "A ground truth that holds its links"),
@@ -42,7 +43,7 @@ restart_mps() {
 }
 
 rank_env() {  # NAME TAG: the environment every rank of a run gets
-  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=Ring" yield="" subsys="INIT,ALLOC"
+  local tag="$2" forced="NCCL_PROTO=Simple NCCL_ALGO=${NCCL_ALGO_SPEC:-Ring}" yield="" subsys="INIT,ALLOC"
   # NCCL's choice per collective is in its TUNING log lines (nccl-choices.txt after the run).
   [[ "${NCCL_CHOOSES:-0}" == 1 ]] && forced="" && subsys="INIT,ALLOC,TUNING"
   [[ "${YIELD_SLEEP_US:-20}" != 0 ]] && yield="LD_PRELOAD=$B/libprism-yield-sleep.so PRISM_YIELD_SLEEP_US=${YIELD_SLEEP_US:-20} PRISM_YIELD_FIFO=${YIELD_FIFO:-0}"

@@ -57,22 +57,24 @@ absl::StatusOr<NcclAlgorithms> ParseNcclAlgo(const std::string& value) {
   absl::string_view list = absl::StripAsciiWhitespace(value);
   if (list.empty()) return a;
   const bool exclude = absl::ConsumePrefix(&list, "^");
-  bool ring = false, tree = false;
+  bool ring = false, tree = false, pat = false;
   for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
     const std::string n = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
     if (n == "ring") ring = true;
     else if (n == "tree") tree = true;
-    else if (n != "pat" && n != "collnetdirect" && n != "collnetchain" && n != "nvls" && n != "nvlstree")
+    else if (n == "pat") pat = true;
+    else if (n != "collnetdirect" && n != "collnetchain" && n != "nvls" && n != "nvlstree")
       return absl::InvalidArgumentError(absl::StrCat(
           "NCCL_ALGO \"", value, "\": unknown algorithm \"", name,
           "\"; NCCL knows Ring, Tree, PAT, CollnetDirect, CollnetChain, NVLS, NVLSTree (a list, or ^list to exclude)"));
   }
   a.ring = exclude ? !ring : ring;
   a.tree = exclude ? !tree : tree;
-  if (!a.ring && !a.tree)
+  a.pat = exclude ? !pat : pat;
+  if (!a.ring && !a.tree && !a.pat)
     return absl::InvalidArgumentError(absl::StrCat(
-        "NCCL_ALGO \"", value, "\" leaves neither Ring nor Tree, the algorithms the model plays; "
-        "allow Ring or Tree"));
+        "NCCL_ALGO \"", value, "\" leaves none of Ring, Tree and PAT, the algorithms the model plays; "
+        "allow one of them"));
   return a;
 }
 

@@ -44,17 +44,18 @@ inline StepCost DefaultNcclStepCost() { return NcclStepCost(0, NcclProtocol::kSi
 
 // The algorithms a job's NCCL may choose from, as NCCL_ALGO says (NCCL's
 // syntax: a comma-separated list such as "Ring,Tree", or "^Tree" for all but
-// those; names are case-insensitive). The model plays ring and tree; other
-// names NCCL knows (PAT, CollnetDirect, CollnetChain, NVLS, NVLSTree) are
-// accepted and leave the model's choice between ring and tree as it is.
+// those; names are case-insensitive). The model plays ring, tree and PAT;
+// the other names NCCL knows (CollnetDirect, CollnetChain, NVLS, NVLSTree:
+// off on the targets) are accepted and change nothing.
 struct NcclAlgorithms {
   bool ring = true;
   bool tree = true;
+  bool pat = true;
   std::string text;  // what was parsed ("" for NCCL's default)
 };
 
-// Parses an NCCL_ALGO value; an unknown name or a list that leaves neither
-// ring nor tree is an error naming the value and the names accepted.
+// Parses an NCCL_ALGO value; an unknown name or a list that leaves none of
+// ring, tree and PAT is an error naming the value and the names accepted.
 absl::StatusOr<NcclAlgorithms> ParseNcclAlgo(const std::string& value);
 
 }  // namespace prism::engine

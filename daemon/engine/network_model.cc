@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/pat_play.h"
 #include "daemon/engine/tree_pipeline.h"
 
 namespace prism::engine {
@@ -170,8 +171,35 @@ Nanoseconds NetworkModel::Pairwise(Bytes size, const CommShape& shape) const {
   return SatAdd(Max(intra, inter), Times(HopLatency(shape), n - 1));
 }
 
+Nanoseconds NetworkModel::Pat(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  const std::tuple<int, uint32_t, uint64_t> key{kind, shape.nodes, size.count()};
+  {
+    std::lock_guard<std::mutex> lock(played_trees_->mu);
+    const auto it = played_trees_->pat_end.find(key);
+    if (it != played_trees_->pat_end.end()) return it->second;
+  }
+  const PatOperation op{kind, shape.ranks, size, NcclTopologyOf(links_, shape).comm_channels, RingBandwidth(shape),
+                        StepLatency(shape)};
+  // Too many messages to play: the wire time plus one step latency per dimension.
+  const Nanoseconds end = PlayPat(op).value_or(
+      SatAdd(RingWireTime(kind, size, shape), Times(StepLatency(shape), CutPat(op).dims)));
+  std::lock_guard<std::mutex> lock(played_trees_->mu);
+  played_trees_->pat_end.emplace(key, end);
+  return end;
+}
+
+NcclChoice NetworkModel::ChooseNccl(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  if (kind == graph::ALLTOALL) return {graph::ALGORITHM_PAIRWISE, NcclProtocol::kSimple, Nanoseconds(0)};
+  return ChooseNcclAlgorithm(kind, size, NcclTopologyOf(links_, shape), nccl_.Allowed());
+}
+
 Algorithm NetworkModel::Choose(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   if (kind == graph::ALLTOALL) return graph::ALGORITHM_PAIRWISE;
+  if (!nccl_.nccl_choice) return ModelChoice(kind, size, shape);
+  return ChooseNccl(kind, size, shape).algorithm;
+}
+
+Algorithm NetworkModel::ModelChoice(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   if ((kind == graph::ALLREDUCE || kind == graph::BARRIER) && shape.SpansNodes() && nccl_.tree &&
       (!nccl_.ring || Tree(size, shape) < Ring(kind, size, shape)))
     return graph::ALGORITHM_TREE;
@@ -185,6 +213,10 @@ Nanoseconds NetworkModel::CollectiveTime(CollectiveKind kind, Algorithm algorith
   if (kind == graph::BARRIER) size = Bytes(0);
   if (algorithm == graph::ALGORITHM_TREE && (kind == graph::ALLREDUCE || kind == graph::BARRIER))
     return Tree(size, shape);
+  // PAT needs one rank per node (NCCL does not enable it otherwise): else the ring.
+  if (algorithm == graph::ALGORITHM_PAT && (kind == graph::ALLGATHER || kind == graph::REDUCESCATTER) &&
+      shape.max_per_node == 1 && shape.SpansNodes())
+    return Pat(kind, size, shape);
   if (kind == graph::ALLTOALL) return Pairwise(size, shape);
   return Ring(kind, size, shape);
 }

@@ -14,6 +14,9 @@
 //                       the last arrival at any node; else, and for trees too
 //                       large to play (kMaxPlayedTreeTransfers):
 //                       2 * S / (0.9 B) + 2 * (ceil(log2 nodes) * L_nic + (k-1) * L_intra)
+//   PAT allgather/reducescatter (one rank per node): NCCL's binomial-tree
+//                       schedule played message by message (pat_play.h), each
+//                       message paying L + c; else the ring
 //   pairwise alltoall   max((k-1) S/n / B_intra, (n-k) S/n / B_gpu_nic) + (n-1) * L
 //   send/recv           L_hop + S / B_hop
 // B is the ring's bottleneck hop: the intra-node link when k > 1 ranks of the
@@ -23,8 +26,12 @@
 // c is NCCL's own cost per ring step beyond the link's latency (its proxy
 // thread, the GPU-proxy handshake, the net plugin's test calls;
 // nccl_tuning.h): a latency-bound ring of 2048 members pays it 2047 times per
-// pass. Broadcast, reduce, trees, pairwise and send/recv do not carry it
-// (not measured).
+// pass; a PAT message pays it once (the ring's figure standing in).
+// Broadcast, reduce, trees, pairwise and send/recv do not carry it (not
+// measured).
+// ALGORITHM_DEFAULT resolves to what NCCL 2.28.9's tuning picks
+// (nccl_algorithm.h), or, with NcclBehaviour::nccl_choice off, by comparing
+// the formulas above (the model's choice before 2026-12-02).
 //
 // Value type; copies share one cache of played trees. Thread-safe (the cache
 // is locked), so one model may serve several engines.
@@ -35,10 +42,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/units.h"
+#include "daemon/engine/nccl_algorithm.h"
 #include "proto/graph.pb.h"
 
 namespace prism::engine {
@@ -81,6 +90,12 @@ struct NcclBehaviour {
   Nanoseconds step_cost{0};
   bool ring = true;
   bool tree = true;
+  bool pat = true;
+  bool ll = true, ll128 = true, simple = true;  // NCCL_PROTO
+  // ALGORITHM_DEFAULT as NCCL's tuning resolves it (nccl_algorithm.h); false:
+  // the model's own comparison of ring and tree times.
+  bool nccl_choice = true;
+  NcclAllowed Allowed() const { return {ring, tree, pat, ll, ll128, simple}; }
 };
 
 class NetworkModel {
@@ -101,6 +116,9 @@ class NetworkModel {
   // the tree not allowed (Nccl::tree) the ring; with only the tree allowed
   // an all-reduce across nodes takes the tree.
   graph::Algorithm Choose(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
+  // NCCL's choice with its protocol (what the report shows); the ring with
+  // Simple for kinds NCCL does not tune (all-to-all: pairwise).
+  NcclChoice ChooseNccl(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
   // Time of one collective from the moment every member has arrived. An
   // algorithm that does not apply to `kind` falls back to the ring.
@@ -124,17 +142,22 @@ class NetworkModel {
 
   const LinkFigures& links() const { return links_; }
   Nanoseconds step_cost() const { return nccl_.step_cost; }
+  const NcclBehaviour& nccl() const { return nccl_; }
 
  private:
   Nanoseconds Ring(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
   Nanoseconds Tree(Bytes size, const CommShape& shape) const;
   Nanoseconds TreeFormula(Bytes size, const CommShape& shape) const;
   Nanoseconds Pairwise(Bytes size, const CommShape& shape) const;
+  Nanoseconds Pat(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
+  graph::Algorithm ModelChoice(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
   // Played tree all-reduces by (nodes, bytes); 0 ns: too large to play.
+  // Played PAT operations by (kind, nodes, bytes), the same way.
   struct PlayedTrees {
     std::mutex mu;
     std::map<std::pair<uint32_t, uint64_t>, Nanoseconds> end;
+    std::map<std::tuple<int, uint32_t, uint64_t>, Nanoseconds> pat_end;
   };
 
   LinkFigures links_;

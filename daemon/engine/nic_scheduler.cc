@@ -126,7 +126,7 @@ bool NicScheduler::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
     return false;
   const graph::Algorithm algorithm =
       op.algorithm == graph::ALGORITHM_DEFAULT ? model_.Choose(op.collective, op.bytes, c.shape) : op.algorithm;
-  return algorithm == graph::ALGORITHM_RING;
+  return algorithm == graph::ALGORITHM_RING || algorithm == graph::ALGORITHM_PAT;  // PAT: the ring's volume
 }
 
 // Each member's NIC carries its share on its own, first come first served:

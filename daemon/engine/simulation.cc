@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/algorithm_report.h"
 
 namespace prism::engine {
 namespace {
@@ -169,6 +170,8 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   result.report.step_cost = options.nccl.step_cost;
   result.report.step_cost_source = options.step_cost_source;
   result.report.nccl_algo = options.nccl_algo;
+  result.report.algorithm_choice = options.nccl.nccl_choice ? "NCCL 2.28.9's tuning" : "the model's formulas";
+  result.report.algorithms = AlgorithmChoices(*result.world, model);
   return result;
 }
 

@@ -166,6 +166,11 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["nccl_step_cost_us"] = static_cast<double>(step_cost.count()) / 1e3;
   j["nccl_step_cost_source"] = step_cost_source;
   j["nccl_algo"] = nccl_algo;
+  j["algorithm_choice"] = algorithm_choice;
+  auto& algos = j["algorithms"] = nlohmann::ordered_json::array();
+  for (const AlgorithmRow& a : algorithms)
+    algos.push_back({{"kind", a.kind}, {"algorithm", a.algorithm}, {"protocol", a.protocol}, {"forced", a.forced},
+                     {"calls_per_iteration", a.calls}});
   j["exposed_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean}, {"max_rank", exposed_comm_s_max}};
   j["pipeline_wait_s"] = {{"mean_per_rank", pipeline_wait_s_mean}, {"max_rank", pipeline_wait_s_max}};
   j["exposed_other_communication_s"] = {{"mean_per_rank", exposed_comm_s_mean - pipeline_wait_s_mean}};
@@ -212,6 +217,12 @@ std::string SimulationReport::ToText() const {
   out += fmt::format("NCCL step cost: {:.2f} us per ring step{}\n", static_cast<double>(step_cost.count()) / 1e3,
                      step_cost_source.empty() ? "" : " (" + step_cost_source + ")");
   if (!nccl_algo.empty()) out += fmt::format("NCCL_ALGO: {} (the model's algorithms follow it)\n", nccl_algo);
+  if (!algorithms.empty()) {
+    out += fmt::format("collective algorithms ({}; calls per iteration, all ranks):\n", algorithm_choice);
+    for (const AlgorithmRow& a : algorithms)
+      out += fmt::format("  {:<14} {:<8} {:<7} {:>12}{}\n", a.kind, a.algorithm, a.protocol, a.calls,
+                         a.forced ? "  (the graph's)" : "");
+  }
   out += "time per communicator kind (per rank per iteration, issue to completion: waiting for peers included):\n";
   for (const KindRow& r : by_comm)
     out += fmt::format("  {:<14} {:.6f} s  {:>10.1f} ops  {:>16.0f} bytes\n", r.name, r.time_s_per_rank,

@@ -22,6 +22,17 @@ struct KindRow {
   double bytes_per_rank = 0;    // per iteration
 };
 
+// How many collective calls (per iteration, all ranks) ran which algorithm
+// and protocol: NCCL's choice (network_model.h) or the graph's own
+// (`forced`, protocol not chosen then).
+struct AlgorithmRow {
+  std::string kind;             // "allgather", ...
+  std::string algorithm;        // "Ring", "Tree", "PAT", "Pairwise"
+  std::string protocol;         // "LL", "LL128", "Simple"; "" when forced or not NCCL's choice
+  bool forced = false;          // the graph named the algorithm
+  uint64_t calls = 0;
+};
+
 struct MemoryRow {
   std::string program;
   uint64_t ranks = 0;
@@ -78,6 +89,8 @@ struct SimulationReport {
   Nanoseconds step_cost;            // NCCL's cost per ring step the model used
   std::string step_cost_source;     // where that figure comes from ("" when 0 and unexplained)
   std::string nccl_algo;            // NCCL_ALGO the model followed ("": NCCL's default)
+  std::string algorithm_choice;     // "NCCL 2.28.9's tuning" or "the model's formulas"
+  std::vector<AlgorithmRow> algorithms;
 
   // One JSON object. include_wall = false leaves out wall_s, engine_wall_s
   // and events_per_second, the only fields that differ between identical runs.

@@ -295,7 +295,9 @@ class ModelRankWriter {
       const bool per_rank = kind == rpc::OP_ALL_GATHER || kind == rpc::OP_REDUCE_SCATTER;
       s.set_bytes(per_rank ? op.collective().bytes() / std::max(size, 1u) : op.collective().bytes());
       const graph::Algorithm a = op.collective().algorithm();
-      s.set_algorithm(a == graph::ALGORITHM_TREE ? rpc::OP_ALGO_TREE : rpc::OP_ALGO_RING);
+      s.set_algorithm(a == graph::ALGORITHM_TREE  ? rpc::OP_ALGO_TREE
+                      : a == graph::ALGORITHM_PAT ? rpc::OP_ALGO_OTHER  // what the plugin reports for PAT
+                                                  : rpc::OP_ALGO_RING);
     } else if (op.has_send() || op.has_recv()) {
       const bool send = op.has_send();
       comm = slots_[send ? op.send().comm_slot() : op.recv().comm_slot()];
