@@ -38,6 +38,7 @@
 #include "daemon/server/metrics.h"
 #include "daemon/server/progress_line.h"
 #include "daemon/server/status.h"
+#include "common/cli_number.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "proto/graph_file.h"
@@ -365,20 +366,6 @@ absl::Status CheckFlags(const Flags& f, bool iterations_given) {
   return absl::OkStatus();
 }
 
-// Numbers are checked as text before CLI11 converts them ("-1" would wrap
-// into an unsigned --iterations).
-CLI::Validator NonNegativeNumber() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || end == nullptr || *end != '\0' || !(v >= 0))
-          return "must be a number, zero or more, got '" + text.substr(0, 32) + "'";
-        return "";
-      },
-      "NUMBER>=0", "NonNegativeNumber");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -387,7 +374,7 @@ int main(int argc, char** argv) {
   app.add_option("--graph", f.graph, "execution graph file (prism-graphgen output)")->required();
   app.add_flag("--simulate", f.simulate, "replay every rank virtually and print the predicted iteration time");
   app.add_option("--iterations", f.iterations, "iterations to replay, 1 to 10^6 (default: the graph's, else 1)")
-      ->check(NonNegativeNumber());
+      ->check(prism::NonNegativeNumber());
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
   app.add_option("--nic-model", f.nic_model,

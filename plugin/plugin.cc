@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/net_handles.h"
+#include "common/version.h"
 #include "plugin/daemon_session.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
@@ -70,7 +71,7 @@ Result Plugin::InitOnce() {
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
                    &link_hold_, &told_virtual_broadcast_};
-    PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", kPluginVersion, env_.nccl_version,
+    PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {
