@@ -157,9 +157,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   // stamps with it from the session threads.
   engine::WallClockPacer pacer(rt);
   pacer.Start();
-  HybridSchedulerOptions so;
-  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
   std::unique_ptr<SessionRecorder> recorder;
   if (!options.record_sessions_path.empty()) {
     auto opened = SessionRecorder::Open(options.record_sessions_path,

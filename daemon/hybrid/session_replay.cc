@@ -75,9 +75,7 @@ std::string Difference(const rpc::OpSchedule& e, const rpc::OpSchedule& a, int64
 namespace {
 
 HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph) {
-  HybridSchedulerOptions so;
-  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   return so;
