@@ -514,7 +514,7 @@ absl::Status ReplayEngine::StallError() const {
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
     observer_->OnProgress(EngineProgress{horizon_, events_, accounting_.iterations_done(),
-                                         Nanoseconds(pacer ? pacer->lag_ns() : 0), accounting_.ops_done(),
+                                         pacer ? pacer->lag() : Nanoseconds(0), accounting_.ops_done(),
                                          accounting_.ops_total()});
 }
 
