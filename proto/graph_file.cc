@@ -498,15 +498,27 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
   std::string out(kGraphMagic, sizeof(kGraphMagic));
   PutU32(out, kGraphFormatVersion);
   PutU32(out, 0);
+  // Graph.format_version is field 1, serialised first. A graph that leaves it
+  // unset (0, not on the wire) gets it written here, byte for byte what a
+  // copy with it set would give: no copy of a 131,072-rank graph. Only a
+  // graph that names another version is copied.
   Graph copy_if_needed;
   const Graph* g = &graph;
-  if (graph.format_version() != kGraphFormatVersion) {
+  std::string version_field;
+  if (graph.format_version() == 0) {
+    version_field.push_back(static_cast<char>(1 << 3));  // field 1, varint
+    for (uint32_t v = kGraphFormatVersion; ; v >>= 7) {
+      version_field.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+      if (v <= 0x7f) break;
+    }
+  } else if (graph.format_version() != kGraphFormatVersion) {
     copy_if_needed = graph;
     copy_if_needed.set_format_version(kGraphFormatVersion);
     g = &copy_if_needed;
   }
-  if (const uint64_t size = kGraphHeaderBytes + g->ByteSizeLong(); size > kMaxGraphFileBytes)
+  if (const uint64_t size = kGraphHeaderBytes + version_field.size() + g->ByteSizeLong(); size > kMaxGraphFileBytes)
     return OverLimit(absl::StrCat("the graph file would be ", size, " bytes"), kMaxGraphFileBytes, " bytes");
+  out += version_field;
   if (!g->AppendToString(&out)) return absl::InternalError("graph serialisation failed");
   return out;
 }

@@ -56,6 +56,25 @@ TEST_CASE("graph round-trips through encode and decode", "[graph_file]") {
   CHECK(g->programs(0).ops_size() == 2);
 }
 
+TEST_CASE("a graph without its format version encodes as the same graph with it set, byte for byte",
+          "[graph_file]") {
+  const pg::Graph unset = TinyGraph();
+  REQUIRE(unset.format_version() == 0);
+  pg::Graph set = unset;
+  set.set_format_version(pg::kGraphFormatVersion);
+  pg::Graph other = unset;
+  other.set_format_version(pg::kGraphFormatVersion + 7);
+  const auto a = pg::EncodeGraph(unset), b = pg::EncodeGraph(set), c = pg::EncodeGraph(other);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  CHECK(*a == *b);
+  CHECK(*c == *b);
+  std::string expected(b->data(), pg::kGraphHeaderBytes);
+  REQUIRE(set.AppendToString(&expected));
+  CHECK(*a == expected);
+}
+
 TEST_CASE("bad headers and truncation are refused with a reason", "[graph_file]") {
   auto bytes = *pg::EncodeGraph(TinyGraph());
   SECTION("no magic") {
