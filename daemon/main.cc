@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include "CLI/CLI.hpp"
@@ -318,12 +319,16 @@ int Run(const Flags& f) {
   if (f.simulate) signal_stop.emplace(stop_signals, &inbox);
   if (!f.trace.empty())  // found now, not after the replay
     if (auto s = CheckOutputPath("--trace", f.trace); !s.ok()) return Fail(s);
-  absl::StatusOr<prism::graph::Graph> graph;
+  // The graph's messages live on an arena: parsed without one allocation per
+  // rank and communicator, freed at once when main returns.
+  google::protobuf::Arena arena;
+  prism::graph::Graph* graph = google::protobuf::Arena::CreateMessage<prism::graph::Graph>(&arena);
+  absl::Status read;
   {
     google::protobuf::LogSilencer quiet;  // a corrupt file is reported below, once, clearly
-    graph = prism::graph::ReadGraphFile(f.graph);
+    read = prism::graph::ReadGraphFileInto(f.graph, graph);
   }
-  if (!graph.ok()) return Fail(graph.status());
+  if (!read.ok()) return Fail(read);
   auto options = EngineOptions(f, *graph, !f.simulate);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);

@@ -523,7 +523,9 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
   return out;
 }
 
-absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin) {
+namespace {
+
+absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Graph& g) {
   if (data.size() < kGraphHeaderBytes || std::memcmp(data.data(), kGraphMagic, sizeof(kGraphMagic)) != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(origin), " is not a Prism graph file (no PRISMGRF header); make one with prism-graphgen"));
@@ -532,7 +534,7 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " has graph format version ", version,
                                                    ", this build reads version ", kGraphFormatVersion,
                                                    "; regenerate it with this build's prism-graphgen"));
-  Graph g;
+  g.Clear();
   const std::string_view body = data.substr(kGraphHeaderBytes);
   if (auto s = ScanCounts(body); !s.ok())
     return absl::OutOfRangeError(absl::StrCat(std::string(origin), ": ", s.message()));
@@ -540,6 +542,14 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " is truncated or corrupt (protobuf parse failed)"));
   if (auto s = ValidateGraph(g); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": ", s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin) {
+  Graph g;
+  if (auto s = DecodeGraphInto(data, origin, g); !s.ok()) return s;
   return g;
 }
 
@@ -555,6 +565,12 @@ absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
 }
 
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
+  Graph g;
+  if (auto s = ReadGraphFileInto(path, &g); !s.ok()) return s;
+  return g;
+}
+
+absl::Status ReadGraphFileInto(const std::string& path, Graph* out) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path, ": ", std::strerror(errno),
@@ -562,7 +578,7 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
   auto data = ReadRegularFile(fd, path);
   close(fd);
   if (!data.ok()) return data.status();
-  return DecodeGraph(*data, path);
+  return DecodeGraphInto(*data, path, *out);
 }
 
 }  // namespace prism::graph

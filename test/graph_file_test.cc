@@ -133,6 +133,12 @@ TEST_CASE("files are written atomically and read back", "[graph_file]") {
   auto g = pg::ReadGraphFile(path);
   REQUIRE(g.ok());
   CHECK(g->ranks_size() == 2);
+  google::protobuf::Arena arena;  // prismd's way: the same graph, its messages on an arena
+  auto* on_arena = google::protobuf::Arena::CreateMessage<pg::Graph>(&arena);
+  on_arena->set_format_version(99);  // cleared first
+  REQUIRE(pg::ReadGraphFileInto(path, on_arena).ok());
+  CHECK(on_arena->SerializeAsString() == g->SerializeAsString());
+  CHECK_FALSE(pg::ReadGraphFileInto((dir / "nope.graph").string(), on_arena).ok());
   CHECK_FALSE(pg::WriteGraphFile(TinyGraph(), (dir / "missing" / "t.graph").string()).ok());
   CHECK_FALSE(std::filesystem::exists(dir / "missing"));
   CHECK_FALSE(pg::ReadGraphFile((dir / "nope.graph").string()).ok());
