@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include "CLI/CLI.hpp"
@@ -39,6 +40,7 @@
 #include "daemon/server/metrics.h"
 #include "daemon/server/progress_line.h"
 #include "daemon/server/status.h"
+#include "common/cli_number.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "proto/graph_file.h"
@@ -336,12 +338,16 @@ int Run(const Flags& f) {
   if (f.simulate) signal_stop.emplace(stop_signals, &inbox);
   if (!f.trace.empty())  // found now, not after the replay
     if (auto s = CheckOutputPath("--trace", f.trace); !s.ok()) return Fail(s);
-  absl::StatusOr<prism::graph::Graph> graph;
+  // The graph's messages live on an arena: parsed without one allocation per
+  // rank and communicator, freed at once when main returns.
+  google::protobuf::Arena arena;
+  prism::graph::Graph* graph = google::protobuf::Arena::CreateMessage<prism::graph::Graph>(&arena);
+  absl::Status read;
   {
     google::protobuf::LogSilencer quiet;  // a corrupt file is reported below, once, clearly
-    graph = prism::graph::ReadGraphFile(f.graph);
+    read = prism::graph::ReadGraphFileInto(f.graph, graph);
   }
-  if (!graph.ok()) return Fail(graph.status());
+  if (!read.ok()) return Fail(read);
   auto options = EngineOptions(f, *graph, !f.simulate);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);
@@ -384,20 +390,6 @@ absl::Status CheckFlags(const Flags& f, bool iterations_given) {
   return absl::OkStatus();
 }
 
-// Numbers are checked as text before CLI11 converts them ("-1" would wrap
-// into an unsigned --iterations).
-CLI::Validator NonNegativeNumber() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || end == nullptr || *end != '\0' || !(v >= 0))
-          return "must be a number, zero or more, got '" + text.substr(0, 32) + "'";
-        return "";
-      },
-      "NUMBER>=0", "NonNegativeNumber");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -406,7 +398,7 @@ int main(int argc, char** argv) {
   app.add_option("--graph", f.graph, "execution graph file (prism-graphgen output)")->required();
   app.add_flag("--simulate", f.simulate, "replay every rank virtually and print the predicted iteration time");
   app.add_option("--iterations", f.iterations, "iterations to replay, 1 to 10^6 (default: the graph's, else 1)")
-      ->check(NonNegativeNumber());
+      ->check(prism::NonNegativeNumber());
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
   app.add_option("--nic-model", f.nic_model,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "CLI/CLI.hpp"
+#include "common/cli_number.h"
 #include "graphgen/capture_recording.h"
 #include "graphgen/chakra_et.h"
 #include "graphgen/extrapolate.h"
@@ -289,20 +290,6 @@ std::string UnknownCommand(const CLI::App& app, const std::vector<std::string>& 
   }
   const std::string guess = best <= 2 ? absl::StrCat("; did you mean '", nearest, "'?") : std::string(".");
   return absl::StrCat("unknown command '", Excerpt(args[1]), "'", guess, " Commands: ", names);
-}
-
-// Numbers are checked as text before CLI11 converts them: it would wrap "-5"
-// into an unsigned (and NaN would pass any later comparison).
-CLI::Validator NonNegativeNumber() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || end == nullptr || *end != '\0' || !(v >= 0))
-          return "must be a number, zero or more, got '" + Excerpt(text) + "'";
-        return "";
-      },
-      "NUMBER>=0", "NonNegativeNumber");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/daemon_address.h"
+#include "common/version.h"
 #include "plugin/clock.h"
 #include "plugin/daemon_owner.h"
 #include "plugin/op_schedules.h"
@@ -318,7 +319,7 @@ std::string AnnounceToDaemon(const Settings& s, int nccl_version) {
   gethostname(host, sizeof(host) - 1);
   hello.set_hostname(host);
   hello.set_rank(s.rank);
-  hello.set_plugin_version(kPluginVersion);
+  hello.set_plugin_version(prism::kVersion);
   hello.set_nccl_version(nccl_version);
   grpc::ClientContext context;
   context.set_deadline(deadline);
@@ -371,7 +372,7 @@ void DaemonSession::IoMain() {
   gethostname(host, sizeof(host) - 1);
   h->set_hostname(host);
   h->set_rank(s.rank);
-  h->set_plugin_version(kPluginVersion);
+  h->set_plugin_version(prism::kVersion);
   h->set_nccl_version(env_.nccl_version);
   if (!st.rw->Write(hello)) {
     Fail("prismd at " + s.daemon_address + " refused the session stream");

@@ -7,7 +7,9 @@
 #include <random>
 
 #include "common/net_handles.h"
+#include "common/version.h"
 #include "plugin/daemon_session.h"
+#include "plugin/modelled_link.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
 #include "plugin/real_handshake.h"
@@ -61,16 +63,11 @@ Result Plugin::InitOnce() {
     settings_ = LoadSettings(&warnings);
     // Every connection of a device shares its transmit link: the modelled
     // link when shaped, else (virtual peers only) the NIC speed reported.
-    const uint64_t link_bps = settings_.link_bits_per_second > 0
-                                  ? settings_.link_bits_per_second
-                                  : static_cast<uint64_t>(settings_.nic.speed_mbps) * 1000000ull;
-    const int64_t link_latency = settings_.link_latency_ns > 0
-                                     ? settings_.link_latency_ns
-                                     : static_cast<int64_t>(settings_.nic.latency_us * 1000.0f);
-    nics_ = std::make_unique<NicLinks>(settings_.nic.count, link_bps, link_latency);
+    const VirtualLink link = ModelledLink(settings_, nullptr);
+    nics_ = std::make_unique<NicLinks>(settings_.nic.count, link.bandwidth.count(), link.latency.count());
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
                    &link_hold_, &told_virtual_broadcast_};
-    PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", kPluginVersion, env_.nccl_version,
+    PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
     for (int d = 0; d < settings_.nic.count; ++d) {

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "common/version.h"
 #include "plugin/comm.h"
 #include "plugin/cuda_copy.h"
 #include "plugin/live_handles.h"
@@ -32,7 +31,6 @@
 namespace prism::plugin {
 
 inline constexpr const char* kPluginName = "Prism";
-inline constexpr const char* kPluginVersion = prism::kVersion;
 
 // One NCCL net context (v11: one per communicator init; v10: one per process).
 class NetContext : public Tagged {

@@ -51,19 +51,62 @@ class CommFailure {
   std::string why_;
 };
 
-class RealSendComm final : public NetComm, private ProgressClient {
+// What both directions of a real-peer comm share: its sockets, its failure
+// and the progress thread (or, in inline mode, NCCL's proxy thread) that
+// moves its bytes. A subclass calls StartProgress last in its constructor
+// (a progress thread may Step it from then on) and Close first in its
+// destructor (no thread Steps it once Close returns).
+class RealCommBase : public NetComm, protected ProgressClient {
+ public:
+  RealCommBase(const RealCommBase&) = delete;
+  RealCommBase& operator=(const RealCommBase&) = delete;
+  // Leaves the progress thread, then closes the sockets. Idempotent.
+  void Close() final;
+
+ protected:
+  // Takes ownership of `fds` (connected, hellos written, non-blocking).
+  RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer);
+  ~RealCommBase() override = default;
+  void StartProgress(const std::shared_ptr<ProgressEnginePool>& engines);
+
+  // ProgressClient: a broken comm does nothing more.
+  void Step(bool* progressed) final {
+    if (!failure_.broken()) StepInner(progressed);
+  }
+  void Failed(const std::string& why) final { failure_.Set(why); }
+  // One step of the direction's work; false once it failed (failure_ set).
+  virtual bool StepInner(bool* progressed) = 0;
+
+  // New work was queued: wake the progress thread, or (inline mode, no
+  // engine) move bytes now on the calling (NCCL proxy) thread.
+  void Kick();
+  // Inline mode only: one Step on the calling thread.
+  void DriveInline();
+  // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
+  // for `direction` "send to".
+  bool Broken(const char* direction);
+
+  CommEnv env_;
+  std::string peer_;
+  std::vector<int> fds_;
+  CommFailure failure_;
+
+ private:
+  bool warned_ = false;
+  std::shared_ptr<ProgressEngine> engine_;
+  bool registered_ = false;
+};
+
+class RealSendComm final : public RealCommBase {
  public:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
   // `dev`: the local NIC (its shared transmit link shapes the sends).
   RealSendComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
                std::vector<int> fds, std::string peer, int dev);
   ~RealSendComm() override;
-  RealSendComm(const RealSendComm&) = delete;
-  RealSendComm& operator=(const RealSendComm&) = delete;
 
   Result Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
                void** request) override;
-  void Close() override;
 
  private:
   struct SendRequest final : Request {
@@ -85,46 +128,30 @@ class RealSendComm final : public NetComm, private ProgressClient {
   };
 
   // ProgressClient
-  void Step(bool* progressed) override;
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
-  void Failed(const std::string& why) override { failure_.Set(why); }
-  // New work was queued: wake the progress thread, or (inline mode, no
-  // engine) move bytes now on the calling (NCCL proxy) thread.
-  void Kick();
-  void DriveInline();
 
-  bool StepInner(bool* progressed);
+  bool StepInner(bool* progressed) override;
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
 
-  CommEnv env_;
-  std::string peer_;
-  std::vector<int> fds_;
   std::vector<std::deque<WriteItem>> queues_;
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
   SharedLink* nic_;
   bool shaped_;
   uint64_t next_seq_ = 0;
-  CommFailure failure_;
-  bool warned_ = false;
-  std::shared_ptr<ProgressEngine> engine_;
-  bool registered_ = false;
 };
 
-class RealRecvComm final : public NetComm, private ProgressClient {
+class RealRecvComm final : public RealCommBase {
  public:
   RealRecvComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
                std::vector<int> fds,
                std::string peer);
   ~RealRecvComm() override;
-  RealRecvComm(const RealRecvComm&) = delete;
-  RealRecvComm& operator=(const RealRecvComm&) = delete;
 
   Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
                const MemRegion* const* mrs, const MessageTag* ops, void** request) override;
-  void Close() override;
 
  private:
   struct Slot {
@@ -163,24 +190,15 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   };
 
   // ProgressClient
-  void Step(bool* progressed) override;
   void FillPoll(std::vector<pollfd>* fds) override;
   bool HasInput() override { return !submit_.Empty(); }
-  void Failed(const std::string& why) override { failure_.Set(why); }
-  // New work was queued: wake the progress thread, or (inline mode, no
-  // engine) move bytes now on the calling (NCCL proxy) thread.
-  void Kick();
-  void DriveInline();
 
-  bool StepInner(bool* progressed);
+  bool StepInner(bool* progressed) override;
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);
   bool SlotFilled(RecvRequest* req, int slot);
 
-  CommEnv env_;
   ProtocolBuffers buffers_;
-  std::string peer_;
-  std::vector<int> fds_;
   std::vector<std::deque<ReadItem>> queues_;
   std::array<RecvRequest, kPrismNetMaxRequests> pool_;
   SpscRing<RecvRequest*, 64> submit_;
@@ -188,10 +206,6 @@ class RealRecvComm final : public NetComm, private ProgressClient {
   MessageHeader header_{};
   size_t header_got_ = 0;             // bytes of header_ read so far
   bool eof_ = false;                  // sender closed between messages
-  CommFailure failure_;
-  bool warned_ = false;
-  std::shared_ptr<ProgressEngine> engine_;
-  bool registered_ = false;
 };
 
 }  // namespace prism::plugin

@@ -1,5 +1,3 @@
-#include <unistd.h>
-
 #include <cstring>
 
 #include "plugin/clock.h"
@@ -11,33 +9,14 @@ namespace prism::plugin {
 RealRecvComm::RealRecvComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
-    : env_(env),
+    : RealCommBase(env, std::move(fds), std::move(peer)),
       buffers_(ProtocolBuffers::FromEnv()),
-      peer_(std::move(peer)),
-      fds_(std::move(fds)),
       queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
-  engine_ = engines->Attach(this);
-  registered_ = engine_ != nullptr;
+  StartProgress(engines);
 }
 
 RealRecvComm::~RealRecvComm() { Close(); }
-
-void RealRecvComm::Close() {
-  if (registered_) engine_->Remove(this);
-  registered_ = false;
-  for (int fd : fds_) close(fd);
-  fds_.clear();
-}
-
-void RealRecvComm::Kick() {
-  if (engine_ != nullptr) engine_->Wake();
-  else DriveInline();
-}
-
-void RealRecvComm::DriveInline() {
-  if (engine_ == nullptr && !failure_.broken()) StepInline(this);
-}
 
 Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
                            const MemRegion* const* mrs, const MessageTag* ops, void** request) {
@@ -47,11 +26,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
                kMaxGroupedRecvs);
     return prism_ncclInvalidArgument;
   }
-  if (failure_.broken()) {
-    if (!warned_) PRISM_WARN(*env_.logger, "receive from %s failed: %s", peer_.c_str(), failure_.why().c_str());
-    warned_ = true;
-    return prism_ncclSystemError;
-  }
+  if (Broken("receive from")) return prism_ncclSystemError;
   RecvRequest* req = nullptr;
   for (RecvRequest& r : pool_) {
     if (!r.in_use) {
@@ -89,17 +64,7 @@ Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
   owner->DriveInline();  // inline mode: this comm moves its bytes here
   const int64_t at = ready_at.load(std::memory_order_acquire);
-  if (at < 0) {
-    if (owner->failure_.broken()) {
-      if (!owner->warned_) {
-        PRISM_WARN(*owner->env_.logger, "receive from %s failed: %s", owner->peer_.c_str(),
-                   owner->failure_.why().c_str());
-      }
-      owner->warned_ = true;
-      return prism_ncclSystemError;
-    }
-    return prism_ncclSuccess;
-  }
+  if (at < 0) return owner->Broken("receive from") ? prism_ncclSystemError : prism_ncclSuccess;
   const int64_t now = WallNowNs();
   if (now < at) return prism_ncclSuccess;
   if (!Publish()) return prism_ncclSystemError;
@@ -237,10 +202,6 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
     if (!matched) return true;  // stalled until a matching receive is posted
     *progressed = true;
   }
-}
-
-void RealRecvComm::Step(bool* progressed) {
-  if (!failure_.broken()) StepInner(progressed);
 }
 
 bool RealRecvComm::StepInner(bool* progressed) {

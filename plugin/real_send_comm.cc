@@ -1,5 +1,4 @@
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,40 +11,19 @@ namespace prism::plugin {
 RealSendComm::RealSendComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer, int dev)
-    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), queues_(fds_.size()),
+    : RealCommBase(env, std::move(fds), std::move(peer)), queues_(fds_.size()),
       nic_(&env.nics->Tx(dev)),
       shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
   for (SendRequest& r : pool_) r.owner = this;
-  engine_ = engines->Attach(this);
-  registered_ = engine_ != nullptr;
+  StartProgress(engines);
 }
 
 RealSendComm::~RealSendComm() { Close(); }
 
-void RealSendComm::Close() {
-  if (registered_) engine_->Remove(this);
-  registered_ = false;
-  for (int fd : fds_) close(fd);
-  fds_.clear();
-}
-
-void RealSendComm::Kick() {
-  if (engine_ != nullptr) engine_->Wake();
-  else DriveInline();
-}
-
-void RealSendComm::DriveInline() {
-  if (engine_ == nullptr && !failure_.broken()) StepInline(this);
-}
-
 Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
                            void** request) {
   *request = nullptr;
-  if (failure_.broken()) {
-    if (!warned_) PRISM_WARN(*env_.logger, "send to %s failed: %s", peer_.c_str(), failure_.why().c_str());
-    warned_ = true;
-    return prism_ncclSystemError;
-  }
+  if (Broken("send to")) return prism_ncclSystemError;
   SendRequest* req = nullptr;
   for (SendRequest& r : pool_) {
     if (!r.in_use) {
@@ -78,17 +56,7 @@ Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
   *done = 0;
   owner->DriveInline();  // inline mode: this comm moves its bytes here
   const int64_t at = ready_at.load(std::memory_order_acquire);
-  if (at < 0) {
-    if (owner->failure_.broken()) {
-      if (!owner->warned_) {
-        PRISM_WARN(*owner->env_.logger, "send to %s failed: %s", owner->peer_.c_str(),
-                   owner->failure_.why().c_str());
-      }
-      owner->warned_ = true;
-      return prism_ncclSystemError;
-    }
-    return prism_ncclSuccess;
-  }
+  if (at < 0) return owner->Broken("send to") ? prism_ncclSystemError : prism_ncclSuccess;
   if (at > 0 && WallNowNs() < at) return prism_ncclSuccess;
   *done = 1;
   if (sizes != nullptr) sizes[0] = static_cast<int>(header.size);
@@ -158,10 +126,6 @@ bool RealSendComm::Pump(size_t sock, bool* progressed) {
     }
   }
   return true;
-}
-
-void RealSendComm::Step(bool* progressed) {
-  if (!failure_.broken()) StepInner(progressed);
 }
 
 bool RealSendComm::StepInner(bool* progressed) {

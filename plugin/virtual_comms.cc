@@ -8,6 +8,7 @@
 
 #include "plugin/arrival.h"
 #include "plugin/clock.h"
+#include "plugin/modelled_link.h"
 
 namespace prism::plugin {
 namespace {
@@ -311,17 +312,7 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);
 }
 
-VirtualLink VirtualRecvComm::LinkOf(const OpSchedule* s) const {
-  const Settings& st = *env_.settings;
-  VirtualLink link;
-  if (s != nullptr && s->link_bits_per_second > 0) link.bandwidth = BitsPerSecond(s->link_bits_per_second);
-  else if (st.link_bits_per_second > 0) link.bandwidth = BitsPerSecond(st.link_bits_per_second);
-  else link.bandwidth = BitsPerSecond(static_cast<uint64_t>(st.nic.speed_mbps) * 1000000ull);
-  if (s != nullptr && s->link_latency_ns >= 0) link.latency = Nanoseconds(s->link_latency_ns);
-  else if (st.link_latency_ns > 0) link.latency = Nanoseconds(st.link_latency_ns);
-  else link.latency = Nanoseconds(static_cast<int64_t>(st.nic.latency_us * 1000.0f));
-  return link;
-}
+VirtualLink VirtualRecvComm::LinkOf(const OpSchedule* s) const { return ModelledLink(*env_.settings, s); }
 
 // One receive timed by `in` on this connection's modelled link.
 int64_t VirtualRecvComm::Arrive(const ArrivalInput& in) {

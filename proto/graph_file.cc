@@ -535,20 +535,34 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
   std::string out(kGraphMagic, sizeof(kGraphMagic));
   PutU32(out, kGraphFormatVersion);
   PutU32(out, 0);
+  // Graph.format_version is field 1, serialised first. A graph that leaves it
+  // unset (0, not on the wire) gets it written here, byte for byte what a
+  // copy with it set would give: no copy of a 131,072-rank graph. Only a
+  // graph that names another version is copied.
   Graph copy_if_needed;
   const Graph* g = &graph;
-  if (graph.format_version() != kGraphFormatVersion) {
+  std::string version_field;
+  if (graph.format_version() == 0) {
+    version_field.push_back(static_cast<char>(1 << 3));  // field 1, varint
+    for (uint32_t v = kGraphFormatVersion; ; v >>= 7) {
+      version_field.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+      if (v <= 0x7f) break;
+    }
+  } else if (graph.format_version() != kGraphFormatVersion) {
     copy_if_needed = graph;
     copy_if_needed.set_format_version(kGraphFormatVersion);
     g = &copy_if_needed;
   }
-  if (const uint64_t size = kGraphHeaderBytes + g->ByteSizeLong(); size > kMaxGraphFileBytes)
+  if (const uint64_t size = kGraphHeaderBytes + version_field.size() + g->ByteSizeLong(); size > kMaxGraphFileBytes)
     return OverLimit(absl::StrCat("the graph file would be ", size, " bytes"), kMaxGraphFileBytes, " bytes");
+  out += version_field;
   if (!g->AppendToString(&out)) return absl::InternalError("graph serialisation failed");
   return out;
 }
 
-absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin) {
+namespace {
+
+absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Graph& g) {
   if (data.size() < kGraphHeaderBytes || std::memcmp(data.data(), kGraphMagic, sizeof(kGraphMagic)) != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(origin), " is not a Prism graph file (no PRISMGRF header); make one with prism-graphgen"));
@@ -557,7 +571,7 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " has graph format version ", version,
                                                    ", this build reads version ", kGraphFormatVersion,
                                                    "; regenerate it with this build's prism-graphgen"));
-  Graph g;
+  g.Clear();
   const std::string_view body = data.substr(kGraphHeaderBytes);
   if (auto s = ScanCounts(body); !s.ok())
     return absl::OutOfRangeError(absl::StrCat(std::string(origin), ": ", s.message()));
@@ -565,6 +579,14 @@ absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " is truncated or corrupt (protobuf parse failed)"));
   if (auto s = ValidateGraph(g); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": ", s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin) {
+  Graph g;
+  if (auto s = DecodeGraphInto(data, origin, g); !s.ok()) return s;
   return g;
 }
 
@@ -580,6 +602,12 @@ absl::Status WriteGraphFile(const Graph& graph, const std::string& path) {
 }
 
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
+  Graph g;
+  if (auto s = ReadGraphFileInto(path, &g); !s.ok()) return s;
+  return g;
+}
+
+absl::Status ReadGraphFileInto(const std::string& path, Graph* out) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path, ": ", std::strerror(errno),
@@ -587,7 +615,7 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
   auto data = ReadRegularFile(fd, path);
   close(fd);
   if (!data.ok()) return data.status();
-  return DecodeGraph(*data, path);
+  return DecodeGraphInto(*data, path, *out);
 }
 
 }  // namespace prism::graph

@@ -44,6 +44,11 @@ std::string TemporaryPathFor(const std::string& path);
 // kMaxGraphFileBytes is read; a directory, device or FIFO is refused by name.
 absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
 
+// The same into `*out` (cleared first), which may live on a protobuf Arena:
+// a 131,072-rank graph is then parsed without one heap allocation per rank
+// and communicator, and freed with its arena. On error `*out` is unspecified.
+absl::Status ReadGraphFileInto(const std::string& path, Graph* out);
+
 // Structural checks: ids equal indices, every rank has a valid program and
 // one comm slot per program slot, communicator members are distinct valid
 // ranks and contain the ranks whose slots name them, split parents come

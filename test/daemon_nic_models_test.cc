@@ -11,14 +11,18 @@
 
 using prism::engine::SharedNics;
 
+namespace {
+constexpr prism::Nanoseconds N(int64_t ns) { return prism::Nanoseconds(ns); }
+}  // namespace
+
 TEST_CASE("shared NICs: a transfer alone takes its own time", "[daemon][nic]") {
   SharedNics nics(2);
-  const uint64_t id = nics.Start(100, 10'000, {0});
-  CHECK(nics.NextFinish() == 10'100);
-  CHECK(nics.FinishBy(10'099).empty());
-  CHECK(nics.FinishBy(10'100) == std::vector<uint64_t>{id});
+  const uint64_t id = nics.Start(N(100), N(10'000), {0});
+  CHECK(nics.NextFinish() == N(10'100));
+  CHECK(nics.FinishBy(N(10'099)).empty());
+  CHECK(nics.FinishBy(N(10'100)) == std::vector<uint64_t>{id});
   CHECK(nics.in_flight() == 0);
-  CHECK(nics.NextFinish() == INT64_MAX);
+  CHECK(nics.NextFinish() == prism::Nanoseconds::Max());
 }
 
 TEST_CASE("shared NICs: two transfers on one direction share it, and the work is conserved", "[daemon][nic]") {
@@ -26,28 +30,28 @@ TEST_CASE("shared NICs: two transfers on one direction share it, and the work is
   // 10 ms from 0; a 4 ms transfer joins at 2 ms. From 2 ms both run at half
   // speed: the second is done at 10 ms, when the first has 4 ms left alone:
   // it ends at 14 ms, as the two would have back to back.
-  const uint64_t a = nics.Start(0, 10'000'000, {0});
-  CHECK(nics.NextFinish() == 10'000'000);
-  const uint64_t b = nics.Start(2'000'000, 4'000'000, {0});
-  CHECK(nics.NextFinish() == 10'000'000);
-  CHECK(nics.FinishBy(10'000'000) == std::vector<uint64_t>{b});
-  CHECK(nics.NextFinish() == 14'000'000);
-  CHECK(nics.FinishBy(14'000'000) == std::vector<uint64_t>{a});
+  const uint64_t a = nics.Start(N(0), N(10'000'000), {0});
+  CHECK(nics.NextFinish() == N(10'000'000));
+  const uint64_t b = nics.Start(N(2'000'000), N(4'000'000), {0});
+  CHECK(nics.NextFinish() == N(10'000'000));
+  CHECK(nics.FinishBy(N(10'000'000)) == std::vector<uint64_t>{b});
+  CHECK(nics.NextFinish() == N(14'000'000));
+  CHECK(nics.FinishBy(N(14'000'000)) == std::vector<uint64_t>{a});
   // Three 1 ns transfers at once end together, 3 ns later.
-  for (int i = 0; i < 3; ++i) nics.Start(20'000'000, 1, {0});
-  CHECK(nics.NextFinish() == 20'000'003);
-  CHECK(nics.FinishBy(20'000'003).size() == 3);
+  for (int i = 0; i < 3; ++i) nics.Start(N(20'000'000), N(1), {0});
+  CHECK(nics.NextFinish() == N(20'000'003));
+  CHECK(nics.FinishBy(N(20'000'003)).size() == 3);
 }
 
 TEST_CASE("shared NICs: a transfer over several directions moves at its busiest one's share", "[daemon][nic]") {
   SharedNics nics(3);
-  nics.Start(0, 6'000, {0});                     // alone on direction 0
-  const uint64_t wide = nics.Start(0, 6'000, {0, 1, 2});
-  const uint64_t other = nics.Start(0, 6'000, {2});
+  nics.Start(N(0), N(6'000), {0});                     // alone on direction 0
+  const uint64_t wide = nics.Start(N(0), N(6'000), {0, 1, 2});
+  const uint64_t other = nics.Start(N(0), N(6'000), {2});
   // Directions 0 and 2 carry two transfers each: every transfer runs at half
   // speed and all three end at 12 us.
-  CHECK(nics.NextFinish() == 12'000);
-  const auto done = nics.FinishBy(12'000);
+  CHECK(nics.NextFinish() == N(12'000));
+  const auto done = nics.FinishBy(N(12'000));
   CHECK(done.size() == 3);
   CHECK(done[1] == wide);
   CHECK(done[2] == other);

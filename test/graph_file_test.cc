@@ -56,6 +56,25 @@ TEST_CASE("graph round-trips through encode and decode", "[graph_file]") {
   CHECK(g->programs(0).ops_size() == 2);
 }
 
+TEST_CASE("a graph without its format version encodes as the same graph with it set, byte for byte",
+          "[graph_file]") {
+  const pg::Graph unset = TinyGraph();
+  REQUIRE(unset.format_version() == 0);
+  pg::Graph set = unset;
+  set.set_format_version(pg::kGraphFormatVersion);
+  pg::Graph other = unset;
+  other.set_format_version(pg::kGraphFormatVersion + 7);
+  const auto a = pg::EncodeGraph(unset), b = pg::EncodeGraph(set), c = pg::EncodeGraph(other);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  CHECK(*a == *b);
+  CHECK(*c == *b);
+  std::string expected(b->data(), pg::kGraphHeaderBytes);
+  REQUIRE(set.AppendToString(&expected));
+  CHECK(*a == expected);
+}
+
 TEST_CASE("bad headers and truncation are refused with a reason", "[graph_file]") {
   auto bytes = *pg::EncodeGraph(TinyGraph());
   SECTION("no magic") {
@@ -114,6 +133,12 @@ TEST_CASE("files are written atomically and read back", "[graph_file]") {
   auto g = pg::ReadGraphFile(path);
   REQUIRE(g.ok());
   CHECK(g->ranks_size() == 2);
+  google::protobuf::Arena arena;  // prismd's way: the same graph, its messages on an arena
+  auto* on_arena = google::protobuf::Arena::CreateMessage<pg::Graph>(&arena);
+  on_arena->set_format_version(99);  // cleared first
+  REQUIRE(pg::ReadGraphFileInto(path, on_arena).ok());
+  CHECK(on_arena->SerializeAsString() == g->SerializeAsString());
+  CHECK_FALSE(pg::ReadGraphFileInto((dir / "nope.graph").string(), on_arena).ok());
   CHECK_FALSE(pg::WriteGraphFile(TinyGraph(), (dir / "missing" / "t.graph").string()).ok());
   CHECK_FALSE(std::filesystem::exists(dir / "missing"));
   CHECK_FALSE(pg::ReadGraphFile((dir / "nope.graph").string()).ok());

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cli_number.h"
 #include "common/limits.h"
 #include "graphgen/cli.h"
 #include "graphgen/collective_graph.h"
@@ -271,4 +272,19 @@ TEST_CASE("names that are not UTF-8 are refused: the graph would not read back",
   CHECK(r.err.find("UTF-8") != std::string::npos);
   r = Cli({"collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "--name", "caf\xc3\xa9-\xe2\x82\xac"});
   CHECK(r.code == prism::graphgen::kExitOk);  // well-formed UTF-8 is fine
+}
+
+TEST_CASE("the numeric flag check prismd and prism-graphgen share refuses signs and NaN, quoting safely",
+          "[graphgen][hostile]") {
+  const CLI::Validator check = prism::NonNegativeNumber();
+  for (std::string ok : {"0", "8", "1.5", "1e3"}) CHECK(check(ok).empty());
+  for (std::string bad : {"-1", "nan", "", "8x", "-0.5"}) {
+    INFO(bad);
+    CHECK(check(bad).find("must be a number, zero or more") != std::string::npos);
+  }
+  std::string control = "\x01\x1b[2J" + std::string(40, '7') + "x";
+  const std::string why = check(control);
+  CHECK(why.find('\x1b') == std::string::npos);
+  CHECK(why.find("??[2J") != std::string::npos);
+  CHECK(why.find("...") != std::string::npos);
 }

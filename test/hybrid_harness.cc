@@ -21,9 +21,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
       }()) {
   pacer_.Start();
   auto programs = daemon::RealRankPrograms::Build(graph_, real);
-  daemon::HybridSchedulerOptions so;
-  so.link_bits_per_second = graph_.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph_.cluster().nic().latency_ns());
+  daemon::HybridSchedulerOptions so = daemon::HybridSchedulerOptions::ForCluster(graph_.cluster());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.step_cost = step_cost;

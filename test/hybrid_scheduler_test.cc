@@ -210,6 +210,29 @@ TEST_CASE("a tree all-reduce's virtual senders stream at half the link (double b
   REQUIRE(h.Stop().ok());
 }
 
+TEST_CASE("fewer NICs than GPUs: the real rank's schedule carries the per-GPU share the engine times with",
+          "[hybrid][nic]") {
+  g::Graph graph = SweepGraph({"allreduce"}, 4, 1);
+  graph.mutable_cluster()->set_gpus_per_node(2);  // one 10 Gbit/s NIC for two GPUs; one rank per node
+  const prism::engine::LinkFigures links = prism::engine::NetworkModel::LinkFiguresFromCluster(graph.cluster());
+  REQUIRE(links.GpuNicShare() == prism::BitsPerSecond(5'000'000'000ull));
+  CHECK(prism::daemon::HybridSchedulerOptions::ForCluster(graph.cluster()).link_bandwidth == links.GpuNicShare());
+  HybridHarness h(graph, {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  const int64_t t = RealtimeNow();
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, b);
+  auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  REQUIRE(s);
+  CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK(s->link_bits_per_second() == 5'000'000'000ull);  // the share, not the NIC's 10 Gbit/s
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, f);
+  REQUIRE(h.Stop().ok());
+}
+
 TEST_CASE("a Simple tree all-reduce's virtual senders stream what NCCL's double binary tree delivers to the real rank",
           "[hybrid][tree]") {
   HybridHarness h(SweepGraph({"allreduce"}, 8, 1), {0});

@@ -297,6 +297,18 @@ class WholeRuns(unittest.TestCase):
                              env=dict(os.environ, PRISM_LINK_GBPS="100"))
         self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_LINK_GBPS"], "100")
 
+    def test_the_plugins_link_is_one_gpus_share_of_the_nics(self):
+        graph = os.path.join(self.tmp, "nic-share.graph")
+        subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "16",
+                        "--gpus-per-node", "8", "--nics-per-node", "4", "--nic-gbps", "400", "-o", graph],
+                       check=True, capture_output=True)
+        out = subprocess.run([sys.executable, PRISM, "run", "--graph", graph, "--ranks", "3", "--dry-run",
+                              "--", "python3", "t.py"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        self.assertEqual(env["PRISM_LINK_GBPS"], "200")  # 4 x 400 Gbit/s over 8 GPUs, as the engine
+        self.assertEqual(env["PRISM_NIC_SPEED_MBPS"], "400000")  # what one NIC is, for NCCL's tuning
+
     def test_a_virtual_rank_0s_nccl_id_comes_from_prismds_store(self):
         cmd, _ = self.launch("5")
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "daemon/engine/world.h"
+#include "daemon/engine/engine_world.h"
 #include "proto/graph.pb.h"
 
 namespace prism::engine {

@@ -7,16 +7,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/units.h"
+
 namespace prism::engine {
 
 struct Event {
-  int64_t time;     // ns
+  Nanoseconds time;
   uint32_t actor;
   uint32_t op;      // op index; kReachFlag / kCompleteFlag: an injected real-rank report;
                     // kWakeFlag: stream index whose next op waits for a later completion;
                     // kFlowFlag: shared NIC transfers to finish (generation)
-  int64_t issued;   // ns the op was issued (for durations)
-  int64_t known;    // paced runs: emulated time the engine learned of it (>= time unless born late)
+  Nanoseconds issued;  // when the op was issued (for durations)
+  Nanoseconds known;   // paced runs: emulated time the engine learned of it (>= time unless born late)
 };
 
 inline constexpr uint32_t kReachFlag = 1u << 31;

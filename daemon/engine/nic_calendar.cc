@@ -4,10 +4,10 @@
 
 namespace prism::engine {
 
-int64_t NicCalendar::NextFree(int64_t t, int64_t duration) const {
+Nanoseconds NicCalendar::NextFree(Nanoseconds t, Nanoseconds duration) const {
   // Ends are sorted too (disjoint intervals): skip those over by t.
   auto it = std::upper_bound(busy_.begin(), busy_.end(), t,
-                             [](int64_t v, const auto& b) { return v < b.second; });
+                             [](Nanoseconds v, const auto& b) { return v < b.second; });
   for (; it != busy_.end(); ++it) {
     if (it->first >= t + duration) break;  // the gap before this reservation holds it
     t = it->second;
@@ -15,18 +15,18 @@ int64_t NicCalendar::NextFree(int64_t t, int64_t duration) const {
   return t;
 }
 
-void NicCalendar::Reserve(int64_t start, int64_t end, int64_t forget_before) {
+void NicCalendar::Reserve(Nanoseconds start, Nanoseconds end, Nanoseconds forget_before) {
   busy_.erase(busy_.begin(), std::find_if(busy_.begin(), busy_.end(),
                                           [forget_before](const auto& b) { return b.second > forget_before; }));
   if (end <= start) return;
-  latest_end_ = std::max(latest_end_, end);
+  latest_end_ = Max(latest_end_, end);
   // The reservations [start, end) touches merge with it.
   auto first = std::lower_bound(busy_.begin(), busy_.end(), start,
-                                [](const auto& b, int64_t s) { return b.second < s; });
+                                [](const auto& b, Nanoseconds s) { return b.second < s; });
   auto last = first;
   while (last != busy_.end() && last->first <= end) {
-    start = std::min(start, last->first);
-    end = std::max(end, last->second);
+    start = Min(start, last->first);
+    end = Max(end, last->second);
     ++last;
   }
   first = busy_.erase(first, last);

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/units.h"
+
 namespace prism::engine {
 
 class NicCalendar {
@@ -29,42 +31,42 @@ class NicCalendar {
   // The earliest instant >= `t` from which this direction is free for
   // `duration` (> 0) nanoseconds. O(log n) to find the first reservation
   // that ends after `t`, then one step per reservation it must skip.
-  int64_t NextFree(int64_t t, int64_t duration) const;
+  Nanoseconds NextFree(Nanoseconds t, Nanoseconds duration) const;
 
   // Marks [start, end) busy, merged with the reservations it touches; nothing
   // when end <= start. Reservations that ended at or before `forget_before`
   // are dropped first: the caller promises no later request starts before it.
-  void Reserve(int64_t start, int64_t end, int64_t forget_before);
+  void Reserve(Nanoseconds start, Nanoseconds end, Nanoseconds forget_before);
 
   // The latest end of any reservation ever made (0 when none).
-  int64_t LatestEnd() const { return latest_end_; }
+  Nanoseconds LatestEnd() const { return latest_end_; }
 
   // Reservations held now (for tests).
   size_t size() const { return busy_.size(); }
 
  private:
-  std::vector<std::pair<int64_t, int64_t>> busy_;  // disjoint, sorted by start
-  int64_t latest_end_ = 0;
+  std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;  // disjoint, sorted by start
+  Nanoseconds latest_end_;
 };
 
 // The earliest start >= `ready` at which every calendar of `calendars` is
 // free for `duration` nanoseconds (ready itself when duration <= 0).
 template <typename Calendars>
-int64_t EarliestCommonStart(const Calendars& calendars, int64_t ready, int64_t duration) {
-  if (duration <= 0) return ready;
-  int64_t t = ready;
+Nanoseconds EarliestCommonStart(const Calendars& calendars, Nanoseconds ready, Nanoseconds duration) {
+  if (duration <= Nanoseconds(0)) return ready;
+  Nanoseconds t = ready;
   for (bool moved = true; moved;) {
     moved = false;
     for (const NicCalendar* c : calendars) {
-      const int64_t next = c->NextFree(t, duration);
+      const Nanoseconds next = c->NextFree(t, duration);
       if (next != t) t = next, moved = true;
     }
   }
   return t;
 }
 
-inline int64_t EarliestCommonStart(std::initializer_list<const NicCalendar*> calendars, int64_t ready,
-                                   int64_t duration) {
+inline Nanoseconds EarliestCommonStart(std::initializer_list<const NicCalendar*> calendars, Nanoseconds ready,
+                                       Nanoseconds duration) {
   return EarliestCommonStart<std::initializer_list<const NicCalendar*>>(calendars, ready, duration);
 }
 

@@ -110,8 +110,8 @@ class NicScheduler {
     uint32_t comm = 0;          // kCollective, kHold
     uint32_t src = 0, dst = 0;  // kPointToPoint (both), kSend (src)
     const OpInfo* op = nullptr; // kCollective, kHold
-    int64_t ready = 0, duration = 0;  // NIC time wanted from `ready` on (the grant order's key)
-    int64_t took = 0;           // kSend: the transfer's whole time from its start
+    Nanoseconds ready, duration;  // NIC time wanted from `ready` on (the grant order's key)
+    Nanoseconds took;             // kSend: the transfer's whole time from its start
   };
   struct Directions {
     NicCalendar tx, rx;
@@ -119,12 +119,12 @@ class NicScheduler {
 
   void GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<Nanoseconds>* shared_checks);
   // The end of collective request `r` by the calendar or queues model.
-  int64_t ReserveCollective(const Request& r);
+  Nanoseconds ReserveCollective(const Request& r);
   bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
-  int64_t QueueOnMembersTx(const EngineComm& c, int64_t ready, int64_t wire);
+  Nanoseconds QueueOnMembersTx(const EngineComm& c, Nanoseconds ready, Nanoseconds wire);
   // Reserves every member's both directions for `duration` from the first
   // instant >= `ready` at which all are free; returns that instant.
-  int64_t ReserveMembers(const EngineComm& c, int64_t ready, int64_t duration);
+  Nanoseconds ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration);
   void StartShared(const Request& r, const std::vector<uint32_t>& directions, std::vector<Nanoseconds>* checks);
   static uint32_t Tx(uint32_t actor) { return 2 * actor; }
   static uint32_t Rx(uint32_t actor) { return 2 * actor + 1; }
@@ -133,12 +133,12 @@ class NicScheduler {
   const NetworkModel& model_;
   const NicModel nic_model_;
   std::vector<Directions> nics_;                // per actor
-  int64_t now_ = 0, forget_before_ = 0;         // of the Grant in progress
+  Nanoseconds now_, forget_before_;             // of the Grant in progress
   std::vector<Request> requests_;               // made at the current instant
   std::vector<Request> batch_;                  // Grant's working copy (kept for its capacity)
   std::vector<const NicCalendar*> calendars_;   // ReserveMembers' working list
   std::unique_ptr<SharedNics> shared_;          // kShared only
-  absl::flat_hash_map<uint64_t, std::pair<uint32_t, int64_t>> shared_tickets_;  // flow id -> (ticket, start)
+  absl::flat_hash_map<uint64_t, std::pair<uint32_t, Nanoseconds>> shared_tickets_;  // flow id -> (ticket, start)
 };
 
 }  // namespace prism::engine

@@ -1,7 +1,6 @@
 #include "daemon/engine/nic_sharing.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace prism::engine {
 namespace {
@@ -10,25 +9,25 @@ constexpr int64_t kPsPerNs = 1000;
 
 }  // namespace
 
-uint64_t SharedNics::Start(int64_t now, int64_t alone_ns, const std::vector<uint32_t>& directions) {
+uint64_t SharedNics::Start(Nanoseconds now, Nanoseconds alone, const std::vector<uint32_t>& directions) {
   Advance(now);
-  flows_.push_back(Flow{next_id_, std::max<int64_t>(alone_ns, 1) * kPsPerNs, directions});
+  flows_.push_back(Flow{next_id_, std::max<int64_t>(alone.count(), 1) * kPsPerNs, directions});
   for (uint32_t d : directions) ++load_[d];
   Reshare();
   return next_id_++;
 }
 
-int64_t SharedNics::NextFinish() const {
-  int64_t next = std::numeric_limits<int64_t>::max();
+Nanoseconds SharedNics::NextFinish() const {
+  Nanoseconds next = Nanoseconds::Max();
   for (const Flow& f : flows_) {
     // The first whole nanosecond by which it has done its remaining work.
     const int64_t ns = (f.remaining_ps * f.share + kPsPerNs - 1) / kPsPerNs;
-    next = std::min(next, last_ + std::max<int64_t>(ns, 0));
+    next = Min(next, last_ + Nanoseconds(std::max<int64_t>(ns, 0)));
   }
   return next;
 }
 
-std::vector<uint64_t> SharedNics::FinishBy(int64_t now) {
+std::vector<uint64_t> SharedNics::FinishBy(Nanoseconds now) {
   Advance(now);
   std::vector<uint64_t> done;
   auto finished = [](const Flow& f) { return f.remaining_ps <= 0; };
@@ -44,11 +43,11 @@ std::vector<uint64_t> SharedNics::FinishBy(int64_t now) {
   return done;
 }
 
-void SharedNics::Advance(int64_t now) {
-  const int64_t elapsed = now - last_;
+void SharedNics::Advance(Nanoseconds now) {
+  const int64_t elapsed = (now - last_).count();
   if (elapsed > 0)
     for (Flow& f : flows_) f.remaining_ps -= elapsed * kPsPerNs / f.share;
-  last_ = std::max(last_, now);
+  last_ = Max(last_, now);
 }
 
 void SharedNics::Reshare() {

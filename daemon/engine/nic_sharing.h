@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/units.h"
+
 namespace prism::engine {
 
 class SharedNics {
@@ -31,15 +33,15 @@ class SharedNics {
   // A transfer that would take `alone_ns` (> 0) on `directions` (distinct
   // ids, at least one) starts at `now` (not before any earlier call's now).
   // Returns its id (ids count up from 0).
-  uint64_t Start(int64_t now, int64_t alone_ns, const std::vector<uint32_t>& directions);
+  uint64_t Start(Nanoseconds now, Nanoseconds alone, const std::vector<uint32_t>& directions);
 
   // When the first transfer in flight finishes if nothing else starts;
-  // INT64_MAX when none is in flight.
-  int64_t NextFinish() const;
+  // Nanoseconds::Max() when none is in flight.
+  Nanoseconds NextFinish() const;
 
   // Moves to `now` (not before any earlier call's now) and removes the
   // transfers finished by then; returns their ids in start order.
-  std::vector<uint64_t> FinishBy(int64_t now);
+  std::vector<uint64_t> FinishBy(Nanoseconds now);
 
   size_t in_flight() const { return flows_.size(); }
 
@@ -50,12 +52,12 @@ class SharedNics {
     std::vector<uint32_t> directions;
     int64_t share = 1;             // transfers on its busiest direction
   };
-  void Advance(int64_t now);
+  void Advance(Nanoseconds now);
   void Reshare();
 
   std::vector<uint32_t> load_;     // transfers in flight per direction
   std::vector<Flow> flows_;        // in start order
-  int64_t last_ = 0;
+  Nanoseconds last_;
   uint64_t next_id_ = 0;
 };
 

@@ -48,7 +48,7 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
     }
     const PendingP2P send = q.sends.front();
     q.sends.pop_front();
-    if (send.real_done < 0) {
+    if (send.real_done < Nanoseconds(0)) {
       q.awaiting.emplace_back(send, mine);
       return m;
     }
@@ -68,7 +68,7 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
   return m;
 }
 
-std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_t actor, int32_t desc, int64_t at) {
+std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at) {
   Queue& q = queues_[queue_of_[actor][desc]];
   if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
     auto pair = q.awaiting.front();  // the oldest matched send is this one
@@ -77,7 +77,7 @@ std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_
     return pair;
   }
   for (PendingP2P& send : q.sends)
-    if (send.actor == actor && send.real_done < 0) {
+    if (send.actor == actor && send.real_done < Nanoseconds(0)) {
       send.real_done = at;
       break;
     }

@@ -21,11 +21,12 @@
 namespace prism::engine {
 
 // One side of a send/recv: `actor`'s op `op`, posted (issued) at `posted`;
-// a real send's last byte left at `real_done` (-1: not reported yet).
+// a real send's last byte left at `real_done` (negative, kNotReported: not yet).
 struct PendingP2P {
+  static constexpr Nanoseconds kNotReported{-1};
   uint32_t actor, op;
-  int64_t posted;
-  int64_t real_done = -1;
+  Nanoseconds posted;
+  Nanoseconds real_done = kNotReported;
 };
 
 struct P2PMatch {
@@ -50,7 +51,7 @@ class P2PQueues {
   // Real `actor`'s send through `desc` to a virtual receiver reported its
   // last byte gone at `at`: the (send, receive) pair to deliver when the
   // receive was already posted (else the send remembers `at`).
-  std::optional<std::pair<PendingP2P, PendingP2P>> RealSendDone(uint32_t actor, int32_t desc, int64_t at);
+  std::optional<std::pair<PendingP2P, PendingP2P>> RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at);
 
  private:
   struct Queue {

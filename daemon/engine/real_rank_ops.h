@@ -19,11 +19,11 @@ class RealRankOps {
   struct OpenCall {
     uint32_t comm;
     uint64_t call;
-    int64_t issued;
+    Nanoseconds issued;
   };
   // A completion report: the op ended at `at`, its first transfer left at `started` (0: unknown).
   struct Report {
-    int64_t at, started;
+    Nanoseconds at, started;
   };
 
   explicit RealRankOps(size_t ops) : reached_(ops, 0), calls_(ops), p2p_(ops), early_(ops) {}
@@ -33,7 +33,7 @@ class RealRankOps {
   uint64_t Reach(uint32_t op) { return reached_[op]++; }
 
   void IssueCollective(uint32_t op, OpenCall call) { calls_[op].push_back(call); }
-  void IssueP2P(uint32_t op, int64_t now) { p2p_[op].push_back(now); }
+  void IssueP2P(uint32_t op, Nanoseconds now) { p2p_[op].push_back(now); }
   // The oldest report of `op` that came before the engine issued it.
   std::optional<Report> TakeEarly(uint32_t op) { return Take(early_[op]); }
 
@@ -41,7 +41,7 @@ class RealRankOps {
   // when the engine has not issued it yet, nothing (the report waits for it).
   std::optional<OpenCall> CollectiveDone(uint32_t op, Report report) { return Done(calls_[op], op, report); }
   // The same for a send/recv: when the engine issued it.
-  std::optional<int64_t> P2PDone(uint32_t op, Report report) { return Done(p2p_[op], op, report); }
+  std::optional<Nanoseconds> P2PDone(uint32_t op, Report report) { return Done(p2p_[op], op, report); }
 
  private:
   template <typename T>
@@ -60,7 +60,7 @@ class RealRankOps {
 
   std::vector<uint64_t> reached_;
   std::vector<std::deque<OpenCall>> calls_;
-  std::vector<std::deque<int64_t>> p2p_;
+  std::vector<std::deque<Nanoseconds>> p2p_;
   std::vector<std::deque<Report>> early_;
 };
 

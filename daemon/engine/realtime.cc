@@ -35,14 +35,14 @@ void WallClockPacer::Start() {
   start_ = std::chrono::steady_clock::now();
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  start_realtime_ns_ = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  start_realtime_ = FromSeconds(ts.tv_sec) + Nanoseconds(ts.tv_nsec);
 }
 
-void WallClockPacer::StartAtRealtime(int64_t start_realtime_ns) {
+void WallClockPacer::StartAtRealtime(Nanoseconds start) {
   Start();
-  const int64_t since = start_realtime_ns_ - start_realtime_ns;
-  start_ -= std::chrono::nanoseconds(since);
-  start_realtime_ns_ = start_realtime_ns;
+  const Nanoseconds since = start_realtime_ - start;
+  start_ -= std::chrono::nanoseconds(since.count());
+  start_realtime_ = start;
 }
 
 Nanoseconds WallClockPacer::Now() const {
@@ -51,11 +51,11 @@ Nanoseconds WallClockPacer::Now() const {
 }
 
 Nanoseconds WallClockPacer::EmulatedFromRealtime(uint64_t realtime_ns) const {
-  return Nanoseconds(static_cast<int64_t>(realtime_ns) - start_realtime_ns_);
+  return Nanoseconds(static_cast<int64_t>(realtime_ns)) - start_realtime_;
 }
 
 uint64_t WallClockPacer::RealtimeFromEmulated(Nanoseconds t) const {
-  return static_cast<uint64_t>(std::max<int64_t>(0, start_realtime_ns_ + t.count()));
+  return static_cast<uint64_t>(std::max<int64_t>(0, (start_realtime_ + t).count()));
 }
 
 WallClockPacer::LagHistogram WallClockPacer::Lags() const {
@@ -68,16 +68,16 @@ WallClockPacer::LagHistogram WallClockPacer::Lags() const {
   return h;
 }
 
-int64_t WallClockPacer::LagHistogram::QuantileUpperNs(double q) const {
-  if (total == 0) return 0;
+Nanoseconds WallClockPacer::LagHistogram::QuantileUpper(double q) const {
+  if (total == 0) return Nanoseconds(0);
   const double want = q * static_cast<double>(total);
   uint64_t seen = 0;
   for (size_t i = 0; i < kLagBuckets; ++i) {
     seen += counts[i];
     if (static_cast<double>(seen) >= want)
-      return i < kLagBuckets - 1 ? kLagBucketsNs[i] : INT64_MAX;
+      return i < kLagBuckets - 1 ? kLagBounds[i] : Nanoseconds::Max();
   }
-  return INT64_MAX;
+  return Nanoseconds::Max();
 }
 
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
@@ -101,7 +101,7 @@ absl::Status WallClockPacer::RecordLag(Nanoseconds t) {
   const int64_t lag = std::max<int64_t>(0, (Now() - t).count());
   lag_ns_.store(lag, std::memory_order_relaxed);
   size_t bucket = 0;
-  while (bucket < kLagBuckets - 1 && lag > kLagBucketsNs[bucket]) ++bucket;
+  while (bucket < kLagBuckets - 1 && lag > kLagBounds[bucket].count()) ++bucket;
   lag_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   lag_sum_ns_.fetch_add(lag, std::memory_order_relaxed);
   if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);

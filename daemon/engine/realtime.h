@@ -105,8 +105,8 @@ struct RealtimeOptions {
 };
 
 // Start() once before the engine runs; then WaitUntilDue/RecordLag belong to
-// the engine thread, while Now(), EmulatedFromRealtime(), lag_ns() and
-// max_lag_ns() may be called from any thread.
+// the engine thread, while Now(), EmulatedFromRealtime(), lag() and
+// max_lag() may be called from any thread.
 class WallClockPacer {
  public:
   explicit WallClockPacer(RealtimeOptions options) : options_(options) {}
@@ -115,9 +115,10 @@ class WallClockPacer {
 
   // Emulated time 0 := now.
   void Start();
-  // Emulated time 0 := CLOCK_REALTIME `start_realtime_ns` (a replay of a
-  // recording made by a pacer started then). Now() stays consistent with it.
-  void StartAtRealtime(int64_t start_realtime_ns);
+  // Emulated time 0 := CLOCK_REALTIME instant `start` (nanoseconds since the
+  // epoch: a replay of a recording made by a pacer started then). Now() stays
+  // consistent with it.
+  void StartAtRealtime(Nanoseconds start);
 
   // Waits until event time `t` is due (sleeping, then polling for the last
   // RealtimeOptions::spin). Returns false when the wait was cut short
@@ -134,29 +135,32 @@ class WallClockPacer {
   // CLOCK_REALTIME nanoseconds of emulated time `t` (>= 0).
   uint64_t RealtimeFromEmulated(Nanoseconds t) const;
 
-  int64_t lag_ns() const { return lag_ns_.load(std::memory_order_relaxed); }
-  int64_t max_lag_ns() const { return max_lag_ns_.load(std::memory_order_relaxed); }
+  Nanoseconds lag() const { return Nanoseconds(lag_ns_.load(std::memory_order_relaxed)); }
+  Nanoseconds max_lag() const { return Nanoseconds(max_lag_ns_.load(std::memory_order_relaxed)); }
   const RealtimeOptions& options() const { return options_; }
 
-  // Every recorded lag, counted in buckets of upper bound kLagBucketsNs[i]
+  // Every recorded lag, counted in buckets of upper bound kLagBounds[i]
   // (the last bucket is everything above). Any thread; a snapshot.
-  static constexpr int64_t kLagBucketsNs[] = {1'000,     2'000,     5'000,      10'000,     20'000,     50'000,
-                                              100'000,   200'000,   500'000,    1'000'000,  2'000'000,  5'000'000,
-                                              10'000'000, 100'000'000, 1'000'000'000};
-  static constexpr size_t kLagBuckets = sizeof(kLagBucketsNs) / sizeof(kLagBucketsNs[0]) + 1;
+  static constexpr Nanoseconds kLagBounds[] = {
+      FromMicroseconds(1),   FromMicroseconds(2),   FromMicroseconds(5),   FromMicroseconds(10),
+      FromMicroseconds(20),  FromMicroseconds(50),  FromMicroseconds(100), FromMicroseconds(200),
+      FromMicroseconds(500), FromMilliseconds(1),   FromMilliseconds(2),   FromMilliseconds(5),
+      FromMilliseconds(10),  FromMilliseconds(100), FromSeconds(1)};
+  static constexpr size_t kLagBuckets = sizeof(kLagBounds) / sizeof(kLagBounds[0]) + 1;
   struct LagHistogram {
     std::array<uint64_t, kLagBuckets> counts{};
     uint64_t total = 0;
     double sum_s = 0;
-    // Upper bound (ns) of the bucket holding quantile q in (0, 1]; 0 when empty.
-    int64_t QuantileUpperNs(double q) const;
+    // Upper bound of the bucket holding quantile q in (0, 1]; 0 when empty,
+    // Nanoseconds::Max() in the last (unbounded) bucket.
+    Nanoseconds QuantileUpper(double q) const;
   };
   LagHistogram Lags() const;
 
  private:
   RealtimeOptions options_;
   std::chrono::steady_clock::time_point start_;
-  int64_t start_realtime_ns_ = 0;
+  Nanoseconds start_realtime_;       // CLOCK_REALTIME instant of emulated time 0
   std::atomic<int64_t> lag_ns_{0};
   std::atomic<int64_t> max_lag_ns_{0};
   std::array<std::atomic<uint64_t>, kLagBuckets> lag_counts_{};

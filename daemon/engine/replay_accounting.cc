@@ -22,19 +22,19 @@ ReplayAccounting::ReplayAccounting(const EngineWorld& world, uint64_t iterations
     }
   }
   stats_.iteration_end.assign(iterations, Nanoseconds(0));
-  stats_.actor_exposed_ns.assign(world.actors.size(), 0);
-  stats_.actor_pipeline_wait_ns.assign(world.actors.size(), 0);
+  stats_.actor_exposed.assign(world.actors.size(), Nanoseconds(0));
+  stats_.actor_pipeline_wait.assign(world.actors.size(), Nanoseconds(0));
   stats_.actor_peak_memory.assign(world.actors.size(), 0);
 }
 
 // Real ranks' reports may arrive out of the engine's time order: never count
 // a negative span.
-void ReplayAccounting::Account(ActorTally& t, int64_t now) {
+void ReplayAccounting::Account(ActorTally& t, Nanoseconds now) {
   if (t.communicating > 0 && t.computing == 0 && now > t.last_change) {
     t.exposed += now - t.last_change;
     if (t.pipeline_p2p == t.communicating) t.pipeline_wait += now - t.last_change;
   }
-  t.last_change = std::max(t.last_change, now);
+  t.last_change = Max(t.last_change, now);
 }
 
 bool ReplayAccounting::IsPipelineP2P(const Actor& a, const OpInfo& op) const {
@@ -42,7 +42,7 @@ bool ReplayAccounting::IsPipelineP2P(const Actor& a, const OpInfo& op) const {
          world_.comms[a.slot_comm[op.slot]].kind == graph::COMM_KIND_PP;
 }
 
-void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, int64_t now) {
+void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
   if (op.kind == OpKind::kCompute) {
@@ -55,12 +55,12 @@ void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, int64_t now) {
   }
 }
 
-void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, int64_t issued, int64_t now) {
+void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
   const Actor& a = world_.actors[actor];
   const __int128 w = a.weight;
-  const int64_t took = std::max<int64_t>(0, now - issued);
+  const int64_t took = std::max<int64_t>(0, (now - issued).count());
   if (op.kind == OpKind::kCompute) {
     --t.computing;
     stats_.compute_ns += w * took;
@@ -69,7 +69,7 @@ void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, int64_t issued, i
   if (!IsComm(op.kind)) return;
   --t.communicating;
   if (IsPipelineP2P(a, op)) --t.pipeline_p2p;
-  t.last_comm_done = std::max(t.last_comm_done, now);
+  t.last_comm_done = Max(t.last_comm_done, now);
   const int kind = op.kind == OpKind::kSend   ? kOpKindSend
                    : op.kind == OpKind::kRecv ? kOpKindRecv
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
@@ -81,13 +81,13 @@ void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, int64_t issued, i
   }
 }
 
-std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, int64_t now) {
+std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   if (iteration >= iterations_) return std::nullopt;
   ++ops_done_;
   if (--t.iteration_left[iteration] != 0) return std::nullopt;
   ++t.iterations_done;
-  stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], Nanoseconds(now));
+  stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], now);
   if (--iteration_actors_left_[iteration] != 0) return std::nullopt;
   ++iterations_done_;
   return iteration;
@@ -98,9 +98,9 @@ Nanoseconds ReplayAccounting::IterationTime(uint64_t iteration) const {
   return stats_.iteration_end[iteration] - prev;
 }
 
-bool ReplayAccounting::CommunicatedAlone(uint32_t actor, int64_t started) const {
+bool ReplayAccounting::CommunicatedAlone(uint32_t actor, Nanoseconds started) const {
   const ActorTally& t = actors_[actor];
-  return t.communicating <= 1 && started > 0 && t.last_comm_done <= started;
+  return t.communicating <= 1 && started > Nanoseconds(0) && t.last_comm_done <= started;
 }
 
 bool ReplayAccounting::Finished() const {
@@ -111,8 +111,8 @@ bool ReplayAccounting::Finished() const {
 
 const ReplayStats& ReplayAccounting::Close() {
   for (size_t a = 0; a < actors_.size(); ++a) {
-    stats_.actor_exposed_ns[a] = actors_[a].exposed;
-    stats_.actor_pipeline_wait_ns[a] = actors_[a].pipeline_wait;
+    stats_.actor_exposed[a] = actors_[a].exposed;
+    stats_.actor_pipeline_wait[a] = actors_[a].pipeline_wait;
     stats_.actor_peak_memory[a] = actors_[a].memory_peak;
   }
   return stats_;

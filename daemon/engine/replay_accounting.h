@@ -26,15 +26,15 @@ class ReplayAccounting {
   ReplayAccounting(const EngineWorld& world, uint64_t iterations);
 
   // `actor` issued `op` at `now` / `op`, issued at `issued`, ended at `now`.
-  void Started(uint32_t actor, const OpInfo& op, int64_t now);
-  void Ended(uint32_t actor, const OpInfo& op, int64_t issued, int64_t now);
+  void Started(uint32_t actor, const OpInfo& op, Nanoseconds now);
+  void Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now);
   // One instance of an op of `actor` in `iteration` is over (at `now`).
   // Returns the iteration when that made every actor finish it.
-  std::optional<uint64_t> CountDone(uint32_t actor, uint64_t iteration, int64_t now);
+  std::optional<uint64_t> CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
 
   // Whether `actor` has had no other communication in flight since
   // `started` (> 0) besides the one op it is ending now.
-  bool CommunicatedAlone(uint32_t actor, int64_t started) const;
+  bool CommunicatedAlone(uint32_t actor, Nanoseconds started) const;
   bool Finished() const;
   uint64_t iterations_done() const { return iterations_done_; }
   // Op instances over so far, and in the whole replay (progress).
@@ -50,15 +50,16 @@ class ReplayAccounting {
 
  private:
   struct ActorTally {
-    int64_t last_change = 0, memory = 0, memory_peak = 0, exposed = 0;
-    int64_t pipeline_wait = 0;        // part of `exposed` with only pipeline send/recv in flight
+    Nanoseconds last_change, exposed;
+    Nanoseconds pipeline_wait;        // part of `exposed` with only pipeline send/recv in flight
+    int64_t memory = 0, memory_peak = 0;  // bytes
     uint32_t computing = 0, communicating = 0;
     uint32_t pipeline_p2p = 0;        // of `communicating`: sends/recvs on a pipeline (pp) communicator
-    int64_t last_comm_done = 0;       // when its latest communication op completed
+    Nanoseconds last_comm_done;       // when its latest communication op completed
     std::vector<uint32_t> iteration_left;  // per iteration: op instances not over yet
     uint64_t iterations_done = 0;
   };
-  void Account(ActorTally& t, int64_t now);
+  void Account(ActorTally& t, Nanoseconds now);
   bool IsPipelineP2P(const Actor& a, const OpInfo& op) const;
 
   const EngineWorld& world_;

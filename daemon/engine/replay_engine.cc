@@ -11,8 +11,6 @@ namespace {
 
 bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
 
-int64_t AddTime(int64_t a, int64_t b) { return SatAdd(Nanoseconds(a), Nanoseconds(b)).count(); }
-
 EngineOptions FixOptions(EngineOptions o) {
   if (o.iterations == 0) o.iterations = 1;
   return o;
@@ -31,7 +29,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     ActorState& s = state_[a];
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
-    if (has_real_) s.done_at.assign(p.ops.size(), 0);  // WaitsForLaterCompletion's, hybrid runs only
+    if (has_real_) s.done_at.assign(p.ops.size(), Nanoseconds(0));  // WaitsForLaterCompletion's, hybrid runs only
     if (actor.real) s.real = std::make_unique<RealRankOps>(p.ops.size());
     s.calls.assign(actor.slot_comm.size(), 0);
   }
@@ -43,9 +41,9 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
 
 // In paced runs an event that follows from a real rank's report may be due
 // before the report arrived: its lag counts from when the engine learned of it.
-void ReplayEngine::Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued) {
-  int64_t known = time;
-  if (pacer_ != nullptr && handling_report_) known = std::max(time, pacer_->Now().count());
+void ReplayEngine::Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
+  Nanoseconds known = time;
+  if (pacer_ != nullptr && handling_report_) known = Max(time, pacer_->Now());
   queue_.Push(Event{time, actor, op, issued, known});
 }
 
@@ -105,9 +103,9 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   if (world_.actors[actor].real) return false;  // a real rank's ops start when it says
   ActorState& s = state_[actor];
   StreamState& st = s.streams[stream];
-  int64_t gate = st.last_done;
+  Nanoseconds gate = st.last_done;
   const ProgramInfo& p = world_.programs[world_.actors[actor].program];
-  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = std::max(gate, s.done_at[p.deps[i]]);
+  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = Max(gate, s.done_at[p.deps[i]]);
   if (gate <= now_) return false;
   if (!st.wake_pending) {
     st.wake_pending = true;
@@ -129,7 +127,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   switch (op.kind) {
     case OpKind::kCompute:
       if (!a.real) {
-        Push(AddTime(now_, op.duration.count()), actor, k, now_);
+        Push(SatAdd(now_, op.duration), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
         Push(now_, actor, k, now_);  // the rank already moved past it
       } else {
@@ -150,7 +148,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   // Its report came before the engine got here: complete it now (at the
   // reported time, or now if that is in the engine's past for this op).
   if (const auto early = a.real && IsComm(op.kind) ? s.real->TakeEarly(k) : std::nullopt)
-    Push(std::max(early->at, now_), actor, k | kCompleteFlag, early->started);
+    Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
@@ -158,17 +156,17 @@ void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
-void ReplayEngine::Complete(uint32_t actor, uint32_t k, int64_t issued) {
+void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
   ActorState& s = state_[actor];
   accounting_.Ended(actor, op, issued, now_);
-  if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, Nanoseconds(now_));
-  if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, Nanoseconds(issued), Nanoseconds(now_));
+  if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, now_);
+  if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, issued, now_);
   --s.streams[op.stream].inflight;
   if (has_real_) {  // only a real rank's report is handled at a past time (WaitsForLaterCompletion)
-    s.done_at[k] = std::max(s.done_at[k], now_);
-    s.streams[op.stream].last_done = std::max(s.streams[op.stream].last_done, now_);
+    s.done_at[k] = Max(s.done_at[k], now_);
+    s.streams[op.stream].last_done = Max(s.streams[op.stream].last_done, now_);
   }
   CountDone(actor, k);
   Advance(actor);
@@ -191,15 +189,15 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
     in.waiters.reserve(world_.comms[comm].members.size());
   }
   ++in.arrived;
-  in.last = std::max(in.last, now_);
+  in.last = Max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
   if (a.real) {
     state_[actor].real->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
-    in.last_virtual = std::max(in.last_virtual, now_);
+    in.last_virtual = Max(in.last_virtual, now_);
     const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
     if (++in.virtual_arrived == virtual_members && observer_)
-      observer_->OnVirtualMembersArrived(comm, call, Nanoseconds(in.last_virtual));
+      observer_->OnVirtualMembersArrived(comm, call, in.last_virtual);
   }
   // The j-th instance completes only after every earlier one (members call in order).
   while (!cs.pending.empty() && cs.pending.front().arrived >= world_.comms[comm].members.size()) {
@@ -218,7 +216,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
-      nics_.HoldCollective(comm, op, Nanoseconds(in.last),
+      nics_.HoldCollective(comm, op, in.last,
                            model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape));
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
@@ -233,17 +231,17 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
-    const int64_t ready = in.last;
+    const Nanoseconds ready = in.last;
     Transfer t;
     t.kind = Transfer::Kind::kCollective;
     t.comm = comm;
     t.instance = std::move(in);
-    nics_.RequestCollective(Park(std::move(t)), comm, op, Nanoseconds(ready), took);
+    nics_.RequestCollective(Park(std::move(t)), comm, op, ready, took);
     return;
   }
-  const int64_t end = AddTime(in.last, took.count());
+  const Nanoseconds end = SatAdd(in.last, took);
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
-  if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+  if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 
 uint32_t ReplayEngine::Park(Transfer t) {
@@ -258,7 +256,7 @@ uint32_t ReplayEngine::Park(Transfer t) {
 void ReplayEngine::GrantNics() {
   grants_.clear();
   checks_.clear();
-  nics_.Grant(Nanoseconds(now_), Nanoseconds(horizon_), &grants_, &checks_);
+  nics_.Grant(now_, horizon_, &grants_, &checks_);
   FinishGrants();
   for (Nanoseconds at : checks_) ScheduleSharedCheck(at);
 }
@@ -267,19 +265,19 @@ void ReplayEngine::FinishGrants() {
   for (const NicGrant& g : grants_) {
     Transfer& t = transfers_[g.ticket];
     switch (t.kind) {
-      case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end.count()); break;
-      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start.count(), g.end.count()); break;
-      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start.count(), g.end.count()); break;
+      case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end); break;
+      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end); break;
+      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end); break;
     }
     t.instance.waiters.clear();
     free_tickets_.push_back(g.ticket);
   }
 }
 
-void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end) {
+void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end) {
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
-  if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, Nanoseconds(end - in.last), op.bytes);
+  if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, end - in.last, op.bytes);
 }
 
 // Every member arrived and every real member finished: the virtual members
@@ -293,7 +291,7 @@ void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, i
 // instance (the hybrid self-check, test/hybrid_self_check_test.cc, catches
 // that).
 void ReplayEngine::FinishMixed(const Instance& in) {
-  const int64_t end = std::max(in.real_done, in.last_virtual);
+  const Nanoseconds end = Max(in.real_done, in.last_virtual);
   if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
   if (observer_) observer_->OnMixedCollective(in.real_done < in.last_virtual);
   const Actor& first = world_.actors[in.first_actor];
@@ -303,15 +301,15 @@ void ReplayEngine::FinishMixed(const Instance& in) {
   for (const Waiter& w : in.waiters)
     if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
   // Its members' NICs stay busy until the real end, when later than the model's.
-  nics_.HoldMembersUntil(comm, Nanoseconds(now_), Nanoseconds(end), Nanoseconds(horizon_));
-  const int64_t start = std::max(in.real_started, in.last_virtual);
-  if (in.real_started > 0 && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      nics_.VirtualMembersFreeBy(comm, Nanoseconds(start)))
-    calibration_.Record(op, c.shape, Nanoseconds(in.real_done - start));
-  if (observer_) observer_->OnCollective(op.collective, c.kind, Nanoseconds(end - in.last), op.bytes);
+  nics_.HoldMembersUntil(comm, now_, end, horizon_);
+  const Nanoseconds start = Max(in.real_started, in.last_virtual);
+  if (in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
+      nics_.VirtualMembersFreeBy(comm, start))
+    calibration_.Record(op, c.shape, in.real_done - start);
+  if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 
-void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started) {
+void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started) {
   const auto open = state_[actor].real->CollectiveDone(k, {at, started});
   if (!open) return;  // reported before the engine issued it: applied at issue
   const RealRankOps::OpenCall oc = *open;
@@ -328,8 +326,8 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, in
     // Other communication of this rank in flight now, or ended after this
     // one's first send: its duration is not this collective's alone.
     if (!accounting_.CommunicatedAlone(actor, started)) in->real_alone = false;
-    in->real_done = std::max(in->real_done, at);
-    in->real_started = std::max(in->real_started, started);
+    in->real_done = Max(in->real_done, at);
+    in->real_started = Max(in->real_started, started);
     if (in->real_left > 0) --in->real_left;
     if (waiting != awaiting_real_.end() && in->real_left == 0) {
       FinishMixed(*in);
@@ -361,40 +359,39 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index,
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   const PendingP2P send{actor, k, now_};
   if (same_node) {  // no NIC
-    FinishVirtualToReal(send, index, now_, AddTime(now_, took.count()));
+    FinishVirtualToReal(send, index, now_, SatAdd(now_, took));
     return;
   }
   Transfer t;
   t.kind = Transfer::Kind::kVirtualToReal;
   t.send = send;
   t.index = index;
-  nics_.RequestSend(Park(std::move(t)), actor, Nanoseconds(now_), took - model_.HopLatency(same_node), took);
+  nics_.RequestSend(Park(std::move(t)), actor, now_, took - model_.HopLatency(same_node), took);
 }
 
-void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end) {
+void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end) {
   const Actor& a = world_.actors[send.actor];
   const OpInfo& op = world_.programs[a.program].ops[send.op];
   Push(end, send.actor, send.op, send.posted);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
-    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, index, Nanoseconds(start), op.bytes);
-    observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
+    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, index, start, op.bytes);
+    observer_->OnPointToPoint(end - start, op.bytes);
   }
 }
 
 // A real send's last byte left at send.real_done: the virtual receive ends a
 // hop later, or when it was posted if that is later.
 void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
-  const int64_t end = std::max(recv.posted, AddTime(send.real_done, model_.HopLatency(same_node).count()));
+  const Nanoseconds end = Max(recv.posted, SatAdd(send.real_done, model_.HopLatency(same_node)));
   Push(end, recv.actor, recv.op, recv.posted);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
-    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
-                       Nanoseconds(end));
+    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
 }
 
-void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
-  const auto issued = state_[actor].real->P2PDone(k, {at, 0});
+void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at) {
+  const auto issued = state_[actor].real->P2PDone(k, {at, Nanoseconds(0)});
   if (!issued) return;  // reported before the engine issued it: applied at issue
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
@@ -407,33 +404,33 @@ void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, int64_t at) {
 
 void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  const int64_t ready = std::max(send.posted, recv.posted);
+  const Nanoseconds ready = Max(send.posted, recv.posted);
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   if (same_node) {  // no NIC
-    FinishPointToPoint(send, recv, ready, AddTime(ready, took.count()));
+    FinishPointToPoint(send, recv, ready, SatAdd(ready, took));
     return;
   }
   Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
   t.kind = Transfer::Kind::kPointToPoint;
   t.send = send;
   t.recv = recv;
-  nics_.RequestPointToPoint(Park(std::move(t)), send.actor, recv.actor, Nanoseconds(ready), took);
+  nics_.RequestPointToPoint(Park(std::move(t)), send.actor, recv.actor, ready, took);
 }
 
-void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end) {
+void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start,
+                                      Nanoseconds end) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   Push(end, send.actor, send.op, send.posted);
   Push(end, recv.actor, recv.op, recv.posted);
-  if (observer_) observer_->OnPointToPoint(Nanoseconds(end - start), op.bytes);
+  if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
-    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, Nanoseconds(send.posted), Nanoseconds(recv.posted),
-                       Nanoseconds(end));
+    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
 }
 
 void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
   if (at == Nanoseconds::Max()) return;
   ++shared_generation_;  // earlier kFlowFlag events are stale now
-  Push(at.count(), kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), at.count());
+  Push(at, kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), at);
 }
 
 // The shared transfers done by now_ complete as the calendar model's grants
@@ -441,7 +438,7 @@ void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
 void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
   if (generation != (shared_generation_ & kFlowGenerationMask)) return;
   grants_.clear();
-  nics_.FinishBy(Nanoseconds(now_), &grants_);
+  nics_.FinishBy(now_, &grants_);
   FinishGrants();
   ScheduleSharedCheck(nics_.NextFinish());
 }
@@ -505,7 +502,7 @@ absl::Status ReplayEngine::StallError() const {
       const uint64_t pos = ss.inflight > 0 && ss.pos > 0 ? ss.pos - 1 : ss.pos;
       const uint32_t k = p.stream_ops[st][std::min(pos, len * options_.iterations - 1) % len];
       return absl::FailedPreconditionError(absl::StrCat(
-          "replay stalled at ", now_, " ns: rank ", world_.actors[a].rep_rank, " (", p.name, ") waits at op ", k,
+          "replay stalled at ", now_.count(), " ns: rank ", world_.actors[a].rep_rank, " (", p.name, ") waits at op ", k,
           " on stream ", st, ", iteration ", pos / len,
           ": a collective that not every member reaches, a send without its receive, or dependencies that "
           "wait on each other; check the graph (prism-graphgen) for this op"));
@@ -516,8 +513,8 @@ absl::Status ReplayEngine::StallError() const {
 
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
-    observer_->OnProgress(EngineProgress{Nanoseconds(horizon_), events_, accounting_.iterations_done(),
-                                         Nanoseconds(pacer ? pacer->lag_ns() : 0), accounting_.ops_done(),
+    observer_->OnProgress(EngineProgress{horizon_, events_, accounting_.iterations_done(),
+                                         pacer ? pacer->lag() : Nanoseconds(0), accounting_.ops_done(),
                                          accounting_.ops_total()});
 }
 
@@ -552,12 +549,12 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     const Event& top = queue_.top();
     const bool injected = (top.op & (kReachFlag | kCompleteFlag)) != 0;
     if (pacer && !injected) {  // reports carry their own (real, past) times: no waiting, no lag
-      if (!pacer->WaitUntilDue(Nanoseconds(top.time), inbox)) continue;
-      if (auto s = pacer->RecordLag(Nanoseconds(std::max(top.time, top.known))); !s.ok()) return s;
+      if (!pacer->WaitUntilDue(top.time, inbox)) continue;
+      if (auto s = pacer->RecordLag(Max(top.time, top.known)); !s.ok()) return s;
     }
     const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
     now_ = e.time;
-    horizon_ = std::max(horizon_, now_);
+    horizon_ = Max(horizon_, now_);
     ++events_;
     stats_.pending_sum += queue_.size();
     handling_report_ = true;
@@ -588,7 +585,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     }
   }
   stats_.events = events_;
-  stats_.end = Nanoseconds(horizon_);
+  stats_.end = horizon_;
   stats_.run_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   accounting_.Close();
   Progress(pacer);

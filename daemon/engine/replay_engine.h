@@ -171,9 +171,9 @@ class ReplayEngine {
     uint32_t index = 0;
     uint32_t inflight = 0;
     bool in_group = false;
-    int64_t pending_compute = -1;
-    int64_t pending_issued = 0;
-    int64_t last_done = 0;     // latest completion of one of its ops
+    int64_t pending_compute = -1;  // op index, -1: none
+    Nanoseconds pending_issued;
+    Nanoseconds last_done;     // latest completion of one of its ops
     bool wake_pending = false; // a kWakeFlag event is queued for it
     void Step(uint64_t len) {
       ++pos;
@@ -183,18 +183,18 @@ class ReplayEngine {
   struct ActorState {
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
-    std::vector<int64_t> done_at;    // per op: its latest completion
+    std::vector<Nanoseconds> done_at;  // per op: its latest completion
     std::unique_ptr<RealRankOps> real;  // real actors only
     std::vector<uint64_t> calls;     // per canonical slot: collective calls made
   };
-  struct Waiter { uint32_t actor, op; int64_t issued; };
+  struct Waiter { uint32_t actor, op; Nanoseconds issued; };
   struct Instance {
     uint32_t arrived = 0, virtual_arrived = 0;
-    int64_t last = 0, last_virtual = 0;  // latest arrival (all members / virtual ones)
+    Nanoseconds last, last_virtual;      // latest arrival (all members / virtual ones)
     uint32_t first_actor = 0, first_op = 0;
     std::vector<Waiter> waiters;
     uint32_t real_left = 0;              // real members that have not finished it
-    int64_t real_done = 0, real_started = 0;
+    Nanoseconds real_done, real_started;
     // No real member had other communication in flight while it ran: its
     // real duration is the collective's own (see FinishMixed).
     bool real_alone = true;
@@ -220,7 +220,7 @@ class ReplayEngine {
   bool WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op);
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
   void Issue(uint32_t actor, uint32_t k);
-  void Complete(uint32_t actor, uint32_t k, int64_t issued);
+  void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
@@ -229,22 +229,22 @@ class ReplayEngine {
   // Lets the transfers the NIC scheduler granted go on (grants_, checks_).
   void GrantNics();
   void FinishGrants();
-  void FinishCollectiveTransfer(uint32_t comm, const Instance& in, int64_t end);
-  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, int64_t start, int64_t end);
-  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, int64_t start, int64_t end);
+  void FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end);
+  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end);
+  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end);
   // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
   // FinishSharedTransfers completes the transfers done by now_.
   void ScheduleSharedCheck(Nanoseconds at);
   void FinishSharedTransfers(uint32_t generation);
-  void RealCollectiveDone(uint32_t actor, uint32_t k, int64_t at, int64_t started);
+  void RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started);
   void PostP2P(uint32_t actor, uint32_t k, bool is_send);
   void SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node);
   void MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node);
-  void RealP2PDone(uint32_t actor, uint32_t k, int64_t at);
+  void RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at);
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
-  void Push(int64_t time, uint32_t actor, uint32_t op, int64_t issued);
+  void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;
   void Progress(WallClockPacer* pacer);
@@ -257,7 +257,7 @@ class ReplayEngine {
   EventQueue queue_;
   WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
   bool handling_report_ = false;      // the current event is a real rank's report
-  int64_t now_ = 0;
+  Nanoseconds now_;
   uint64_t events_ = 0;
   const bool has_real_;        // some actor is a real rank (hybrid)
   bool stop_ = false;
@@ -275,7 +275,7 @@ class ReplayEngine {
   std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
   std::vector<Nanoseconds> checks_;
   uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
-  int64_t horizon_ = 0;                              // latest event time handled (reports, lag)
+  Nanoseconds horizon_;                              // latest event time handled (reports, lag)
   ReplayAccounting accounting_;
   ReplayStats& stats_ = accounting_.stats();        // the run's own figures (events, end, hybrid counts)
 };

@@ -33,8 +33,8 @@ struct ReplayStats {
   std::array<KindTotals, kCommKinds> by_comm{};
   std::array<KindTotals, kOpKinds> by_op{};
   __int128 compute_ns = 0;                      // weighted
-  std::vector<int64_t> actor_exposed_ns;        // per actor, whole run
-  std::vector<int64_t> actor_pipeline_wait_ns;  // per actor, whole run: the part of exposed with only pp send/recv
+  std::vector<Nanoseconds> actor_exposed;       // per actor, whole run
+  std::vector<Nanoseconds> actor_pipeline_wait; // per actor, whole run: the part of exposed with only pp send/recv
   std::vector<int64_t> actor_peak_memory;       // per actor: max running sum of deltas
   // Hybrid runs.
   uint64_t real_reports = 0;                    // reached/completed reports from real ranks

@@ -117,18 +117,18 @@ SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world
   r.reduction_note = world.reduction_note;
   const double per = static_cast<double>(std::max<uint64_t>(r.world_size, 1)) * static_cast<double>(std::max<uint64_t>(iterations, 1));
   const double per_iteration = static_cast<double>(std::max<uint64_t>(iterations, 1));
-  auto mean_and_max = [&](const std::vector<int64_t>& per_actor, double& mean, double& max) {
+  auto mean_and_max = [&](const std::vector<Nanoseconds>& per_actor, double& mean, double& max) {
     __int128 sum = 0;
     int64_t most = 0;
     for (size_t a = 0; a < world.actors.size() && a < per_actor.size(); ++a) {
-      sum += static_cast<__int128>(per_actor[a]) * world.actors[a].weight;
-      most = std::max(most, per_actor[a]);
+      sum += static_cast<__int128>(per_actor[a].count()) * world.actors[a].weight;
+      most = std::max(most, per_actor[a].count());
     }
     mean = static_cast<double>(sum) * 1e-9 / per;
     max = static_cast<double>(most) * 1e-9 / per_iteration;
   };
-  mean_and_max(stats.actor_exposed_ns, r.exposed_comm_s_mean, r.exposed_comm_s_max);
-  mean_and_max(stats.actor_pipeline_wait_ns, r.pipeline_wait_s_mean, r.pipeline_wait_s_max);
+  mean_and_max(stats.actor_exposed, r.exposed_comm_s_mean, r.exposed_comm_s_max);
+  mean_and_max(stats.actor_pipeline_wait, r.pipeline_wait_s_mean, r.pipeline_wait_s_max);
   r.throughput = ThroughputOf(graph, r.mean_iteration);
   r.gpu_memory_bytes = graph.cluster().gpu().memory_bytes();
   r.compute_s_per_rank = static_cast<double>(stats.compute_ns) * 1e-9 / per;

@@ -82,7 +82,7 @@ TraceRecorder::TraceRecorder(std::vector<uint32_t> ranks, const EngineWorld& wor
 void TraceRecorder::WriteFlows(const graph::Graph& g, std::ostream& out, bool* first) const {
   // Expanded to rank pairs, then sorted: the order (and the ids) depend only
   // on the timelines, not on whether ranks were replayed per class.
-  struct Flow { int64_t send_start, end; uint32_t src, dst, send_stream, recv_stream; int64_t f_ts; };
+  struct Flow { Nanoseconds send_start, end; uint32_t src, dst, send_stream, recv_stream; Nanoseconds f_ts; };
   std::vector<Flow> flows;
   const CommRankIndex index(g);
   std::vector<std::vector<uint32_t>> selected_of_actor(world_.actors.size());
@@ -95,7 +95,7 @@ void TraceRecorder::WriteFlows(const graph::Graph& g, std::ostream& out, bool* f
     for (uint32_t r : selected_of_actor[f.send_actor]) {
       const uint32_t peer = index.PeerRank(r, sp.p2p[send.p2p_desc]);
       if (selected_[peer])
-        flows.push_back({f.send_start.count(), f.end.count(), r, peer, send.stream, recv_stream, f_ts.count()});
+        flows.push_back({f.send_start, f.end, r, peer, send.stream, recv_stream, f_ts});
     }
   }
   std::sort(flows.begin(), flows.end(), [](const Flow& a, const Flow& b) {
@@ -107,10 +107,10 @@ void TraceRecorder::WriteFlows(const graph::Graph& g, std::ostream& out, bool* f
     out << (*first ? "" : ",\n");
     *first = false;
     out << fmt::format(R"({{"ph":"s","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}},)", id, f.src,
-                       f.send_stream, Micros(Nanoseconds(f.send_start)))
+                       f.send_stream, Micros(f.send_start))
         << "\n"
         << fmt::format(R"({{"ph":"f","bp":"e","name":"p2p","cat":"p2p","id":{},"pid":{},"tid":{},"ts":{}}})", id,
-                       f.dst, f.recv_stream, Micros(Nanoseconds(f.f_ts)));
+                       f.dst, f.recv_stream, Micros(f.f_ts));
     ++id;
   }
 }

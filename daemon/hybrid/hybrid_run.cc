@@ -60,7 +60,7 @@ class LagExporter {
   LagExporter(const engine::WallClockPacer& pacer, server::Metrics* metrics) : pacer_(pacer) {
     if (metrics == nullptr) return;
     prometheus::Histogram::BucketBoundaries bounds;
-    for (int64_t b : engine::WallClockPacer::kLagBucketsNs) bounds.push_back(static_cast<double>(b) * 1e-9);
+    for (Nanoseconds b : engine::WallClockPacer::kLagBounds) bounds.push_back(b.seconds());
     histogram_ = &prometheus::BuildHistogram()
                       .Name("prism_engine_event_lag_seconds")
                       .Help("How late the real-time engine handled each event against the wall clock")
@@ -85,9 +85,11 @@ class LagExporter {
 
 std::string LagSummary(const engine::WallClockPacer& pacer) {
   const auto h = pacer.Lags();
-  auto us = [](int64_t ns) { return ns == INT64_MAX ? std::string(">1 s") : absl::StrCat("<=", ns / 1000, " us"); };
-  return absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpperNs(0.5)), ", p99 ",
-                      us(h.QuantileUpperNs(0.99)), ", max ", pacer.max_lag_ns() / 1000, " us");
+  auto us = [](Nanoseconds t) {
+    return t == Nanoseconds::Max() ? std::string(">1 s") : absl::StrCat("<=", t.count() / 1000, " us");
+  };
+  return absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpper(0.5)), ", p99 ",
+                      us(h.QuantileUpper(0.99)), ", max ", pacer.max_lag().count() / 1000, " us");
 }
 
 // Receives that wait on the engine for long, as /status alerts and log lines.
@@ -158,9 +160,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   // stamps with it from the session threads.
   engine::WallClockPacer pacer(rt);
   pacer.Start();
-  HybridSchedulerOptions so;
-  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
   so.step_cost = options.engine.nccl.step_cost;
   std::unique_ptr<SessionRecorder> recorder;
   if (!options.record_sessions_path.empty()) {

@@ -174,8 +174,16 @@ void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   }
 }
 
+HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& cluster) {
+  const engine::LinkFigures links = engine::NetworkModel::LinkFiguresFromCluster(cluster);
+  HybridSchedulerOptions o;
+  o.link_bandwidth = links.GpuNicShare();
+  o.link_latency = links.nic_latency;
+  return o;
+}
+
 engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
-  const uint64_t link = options_.link_bits_per_second;
+  const uint64_t link = options_.link_bandwidth.count();
   const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
   if (!tree_all_reduce) return engine::StreamShape{BitsPerSecond(link), Nanoseconds(0)};
   const engine::StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
@@ -187,7 +195,7 @@ engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) cons
                                  Bytes(s.bytes()),
                                  engine::kNcclSimpleStepBytes,
                                  BitsPerSecond(link),
-                                 Nanoseconds(std::max<int64_t>(0, options_.link_latency_ns))};
+                                 Max(Nanoseconds(0), options_.link_latency)};
   engine::StreamShape shape = half;
   const std::optional<engine::TreeArrivals> a =
       engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
@@ -205,7 +213,7 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
   const int64_t ready = mode == rpc::OpSchedule::STREAM ? ready_emulated + stream.ready_offset.count() : ready_emulated;
   if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready)));
   s.set_link_bits_per_second(stream.rate.count());
-  s.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
+  s.set_link_latency_ns(static_cast<uint64_t>(Max(Nanoseconds(0), options_.link_latency).count()));
   if (mode == rpc::OpSchedule::MIRROR) s.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   return s;
 }
@@ -263,7 +271,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   const int64_t ready = static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count();
   d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, ready)));
   d.set_link_bits_per_second(stream.rate.count());
-  d.set_link_latency_ns(static_cast<uint64_t>(std::max<int64_t>(0, options_.link_latency_ns)));
+  d.set_link_latency_ns(static_cast<uint64_t>(Max(Nanoseconds(0), options_.link_latency).count()));
   if (d.mode() == rpc::OpSchedule::MIRROR) d.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   d.set_unmatched(true);
   return d;

@@ -55,13 +55,21 @@
 namespace prism::daemon {
 
 struct HybridSchedulerOptions {
-  uint64_t link_bits_per_second = 0;  // the graph's NIC (0: the plugin's own setting)
-  int64_t link_latency_ns = 0;
-  Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
+  // The link real ranks' operations are timed on, as the engine times its
+  // virtual ranks: the per-GPU share of the node's NICs and the NIC latency
+  // (docs/network-model.md, "NIC bandwidth: per GPU"). Bandwidth 0: the
+  // plugin's own setting.
+  BitsPerSecond link_bandwidth;
+  Nanoseconds link_latency;
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
+  Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
   DivergenceWatch* divergences = nullptr;  // nullable; told every divergence (--on-divergence)
+
+  // The link figures of `cluster`, read the engine's way
+  // (engine::NetworkModel::LinkFiguresFromCluster); the other fields default.
+  static HybridSchedulerOptions ForCluster(const graph::Cluster& cluster);
 };
 
 class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {

@@ -75,9 +75,7 @@ std::string Difference(const rpc::OpSchedule& e, const rpc::OpSchedule& a, int64
 namespace {
 
 HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph) {
-  HybridSchedulerOptions so;
-  so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
-  so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   return so;
@@ -169,7 +167,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
   if (!programs.ok()) return programs.status();
   engine::EngineInbox inbox;
   engine::WallClockPacer clock(engine::RealtimeOptions{});  // time conversions only: the engine is unpaced
-  clock.StartAtRealtime(recording.start_realtime_ns);
+  clock.StartAtRealtime(Nanoseconds(recording.start_realtime_ns));
   CollectingSink sink;
   HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, ReplaySchedulerOptions(graph));
   std::set<uint64_t> opened;
@@ -193,7 +191,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   engine::RealtimeOptions rt;
   rt.lookahead = lookahead.value_or(Nanoseconds(recording.lookahead_ns));
   engine::WallClockPacer pacer(rt);
-  pacer.StartAtRealtime(live.start_realtime_ns);
+  pacer.StartAtRealtime(Nanoseconds(live.start_realtime_ns));
   CollectingSink sink;
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, ReplaySchedulerOptions(graph));
   std::thread feeder([&] {  // each line when its time comes
