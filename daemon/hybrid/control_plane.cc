@@ -134,13 +134,21 @@ absl::Status ControlPlane::StartStore() {
   rendezvous::RendezvousOptions ro;
   ro.store_address = at;
   rendezvous_ = std::make_unique<rendezvous::TorchRendezvous>(plan_, roots_.get(), ro);
+  gloo::GlooOptions go;
+  go.loopback_only = options_.bootstrap_routable_host.empty();
+  auto gloo = gloo::GlooRanks::Start(plan_, go);
+  if (!gloo.ok()) return gloo.status();
+  gloo_ = std::move(*gloo);
+  store_observers_ = std::make_unique<store::ObserverFanout>(
+      std::vector<store::StoreObserver*>{rendezvous_.get(), gloo_.get()});
   store::StoreServerOptions so;
   so.host = at.substr(0, colon);
   so.port = static_cast<uint16_t>(port);
-  auto server = store::StoreServer::Start(so, rendezvous_.get());
+  auto server = store::StoreServer::Start(so, store_observers_.get());
   if (!server.ok()) return server.status();
   store_ = std::move(*server);
   rendezvous_->SetStore(store_.get());
+  gloo_->SetStore(store_.get());
   return absl::OkStatus();
 }
 
@@ -171,6 +179,7 @@ void ControlPlane::Stop() {
   stop_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
   if (store_) store_->Stop();
+  if (gloo_) gloo_->Stop();
   if (bootstrap_) bootstrap_->Stop();
 }
 
@@ -189,6 +198,9 @@ void ControlPlane::PublishWaits() {
     rendezvous::RendezvousReports r = rendezvous_->Reports();
     for (const auto& w : r.waiting) add("store", w);
     errors = std::move(r.errors);
+  }
+  if (gloo_) {
+    for (std::string& e : gloo_->Reports().errors) errors.push_back(std::move(e));
   }
   if (options_.status != nullptr) options_.status->SetWaiting(std::move(waits), std::move(errors));
 }

@@ -194,9 +194,10 @@ std::vector<bootstrap::WaitReport> TorchRendezvous::WaitsLocked(Clock::time_poin
       w.communicator = "store";
       if (b.client.rank) w.ranks = {static_cast<uint32_t>(*b.client.rank)};
       w.waits_for = absl::StrCat(RankOf(b.client), " waits in PyTorch's store for '", absl::StrJoin(plain, "', '"),
-                                 "', which no real rank has set (a store barrier or a Gloo group needs every "
-                                 "rank: TORCH_DIST_INIT_BARRIER=0, no TORCH_DISTRIBUTED_DEBUG=DETAIL, no Gloo "
-                                 "groups)");
+                                 "', which no real rank has set (a store barrier needs every rank: "
+                                 "TORCH_DIST_INIT_BARRIER=0, no TORCH_DISTRIBUTED_DEBUG=DETAIL; a Gloo group's "
+                                 "virtual ranks are set only for groups the graph lists: see the start-up "
+                                 "errors)");
       w.seconds = Seconds(now - b.since);
       out.push_back(std::move(w));
     }

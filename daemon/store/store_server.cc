@@ -348,6 +348,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     }
     case Query::kGet: {
+      if (observer_) observer_->OnRead(c->info, q.keys);
       auto it = kv_.find(q.keys[0]);
       AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
       break;
@@ -370,6 +371,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       AppendU8(&reply, static_cast<uint8_t>(AllSet(q.keys) ? CheckReply::kReady : CheckReply::kNotReady));
       break;
     case Query::kWait: {
+      if (observer_) observer_->OnRead(c->info, q.keys);
       std::vector<std::string> unset;
       for (const std::string& k : q.keys) {
         if (!AllSet({k})) unset.push_back(k);
@@ -406,6 +408,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     }
     case Query::kMultiGet:
+      if (observer_) observer_->OnRead(c->info, q.keys);
       for (const std::string& k : q.keys) {
         auto it = kv_.find(k);
         AppendValue(&reply, it == kv_.end() ? std::string() : it->second);

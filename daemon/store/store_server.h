@@ -26,7 +26,8 @@
 // descriptors the listener pauses with back-off instead of spinning.
 //
 // Threading: one thread of its own (an EventLoop). Observer callbacks run on
-// it, in order, and may call Set() (applied at once). Set(), Snapshot() and
+// it, in order, and may call Set() (applied at once). ObserverFanout passes
+// every callback to several observers, in order. Set(), Snapshot() and
 // Stop() may be called from any thread.
 #ifndef PRISM_DAEMON_STORE_STORE_SERVER_H_
 #define PRISM_DAEMON_STORE_STORE_SERVER_H_
@@ -65,8 +66,36 @@ class StoreObserver {
   virtual void OnWait(const ClientInfo& client, const std::vector<std::string>& unset) = 0;
   // `client` set `key` (SET, MULTI_SET, a successful COMPARE_SET).
   virtual void OnSet(const ClientInfo& client, const std::string& key, const std::string& value) = 0;
+  // `client` reads `keys` (GET, WAIT, MULTI_GET), set or not, before the
+  // store answers: a Set() from here answers this very read.
+  virtual void OnRead(const ClientInfo& client, const std::vector<std::string>& keys) {}
   // The last client disconnected; the keys are forgotten after this returns.
   virtual void OnAllClientsGone() = 0;
+};
+
+// Several observers of one store, called in the order given (each must
+// outlive the fan-out).
+class ObserverFanout : public StoreObserver {
+ public:
+  explicit ObserverFanout(std::vector<StoreObserver*> observers) : observers_(std::move(observers)) {}
+  void OnConnected(const ClientInfo& c) override {
+    for (auto* o : observers_) o->OnConnected(c);
+  }
+  void OnWait(const ClientInfo& c, const std::vector<std::string>& unset) override {
+    for (auto* o : observers_) o->OnWait(c, unset);
+  }
+  void OnSet(const ClientInfo& c, const std::string& key, const std::string& value) override {
+    for (auto* o : observers_) o->OnSet(c, key, value);
+  }
+  void OnRead(const ClientInfo& c, const std::vector<std::string>& keys) override {
+    for (auto* o : observers_) o->OnRead(c, keys);
+  }
+  void OnAllClientsGone() override {
+    for (auto* o : observers_) o->OnAllClientsGone();
+  }
+
+ private:
+  std::vector<StoreObserver*> observers_;
 };
 
 // A client blocked in WAIT.

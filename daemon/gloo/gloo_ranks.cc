@@ -1,0 +1,345 @@
+#include "daemon/gloo/gloo_ranks.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace prism::gloo {
+namespace {
+
+constexpr size_t kMaxErrors = 32;
+constexpr auto kTrafficEvery = std::chrono::milliseconds(200);
+
+bool SameIp(const sockaddr_storage& a, const sockaddr* b) {
+  if (a.ss_family != b->sa_family) return false;
+  if (a.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  }
+  return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
+                     &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+}
+
+// Loopback, or an address of one of this host's interfaces.
+bool IsOnThisHost(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET &&
+      (ntohl(reinterpret_cast<const sockaddr_in*>(&address)->sin_addr.s_addr) >> 24) == 127) {
+    return true;
+  }
+  if (address.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr)) {
+    return true;
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* i = list; i != nullptr && !local; i = i->ifa_next) {
+    local = i->ifa_addr != nullptr && SameIp(address, i->ifa_addr);
+  }
+  freeifaddrs(list);
+  return local;
+}
+
+void Add(PairCounters* sum, const PairCounters& c) {
+  sum->messages_in += c.messages_in;
+  sum->messages_out += c.messages_out;
+  sum->payload_in += c.payload_in;
+  sum->payload_out += c.payload_out;
+  sum->bound_buffer_sends += c.bound_buffer_sends;
+}
+
+std::string ClientName(const store::ClientInfo& c) {
+  return c.rank ? absl::StrCat("rank ", *c.rank) : absl::StrCat("the store client at ", c.address);
+}
+
+}  // namespace
+
+GlooRanks::GlooRanks(const bootstrap::BootstrapPlan& plan, GlooOptions options)
+    : plan_(plan), groups_(plan), options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<GlooRanks>> GlooRanks::Start(const bootstrap::BootstrapPlan& plan,
+                                                            GlooOptions options) {
+  std::unique_ptr<GlooRanks> g(new GlooRanks(plan, std::move(options)));
+  if (auto s = g->loop_.Init(); !s.ok()) return s;
+  GlooRanks* self = g.get();
+  g->thread_ = std::thread([self] { self->loop_.Run(nullptr); });
+  g->loop_.Post([self] { self->PublishTraffic(); });
+  return g;
+}
+
+GlooRanks::~GlooRanks() {
+  Stop();
+  for (auto& [p, pair] : pairs_) pair->Close();
+}
+
+void GlooRanks::Stop() {
+  loop_.Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GlooRanks::Error(const std::string& message) {
+  if (std::find(errors_.begin(), errors_.end(), message) != errors_.end()) return;
+  spdlog::error("gloo: {}", message);
+  errors_.push_back(message);
+  if (errors_.size() > kMaxErrors) errors_.erase(errors_.begin());
+}
+
+GlooRanks::Context& GlooRanks::ContextOf(const GlooKey& key) {
+  auto [it, fresh] = contexts_.try_emplace(key.context);
+  Context& c = it->second;
+  if (!fresh) return c;
+  c.group_name = key.group;
+  c.group = groups_.Resolve(key.group);
+  if (!c.group.ok()) {
+    Error(absl::StrCat("Gloo group '", key.group, "' (", key.device_type, ", store key '", key.key,
+                       "'): ", c.group.status().message(), ". prismd plays the virtual ranks of a Gloo group only "
+                       "when the graph lists that group (in the program's creation order, Gloo groups included); "
+                       "its real ranks wait in PyTorch's store until then"));
+  } else {
+    spdlog::info("gloo: Gloo context '{}' is {} ({} ranks)", key.context, c.group->name, c.group->members.size());
+  }
+  return c;
+}
+
+absl::Status GlooRanks::CheckRealRecord(const store::ClientInfo& client, const GlooKey& key, const Context& c,
+                                        const RankRecord& record) const {
+  const std::vector<uint32_t>& members = c.group->members;
+  const std::string where = absl::StrCat(c.group->name, ", Gloo on ", key.device_type);
+  if (key.rank < 0 || static_cast<size_t>(key.rank) >= members.size()) {
+    return absl::OutOfRangeError(absl::StrCat(ClientName(client), " set the Gloo record of group rank ", key.rank,
+                                              " of ", where, ", which has ", members.size(), " ranks in the graph: "
+                                              "the program's groups differ from the graph's"));
+  }
+  const uint32_t global = members[key.rank];
+  if (!plan_.IsReal(global)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        ClientName(client), " set the Gloo record of group rank ", key.rank, " of ", where, ", global rank ", global,
+        " in the graph, which prismd plays virtually: start prismd with --real-ranks matching prism run's --ranks, "
+        "or regenerate the graph for the program's groups"));
+  }
+  if (client.rank && static_cast<uint32_t>(*client.rank) != global) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", *client.rank, " set the Gloo record of group rank ", key.rank, " of ", where, ", which is global rank ",
+        global, " in the graph: the program's groups differ from the graph's (order or members)"));
+  }
+  if (!record.pair_sequences.empty() && record.pair_sequences.size() != members.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        ClientName(client), "'s Gloo group of ", where, " has ", record.pair_sequences.size(),
+        " ranks in the program and ", members.size(), " in the graph: the program's groups differ from the graph's"));
+  }
+  return absl::OkStatus();
+}
+
+void GlooRanks::OnSet(const store::ClientInfo& client, const std::string& raw, const std::string& value) {
+  auto key = ParseGlooKey(raw);
+  if (!key) return;
+  auto record = DecodeRankRecord(value);
+  std::lock_guard<std::mutex> lock(mu_);
+  Context& c = ContextOf(*key);
+  if (!record.ok()) {
+    Error(absl::StrCat(ClientName(client), " set '", raw, "' with ", value.size(),
+                       " bytes that are not a Gloo rank record (", record.status().message(),
+                       "): a Gloo build prismd does not know?"));
+    return;
+  }
+  if (!c.group.ok()) return;
+  if (auto s = CheckRealRecord(client, *key, c, *record); !s.ok()) {
+    Error(std::string(s.message()));
+    return;
+  }
+  c.real_records[key->rank] = *record;
+  c.client_rank[client.id] = key->rank;
+}
+
+void GlooRanks::OnRead(const store::ClientInfo& client, const std::vector<std::string>& keys) {
+  for (const std::string& raw : keys) {
+    if (auto key = ParseGlooKey(raw)) OnReadKey(client, *key);
+  }
+}
+
+std::string GlooRanks::PairName(const GlooKey& key, const Context& c, int64_t virtual_rank, int64_t real_rank) const {
+  const auto& m = c.group->members;
+  return absl::StrCat(c.group->name, " (Gloo, ", key.device_type, "): virtual group rank ", virtual_rank,
+                      " (global ", m[virtual_rank], ") <-> real group rank ", real_rank, " (global ", m[real_rank], ")");
+}
+
+absl::StatusOr<PairTarget> GlooRanks::TargetFor(const GlooKey& key, const Context& c, int64_t real_rank) const {
+  const RankRecord& real = c.real_records.at(real_rank);
+  PairTarget t;
+  t.name = PairName(key, c, key.rank, real_rank);
+  t.listener = real.address;
+  t.sequence = real.pair_sequences.empty() ? key.rank : real.pair_sequences[key.rank];
+  t.max_payload = options_.max_message_bytes;
+  if (options_.loopback_only && !IsOnThisHost(real.address)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        t.name, ": the real rank's Gloo listener ", AddressText(real.address), " is not on this host, and prismd "
+        "(loopback bootstrap) connects only to this host's addresses: run the real ranks on prismd's host"));
+  }
+  return t;
+}
+
+void GlooRanks::OnReadKey(const store::ClientInfo& client, const GlooKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Context& c = ContextOf(key);
+  if (!c.group.ok()) return;
+  auto reader = c.client_rank.find(client.id);
+  if (reader == c.client_rank.end()) return;  // not a real member that published its record
+  const int64_t real_rank = reader->second;
+  const std::vector<uint32_t>& members = c.group->members;
+  if (key.rank == real_rank) return;
+  if (key.rank < 0 || static_cast<size_t>(key.rank) >= members.size()) {
+    Error(absl::StrCat(ClientName(client), " reads the Gloo record of group rank ", key.rank, " of ", c.group->name,
+                       ", which has ", members.size(), " ranks in the graph: the program's groups differ from the "
+                       "graph's"));
+    return;
+  }
+  if (plan_.IsReal(members[key.rank])) return;  // that real rank sets it
+  const RankRecord& real = c.real_records.at(real_rank);
+  if (c.published.insert(key.rank).second) {
+    RankRecord virt;
+    virt.hostname = options_.hostname;
+    virt.address = HighestAddress(real.address.ss_family);
+    if (!real.pair_sequences.empty()) {
+      virt.pair_sequences.resize(members.size());
+      std::iota(virt.pair_sequences.begin(), virt.pair_sequences.end(), int64_t{0});
+    }
+    if (store_ != nullptr) store_->Set(key.key, EncodeRankRecord(virt));
+    ++records_published_;
+  }
+  if (!c.dialled.insert({key.rank, real_rank}).second) return;
+  auto target = TargetFor(key, c, real_rank);
+  if (!target.ok()) {
+    Error(std::string(target.status().message()));
+    return;
+  }
+  PendingDial dial{*target, options_.connect_attempts, options_.connect_retry, generation_};
+  loop_.Post([this, dial] {
+    dials_.push_back(dial);
+    StartDials();
+  });
+}
+
+void GlooRanks::OnAllClientsGone() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    contexts_.clear();
+    errors_.clear();
+    ++generation_;
+  }
+  loop_.Post([this] { CloseAll(); });
+}
+
+// Loop thread from here on.
+
+void GlooRanks::StartDials() {
+  while (connecting_.size() < options_.max_connecting && !dials_.empty()) {
+    PendingDial dial = std::move(dials_.front());
+    dials_.pop_front();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (dial.generation != generation_) continue;  // a job that ended
+    }
+    PairEvents* events = this;
+    auto pair = std::make_unique<VirtualPair>(&loop_, dial.target, events);
+    VirtualPair* p = pair.get();
+    pairs_[p] = std::move(pair);
+    connecting_[p] = std::move(dial);
+    p->Connect();
+  }
+}
+
+void GlooRanks::OnPairOpen(VirtualPair* pair) {
+  connecting_.erase(pair);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++pairs_opened_;
+    ++pairs_open_;
+  }
+  spdlog::debug("gloo: {}: connected", pair->target().name);
+  StartDials();
+}
+
+void GlooRanks::OnPairClosed(VirtualPair* pair, const absl::Status& why) {
+  auto connecting = connecting_.find(pair);
+  std::lock_guard<std::mutex> lock(mu_);
+  Add(&closed_traffic_, pair->counters());
+  if (connecting != connecting_.end()) {
+    PendingDial dial = std::move(connecting->second);
+    connecting_.erase(connecting);
+    if (dial.attempts_left > 1) {
+      --dial.attempts_left;
+      const auto delay = dial.retry;
+      dial.retry *= 2;
+      loop_.AddTimer(delay, [this, dial] {
+        dials_.push_back(dial);
+        StartDials();
+      });
+    } else {
+      ++pairs_failed_;
+      Error(absl::StrCat(pair->target().name, ": cannot connect to the real rank's Gloo listener at ",
+                         AddressText(pair->target().listener), " (", options_.connect_attempts, " attempts): ",
+                         why.message(), "; the real rank's Gloo connect fails by its own timeout"));
+    }
+  } else {
+    --pairs_open_;
+    if (!why.ok()) {
+      ++pairs_failed_;
+      Error(absl::StrCat(pair->target().name, ": ", why.message()));
+    } else {
+      spdlog::debug("gloo: {}: closed by the real rank", pair->target().name);
+    }
+  }
+  Retire(pair);
+  loop_.AddTimer(std::chrono::nanoseconds(0), [this] { StartDials(); });
+}
+
+// Destroyed after the current batch of events (which may still name it).
+void GlooRanks::Retire(VirtualPair* pair) {
+  loop_.AddTimer(std::chrono::nanoseconds(0), [this, pair] { pairs_.erase(pair); });
+}
+
+void GlooRanks::CloseAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, pair] : pairs_) {
+    Add(&closed_traffic_, pair->counters());
+    pair->Close();
+  }
+  pairs_.clear();
+  connecting_.clear();
+  dials_.clear();
+  pairs_open_ = 0;
+  live_traffic_ = PairCounters{};
+}
+
+void GlooRanks::PublishTraffic() {
+  PairCounters live;
+  for (const auto& [p, pair] : pairs_) {
+    if (pair->open()) Add(&live, pair->counters());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_traffic_ = live;
+  }
+  loop_.AddTimer(kTrafficEvery, [this] { PublishTraffic(); });
+}
+
+GlooReports GlooRanks::Reports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  GlooReports r;
+  r.errors = errors_;
+  r.contexts = contexts_.size();
+  r.records_published = records_published_;
+  r.pairs_opened = pairs_opened_;
+  r.pairs_open = pairs_open_;
+  r.pairs_failed = pairs_failed_;
+  r.traffic = closed_traffic_;
+  Add(&r.traffic, live_traffic_);
+  return r;
+}
+
+}  // namespace prism::gloo
