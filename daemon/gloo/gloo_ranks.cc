@@ -227,6 +227,10 @@ void GlooRanks::OnReadKey(const store::ClientInfo& client, const GlooKey& key) {
 void GlooRanks::OnAllClientsGone() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!contexts_.empty()) {
+      spdlog::info("gloo: job ended: {} Gloo contexts, {} virtual records set, {} pairs opened ({} failed) so far",
+                   contexts_.size(), records_published_, pairs_opened_, pairs_failed_);
+    }
     contexts_.clear();
     errors_.clear();
     ++generation_;
