@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -265,6 +266,32 @@ TEST_CASE("gloo: a real rank that sets the record of a virtual rank is an error"
   FakeGlooRank wrong(o);
   CHECK_THROWS(wrong.Rendezvous());  // nobody answers it
   CHECK(HasError(*prismd.gloo, "which prismd plays virtually"));
+}
+
+}  // namespace
+}  // namespace prism::gloo
+
+namespace prism::gloo {
+namespace {
+
+// By hand against a running prismd (its store): PRISM_GLOO_STORE_PORT=P
+// PRISM_GLOO_RANK=R PRISM_GLOO_WORLD=N build/test/gloo_tests "[.external]"
+TEST_CASE("gloo: a fake real rank against a running prismd's store", "[.external]") {
+  const char* port = std::getenv("PRISM_GLOO_STORE_PORT");
+  const char* rank = std::getenv("PRISM_GLOO_RANK");
+  const char* world = std::getenv("PRISM_GLOO_WORLD");
+  REQUIRE((port && rank && world));
+  FakeGlooOptions o;
+  o.store_port = static_cast<uint16_t>(std::atoi(port));
+  o.rank = std::atoi(rank);
+  o.size = std::atoi(world);
+  o.lazy = std::getenv("PRISM_GLOO_LAZY") != nullptr;
+  FakeGlooRank r(o);
+  r.Rendezvous();
+  r.Barrier(0);
+  std::vector<float> data(1000, 1.0f);
+  r.Allreduce(data, 1);
+  r.Barrier(2);
 }
 
 }  // namespace
