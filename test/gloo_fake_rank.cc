@@ -136,6 +136,15 @@ void FakeGlooRank::AcceptFor(int peer) {
   early_.erase(want);
 }
 
+void FakeGlooRank::ClosePairs(bool reset) {
+  for (auto& [peer, fd] : fds_) {
+    const linger hard{1, 0};
+    if (reset) setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+    close(fd);
+  }
+  fds_.clear();
+}
+
 int FakeGlooRank::PairFd(int peer) {
   Connect(peer);
   return fds_.at(peer);

@@ -53,6 +53,9 @@ class FakeGlooRank {
   int PairFd(int peer);
   ssize_t ReadSome(int peer, char* buf, size_t len);
   size_t pairs_connected() const { return fds_.size(); }
+  // Closes every pair as Gloo's Pair::close() does (reset, SO_LINGER 0) or
+  // as its destructor does (FIN); the store connection stays.
+  void ClosePairs(bool reset);
 
  private:
   struct Transfer;

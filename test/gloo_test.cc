@@ -259,6 +259,18 @@ TEST_CASE("gloo: a real rank gone mid-collective leaves prismd serving the next 
   CHECK(prismd.gloo->Reports().pairs_opened == 6);
 }
 
+TEST_CASE("gloo: a real rank's hard close between messages is an orderly end", "[gloo]") {
+  Prismd prismd(bootstrap::WorldPlan(4, 8, {0}));
+  FakeGlooRank rank(prismd.Rank(0, 4));
+  rank.Rendezvous();
+  rank.Barrier(0);
+  REQUIRE(prismd.gloo->Reports().pairs_open == 3);
+  rank.ClosePairs(/*reset=*/true);  // the job's store connection stays
+  CHECK(Eventually([&] { return prismd.gloo->Reports().pairs_open == 0; }));
+  CHECK(prismd.gloo->Reports().pairs_failed == 0);
+  CHECK(prismd.gloo->Reports().errors.empty());
+}
+
 TEST_CASE("gloo: a real rank that sets the record of a virtual rank is an error", "[gloo]") {
   Prismd prismd(bootstrap::WorldPlan(4, 8, {0}));
   FakeGlooOptions o = prismd.Rank(1, 4);  // rank 1 is virtual in the graph

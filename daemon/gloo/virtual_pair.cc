@@ -36,6 +36,8 @@ void VirtualPair::Close() {
   state_ = State::kClosed;
 }
 
+bool VirtualPair::Idle() const { return in_.empty() && discard_ == 0; }
+
 void VirtualPair::Fail(const absl::Status& why) {
   if (state_ == State::kClosed) return;
   Close();
@@ -103,7 +105,9 @@ bool VirtualPair::ReadInput() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR) continue;
       const int err = errno;
-      Fail(absl::UnavailableError(Errno("recv", err)));
+      // Gloo's Pair::close() resets the connection (SO_LINGER 0): between
+      // messages that is an orderly end.
+      Fail(err == ECONNRESET && Idle() ? absl::OkStatus() : absl::UnavailableError(Errno("recv", err)));
       return false;
     }
     size_t at = 0;
@@ -175,7 +179,8 @@ bool VirtualPair::Flush() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
       const int err = errno;
-      Fail(absl::UnavailableError(Errno("send", err)));
+      Fail(absl::UnavailableError(absl::StrCat(Errno("send", err), " (the real rank left with ", out_.size(),
+                                               " answers of prismd's unread)")));
       return false;
     }
     if (!s.bytes.empty()) {

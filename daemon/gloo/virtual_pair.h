@@ -48,8 +48,9 @@ class PairEvents {
   virtual ~PairEvents() = default;
   // The pair is connected and its sequence number written.
   virtual void OnPairOpen(VirtualPair* pair) = 0;
-  // The pair is closed: `why` is OK when the real rank closed it
-  // orderly, an error otherwise (refused, reset, malformed). The owner may
+  // The pair is closed: `why` is OK when the real rank closed it between
+  // two of its messages (a FIN, or the reset of Gloo's hard close), an error
+  // otherwise (refused, closed inside a message, malformed). The owner may
   // destroy the pair after this returns (not inside).
   virtual void OnPairClosed(VirtualPair* pair, const absl::Status& why) = 0;
 };
@@ -88,6 +89,7 @@ class VirtualPair : public net::IoHandler {
 
   void OnConnected();
   void Fail(const absl::Status& why);
+  bool Idle() const;  // between two messages of the real rank's
   bool ReadInput();   // false: closed
   bool Handle(const Preamble& p);
   void Queue(const Preamble& p, uint64_t zeros);
