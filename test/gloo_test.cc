@@ -51,8 +51,8 @@ bool HasError(const GlooRanks& g, const std::string& part) {
 
 // prismd's side: the store with GlooRanks watching it.
 struct Prismd {
-  explicit Prismd(bootstrap::BootstrapPlan p) : plan(std::move(p)) {
-    auto g = GlooRanks::Start(plan, GlooOptions{});
+  explicit Prismd(bootstrap::BootstrapPlan p, GlooOptions options = {}) : plan(std::move(p)) {
+    auto g = GlooRanks::Start(plan, options);
     REQUIRE(g.ok());
     gloo = std::move(*g);
     store::StoreServerOptions so;
@@ -222,6 +222,31 @@ TEST_CASE("gloo: a Gloo subgroup the graph lists is played, one it does not list
   CHECK_THROWS(lost.Rendezvous());
   CHECK(HasError(*prismd.gloo, "Gloo group '2'"));
   CHECK(HasError(*prismd.gloo, "only when the graph lists that group"));
+}
+
+TEST_CASE("gloo: a real rank waiting for a Gloo record is reported with why", "[gloo]") {
+  GlooOptions options;
+  options.report_after = std::chrono::milliseconds(50);
+  bootstrap::BootstrapPlan plan = bootstrap::WorldPlan(8, 8, {0, 5});
+  Prismd prismd(std::move(plan), options);
+  std::thread waiter([&] {
+    FakeGlooOptions o = prismd.Rank(0, 8);
+    o.timeout_ms = 1500;
+    FakeGlooRank rank(o);
+    CHECK_THROWS(rank.Rendezvous());  // rank 5 (real) never comes
+  });
+  bool named = Eventually([&] {
+    for (const auto& w : prismd.gloo->Reports().waiting) {
+      if (w.ranks == std::vector<uint32_t>{5} && absl::StrContains(w.waits_for, "has not made this Gloo group yet") &&
+          absl::StrContains(w.waits_for, "'/default_pg/0//cpu//0/5'")) {
+        return true;
+      }
+    }
+    return false;
+  });
+  CHECK(named);
+  prismd.gloo->Tick();  // logs it
+  waiter.join();
 }
 
 TEST_CASE("gloo: a malformed message closes the pair with an error naming it", "[gloo]") {

@@ -14,6 +14,7 @@ namespace prism::gloo {
 namespace {
 
 constexpr size_t kMaxErrors = 32;
+constexpr auto kRelog = std::chrono::seconds(30);
 constexpr auto kTrafficEvery = std::chrono::milliseconds(200);
 
 bool SameIp(const sockaddr_storage& a, const sockaddr* b) {
@@ -233,6 +234,7 @@ void GlooRanks::OnAllClientsGone() {
     }
     contexts_.clear();
     errors_.clear();
+    logged_.clear();
     ++generation_;
   }
   loop_.Post([this] { CloseAll(); });
@@ -332,9 +334,70 @@ void GlooRanks::PublishTraffic() {
   loop_.AddTimer(kTrafficEvery, [this] { PublishTraffic(); });
 }
 
+std::string GlooRanks::WaitReason(const store::BlockedWait& b, const GlooKey& key,
+                                  bootstrap::WaitReport* w) const {
+  const std::string who = absl::StrCat(ClientName(b.client), " waits in PyTorch's store for '", key.key, "', ");
+  auto it = contexts_.find(key.context);
+  if (it == contexts_.end() || !it->second.group.ok()) {
+    w->communicator = absl::StrCat("Gloo group '", key.group, "'");
+    return absl::StrCat(who, "a Gloo record of PyTorch group '", key.group, "', which the graph does not list: ",
+                        "regenerate the graph with the program's groups, Gloo groups included, in creation order");
+  }
+  const Context& c = it->second;
+  const std::vector<uint32_t>& members = c.group->members;
+  w->communicator = absl::StrCat(c.group->name, " (Gloo)");
+  if (key.rank < 0 || static_cast<size_t>(key.rank) >= members.size()) {
+    return absl::StrCat(who, "the Gloo record of group rank ", key.rank, ", beyond the graph's ", members.size(),
+                        " ranks of ", c.group->name);
+  }
+  const uint32_t global = members[key.rank];
+  if (plan_.IsReal(global)) {
+    w->ranks = {global};
+    return absl::StrCat(who, "the Gloo record of group rank ", key.rank, " (global rank ", global,
+                        ", real): that rank has not made this Gloo group yet (has it started? does it make the "
+                        "same groups in the same order?)");
+  }
+  return absl::StrCat(who, "the Gloo record of group rank ", key.rank, " (global rank ", global, ", virtual): "
+                      "prismd sets it when a real member that has set its own record reads it, and this reader "
+                      "has set none in this group");
+}
+
+std::vector<bootstrap::WaitReport> GlooRanks::Waits(const std::vector<store::BlockedWait>& blocked,
+                                                    std::chrono::steady_clock::time_point now) const {
+  std::vector<bootstrap::WaitReport> out;
+  for (const store::BlockedWait& b : blocked) {
+    if (now - b.since < options_.report_after) continue;
+    for (const std::string& raw : b.keys) {
+      auto key = ParseGlooKey(raw);
+      if (!key) continue;
+      bootstrap::WaitReport w;
+      w.waits_for = WaitReason(b, *key, &w);
+      w.seconds = std::chrono::duration<double>(now - b.since).count();
+      out.push_back(std::move(w));
+    }
+  }
+  return out;
+}
+
+void GlooRanks::Tick() {
+  const std::vector<store::BlockedWait> blocked =
+      store_ != nullptr ? store_->Snapshot().waits : std::vector<store::BlockedWait>{};
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  for (const bootstrap::WaitReport& w : Waits(blocked, now)) {
+    auto it = logged_.find(w.waits_for);
+    if (it != logged_.end() && now - it->second < kRelog) continue;
+    logged_[w.waits_for] = now;
+    spdlog::warn("gloo: waiting {:.0f} s: {}", w.seconds, w.waits_for);
+  }
+}
+
 GlooReports GlooRanks::Reports() const {
+  const std::vector<store::BlockedWait> blocked =
+      store_ != nullptr ? store_->Snapshot().waits : std::vector<store::BlockedWait>{};
   std::lock_guard<std::mutex> lock(mu_);
   GlooReports r;
+  r.waiting = Waits(blocked, std::chrono::steady_clock::now());
   r.errors = errors_;
   r.contexts = contexts_.size();
   r.records_published = records_published_;

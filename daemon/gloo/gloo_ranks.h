@@ -45,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
+#include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/gloo/gloo_keys.h"
 #include "daemon/gloo/gloo_wire.h"
 #include "daemon/gloo/virtual_pair.h"
@@ -61,9 +62,14 @@ struct GlooOptions {
   int connect_attempts = 5;        // a refused connect is retried ...
   std::chrono::milliseconds connect_retry{200};  // ... after this, doubling
   size_t max_connecting = 128;     // connects in flight at once
+  std::chrono::milliseconds report_after{3000};  // a real rank waiting this long for a Gloo record is reported
 };
 
 struct GlooReports {
+  // Real ranks waiting in the store for a Gloo record (report_after or
+  // longer), with why: a real member not there yet, a group the graph does
+  // not list, a reader that has not published its own record.
+  std::vector<bootstrap::WaitReport> waiting;
   std::vector<std::string> errors;  // newest last (at most 32)
   size_t contexts = 0;              // Gloo contexts seen this job
   uint64_t records_published = 0;   // virtual records prismd set
@@ -91,6 +97,8 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   void OnAllClientsGone() override;
 
   GlooReports Reports() const;
+  // Logs waits that are new (or 30 s old); call about once a second.
+  void Tick();
 
  private:
   // One Gloo context (a group's Gloo backend on one device) of this job.
@@ -117,6 +125,9 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   absl::StatusOr<PairTarget> TargetFor(const GlooKey& key, const Context& c, int64_t real_rank) const;
   std::string PairName(const GlooKey& key, const Context& c, int64_t virtual_rank, int64_t real_rank) const;
   void Error(const std::string& message);  // mu_ held
+  std::vector<bootstrap::WaitReport> Waits(const std::vector<store::BlockedWait>& blocked,
+                                           std::chrono::steady_clock::time_point now) const;  // mu_ held
+  std::string WaitReason(const store::BlockedWait& b, const GlooKey& key, bootstrap::WaitReport* w) const;
 
   // Loop thread.
   void StartDials();
@@ -134,6 +145,7 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   mutable std::mutex mu_;
   std::map<std::string, Context> contexts_;
   std::vector<std::string> errors_;
+  std::map<std::string, std::chrono::steady_clock::time_point> logged_;  // wait line -> last logged
   uint64_t records_published_ = 0;
   uint64_t pairs_opened_ = 0;
   uint64_t pairs_failed_ = 0;

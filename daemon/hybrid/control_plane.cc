@@ -200,7 +200,10 @@ void ControlPlane::PublishWaits() {
     errors = std::move(r.errors);
   }
   if (gloo_) {
-    for (std::string& e : gloo_->Reports().errors) errors.push_back(std::move(e));
+    gloo_->Tick();
+    gloo::GlooReports g = gloo_->Reports();
+    for (const auto& w : g.waiting) add("gloo", w);
+    for (std::string& e : g.errors) errors.push_back(std::move(e));
   }
   if (options_.status != nullptr) options_.status->SetWaiting(std::move(waits), std::move(errors));
 }
