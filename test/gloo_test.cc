@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -154,6 +155,13 @@ TEST_CASE("gloo: an eager Gloo group of 8 with one real rank forms, and a barrie
     CHECK(data[i] == (i / chunk == kept ? mine[i] : 0.0f));
   }
   rank.Barrier(2);
+  // A virtual record carries pair sequences up to the last real rank only.
+  prism::testing::TorchStoreClient look(prismd.store->port());
+  auto virt = DecodeRankRecord(look.Get("default_pg/0//cpu//0/7"));
+  REQUIRE(virt.ok());
+  CHECK(virt->pair_sequences.size() == 3);
+  CHECK(AddressText(virt->address) == "255.255.255.255:65535");
+  CHECK(virt->hostname == "prism-virtual");
   const GlooReports r = prismd.gloo->Reports();
   CHECK(r.errors.empty());
   CHECK(r.records_published == 7);
@@ -324,10 +332,18 @@ TEST_CASE("gloo: a fake real rank against a running prismd's store", "[.external
   o.size = std::atoi(world);
   o.lazy = std::getenv("PRISM_GLOO_LAZY") != nullptr;
   FakeGlooRank r(o);
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
+  auto t = Clock::now();
   r.Rendezvous();
+  std::printf("rendezvous: %.3f s (%zu pairs)\n", seconds(t), r.pairs_connected());
+  t = Clock::now();
   r.Barrier(0);
+  std::printf("barrier: %.3f s\n", seconds(t));
   std::vector<float> data(1000, 1.0f);
+  t = Clock::now();
   r.Allreduce(data, 1);
+  std::printf("ring allreduce of 1000 floats: %.3f s\n", seconds(t));
   r.Barrier(2);
 }
 

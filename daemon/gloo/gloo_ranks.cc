@@ -103,6 +103,9 @@ GlooRanks::Context& GlooRanks::ContextOf(const GlooKey& key) {
                        "its real ranks wait in PyTorch's store until then"));
   } else {
     spdlog::info("gloo: Gloo context '{}' is {} ({} ranks)", key.context, c.group->name, c.group->members.size());
+    for (size_t i = 0; i < c.group->members.size(); ++i) {
+      if (plan_.IsReal(c.group->members[i])) c.last_real = static_cast<int64_t>(i);
+    }
   }
   return c;
 }
@@ -206,7 +209,9 @@ void GlooRanks::OnReadKey(const store::ClientInfo& client, const GlooKey& key) {
     virt.hostname = options_.hostname;
     virt.address = HighestAddress(real.address.ss_family);
     if (!real.pair_sequences.empty()) {
-      virt.pair_sequences.resize(members.size());
+      // A real reader only looks up its own entry: up to the last real rank
+      // (8 bytes per rank, 64 KiB a record in an 8192-rank group otherwise).
+      virt.pair_sequences.resize(static_cast<size_t>(std::max<int64_t>(c.last_real, 0)) + 1);
       std::iota(virt.pair_sequences.begin(), virt.pair_sequences.end(), int64_t{0});
     }
     if (store_ != nullptr) store_->Set(key.key, EncodeRankRecord(virt));

@@ -104,6 +104,7 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   // One Gloo context (a group's Gloo backend on one device) of this job.
   struct Context {
     std::string group_name;                         // "0", "3", ...
+    int64_t last_real = -1;                         // the highest group rank the graph has real
     absl::StatusOr<rendezvous::ResolvedGroup> group = absl::UnknownError("unresolved");
     std::map<int64_t, RankRecord> real_records;     // group rank -> record
     std::map<uint64_t, int64_t> client_rank;        // store client -> group rank it set

@@ -19,7 +19,8 @@
 // Limits (StoreLimits; another local user can reach the port): at most
 // max_connections connections, and never more than a quarter of the
 // process's open-file limit (then the listener pauses until one closes),
-// stored keys and values together at most max_stored_bytes, requests being
+// stored keys and values together at most max_stored_bytes (what prismd
+// itself Set()s does not count), requests being
 // received and replies not yet read together at most max_buffered_bytes. A
 // request over a limit, or an ADD whose sum leaves int64, closes its
 // connection with a warning naming the limit. When accept runs out of file
@@ -166,7 +167,7 @@ class StoreServer {
   void Reply(Client* c, const std::string& bytes);
   void Flush(Client* c);
   void Drop(Client* c);
-  void ApplySet(const std::string& key, const std::string& value);
+  void ApplySet(const std::string& key, const std::string& value, bool by_prismd = false);
   void Forget(const std::string& key);
   uint64_t StoredSize(const std::string& key) const;  // key + value bytes, 0 when unset
   void WakeWaiters(const std::string& key);
@@ -186,6 +187,8 @@ class StoreServer {
   std::deque<uint64_t> unvalidated_;        // ids in accept order (closed ones skipped lazily)
   size_t unvalidated_open_ = 0;
   uint64_t stored_bytes_ = 0;               // keys + values + queued items
+  std::set<std::string> prismd_keys_;       // set by Set() (prismd), not since by a client
+  uint64_t prismd_bytes_ = 0;               // their keys + values: not counted against the clients
   uint64_t buffered_bytes_ = 0;             // Client::held summed
   bool listener_paused_ = false;
   bool cap_warned_ = false;                 // said the connection cap was reached (until below half)
