@@ -9,7 +9,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -230,6 +232,37 @@ TEST_CASE("gloo: a Gloo subgroup the graph lists is played, one it does not list
   CHECK_THROWS(lost.Rendezvous());
   CHECK(HasError(*prismd.gloo, "Gloo group '2'"));
   CHECK(HasError(*prismd.gloo, "only when the graph lists that group"));
+}
+
+TEST_CASE("gloo: a real rank reading through another store connection is known by its RANK", "[gloo]") {
+  Prismd prismd(bootstrap::WorldPlan(4, 8, {2}));
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // rank 2's Gloo device
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  RankRecord record;
+  record.hostname = "h";
+  socklen_t len = sizeof(record.address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&record.address), &len);
+  record.pair_sequences = {10, 11, 12, 13};
+  store::ClientInfo setter, reader;  // two connections of one process (a cloned store)
+  setter.id = 1001;
+  setter.rank = 2;
+  reader.id = 1002;
+  reader.rank = 2;
+  prismd.gloo->OnSet(setter, "/default_pg/0//cpu//0/2", EncodeRankRecord(record));
+  prismd.gloo->OnRead(reader, {"/default_pg/0//cpu//0/1"});
+  pollfd p{listener, POLLIN, 0};
+  REQUIRE(poll(&p, 1, 5000) == 1);  // prismd dials for virtual rank 1 ...
+  const int pair = accept(listener, nullptr, nullptr);
+  int64_t sequence = 0;
+  CHECK(recv(pair, &sequence, sizeof(sequence), MSG_WAITALL) == static_cast<ssize_t>(sizeof(sequence)));
+  CHECK(sequence == 11);  // ... with rank 2's sequence for its pair with rank 1
+  CHECK(prismd.gloo->Reports().records_published == 1);
+  close(pair);
+  close(listener);
 }
 
 TEST_CASE("gloo: a real rank waiting for a Gloo record is reported with why", "[gloo]") {

@@ -104,7 +104,9 @@ GlooRanks::Context& GlooRanks::ContextOf(const GlooKey& key) {
   } else {
     spdlog::info("gloo: Gloo context '{}' is {} ({} ranks)", key.context, c.group->name, c.group->members.size());
     for (size_t i = 0; i < c.group->members.size(); ++i) {
-      if (plan_.IsReal(c.group->members[i])) c.last_real = static_cast<int64_t>(i);
+      if (!plan_.IsReal(c.group->members[i])) continue;
+      c.last_real = static_cast<int64_t>(i);
+      c.real_group_rank[c.group->members[i]] = static_cast<int64_t>(i);
     }
   }
   return c;
@@ -187,13 +189,22 @@ absl::StatusOr<PairTarget> GlooRanks::TargetFor(const GlooKey& key, const Contex
   return t;
 }
 
+std::optional<int64_t> GlooRanks::ReaderRank(const store::ClientInfo& client, const Context& c) const {
+  auto by_client = c.client_rank.find(client.id);
+  if (by_client != c.client_rank.end()) return by_client->second;
+  if (!client.rank) return std::nullopt;
+  auto by_rank = c.real_group_rank.find(static_cast<uint32_t>(*client.rank));
+  if (by_rank == c.real_group_rank.end() || c.real_records.count(by_rank->second) == 0) return std::nullopt;
+  return by_rank->second;
+}
+
 void GlooRanks::OnReadKey(const store::ClientInfo& client, const GlooKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   Context& c = ContextOf(key);
   if (!c.group.ok()) return;
-  auto reader = c.client_rank.find(client.id);
-  if (reader == c.client_rank.end()) return;  // not a real member that published its record
-  const int64_t real_rank = reader->second;
+  const std::optional<int64_t> reader = ReaderRank(client, c);
+  if (!reader) return;  // not a real member that published its record
+  const int64_t real_rank = *reader;
   const std::vector<uint32_t>& members = c.group->members;
   if (key.rank == real_rank) return;
   if (key.rank < 0 || static_cast<size_t>(key.rank) >= members.size()) {

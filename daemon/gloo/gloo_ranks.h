@@ -105,6 +105,7 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   struct Context {
     std::string group_name;                         // "0", "3", ...
     int64_t last_real = -1;                         // the highest group rank the graph has real
+    std::map<uint32_t, int64_t> real_group_rank;    // real global rank -> its group rank
     absl::StatusOr<rendezvous::ResolvedGroup> group = absl::UnknownError("unresolved");
     std::map<int64_t, RankRecord> real_records;     // group rank -> record
     std::map<uint64_t, int64_t> client_rank;        // store client -> group rank it set
@@ -121,6 +122,9 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   GlooRanks(const bootstrap::BootstrapPlan& plan, GlooOptions options);
   Context& ContextOf(const GlooKey& key);
   void OnReadKey(const store::ClientInfo& client, const GlooKey& key);
+  // The group rank of a reader that set its record (by store client, or by
+  // its RANK when it reads through another connection, e.g. a cloned store).
+  std::optional<int64_t> ReaderRank(const store::ClientInfo& client, const Context& c) const;
   absl::Status CheckRealRecord(const store::ClientInfo& client, const GlooKey& key, const Context& c,
                                const RankRecord& record) const;
   absl::StatusOr<PairTarget> TargetFor(const GlooKey& key, const Context& c, int64_t real_rank) const;
