@@ -15,7 +15,6 @@ namespace {
 
 constexpr size_t kMaxErrors = 32;
 constexpr auto kRelog = std::chrono::seconds(30);
-constexpr auto kTrafficEvery = std::chrono::milliseconds(200);
 
 bool SameIp(const sockaddr_storage& a, const sockaddr* b) {
   if (a.ss_family != b->sa_family) return false;
@@ -46,14 +45,6 @@ bool IsOnThisHost(const sockaddr_storage& address) {
   return local;
 }
 
-void Add(PairCounters* sum, const PairCounters& c) {
-  sum->messages_in += c.messages_in;
-  sum->messages_out += c.messages_out;
-  sum->payload_in += c.payload_in;
-  sum->payload_out += c.payload_out;
-  sum->bound_buffer_sends += c.bound_buffer_sends;
-}
-
 std::string ClientName(const store::ClientInfo& c) {
   return c.rank ? absl::StrCat("rank ", *c.rank) : absl::StrCat("the store client at ", c.address);
 }
@@ -66,21 +57,20 @@ GlooRanks::GlooRanks(const bootstrap::BootstrapPlan& plan, GlooOptions options)
 absl::StatusOr<std::unique_ptr<GlooRanks>> GlooRanks::Start(const bootstrap::BootstrapPlan& plan,
                                                             GlooOptions options) {
   std::unique_ptr<GlooRanks> g(new GlooRanks(plan, std::move(options)));
-  if (auto s = g->loop_.Init(); !s.ok()) return s;
   GlooRanks* self = g.get();
-  g->thread_ = std::thread([self] { self->loop_.Run(nullptr); });
-  g->loop_.Post([self] { self->PublishTraffic(); });
+  auto pool = PairPool::Start(g->options_.pairs, [self](const std::string& error) {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->Error(error);
+  });
+  if (!pool.ok()) return pool.status();
+  g->pool_ = std::move(*pool);
   return g;
 }
 
-GlooRanks::~GlooRanks() {
-  Stop();
-  for (auto& [p, pair] : pairs_) pair->Close();
-}
+GlooRanks::~GlooRanks() { Stop(); }
 
 void GlooRanks::Stop() {
-  loop_.Stop();
-  if (thread_.joinable()) thread_.join();
+  if (pool_) pool_->Stop();
 }
 
 void GlooRanks::Error(const std::string& message) {
@@ -234,120 +224,22 @@ void GlooRanks::OnReadKey(const store::ClientInfo& client, const GlooKey& key) {
     Error(std::string(target.status().message()));
     return;
   }
-  PendingDial dial{*target, options_.connect_attempts, options_.connect_retry, generation_};
-  loop_.Post([this, dial] {
-    dials_.push_back(dial);
-    StartDials();
-  });
+  pool_->Dial(*target);
 }
 
 void GlooRanks::OnAllClientsGone() {
+  const PairPoolStats pairs = pool_->Stats();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!contexts_.empty()) {
       spdlog::info("gloo: job ended: {} Gloo contexts, {} virtual records set, {} pairs opened ({} failed) so far",
-                   contexts_.size(), records_published_, pairs_opened_, pairs_failed_);
+                   contexts_.size(), records_published_, pairs.opened, pairs.failed);
     }
     contexts_.clear();
     errors_.clear();
     logged_.clear();
-    ++generation_;
   }
-  loop_.Post([this] { CloseAll(); });
-}
-
-// Loop thread from here on.
-
-void GlooRanks::StartDials() {
-  while (connecting_.size() < options_.max_connecting && !dials_.empty()) {
-    PendingDial dial = std::move(dials_.front());
-    dials_.pop_front();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (dial.generation != generation_) continue;  // a job that ended
-    }
-    PairEvents* events = this;
-    auto pair = std::make_unique<VirtualPair>(&loop_, dial.target, events);
-    VirtualPair* p = pair.get();
-    pairs_[p] = std::move(pair);
-    connecting_[p] = std::move(dial);
-    p->Connect();
-  }
-}
-
-void GlooRanks::OnPairOpen(VirtualPair* pair) {
-  connecting_.erase(pair);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++pairs_opened_;
-    ++pairs_open_;
-  }
-  spdlog::debug("gloo: {}: connected", pair->target().name);
-  StartDials();
-}
-
-void GlooRanks::OnPairClosed(VirtualPair* pair, const absl::Status& why) {
-  auto connecting = connecting_.find(pair);
-  std::lock_guard<std::mutex> lock(mu_);
-  Add(&closed_traffic_, pair->counters());
-  if (connecting != connecting_.end()) {
-    PendingDial dial = std::move(connecting->second);
-    connecting_.erase(connecting);
-    if (dial.attempts_left > 1) {
-      --dial.attempts_left;
-      const auto delay = dial.retry;
-      dial.retry *= 2;
-      loop_.AddTimer(delay, [this, dial] {
-        dials_.push_back(dial);
-        StartDials();
-      });
-    } else {
-      ++pairs_failed_;
-      Error(absl::StrCat(pair->target().name, ": cannot connect to the real rank's Gloo listener at ",
-                         AddressText(pair->target().listener), " (", options_.connect_attempts, " attempts): ",
-                         why.message(), "; the real rank's Gloo connect fails by its own timeout"));
-    }
-  } else {
-    --pairs_open_;
-    if (!why.ok()) {
-      ++pairs_failed_;
-      Error(absl::StrCat(pair->target().name, ": ", why.message()));
-    } else {
-      spdlog::debug("gloo: {}: closed by the real rank", pair->target().name);
-    }
-  }
-  Retire(pair);
-  loop_.AddTimer(std::chrono::nanoseconds(0), [this] { StartDials(); });
-}
-
-// Destroyed after the current batch of events (which may still name it).
-void GlooRanks::Retire(VirtualPair* pair) {
-  loop_.AddTimer(std::chrono::nanoseconds(0), [this, pair] { pairs_.erase(pair); });
-}
-
-void GlooRanks::CloseAll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [p, pair] : pairs_) {
-    Add(&closed_traffic_, pair->counters());
-    pair->Close();
-  }
-  pairs_.clear();
-  connecting_.clear();
-  dials_.clear();
-  pairs_open_ = 0;
-  live_traffic_ = PairCounters{};
-}
-
-void GlooRanks::PublishTraffic() {
-  PairCounters live;
-  for (const auto& [p, pair] : pairs_) {
-    if (pair->open()) Add(&live, pair->counters());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_traffic_ = live;
-  }
-  loop_.AddTimer(kTrafficEvery, [this] { PublishTraffic(); });
+  pool_->EndJob();
 }
 
 std::string GlooRanks::WaitReason(const store::BlockedWait& b, const GlooKey& key,
@@ -411,17 +303,17 @@ void GlooRanks::Tick() {
 GlooReports GlooRanks::Reports() const {
   const std::vector<store::BlockedWait> blocked =
       store_ != nullptr ? store_->Snapshot().waits : std::vector<store::BlockedWait>{};
+  const PairPoolStats pairs = pool_->Stats();
   std::lock_guard<std::mutex> lock(mu_);
   GlooReports r;
   r.waiting = Waits(blocked, std::chrono::steady_clock::now());
   r.errors = errors_;
   r.contexts = contexts_.size();
   r.records_published = records_published_;
-  r.pairs_opened = pairs_opened_;
-  r.pairs_open = pairs_open_;
-  r.pairs_failed = pairs_failed_;
-  r.traffic = closed_traffic_;
-  Add(&r.traffic, live_traffic_);
+  r.pairs_opened = pairs.opened;
+  r.pairs_open = pairs.open;
+  r.pairs_failed = pairs.failed;
+  r.traffic = pairs.traffic;
   return r;
 }
 

@@ -23,8 +23,8 @@
 // this host.
 //
 // Threading: store callbacks arrive on the store's thread and may Set() on
-// the store at once; the pairs live on this object's own EventLoop thread
-// (started by Start(), joined by Stop() and the destructor). Reports() from
+// the store at once; the pairs live on a PairPool's own thread (started by
+// Start(), joined by Stop() and the destructor). Reports() from
 // any thread. `plan` and the store must outlive the object (SetStore before
 // the store serves).
 #ifndef PRISM_DAEMON_GLOO_GLOO_RANKS_H_
@@ -32,14 +32,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,8 +46,8 @@
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/gloo/gloo_keys.h"
 #include "daemon/gloo/gloo_wire.h"
+#include "daemon/gloo/pair_pool.h"
 #include "daemon/gloo/virtual_pair.h"
-#include "daemon/net/event_loop.h"
 #include "daemon/rendezvous/torch_groups.h"
 #include "daemon/store/store_server.h"
 
@@ -59,9 +57,7 @@ struct GlooOptions {
   bool loopback_only = true;       // connect only to listeners on this host
   std::string hostname = "prism-virtual";  // in virtual records (never a real host's name)
   uint64_t max_message_bytes = uint64_t{16} << 30;
-  int connect_attempts = 5;        // a refused connect is retried ...
-  std::chrono::milliseconds connect_retry{200};  // ... after this, doubling
-  size_t max_connecting = 128;     // connects in flight at once
+  PairPoolOptions pairs;           // connect attempts, retry delay, connects in flight
   std::chrono::milliseconds report_after{3000};  // a real rank waiting this long for a Gloo record is reported
 };
 
@@ -79,7 +75,7 @@ struct GlooReports {
   PairCounters traffic;             // summed over every pair, closed ones included
 };
 
-class GlooRanks : public store::StoreObserver, private PairEvents {
+class GlooRanks : public store::StoreObserver {
  public:
   static absl::StatusOr<std::unique_ptr<GlooRanks>> Start(const bootstrap::BootstrapPlan& plan,
                                                           GlooOptions options);
@@ -112,13 +108,6 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
     std::set<int64_t> published;                    // virtual records set
     std::set<std::pair<int64_t, int64_t>> dialled;  // (virtual, real) group ranks
   };
-  struct PendingDial {
-    PairTarget target;
-    int attempts_left = 0;
-    std::chrono::milliseconds retry{0};
-    uint64_t generation = 0;  // the job it belongs to
-  };
-
   GlooRanks(const bootstrap::BootstrapPlan& plan, GlooOptions options);
   Context& ContextOf(const GlooKey& key);
   void OnReadKey(const store::ClientInfo& client, const GlooKey& key);
@@ -134,13 +123,6 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
                                            std::chrono::steady_clock::time_point now) const;  // mu_ held
   std::string WaitReason(const store::BlockedWait& b, const GlooKey& key, bootstrap::WaitReport* w) const;
 
-  // Loop thread.
-  void StartDials();
-  void OnPairOpen(VirtualPair* pair) override;
-  void OnPairClosed(VirtualPair* pair, const absl::Status& why) override;
-  void Retire(VirtualPair* pair);
-  void CloseAll();
-  void PublishTraffic();  // live pairs' counters to live_traffic_, every 200 ms
 
   const bootstrap::BootstrapPlan& plan_;
   rendezvous::GroupResolver groups_;
@@ -152,19 +134,8 @@ class GlooRanks : public store::StoreObserver, private PairEvents {
   std::vector<std::string> errors_;
   std::map<std::string, std::chrono::steady_clock::time_point> logged_;  // wait line -> last logged
   uint64_t records_published_ = 0;
-  uint64_t pairs_opened_ = 0;
-  uint64_t pairs_failed_ = 0;
-  uint64_t pairs_open_ = 0;
-  uint64_t generation_ = 0;        // jobs ended (OnAllClientsGone)
-  PairCounters closed_traffic_;
-  PairCounters live_traffic_;
 
-  // Loop thread only.
-  net::EventLoop loop_;
-  std::thread thread_;
-  std::deque<PendingDial> dials_;                       // waiting for a connect slot
-  std::map<VirtualPair*, std::unique_ptr<VirtualPair>> pairs_;
-  std::map<VirtualPair*, PendingDial> connecting_;       // retries of pairs still connecting
+  std::unique_ptr<PairPool> pool_;  // the pairs, on their own thread
 };
 
 }  // namespace prism::gloo
