@@ -8,7 +8,8 @@ and a CUDA all-reduce on the default group (NCCL).
 
   python gloo_check.py [--device-id] [--tp 8] [--no-subgroups]
 
---device-id     pass device_id (eager NCCL init of the default group)
+--device-id     pass device_id (eager NCCL init of the default group), and the backend
+                "cpu:gloo,cuda:nccl" by name (with device_id alone PyTorch picks nccl only)
 --no-subgroups  only the default group's Gloo backend
 Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (env://).
 Prints "OK rank R" at the end; any failure raises.
@@ -59,7 +60,11 @@ def main():
     extra = {"device_id": device} if args.device_id else {}
 
     t0 = time.time()
-    dist.init_process_group(timeout=datetime.timedelta(seconds=args.timeout), **extra)  # cpu:gloo,cuda:nccl
+    timeout = datetime.timedelta(seconds=args.timeout)
+    if args.device_id:  # with device_id and no backend PyTorch picks the device's backend only (nccl)
+        dist.init_process_group("cpu:gloo,cuda:nccl", timeout=timeout, **extra)
+    else:
+        dist.init_process_group(timeout=timeout)  # no backend: cpu:gloo,cuda:nccl
     print(f"init_process_group (cpu:gloo,cuda:nccl): {time.time() - t0:.2f} s", flush=True)
     cpu_collectives("world", None, world)
 
