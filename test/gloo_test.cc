@@ -353,11 +353,16 @@ namespace prism::gloo {
 namespace {
 
 // By hand against a running prismd (its store): PRISM_GLOO_STORE_PORT=P
-// PRISM_GLOO_RANK=R PRISM_GLOO_WORLD=N build/test/gloo_tests "[.external]"
+// PRISM_GLOO_RANK=R PRISM_GLOO_WORLD=N build/test/gloo_tests "[.external]",
+// or as the program of `prism run` (MASTER_PORT, RANK, WORLD_SIZE).
 TEST_CASE("gloo: a fake real rank against a running prismd's store", "[.external]") {
-  const char* port = std::getenv("PRISM_GLOO_STORE_PORT");
-  const char* rank = std::getenv("PRISM_GLOO_RANK");
-  const char* world = std::getenv("PRISM_GLOO_WORLD");
+  auto env = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : std::getenv(fallback);
+  };
+  const char* port = env("PRISM_GLOO_STORE_PORT", "MASTER_PORT");
+  const char* rank = env("PRISM_GLOO_RANK", "RANK");
+  const char* world = env("PRISM_GLOO_WORLD", "WORLD_SIZE");
   REQUIRE((port && rank && world));
   FakeGlooOptions o;
   o.store_port = static_cast<uint16_t>(std::atoi(port));
@@ -378,6 +383,7 @@ TEST_CASE("gloo: a fake real rank against a running prismd's store", "[.external
   r.Allreduce(data, 1);
   std::printf("ring allreduce of 1000 floats: %.3f s\n", seconds(t));
   r.Barrier(2);
+  std::printf("OK rank %d\n", o.rank);
 }
 
 }  // namespace
