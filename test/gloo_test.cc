@@ -337,6 +337,20 @@ TEST_CASE("gloo: a real rank's hard close between messages is an orderly end", "
   CHECK(prismd.gloo->Reports().errors.empty());
 }
 
+TEST_CASE("gloo: a group made again under the same name gets new pairs", "[gloo]") {
+  Prismd prismd(bootstrap::WorldPlan(4, 8, {0}));
+  prism::testing::TorchStoreClient keeper(prismd.store->port());  // the job goes on
+  {
+    FakeGlooRank first(prismd.Rank(0, 4));
+    first.Rendezvous();
+    first.Barrier(0);
+  }  // destroy_process_group: its pairs close
+  FakeGlooRank again(prismd.Rank(0, 4));  // init_process_group again: the same keys
+  again.Rendezvous();
+  again.Barrier(0);
+  CHECK(prismd.gloo->Reports().pairs_opened == 6);
+}
+
 TEST_CASE("gloo: a real rank that sets the record of a virtual rank is an error", "[gloo]") {
   Prismd prismd(bootstrap::WorldPlan(4, 8, {0}));
   FakeGlooOptions o = prismd.Rank(1, 4);  // rank 1 is virtual in the graph

@@ -148,6 +148,13 @@ void GlooRanks::OnSet(const store::ClientInfo& client, const std::string& raw, c
     Error(std::string(s.message()));
     return;
   }
+  if (c.real_records.count(key->rank) != 0) {
+    // The group made again (destroy_process_group, then the same name): its
+    // pairs with the virtual ranks are made again too.
+    std::erase_if(c.dialled, [&](const auto& pair) { return pair.second == key->rank; });
+    spdlog::info("gloo: group rank {} of {} set its Gloo record again: its pairs are made again", key->rank,
+                 c.group->name);
+  }
   c.real_records[key->rank] = *record;
   c.client_rank[client.id] = key->rank;
 }
