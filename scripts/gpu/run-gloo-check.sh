@@ -8,8 +8,8 @@
 # and one CUDA all-reduce (NCCL). prismd plays every other rank, Gloo
 # included. Per world (64, then 1024): rank 0 real with eager Gloo (full mesh
 # at group creation), with lazy Gloo (TORCH_GLOO_LAZY_INIT=1), ranks 0 and 13
-# real, rank 0 real with device_id (eager NCCL), and rank 13 real (rank 0
-# virtual) with the default group only.
+# real, rank 0 real with device_id (eager NCCL; default group only), and
+# rank 13 real (rank 0 virtual) with the default group only.
 #
 # Usage: scripts/gpu/run-gloo-check.sh [BUNDLE_DIR]
 #   BUNDLE_DIR: scripts/bundle-runtime.sh output (prismd, libnccl-net-prism.so,
@@ -52,8 +52,11 @@ done
 # label: <gloo eager|lazy>-<nccl lazy|device>-<subgroups|world-only>-r<reals>-n<world>
 variants=()
 for world in ${WORLDS:-64 1024}; do
+  # device_id with the default group only: with a bound device, c10d makes the non-members of a
+  # Gloo-only new_group split the world's NCCL communicator (NOCOLOR) while its members do not split,
+  # a hang without Prism too (as c10d's source reads; not checked on 2.11).
   variants+=("$world 0 eager lazy sub" "$world 0 lazy lazy sub" "$world 0,13 eager lazy sub"
-             "$world 0 eager device sub" "$world 13 eager lazy world")
+             "$world 0 eager device world" "$world 13 eager lazy world")
 done
 skipped=0
 version=auto
