@@ -265,6 +265,23 @@ TEST_CASE("gloo: a real rank reading through another store connection is known b
   close(listener);
 }
 
+TEST_CASE("gloo: in loopback mode prismd dials no listener off this host", "[gloo]") {
+  Prismd prismd(bootstrap::WorldPlan(4, 8, {0}));
+  RankRecord record;
+  record.hostname = "elsewhere";
+  auto* in = reinterpret_cast<sockaddr_in*>(&record.address);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(5000);
+  in->sin_addr.s_addr = htonl(0xC0000201);  // 192.0.2.1 (TEST-NET-1): no host's
+  record.pair_sequences = {0, 1, 2, 3};
+  store::ClientInfo real;
+  real.id = 7;
+  prismd.gloo->OnSet(real, "/default_pg/0//cpu//0/0", EncodeRankRecord(record));
+  prismd.gloo->OnRead(real, {"/default_pg/0//cpu//0/1"});
+  CHECK(HasError(*prismd.gloo, "the real rank's Gloo listener 192.0.2.1:5000 is not on this host"));
+  CHECK(prismd.gloo->Reports().pairs_opened == 0);
+}
+
 TEST_CASE("gloo: a real rank waiting for a Gloo record is reported with why", "[gloo]") {
   GlooOptions options;
   options.report_after = std::chrono::milliseconds(50);

@@ -157,6 +157,11 @@ void GlooRanks::OnSet(const store::ClientInfo& client, const std::string& raw, c
   }
   c.real_records[key->rank] = *record;
   c.client_rank[client.id] = key->rank;
+  if (!IsOnThisHost(record->address)) {
+    c.real_elsewhere.insert(key->rank);
+  } else {
+    c.real_elsewhere.erase(key->rank);
+  }
 }
 
 void GlooRanks::OnRead(const store::ClientInfo& client, const std::vector<std::string>& keys) {
@@ -178,7 +183,7 @@ absl::StatusOr<PairTarget> GlooRanks::TargetFor(const GlooKey& key, const Contex
   t.listener = real.address;
   t.sequence = real.pair_sequences.empty() ? key.rank : real.pair_sequences[key.rank];
   t.max_payload = options_.max_message_bytes;
-  if (options_.loopback_only && !IsOnThisHost(real.address)) {
+  if (options_.loopback_only && c.real_elsewhere.count(real_rank) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         t.name, ": the real rank's Gloo listener ", AddressText(real.address), " is not on this host, and prismd "
         "(loopback bootstrap) connects only to this host's addresses: run the real ranks on prismd's host"));

@@ -104,6 +104,7 @@ class GlooRanks : public store::StoreObserver {
     std::map<uint32_t, int64_t> real_group_rank;    // real global rank -> its group rank
     absl::StatusOr<rendezvous::ResolvedGroup> group = absl::UnknownError("unresolved");
     std::map<int64_t, RankRecord> real_records;     // group rank -> record
+    std::set<int64_t> real_elsewhere;               // real ranks whose listener is not on this host
     std::map<uint64_t, int64_t> client_rank;        // store client -> group rank it set
     std::set<int64_t> published;                    // virtual records set
     std::set<std::pair<int64_t, int64_t>> dialled;  // (virtual, real) group ranks
