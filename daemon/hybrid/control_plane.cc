@@ -43,6 +43,32 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
      &bootstrap::BootstrapStats::broker_errors},
 };
 
+// GlooReports counters exported as prism_gloo_events_total{kind=<name>}.
+struct GlooCounter {
+  const char* name;
+  uint64_t (*value)(const gloo::GlooReports&);
+};
+
+constexpr GlooCounter kGlooCounters[] = {
+    {"records_published", [](const gloo::GlooReports& r) { return r.records_published; }},
+    {"pairs_opened", [](const gloo::GlooReports& r) { return r.pairs_opened; }},
+    {"pairs_failed", [](const gloo::GlooReports& r) { return r.pairs_failed; }},
+    {"messages_in", [](const gloo::GlooReports& r) { return r.traffic.messages_in; }},
+    {"messages_out", [](const gloo::GlooReports& r) { return r.traffic.messages_out; }},
+    {"payload_bytes_in", [](const gloo::GlooReports& r) { return r.traffic.payload_in; }},
+    {"payload_bytes_out", [](const gloo::GlooReports& r) { return r.traffic.payload_out; }},
+};
+
+// Adds to `counters` what `now` has more than `last` (the services keep
+// plain totals; the poller owns the deltas).
+void AddDeltas(const std::vector<uint64_t>& now, std::vector<uint64_t>* last,
+               const std::vector<prometheus::Counter*>& counters) {
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (now[i] > (*last)[i]) counters[i]->Increment(static_cast<double>(now[i] - (*last)[i]));
+    (*last)[i] = now[i];
+  }
+}
+
 PluginSessionService::Options SessionOptions(const std::string& version, NcclVersionGate* gate,
                                              server::StatusBoard* status) {
   PluginSessionService::Options o;
@@ -216,20 +242,29 @@ void ControlPlane::PollMetrics() {
                      .Name("prism_bootstrap_events_total")
                      .Help("NCCL bootstrap emulation events, by kind (see docs/metrics.md)")
                      .Register(*metrics_->registry());
-  std::vector<prometheus::Counter*> counters;
+  auto& gloo_family = prometheus::BuildCounter()
+                          .Name("prism_gloo_events_total")
+                          .Help("virtual ranks in the real ranks' Gloo groups, by kind (see docs/metrics.md)")
+                          .Register(*metrics_->registry());
+  std::vector<prometheus::Counter*> counters, gloo_counters;
   for (const auto& c : kBootstrapCounters) counters.push_back(&family.Add({{"kind", c.name}}));
-  std::vector<uint64_t> last(counters.size(), 0);
+  for (const auto& c : kGlooCounters) gloo_counters.push_back(&gloo_family.Add({{"kind", c.name}}));
+  std::vector<uint64_t> last(counters.size(), 0), gloo_last(gloo_counters.size(), 0);
   std::unique_lock<std::mutex> lock(stop_mu_);
   while (!stop_) {
     lock.unlock();
     metrics_->SetPluginSessions(sessions_.connected_sessions());
     if (bootstrap_) {
       const bootstrap::BootstrapStats stats = bootstrap_->Stats();
-      for (size_t i = 0; i < counters.size(); ++i) {
-        const uint64_t now = stats.*(kBootstrapCounters[i].field);
-        if (now > last[i]) counters[i]->Increment(static_cast<double>(now - last[i]));
-        last[i] = now;
-      }
+      std::vector<uint64_t> now;
+      for (const auto& c : kBootstrapCounters) now.push_back(stats.*(c.field));
+      AddDeltas(now, &last, counters);
+    }
+    if (gloo_) {
+      const gloo::GlooReports reports = gloo_->Reports();
+      std::vector<uint64_t> now;
+      for (const auto& c : kGlooCounters) now.push_back(c.value(reports));
+      AddDeltas(now, &gloo_last, gloo_counters);
     }
     PublishWaits();
     lock.lock();
