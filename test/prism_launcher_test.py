@@ -110,6 +110,22 @@ class DryRun(unittest.TestCase):
             self.assertEqual(env["NCCL_NET_SHARED_COMMS"], "0")
             self.assertEqual(r["command"], ["python3", "train.py"])
 
+    def test_ranks_get_the_hard_open_file_limit(self):
+        # A real rank of a full-mesh Gloo group holds a socket per member.
+        import resource
+        launcher = load_launcher()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard <= 256:
+            self.skipTest(f"hard open-file limit {hard}")
+        probe = "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        try:
+            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                 preexec_fn=launcher.rank_preexec(), check=True)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        self.assertEqual(int(out.stdout), hard)
+
     def test_default_daemon_is_prismds_per_user_socket(self):
         # prism run starts a prismd of its own; the per-user default is what a
         # prismd started by hand listens on (and what --daemon means by default).

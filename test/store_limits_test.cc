@@ -207,6 +207,21 @@ TEST_CASE("store: SETs and APPENDs past the stored-bytes limit close the connect
   CHECK(keeper.NumKeys() == 2);
 }
 
+TEST_CASE("store: what prismd sets itself takes no room from the clients' stored-bytes limit", "[store][limits]") {
+  StoreLimits limits;
+  limits.max_stored_bytes = 1 << 20;
+  auto server = StartStore(limits);
+  TorchStoreClient client(server->port());
+  for (int i = 0; i < 8; ++i) server->Set("/virtual" + std::to_string(i), std::string(256 << 10, 'v'));  // 2 MiB
+  client.Set("real", std::string(100 << 10, 'r'));
+  CHECK(client.NumKeys() == 9);  // still connected
+  client.Set("virtual0", "now the client's");  // a client takes a key over: it counts as the client's
+  client.Set("more", std::string(800 << 10, 'm'));
+  CHECK(client.NumKeys() == 10);
+  client.Set("over", std::string(200 << 10, 'o'));  // 100 KiB + 800 KiB + 200 KiB > 1 MiB
+  CHECK_THROWS(client.NumKeys());
+}
+
 TEST_CASE("store: a request larger than the buffered-bytes limit closes its connection", "[store][limits]") {
   StoreLimits limits;
   limits.max_buffered_bytes = 1 << 20;

@@ -114,6 +114,45 @@ TEST_CASE("store: a server-side Set answers the waiters (prismd publishing an id
   CHECK(got == "id");
 }
 
+// What prismd's Gloo side relies on (daemon/gloo): every read is told to the
+// observers before the store answers it, set or not, and a Set() from there
+// answers that very read; ObserverFanout passes it to each observer.
+class SetOnRead : public StoreObserver {
+ public:
+  void OnConnected(const ClientInfo&) override {}
+  void OnWait(const ClientInfo&, const std::vector<std::string>&) override { ++waits; }
+  void OnSet(const ClientInfo&, const std::string&, const std::string&) override {}
+  void OnRead(const ClientInfo&, const std::vector<std::string>& keys) override {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& k : keys) {
+      reads.push_back(k);
+      if (k == "/virtual" && server != nullptr) server->Set(k, "record");
+    }
+  }
+  void OnAllClientsGone() override {}
+  StoreServer* server = nullptr;
+  std::atomic<int> waits{0};
+  std::mutex mu;
+  std::vector<std::string> reads;
+};
+
+TEST_CASE("store: observers hear of every read before it is answered and a Set from there answers it", "[store]") {
+  SetOnRead gloo;
+  Recorder rendezvous;
+  ObserverFanout both({&rendezvous, &gloo});
+  auto server = StartStore(&both);
+  gloo.server = server.get();
+  TorchStoreClient c(server->port(), 2000);
+  CHECK(c.Get("virtual") == "record");  // WAIT + GET, answered at once
+  CHECK(gloo.waits == 0);                // the WAIT found the key set
+  c.Set("real", "x");
+  CHECK(c.Get("real") == "x");
+  CHECK(c.MultiGet({"real", "virtual"}) == std::vector<std::string>{"x", "record"});
+  std::lock_guard<std::mutex> l(gloo.mu);
+  CHECK(gloo.reads == std::vector<std::string>{"/virtual", "/virtual", "/real", "/real", "/real", "/virtual"});
+  CHECK(rendezvous.connected == 1);
+}
+
 TEST_CASE("store: when every client has gone the keys are forgotten", "[store]") {
   Recorder rec;
   auto server = StartStore(&rec);

@@ -44,6 +44,32 @@ constexpr BootstrapCounter kBootstrapCounters[] = {
      &bootstrap::BootstrapStats::broker_errors},
 };
 
+// GlooReports counters exported as prism_gloo_events_total{kind=<name>}.
+struct GlooCounter {
+  const char* name;
+  uint64_t (*value)(const gloo::GlooReports&);
+};
+
+constexpr GlooCounter kGlooCounters[] = {
+    {"records_published", [](const gloo::GlooReports& r) { return r.records_published; }},
+    {"pairs_opened", [](const gloo::GlooReports& r) { return r.pairs_opened; }},
+    {"pairs_failed", [](const gloo::GlooReports& r) { return r.pairs_failed; }},
+    {"messages_in", [](const gloo::GlooReports& r) { return r.traffic.messages_in; }},
+    {"messages_out", [](const gloo::GlooReports& r) { return r.traffic.messages_out; }},
+    {"payload_bytes_in", [](const gloo::GlooReports& r) { return r.traffic.payload_in; }},
+    {"payload_bytes_out", [](const gloo::GlooReports& r) { return r.traffic.payload_out; }},
+};
+
+// Adds to `counters` what `now` has more than `last` (the services keep
+// plain totals; the poller owns the deltas).
+void AddDeltas(const std::vector<uint64_t>& now, std::vector<uint64_t>* last,
+               const std::vector<prometheus::Counter*>& counters) {
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (now[i] > (*last)[i]) counters[i]->Increment(static_cast<double>(now[i] - (*last)[i]));
+    (*last)[i] = now[i];
+  }
+}
+
 PluginSessionService::Options SessionOptions(const ControlPlaneOptions& options, NcclVersionGate* gate) {
   server::StatusBoard* status = options.status;
   PluginSessionService::Options o;
@@ -136,13 +162,21 @@ absl::Status ControlPlane::StartStore() {
   rendezvous::RendezvousOptions ro;
   ro.store_address = at;
   rendezvous_ = std::make_unique<rendezvous::TorchRendezvous>(plan_, roots_.get(), ro);
+  gloo::GlooOptions go;
+  go.loopback_only = options_.bootstrap_routable_host.empty();
+  auto gloo = gloo::GlooRanks::Start(plan_, go);
+  if (!gloo.ok()) return gloo.status();
+  gloo_ = std::move(*gloo);
+  store_observers_ = std::make_unique<store::ObserverFanout>(
+      std::vector<store::StoreObserver*>{rendezvous_.get(), gloo_.get()});
   store::StoreServerOptions so;
   so.host = at.substr(0, colon);
   so.port = static_cast<uint16_t>(port);
-  auto server = store::StoreServer::Start(so, rendezvous_.get());
+  auto server = store::StoreServer::Start(so, store_observers_.get());
   if (!server.ok()) return server.status();
   store_ = std::move(*server);
   rendezvous_->SetStore(store_.get());
+  gloo_->SetStore(store_.get());
   return absl::OkStatus();
 }
 
@@ -173,6 +207,7 @@ void ControlPlane::Stop() {
   stop_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
   if (store_) store_->Stop();
+  if (gloo_) gloo_->Stop();
   if (bootstrap_) bootstrap_->Stop();
 }
 
@@ -193,6 +228,12 @@ void ControlPlane::PublishWaits() {
     rendezvous::RendezvousReports r = rendezvous_->Reports();
     for (const auto& w : r.waiting) add("store", w);
     errors = std::move(r.errors);
+  }
+  if (gloo_) {
+    gloo_->Tick();
+    gloo::GlooReports g = gloo_->Reports();
+    for (const auto& w : g.waiting) add("gloo", w);
+    for (std::string& e : g.errors) errors.push_back(std::move(e));
   }
   ReportDivergences(stats ? &*stats : nullptr, errors);
   if (options_.status != nullptr) options_.status->SetWaiting(std::move(waits), std::move(errors));
@@ -223,20 +264,29 @@ void ControlPlane::PollMetrics() {
                      .Name("prism_bootstrap_events_total")
                      .Help("NCCL bootstrap emulation events, by kind (see docs/metrics.md)")
                      .Register(*metrics_->registry());
-  std::vector<prometheus::Counter*> counters;
+  auto& gloo_family = prometheus::BuildCounter()
+                          .Name("prism_gloo_events_total")
+                          .Help("virtual ranks in the real ranks' Gloo groups, by kind (see docs/metrics.md)")
+                          .Register(*metrics_->registry());
+  std::vector<prometheus::Counter*> counters, gloo_counters;
   for (const auto& c : kBootstrapCounters) counters.push_back(&family.Add({{"kind", c.name}}));
-  std::vector<uint64_t> last(counters.size(), 0);
+  for (const auto& c : kGlooCounters) gloo_counters.push_back(&gloo_family.Add({{"kind", c.name}}));
+  std::vector<uint64_t> last(counters.size(), 0), gloo_last(gloo_counters.size(), 0);
   std::unique_lock<std::mutex> lock(stop_mu_);
   while (!stop_) {
     lock.unlock();
     metrics_->SetPluginSessions(sessions_.connected_sessions());
     if (bootstrap_) {
       const bootstrap::BootstrapStats stats = bootstrap_->Stats();
-      for (size_t i = 0; i < counters.size(); ++i) {
-        const uint64_t now = stats.*(kBootstrapCounters[i].field);
-        if (now > last[i]) counters[i]->Increment(static_cast<double>(now - last[i]));
-        last[i] = now;
-      }
+      std::vector<uint64_t> now;
+      for (const auto& c : kBootstrapCounters) now.push_back(stats.*(c.field));
+      AddDeltas(now, &last, counters);
+    }
+    if (gloo_) {
+      const gloo::GlooReports reports = gloo_->Reports();
+      std::vector<uint64_t> now;
+      for (const auto& c : kGlooCounters) now.push_back(c.value(reports));
+      AddDeltas(now, &gloo_last, gloo_counters);
     }
     PublishWaits();
     lock.lock();

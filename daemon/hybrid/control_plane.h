@@ -2,7 +2,8 @@
 // sessions (gRPC PluginSession), the NCCL bootstrap emulation of the
 // virtual ranks, joined through the VirtualConnectionBroker seam, and
 // PyTorch's store (hosted here so that NCCL ids of any start-up reach the
-// bootstrap, daemon/rendezvous), with their counters exported as Prometheus
+// bootstrap, daemon/rendezvous, and the real ranks' Gloo groups find their
+// virtual ranks, daemon/gloo), with their counters exported as Prometheus
 // metrics and what they wait for on /status.
 //
 // Lifetime: Create(), register session_service() with the gRPC server
@@ -27,6 +28,7 @@
 #include "common/units.h"
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/hybrid/divergence_watch.h"
+#include "daemon/gloo/gloo_ranks.h"
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
@@ -112,6 +114,8 @@ class ControlPlane {
   std::unique_ptr<bootstrap::BootstrapService> bootstrap_;
   std::unique_ptr<rendezvous::BootstrapRoots> roots_;
   std::unique_ptr<rendezvous::TorchRendezvous> rendezvous_;
+  std::unique_ptr<gloo::GlooRanks> gloo_;  // the virtual ranks of the real ranks' Gloo groups
+  std::unique_ptr<store::ObserverFanout> store_observers_;
   std::unique_ptr<store::StoreServer> store_;
   std::thread poller_;
   std::mutex stop_mu_;                // guards stop_

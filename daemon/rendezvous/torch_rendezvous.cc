@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/gloo/gloo_keys.h"
 #include "spdlog/spdlog.h"
 
 namespace prism::rendezvous {
@@ -187,16 +188,15 @@ std::vector<bootstrap::WaitReport> TorchRendezvous::WaitsLocked(Clock::time_poin
       if (now - b.since < options_.report_after) continue;
       std::vector<std::string> plain;
       for (const std::string& key : b.keys) {
-        if (!ParseNcclIdKey(key)) plain.push_back(key);
+        if (!ParseNcclIdKey(key) && !gloo::ParseGlooKey(key)) plain.push_back(key);  // Gloo: daemon/gloo reports
       }
       if (plain.empty()) continue;
       bootstrap::WaitReport w;
       w.communicator = "store";
       if (b.client.rank) w.ranks = {static_cast<uint32_t>(*b.client.rank)};
       w.waits_for = absl::StrCat(RankOf(b.client), " waits in PyTorch's store for '", absl::StrJoin(plain, "', '"),
-                                 "', which no real rank has set (a store barrier or a Gloo group needs every "
-                                 "rank: TORCH_DIST_INIT_BARRIER=0, no TORCH_DISTRIBUTED_DEBUG=DETAIL, no Gloo "
-                                 "groups)");
+                                 "', which no real rank has set (a store barrier needs every rank: "
+                                 "TORCH_DIST_INIT_BARRIER=0, no TORCH_DISTRIBUTED_DEBUG=DETAIL)");
       w.seconds = Seconds(now - b.since);
       out.push_back(std::move(w));
     }

@@ -14,7 +14,7 @@
 //
 // Never a silent wait: Reports() lists, after `report_after`, every real
 // rank waiting in the store for something no real rank has brought (an id a
-// real comm rank 0 owes, a key nobody sets), every real rank of the graph
+// real comm rank 0 owes, a key nobody sets; Gloo records are daemon/gloo's), every real rank of the graph
 // that has not connected to the store `expect_ranks_within` after the first
 // one did, and every mismatch between the program's groups and the graph.
 //

@@ -348,6 +348,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     }
     case Query::kGet: {
+      if (observer_) observer_->OnRead(c->info, q.keys);
       auto it = kv_.find(q.keys[0]);
       AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
       break;
@@ -370,6 +371,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       AppendU8(&reply, static_cast<uint8_t>(AllSet(q.keys) ? CheckReply::kReady : CheckReply::kNotReady));
       break;
     case Query::kWait: {
+      if (observer_) observer_->OnRead(c->info, q.keys);
       std::vector<std::string> unset;
       for (const std::string& k : q.keys) {
         if (!AllSet({k})) unset.push_back(k);
@@ -406,6 +408,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     }
     case Query::kMultiGet:
+      if (observer_) observer_->OnRead(c->info, q.keys);
       for (const std::string& k : q.keys) {
         auto it = kv_.find(k);
         AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
@@ -486,12 +489,15 @@ bool StoreServer::Serve(Client* c, const Request& q) {
 
 // Whether `adding` more bytes (and `removing` fewer) stay within
 // max_stored_bytes; if not, says so (the caller closes the connection).
+// Counts what clients stored: the values prismd sets itself (Set(), e.g.
+// the records of thousands of virtual Gloo ranks) take no client's room.
 bool StoreServer::Storable(Client* c, uint64_t adding, uint64_t removing) {
-  const uint64_t after = stored_bytes_ - std::min(removing, stored_bytes_) + adding;
+  const uint64_t held = stored_bytes_ - prismd_bytes_;
+  const uint64_t after = held - std::min(removing, held) + adding;
   if (after <= options_.limits.max_stored_bytes) return true;
   spdlog::warn("store: client {} ({}): storing {} more bytes would take the store over its {} of keys and values "
                "({} held); closing it", c->info.id, c->info.address, adding, MiB(options_.limits.max_stored_bytes),
-               stored_bytes_);
+               held);
   return false;
 }
 
@@ -501,14 +507,20 @@ uint64_t StoreServer::StoredSize(const std::string& key) const {
 }
 
 void StoreServer::Forget(const std::string& key) {
+  if (prismd_keys_.erase(key) != 0) prismd_bytes_ -= StoredSize(key);
   stored_bytes_ -= StoredSize(key);
   kv_.erase(key);
   Publish();
 }
 
-void StoreServer::ApplySet(const std::string& key, const std::string& value) {
+void StoreServer::ApplySet(const std::string& key, const std::string& value, bool by_prismd) {
+  if (prismd_keys_.erase(key) != 0) prismd_bytes_ -= StoredSize(key);
   stored_bytes_ = stored_bytes_ - StoredSize(key) + key.size() + value.size();
   kv_[key] = value;
+  if (by_prismd) {
+    prismd_keys_.insert(key);
+    prismd_bytes_ += key.size() + value.size();
+  }
   WakeWaiters(key);
   Publish();
 }
@@ -594,6 +606,8 @@ void StoreServer::Drop(Client* c) {
     queues_.clear();
     waiters_.clear();
     stored_bytes_ = 0;
+    prismd_keys_.clear();
+    prismd_bytes_ = 0;
     spdlog::info("store: every client left; keys forgotten (next job starts clean)");
     Publish();
   });
@@ -601,10 +615,10 @@ void StoreServer::Drop(Client* c) {
 
 void StoreServer::Set(const std::string& key, const std::string& value) {
   if (OnLoopThread()) {
-    ApplySet(key, value);
+    ApplySet(key, value, /*by_prismd=*/true);
     return;
   }
-  loop_.Post([this, key, value] { ApplySet(key, value); });
+  loop_.Post([this, key, value] { ApplySet(key, value, /*by_prismd=*/true); });
 }
 
 void StoreServer::Publish() {

@@ -19,14 +19,16 @@
 // Limits (StoreLimits; another local user can reach the port): at most
 // max_connections connections, and never more than a quarter of the
 // process's open-file limit (then the listener pauses until one closes),
-// stored keys and values together at most max_stored_bytes, requests being
+// stored keys and values together at most max_stored_bytes (what prismd
+// itself Set()s does not count), requests being
 // received and replies not yet read together at most max_buffered_bytes. A
 // request over a limit, or an ADD whose sum leaves int64, closes its
 // connection with a warning naming the limit. When accept runs out of file
 // descriptors the listener pauses with back-off instead of spinning.
 //
 // Threading: one thread of its own (an EventLoop). Observer callbacks run on
-// it, in order, and may call Set() (applied at once). Set(), Snapshot() and
+// it, in order, and may call Set() (applied at once). ObserverFanout passes
+// every callback to several observers, in order. Set(), Snapshot() and
 // Stop() may be called from any thread.
 #ifndef PRISM_DAEMON_STORE_STORE_SERVER_H_
 #define PRISM_DAEMON_STORE_STORE_SERVER_H_
@@ -65,8 +67,36 @@ class StoreObserver {
   virtual void OnWait(const ClientInfo& client, const std::vector<std::string>& unset) = 0;
   // `client` set `key` (SET, MULTI_SET, a successful COMPARE_SET).
   virtual void OnSet(const ClientInfo& client, const std::string& key, const std::string& value) = 0;
+  // `client` reads `keys` (GET, WAIT, MULTI_GET), set or not, before the
+  // store answers: a Set() from here answers this very read.
+  virtual void OnRead(const ClientInfo& client, const std::vector<std::string>& keys) {}
   // The last client disconnected; the keys are forgotten after this returns.
   virtual void OnAllClientsGone() = 0;
+};
+
+// Several observers of one store, called in the order given (each must
+// outlive the fan-out).
+class ObserverFanout : public StoreObserver {
+ public:
+  explicit ObserverFanout(std::vector<StoreObserver*> observers) : observers_(std::move(observers)) {}
+  void OnConnected(const ClientInfo& c) override {
+    for (auto* o : observers_) o->OnConnected(c);
+  }
+  void OnWait(const ClientInfo& c, const std::vector<std::string>& unset) override {
+    for (auto* o : observers_) o->OnWait(c, unset);
+  }
+  void OnSet(const ClientInfo& c, const std::string& key, const std::string& value) override {
+    for (auto* o : observers_) o->OnSet(c, key, value);
+  }
+  void OnRead(const ClientInfo& c, const std::vector<std::string>& keys) override {
+    for (auto* o : observers_) o->OnRead(c, keys);
+  }
+  void OnAllClientsGone() override {
+    for (auto* o : observers_) o->OnAllClientsGone();
+  }
+
+ private:
+  std::vector<StoreObserver*> observers_;
 };
 
 // A client blocked in WAIT.
@@ -137,7 +167,7 @@ class StoreServer {
   void Reply(Client* c, const std::string& bytes);
   void Flush(Client* c);
   void Drop(Client* c);
-  void ApplySet(const std::string& key, const std::string& value);
+  void ApplySet(const std::string& key, const std::string& value, bool by_prismd = false);
   void Forget(const std::string& key);
   uint64_t StoredSize(const std::string& key) const;  // key + value bytes, 0 when unset
   void WakeWaiters(const std::string& key);
@@ -157,6 +187,8 @@ class StoreServer {
   std::deque<uint64_t> unvalidated_;        // ids in accept order (closed ones skipped lazily)
   size_t unvalidated_open_ = 0;
   uint64_t stored_bytes_ = 0;               // keys + values + queued items
+  std::set<std::string> prismd_keys_;       // set by Set() (prismd), not since by a client
+  uint64_t prismd_bytes_ = 0;               // their keys + values: not counted against the clients
   uint64_t buffered_bytes_ = 0;             // Client::held summed
   bool listener_paused_ = false;
   bool cap_warned_ = false;                 // said the connection cap was reached (until below half)
