@@ -161,6 +161,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   so.link_bits_per_second = graph.cluster().nic().bandwidth_bps();
   so.link_latency_ns = static_cast<int64_t>(graph.cluster().nic().latency_ns());
   so.step_cost = options.engine.nccl.step_cost;
+  so.unmatched_ops_diverge = !options.control.follow_real_ranks;
   std::unique_ptr<SessionRecorder> recorder;
   if (!options.record_sessions_path.empty()) {
     auto opened = SessionRecorder::Open(options.record_sessions_path,

@@ -60,6 +60,9 @@ struct HybridSchedulerOptions {
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
+  // False with prismd --follow: the graph has no program of the real ranks,
+  // so an operation it lacks is expected (timed on time, not a divergence).
+  bool unmatched_ops_diverge = true;
 };
 
 class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {
