@@ -3,7 +3,13 @@
 // and none is a divergence.
 #include <catch2/catch.hpp>
 
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/follow_graph.h"
+#include "graphgen/capture_recording.h"
+#include "graphgen/extrapolate.h"
 #include "graphgen/fidelity_graph.h"
 #include "test/hybrid_harness.h"
 
@@ -68,4 +74,126 @@ TEST_CASE("follow: every operation with virtual peers is on time, none a diverge
   auto r = h.Stop();
   CHECK(h.scheduler().counters().ops_unmatched == 3);
   CHECK(h.scheduler().counters().divergences == 0);
+}
+
+namespace {
+
+using prism::daemon::RecordedLine;
+
+// A --follow recording of a TP2 DP4 PP2 program on 16 ranks (rank = tp +
+// 2*(dp + 4*pp)), real ranks 0 and 8, made the way prismd records: the
+// world and the groups the bootstrap followed (named group<k>[first], k its
+// new_group number: tp groups #1-8, dp #9-12, pp #13-20), then the plugins'
+// reports. Each iteration: 1 ms of compute before every operation.
+prism::daemon::Recording FollowRecording(int iterations) {
+  prism::daemon::Recording rec;
+  rec.graph = "follow:w";
+  rec.real_ranks = {0, 8};
+  const auto comm = [&](uint64_t hash, int64_t id, std::string name, std::vector<uint32_t> members) {
+    RecordedLine l{RecordedLine::kCommunicator};
+    l.comm.comm_hash = hash;
+    l.comm.graph_comm = id;
+    l.comm.name = std::move(name);
+    l.comm.members = std::move(members);
+    rec.lines.push_back(l);
+  };
+  comm(100, 0, "world", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  comm(101, 1, "group1[0]", {0, 1});
+  comm(102, 2, "group5[8]", {8, 9});
+  comm(103, 3, "group9[0]", {0, 2, 4, 6});
+  comm(104, 4, "group11[8]", {8, 10, 12, 14});
+  comm(105, 5, "group13[0]", {0, 8});
+  struct Call { uint64_t hash; prism::rpc::OpKind kind; int32_t rank, size, peer; uint64_t bytes; };
+  const std::vector<Call> stage0 = {{101, prism::rpc::OP_ALL_REDUCE, 0, 2, -1, 1 << 20},
+                                    {105, prism::rpc::OP_SEND, 0, 2, 1, 1 << 18},
+                                    {103, prism::rpc::OP_REDUCE_SCATTER, 0, 4, -1, 1 << 20},
+                                    {103, prism::rpc::OP_ALL_GATHER, 0, 4, -1, 1 << 20}};
+  const std::vector<Call> stage1 = {{105, prism::rpc::OP_RECV, 1, 2, 0, 1 << 18},
+                                    {102, prism::rpc::OP_ALL_REDUCE, 0, 2, -1, 1 << 20},
+                                    {104, prism::rpc::OP_REDUCE_SCATTER, 0, 4, -1, 1 << 20},
+                                    {104, prism::rpc::OP_ALL_GATHER, 0, 4, -1, 1 << 20}};
+  for (const auto& [session, calls] : {std::make_pair(uint64_t{1}, stage0), std::make_pair(uint64_t{2}, stage1)}) {
+    int64_t t = 1'000'000'000;
+    uint64_t id = 0;
+    std::map<std::pair<uint64_t, int>, uint64_t> seq;
+    std::vector<Call> all;
+    if (session == 1) all.push_back({100, prism::rpc::OP_ALL_REDUCE, 0, 16, -1, 4});  // a warm-up barrier
+    for (int it = 0; it < iterations; ++it) all.insert(all.end(), calls.begin(), calls.end());
+    for (const Call& c : all) {
+      t += 1'000'000;  // compute
+      prism::rpc::EventBatch b;
+      AddStarted(&b, ++id, Key(c.hash, c.kind, seq[{c.hash, c.kind}]++, c.peer), c.rank, c.size, c.bytes, t);
+      prism::testing::AddFinished(&b, id, c.kind == prism::rpc::OP_RECV ? 0 : t, t + 200'000);
+      t += 200'000;
+      RecordedLine l{RecordedLine::kEvents};
+      l.session = session;
+      l.events = b;
+      rec.lines.push_back(l);
+    }
+  }
+  return rec;
+}
+
+std::vector<std::string> OpsOf(const g::Graph& graph, uint32_t rank, bool with_compute) {
+  std::vector<std::string> out;
+  const g::Rank& r = graph.ranks(static_cast<int>(rank));
+  for (const g::Op& op : graph.programs(static_cast<int>(r.program())).ops()) {
+    if (op.has_compute()) {
+      if (with_compute) out.push_back(absl::StrCat("compute ", op.compute().duration_ns()));
+    } else if (op.has_collective()) {
+      const auto& c = graph.communicators(static_cast<int>(r.comm_slots(static_cast<int>(op.collective().comm_slot()))));
+      out.push_back(absl::StrCat(g::CollectiveKind_Name(op.collective().kind()), " ", op.collective().bytes(), " on ",
+                                 c.members_size(), " ranks incl. ",
+                                 std::count(c.members().begin(), c.members().end(), rank)));
+    } else if (op.has_send() || op.has_recv()) {
+      out.push_back(op.has_send() ? "send" : "recv");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("follow: a --follow recording becomes capture recordings that extrapolate to every rank of the world",
+          "[hybrid][follow][capture]") {
+  auto capture = prism::daemon::CaptureFromFollow(FollowRecording(4), 1);
+  REQUIRE(capture.ok());
+  REQUIRE(capture->recordings.size() == 2);
+  for (const auto& line : capture->summary) UNSCOPED_INFO(line);
+  const auto& r0 = capture->recordings[0];
+  CHECK(r0.header.rank() == 0);
+  CHECK(r0.header.world_size() == 16);
+  CHECK(r0.comms.size() == 21);  // the world, 8 tp, 4 dp, 8 pp groups: completed from the real ranks' own
+  CHECK(r0.ops.size() == 8);     // the warm-up barrier is left out; compute before each of 4 operations
+  CHECK(r0.ops[0].compute().duration_ns() == 1'000'000);
+  // Written and read back in the recording format, then extrapolated.
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture->recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    REQUIRE(p.ok());
+    parsed.push_back(*p);
+  }
+  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  REQUIRE(x.ok());
+  UNSCOPED_INFO(x->Summary());
+  const g::Graph& graph = x->graph;
+  CHECK(graph.ranks_size() == 16);
+  CHECK(graph.programs_size() == 2);
+  for (uint32_t r = 0; r < 16; ++r) {
+    INFO("rank " << r);
+    CHECK(OpsOf(graph, r, true) == OpsOf(graph, r < 8 ? 0 : 8, true));
+    CHECK(OpsOf(graph, r, false) == std::vector<std::string>(OpsOf(graph, r < 8 ? 0 : 8, false)));
+  }
+  CHECK(OpsOf(graph, 5, false) == std::vector<std::string>{"ALLREDUCE 1048576 on 2 ranks incl. 1", "send",
+                                                           "REDUCESCATTER 4194304 on 4 ranks incl. 1",
+                                                           "ALLGATHER 4194304 on 4 ranks incl. 1"});
+}
+
+TEST_CASE("follow: a capture refuses groups made out of family order, naming the group", "[hybrid][follow][capture]") {
+  auto rec = FollowRecording(4);
+  for (auto& l : rec.lines)
+    if (l.kind == RecordedLine::kCommunicator && l.comm.name == "group9[0]") l.comm.name = "group2[0]";
+  auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+  REQUIRE_FALSE(capture.ok());
+  CHECK(std::string(capture.status().message()).find("another order") != std::string::npos);
 }
