@@ -85,7 +85,10 @@ using prism::daemon::RecordedLine;
 // world and the groups the bootstrap followed (named group<k>[first], k its
 // new_group number: tp groups #1-8, dp #9-12, pp #13-20), then the plugins'
 // reports. Each iteration: 1 ms of compute before every operation.
-prism::daemon::Recording FollowRecording(int iterations) {
+// `embedding`: as Megatron does, each pipeline group is followed by an
+// embedding group of the same ranks (pp[i] is new_group #13+2i, embd[i]
+// #14+2i), and both stages all-reduce on it once per iteration.
+prism::daemon::Recording FollowRecording(int iterations, bool embedding = false) {
   prism::daemon::Recording rec;
   rec.graph = "follow:w";
   rec.real_ranks = {0, 8};
@@ -103,6 +106,7 @@ prism::daemon::Recording FollowRecording(int iterations) {
   comm(103, 3, "group9[0]", {0, 2, 4, 6});
   comm(104, 4, "group11[8]", {8, 10, 12, 14});
   comm(105, 5, "group13[0]", {0, 8});
+  if (embedding) comm(106, 6, "group14[0]", {0, 8});
   struct Call { uint64_t hash; prism::rpc::OpKind kind; int32_t rank, size, peer; uint64_t bytes; };
   const std::vector<Call> stage0 = {{101, prism::rpc::OP_ALL_REDUCE, 0, 2, -1, 1 << 20},
                                     {105, prism::rpc::OP_SEND, 0, 2, 1, 1 << 18},
@@ -112,7 +116,8 @@ prism::daemon::Recording FollowRecording(int iterations) {
                                     {102, prism::rpc::OP_ALL_REDUCE, 0, 2, -1, 1 << 20},
                                     {104, prism::rpc::OP_REDUCE_SCATTER, 0, 4, -1, 1 << 20},
                                     {104, prism::rpc::OP_ALL_GATHER, 0, 4, -1, 1 << 20}};
-  for (const auto& [session, calls] : {std::make_pair(uint64_t{1}, stage0), std::make_pair(uint64_t{2}, stage1)}) {
+  for (auto [session, calls] : {std::make_pair(uint64_t{1}, stage0), std::make_pair(uint64_t{2}, stage1)}) {
+    if (embedding) calls.push_back({106, prism::rpc::OP_ALL_REDUCE, session == 1 ? 0 : 1, 2, -1, 1 << 16});
     int64_t t = 1'000'000'000;
     uint64_t id = 0;
     std::map<std::pair<uint64_t, int>, uint64_t> seq;
@@ -187,6 +192,19 @@ TEST_CASE("follow: a --follow recording becomes capture recordings that extrapol
   CHECK(OpsOf(graph, 5, false) == std::vector<std::string>{"ALLREDUCE 1048576 on 2 ranks incl. 1", "send",
                                                            "REDUCESCATTER 4194304 on 4 ranks incl. 1",
                                                            "ALLGATHER 4194304 on 4 ranks incl. 1"});
+}
+
+TEST_CASE("follow: groups made interleaved (pipeline and embedding groups of the same ranks) keep their numbers",
+          "[hybrid][follow][capture]") {
+  auto capture = prism::daemon::CaptureFromFollow(FollowRecording(4, /*embedding=*/true), 1);
+  REQUIRE(capture.ok());
+  const auto& comms = capture->recordings[0].comms;
+  REQUIRE(comms.size() == 29);  // the world, 8 tp, 4 dp, 8 pp and 8 embedding groups
+  for (int id : {13, 14}) CHECK(std::vector<uint32_t>(comms[id].members().begin(), comms[id].members().end()) ==
+                                std::vector<uint32_t>{0, 8});
+  for (int id : {15, 16}) CHECK(std::vector<uint32_t>(comms[id].members().begin(), comms[id].members().end()) ==
+                                std::vector<uint32_t>{1, 9});
+  CHECK(capture->recordings[0].ops.back().collective().comm_slot() == 14);
 }
 
 TEST_CASE("follow: a capture refuses groups made out of family order, naming the group", "[hybrid][follow][capture]") {

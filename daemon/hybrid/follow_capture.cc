@@ -43,9 +43,10 @@ std::optional<int64_t> SplitNumber(const std::string& name) {
 }
 
 struct Family {
-  uint32_t stride = 0, size = 0;
+  uint32_t stride = 0, size = 0, copy = 0;    // copy: groups of the same members made before
   int64_t first_split = 0;
   std::vector<std::vector<uint32_t>> groups;  // by lowest rank
+  std::vector<std::pair<size_t, int64_t>> seen;  // (group index, new_group number) of followed groups
 };
 
 // The ranges of `g`'s shape that tile a world of `world` ranks.
@@ -69,46 +70,77 @@ absl::StatusOr<Family> FamilyOf(const std::vector<uint32_t>& g, uint32_t world) 
   return f;
 }
 
-// Every communicator of the target, world first; `ids` maps followed members to ids.
-absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, const std::vector<Followed>& followed,
-                                                           std::map<std::vector<uint32_t>, uint32_t>& ids) {
+// Places families[from...] from new_group number `next` on: a block of m
+// families of as many groups, made interleaved (group i of the block's j-th
+// family is number next + i*m + j; m = 1: one family after the other), then
+// the rest. Every followed group must land on its number. Fills `number`
+// (family -> its first group's number and the block's m).
+bool Place(const std::vector<Family>& families, size_t from, int64_t next,
+           std::vector<std::pair<int64_t, size_t>>& number) {
+  if (from == families.size()) return true;
+  const size_t count = families[from].groups.size();
+  for (size_t m = 1; from + m <= families.size() && families[from + m - 1].groups.size() == count; ++m) {
+    bool fits = true;
+    for (size_t j = 0; j < m && fits; ++j)
+      for (const auto& [i, k] : families[from + j].seen)
+        fits &= next + static_cast<int64_t>(i * m + j) == k;
+    if (!fits) continue;
+    for (size_t j = 0; j < m; ++j) number[from + j] = {next + static_cast<int64_t>(j), m};
+    if (Place(families, from + m, next + static_cast<int64_t>(count * m), number)) return true;
+  }
+  return false;
+}
+
+// Every communicator of the target, world first, in new_group order (the
+// followed groups' numbers); `ids` maps a followed group's number to its id.
+absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, std::vector<Followed> followed,
+                                                           std::map<int64_t, uint32_t>& ids) {
+  std::sort(followed.begin(), followed.end(), [](const Followed& a, const Followed& b) { return a.split < b.split; });
   std::vector<Family> families;
-  for (const Followed& g : followed) {
+  for (size_t n = 0; n < followed.size(); ++n) {
+    const Followed& g = followed[n];
     auto f = FamilyOf(g.members, world);
     if (!f.ok()) return f.status();
-    auto same = std::find_if(families.begin(), families.end(),
-                             [&](const Family& o) { return o.stride == f->stride && o.size == f->size; });
+    f->copy = static_cast<uint32_t>(std::count_if(followed.begin(), followed.begin() + static_cast<long>(n),
+                                                  [&](const Followed& o) { return o.members == g.members; }));
+    const size_t index = static_cast<size_t>(std::find(f->groups.begin(), f->groups.end(), g.members) - f->groups.begin());
+    auto same = std::find_if(families.begin(), families.end(), [&](const Family& o) {
+      return o.stride == f->stride && o.size == f->size && o.copy == f->copy;
+    });
     if (same == families.end()) {
       f->first_split = g.split;
       families.push_back(std::move(*f));
-    } else {
-      same->first_split = std::min(same->first_split, g.split);
+      same = families.end() - 1;
     }
+    same->seen.push_back({index, g.split});
   }
-  std::sort(families.begin(), families.end(),
-            [](const Family& a, const Family& b) { return a.first_split < b.first_split; });
+  std::vector<std::pair<int64_t, size_t>> number(families.size());
+  if (!Place(families, 0, 1, number))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the followed groups' new_group numbers (", absl::StrJoin(followed, ", ", [](std::string* out, const Followed& g) {
+          absl::StrAppend(out, "#", g.split, " ", g.members.front(), "..", g.members.back());
+        }), ") do not fit families of rank ranges made one after the other (or interleaved, as Megatron makes pp "
+        "and embedding groups), lowest rank first: the program makes its groups in another order, or makes "
+        "groups no real rank of the slice is in; capture with a graph of the program instead"));
   std::vector<graph::Communicator> comms(1);
   comms[0].set_id(0);
   comms[0].set_name("world");
   comms[0].mutable_init();
   for (uint32_t r = 0; r < world; ++r) comms[0].add_members(r);
+  size_t total = 1;
+  for (const Family& f : families) total += f.groups.size();
+  comms.resize(total);
   for (size_t f = 0; f < families.size(); ++f)
     for (size_t i = 0; i < families[f].groups.size(); ++i) {
-      graph::Communicator& c = comms.emplace_back();
-      c.set_id(static_cast<uint32_t>(comms.size() - 1));
+      const auto id = static_cast<size_t>(number[f].first + static_cast<int64_t>(i * number[f].second));
+      graph::Communicator& c = comms[id];
+      c.set_id(static_cast<uint32_t>(id));
       c.set_name(absl::StrCat("g", f + 1, "[", i, "]"));
       for (uint32_t m : families[f].groups[i]) c.add_members(m);
       c.mutable_split()->set_parent(0);
       c.mutable_split()->set_color(graphgen::PyTorchSplitColor(families[f].groups[i]));
-      ids[families[f].groups[i]] = c.id();
     }
-  for (const Followed& g : followed)
-    if (static_cast<int64_t>(ids.at(g.members)) != g.split)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the group of ranks ", g.members.front(), "..", g.members.back(), " was the program's new_group #", g.split,
-          ", but completing its family of rank ranges places it at #", ids.at(g.members),
-          ": the program makes its groups in another order than family by family, lowest rank first (or makes "
-          "groups no real rank of the slice is in); capture with a graph of the program instead"));
+  for (const Followed& g : followed) ids[g.split] = static_cast<uint32_t>(g.split);
   return comms;
 }
 
@@ -204,21 +236,23 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     return absl::InvalidArgumentError(absl::StrCat("the recording is of graph '", recording.graph.substr(0, 64),
                                                    "', not of a prismd --follow run: give --graph"));
   std::map<uint64_t, CommDescription> by_hash;
+  std::map<uint64_t, int64_t> split_of_hash;
   std::optional<uint32_t> world;
   std::vector<Followed> followed;
   for (const RecordedLine& l : recording.lines) {
-    if (l.kind != RecordedLine::kCommunicator) continue;
+    if (l.kind != RecordedLine::kCommunicator || by_hash.count(l.comm.comm_hash) != 0) continue;
     by_hash[l.comm.comm_hash] = l.comm;
     if (l.comm.graph_comm == 0) world = static_cast<uint32_t>(l.comm.members.size());
     if (auto k = SplitNumber(l.comm.name)) {
       std::vector<uint32_t> m = l.comm.members;
       std::sort(m.begin(), m.end());
-      if (std::none_of(followed.begin(), followed.end(), [&](const Followed& f) { return f.members == m; }))
+      split_of_hash[l.comm.comm_hash] = *k;
+      if (std::none_of(followed.begin(), followed.end(), [&](const Followed& f) { return f.split == *k; }))
         followed.push_back({m, *k});
     }
   }
   if (!world) return absl::InvalidArgumentError("the recording names no world communicator (prismd --follow)");
-  std::map<std::vector<uint32_t>, uint32_t> ids;
+  std::map<int64_t, uint32_t> ids;
   auto comms = Complete(*world, followed, ids);
   if (!comms.ok()) return comms.status();
 
@@ -235,7 +269,8 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
                                                          ", which the recording does not name"));
         std::vector<uint32_t> sorted = c->second.members;
         std::sort(sorted.begin(), sorted.end());
-        const uint32_t id = c->second.graph_comm == 0 ? 0 : ids.count(sorted) ? ids[sorted] : UINT32_MAX;
+        const auto split = split_of_hash.find(c->first);
+        const uint32_t id = c->second.graph_comm == 0 ? 0 : split != split_of_hash.end() ? ids[split->second] : UINT32_MAX;
         if (id == UINT32_MAX)
           return absl::InvalidArgumentError(absl::StrCat("communicator '", c->second.name.substr(0, 64),
                                                          "' was not followed by the bootstrap (a lone send/recv "

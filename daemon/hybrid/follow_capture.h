@@ -8,10 +8,12 @@
 //    number), completed to every group of the target: a followed group of
 //    ranks {b, b+s, ..., b+(n-1)s} stands for its family, the ranges of that
 //    shape that tile the world (b' = q*s*n + j, j < s), listed by lowest
-//    rank; families follow each other in the order of their new_group
-//    numbers, and every followed group's number must be its place in that
-//    list (else the program makes its groups in another order: refused,
-//    saying which group). Every recording holds the same list;
+//    rank (a second group of the same ranks starts a family of its own);
+//    communicator k is the program's new_group #k: families are placed one
+//    after the other, or interleaved with families of as many groups
+//    (Megatron's pp[i], embd[i]), so that every followed group lands on its
+//    own number, else the capture is refused. Every recording holds the
+//    same list;
 //  * operations: the rank's NCCL operations in issue order (kind, size in
 //    the graph's full-buffer convention, communicator, absolute peer). An
 //    iteration is the shortest period from which the sequence repeats over
