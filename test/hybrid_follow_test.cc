@@ -3,13 +3,16 @@
 // and none is a divergence.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/follow_graph.h"
 #include "graphgen/capture_recording.h"
 #include "graphgen/extrapolate.h"
+#include "test/graphgen_test_util.h"
 #include "graphgen/fidelity_graph.h"
 #include "test/hybrid_harness.h"
 
@@ -214,4 +217,54 @@ TEST_CASE("follow: a capture refuses groups made out of family order, naming the
   auto capture = prism::daemon::CaptureFromFollow(rec, 1);
   REQUIRE_FALSE(capture.ok());
   CHECK(std::string(capture.status().message()).find("another order") != std::string::npos);
+}
+
+TEST_CASE("follow: train_gpt.py's groups at 1024 ranks, followed on ranks 0 and 512, complete to the job file's",
+          "[hybrid][follow][capture]") {
+  std::ifstream in(std::string(PRISM_EXAMPLES_DIR) + "/train-gpt-1024.yaml");
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  const g::Graph job = prism::graphgen::testing::GraphOf(yaml.str());
+  // What prismd --follow records with real ranks 0 and 512: the world and
+  // every group either is in, named by its new_group number (= the job
+  // graph's communicator id, world first), and an operation on each.
+  prism::daemon::Recording rec;
+  rec.graph = "follow:world";
+  struct Use { uint32_t rank; uint64_t hash; int32_t comm_rank, size; };
+  std::vector<Use> uses;
+  for (const g::Communicator& c : job.communicators()) {
+    const bool followed = c.id() == 0 || std::count(c.members().begin(), c.members().end(), 0u) ||
+                          std::count(c.members().begin(), c.members().end(), 512u);
+    if (!followed) continue;
+    RecordedLine l{RecordedLine::kCommunicator};
+    l.comm.comm_hash = 1000 + c.id();
+    l.comm.graph_comm = c.id();
+    l.comm.name = c.id() == 0 ? "world" : absl::StrCat("group", c.id(), "[", c.members(0), "]");
+    l.comm.members.assign(c.members().begin(), c.members().end());
+    rec.lines.push_back(l);
+    for (uint32_t rank : {0u, 512u}) {
+      const auto at = std::find(c.members().begin(), c.members().end(), rank);
+      if (at != c.members().end())
+        uses.push_back({rank, 1000 + c.id(), static_cast<int32_t>(at - c.members().begin()), c.members_size()});
+    }
+  }
+  for (int it = 0; it < 3; ++it)
+    for (const Use& u : uses) {
+      RecordedLine e{RecordedLine::kEvents};
+      e.session = u.rank + 1;
+      AddStarted(&e.events, 100 * it + u.hash, Key(u.hash, prism::rpc::OP_ALL_REDUCE, it), u.comm_rank, u.size, 4,
+                 1000 + it);
+      rec.lines.push_back(e);
+    }
+  auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+  INFO(capture.status().message());
+  REQUIRE(capture.ok());
+  const auto& comms = capture->recordings[0].comms;
+  REQUIRE(comms.size() == static_cast<size_t>(job.communicators_size()));
+  for (const g::Communicator& c : job.communicators()) {
+    INFO("communicator " << c.id() << " (" << c.name() << ")");
+    CHECK(std::vector<uint32_t>(comms[c.id()].members().begin(), comms[c.id()].members().end()) ==
+          std::vector<uint32_t>(c.members().begin(), c.members().end()));
+    if (c.id() > 0) CHECK(comms[c.id()].split().color() == c.split().color());
+  }
 }
