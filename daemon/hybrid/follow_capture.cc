@@ -300,7 +300,10 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     }
   }
   FollowCapture out;
-  for (const auto& [rank, seen] : ops) {
+  for (auto& [rank, seen] : ops) {
+    // Program order: the enqueue times (events of one session arrive in
+    // batches, and a rank's communicators run on streams of their own).
+    std::stable_sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) { return a.at < b.at; });
     const auto it = Iteration(seen);
     if (!it)
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": its ", seen.size(), " operations do not "

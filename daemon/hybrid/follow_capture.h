@@ -14,7 +14,7 @@
 //    (Megatron's pp[i], embd[i]), so that every followed group lands on its
 //    own number, else the capture is refused. Every recording holds the
 //    same list;
-//  * operations: the rank's NCCL operations in issue order (kind, size in
+//  * operations: the rank's NCCL operations in enqueue order (kind, size in
 //    the graph's full-buffer convention, communicator, absolute peer). An
 //    iteration is the shortest period from which the sequence repeats over
 //    at least half of it and twice; the ops before it (warm-up) and after
@@ -27,7 +27,8 @@
 //    iterations after `skip_iterations`; none where that mean is 0.
 // Not observed, so assumed: one stream (the capture does not see which CUDA
 // stream an operation ran on, nor dependencies between streams: a
-// communication that overlapped compute is serialised with it), no memory
+// communication that overlapped compute is serialised with it, compute
+// hidden under a communication is not seen), no memory
 // (static and per-op memory 0). Pure function; thread-safe.
 #ifndef PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
 #define PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
