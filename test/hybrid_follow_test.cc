@@ -210,6 +210,27 @@ TEST_CASE("follow: groups made interleaved (pipeline and embedding groups of the
   CHECK(capture->recordings[0].ops.back().collective().comm_slot() == 14);
 }
 
+TEST_CASE("follow: an operation that reports no end (real peers, no plugin transfer) measures no gap after it",
+          "[hybrid][follow][capture]") {
+  auto rec = FollowRecording(4);
+  for (auto& l : rec.lines) {
+    if (l.kind != RecordedLine::kEvents || l.events.events(0).op_started().key().comm_hash() != 105) continue;
+    l.events.mutable_events()->RemoveLast();  // the send to real rank 8 (and 8's receive): no OpFinished
+  }
+  auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+  REQUIRE(capture.ok());
+  for (const auto& r : capture->recordings) {
+    INFO("rank " << r.header.rank());
+    int computes = 0;
+    for (const auto& op : r.ops) {
+      if (!op.has_compute()) continue;
+      ++computes;
+      CHECK(op.compute().duration_ns() == 1'000'000);
+    }
+    CHECK(computes == 3);  // not after the send/receive
+  }
+}
+
 TEST_CASE("follow: a capture refuses groups made out of family order, naming the group", "[hybrid][follow][capture]") {
   auto rec = FollowRecording(4);
   for (auto& l : rec.lines)

@@ -201,8 +201,9 @@ std::vector<graph::Op> Program(const std::vector<Seen>& ops, size_t first, size_
     for (size_t it = std::max<uint64_t>(skip, 1); it < its; ++it) {
       const Seen& cur = ops[first + it * period + j];
       const Seen& prev = ops[first + it * period + j - 1];
+      if (prev.end == 0) continue;  // no transfer through the plugin ended it (e.g. real peers over NVLink)
       sum += cur.GpuStart() > prev.end ? cur.GpuStart() - prev.end : 0;
-      overlapped += prev.end != 0 && cur.at < prev.end;
+      overlapped += cur.at < prev.end;
       ++n;
     }
     const uint64_t gap = n == 0 ? 0 : sum / n;

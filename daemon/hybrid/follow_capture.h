@@ -24,7 +24,10 @@
 //  * compute: before each operation, a compute op of the mean time from the
 //    previous operation's end to this one's start on the GPU (its first send
 //    posted; for an operation that sent nothing, its enqueue), over the
-//    iterations after `skip_iterations`; none where that mean is 0.
+//    iterations after `skip_iterations` (those where the previous operation
+//    reported an end: an operation none of whose transfers went through the
+//    plugin, e.g. between real ranks over NVLink, has none); none where
+//    that mean is 0 or nothing was measured.
 // Not observed, so assumed: one stream (the capture does not see which CUDA
 // stream an operation ran on, nor dependencies between streams: a
 // communication that overlapped compute is serialised with it, compute
