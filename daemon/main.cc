@@ -44,6 +44,7 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "proto/graph_file.h"
+#include "daemon/hybrid/follow_graph.h"
 
 namespace {
 
@@ -86,6 +87,7 @@ struct Flags {
   int64_t lookahead_ms = 0;
   std::string on_divergence = "stop";
   std::string record_sessions;
+  bool follow = false;  // --follow: the real ranks' groups and operations, no program from the graph
 };
 
 // Exit statuses: 0 done; 1 the work failed (a graph that cannot be read, a
@@ -309,6 +311,7 @@ prism::daemon::ControlPlaneOptions ControlPlaneOptionsFrom(const Flags& f,
   c.runtime_connect = f.nccl_runtime_connect != 0;
   c.bootstrap_port = f.bootstrap_port;
   c.record_wire_dir = f.record_wire;
+  c.follow_real_ranks = f.follow;
   c.version = prism::kVersion;
   return c;
 }
@@ -348,6 +351,11 @@ int Run(const Flags& f) {
     read = prism::graph::ReadGraphFileInto(f.graph, graph);
   }
   if (!read.ok()) return Fail(read);
+  if (f.follow) {
+    auto followed = prism::daemon::FollowGraph(*graph);
+    if (!followed.ok()) return Fail(followed.status(), kExitUsage);
+    *graph = std::move(*followed);
+  }
   auto options = EngineOptions(f, *graph, !f.simulate);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);
@@ -387,6 +395,10 @@ absl::Status CheckFlags(const Flags& f, bool iterations_given) {
     return absl::InvalidArgumentError(
         "--real-ranks with --simulate: a simulation plays every rank virtually and would wait forever for a real "
         "one; leave out --simulate to run real ranks (hybrid mode), or leave out --real-ranks");
+  if (f.follow && (f.simulate || f.real_ranks.empty() || !f.nccl_comm_id.empty()))
+    return absl::InvalidArgumentError(
+        "--follow plays the virtual ranks after real ones: it needs --real-ranks, ids from PyTorch's store (no "
+        "--nccl-comm-id) and no --simulate");
   return absl::OkStatus();
 }
 
@@ -433,6 +445,9 @@ int main(int argc, char** argv) {
                  "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "
                  "unix:///tmp/prismd-$UID.sock; created 0600, never taken from a live prismd)");
   app.add_option("--real-ranks", f.real_ranks, "hybrid: ranks played by real processes, e.g. 0,8");
+  app.add_flag("--follow", f.follow,
+               "hybrid without the program's graph: the virtual ranks join the groups the real ranks make and are "
+               "on time for their operations; --graph then gives only the world and cluster (docs/capture.md)");
   app.add_option("--lookahead-ms", f.lookahead_ms,
                  "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 0: causal; "
                  "more lets a real rank's late report arrive after events it should have delayed)")

@@ -19,6 +19,23 @@ namespace prism::graphgen {
 // CPython 3.8+ (64-bit) hash of a tuple of non-negative ints below 2^61-1.
 int64_t PythonTupleHash(const std::vector<uint32_t>& items);
 
+// The same hash built one item at a time: after Add(a), ..., Add(z),
+// Value() is the hash of the tuple (a, ..., z). Searching the groups that
+// give a color (prismd's follow mode) extends a candidate by one rank at a
+// time with it. A plain value.
+class PythonTupleHasher {
+ public:
+  void Add(uint32_t item);
+  int64_t Value() const;
+
+ private:
+  uint64_t acc_ = 2870177450012600261ull;  // CPython's _PyHASH_XXPRIME_5
+  uint64_t items_ = 0;
+};
+
+// abs(hash) % 2**31: PyTorch's color from a tuple hash.
+int32_t PyTorchColorOfHash(int64_t tuple_hash);
+
 // PyTorch's split color for a group of global ranks (any order).
 int32_t PyTorchSplitColor(std::vector<uint32_t> ranks);
 

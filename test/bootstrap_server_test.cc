@@ -14,8 +14,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/net_handles.h"
 #include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/bootstrap/split_source.h"
+#include "graphgen/split_color.h"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
 
@@ -29,6 +32,9 @@ struct Scenario {
   bool barrier = false;
   bool split = false;
   bool framework_colors = false;
+  // prismd --follow: prismd's plan has the world only; the real ranks pass
+  // PyTorch's colors and keys for groups only the test knows.
+  bool follow = false;
   ContributionSource source = ContributionSource::kFirstRealRecord;
   std::string record_dir;
 };
@@ -79,12 +85,16 @@ void RunScenario(const Scenario& s) {
   config.comm_id = absl::StrCat("127.0.0.1:", root_port);
   config.contributions = s.source;
   config.record_wire_dir = s.record_dir;
+  config.follow_real_ranks = s.follow;
   std::vector<uint32_t> real_u(s.real.begin(), s.real.end());
   BootstrapPlan plan = WorldPlan(s.n, 8, real_u);
   std::vector<int32_t> colors;
   if (s.split) AddSplits(plan, s, &colors);
+  if (s.follow) {
+    for (size_t g = 0; g < colors.size(); ++g) colors[g] = graphgen::PyTorchSplitColor(plan.comms[g + 1].members);
+  }
   FakeBroker broker;
-  BootstrapService service(config, plan, &broker);
+  BootstrapService service(config, s.follow ? WorldPlan(s.n, 8, real_u) : plan, &broker);
   REQUIRE(service.Start().ok());
   const std::vector<uint32_t> nodes = Nodes(s.n);
   std::vector<std::string> slice_errors;
@@ -278,6 +288,38 @@ TEST_CASE("splits: virtual members adopt the color a real member passes", "[boot
       RunScenario(s);
     }
   }
+}
+
+TEST_CASE("follow: virtual members join the groups the real ranks split off, no plan needed",
+          "[bootstrap][server][split][follow]") {
+  for (std::vector<int> real : {std::vector<int>{0}, {5}, {0, 5}, {9, 50}}) {
+    SECTION(absl::StrCat("real ", absl::StrJoin(real, "+"))) {
+      Scenario s;
+      s.n = 64;
+      s.real = real;
+      s.split = true;
+      s.follow = true;
+      s.ring_connect = true;
+      RunScenario(s);
+    }
+  }
+}
+
+TEST_CASE("follow: a group is the strided or contiguous rank set of its PyTorch color", "[bootstrap][follow]") {
+  const std::vector<uint32_t> dp = {3, 11, 19, 27};
+  const int32_t color = graphgen::PyTorchSplitColor(dp);
+  CHECK(GroupsOfColor(64, 19, 2, color) == std::vector<std::vector<uint32_t>>{dp});
+  CHECK(GroupsOfColor(64, 3, 0, color) == std::vector<std::vector<uint32_t>>{dp});
+  CHECK(GroupsOfColor(64, 19, 1, color).empty());  // another key: not its position in that group
+  const std::vector<uint32_t> tp = {1024, 1025, 1026, 1027, 1028, 1029, 1030, 1031};
+  CHECK(GroupsOfColor(8192, 1029, 5, graphgen::PyTorchSplitColor(tp)) == std::vector<std::vector<uint32_t>>{tp});
+  std::vector<uint32_t> pp;
+  for (uint32_t r = 7; r < 8192; r += 512) pp.push_back(r);
+  CHECK(GroupsOfColor(8192, 7 + 512 * 3, 3, graphgen::PyTorchSplitColor(pp)) ==
+        std::vector<std::vector<uint32_t>>{pp});
+  CHECK(GroupsOfColor(8, 0, 0, graphgen::PyTorchSplitColor({0})) == std::vector<std::vector<uint32_t>>{{0}});
+  // Not an arithmetic progression: no group found (prismd refuses the split).
+  CHECK(GroupsOfColor(64, 1, 0, graphgen::PyTorchSplitColor({1, 2, 7})).empty());
 }
 
 TEST_CASE("a real rank dying mid-init is cleaned up and the next job is served",

@@ -13,7 +13,7 @@ int64_t RealtimeNow() {
 }
 
 HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead,
-                             Nanoseconds step_cost)
+                             Nanoseconds step_cost, bool follow)
     : graph_(std::move(graph)), pacer_([&] {
         engine::RealtimeOptions rt;
         rt.lookahead = lookahead;
@@ -25,6 +25,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.step_cost = step_cost;
+  so.unmatched_ops_diverge = !follow;
   scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
   rpc::Hello hello;
   scheduler_->OnSessionOpened(1, hello, this);

@@ -25,8 +25,9 @@ class HybridHarness : public daemon::ScheduleSink {
   // Starts the engine (real ranks `real`, lookahead `lookahead`).
   // `step_cost`: NCCL's cost per ring step, in the engine's model and in
   // MIRROR schedules (prismd --step-cost-us).
+  // `follow`: prismd --follow (unmatched operations are no divergence).
   HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20),
-                Nanoseconds step_cost = Nanoseconds(0));
+                Nanoseconds step_cost = Nanoseconds(0), bool follow = false);
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }

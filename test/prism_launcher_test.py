@@ -295,6 +295,28 @@ class WholeRuns(unittest.TestCase):
         self.assertEqual(again.returncode, 2)
         self.assertIn("already exists", again.stderr)
 
+    def test_capture_without_a_graph_follows_the_real_ranks(self):
+        capture_tool = os.path.join(BUILD, "daemon", "hybrid", "prism-session-capture")
+        if not os.path.isfile(capture_tool):
+            self.skipTest("prism-session-capture not built")
+        out_dir = os.path.join(self.tmp, "capture-follow")
+        cmd, _ = self.launch("5")
+        at = cmd.index("--graph")
+        cmd[at:at + 2] = ["--world", "16"]
+        cmd[2:3] = ["capture", "--out", out_dir]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # prismd ran --follow on DIR/world.graph; the stand-in rank reported no operation.
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("no real rank reported an operation", out.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(out_dir, "world.graph")))
+        with open(os.path.join(out_dir, "sessions.rec")) as f:
+            self.assertIn('"graph":"follow:world"', f.readline())
+        w = cmd.index("--world")
+        no_world_cmd = [os.path.join(self.tmp, "capture-nw") if c == out_dir else c for c in cmd[:w] + cmd[w + 2:]]
+        no_world = subprocess.run(no_world_cmd, capture_output=True, text=True, timeout=60)
+        self.assertEqual(no_world.returncode, 2)
+        self.assertIn("needs --world N", no_world.stderr)
+
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")
         subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8",

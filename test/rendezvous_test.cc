@@ -24,6 +24,7 @@
 #include "daemon/rendezvous/torch_groups.h"
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/store/store_server.h"
+#include "graphgen/split_color.h"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
 #include "test/torch_store_client.h"
@@ -108,6 +109,7 @@ struct StartupCase {
   int tp = 8;
   bool pairs = false;          // lazy: lone send/recv with both ring neighbours
   bool gloo_between = false;   // the program makes a Gloo group after each NCCL group (Megatron's dp ones)
+  bool follow = false;         // prismd --follow: its plan is the world only, colors are PyTorch's
 };
 
 // The plan's process-group list when a Gloo group with the same members
@@ -129,13 +131,16 @@ void AddGlooBetween(BootstrapPlan& plan) {
 
 // prismd's side: bootstrap without NCCL_COMM_ID, the store, the rendezvous.
 struct Prismd {
-  explicit Prismd(BootstrapPlan p) : plan(std::move(p)) {
-    bootstrap = std::make_unique<bootstrap::BootstrapService>(bootstrap::BootstrapConfig{}, plan, &broker);
+  explicit Prismd(BootstrapPlan p, bool follow = false) : plan(std::move(p)) {
+    bootstrap::BootstrapConfig config;
+    config.follow_real_ranks = follow;
+    bootstrap = std::make_unique<bootstrap::BootstrapService>(config, plan, &broker);
     REQUIRE(bootstrap->Start().ok());
     roots = std::make_unique<BootstrapRoots>(bootstrap.get());
     RendezvousOptions o;
     o.report_after = std::chrono::milliseconds(200);
     o.expect_ranks_within = std::chrono::milliseconds(200);
+    o.follow_real_ranks = follow;
     rendezvous = std::make_unique<TorchRendezvous>(plan, roots.get(), o);
     store::StoreServerOptions so;
     so.identify_clients = false;
@@ -166,7 +171,8 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
       const bool member = it != groups[g].end();
-      auto child = world->Split(member ? static_cast<int32_t>(100 + g) : -1,
+      const int32_t color = sc.follow ? graphgen::PyTorchSplitColor(groups[g]) : static_cast<int32_t>(100 + g);
+      auto child = world->Split(member ? color : -1,
                                 member ? static_cast<int32_t>(it - groups[g].begin()) : 0);
       if (member != (child != nullptr)) throw std::runtime_error("split membership");
       if (child) comms.push_back(std::move(child));
@@ -193,9 +199,9 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
 }
 
 void RunCase(const StartupCase& sc) {
-  BootstrapPlan plan = PlanFor(sc.n, sc.tp, sc.real);
+  BootstrapPlan plan = sc.follow ? bootstrap::WorldPlan(sc.n, 8, sc.real) : PlanFor(sc.n, sc.tp, sc.real);
   if (sc.gloo_between) AddGlooBetween(plan);
-  Prismd prismd(std::move(plan));
+  Prismd prismd(std::move(plan), sc.follow);
   std::vector<int> real(sc.real.begin(), sc.real.end());
   const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
     RunRealRank(sc, prismd.store->port(), rank);
@@ -337,6 +343,29 @@ TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once"
   sc.n = 64;
   sc.real = {0, 13};
   RunCase(sc);
+}
+
+TEST_CASE("follow: eager start-up with groups no graph lists (prismd --follow)", "[rendezvous][startup][follow]") {
+  for (const std::string prefix : {"", "default_pg/"}) {
+    for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {5}, {3, 12}}) {
+      StartupCase sc;
+      sc.prefix = prefix;
+      sc.real = real;
+      sc.follow = true;
+      INFO("prefix '" << prefix << "', real " << real[0] << (real.size() > 1 ? "+" : ""));
+      RunCase(sc);
+    }
+  }
+}
+
+TEST_CASE("follow: a lazily started group is refused naming device_id, not left waiting", "[rendezvous][follow]") {
+  Prismd prismd(bootstrap::WorldPlan(16, 8, {5}), /*follow=*/true);
+  TorchStoreClient store(prismd.store->port());
+  CHECK_FALSE(store.WaitFor({"default_pg/0//2//cuda//0"}, 100));
+  REQUIRE(Eventually([&] { return !prismd.rendezvous->Reports().errors.empty(); }));
+  const std::string e = prismd.rendezvous->Reports().errors.front();
+  CHECK(e.find("PyTorch group '2'") != std::string::npos);
+  CHECK(e.find("device_id") != std::string::npos);
 }
 
 TEST_CASE("a group the graph does not have is a named error, not a silent wait", "[rendezvous]") {

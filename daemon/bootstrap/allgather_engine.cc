@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/comm_split.h"
+#include "daemon/bootstrap/split_source.h"
 #include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/reporter.h"
 #include "spdlog/spdlog.h"
@@ -273,7 +274,11 @@ void AllGatherEngine::OnSliceReceived(LiveComm& comm, int slice, const uint8_t* 
       return;
     }
   }
-  if (!ag.virtual_filled && comm.real[slice] && ReadyToFill(comm, slice)) {
+  if (ag.virtual_filled || !comm.real[slice]) return;
+  const uint64_t gen = c_.comms->job_gen();
+  const bool ready = ReadyToFill(comm, slice);
+  if (gen != c_.comms->job_gen()) return;  // the split source failed the job
+  if (ready) {
     const Bytes record = ag.slices[slice];
     FillVirtualSlices(comm, &record, slice);
   }
@@ -283,15 +288,21 @@ void AllGatherEngine::OnSliceReceived(LiveComm& comm, int slice, const uint8_t* 
 // all-gather, where a real non-member's record (NOCOLOR) does not tell the
 // group's color: wait for a real member's record, or for every real rank
 // that has a virtual ring neighbour (their own slices reach prismd at step 0
-// without waiting, so this cannot deadlock).
-bool AllGatherEngine::ReadyToFill(const LiveComm& comm, int real_slice) const {
+// without waiting, so this cannot deadlock). Without a pending call the
+// split source decides (split_source.h).
+bool AllGatherEngine::ReadyToFill(LiveComm& comm, int real_slice) {
   const AgState& ag = *comm.ag;
-  if (ag.kind != AgKind::kSplitInfo || comm.split.pending_calls.empty()) return true;
+  if (ag.kind != AgKind::kSplitInfo) return true;
+  if (comm.split.pending_calls.empty()) {
+    return c_.splits->OnRealSplitSlice(comm, real_slice, EveryRealSliceKnown(comm));
+  }
   const PlanComm& call = c_.plan->comms[comm.split.pending_calls.front()];
-  const auto is_member = [&](int r) {
-    return std::find(call.members.begin(), call.members.end(), comm.global[r]) != call.members.end();
-  };
-  if (is_member(real_slice)) return true;
+  if (std::find(call.members.begin(), call.members.end(), comm.global[real_slice]) != call.members.end()) return true;
+  return EveryRealSliceKnown(comm);
+}
+
+bool AllGatherEngine::EveryRealSliceKnown(const LiveComm& comm) const {
+  const AgState& ag = *comm.ag;
   for (int r = 0; r < comm.n; ++r) {
     if (!comm.real[r] || ag.known[r]) continue;
     const bool virtual_neighbour = !comm.real[(r + 1) % comm.n] || !comm.real[(r + comm.n - 1) % comm.n];
@@ -338,10 +349,7 @@ bool AllGatherEngine::TryArmReactive(LiveComm& comm, RingLink& l, Conn& conn) {
   std::memcpy(&size, conn.in.data() + conn.in_off, 4);
   const WireProfile& p = *c_.profile;
   if (size == static_cast<int32_t>(p.split_info_size)) {
-    if (comm.split.pending_calls.empty()) {
-      c_.reporter->Diverge(absl::StrCat(comm.name, ": real rank ", l.real_rank,
-                                        " started a split the plan does not list; virtual ranks pass NOCOLOR"));
-    }
+    if (comm.split.pending_calls.empty()) c_.splits->OnSplitWithoutCall(comm, l.real_rank);
     Arm(comm, AgKind::kSplitInfo);
     return true;
   }

@@ -42,6 +42,7 @@ BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, dae
       root_(c_),
       allgather_(c_),
       split_(c_),
+      splits_(MakeSplitSource(config_.follow_real_ranks, c_, &plan_)),
       p2p_(c_) {
   c_.config = &config_;
   c_.plan = &plan_;
@@ -53,6 +54,7 @@ BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, dae
   c_.root = &root_;
   c_.allgather = &allgather_;
   c_.split = &split_;
+  c_.splits = splits_.get();
   c_.p2p = &p2p_;
 }
 

@@ -19,6 +19,7 @@
 #include "daemon/bootstrap/comm_split.h"
 #include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/components.h"
+#include "daemon/bootstrap/split_source.h"
 #include "daemon/bootstrap/connection_table.h"
 #include "daemon/bootstrap/p2p_messages.h"
 #include "daemon/bootstrap/reporter.h"
@@ -84,6 +85,7 @@ class BootstrapServer : public ConnEvents {
   RootCheckin root_;
   AllGatherEngine allgather_;
   SplitCoordinator split_;
+  std::unique_ptr<SplitSource> splits_;  // grows plan_ in follow mode
   P2pMessages p2p_;
   std::unique_ptr<WireRecorder> recorder_;
   std::thread thread_;

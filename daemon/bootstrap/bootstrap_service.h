@@ -89,6 +89,10 @@ struct BootstrapConfig {
   // A communicator with no progress for this long is reported as waiting
   // (WaitReport in Stats, a warning on the log).
   int stall_report_ms = 3000;
+  // prismd --follow: the plan lists only the world; the virtual ranks join
+  // the groups the real ranks split off (split_source.h) instead of the
+  // plan's (a split the plan does not list is then no divergence).
+  bool follow_real_ranks = false;
 };
 
 // Something prismd waits for that only a real rank can bring: never a silent

@@ -7,6 +7,7 @@
 #include "daemon/bootstrap/connection_table.h"
 #include "daemon/bootstrap/reporter.h"
 #include "daemon/bootstrap/root_checkin.h"
+#include "daemon/bootstrap/split_source.h"
 #include "spdlog/spdlog.h"
 
 namespace prism::bootstrap {
@@ -30,6 +31,7 @@ void CommTable::Touch(LiveComm& comm) { comm.last_progress = std::chrono::steady
 void CommTable::StartJob() {
   ++job_gen_;
   comms_.clear();
+  c_.splits->StartJob();
   const size_t planned = c_.plan->comms.size();
   live_of_plan_.assign(planned, std::nullopt);
   plan_done_.assign(planned, 0);

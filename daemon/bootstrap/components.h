@@ -30,6 +30,7 @@ class P2pMessages;
 class Reporter;
 class RootCheckin;
 class SplitCoordinator;
+class SplitSource;
 
 struct Components {
   const BootstrapConfig* config = nullptr;
@@ -45,6 +46,7 @@ struct Components {
   RootCheckin* root = nullptr;
   AllGatherEngine* allgather = nullptr;
   SplitCoordinator* split = nullptr;
+  SplitSource* splits = nullptr;        // where split calls come from (split_source.h)
   P2pMessages* p2p = nullptr;
 };
 

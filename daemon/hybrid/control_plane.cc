@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
   config.comm_id = o.nccl_comm_id;
   config.bootstrap_port = o.bootstrap_port;
   config.record_wire_dir = o.record_wire_dir;
+  config.follow_real_ranks = o.follow_real_ranks;
   config.env.runtime_connect = o.runtime_connect;
   config.env.register_ag = o.register_allgather;
   if (!o.bootstrap_routable_host.empty()) {
@@ -161,6 +162,7 @@ absl::Status ControlPlane::StartStore() {
   roots_ = std::make_unique<rendezvous::BootstrapRoots>(bootstrap_.get());
   rendezvous::RendezvousOptions ro;
   ro.store_address = at;
+  ro.follow_real_ranks = options_.follow_real_ranks;
   rendezvous_ = std::make_unique<rendezvous::TorchRendezvous>(plan_, roots_.get(), ro);
   gloo::GlooOptions go;
   go.loopback_only = options_.bootstrap_routable_host.empty();

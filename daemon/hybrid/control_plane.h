@@ -61,6 +61,10 @@ struct ControlPlaneOptions {
   std::string record_wire_dir;       // empty: no recording
   std::string version = "dev";
   Nanoseconds ring_step_cost{0};     // NCCL's cost per ring step (prismd's --step-cost-us), told to plugins
+  // prismd --follow: the graph lists only the world; the bootstrap and the
+  // store follow the groups the real ranks make (split_source.h,
+  // group_source.h).
+  bool follow_real_ranks = false;
   // Where waits and start-up errors are shown (/status); nullable, must
   // outlive the ControlPlane.
   server::StatusBoard* status = nullptr;

@@ -256,7 +256,8 @@ void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint
                                 rpc::ScheduleBatch* reply) {
   ++counters_.ops_unmatched;
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
-  Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
+  if (options_.unmatched_ops_diverge)
+    Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
   Deliver(rank, OnTimeSchedule(s), reply, session);
 }
 

@@ -66,6 +66,9 @@ struct HybridSchedulerOptions {
   Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
   DivergenceWatch* divergences = nullptr;  // nullable; told every divergence (--on-divergence)
+  // False with prismd --follow: the graph has no program of the real ranks,
+  // so an operation it lacks is expected (timed on time, not a divergence).
+  bool unmatched_ops_diverge = true;
 
   // The link figures of `cluster`, read the engine's way
   // (engine::NetworkModel::LinkFiguresFromCluster); the other fields default.

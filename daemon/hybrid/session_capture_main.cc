@@ -3,6 +3,7 @@
 // recording (session_capture.h), for prism-graphgen extrapolate.
 //
 //   prism-session-capture SESSIONS.rec --graph G -o DIR [--skip-iterations N]
+//   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N]   # a prismd --follow run (follow_capture.h)
 //
 // Exit: 0; 2 bad input; 1 the output could not be written.
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/session_capture.h"
 #include "graphgen/capture_recording.h"
 #include "proto/graph_file.h"
@@ -24,6 +26,38 @@ int Fail(int code, const std::string& what) {
 
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
+absl::Status MakeFolder(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) return absl::AlreadyExistsError("-o " + dir + ": already exists; name a new folder");
+  if (!std::filesystem::create_directory(dir, ec))
+    return absl::InternalError("cannot create folder " + dir + ": " + ec.message());
+  return absl::OkStatus();
+}
+
+bool Write(const std::string& path, const prism::graphgen::Recording& rec) {
+  std::ofstream f(path, std::ios::binary);
+  f << prism::graphgen::EncodeRecording(rec);
+  f.close();
+  return static_cast<bool>(f);
+}
+
+// A prismd --follow run: the real ranks' operations and communicators
+// become the programs (follow_capture.h).
+int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip) {
+  auto recording = prism::daemon::ReadRecording(sessions);
+  if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
+  auto capture = prism::daemon::CaptureFromFollow(*recording, skip);
+  if (!capture.ok()) return Fail(2, std::string(capture.status().message()));
+  if (auto s = MakeFolder(dir); !s.ok()) return Fail(1, std::string(s.message()));
+  for (size_t i = 0; i < capture->recordings.size(); ++i) {
+    const auto& rec = capture->recordings[i];
+    const std::string path = absl::StrCat(dir, "/rank-", rec.header.rank(), ".capture.jsonl");
+    if (!Write(path, rec)) return Fail(1, "cannot write " + path);
+    std::cout << capture->summary[i] << "; wrote " << path << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,10 +66,11 @@ int main(int argc, char** argv) {
   std::string sessions, graph_path, dir;
   uint64_t skip = 1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
-  app.add_option("--graph", graph_path, "the graph the run used")->required();
+  app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
   app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl")->required();
   app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
   CLI11_PARSE(app, argc, argv);
+  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip);
 
   auto graph = prism::graph::ReadGraphFile(graph_path);
   if (!graph.ok()) return Fail(2, std::string(graph.status().message()));
@@ -44,9 +79,7 @@ int main(int argc, char** argv) {
   auto measured = prism::daemon::MeasureCompute(*graph, *recording, skip);
   if (!measured.ok()) return Fail(2, std::string(measured.status().message()));
   if (measured->empty()) return Fail(2, sessions + ": no real rank reported an operation of the graph's");
-  std::error_code ec;
-  if (std::filesystem::exists(dir, ec)) return Fail(1, "-o " + dir + ": already exists; name a new folder");
-  if (!std::filesystem::create_directory(dir, ec)) return Fail(1, "cannot create folder " + dir + ": " + ec.message());
+  if (auto s = MakeFolder(dir); !s.ok()) return Fail(1, std::string(s.message()));
   for (const prism::daemon::MeasuredRank& m : *measured) {
     auto rec = prism::graphgen::RecordingFromGraph(*graph, m.rank);
     if (!rec.ok()) return Fail(2, std::string(rec.status().message()));
@@ -64,10 +97,7 @@ int main(int argc, char** argv) {
     rec->header.set_source(absl::StrCat("prism-session-capture ", sessions, ": ", measured_ops, " of ", computes,
                                         " compute ops measured"));
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
-    std::ofstream f(path, std::ios::binary);
-    f << prism::graphgen::EncodeRecording(*rec);
-    f.close();
-    if (!f) return Fail(1, "cannot write " + path);
+    if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops
               << " operations matched to the program (" << m.unmatched_ops << " not in it); " << measured_ops << " of "
               << computes << " compute ops measured; compute " << Seconds(total_ns)

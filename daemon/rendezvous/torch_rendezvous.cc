@@ -22,7 +22,10 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 }  // namespace
 
 TorchRendezvous::TorchRendezvous(const bootstrap::BootstrapPlan& plan, CommRoots* roots, RendezvousOptions options)
-    : plan_(plan), groups_(plan), roots_(roots), options_(std::move(options)) {}
+    : plan_(plan),
+      groups_(MakeGroupSource(options.follow_real_ranks, plan)),
+      roots_(roots),
+      options_(std::move(options)) {}
 
 void TorchRendezvous::Error(const std::string& message) {
   if (std::find(errors_.begin(), errors_.end(), message) != errors_.end()) return;
@@ -56,7 +59,7 @@ absl::StatusOr<ResolvedGroup> TorchRendezvous::CommunicatorOf(const NcclIdKey& k
         "prismd plays one root per communicator: set TORCH_NCCL_RANKS_PER_ROOT to at least the world size ",
         "(prism run sets 1048576)"));
   }
-  auto group = groups_.ResolveNccl(key.group);
+  auto group = groups_->ResolveNccl(key.group);
   if (!group.ok()) return group.status();
   if (key.kind == NcclIdKey::Kind::kCommunicator) return group;
   const int64_t size = static_cast<int64_t>(group->members.size());

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_service.h"
+#include "daemon/rendezvous/group_source.h"
 #include "daemon/rendezvous/torch_groups.h"
 #include "daemon/store/store_server.h"
 
@@ -67,6 +68,7 @@ struct RendezvousOptions {
   std::chrono::milliseconds report_after{3000};
   std::chrono::milliseconds expect_ranks_within{3000};
   std::string store_address;  // for messages, e.g. "127.0.0.1:29500"
+  bool follow_real_ranks = false;  // prismd --follow: groups per group_source.h
 };
 
 struct RendezvousReports {
@@ -111,7 +113,7 @@ class TorchRendezvous : public store::StoreObserver {
   std::vector<bootstrap::WaitReport> WaitsLocked(Clock::time_point now) const;
 
   const bootstrap::BootstrapPlan& plan_;
-  GroupResolver groups_;
+  std::unique_ptr<GroupSource> groups_;
   CommRoots* roots_;
   RendezvousOptions options_;
   store::StoreServer* store_ = nullptr;

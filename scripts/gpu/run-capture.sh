@@ -19,6 +19,15 @@
 # BUNDLE_DIR: scripts/bundle-runtime.sh output with prismd, libnccl-net-prism.so,
 #   prism-graphgen and prism-session-capture, plus graphs/train-gpt-N.graph as for
 #   scripts/gpu/run-train-gpt.sh (its header says how to make them).
+#
+# FOLLOW=1: no job file and no graph of the program (docs/capture.md, prismd --follow):
+#   1. prism capture --world N --ranks SLICE (train_gpt.py --device-id: eager communicators,
+#      which prismd follows; one node per rank and the NIC of GBPS/LAT_US, as the job file);
+#   2. the captured graph's communication (collectives, sends, receives; no compute) against
+#      the job graph's, when BUNDLE_DIR/graphs/train-gpt-N.graph exists (it is not needed);
+#   3. prismd --simulate of the captured graph (and of the job graph when present);
+#   4. as above, prism run --graph captured.graph --ranks OTHER.
+#   REFINE does not apply. At N=1024 on one H200: two prism runs of ITERS iterations.
 # Env: OUT (default /tmp/prism-capture-<time>), ITERS (10), GBPS (10), LAT_US (10),
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
 #   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
@@ -31,9 +40,14 @@ OUT="${OUT:-/tmp/prism-capture-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
 ITERS="${ITERS:-10}"; GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"
 graph="$bundle/graphs/train-gpt-$n.graph"; gg="$bundle/prism-graphgen"
 timeout_s="${STEP_TIMEOUT:-$([[ $n -ge 8192 ]] && echo 300 || echo 150)}"
-for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture graphs/train-gpt-$n.graph; do
+follow="${FOLLOW:-0}"
+needed=(prismd libnccl-net-prism.so prism-graphgen prism-session-capture)
+[[ $follow == 1 ]] || needed+=("graphs/train-gpt-$n.graph")
+for f in "${needed[@]}"; do
   [[ -e $bundle/$f ]] || { echo "run-capture: $bundle lacks $f (see the header)" >&2; exit 1; }
 done
+train_args=(--iterations "$ITERS")
+[[ $follow == 1 ]] && train_args+=(--device-id)
 export NCCL_NVLS_ENABLE=0
 
 mps=0
@@ -84,10 +98,29 @@ capture_round() {
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
 }
 
-echo "== 1. prism capture: train_gpt.py at $n ranks, real ranks $slice"
-capture_round "$graph" "$OUT/capture"
+# capture_follow DIR: prism capture without a graph (prismd --follow) into DIR
+capture_follow() {
+  local rc=0
+  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
+    --gpus-per-node 1 --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$1" \
+    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$1-logs" \
+    -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$1.log" 2>&1 || rc=$?
+  echo "prism capture (no graph: prismd --follow) exit $rc (log $1.log)"
+  grep -E "^rank [0-9]+:|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
+  echo "  groups prismd followed: $(grep -ac 'follow: world split' "$1-logs/prismd.log" 2> /dev/null || true)"
+  for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$1-logs/rank$r.log") s"; done
+}
+
+if [[ $follow == 1 ]]; then
+  echo "== 1. prism capture without a graph: train_gpt.py at $n ranks, real ranks $slice"
+  capture_follow "$OUT/capture"
+else
+  echo "== 1. prism capture: train_gpt.py at $n ranks, real ranks $slice"
+  capture_round "$graph" "$OUT/capture"
+fi
 captured="$OUT/capture/captured.graph"
 [[ -f $captured ]] || { echo "no captured graph; stopping"; exit 1; }
+[[ $follow == 1 ]] && REFINE=0
 
 # REFINE=K: up to K more rounds, each capturing with the previous round's graph,
 # until the first real rank's steady iteration changes by less than 0.5%.
@@ -104,21 +137,31 @@ for ((k = 1; k <= ${REFINE:-0}; k++)); do
   [[ $change != "?" ]] && "$py" -c "import sys; sys.exit(0 if $change < 0.5 else 1)" && { echo "  stable (< 0.5%)"; break; }
 done
 
-echo "== 2. the captured graph's operations against the job graph's (durations left out)"
-for r in 0 1 $((n / 2)) "$other" $((n - 1)); do
-  "$py" - "$gg" "$graph" "$captured" "$r" <<'PY'
+echo "== 2. the captured graph's operations against the job graph's (durations left out$(
+  [[ $follow == 1 ]] && echo "; communication only: a capture without a graph has its own compute ops"))"
+if [[ -f $graph ]]; then
+  for r in 0 1 $((n / 2)) "$other" $((n - 1)); do
+    "$py" - "$gg" "$graph" "$captured" "$r" "$follow" <<'PY'
 import json, subprocess, sys
-gg, a, b, r = sys.argv[1:]
+gg, a, b, r, follow = sys.argv[1:]
 def ops(g):
     p = json.loads(subprocess.run([gg, "inspect", g, "--ops", r], capture_output=True, text=True, check=True).stdout)
-    return [{k: v for k, v in o.items() if k != "duration_ns"} for o in p["ops"]]
+    if follow != "1":
+        return [{k: v for k, v in o.items() if k != "duration_ns"} for o in p["ops"]]
+    # communication only, by what a capture records (names, dtypes and labels are the job file's)
+    keep = ("type", "kind", "bytes", "comm", "peer", "root")
+    return [{k: v for k, v in o.items() if k in keep} for o in p["ops"] if o["type"] in ("collective", "send", "recv")]
 x, y = ops(a), ops(b)
 print(f"  rank {r}: {len(x)} ops in the job graph, {len(y)} captured; same ops: {'yes' if x == y else 'no'}")
 PY
-done
+  done
+else
+  echo "  (no $graph: skipped)"
+fi
 
 echo "== 3. prismd --simulate (steady iteration, mean of iterations 1..3)"
 for g in "$graph" "$captured"; do
+  [[ -f $g ]] || continue
   "$bundle/prismd" --graph "$g" --simulate --iterations 4 --json --metrics-address none \
     --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print('  $(basename "$g"):', round(sum(t)/len(t), 4), 's')"
@@ -128,7 +171,7 @@ echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice di
 rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
-  -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$OUT/check.log" 2>&1 || rc=$?
+  -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$OUT/check.log" 2>&1 || rc=$?
 echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
   "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" 2> /dev/null || true) match line(s)"
 echo "  prismd.log lines about divergences: $(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)"

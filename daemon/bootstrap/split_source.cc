@@ -1,0 +1,130 @@
+#include "daemon/bootstrap/split_source.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/bootstrap/comm_table.h"
+#include "daemon/bootstrap/reporter.h"
+#include "graphgen/split_color.h"
+#include "spdlog/spdlog.h"
+
+namespace prism::bootstrap {
+namespace {
+
+class PlannedSplits final : public SplitSource {
+ public:
+  explicit PlannedSplits(Components& c) : c_(c) {}
+  void StartJob() override {}
+  void OnSplitWithoutCall(LiveComm& parent, int32_t real_rank) override {
+    c_.reporter->Diverge(absl::StrCat(parent.name, ": real rank ", real_rank,
+                                      " started a split the plan does not list; virtual ranks pass NOCOLOR"));
+  }
+  bool OnRealSplitSlice(LiveComm&, int, bool) override { return true; }
+
+ private:
+  Components& c_;
+};
+
+class FollowedSplits final : public SplitSource {
+ public:
+  FollowedSplits(Components& c, BootstrapPlan* plan) : c_(c), plan_(plan), planned_(plan->comms.size()) {}
+
+  void StartJob() override { plan_->comms.resize(planned_); }
+
+  void OnSplitWithoutCall(LiveComm& parent, int32_t real_rank) override {
+    spdlog::debug("bootstrap: {}: real rank {} starts split #{} (followed)", parent.name, real_rank,
+                  parent.split.split_count + 1);
+  }
+
+  bool OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) override {
+    const Bytes& slice = parent.ag->slices[real_slice];
+    const int32_t key = ReadAt<int32_t>(slice.data(), 0);
+    const int32_t color = ReadAt<int32_t>(slice.data(), 4);
+    if (color == kSplitNoColor) return every_real_known;  // a real member may still come
+    const uint32_t rank = parent.global[real_slice];
+    const int split = parent.split.split_count + 1;
+    std::vector<std::vector<uint32_t>> groups =
+        GroupsOfColor(static_cast<uint32_t>(plan_->ranks.size()), rank, key, color);
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [&](const std::vector<uint32_t>& g) {
+                   return !std::all_of(g.begin(), g.end(), [&](uint32_t m) {
+                     return std::find(parent.global.begin(), parent.global.end(), m) != parent.global.end();
+                   });
+                 }), groups.end());
+    if (groups.size() != 1) {
+      c_.comms->Fail(parent, Unfollowable(parent, split, rank, key, color, groups));
+      return false;
+    }
+    PlanComm pc;
+    pc.id = static_cast<uint32_t>(plan_->comms.size());
+    pc.name = absl::StrCat(parent.plan_id == 0 ? "" : absl::StrCat(parent.name, "/"), "group", split, "[",
+                           groups[0].front(), "]");
+    pc.members = std::move(groups[0]);
+    pc.parent = parent.plan_id;
+    pc.color = color;
+    pc.key0 = 0;
+    spdlog::info("bootstrap: follow: {} split #{}: real rank {} (key {}, color {}) is in {} ranks {}", parent.name,
+                 split, rank, key, color, pc.members.size(), Describe(pc.members));
+    parent.split.pending_calls.push_back(pc.id);
+    plan_->comms.push_back(std::move(pc));
+    return true;
+  }
+
+ private:
+  static std::string Describe(const std::vector<uint32_t>& g) {
+    if (g.size() < 2) return absl::StrJoin(g, ",");
+    return absl::StrCat(g.front(), "..", g.back(), " step ", g[1] - g[0]);
+  }
+
+  static std::string Unfollowable(const LiveComm& parent, int split, uint32_t rank, int32_t key, int32_t color,
+                                  const std::vector<std::vector<uint32_t>>& groups) {
+    std::string why = groups.empty()
+                          ? "no group of contiguous or evenly strided ranks gives that color"
+                          : absl::StrCat(groups.size(), " such groups give it (", Describe(groups[0]), " and ",
+                                         Describe(groups[1]), ")");
+    return absl::StrCat(parent.name, ": split #", split, ": real rank ", rank, " passes color ", color, " with key ",
+                        key, ", and ", why, "; prismd --follow cannot tell which ranks the group has. Give prismd a "
+                        "graph of the program (--graph), or make the slice's groups contiguous or strided rank "
+                        "ranges (docs/capture.md)");
+  }
+
+  Components& c_;
+  BootstrapPlan* plan_;
+  size_t planned_;
+};
+
+}  // namespace
+
+std::unique_ptr<SplitSource> MakeSplitSource(bool follow_real_ranks, Components& c, BootstrapPlan* plan) {
+  if (follow_real_ranks) return std::make_unique<FollowedSplits>(c, plan);
+  return std::make_unique<PlannedSplits>(c);
+}
+
+std::vector<std::vector<uint32_t>> GroupsOfColor(uint32_t world_size, uint32_t rank, int32_t key, int32_t color) {
+  std::vector<std::vector<uint32_t>> found;
+  if (key < 0 || rank >= world_size) return found;
+  const uint64_t k = static_cast<uint64_t>(key);
+  const auto search = [&](uint64_t stride) {
+    if (k * stride > rank) return false;
+    const uint64_t base = rank - k * stride;
+    graphgen::PythonTupleHasher h;
+    for (uint64_t n = 1, m = base; m < world_size; ++n, m += stride) {
+      h.Add(static_cast<uint32_t>(m));
+      if (n > k && graphgen::PyTorchColorOfHash(h.Value()) == color) {
+        std::vector<uint32_t> g;
+        for (uint64_t i = 0; i < n; ++i) g.push_back(static_cast<uint32_t>(base + i * stride));
+        found.push_back(std::move(g));
+      }
+    }
+    return true;
+  };
+  for (uint64_t stride = 1; stride < world_size; ++stride) {
+    if (!search(stride) && k > 0) break;  // larger strides start below rank 0 too
+  }
+  // A group of one rank is found once per stride: keep it once.
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
+}
+
+}  // namespace prism::bootstrap

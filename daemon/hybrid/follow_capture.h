@@ -1,0 +1,61 @@
+// Capture recordings (docs/capture.md) from the session recording of a
+// prismd --follow run (session_recorder.h): what each real rank did, with no
+// graph of the program.
+//
+// Per real rank:
+//  * communicators: those prismd saw (the world and the groups the
+//    bootstrap followed, named group<k>[<first>] with k the rank's new_group
+//    number), completed to every group of the target: a followed group of
+//    ranks {b, b+s, ..., b+(n-1)s} stands for its family, the ranges of that
+//    shape that tile the world (b' = q*s*n + j, j < s), listed by lowest
+//    rank (a second group of the same ranks starts a family of its own);
+//    communicator k is the program's new_group #k: families are placed one
+//    after the other, or interleaved with families of as many groups
+//    (Megatron's pp[i], embd[i]), so that every followed group lands on its
+//    own number, else the capture is refused. Every recording holds the
+//    same list;
+//  * operations: the rank's NCCL operations in enqueue order (kind, size in
+//    the graph's full-buffer convention, communicator, absolute peer). An
+//    iteration is the shortest period from which the sequence repeats over
+//    at least half of it and twice; the ops before it (warm-up) and after
+//    the last whole period are left out. Sends and receives that were in
+//    flight together (one started before the other ended, in most
+//    iterations) form one group (group_start/group_end);
+//  * compute: before each operation, a compute op of the mean time from the
+//    previous operation's end to this one's start on the GPU (its first send
+//    posted; for an operation that sent nothing, its enqueue), over the
+//    iterations after `skip_iterations` (those where the previous operation
+//    reported an end: an operation none of whose transfers went through the
+//    plugin, e.g. between real ranks over NVLink, has none); none where
+//    that mean is 0 or nothing was measured.
+// Not observed, so assumed: one stream (the capture does not see which CUDA
+// stream an operation ran on, nor dependencies between streams: a
+// communication that overlapped compute is serialised with it, compute
+// hidden under a communication is not seen), no memory
+// (static and per-op memory 0). Pure function; thread-safe.
+#ifndef PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
+#define PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/hybrid/session_recorder.h"
+#include "graphgen/capture_recording.h"
+
+namespace prism::daemon {
+
+struct FollowCapture {
+  std::vector<graphgen::Recording> recordings;  // one per real rank that reported operations
+  std::vector<std::string> summary;             // one line per rank: iterations, ops, compute
+};
+
+// InvalidArgument, naming the cause, when the recording is not of a
+// --follow run, a rank's operations do not repeat, or the groups cannot be
+// completed (see above).
+absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint64_t skip_iterations);
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
