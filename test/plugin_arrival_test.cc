@@ -829,6 +829,25 @@ TEST_CASE("virtual recv: a PAT all-gather's receive repeats this rank's own chun
   }
 }
 
+namespace {
+
+// The task of a PAT all-gather of `count` bytes per rank over `channels`
+// (FakeNccl: started and stopped, as NCCL does before its proxy starts).
+std::vector<void*> PatAllGatherTask(Rig* rig, uint64_t seq, size_t count, uint8_t channels = 1) {
+  FakeColl c;
+  c.func = "AllGather";
+  c.algo = "PAT";
+  c.count = count;
+  c.datatype = "ncclInt8";
+  c.channels = channels;
+  c.seq = seq;
+  std::vector<void*> tasks = rig->nccl.StartTasks({c}, {});
+  rig->nccl.StopTasks(tasks);
+  return tasks;
+}
+
+}  // namespace
+
 TEST_CASE("arrival: a PAT receive mirrors this rank's own send of its dimension", "[plugin][unit][arrival][pat]") {
   using prism::plugin::PatDimension;
   // 8 ranks, rank 5. All-gather: receives from 5 + 2^d (6, 7, 1), sends to 5 - 2^d (4, 3, 1).
@@ -870,14 +889,7 @@ TEST_CASE("virtual recv: a PAT receive closes on this rank's own send of its dim
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeColl c;
-  c.func = "AllGather";
-  c.algo = "PAT";
-  c.count = 4096;
-  c.datatype = "ncclInt8";
-  c.seq = 6;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 6, 4096);
   FakeSub to3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, true);
   FakeSub to0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, true);
   FakeSub from3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, false);
@@ -970,15 +982,7 @@ TEST_CASE("virtual recv: a PAT all-gather at 8 ranks, NCCL's order: each receive
   Rig rig(8, 0);
   rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
   constexpr size_t kPiece = 64 * 1024;
-  FakeColl c;
-  c.func = "AllGather";
-  c.algo = "PAT";
-  c.count = 2 * kPiece;  // bytes per rank, 2 channels
-  c.datatype = "ncclInt8";
-  c.channels = 2;
-  c.seq = 9;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 9, 2 * kPiece, 2);  // bytes per rank, 2 channels
   // Dimension d: sends to 0 - 2^d (7, 6, 4), receives from 0 + 2^d (1, 2, 4).
   const int steps[3] = {4, 2, 1};
   std::vector<std::unique_ptr<VirtualSendComm>> send_comms;
@@ -1054,14 +1058,7 @@ TEST_CASE("virtual recv: a PAT receive mirrors an own send that went to a real p
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
   auto pool = std::make_shared<ProgressEnginePool>(prism::plugin::kInlineProgress, 1000);
   RealSendComm to_rank0(rig.env, pool, std::vector<int>{fds[0]}, "rank 0", 0);
-  FakeColl c;
-  c.func = "AllGather";
-  c.algo = "PAT";
-  c.count = 4096;
-  c.datatype = "ncclInt8";
-  c.seq = 3;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 3, 4096);
   FakeSub to0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, true);
   FakeSub from2 = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, false);
   for (FakeSub* s : {&to0, &from2}) {
