@@ -476,18 +476,28 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
                            " seq " + std::to_string(info.seq) + " (channel " + std::to_string(slot.op.channel) +
                            ", step " + std::to_string(slot.op.step) + ", peer " + std::to_string(info.peer) + ")";
   const long long waited_ms = static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000);
-  // A ring receive waits for this rank's own send of the same step, which
-  // goes through the plugin only when the ring successor is on another NCCL
-  // host; any other receive waits for prismd's schedule.
+  // A ring receive waits for this rank's own send of the same step, a PAT
+  // receive for its own send of the same dimension and step; either goes
+  // through the plugin only when its peer is on another NCCL host. Any
+  // other receive waits for prismd's schedule.
   const bool scheduled = env_.schedules->Get(OpKey::Of(info)).has_value();
-  const char* why = info.mirror_kind() && (scheduled || !env_.settings->ring_waits_for_schedule)
-                        ? "for this rank's own send of the same ring step; if two real ranks share an NCCL host "
-                          "(same NCCL_HOSTID) that send does not use the plugin: give each real rank its own "
-                          "NCCL_HOSTID, as `prism run` does"
-                        : "for prismd's schedule (is prismd's engine behind, or is this operation missing from the "
-                          "graph? see prismd's log)";
+  const bool mirrored = scheduled || !env_.settings->ring_waits_for_schedule;
+  const int dim = PatDimensionOf(slot.op);
+  const char* kHostHint = "; if two real ranks share an NCCL host (same NCCL_HOSTID) that send does not use the "
+                          "plugin: give each real rank its own NCCL_HOSTID, as `prism run` does";
+  std::string why = "for prismd's schedule (is prismd's engine behind, or is this operation missing from the "
+                    "graph? see prismd's log)";
+  if (mirrored && info.mirror_kind()) {
+    why = std::string("for this rank's own send of the same ring step") + kHostHint;
+  } else if (mirrored && dim >= 0) {
+    const int n = std::max(1, info.comm_size);
+    const int delta = (1 << dim) % n;  // an all-gather sends to rank - 2^d, a reduce-scatter to rank + 2^d
+    const int to = info.kind == OpKind::kAllGather ? (info.comm_rank - delta + n) % n : (info.comm_rank + delta) % n;
+    why = "for this rank's own send on PAT dimension " + std::to_string(dim) + " (to rank " + std::to_string(to) +
+          "), step " + std::to_string(slot.op.step) + kHostHint;
+  }
   PRISM_WARN(*env_.logger, "%s on virtual connection %llx has waited %lld ms %s", what.c_str(),
-             static_cast<unsigned long long>(conn_id_), waited_ms, why);
+             static_cast<unsigned long long>(conn_id_), waited_ms, why.c_str());
 }
 
 Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <string>
+#include <mutex>
+#include <cstdio>
+#include <cstdarg>
 #include <algorithm>
 #include <cstring>
 #include <chrono>
@@ -1088,4 +1092,54 @@ TEST_CASE("virtual recv: a PAT receive mirrors an own send that went to a real p
   REQUIRE(rig.listener.count > 0);
   CHECK(rig.listener.last.end_ns == mirror + kOwnLatency);
   close(fds[1]);
+}
+
+namespace {
+
+std::mutex warned_mu;
+std::string warned;  // what CaptureLog was given, NCCL's logger's way
+
+void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(warned_mu);
+  warned += text;
+  warned += "\n";
+}
+
+}  // namespace
+
+// A PAT receive whose own send never comes (its peer a real rank on the same
+// NCCL host, so the send bypassed the plugin) says what it waits for: the
+// own send of its dimension, and to whom, not prismd's schedule.
+TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its dimension",
+          "[plugin][unit][arrival][pat]") {
+  Rig rig(8, 1);
+  rig.logger.Set(&CaptureLog);
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    warned.clear();
+  }
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 5, 4096);
+  FakeSub from2 = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, false);  // dimension 0; its sends go to rank 0
+  rig.nccl.StartProxyOp(&from2);
+  rig.nccl.StartStep(&from2, 0);
+  const MessageTag tag = FakeNccl::Transfer(&from2, 0);
+  std::vector<char> buf(4096);
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(StaysPending(r, 2300));  // past the 2 s after which it warns
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    INFO(warned);
+    CHECK(warned.find("own send on PAT dimension 0 (to rank 0), step 0") != std::string::npos);
+    CHECK(warned.find("NCCL_HOSTID") != std::string::npos);
+    CHECK(warned.find("prismd's schedule") == std::string::npos);
+  }
+  rig.logger.Set(nullptr);
+  rig.nccl.StopStep(&from2, 0);
+  rig.nccl.StopProxyOp(&from2);
 }
