@@ -122,6 +122,21 @@ inline void KeepSendForOwnFill(const CommEnv& env, const MessageTag& op, const M
   op.op->KeepSendPayload(op.channel, op.step, static_cast<const char*>(data), size);
 }
 
+// What both isend paths (real and virtual peers) record of this rank's own
+// send posted at `posted_ns` that leaves the wire at `wire_done_ns`: the
+// stamp a ring receive of the same (channel, step) mirrors, the stamp a PAT
+// receive of the same (channel, dimension, step) mirrors, and the payload
+// PRISM_RECV_FILL=own repeats. A PAT send to a real peer is a virtual
+// receive's mirror too (two real ranks: rank 1's all-gather sends on
+// dimension 0 go to rank 0). No-op for an untagged send.
+inline void RecordOwnSend(const CommEnv& env, const MessageTag& op, const MemRegion* mr, const void* data,
+                          size_t size, int64_t posted_ns, int64_t wire_done_ns) {
+  if (!op.valid()) return;
+  op.op->RecordSend(op.channel, op.step, posted_ns, wire_done_ns, size);
+  RecordPatSend(op, wire_done_ns, size);
+  KeepSendForOwnFill(env, op, mr, data, size);
+}
+
 // The version code of the NCCL whose function `logger` is (its logger, which
 // NCCL hands to every plugin init): the ncclGetVersion of the library that
 // holds it; 0 when unknown (no logger, not a library, no such symbol).

@@ -137,15 +137,16 @@ bool MirrorSendOf(const MessageTag& tag, int64_t* wire_done_ns, uint64_t* bytes)
 }
 
 void OpRecord::KeepSendPayload(uint8_t channel, int32_t step, const char* data, uint64_t bytes) {
-  if (info_.kind != OpKind::kAllGather || step < 0 || data == nullptr || bytes == 0 || bytes > kKeptPayloadBytes)
-    return;
+  if (info_.kind != OpKind::kAllGather || step < 0 || data == nullptr || bytes == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
+  if (own_chunk_.empty())  // the first send, whatever its size: at most kKeptPayloadBytes of it
+    own_chunk_.assign(data, data + std::min({bytes, std::max<uint64_t>(info_.bytes, 1), kKeptPayloadBytes}));
+  if (bytes > kKeptPayloadBytes) return;
   if (payloads_.size() <= channel) payloads_.resize(channel + 1u);
   auto& ch = payloads_[channel];
   if (ch.size() <= static_cast<size_t>(step)) ch.resize(static_cast<size_t>(step) + 1);
   ch[static_cast<size_t>(step)].assign(data, data + bytes);
-  if (own_chunk_.empty()) own_chunk_.assign(data, data + std::min<uint64_t>(bytes, std::max<uint64_t>(info_.bytes, 1)));
 }
 
 size_t OpRecord::CopySendPayload(uint8_t channel, int32_t step, char* dst, size_t max) const {

@@ -118,8 +118,9 @@ class OpRecord {
   // All-gather payloads for PRISM_RECV_FILL=own (homogeneous ranks: every
   // rank's chunk equals this rank's). Keeps a copy of this rank's own send
   // of (channel, step), raw as NCCL wrote it (LL/LL128: its lines), when it
-  // is at most kKeptPayloadBytes; the first kept send is also kept as the
-  // rank's own chunk. No-op for other kinds.
+  // is at most kKeptPayloadBytes; the first send, of any size, also gives
+  // the rank's own chunk (its first min(info().bytes, kKeptPayloadBytes)
+  // bytes). No-op for other kinds.
   // 4 KiB: what start-up checks exchange (counts, shapes) fits; larger
   // messages would put copies on the ring's critical path (measured: with a
   // 64 KiB cap, 256 KiB all-gathers of a hybrid run took 45% longer).
@@ -128,8 +129,9 @@ class OpRecord {
   // Copies the kept payload of (channel, step) into `dst` (at most `max`
   // bytes); its size, 0 when there is none.
   size_t CopySendPayload(uint8_t channel, int32_t step, char* dst, size_t max) const;
-  // The first kept send's first min(its size, info().bytes) bytes: this
-  // rank's own chunk (NCCL counts all-gather bytes per rank); false when none.
+  // The first send's first min(its size, info().bytes, kKeptPayloadBytes)
+  // bytes: this rank's own chunk (NCCL counts all-gather bytes per rank);
+  // false when none was kept (no send yet, or its buffer was GPU memory).
   bool OwnChunk(std::vector<char>* out) const;
   bool HasOwnChunk() const;
 

@@ -39,8 +39,7 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
   const LinkModel::Times t =
       shaped_ ? nic_->Reserve(Bytes(size), Nanoseconds(now)) : LinkModel::Times{Nanoseconds(now), Nanoseconds(now)};
   req->wire_done_ns = shaped_ ? t.wire_done.count() : 0;
-  if (op.valid()) op.op->RecordSend(op.channel, op.step, now, t.wire_done.count(), size);
-  KeepSendForOwnFill(env_, op, mr, data, size);
+  RecordOwnSend(env_, op, mr, data, size, now, t.wire_done.count());
   req->header = MessageHeader{size, tag,
                               ChunkCount(size, env_.settings->min_chunk_bytes,
                                          static_cast<uint32_t>(fds_.size())),

@@ -2,9 +2,16 @@
 // checked against closed forms, then VirtualRecvComm end to end (which rule
 // it picks, with which inputs), with tags from FakeNccl and a DaemonSession
 // that is never started (events stay queued; schedules are put by hand).
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <string>
+#include <mutex>
+#include <cstdio>
+#include <cstdarg>
 #include <algorithm>
 #include <cstring>
 #include <chrono>
@@ -18,6 +25,7 @@
 #include "plugin/daemon_session.h"
 #include "plugin/op_schedules.h"
 #include "plugin/op_tracker.h"
+#include "plugin/real_comms.h"
 #include "plugin/virtual_comms.h"
 #include "test/plugin_fake_nccl.h"
 
@@ -264,7 +272,9 @@ class LastFinished final : public OpListener {
 
 // Everything a virtual comm needs, with a session that never connects.
 struct Rig {
-  Rig() : settings(TestSettings()), nics(1, kOwnBits, kOwnLatency), tracker(&listener), nccl(&tracker, kHash, 4, 1) {
+  // This process is rank `rank` of a communicator of `nranks`.
+  explicit Rig(int nranks = 4, int rank = 1)
+      : settings(TestSettings()), nics(1, kOwnBits, kOwnLatency), tracker(&listener), nccl(&tracker, kHash, nranks, rank) {
     env.settings = &settings;
     env.logger = &logger;
     env.nics = &nics;
@@ -823,6 +833,25 @@ TEST_CASE("virtual recv: a PAT all-gather's receive repeats this rank's own chun
   }
 }
 
+namespace {
+
+// The task of a PAT all-gather of `count` bytes per rank over `channels`
+// (FakeNccl: started and stopped, as NCCL does before its proxy starts).
+std::vector<void*> PatAllGatherTask(Rig* rig, uint64_t seq, size_t count, uint8_t channels = 1) {
+  FakeColl c;
+  c.func = "AllGather";
+  c.algo = "PAT";
+  c.count = count;
+  c.datatype = "ncclInt8";
+  c.channels = channels;
+  c.seq = seq;
+  std::vector<void*> tasks = rig->nccl.StartTasks({c}, {});
+  rig->nccl.StopTasks(tasks);
+  return tasks;
+}
+
+}  // namespace
+
 TEST_CASE("arrival: a PAT receive mirrors this rank's own send of its dimension", "[plugin][unit][arrival][pat]") {
   using prism::plugin::PatDimension;
   // 8 ranks, rank 5. All-gather: receives from 5 + 2^d (6, 7, 1), sends to 5 - 2^d (4, 3, 1).
@@ -864,14 +893,7 @@ TEST_CASE("virtual recv: a PAT receive closes on this rank's own send of its dim
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeColl c;
-  c.func = "AllGather";
-  c.algo = "PAT";
-  c.count = 4096;
-  c.datatype = "ncclInt8";
-  c.seq = 6;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 6, 4096);
   FakeSub to3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, true);
   FakeSub to0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, true);
   FakeSub from3 = rig.nccl.Sub(tasks[0], 0, 3, 1, 1, false);
@@ -908,4 +930,216 @@ TEST_CASE("virtual recv: a PAT receive closes on this rank's own send of its dim
   }
   REQUIRE(rig.listener.count > 0);
   CheckArrival(rig.listener.last.end_ns, sent1 + 15'000'000, posted_by);
+}
+
+// ---- PAT all-gather end to end, NCCL's own order (issue 22) ----
+
+namespace {
+
+using prism::plugin::ProgressEnginePool;
+using prism::plugin::RealSendComm;
+
+// One (channel 0, peer, direction) of a PAT all-gather: its proxy op, with
+// every step started (NCCL_STEPS covers them all here).
+struct PatConn {
+  FakeSub sub;
+  std::vector<Request*> receives;  // receives only: step k's request
+};
+
+// The moment `r` must be done by (its mirror's own send + L): sleep until
+// then, then one test() must report it done. A receive held past its
+// arrival answers "not done" here (a machine that stalls past the hold
+// only hides it; it cannot fail a correct plugin).
+void CheckDoneOnArrival(Request* r, int64_t arrival) {
+  while (WallNowNs() <= arrival) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  int done = 0;
+  int size = -1;
+  REQUIRE(r->Test(&done, &size) == prism_ncclSuccess);
+  CHECK(done == 1);
+  if (!done) REQUIRE(WaitDone(r) >= 0);
+}
+
+// When the own send that a PAT receive on `tag` mirrors left the wire.
+int64_t MirrorOf(const MessageTag& tag) {
+  int64_t sent = 0;
+  uint64_t bytes = 0;
+  REQUIRE(prism::plugin::MirrorSendOf(tag, &sent, &bytes));
+  return sent;
+}
+
+}  // namespace
+
+// Rank 0 of 8, a PAT all-gather of 64 KiB per rank and channel (1 MiB over
+// 2 channels; one channel played), NCCL 2.28.9's kernel order for it
+// (PatAGAlgorithm, parallelFactor 1): send own on dimensions 2 and 1; wait
+// for dimension 2's message, forward it on dimension 1; own on 0; then
+// dimension 1's first, dimension 2's, dimension 1's second forwarded on 0;
+// then the four receives of dimension 0. Proxy steps per dimension 1, 2, 4
+// each way (proxy.cc's count). Every receive completes when its mirror's
+// message arrives (own send of its dimension and step + L), the real rank
+// sends the moment its input arrived, under PRISM_RECV_FILL=own (the
+// default): it used to hold every receive of more than 4 KiB 2 ms past its
+// arrival, waiting for an own chunk it never kept (+542% at 1 MiB on the
+// GPU host).
+TEST_CASE("virtual recv: a PAT all-gather at 8 ranks, NCCL's order: each receive completes on its arrival",
+          "[plugin][unit][arrival][pat]") {
+  Rig rig(8, 0);
+  rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  constexpr size_t kPiece = 64 * 1024;
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 9, 2 * kPiece, 2);  // bytes per rank, 2 channels
+  // Dimension d: sends to 0 - 2^d (7, 6, 4), receives from 0 + 2^d (1, 2, 4).
+  const int steps[3] = {4, 2, 1};
+  std::vector<std::unique_ptr<VirtualSendComm>> send_comms;
+  std::vector<std::unique_ptr<VirtualRecvComm>> recv_comms;
+  PatConn to[3], from[3];
+  std::vector<std::vector<char>> buffers;
+  buffers.reserve(7);
+  for (int d = 0; d < 3; ++d) {
+    to[d].sub = rig.nccl.Sub(tasks[0], 0, 8 - (1 << d), steps[d], 1, true);
+    from[d].sub = rig.nccl.Sub(tasks[0], 0, 1 << d, steps[d], 1, false);
+    send_comms.push_back(std::make_unique<VirtualSendComm>(rig.env, rig.session, 10 + d, 0));
+    recv_comms.push_back(std::make_unique<VirtualRecvComm>(rig.env, rig.session, 20 + d, 0));
+    for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
+      rig.nccl.StartProxyOp(s);
+      for (int k = 0; k < steps[d]; ++k) rig.nccl.StartStep(s, k);
+    }
+    for (int k = 0; k < steps[d]; ++k) {  // the proxy posts its receives ahead
+      buffers.emplace_back(kPiece, 'x');
+      const MessageTag tag = FakeNccl::Transfer(&from[d].sub, k);
+      REQUIRE(prism::plugin::PatDimensionOf(tag) == d);
+      from[d].receives.push_back(PostReceive(recv_comms[d].get(), &buffers.back(), &tag));
+    }
+  }
+  std::vector<char> mine(kPiece);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<char>(i * 7 + 3);
+  int sent[3] = {0, 0, 0};
+  auto send = [&](int d) {
+    void* request = nullptr;
+    REQUIRE(send_comms[d]->Isend(mine.data(), kPiece, 0, nullptr, FakeNccl::Transfer(&to[d].sub, sent[d]++),
+                                 &request) == prism_ncclSuccess);
+    REQUIRE(request != nullptr);
+  };
+  auto receive = [&](int d, int k) {
+    CheckDoneOnArrival(from[d].receives[k], MirrorOf(FakeNccl::Transfer(&from[d].sub, k)) + kOwnLatency);
+  };
+  send(2);
+  send(1);
+  receive(2, 0);
+  send(1);
+  send(0);
+  receive(1, 0);
+  send(0);
+  send(0);
+  receive(1, 1);
+  send(0);
+  for (int k = 0; k < 4; ++k) receive(0, k);
+  // Every virtual peer sent this rank's own chunk (homogeneous ranks): the
+  // first 4 KiB of its first send, whatever that send's size.
+  for (const std::vector<char>& b : buffers) CHECK(std::equal(mine.begin(), mine.begin() + 4096, b.begin()));
+  const int64_t last_send = MirrorOf(FakeNccl::Transfer(&to[0].sub, 3));
+  for (int d = 0; d < 3; ++d) {
+    for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
+      for (int k = 0; k < steps[d]; ++k) rig.nccl.StopStep(s, k);
+      rig.nccl.StopProxyOp(s);
+    }
+  }
+  REQUIRE(rig.listener.count > 0);
+  // The operation ends with dimension 0's last message: the mirror of this
+  // rank's last send, plus L.
+  CHECK(rig.listener.last.end_ns == last_send + kOwnLatency);
+}
+
+// Two real ranks, rank 1 of 8: its all-gather sends on dimension 0 go to
+// rank 0, a real peer (RealSendComm); its receive from rank 2 (virtual,
+// dimension 0) mirrors them all the same. (The real path did not record
+// its sends per dimension: that receive waited for ever.)
+TEST_CASE("virtual recv: a PAT receive mirrors an own send that went to a real peer",
+          "[plugin][unit][arrival][pat]") {
+  Rig rig(8, 1);
+  rig.settings.min_chunk_bytes = 262144;  // one socket, one chunk
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  auto pool = std::make_shared<ProgressEnginePool>(prism::plugin::kInlineProgress, 1000);
+  RealSendComm to_rank0(rig.env, pool, std::vector<int>{fds[0]}, "rank 0", 0);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 3, 4096);
+  FakeSub to0 = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, true);
+  FakeSub from2 = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, false);
+  for (FakeSub* s : {&to0, &from2}) {
+    rig.nccl.StartProxyOp(s);
+    rig.nccl.StartStep(s, 0);
+  }
+  const MessageTag tag = FakeNccl::Transfer(&from2, 0);
+  REQUIRE(prism::plugin::PatDimensionOf(tag) == 0);
+  std::vector<char> buf(4096);
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(StaysPending(r, 5));  // no own send of dimension 0 yet
+  std::vector<char> payload(4096, 'p');
+  void* sreq = nullptr;
+  REQUIRE(to_rank0.Isend(payload.data(), payload.size(), 0, nullptr, FakeNccl::Transfer(&to0, 0), &sreq) ==
+          prism_ncclSuccess);
+  REQUIRE(sreq != nullptr);
+  CHECK(WaitDone(r) == 4096);
+  const int64_t mirror = MirrorOf(tag);
+  int64_t own = 0;
+  uint64_t own_bytes = 0;
+  REQUIRE(tag.op->SendOf(0, 0, &own, &own_bytes));  // the real send's stamp
+  CHECK(mirror == own);
+  for (FakeSub* s : {&to0, &from2}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
+  REQUIRE(rig.listener.count > 0);
+  CHECK(rig.listener.last.end_ns == mirror + kOwnLatency);
+  close(fds[1]);
+}
+
+namespace {
+
+std::mutex warned_mu;
+std::string warned;  // what CaptureLog was given, NCCL's logger's way
+
+void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(warned_mu);
+  warned += text;
+  warned += "\n";
+}
+
+}  // namespace
+
+// A PAT receive whose own send never comes (its peer a real rank on the same
+// NCCL host, so the send bypassed the plugin) says what it waits for: the
+// own send of its dimension, and to whom, not prismd's schedule.
+TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its dimension",
+          "[plugin][unit][arrival][pat]") {
+  Rig rig(8, 1);
+  rig.logger.Set(&CaptureLog);
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    warned.clear();
+  }
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 5, 4096);
+  FakeSub from2 = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, false);  // dimension 0; its sends go to rank 0
+  rig.nccl.StartProxyOp(&from2);
+  rig.nccl.StartStep(&from2, 0);
+  const MessageTag tag = FakeNccl::Transfer(&from2, 0);
+  std::vector<char> buf(4096);
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(StaysPending(r, 2300));  // past the 2 s after which it warns
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    INFO(warned);
+    CHECK(warned.find("own send on PAT dimension 0 (to rank 0), step 0") != std::string::npos);
+    CHECK(warned.find("NCCL_HOSTID") != std::string::npos);
+    CHECK(warned.find("prismd's schedule") == std::string::npos);
+  }
+  rig.logger.Set(nullptr);
+  rig.nccl.StopStep(&from2, 0);
+  rig.nccl.StopProxyOp(&from2);
 }
