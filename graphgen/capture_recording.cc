@@ -95,6 +95,14 @@ absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::strin
         if (auto s = CheckComm(r, entry.comm(), origin, line_no); !s.ok()) return s;
         r.comms.push_back(entry.comm());
         break;
+      case prism::capture::CaptureLine::kProcessGroup:
+        if (!have_header || !r.ops.empty())
+          return LineError(origin, line_no, "a process_group line belongs after the header and before the ops");
+        if (entry.process_group().backend() == pg::ProcessGroup::NCCL &&
+            entry.process_group().communicator() >= r.comms.size())
+          return LineError(origin, line_no, "a process_group names a communicator no comm line before it has");
+        r.process_groups.push_back(entry.process_group());
+        break;
       case prism::capture::CaptureLine::kOp:
         if (!have_header) return LineError(origin, line_no, "an op before the header");
         if (r.ops.size() >= limits::kMaxOpsPerProgram)
@@ -102,7 +110,7 @@ absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::strin
         if (auto s = CheckOp(r, entry.op(), origin, line_no); !s.ok()) return s;
         r.ops.push_back(entry.op());
         break;
-      default: return LineError(origin, line_no, "neither header, comm nor op");
+      default: return LineError(origin, line_no, "neither header, comm, process_group nor op");
     }
   }
   if (!have_header) return absl::InvalidArgumentError(absl::StrCat(origin, ": no header line; not a recording"));
@@ -132,6 +140,10 @@ std::string EncodeRecording(const Recording& recording) {
     *line.mutable_comm() = c;
     append(line);
   }
+  for (const pg::ProcessGroup& p : recording.process_groups) {
+    *line.mutable_process_group() = p;
+    append(line);
+  }
   for (const pg::Op& op : recording.ops) {
     *line.mutable_op() = op;
     append(line);
@@ -153,6 +165,7 @@ absl::StatusOr<Recording> RecordingFromGraph(const pg::Graph& graph, uint32_t ra
   rec.header.set_static_memory_bytes(program.static_memory_bytes());
   rec.header.set_source("prism-graphgen capture-from-graph");
   rec.comms.assign(graph.communicators().begin(), graph.communicators().end());
+  rec.process_groups.assign(graph.process_groups().begin(), graph.process_groups().end());
   int64_t live = 0, peak = 0;
   for (pg::Op op : program.ops()) {
     auto to_comm = [&](uint32_t slot) { return r.comm_slots(static_cast<int>(slot)); };

@@ -23,6 +23,8 @@ struct Recording {
   prism::capture::CaptureHeader header;
   std::vector<prism::graph::Communicator> comms;  // creation order; comms[i].id == i
   std::vector<prism::graph::Op> ops;              // comm_slot = communicator id; absolute peers
+  // PyTorch's groups in creation order (Graph.process_groups); empty: group k is comms[k].
+  std::vector<prism::graph::ProcessGroup> process_groups;
 };
 
 // Parses a recording; `origin` names it in errors ("<file>:<line>: ...").

@@ -97,6 +97,17 @@ absl::Status CheckAgreement(const std::vector<Recording>& recs) {
                                                        " recorded communicator ", i, " differently (members or "
                                                        "creation): the program creates its groups differently on "
                                                        "different ranks, which Prism cannot extrapolate"));
+    // PyTorch's group list (Gloo groups too) is the same on every rank, or
+    // absent from some recordings (what they recorded could not see it).
+    if (!r.process_groups.empty() && !first.process_groups.empty()) {
+      bool same = r.process_groups.size() == first.process_groups.size();
+      for (size_t i = 0; same && i < r.process_groups.size(); ++i)
+        same = google::protobuf::util::MessageDifferencer::Equals(r.process_groups[i], first.process_groups[i]);
+      if (!same)
+        return absl::InvalidArgumentError(absl::StrCat("ranks ", first.header.rank(), " and ", r.header.rank(),
+                                                       " recorded different PyTorch process groups (number, order "
+                                                       "or backends): not one program's groups"));
+    }
   }
   return absl::OkStatus();
 }
@@ -234,6 +245,11 @@ absl::StatusOr<Extrapolation> Extrapolate(std::vector<Recording> recs, const Ext
     if (added->name().empty()) added->set_name(absl::StrCat("comm[", c.id(), "]"));
     if (added->creation_case() == pg::Communicator::CREATION_NOT_SET) added->mutable_init();
   }
+  for (const Recording& r : recs)  // the first recording that saw PyTorch's groups
+    if (!r.process_groups.empty()) {
+      g.mutable_process_groups()->Add(r.process_groups.begin(), r.process_groups.end());
+      break;
+    }
   std::set<std::string> names;
   std::vector<uint32_t> measured;
   for (size_t k = 0; k < roles.size(); ++k) {
