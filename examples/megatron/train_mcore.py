@@ -34,6 +34,7 @@ from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 from megatron.core.models.gpt.gpt_model import GPTModel
 from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+from megatron.core.transformer.module import Float16Module
 from megatron.core.transformer.transformer_config import TransformerConfig
 
 
@@ -114,6 +115,9 @@ def main():
         post_process=parallel_state.is_pipeline_last_stage(),
         share_embeddings_and_output_weights=False, position_embedding_type="learned_absolute")
     model.to(device)
+    # bf16 the way Megatron's own training wraps a model (megatron/training: get_model): the
+    # parameters in bf16, the first stage's inputs cast, the last stage's outputs back to fp32.
+    model = Float16Module(config, model)
     ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
                                                use_distributed_optimizer=False)
     model = DistributedDataParallel(config=config, ddp_config=ddp_config, module=model)
