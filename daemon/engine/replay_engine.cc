@@ -27,6 +27,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
     ActorState& s = state_[a];
+    s.program = &p;
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
     if (has_real_) s.done_at.assign(p.ops.size(), Nanoseconds(0));  // WaitsForLaterCompletion's, hybrid runs only
@@ -61,14 +62,14 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
   if (s.real) return !IsComm(op.kind) || s.real->reached(k) > iteration;
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *s.program;
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
   return true;
 }
 
 void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *state_[actor].program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
   if (len == 0) return;
@@ -112,7 +113,7 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   ActorState& s = state_[actor];
   StreamState& st = s.streams[stream];
   Nanoseconds gate = st.last_done;
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *s.program;
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = Max(gate, s.done_at[p.deps[i]]);
   if (gate <= now_) return false;
   if (!st.wake_pending) {
@@ -129,7 +130,7 @@ void ReplayEngine::Advance(uint32_t actor) {
 
 void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   ActorState& s = state_[actor];
   accounting_.Started(actor, op, now_);
   switch (op.kind) {
@@ -166,7 +167,7 @@ void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
 
 void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   ActorState& s = state_[actor];
   accounting_.Ended(actor, op, issued, now_);
   if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, now_);
@@ -182,7 +183,7 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
 
 void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   const uint32_t comm = a.slot_comm[op.slot];
   const uint64_t call = state_[actor].calls[a.slot_canonical[op.slot]]++;
   CommState& cs = comm_state_[comm];

@@ -181,6 +181,7 @@ class ReplayEngine {
     }
   };
   struct ActorState {
+    const ProgramInfo* program = nullptr;  // world_.programs[its actor's program], one load away
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<Nanoseconds> done_at;  // per op: its latest completion
