@@ -47,13 +47,13 @@ double HeapRate(uint64_t events, uint32_t pending, uint64_t* checksum) {
     return x;
   };
   for (uint32_t a = 0; a < pending; ++a)
-    q.Push(prism::engine::Event{prism::Nanoseconds(static_cast<int64_t>(next() & 1023)), a, 0, {}, {}});
+    q.Push(prism::engine::Event{prism::Nanoseconds(static_cast<int64_t>(next() & 1023)), a, 0, {}});
   const double t0 = CpuSeconds();
   for (uint64_t i = 0; i < events; ++i) {
     const prism::engine::Event e = q.BeginPop();
     *checksum += static_cast<uint64_t>(e.time.count());
     const prism::Nanoseconds later(1 + static_cast<int64_t>(next() & 1023));
-    q.Push(prism::engine::Event{e.time + later, e.actor, e.op + 1, e.time, e.time});
+    q.Push(prism::engine::Event{e.time + later, e.actor, e.op + 1, e.time});
     q.EndPop();
   }
   return static_cast<double>(events) / (CpuSeconds() - t0);

@@ -17,3 +17,9 @@ target_link_libraries(bootstrap_tests PRIVATE prism_test_main prism_bootstrap_te
 target_compile_definitions(bootstrap_tests PRIVATE
   PRISM_WIRE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/fixtures/wire")
 prism_discover_tests(bootstrap_tests)
+# The components' layering (components.h): none includes one above it.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME bootstrap.layers
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/bootstrap_layers_check.py ${PROJECT_SOURCE_DIR})
+endif()

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/bootstrap/comm_split.h"
 #include "daemon/bootstrap/split_source.h"
 #include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/reporter.h"
@@ -421,11 +420,11 @@ void AllGatherEngine::Finish(LiveComm& comm) {
   const AgKind done = comm.ag->kind;
   if (done == AgKind::kSplitInfo) {
     const uint64_t gen = c_.comms->job_gen();
-    c_.split->OnSplitGathered(comm);
+    c_.split_events->OnSplitGathered(comm);
     if (gen != c_.comms->job_gen()) return;
   }
   comm.ag.reset();
-  if (done == AgKind::kSplitInfo) c_.split->ReplayEarlyMessages(comm);
+  if (done == AgKind::kSplitInfo) c_.split_events->ReplayEarlyMessages(comm);
   if (done == AgKind::kTopoInfo && comm.phase != CommPhase::kReady) {
     const uint64_t gen = c_.comms->job_gen();
     c_.comms->Ready(comm);

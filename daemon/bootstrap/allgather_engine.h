@@ -12,7 +12,8 @@
 // queued (QueueOps) or armed reactively when a real rank starts one after
 // init (split: 8-byte slices; ring connect: 2-byte slices). When one ends the
 // engine hands its result on: ringAllInfo -> real P2P addresses; split ->
-// SplitCoordinator; AG3 -> CommTable::Ready. A real rank that sends another
+// SplitEvents (components.h: the SplitCoordinator above); AG3 ->
+// CommTable::Ready. A real rank that sends another
 // size or closes a link that still owes steps fails the communicator.
 #ifndef PRISM_DAEMON_BOOTSTRAP_ALLGATHER_ENGINE_H_
 #define PRISM_DAEMON_BOOTSTRAP_ALLGATHER_ENGINE_H_

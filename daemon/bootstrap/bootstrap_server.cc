@@ -51,10 +51,10 @@ BootstrapServer::BootstrapServer(BootstrapConfig config, BootstrapPlan plan, dae
   c_.reporter = &reporter_;
   c_.conns = &conns_;
   c_.comms = &comms_;
-  c_.root = &root_;
+  c_.starts = &upward_;
   c_.allgather = &allgather_;
-  c_.split = &split_;
   c_.splits = splits_.get();
+  c_.split_events = &upward_;
   c_.p2p = &p2p_;
 }
 
@@ -541,5 +541,32 @@ void BootstrapServer::Watchdog() {
   reporter_.SetWaiting(std::move(waits));
   loop_.AddTimer(kWatchdogPeriod, [this] { Watchdog(); });
 }
+
+// BootstrapService (the public API, bootstrap_service.h) forwards to the
+// server; its methods live here so that the public header's file needs
+// nothing above it.
+
+BootstrapService::BootstrapService(BootstrapConfig config, BootstrapPlan plan,
+                                   daemon::VirtualConnectionBroker* broker)
+    : server_(std::make_unique<BootstrapServer>(std::move(config), std::move(plan), broker)) {}
+
+BootstrapService::~BootstrapService() { Stop(); }
+
+absl::Status BootstrapService::Start() { return server_->Start(); }
+void BootstrapService::Stop() { server_->Stop(); }
+BootstrapStats BootstrapService::Stats() const { return server_->Stats(); }
+uint16_t BootstrapService::port() const { return server_->port(); }
+
+absl::StatusOr<UniqueId> BootstrapService::HostRoot(const CommRequest& request) {
+  return server_->HostRoot(request);
+}
+
+absl::Status BootstrapService::JoinRoot(const CommRequest& request, const UniqueId& id) {
+  return server_->JoinRoot(request, id);
+}
+
+absl::Status BootstrapService::SetNcclVersion(int version_code) { return server_->SetNcclVersion(version_code); }
+
+void BootstrapService::EndJob(const std::string& why, int grace_ms) { server_->EndJob(why, grace_ms); }
 
 }  // namespace prism::bootstrap

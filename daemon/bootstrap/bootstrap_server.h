@@ -28,6 +28,29 @@
 
 namespace prism::bootstrap {
 
+// The components' calls up (components.h: CommStarts, SplitEvents), each
+// forwarded to the component that owns the work. BootstrapServer owns one
+// and hands it to the components; loop thread only.
+class UpwardCalls final : public CommStarts, public SplitEvents {
+ public:
+  UpwardCalls(RootCheckin& root, AllGatherEngine& allgather, SplitCoordinator& split)
+      : root_(root), allgather_(allgather), split_(split) {}
+
+  void ForgetSharedRoot() override { root_.Reset(); }
+  void StartRoot(LiveComm& comm) override { root_.Start(comm); }
+  void LinkVirtualNeighbour(LiveComm& comm, int32_t v, bool from_real_prev) override {
+    allgather_.Link(comm, v, from_real_prev);
+  }
+  void OnSplitGathered(LiveComm& parent) override { split_.OnSplitGathered(parent); }
+  void ReplayEarlyMessages(LiveComm& parent) override { split_.ReplayEarlyMessages(parent); }
+  void OnSplitMessage(LiveComm& parent, const PendingMsg& m) override { split_.OnSplitMessage(parent, m); }
+
+ private:
+  RootCheckin& root_;
+  AllGatherEngine& allgather_;
+  SplitCoordinator& split_;
+};
+
 class BootstrapServer : public ConnEvents {
  public:
   BootstrapServer(BootstrapConfig config, BootstrapPlan plan, daemon::VirtualConnectionBroker* broker);
@@ -87,6 +110,7 @@ class BootstrapServer : public ConnEvents {
   SplitCoordinator split_;
   std::unique_ptr<SplitSource> splits_;  // grows plan_ in follow mode
   P2pMessages p2p_;
+  UpwardCalls upward_{root_, allgather_, split_};
   std::unique_ptr<WireRecorder> recorder_;
   std::thread thread_;
   uint16_t shared_port_ = 0;

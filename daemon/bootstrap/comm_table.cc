@@ -3,10 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/bootstrap/allgather_engine.h"
 #include "daemon/bootstrap/connection_table.h"
 #include "daemon/bootstrap/reporter.h"
-#include "daemon/bootstrap/root_checkin.h"
 #include "daemon/bootstrap/split_source.h"
 #include "spdlog/spdlog.h"
 
@@ -36,7 +34,7 @@ void CommTable::StartJob() {
   live_of_plan_.assign(planned, std::nullopt);
   plan_done_.assign(planned, 0);
   next_init_plan_ = 0;
-  c_.root->Reset();
+  c_.starts->ForgetSharedRoot();
   job_active_ = true;
   c_.reporter->Update([](BootstrapStats& s) { ++s.jobs_started; });
   AdvanceInitOrder();
@@ -81,7 +79,7 @@ void CommTable::AdvanceInitOrder() {
     comm.root.id = c_.shared_id;
     comm.root.addr = c_.shared_root;
     comm.root.host = comm.real[0] ? RootHost::kRealRank : RootHost::kDaemonShared;
-    c_.root->Start(comm);
+    c_.starts->StartRoot(comm);
     return;
   }
 }
@@ -148,8 +146,8 @@ LiveComm& CommTable::Create(const PlanComm& pc, std::vector<uint32_t> members, u
   }
   for (int r = 0; r < comm.n && comm.n > 1; ++r) {
     if (!comm.real[r]) continue;
-    if (!comm.real[(r + 1) % comm.n]) c_.allgather->Link(comm, (r + 1) % comm.n, true);
-    if (!comm.real[(r + comm.n - 1) % comm.n]) c_.allgather->Link(comm, (r + comm.n - 1) % comm.n, false);
+    if (!comm.real[(r + 1) % comm.n]) c_.starts->LinkVirtualNeighbour(comm, (r + 1) % comm.n, true);
+    if (!comm.real[(r + comm.n - 1) % comm.n]) c_.starts->LinkVirtualNeighbour(comm, (r + comm.n - 1) % comm.n, false);
   }
   for (const PlanComm& child : plan.comms) {
     if (child.parent && *child.parent == pc.id) comm.split.pending_calls.push_back(child.id);

@@ -6,9 +6,10 @@
 //    communicator and, with a shared NCCL_COMM_ID root, starts the plan's
 //    init communicators one at a time (they share the root address);
 //    FinishJob() closes every connection and starts the next job.
-//  * Create() builds a communicator (endpoints, ring links, virtual nodes);
-//    the caller then starts its root (RootCheckin::Start) or its split
-//    child operations.
+//  * Create() builds a communicator (endpoints, virtual nodes, ring links
+//    through CommStarts, components.h); the caller then starts its root or
+//    its split child operations. StartJob() starts a shared root through
+//    CommStarts too.
 //  * Anything that may finish or fail the job bumps job_gen(): callers that
 //    keep references across such calls compare job_gen() before and after.
 #ifndef PRISM_DAEMON_BOOTSTRAP_COMM_TABLE_H_

@@ -1,18 +1,26 @@
 // How the bootstrap server's components reach each other (internal header).
 //
 // BootstrapServer owns one of each component and this table of pointers;
-// every component gets a reference at construction and uses only the other
-// components' public methods. All of them run on the bootstrap loop thread.
+// every component gets a reference at construction and uses only the public
+// methods of the components below it, in this order from the bottom up:
 //
+//   Reporter          counters, divergences, warnings      reporter.h
 //   ConnectionTable   sockets, endpoints, limits          connection_table.h
 //   CommTable         communicators, jobs, init order      comm_table.h
-//   RootCheckin       root check-in, root delivery         root_checkin.h
 //   AllGatherEngine   ring links and ring all-gathers      allgather_engine.h
-//   SplitCoordinator  ncclCommSplit children, COMMSPLIT    comm_split.h
+//   RootCheckin       root check-in, root delivery         root_checkin.h
 //   P2pMessages       bootstrapSend/Recv with real ranks   p2p_messages.h
-//   Reporter          counters, divergences, warnings      reporter.h
+//   SplitCoordinator  ncclCommSplit children, COMMSPLIT    comm_split.h
+//
+// A component tells one above it what happened through the small interfaces
+// below (CommStarts, SplitEvents), never by a call up: the server implements
+// them and forwards each call to the component that owns the work, so no
+// component includes the header of one above it. All of them run on the
+// bootstrap loop thread.
 #ifndef PRISM_DAEMON_BOOTSTRAP_COMPONENTS_H_
 #define PRISM_DAEMON_BOOTSTRAP_COMPONENTS_H_
+
+#include <cstdint>
 
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "daemon/bootstrap/bootstrap_service.h"
@@ -28,9 +36,37 @@ class CommTable;
 class ConnectionTable;
 class P2pMessages;
 class Reporter;
-class RootCheckin;
-class SplitCoordinator;
 class SplitSource;
+struct LiveComm;
+struct PendingMsg;
+
+// What CommTable needs done when a job or a communicator starts; the work
+// belongs to RootCheckin and AllGatherEngine (above it). Loop thread only.
+class CommStarts {
+ public:
+  virtual ~CommStarts() = default;
+  // A new job starts: the legacy shared root of the last job is forgotten.
+  virtual void ForgetSharedRoot() = 0;
+  // Starts the root phase of `comm` (RootCheckin::Start).
+  virtual void StartRoot(LiveComm& comm) = 0;
+  // Creates the ring link of virtual rank `v` with its real predecessor
+  // (`from_real_prev`) or successor (AllGatherEngine::Link).
+  virtual void LinkVirtualNeighbour(LiveComm& comm, int32_t v, bool from_real_prev) = 0;
+};
+
+// What AllGatherEngine and P2pMessages report about a split; the work
+// belongs to SplitCoordinator (above both). Loop thread only.
+class SplitEvents {
+ public:
+  virtual ~SplitEvents() = default;
+  // The parent's split all-gather (its slices still in parent.ag) ended.
+  virtual void OnSplitGathered(LiveComm& parent) = 0;
+  // The split all-gather's state is gone: COMMSPLIT messages that came early
+  // are routed now.
+  virtual void ReplayEarlyMessages(LiveComm& parent) = 0;
+  // A COMMSPLIT bootstrap message from a real parent rank to a virtual one.
+  virtual void OnSplitMessage(LiveComm& parent, const PendingMsg& m) = 0;
+};
 
 struct Components {
   const BootstrapConfig* config = nullptr;
@@ -43,11 +79,11 @@ struct Components {
   Reporter* reporter = nullptr;
   ConnectionTable* conns = nullptr;
   CommTable* comms = nullptr;
-  RootCheckin* root = nullptr;
   AllGatherEngine* allgather = nullptr;
-  SplitCoordinator* split = nullptr;
   SplitSource* splits = nullptr;        // where split calls come from (split_source.h)
   P2pMessages* p2p = nullptr;
+  CommStarts* starts = nullptr;        // for CommTable
+  SplitEvents* split_events = nullptr;  // for AllGatherEngine, P2pMessages
 };
 
 }  // namespace prism::bootstrap

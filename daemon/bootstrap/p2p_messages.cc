@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/allgather_engine.h"
-#include "daemon/bootstrap/comm_split.h"
 #include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/reporter.h"
 
@@ -76,7 +75,7 @@ void P2pMessages::Dispatch(LiveComm& comm, const PendingMsg& m) {
   comm.real_seen = true;
   CommTable::Touch(comm);
   if (m.tag == p.tag_comm_split) {
-    c_.split->OnSplitMessage(comm, m);
+    c_.split_events->OnSplitMessage(comm, m);
     return;
   }
   if (m.tag == p.tag_global_barrier) {

@@ -8,7 +8,8 @@
 //    notes 4.2 with handles from the VirtualConnectionBroker; its closing
 //    sync (bit 7) with one empty reply; a global barrier (0xbeef) with every
 //    virtual partner's message on the first message of each barrier;
-//    COMMSPLIT goes to the SplitCoordinator; anything else is a divergence,
+//    COMMSPLIT goes to SplitEvents (components.h: the SplitCoordinator
+//    above); anything else is a divergence,
 //    never answered.
 //  * SendToReal opens one connection per message (NCCL's bootstrapSend),
 //    writes {ack len 8, from, tag, len, payload} and closes it.

@@ -1,6 +1,10 @@
 // The engine's pending events: a 4-ary min-heap ordered by (time, actor,
 // op), so that equal-time events are handled in a fixed order and a replay is
 // deterministic. Single-threaded (owned by the engine thread).
+//
+// An Event is 24 bytes: what the heap compares and the op's issue time. A
+// paced run's rare "learned late" stamp lives beside the queue, in the
+// engine (ReplayEngine::late_known_), not in every record.
 #ifndef PRISM_DAEMON_ENGINE_EVENT_QUEUE_H_
 #define PRISM_DAEMON_ENGINE_EVENT_QUEUE_H_
 
@@ -18,8 +22,8 @@ struct Event {
                     // kWakeFlag: stream index whose next op waits for a later completion;
                     // kFlowFlag: shared NIC transfers to finish (generation)
   Nanoseconds issued;  // when the op was issued (for durations)
-  Nanoseconds known;   // paced runs: emulated time the engine learned of it (>= time unless born late)
 };
+static_assert(sizeof(Event) == 24, "the heap's record: keep it small");
 
 inline constexpr uint32_t kReachFlag = 1u << 31;
 inline constexpr uint32_t kCompleteFlag = 1u << 30;

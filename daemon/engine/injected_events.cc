@@ -41,11 +41,11 @@ absl::Status DrainInjected(const EngineWorld& world, EngineInbox& inbox, Injecte
       out->ended = true;
     } else if (const auto* r = std::get_if<RankReachedOp>(&e)) {
       if (auto s = Check(world, r->rank, r->op, false, &actor); !s.ok()) return s;
-      out->events.push_back(Event{r->at, actor, r->op | kReachFlag, r->at, r->at});
+      out->events.push_back(Event{r->at, actor, r->op | kReachFlag, r->at});
       ++out->reports;
     } else if (const auto* c = std::get_if<RankCompletedOp>(&e)) {
       if (auto s = Check(world, c->rank, c->op, true, &actor); !s.ok()) return s;
-      out->events.push_back(Event{c->at, actor, c->op | kCompleteFlag, c->started, c->at});
+      out->events.push_back(Event{c->at, actor, c->op | kCompleteFlag, c->started});
       ++out->reports;
     }
   }

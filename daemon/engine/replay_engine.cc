@@ -27,6 +27,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
     ActorState& s = state_[a];
+    s.program = &p;
     s.streams.resize(p.streams);
     s.done.assign(p.ops.size(), 0);
     if (has_real_) s.done_at.assign(p.ops.size(), Nanoseconds(0));  // WaitsForLaterCompletion's, hybrid runs only
@@ -42,9 +43,17 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
 // In paced runs an event that follows from a real rank's report may be due
 // before the report arrived: its lag counts from when the engine learned of it.
 void ReplayEngine::Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
-  Nanoseconds known = time;
-  if (pacer_ != nullptr && handling_report_) known = Max(time, pacer_->Now());
-  queue_.Push(Event{time, actor, op, issued, known});
+  if (pacer_ != nullptr && handling_report_) {
+    const Nanoseconds known = Max(time, pacer_->Now());
+    if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
+  }
+  queue_.Push(Event{time, actor, op, issued});
+}
+
+Nanoseconds ReplayEngine::KnownAt(const Event& e) const {
+  if (late_known_.empty()) return e.time;
+  const auto it = late_known_.find({e.time.count(), e.actor, e.op});
+  return it == late_known_.end() ? e.time : it->second;
 }
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
@@ -53,14 +62,14 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
   if (s.real) return !IsComm(op.kind) || s.real->reached(k) > iteration;
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *s.program;
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
     if (s.done[p.deps[i]] <= iteration) return false;
   return true;
 }
 
 void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *state_[actor].program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
   if (len == 0) return;
@@ -104,7 +113,7 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   ActorState& s = state_[actor];
   StreamState& st = s.streams[stream];
   Nanoseconds gate = st.last_done;
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *s.program;
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = Max(gate, s.done_at[p.deps[i]]);
   if (gate <= now_) return false;
   if (!st.wake_pending) {
@@ -121,7 +130,7 @@ void ReplayEngine::Advance(uint32_t actor) {
 
 void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   ActorState& s = state_[actor];
   accounting_.Started(actor, op, now_);
   switch (op.kind) {
@@ -158,7 +167,7 @@ void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
 
 void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   ActorState& s = state_[actor];
   accounting_.Ended(actor, op, issued, now_);
   if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, now_);
@@ -174,7 +183,7 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
 
 void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
+  const OpInfo& op = state_[actor].program->ops[k];
   const uint32_t comm = a.slot_comm[op.slot];
   const uint64_t call = state_[actor].calls[a.slot_canonical[op.slot]]++;
   CommState& cs = comm_state_[comm];
@@ -216,13 +225,12 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); FinishMixed extends that to the real end.
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
-      nics_.HoldCollective(comm, op, in.last,
-                           model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape));
+      nics_.HoldCollective(comm, op, in.last, ModelTime(comm, op));
     if (in.real_left == 0) FinishMixed(in);
     else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
     return;
   }
-  Nanoseconds took = model_.CollectiveTime(op.collective, op.algorithm, op.bytes, c.shape);
+  Nanoseconds took = ModelTime(comm, op);
   if (const auto measured = calibration_.Find(op, c.shape)) {
     took = *measured;
     ++stats_.calibrated_instances;
@@ -242,6 +250,15 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   const Nanoseconds end = SatAdd(in.last, took);
   for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
+}
+
+Nanoseconds ReplayEngine::ModelTime(uint32_t comm, const OpInfo& op) {
+  ModelMemo& m = comm_state_[comm].memo;
+  if (!m.valid || m.kind != op.collective || m.algorithm != op.algorithm || m.bytes != op.bytes) {
+    m = ModelMemo{op.collective, op.algorithm, op.bytes,
+                  model_.CollectiveTime(op.collective, op.algorithm, op.bytes, world_.comms[comm].shape), true};
+  }
+  return m.took;
 }
 
 uint32_t ReplayEngine::Park(Transfer t) {
@@ -550,9 +567,10 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     const bool injected = (top.op & (kReachFlag | kCompleteFlag)) != 0;
     if (pacer && !injected) {  // reports carry their own (real, past) times: no waiting, no lag
       if (!pacer->WaitUntilDue(top.time, inbox)) continue;
-      if (auto s = pacer->RecordLag(Max(top.time, top.known)); !s.ok()) return s;
+      if (auto s = pacer->RecordLag(Max(top.time, KnownAt(top))); !s.ok()) return s;
     }
     const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
+    if (!late_known_.empty()) late_known_.erase({e.time.count(), e.actor, e.op});
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
     ++events_;

@@ -181,6 +181,7 @@ class ReplayEngine {
     }
   };
   struct ActorState {
+    const ProgramInfo* program = nullptr;  // world_.programs[its actor's program], one load away
     std::vector<StreamState> streams;
     std::vector<uint32_t> done;      // per op: completed instances
     std::vector<Nanoseconds> done_at;  // per op: its latest completion
@@ -199,7 +200,20 @@ class ReplayEngine {
     // real duration is the collective's own (see FinishMixed).
     bool real_alone = true;
   };
-  struct CommState { uint64_t base = 0; std::deque<Instance> pending; uint32_t real_members = 0; };
+  // The last model time asked for on a communicator, and what it was asked for.
+  struct ModelMemo {
+    graph::CollectiveKind kind = graph::COLLECTIVE_KIND_UNSPECIFIED;
+    graph::Algorithm algorithm = graph::ALGORITHM_DEFAULT;
+    Bytes bytes;
+    Nanoseconds took;
+    bool valid = false;
+  };
+  struct CommState {
+    uint64_t base = 0;
+    std::deque<Instance> pending;
+    uint32_t real_members = 0;
+    ModelMemo memo;
+  };
   // A transfer between nodes parked while the NIC scheduler holds its
   // ticket (the index into transfers_): what its grant finishes.
   struct Transfer {
@@ -245,6 +259,12 @@ class ReplayEngine {
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
   void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued);
+  // Paced runs: the emulated time the engine learned of `e` (its time, unless
+  // it followed from a real rank's report handled after that time).
+  Nanoseconds KnownAt(const Event& e) const;
+  // The model's time of `op` on `comm` (remembered per communicator: a
+  // communicator's instances mostly repeat one kind and size).
+  Nanoseconds ModelTime(uint32_t comm, const OpInfo& op);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;
   void Progress(WallClockPacer* pacer);
@@ -255,6 +275,8 @@ class ReplayEngine {
   EngineObserver* observer_ = nullptr;
   TraceRecorder* trace_ = nullptr;
   EventQueue queue_;
+  // Paced runs: events of queue_ learned after their time, by (time, actor, op).
+  absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
   bool handling_report_ = false;      // the current event is a real rank's report
   Nanoseconds now_;
