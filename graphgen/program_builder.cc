@@ -398,12 +398,16 @@ class StageBuilder {
     const uint64_t local = dense_params_ / OptimizerShards(in_.dp_cp_size) +
                            expert_params_ / OptimizerShards(in_.edp_size);
     const uint32_t opt = Compute("optimizer", cost_.OptimizerNs(local), 0, 0, TakeDpDeps());
-    bool first = true;
-    for (const auto& g : gathers_) {
-      Collective(g.slot, pg::ALLGATHER, g.bytes, pg::BF16, g.label, kDpStream,
-                 first ? std::vector<uint32_t>{opt} : std::vector<uint32_t>{});
-      first = false;
-    }
+    std::vector<uint32_t> gathered;
+    for (const auto& g : gathers_)
+      gathered.push_back(Collective(g.slot, pg::ALLGATHER, g.bytes, pg::BF16, g.label, kDpStream,
+                                    gathered.empty() ? std::vector<uint32_t>{opt} : std::vector<uint32_t>{}));
+    // The next iteration's forward reads the gathered parameters: Megatron's
+    // optimizer step returns once its parameter all-gathers are done (without
+    // overlap_param_gather), and a training loop that synchronizes the device
+    // between iterations waits for them too. Without this edge the model
+    // overlapped the all-gathers with the next forward.
+    if (!gathered.empty()) Compute("param-sync", 0, 0, 0, gathered);
   }
 
   struct Gather {
