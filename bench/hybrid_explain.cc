@@ -6,7 +6,9 @@
 // Usage: hybrid_explain GRAPH RECORDING RANKS
 //        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
 //   Before GRAPH, for model:R,R: --step-cost-us US (NCCL's cost per ring step,
-//   as prismd's; default 0) and --ring-only (NCCL_ALGO=Ring).
+//   as prismd's; default 0) and --ring-only (NCCL_ALGO=Ring). For any source:
+//   --iterations N (iterations the engine plays; default the graph's, else 1:
+//   pass the live run's prismd --iterations).
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules; pacedMS:FILE with an engine
 //   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   prism::engine::NcclBehaviour nccl;
+  std::string iterations;
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
     const std::string flag = argv[1];
     double us = 0;
@@ -72,6 +75,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       argv += 2, argc -= 2;
+    } else if (flag == "--iterations" && absl::SimpleAtod(argv[2], &us) && us >= 1) {
+      iterations = argv[2];
+      argv += 2, argc -= 2;
     } else {
       std::fprintf(stderr, "hybrid_explain: unknown option %s\n", flag.c_str());
       return 2;
@@ -79,11 +85,12 @@ int main(int argc, char** argv) {
   }
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: hybrid_explain [--step-cost-us US] [--ring-only] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
   if (!graph.ok()) { std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()); return 1; }
+  if (!iterations.empty()) (*graph->mutable_job()->mutable_attributes())["iterations"] = iterations;
   // "model:R,R..." stands for the recording those real ranks would make if
   // they ran exactly as the model plays them (the self-check's input).
   const std::string source = argv[2];
