@@ -85,6 +85,7 @@ struct Flags {
   std::string bootstrap_routable;
   std::vector<std::string> bootstrap_allow;
   int64_t lookahead_ms = 0;
+  std::string ring_hold = "on";
   std::string on_divergence = "stop";
   std::string record_sessions;
   bool follow = false;  // --follow: the real ranks' groups and operations, no program from the graph
@@ -325,6 +326,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   h.listen = f.listen;
   h.trace_path = f.trace;
   h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
+  h.ring_hold = f.ring_hold == "on";
   h.record_sessions_path = f.record_sessions;
   auto on_divergence = prism::daemon::ParseOnDivergence(f.on_divergence);
   if (!on_divergence.ok()) return Fail(on_divergence.status(), kExitUsage);
@@ -452,6 +454,10 @@ int main(int argc, char** argv) {
                  "hybrid: how far ahead of the wall clock virtual ranks are replayed, 0 to 10000 (default 0: causal; "
                  "more lets a real rank's late report arrive after events it should have delayed)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  app.add_option("--ring-hold", f.ring_hold,
+                 "hybrid: on (default): a real rank's ring collective whose virtual members have not reached it in "
+                 "the engine waits for them (the plugin holds its receives); off: they count as on time")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--on-divergence", f.on_divergence,
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "
                  "status 3, with the reason) or follow (keep serving and say what prismd does instead)");

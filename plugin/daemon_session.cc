@@ -277,6 +277,7 @@ void PutOpSchedule(const rpc::OpSchedule& r, OpScheduleBook* book) {
                           : -1;
   s.unmatched = r.unmatched();
   s.step_cost_ns = static_cast<int64_t>(r.step_cost_ns());
+  s.hold = r.hold();
   book->Put(key, s);
 }
 

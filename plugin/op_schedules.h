@@ -28,6 +28,7 @@ struct OpSchedule {
   int64_t link_latency_ns = -1;      // < 0: the plugin's own link
   int64_t step_cost_ns = 0;          // MIRROR: the virtual members' cost per ring step beyond the latency
   bool unmatched = false;
+  bool hold = false;                 // MIRROR: virtual members not there yet: wait for the next schedule
 };
 
 // The identity prismd and the plugin both give an operation.
@@ -46,11 +47,13 @@ class OpScheduleBook {
   OpScheduleBook(const OpScheduleBook&) = delete;
   OpScheduleBook& operator=(const OpScheduleBook&) = delete;
 
-  // A later schedule for the same key replaces the earlier one. Schedules
-  // for operations already finished are dropped.
+  // A later schedule for the same key replaces the earlier one, except that
+  // a hold never replaces a schedule (the schedule may overtake its hold).
+  // Schedules for operations already finished are dropped.
   void Put(const OpKey& key, const OpSchedule& s) {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_.count(key) != 0) return;
+    if (const auto it = book_.find(key); s.hold && it != book_.end() && !it->second.hold) return;
     book_[key] = s;
     ++puts_;
   }

@@ -436,7 +436,8 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     // engine has seen its virtual members reach the operation.
     // PAT: mirrored per dimension when the proxy op's peer names one, else STREAM.
     const bool mirror = slot.op.op->info().mirror_kind() || PatDimensionOf(slot.op) >= 0;
-    if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
+    if (mirror && s && s->hold) out = Outcome::kWait;  // prismd: the virtual members are not there yet
+    else if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
     else if (s && !mirror) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
   } else {
@@ -471,13 +472,16 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   // receive for its own send of the same dimension and step; either goes
   // through the plugin only when its peer is on another NCCL host. Any
   // other receive waits for prismd's schedule.
-  const bool scheduled = env_.schedules->Get(OpKey::Of(info)).has_value();
-  const bool mirrored = scheduled || !env_.settings->ring_waits_for_schedule;
+  const std::optional<OpSchedule> sched = env_.schedules->Get(OpKey::Of(info));
+  const bool held = sched && sched->hold;
+  const bool mirrored = !held && (sched || !env_.settings->ring_waits_for_schedule);
   const int dim = PatDimensionOf(slot.op);
   const char* kHostHint = "; if two real ranks share an NCCL host (same NCCL_HOSTID) that send does not use the "
                           "plugin: give each real rank its own NCCL_HOSTID, as `prism run` does";
-  std::string why = "for prismd's schedule (is prismd's engine behind, or is this operation missing from the "
-                    "graph? see prismd's log)";
+  std::string why = held ? "for its virtual members to reach the operation in prismd's engine (prismd holds it: "
+                           "the real rank is ahead of them; see prismd's /status)"
+                         : "for prismd's schedule (is prismd's engine behind, or is this operation missing from "
+                           "the graph? see prismd's log)";
   if (mirrored && info.mirror_kind()) {
     why = std::string("for this rank's own send of the same ring step") + kHostHint;
   } else if (mirrored && dim >= 0) {

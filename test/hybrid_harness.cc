@@ -82,13 +82,14 @@ bool HybridHarness::PushSchedules(daemon::SessionId id, rpc::ScheduleBatch batch
   return true;
 }
 
-std::optional<rpc::OpSchedule> HybridHarness::WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout) {
+std::optional<rpc::OpSchedule> HybridHarness::WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout,
+                                                           bool holds) {
   std::unique_lock<std::mutex> lock(mu_);
   std::optional<rpc::OpSchedule> found;
   cv_.wait_for(lock, timeout, [&] {
     for (auto it = schedules_.rbegin(); it != schedules_.rend(); ++it)
       if (it->key().comm_hash() == key.comm_hash() && it->key().kind() == key.kind() && it->key().seq() == key.seq() &&
-          it->key().peer() == key.peer()) {
+          it->key().peer() == key.peer() && (holds || !it->hold())) {
         found = *it;
         return true;
       }

@@ -41,9 +41,11 @@ class HybridHarness : public daemon::ScheduleSink {
   // One batch from session `session`; replies are captured like pushes.
   void Feed(daemon::SessionId session, const rpc::EventBatch& batch);
 
-  // The newest schedule for `key` (from a reply or a push), waiting up to `timeout`.
-  std::optional<rpc::OpSchedule> WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout);
-  std::vector<rpc::OpSchedule> AllSchedules();
+  // The newest schedule for `key` (from a reply or a push), waiting up to
+  // `timeout`; holds (OpSchedule.hold) only with `holds`.
+  std::optional<rpc::OpSchedule> WaitSchedule(const rpc::OpKey& key, std::chrono::milliseconds timeout,
+                                              bool holds = false);
+  std::vector<rpc::OpSchedule> AllSchedules();  // holds included
 
   // ScheduleSink
   bool PushSchedules(daemon::SessionId id, rpc::ScheduleBatch batch) override;

@@ -62,6 +62,39 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
 
+TEST_CASE("a ring the real rank reaches before its virtual members gets a hold, then their schedule", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
+  prism::rpc::EventBatch b;
+  const int64_t t = RealtimeNow();
+  AddStarted(&b, 1, first, 0, 4, 1 << 20, t);
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(first, std::chrono::seconds(5)).has_value());
+  // NCCL enqueues the second all-reduce before the first has ended: its
+  // virtual members cannot be there yet (they wait for the real rank's end
+  // of the first), so the reply holds it.
+  prism::rpc::EventBatch b2;
+  AddStarted(&b2, 2, second, 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b2);
+  const auto held = h.WaitSchedule(second, std::chrono::milliseconds(0), /*holds=*/true);
+  REQUIRE(held.has_value());
+  CHECK(held->hold());
+  CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK_FALSE(h.WaitSchedule(second, std::chrono::milliseconds(50)).has_value());
+  CHECK(h.scheduler().counters().holds == 1);
+  // The first ends: the members reach the second, and their schedule replaces the hold.
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, t + 100'000, RealtimeNow());
+  h.Feed(1, f);
+  const auto s = h.WaitSchedule(second, std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK_FALSE(s->hold());
+  CHECK(s->ready_ns() > 0);
+  REQUIRE(h.Stop().ok());
+}
+
 TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep in the plugin), STREAM ones none",
           "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(12'500));

@@ -443,6 +443,35 @@ TEST_CASE("virtual recv: with PRISM_RING_WAITS_FOR_SCHEDULE a MIRROR receive wai
   CheckArrival(s.end_ns, sent + kOwnLatency, posted_by);
 }
 
+TEST_CASE("virtual recv: a MIRROR receive under prismd's hold waits until the members' schedule replaces it",
+          "[plugin][unit][arrival]") {
+  Rig rig;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1);
+  const OpKey key = OpKey::Of(ring.send_tag().op->info());
+  OpSchedule hold;
+  hold.mode = OpSchedule::Mode::kMirror;
+  hold.hold = true;  // prismd: the virtual members have not reached the operation
+  rig.book.Put(key, hold);
+  const int64_t sent = OwnSend(&send, ring.send_tag(), 4096);
+  std::vector<char> buf(8192);
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(StaysPending(r, 30));  // without the hold it would complete at sent + latency
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kMirror;
+  sched.ready_ns = sent + 20'000'000;  // they arrived 20 ms after this rank's send
+  sched.link_bits_per_second = 4 * 8'000'000'000ull;
+  sched.link_latency_ns = 15'000'000;
+  rig.book.Put(key, sched);
+  rig.book.Put(key, hold);  // a hold that comes after the schedule changes nothing
+  REQUIRE_FALSE(rig.book.Get(key)->hold);
+  const int64_t posted_by = WallNowNs();
+  CHECK(WaitDone(r) == 4096);
+  CheckArrival(ring.Finish().end_ns, sched.ready_ns + 4096 / 4 + 15'000'000, posted_by);
+}
+
 TEST_CASE("virtual recv: MIRROR waits for the own send of the same step", "[plugin][unit][arrival]") {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);

@@ -36,6 +36,9 @@ struct HybridOptions {
   Nanoseconds lookahead = FromMilliseconds(0);
   // What a divergence from the graph does (divergence_watch.h).
   OnDivergence on_divergence = OnDivergence::kStop;
+  // Hold a real rank's ring collective until the engine's virtual members
+  // reach it (HybridSchedulerOptions::hold_early_rings; prismd --ring-hold).
+  bool ring_hold = true;
 };
 
 // Iterations replayed when neither --iterations nor the graph says: enough

@@ -241,6 +241,13 @@ void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBat
   outbox_cv_.notify_one();
 }
 
+void HybridScheduler::Hold(const rpc::OpKey& key, rpc::ScheduleBatch* reply) const {
+  rpc::OpSchedule* h = reply->add_ops();
+  *h->mutable_key() = key;
+  h->set_mode(rpc::OpSchedule::MIRROR);
+  h->set_hold(true);
+}
+
 void HybridScheduler::Diverge(const std::string& text) {
   ++counters_.divergences;
   if (counters_.divergences <= static_cast<uint64_t>(options_.max_divergence_logs))
@@ -351,6 +358,10 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       rr.collective_ready.erase(ready);
     } else {
       rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s)};
+      if (MirrorKind(s) && options_.hold_early_rings && reply != nullptr) {
+        Hold(key, reply);
+        ++counters_.holds;
+      }
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);

@@ -69,6 +69,13 @@ struct HybridSchedulerOptions {
   // False with prismd --follow: the graph has no program of the real ranks,
   // so an operation it lacks is expected (timed on time, not a divergence).
   bool unmatched_ops_diverge = true;
+  // A ring collective (MIRROR) the real rank starts before the engine has
+  // seen its virtual members reach it gets a hold (OpSchedule.hold) in the
+  // reply: the plugin keeps its receives from virtual peers until the
+  // members' schedule comes. False: such receives take the virtual members
+  // to be on time (what a hybrid run did before 2026-12-02; prismd
+  // --ring-hold off).
+  bool hold_early_rings = true;
 
   // The link figures of `cluster`, read the engine's way
   // (engine::NetworkModel::LinkFiguresFromCluster); the other fields default.
@@ -109,6 +116,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint64_t ops_matched = 0, ops_unmatched = 0, ops_finished = 0;
     uint64_t schedules_pushed = 0, schedules_late = 0;  // late: pushed after the time they give
     uint64_t divergences = 0;
+    uint64_t holds = 0;  // ring collectives the real rank reached before their virtual members
   };
   Counters counters() const;
 
@@ -176,6 +184,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
   engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
+  // A MIRROR hold for `key` into `reply` (not counted as a schedule).
+  void Hold(const rpc::OpKey& key, rpc::ScheduleBatch* reply) const;
   void Diverge(const std::string& text);
   void PusherMain();
 

@@ -24,12 +24,14 @@ class CollectingSink final : public ScheduleSink {
  public:
   bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& s : *batch.mutable_ops()) out_.push_back(SessionSchedule{id, std::move(s)});
+    for (auto& s : *batch.mutable_ops())
+      if (!s.hold()) out_.push_back(SessionSchedule{id, std::move(s)});  // holds are not recorded either
     return true;
   }
   void Add(SessionId id, const rpc::ScheduleBatch& reply) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& s : reply.ops()) out_.push_back(SessionSchedule{id, s});
+    for (const auto& s : reply.ops())
+      if (!s.hold()) out_.push_back(SessionSchedule{id, s});
   }
   std::vector<SessionSchedule> Take() {
     std::lock_guard<std::mutex> lock(mu_);
