@@ -87,6 +87,24 @@ PY
   done
 }
 
+free_port() { "$py" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
+
+# progress PORT FILE: every 5 s, prismd's start-up and iteration counters (an eager start-up's split rate)
+progress() {
+  local t=0
+  while sleep 5; do
+    t=$((t + 5))
+    curl -s -m 2 "127.0.0.1:$1/metrics" | "$py" -c "
+import re, sys
+m = sys.stdin.read()
+def v(k):
+    x = re.search(r'^prism_bootstrap_events_total\{kind=\"' + k + r'\"\} (\S+)', m, re.M)
+    return x.group(1).split('.')[0] if x else '-'
+print('$t s: bootstrap all-gathers', v('allgathers'), 'communicators', v('comms_initialized'),
+      'divergences', v('divergences'))" >> "$2" 2> /dev/null
+  done
+}
+
 record_args() {  # DIR: prismd's control-plane recordings for this run
   [[ ${RECORD:-1} == 0 ]] && return
   echo "--prismd-arg=--record-sessions=$1/sessions.rec --prismd-arg=--record-wire=$1/wire"
@@ -113,11 +131,15 @@ part_prism() {
   [[ $mode == eager ]] && extra=(--device-id)
   rm -rf "$dir"; mkdir -p "$dir"; chmod 700 "$dir"
   echo "== $label at $((SECONDS - t0)) s: prism run, real ranks $reals of $n, ${mode:-lazy}, $ITERS iterations"
+  local mport; mport=$(free_port)
+  progress "$mport" "$dir/progress.txt" & local poller=$!
   # shellcheck disable=SC2046
   timeout -k 15 "${STEP_TIMEOUT:-280}" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$n")" --ranks "$reals" \
-    --log-dir "$dir" $(record_args "$dir") -- \
+    --log-dir "$dir" --metrics-port "$mport" $(record_args "$dir") -- \
     env PYTHONPATH="$MLM" "$py" "$repo/examples/megatron/train_mcore.py" --iterations "$ITERS" "${extra[@]}" \
     > "$dir/run.log" 2>&1 || rc=$?
+  kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
+  tail -n 1 "$dir/progress.txt" 2> /dev/null | sed 's/^/  last progress: /'
   row "$label" "$dir" "$reals" "$rc" "$((SECONDS - s))" "${PRED[$n]:--}"
   tail -n 3 "$rows"
   grep -aE "diverged|waits|stall|error" "$dir/prismd.log" 2> /dev/null | head -n 3 | sed 's/^/  prismd| /'
