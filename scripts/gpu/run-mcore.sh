@@ -11,16 +11,22 @@
 #         capture:N:RANKS        scripts/prism capture --graph mcore-N.graph (the compute measured on
 #                                the real ranks), then prismd --simulate of the captured graph: the
 #                                2% comparison (the run's own steady iteration against the prediction)
+#                                (eager-nogloo: --device-id --no-gloo on a graph with gloo_groups: false)
 #         simulate:N             prismd --simulate of mcore-N.graph (roofline compute)
+#         truth:8[:eager]        8 real processes on this host's GPU, no Prism (TP2 PP2 DP2, NCCL over
+#                                shared memory): does the program itself get through (eager: with
+#                                --device-id, where c10d makes every rank outside a Gloo-only group
+#                                split the world's NCCL communicator while its members do not)
 # The command a user types is what each prism part runs: no --iterations for prismd (a hybrid
 # run replays until the program stops), no Megatron flag.
 # BUNDLE_DIR: scripts/bundle-runtime.sh output (prismd, libnccl-net-prism.so, prism-graphgen,
 #   prism-session-capture, lib/).
 # Env: MLM (Megatron-LM source, its megatron/ on PYTHONPATH; required for prism/capture parts),
 #   OUT (default /tmp/prism-mcore-<time>), ITERS (12), STEP_TIMEOUT (s per run, default 280),
-#   PYTHON (python3), RECORD (1: prismd records each run's control plane into the run's folder:
-#   sessions.rec, the plugin sessions' operations and schedules, replayable in CI by
-#   daemon/hybrid/session_replay.h; wire/, the NCCL bootstrap's bytes (--record-wire); 0: none).
+#   PYTHON (python3), TRUTH_TIMEOUT (s, 150), RECORD: what prismd records of each run's control
+#   plane into the run's folder: sessions (default: sessions.rec, the plugin sessions' operations and
+#   the schedules prismd sent, replayable in CI by daemon/hybrid/session_replay.h), all (also wire/,
+#   the NCCL bootstrap's bytes, --record-wire: hundreds of MB for an eager start-up), 0 (none).
 # Output, as each run ends: $OUT/rows.txt (one row per real rank), $OUT/<run>/ (prism run's
 # rank<R>.log, prismd.log, run.log, the recordings gzipped).
 set -uo pipefail
@@ -33,10 +39,14 @@ rows="$OUT/rows.txt"; touch "$rows"
 export NCCL_NVLS_ENABLE=0 PRISM_HOME="$bundle" PYTHONUNBUFFERED=1
 t0=$SECONDS
 
-graph_of() { echo "$OUT/graphs/mcore-$1.graph"; }
+graph_of() { echo "$OUT/graphs/mcore-$1.graph"; }   # N or N-nogloo
 need_graph() {
   [[ -f $(graph_of "$1") ]] && return 0
-  "$graphgen" job "$repo/examples/megatron/gpt-$1.yaml" -o "$(graph_of "$1")" > /dev/null
+  local n=${1%-nogloo} job="$repo/examples/megatron/gpt-${1%-nogloo}.yaml"
+  if [[ $1 == *-nogloo ]]; then
+    sed 's/gloo_groups: true/gloo_groups: false/' "$job" > "$OUT/graphs/gpt-$n-nogloo.yaml"; job="$OUT/graphs/gpt-$n-nogloo.yaml"
+  fi
+  "$graphgen" job "$job" -o "$(graph_of "$1")" > /dev/null
 }
 need_mlm() {
   [[ -d ${MLM:-}/megatron/core ]] && return 0
@@ -106,8 +116,11 @@ print('$t s: bootstrap all-gathers', v('allgathers'), 'communicators', v('comms_
 }
 
 record_args() {  # DIR: prismd's control-plane recordings for this run
-  [[ ${RECORD:-1} == 0 ]] && return
-  echo "--prismd-arg=--record-sessions=$1/sessions.rec --prismd-arg=--record-wire=$1/wire"
+  case ${RECORD:-sessions} in
+    0) ;;
+    all) echo "--prismd-arg=--record-sessions=$1/sessions.rec --prismd-arg=--record-wire=$1/wire" ;;
+    *) echo "--prismd-arg=--record-sessions=$1/sessions.rec" ;;
+  esac
 }
 
 pack_recordings() {  # DIR
@@ -127,14 +140,16 @@ part_graphs() {
 part_prism() {
   local n reals mode; IFS=: read -r _ n reals mode <<< "$1"
   local label="mcore-$n-r${reals//,/_}-${mode:-lazy}"; local dir="$OUT/$label" extra=() rc=0 s=$SECONDS
-  need_mlm || return; need_graph "$n" || return
-  [[ $mode == eager ]] && extra=(--device-id)
+  local g=$n
+  [[ $mode == eager* ]] && extra=(--device-id)
+  [[ $mode == *nogloo ]] && extra+=(--no-gloo) && g=$n-nogloo
+  need_mlm || return; need_graph "$g" || return
   rm -rf "$dir"; mkdir -p "$dir"; chmod 700 "$dir"
   echo "== $label at $((SECONDS - t0)) s: prism run, real ranks $reals of $n, ${mode:-lazy}, $ITERS iterations"
   local mport; mport=$(free_port)
   progress "$mport" "$dir/progress.txt" & local poller=$!
   # shellcheck disable=SC2046
-  timeout -k 15 "${STEP_TIMEOUT:-280}" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$n")" --ranks "$reals" \
+  timeout -k 15 "${STEP_TIMEOUT:-280}" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$g")" --ranks "$reals" \
     --log-dir "$dir" --metrics-port "$mport" $(record_args "$dir") -- \
     env PYTHONPATH="$MLM" "$py" "$repo/examples/megatron/train_mcore.py" --iterations "$ITERS" "${extra[@]}" \
     > "$dir/run.log" 2>&1 || rc=$?
@@ -164,6 +179,26 @@ part_capture() {
   [[ -f $dir/sessions.rec ]] && gzip -f "$dir/sessions.rec"
 }
 
+# truth:8[:eager]: train_mcore.py's 8 ranks as 8 processes on GPU 0, env:// as torchrun sets it
+part_truth() {
+  local mode; IFS=: read -r _ _ mode <<< "$1"
+  local label="truth-8-${mode:-lazy}"; local dir="$OUT/$label" extra=() pids=() rc=0 s=$SECONDS
+  local port; port=$(free_port)
+  need_mlm || return
+  [[ $mode == eager ]] && extra=(--device-id)
+  rm -rf "$dir"; mkdir -p "$dir"
+  echo "== $label at $((SECONDS - t0)) s: 8 processes, no Prism, ${mode:-lazy}"
+  for r in $(seq 0 7); do
+    env RANK=$r WORLD_SIZE=8 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      PYTHONPATH="$MLM" timeout -k 10 "${TRUTH_TIMEOUT:-150}" "$py" "$repo/examples/megatron/train_mcore.py" \
+      --iterations "$ITERS" "${extra[@]}" > "$dir/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  row "$label" "$dir" 0,4 "$rc" "$((SECONDS - s))" "-"
+  tail -n 2 "$rows"
+}
+
 declare -A PRED
 part_simulate() {
   local n=${1#simulate:}; need_graph "$n" || return
@@ -177,6 +212,7 @@ for part in "$@"; do
     prism:*) part_prism "$part" ;;
     capture:*) part_capture "$part" ;;
     simulate:*) part_simulate "$part" ;;
+    truth:8*) part_truth "$part" ;;
     *) echo "unknown part $part (see the header)" >&2 ;;
   esac
 done
