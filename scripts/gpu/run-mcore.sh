@@ -110,8 +110,18 @@ m = sys.stdin.read()
 def v(k):
     x = re.search(r'^prism_bootstrap_events_total\{kind=\"' + k + r'\"\} (\S+)', m, re.M)
     return x.group(1).split('.')[0] if x else '-'
+import glob
+cpu = 0.0  # the real ranks' own CPU time (train_mcore.py processes), s
+for stat in glob.glob('/proc/[0-9]*/cmdline'):
+    try:
+        argv = open(stat, 'rb').read().split(b'\\0')
+        if len(argv) > 1 and argv[1].endswith(b'train_mcore.py'):  # python3 .../train_mcore.py
+            f = open(stat[:-7] + 'stat').read().rsplit(')', 1)[1].split()
+            cpu += (int(f[11]) + int(f[12])) / 100.0
+    except OSError:
+        pass
 print('$t s: bootstrap all-gathers', v('allgathers'), 'communicators', v('comms_initialized'),
-      'divergences', v('divergences'))" >> "$2" 2> /dev/null
+      'divergences', v('divergences'), 'real ranks CPU %.1f s' % cpu)" >> "$2" 2> /dev/null
   done
 }
 
