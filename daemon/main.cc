@@ -363,7 +363,8 @@ int Run(const Flags& f) {
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);
   if (!iterations.ok()) return Fail(iterations.status());
   prism::server::StatusBoard status;
-  status.SetGraph(graph->job().name(), graph->ranks_size(), *iterations);
+  status.SetGraph(graph->job().name(), graph->ranks_size(),
+                  f.simulate ? *iterations : prism::daemon::HybridIterations(*graph, f.iterations));
   status.SetMode(f.simulate ? "simulate" : "hybrid");
   status.SetRealRanks(options->real_ranks);  // the status page lists them, "not connected yet"
   prism::server::Metrics metrics(&status);
@@ -411,7 +412,8 @@ int main(int argc, char** argv) {
   CLI::App app{"prismd: replays a Prism execution graph (virtual ranks, metrics, traces)"};
   app.add_option("--graph", f.graph, "execution graph file (prism-graphgen output)")->required();
   app.add_flag("--simulate", f.simulate, "replay every rank virtually and print the predicted iteration time");
-  app.add_option("--iterations", f.iterations, "iterations to replay, 1 to 10^6 (default: the graph's, else 1)")
+  app.add_option("--iterations", f.iterations, "iterations to replay, 1 to 10^6 (default: the graph's, else 1; hybrid: the graph's or 1000, "
+                 "whichever is more)")
       ->check(prism::NonNegativeNumber());
   app.add_flag("--json", f.json, "print the simulation report as one JSON object");
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");

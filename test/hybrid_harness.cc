@@ -26,6 +26,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   so.matched_logs = 0;
   so.step_cost = step_cost;
   so.unmatched_ops_diverge = !follow;
+  so.iterations = engine::IterationsFor(graph_, 0).value_or(1);  // the engine's, as prismd's hybrid run gives both
   scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
   rpc::Hello hello;
   scheduler_->OnSessionOpened(1, hello, this);

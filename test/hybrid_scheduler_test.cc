@@ -7,6 +7,7 @@
 
 #include "graphgen/fidelity_graph.h"
 #include "daemon/engine/tree_pipeline.h"
+#include "daemon/hybrid/hybrid_run.h"
 #include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
@@ -176,6 +177,42 @@ TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-tim
   auto r = h.Stop();
   CHECK(h.scheduler().counters().ops_unmatched == 2);
   CHECK(h.scheduler().counters().divergences == 2);
+}
+
+// A training that runs more iterations than prismd replays (prism run
+// without --iterations on a graph that said 1, before hybrid runs replayed
+// 1000): its next operation's virtual peers never come, since the replay is
+// over. It must be a divergence naming the flag, with an on-time schedule,
+// not a silent wait (seen on the GPU host with Megatron, 2026-12-02).
+TEST_CASE("a real rank's operation past the iterations prismd replays is a divergence, not a wait", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch first;
+  AddStarted(&first, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, first);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  prism::rpc::EventBatch done;
+  AddFinished(&done, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, done);
+  prism::rpc::EventBatch second;  // iteration 1 of a 1-iteration replay
+  AddStarted(&second, 2, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, second);
+  auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK(s->unmatched());
+  CHECK(h.scheduler().counters().ops_matched == 1);
+  CHECK(h.scheduler().counters().divergences == 1);
+}
+
+TEST_CASE("a hybrid run replays the graph's iterations or 1000, whichever is more, unless --iterations says",
+          "[hybrid]") {
+  prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 1);
+  (*g.mutable_job()->mutable_attributes())["iterations"] = "1";
+  CHECK(prism::daemon::HybridIterations(g, 0) == prism::daemon::kHybridIterations);
+  CHECK(prism::daemon::HybridIterations(g, 12) == 12);
+  (*g.mutable_job()->mutable_attributes())["iterations"] = "5000";
+  CHECK(prism::daemon::HybridIterations(g, 0) == 5000);
 }
 
 // Two real ranks with a communicator of their own (a TP pair both real):

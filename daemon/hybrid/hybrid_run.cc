@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
 #include "daemon/hybrid/real_rank_programs.h"
@@ -145,14 +147,21 @@ void PublishNeverConnected(server::StatusBoard* status, const std::string& liste
 
 }  // namespace
 
+uint64_t HybridIterations(const graph::Graph& graph, uint64_t requested) {
+  if (requested != 0) return requested;
+  uint64_t from_graph = 0;
+  const auto it = graph.job().attributes().find("iterations");
+  if (it != graph.job().attributes().end() && !absl::SimpleAtoi(it->second, &from_graph)) from_graph = 0;
+  return std::max(from_graph, kHybridIterations);
+}
+
 absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server::StatusBoard* status,
                        server::Metrics* metrics, const sigset_t& stop_signals) {
   RaiseOpenFileLimit();
   LogToStderr();
   auto programs = RealRankPrograms::Build(graph, options.engine.real_ranks);
   if (!programs.ok()) return programs.status();
-  if (options.engine.iterations == 0 && graph.job().attributes().count("iterations") == 0)
-    options.engine.iterations = kHybridIterations;
+  options.engine.iterations = HybridIterations(graph, options.engine.iterations);
   engine::EngineInbox inbox;
   engine::RealtimeOptions rt = options.engine.realtime.value_or(engine::RealtimeOptions{});
   rt.lookahead = options.lookahead;
@@ -164,6 +173,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   so.step_cost = options.engine.nccl.step_cost;
   so.unmatched_ops_diverge = !options.control.follow_real_ranks;
   so.hold_early_rings = options.ring_hold && !options.control.follow_real_ranks;
+  so.iterations = options.engine.iterations;
   std::unique_ptr<SessionRecorder> recorder;
   if (!options.record_sessions_path.empty()) {
     auto opened = SessionRecorder::Open(options.record_sessions_path,
@@ -207,8 +217,11 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     if (!result.ok()) {
       std::fprintf(stderr, "prismd: replay stopped: %s\n", std::string(result.status().message()).c_str());
       if (status != nullptr) status->SetState(absl::StrCat("stopped: ", result.status().message()));
-    } else if (status != nullptr) {
-      status->SetState(result->report.stopped ? "stopped" : "finished");
+    } else {
+      if (!result->report.stopped)
+        std::fprintf(stderr, "prismd: the replay played its %llu iterations; a real rank's operation after them is a "
+                     "divergence (prismd --iterations)\n", static_cast<unsigned long long>(options.engine.iterations));
+      if (status != nullptr) status->SetState(result->report.stopped ? "stopped" : "finished");
     }
   });
   LagExporter lags(pacer, metrics);

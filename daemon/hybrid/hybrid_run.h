@@ -18,6 +18,7 @@
 #include "daemon/engine/simulation.h"
 #include "daemon/hybrid/control_plane.h"
 #include "daemon/hybrid/divergence_watch.h"
+#include "daemon/hybrid/hybrid_scheduler.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
 #include "proto/graph.pb.h"
@@ -26,7 +27,7 @@ namespace prism::daemon {
 
 struct HybridOptions {
   ControlPlaneOptions control;        // real ranks, store, bootstrap (control.real_ranks == engine.real_ranks)
-  engine::SimulationOptions engine;   // real_ranks, iterations (0: kHybridIterations), classes, trace ranks
+  engine::SimulationOptions engine;   // real_ranks, iterations (0: HybridIterations), classes, trace ranks
   std::string listen;                 // gRPC address; empty: the per-user default
   std::string trace_path;             // empty: no trace
   std::string record_sessions_path;   // empty: no session recording (session_recorder.h)
@@ -41,9 +42,11 @@ struct HybridOptions {
   bool ring_hold = true;
 };
 
-// Iterations replayed when neither --iterations nor the graph says: enough
-// for any training run a hybrid session serves.
-inline constexpr uint64_t kHybridIterations = 1000;
+// The iterations a hybrid run replays: `requested` (prismd --iterations) if
+// not 0, else the larger of the graph's count and kHybridIterations (a job
+// graph says 1, the count --simulate plays; a training under prism run runs
+// as many as its program says).
+uint64_t HybridIterations(const graph::Graph& graph, uint64_t requested);
 
 // Serves until one of `stop_signals` (blocked in every thread beforehand) is
 // received, or, with OnDivergence::kStop, until the real ranks diverge from

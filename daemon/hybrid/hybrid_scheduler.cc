@@ -268,6 +268,20 @@ void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint
   Deliver(rank, OnTimeSchedule(s), reply, session);
 }
 
+bool HybridScheduler::PastReplay(SessionId session, const rpc::OpStarted& s, uint32_t rank, const ProgramOp& op,
+                                 const std::string& what, rpc::ScheduleBatch* reply) {
+  if (options_.iterations == 0 || op.iteration < options_.iterations) return false;
+  Unmatched(session, s, rank,
+            absl::StrCat(what, " is op ", op.op, " (", programs_.OpName(rank, op.op), ") of iteration ", op.iteration,
+                         ", but prismd replays only ", options_.iterations, " iteration",
+                         options_.iterations == 1 ? "" : "s", " of the graph (its virtual peers are done): give prismd "
+                         "--iterations N with N at least the program's iterations (prism run "
+                         "--prismd-arg=--iterations=N), or leave --iterations out (a hybrid run then replays ",
+                         kHybridIterations, ")"),
+            reply);
+  return true;
+}
+
 // The schedule of an operation prismd cannot time: its virtual peers are
 // there when the real rank is (the plugin waits for a schedule of every
 // operation with virtual peers, so one must come).
@@ -326,6 +340,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
                                       key.kind() == rpc::OP_SEND ? "send to" : "receive from", " that rank"), reply);
       return;
     }
+    if (PastReplay(id, s, rank, *op, absl::StrCat(Describe(s, c.name), " (global rank ", peer, ")"), reply)) return;
     if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
@@ -347,6 +362,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
                 reply);
       return;
     }
+    if (PastReplay(id, s, rank, *op, Describe(s, c.name), reply)) return;
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
     if (all_real_hashes_.count(c.comm_hash) != 0) {
       // No virtual member: nothing to schedule, the engine only follows it.

@@ -54,6 +54,11 @@
 
 namespace prism::daemon {
 
+// Iterations a hybrid run replays when prismd's --iterations does not say
+// (the graph's own count is --simulate's): the real ranks' program decides
+// how many it runs, so enough for any training run a hybrid session serves.
+inline constexpr uint64_t kHybridIterations = 1000;
+
 struct HybridSchedulerOptions {
   // The link real ranks' operations are timed on, as the engine times its
   // virtual ranks: the per-GPU share of the node's NICs and the NIC latency
@@ -76,6 +81,10 @@ struct HybridSchedulerOptions {
   // to be on time (what a hybrid run did before 2026-12-02; prismd
   // --ring-hold off).
   bool hold_early_rings = true;
+  // Iterations the engine replays (0: no bound). A real rank's operation of
+  // a later iteration can never get its virtual peers (the replay is over):
+  // a divergence naming prismd's --iterations, timed as if on time.
+  uint64_t iterations = 0;
 
   // The link figures of `cluster`, read the engine's way
   // (engine::NetworkModel::LinkFiguresFromCluster); the other fields default.
@@ -170,6 +179,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                  rpc::ScheduleBatch* reply);
+  // True (and Unmatched) when `op` lies past the iterations the engine replays.
+  bool PastReplay(SessionId session, const rpc::OpStarted& s, uint32_t rank, const ProgramOp& op,
+                  const std::string& what, rpc::ScheduleBatch* reply);
   // A STREAM schedule's ready time is `ready_emulated` + the shape's offset.
   rpc::OpSchedule Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
                            const engine::StreamShape& stream);
