@@ -84,7 +84,7 @@ TEST_CASE("a ring the real rank reaches before its virtual members gets a hold, 
   CHECK(held->hold());
   CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
   CHECK_FALSE(h.WaitSchedule(second, std::chrono::milliseconds(50)).has_value());
-  CHECK(h.scheduler().counters().holds == 1);
+  CHECK(h.scheduler().counters().holds >= 1);  // the first may be held too: the engine may not have played t = 0 yet
   // The first ends: the members reach the second, and their schedule replaces the hold.
   prism::rpc::EventBatch f;
   AddFinished(&f, 1, t + 100'000, RealtimeNow());
