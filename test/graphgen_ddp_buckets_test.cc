@@ -164,3 +164,24 @@ TEST_CASE("megatron buckets with virtual pipeline: one DDP per model chunk, redu
   // Stage 0's chunk 0 holds the embedding: its bucket is the larger one.
   CHECK(BytesOf(g.programs(0), "dp.bucket0.rs") > BytesOf(g.programs(0), "dp.bucket1.rs"));
 }
+
+TEST_CASE("the next iteration's forward waits for the parameter all-gathers (param-sync), and without them for none",
+          "[graphgen][ddp]") {
+  const auto g = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron}"));
+  for (const auto& program : g.programs()) {
+    std::vector<uint32_t> gathers;
+    for (int i = 0; i < program.ops_size(); ++i)
+      if (program.ops(i).has_collective() && program.ops(i).collective().kind() == pg::ALLGATHER)
+        gathers.push_back(static_cast<uint32_t>(i));
+    REQUIRE(gathers.size() == 2);
+    const auto& last = program.ops(program.ops_size() - 1);
+    REQUIRE(last.has_compute());
+    CHECK(last.compute().label() == "param-sync");
+    CHECK(last.compute().duration_ns() == 0);
+    CHECK(last.stream() == 0);  // the stream the next iteration's forward runs on
+    CHECK(std::vector<uint32_t>(last.deps().begin(), last.deps().end()) == gathers);
+  }
+  const auto ddp = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, grad_buckets: megatron, distributed_optimizer: false}"));
+  for (const auto& program : ddp.programs())
+    for (const auto& op : program.ops()) CHECK_FALSE((op.has_compute() && op.compute().label() == "param-sync"));
+}
