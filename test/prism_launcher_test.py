@@ -317,6 +317,25 @@ class WholeRuns(unittest.TestCase):
         self.assertEqual(no_world.returncode, 2)
         self.assertIn("needs --world N", no_world.stderr)
 
+    def test_capture_puts_the_torch_trace_on_the_ranks_path(self):
+        graph = os.path.join(self.tmp, "trace.graph")
+        subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "-o", graph],
+                       check=True, capture_output=True)
+        out_dir = os.path.join(self.tmp, "trace-capture")
+        base = [sys.executable, PRISM, "capture", "--out", out_dir, "--graph", graph, "--ranks", "3", "--dry-run"]
+        out = subprocess.run(base + ["--", "python3", "t.py"], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, PYTHONPATH="/mine"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        hook = os.path.join(os.path.dirname(os.path.abspath(PRISM)), "prism_torch")
+        self.assertEqual(env["PYTHONPATH"], hook + os.pathsep + "/mine")
+        self.assertEqual(env["PRISM_TORCH_TRACE"], os.path.join(out_dir, "torch"))
+        self.assertTrue(os.path.isfile(os.path.join(hook, "sitecustomize.py")))
+        out = subprocess.run(base + ["--no-torch-trace", "--", "python3", "t.py"], capture_output=True, text=True,
+                             timeout=60)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        self.assertNotIn("PRISM_TORCH_TRACE", env)
+
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")
         subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8",
