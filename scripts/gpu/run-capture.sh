@@ -35,7 +35,7 @@
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
 #   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
 #   graph, printing each round, until the first real rank's steady iteration changes < 0.5%.
-#   SKIP_CHECK=1: no step 4. PACK=FILE.tar.gz: at exit, whatever exists of the capture's small
+#   TORCH_TRACE=0: prism capture --no-torch-trace. SKIP_CHECK=1: no step 4. PACK=FILE.tar.gz: at exit, whatever exists of the capture's small
 #   files (sessions.rec without its schedule lines, torch traces, recordings, the captured
 #   graphs, the tails of the logs) in one archive, e.g. for test/fixtures.
 set -uo pipefail
@@ -85,6 +85,7 @@ trap cleanup EXIT
 common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)))
 tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$gg")
+trace=(); [[ ${TORCH_TRACE:-1} == 0 ]] && trace=(--no-torch-trace)
 
 # steady RANKLOG: a real rank's steady iteration time (mean of iterations 1..), "-" without one
 steady() {
@@ -113,7 +114,7 @@ capture_round() {
   local rc=0
   local cluster="$graph"; [[ -f $cluster ]] || cluster="$OUT/capture/world.graph"
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
-    --out "$2" --cluster "$cluster" --session-capture "$bundle/prism-session-capture" "${tools[@]}" \
+    --out "$2" --cluster "$cluster" --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" \
     --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$2.log" 2>&1 || rc=$?
   echo "prism capture exit $rc (log $2.log)"
@@ -126,7 +127,7 @@ capture_follow() {
   local rc=0
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
     --gpus-per-node 1 --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$1" \
-    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$1-logs" \
+    --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" --log-dir "$1-logs" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$1.log" 2>&1 || rc=$?
   echo "prism capture (no graph: prismd --follow) exit $rc (log $1.log)"
   grep -E "^rank [0-9]+:|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
