@@ -27,6 +27,7 @@ cuda = _Cuda()
 class Tensor:
     def __init__(self, n, size=4):
         self.n, self.size = n, size
+        self.dtype = "torch.float32" if size == 4 else "torch.bfloat16"
     def numel(self):
         return self.n
     def element_size(self):
@@ -91,7 +92,7 @@ from torch.distributed import all_reduce
 tp = dist.new_group([0, 1])
 pp = dist.new_group([0, 4])
 gloo = dist.new_group([0, 1, 2, 3], backend="gloo")
-all_reduce(torch.Tensor(16, 2), group=tp)                       # sync
+all_reduce(torch.Tensor(16, 2), group=tp)                       # sync, bf16
 torch.cuda.allocated = 1000
 w = dist.reduce_scatter_tensor(torch.Tensor(2), torch.Tensor(4), group=None, async_op=True)
 ops = [dist.P2POp(dist.isend, torch.Tensor(8), 4, pp), dist.P2POp(dist.irecv, torch.Tensor(8), None, pp, group_peer=1)]
@@ -150,6 +151,7 @@ def main():
         check([o["fn"] for o in ops] == ["all_reduce", "reduce_scatter_tensor", "isend", "irecv",
                                          "all_gather_into_tensor"], f"calls in order: {[o['fn'] for o in ops]}")
         check([o["async"] for o in ops] == [False, True, True, True, True], "async flags")
+        check([o.get("dtype") for o in ops] == ["torch.bfloat16"] + ["torch.float32"] * 4, "dtypes")
         check([o["bytes"] for o in ops] == [32, 16, 32, 32, 128], f"bytes (full-buffer): {[o['bytes'] for o in ops]}")
         check([groups[o["group"]]["ranks"] for o in ops] == [[0, 1], list(range(8)), [0, 4], [0, 4], [0, 1, 2, 3]],
               "groups by their global ranks (None: the world)")

@@ -11,8 +11,8 @@ torch.distributed calls as torch.distributed is imported (no change to the
 program) and writes FOLDER/torch-rank-<RANK>.jsonl, JSON lines:
 
   {"format": "prism-torch-trace/1", "rank": R, "torch": "2.11.0"}
-  {"group": G, "ranks": [...], "backend": "nccl"}      a process group, first time it is used
-  {"op": N, "fn": "all_reduce", "group": G, "async": false, "bytes": B, "t": NS,
+  {"group": G, "ranks": [...], "backend": "nccl", "name": "3"}   a process group, first time it is used
+  {"op": N, "fn": "all_reduce", "group": G, "async": false, "bytes": B, "dtype": "torch.bfloat16", "t": NS,
    "mem": A, "peak": P, "reserved": V}                   one call, in call order
   {"op": N, "fn": "isend", "group": G, "peer": P, "batch": K, ...}   one P2POp of batch_isend_irecv K
   {"wait": [N, ...], "t": NS}                            work.wait() of those calls
@@ -66,6 +66,18 @@ def _payload(fn, a):
     if fn == "all_to_all":
         return sum(_nbytes(t) for t in (a.get("input_tensor_list") or []))
     return 0
+
+
+def _dtype(fn, a):
+    """The element type of the call's main tensor, as torch names it ("torch.bfloat16"), or None."""
+    name = {"all_gather_into_tensor": "output_tensor", "reduce_scatter_tensor": "input",
+            "all_to_all_single": "input"}.get(fn, "tensor")
+    t = a.get(name)
+    if t is None and fn in ("all_gather", "reduce_scatter", "all_to_all"):
+        lst = a.get({"all_gather": "tensor_list", "reduce_scatter": "input_list"}.get(fn, "input_tensor_list"))
+        t = lst[0] if lst else None
+    dtype = getattr(t, "dtype", None)
+    return str(dtype) if dtype is not None else None
 
 
 def _global_peer(dist, group, peer, group_peer):
@@ -124,7 +136,7 @@ class Trace:
             number = len(self.groups)
             self.groups[key] = (number, g)   # the object is kept: its id stays unique
             self.line({"group": number, "ranks": list(dist.get_process_group_ranks(g)),
-                       "backend": str(dist.get_backend(g))})
+                       "backend": str(dist.get_backend(g)), "name": str(getattr(g, "group_name", ""))})
         return self.groups[key][0]
 
     def memory(self):
@@ -138,10 +150,12 @@ class Trace:
         except Exception:
             return {}
 
-    def op(self, dist, fn, group, is_async, nbytes, peer=None, batch=None):
+    def op(self, dist, fn, group, is_async, nbytes, peer=None, batch=None, dtype=None):
         number = self.next_op
         self.next_op += 1
         rec = {"op": number, "fn": fn, "group": self.group(dist, group), "async": bool(is_async), "bytes": nbytes}
+        if dtype is not None:
+            rec["dtype"] = dtype
         if peer is not None:
             rec["peer"] = int(peer)
         if batch is not None:
@@ -202,7 +216,8 @@ def _record(trace, dist, fn, signature, args, kwargs):
         for p in a.get("p2p_op_list") or []:
             kind = getattr(p.op, "_prism_name", getattr(p.op, "__name__", "?"))
             peer = _global_peer(dist, p.group, getattr(p, "peer", None), getattr(p, "group_peer", None))
-            numbers.append(trace.op(dist, kind, p.group, True, _nbytes(p.tensor), peer=peer, batch=batch))
+            numbers.append(trace.op(dist, kind, p.group, True, _nbytes(p.tensor), peer=peer, batch=batch,
+                                    dtype=_dtype("isend", {"tensor": p.tensor})))
         return numbers
     peer = None
     if fn in ("send", "isend"):
@@ -210,7 +225,7 @@ def _record(trace, dist, fn, signature, args, kwargs):
     elif fn in ("recv", "irecv"):
         peer = _global_peer(dist, a.get("group"), a.get("src"), a.get("group_src"))
     is_async = fn in ("isend", "irecv") or bool(a.get("async_op", False))
-    return [trace.op(dist, fn, a.get("group"), is_async, _payload(fn, a), peer=peer)]
+    return [trace.op(dist, fn, a.get("group"), is_async, _payload(fn, a), peer=peer, dtype=_dtype(fn, a))]
 
 
 def _wrap(trace, dist, fn, original):
