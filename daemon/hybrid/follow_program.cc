@@ -53,8 +53,15 @@ Shape ShapeOf(const std::vector<const SeenOp*>& tmpl) {
   std::map<uint32_t, uint32_t> stream_of_group;
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
-    if (c == nullptr || c->Inline()) continue;
-    s.stream[j] = stream_of_group.emplace(c->group, static_cast<uint32_t>(stream_of_group.size() + 1)).first->second;
+    if (c == nullptr) continue;
+    bool overlaps = !c->Inline();
+    for (size_t i = 0; i < j && !overlaps && c->async; ++i) {  // waited at once, but queued behind one that was not
+      const TorchCall* o = tmpl[i]->call;
+      overlaps = o != nullptr && o->group == c->group && s.stream[i] != 0 &&
+                 (!o->waited_before || *o->waited_before > c->number);
+    }
+    if (overlaps)
+      s.stream[j] = stream_of_group.emplace(c->group, static_cast<uint32_t>(stream_of_group.size() + 1)).first->second;
   }
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
@@ -79,6 +86,10 @@ Shape ShapeOf(const std::vector<const SeenOp*>& tmpl) {
   return s;
 }
 
+// An operation of another stream that started within this of the end of
+// the previous one on its stream was held by its stream, not by compute.
+constexpr uint64_t kQueuedNs = 50'000;
+
 // Per position: the mean measured gap before it (its compute), and how often
 // it started before the previous op ended (in-flight p2p without calls).
 struct Gaps {
@@ -90,13 +101,21 @@ Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t
   Gaps g{std::vector<uint64_t>(period), std::vector<uint64_t>(period), std::vector<uint64_t>(period)};
   const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
   uint64_t t = 0;  // when stream 0 went on after its last op (0: not known)
+  std::map<uint32_t, uint64_t> stream_end;  // other streams: when their last op ended
   for (size_t it = from - 1; it < its; ++it) {
     const bool record = it >= from;
     for (size_t j = 0; j < period; ++j) {
       const SeenOp& s = at(it, j);
       if (record) g.overlapped[j] += s.at < ops[first + it * period + j - 1].end;
-      if (shape.stream[j] != 0) {  // the compute before it runs on stream 0 until it starts
+      if (shape.stream[j] != 0) {  // the compute before it runs on stream 0 until it starts ...
+        uint64_t& busy = stream_end[shape.stream[j]];
+        const bool queued = busy != 0 && s.GpuStart() <= busy + kQueuedNs;  // ... unless its own stream held it
+        busy = s.end;
         if (t == 0) continue;
+        if (queued) {
+          if (record) ++g.n[j];  // no compute seen before it: what ran goes to the next stream-0 op
+          continue;
+        }
         uint64_t cap = s.GpuStart();
         for (size_t k = j + 1; k < period; ++k)
           if (shape.stream[k] == 0) {

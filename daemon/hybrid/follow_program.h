@@ -9,8 +9,9 @@
 //  * groups: a batch_isend_irecv of two or more operations is one
 //    group_start/group_end;
 //  * streams: an operation the program waited for before its next call
-//    (async_op False, or work.wait() at once) is on stream 0 with the
-//    compute; one it waited for later overlaps what the program did in
+//    (async_op False, or work.wait() at once), with no earlier one of its
+//    process group still unwaited, is on stream 0 with the compute; one it
+//    waited for later (or queued behind one) overlaps what the program did in
 //    between: it is on a stream of its process group (1, 2, ... in order of
 //    first use), depends on the stream-0 op before it (PyTorch's NCCL
 //    stream waits for the compute stream at each call; left out when the
@@ -19,7 +20,9 @@
 //  * compute: on stream 0, the GPU time between stream-0 operations (from
 //    the previous one's end, or the end of the operations it waited for, to
 //    the next start), cut where an operation of another stream started in
-//    between;
+//    between (unless that one started within 50 us of the end of the one
+//    before it on its stream: then its stream held it, and the time goes to
+//    the next cut);
 //  * memory: the allocator's allocated bytes at each call, averaged over
 //    the iterations measured: the program starts the iteration with the
 //    allocation at its last call (static memory), and the compute op before
