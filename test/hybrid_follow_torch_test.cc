@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/follow_capture.h"
+#include "daemon/hybrid/session_capture.h"
 #include "daemon/hybrid/torch_trace.h"
 #include "graphgen/capture_recording.h"
 #include "test/hybrid_harness.h"
@@ -157,6 +158,7 @@ TEST_CASE("follow: the torch trace gives a capture the program's order, streams,
   REQUIRE(capture.ok());
   REQUIRE(capture->recordings.size() == 1);
   INFO(capture->summary[0]);
+  CHECK(capture->summary[0].find("; steady iteration 0.01 s;") != std::string::npos);  // an iteration every 10 ms
   CHECK(capture->summary[0].find("torch trace: 33 of 33 operations matched to calls, 2 stream(s), 3 dependencies, "
                                  "memory static 1100 B, peak 5000 B") != std::string::npos);
   const auto& r = capture->recordings[0];
@@ -208,4 +210,11 @@ TEST_CASE("follow: a torch trace that is not one is refused naming the file and 
   CHECK(refused(header + "{\"wait\":[4]}\n").find("a wait for call 4, not made before") != std::string::npos);
   std::filesystem::remove_all(dir);
   CHECK(prism::daemon::ReadTorchTraces(dir).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("capture: the steady iteration is the mean time between iteration starts after the skipped ones",
+          "[hybrid][capture]") {
+  CHECK(prism::daemon::SteadyIteration({{0, 100}, {1, 1100}, {2, 1300}, {3, 1500}}, 1) == 200);
+  CHECK(prism::daemon::SteadyIteration({{0, 100}, {1, 1100}}, 1) == 0);   // one iteration after the skipped one
+  CHECK(prism::daemon::SteadyIteration({{0, 100}, {2, 1100}, {3, 1200}}, 0) == 100);  // iteration 1 unseen
 }

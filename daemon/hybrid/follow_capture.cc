@@ -231,7 +231,8 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     r.ops = std::move(p.ops);
     std::string line = absl::StrCat("rank ", rank, ": ", seen.size(), " operations, ", p.iterations,
                                     " iterations of ", it->second, " from operation ", it->first, "; compute ",
-                                    static_cast<double>(p.compute_ns) / 1e9, " s per iteration");
+                                    static_cast<double>(p.compute_ns) / 1e9, " s per iteration; steady iteration ",
+                                    static_cast<double>(p.steady_iteration_ns) / 1e9, " s");
     if (traced)
       absl::StrAppend(&line, "; torch trace: ", matched, " of ", seen.size(), " operations matched to calls, ",
                       p.streams, " stream(s), ", p.dependencies, " dependencies, memory ",

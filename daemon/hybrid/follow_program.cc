@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "daemon/hybrid/session_capture.h"
+
 namespace prism::daemon {
 namespace {
 
@@ -239,6 +241,9 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   std::vector<const SeenOp*> tmpl(period);
   for (size_t j = 0; j < period; ++j) tmpl[j] = &ops[first + std::min(from, its - 1) * period + j];
   const Shape shape = ShapeOf(tmpl);
+  std::map<uint64_t, uint64_t> starts;
+  for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
+  out.steady_iteration_ns = SteadyIteration(starts, from);
   const Gaps gaps = Measure(ops, first, period, from, its, shape);
   uint64_t peak = 0;
   const auto levels = Levels(ops, first, period, from, its, &peak);

@@ -80,6 +80,7 @@ struct FollowProgram {
   std::vector<graph::Op> ops;   // one iteration, comm_slot = capture communicator id
   uint64_t iterations = 0;      // whole periods seen
   uint64_t compute_ns = 0;      // per iteration
+  uint64_t steady_iteration_ns = 0;  // mean enqueue time from one period's first op to the next's (measured ones)
   uint32_t streams = 1;
   uint64_t dependencies = 0;
   std::optional<uint64_t> static_memory_bytes, peak_memory_bytes;  // with allocator figures

@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops
               << " operations matched to the program (" << m.unmatched_ops << " not in it); " << measured_ops << " of "
               << computes << " compute ops measured; compute " << Seconds(total_ns)
-              << " s per iteration (the graph: " << Seconds(graph_ns) << " s); wrote " << path << "\n";
+              << " s per iteration (the graph: " << Seconds(graph_ns) << " s); steady iteration "
+              << Seconds(m.steady_iteration_ns) << " s; wrote " << path << "\n";
   }
   return 0;
 }
