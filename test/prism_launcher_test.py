@@ -260,6 +260,47 @@ class DryRun(unittest.TestCase):
         self.assertIsNone(mod.wire_profile(None))
 
 
+class Refine(unittest.TestCase):
+    """prism capture --refine K: the loop over rounds (each round's capture stubbed)."""
+
+    def rounds(self, steadies, k, first=(0, 0.5)):
+        mod, said, calls = load_launcher(), [], []
+
+        def run_round(n):
+            calls.append(n)
+            value = steadies[n - 1]
+            return (value, None) if isinstance(value, int) else (0, value)
+        return mod.refine_rounds(run_round, first, k, said.append), said, calls
+
+    def test_rounds_stop_when_the_iteration_changes_by_under_half_a_percent(self):
+        (status, last), said, calls = self.rounds([(0, 0.46), (0, 0.452), (0, 0.4505), (0, 0.45)], 5)
+        self.assertEqual((status, last, calls), (0, 3, [1, 2, 3]))
+        self.assertEqual(said[:3], ["round 1: rank 0 steady 0.5000 s -> 0.4600 s, change 8.00%",
+                                    "round 2: rank 0 steady 0.4600 s -> 0.4520 s, change 1.74%",
+                                    "round 3: rank 0 steady 0.4520 s -> 0.4505 s, change 0.33%"])
+        self.assertIn("stable after round 3", said[3])
+
+    def test_rounds_end_at_k_and_say_so(self):
+        (status, last), said, _ = self.rounds([(0, 0.4), (0, 0.3)], 2)
+        self.assertEqual((status, last), (0, 2))
+        self.assertIn("not stable after 2 round(s)", said[-1])
+
+    def test_a_failed_round_keeps_the_last_graph(self):
+        (status, last), said, _ = self.rounds([(0, 0.4), 3], 4)
+        self.assertEqual((status, last), (3, 1))
+        self.assertIn("round 2 captured nothing (status 3); the graph of round 1 stands", said[-1])
+
+    def test_the_steady_iteration_comes_from_prism_session_capture(self):
+        mod = load_launcher()
+        lines = ["rank 512: 900 operations, 9 iterations of 100 from operation 2; compute 0.1 s per iteration; "
+                 "steady iteration 0.5125 s; torch trace: ...",
+                 "rank 0: 30 iterations, 840 operations matched to the program (0 not in it); 12 of 18 compute ops "
+                 "measured; compute 0.038 s per iteration (the graph: 0.037 s); steady iteration 0.0412 s; wrote x",
+                 "measured: ranks 0, 512 (2 of 1024)"]
+        self.assertEqual(mod.first_steady(lines), (0, 0.0412))
+        self.assertIsNone(mod.first_steady(["measured: ranks 0"]))
+
+
 @unittest.skipUnless(have_binaries(), "prismd, prism-graphgen or the plugin is not built")
 class WholeRuns(unittest.TestCase):
     @classmethod
