@@ -242,15 +242,13 @@ StandIn FollowStandIn(const g::Graph& job, const std::vector<uint32_t>& real, in
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of its job graph) equals the job graph's "
-          "communication, op for op",
-          "[hybrid][follow][capture][torch]") {
+// Captures `sessions` with `traces`, extrapolates with train-gpt-1024.yaml's
+// cluster and compares with that job file's graph.
+void CheckCaptureOfTrainGpt1024(const prism::daemon::Recording& sessions,
+                                const std::map<uint32_t, prism::daemon::TorchTrace>& traces) {
   const std::string yaml = ExampleText("train-gpt-1024.yaml");
   const g::Graph job = prism::graphgen::testing::GraphOf(yaml);
-  const StandIn in = FollowStandIn(job, {0, 512}, 5);
-  auto capture = prism::daemon::CaptureFromFollow(in.sessions, 1, &in.traces);
+  auto capture = prism::daemon::CaptureFromFollow(sessions, 1, &traces);
   INFO(capture.status().message());
   REQUIRE(capture.ok());
   for (const auto& line : capture->summary) UNSCOPED_INFO(line);
@@ -267,4 +265,14 @@ TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of 
   INFO(x.status().message());
   REQUIRE(x.ok());
   CheckSameCommunication(job, x->graph, {0, 1, 5, 511, 512, 600, 1023});
+}
+
+}  // namespace
+
+TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of its job graph) equals the job graph's "
+          "communication, op for op",
+          "[hybrid][follow][capture][torch]") {
+  const g::Graph job = prism::graphgen::testing::GraphOf(ExampleText("train-gpt-1024.yaml"));
+  const StandIn in = FollowStandIn(job, {0, 512}, 5);
+  CheckCaptureOfTrainGpt1024(in.sessions, in.traces);
 }
