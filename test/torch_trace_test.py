@@ -20,9 +20,19 @@ class _Cuda:
     allocated = 0
     def is_initialized(self):
         return True
+    side = False
+    def current_stream(self):
+        return _Stream(7 if self.side else 1)
+    def default_stream(self):
+        return _Stream(1)
     def memory_stats_as_nested_dict(self):
         return {"allocated_bytes": {"all": {"current": self.allocated, "peak": 4096}},
                 "reserved_bytes": {"all": {"current": 8192}}}
+class _Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+    def __eq__(self, other):
+        return self.cuda_stream == other.cuda_stream
 cuda = _Cuda()
 class Tensor:
     def __init__(self, n, size=4):
@@ -98,6 +108,7 @@ w = dist.reduce_scatter_tensor(torch.Tensor(2), torch.Tensor(4), group=None, asy
 ops = [dist.P2POp(dist.isend, torch.Tensor(8), 4, pp), dist.P2POp(dist.irecv, torch.Tensor(8), None, pp, group_peer=1)]
 for work in dist.batch_isend_irecv(ops):
     work.wait()
+torch.cuda.side = True
 dist.all_gather_into_tensor(torch.Tensor(32), torch.Tensor(4), gloo, True)
 w.wait()
 print("program done")
@@ -161,6 +172,7 @@ def main():
         check(waits == [[2, 3], [1]], f"waits name the calls their work stands for: {waits}")
         check(ops[0].get("mem") == 0 and ops[1].get("mem") == 1000 and ops[1].get("peak") == 4096
               and ops[1].get("reserved") == 8192, "allocator memory at each call")
+        check("stream" not in ops[0] and ops[4].get("stream") == 7, "a side stream is named, the default one not")
 
         quiet = os.path.join(root, "quiet")
         out = run(root, "import torch.distributed\nprint('imported')\n",

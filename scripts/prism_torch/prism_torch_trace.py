@@ -21,7 +21,9 @@ program) and writes FOLDER/torch-rank-<RANK>.jsonl, JSON lines:
 a reduce-scatter's input); `peer` and the ranks are global ranks; `t` is
 CLOCK_REALTIME ns at the call; `mem`, `peak`, `reserved`: the CUDA caching
 allocator's allocated, peak allocated and reserved bytes at the call (absent
-before CUDA is initialised). Calls made inside another wrapped call (the
+before CUDA is initialised); `stream`: the current CUDA stream when it is
+not the default one (recorded; the capture does not use it yet). Calls made
+inside another wrapped call (the
 isends of a batch_isend_irecv) are recorded once, by the outer call.
 
 Never raises into the program: a failure to record is printed once and the
@@ -145,8 +147,12 @@ class Trace:
             if cuda is None or not cuda.is_initialized():
                 return {}
             s = cuda.memory_stats_as_nested_dict()
-            return {"mem": s["allocated_bytes"]["all"]["current"], "peak": s["allocated_bytes"]["all"]["peak"],
-                    "reserved": s["reserved_bytes"]["all"]["current"]}
+            out = {"mem": s["allocated_bytes"]["all"]["current"], "peak": s["allocated_bytes"]["all"]["peak"],
+                   "reserved": s["reserved_bytes"]["all"]["current"]}
+            current = cuda.current_stream()
+            if current != cuda.default_stream():  # a side stream (FSDP's all-gather stream, say): which one
+                out["stream"] = int(current.cuda_stream)
+            return out
         except Exception:
             return {}
 
