@@ -377,6 +377,53 @@ class WholeRuns(unittest.TestCase):
         env = json.loads(out.stdout.splitlines()[0])["env"]
         self.assertNotIn("PRISM_TORCH_TRACE", env)
 
+    def test_a_follow_capture_hands_the_ranks_torch_traces_to_prism_session_capture(self):
+        # The rank writes a torch trace where PRISM_TORCH_TRACE says (as scripts/prism_torch would), then does
+        # what the stand-in rank does; a stand-in prism-session-capture records how it was called.
+        calls = os.path.join(self.tmp, "session-capture-calls.txt")
+        tool = os.path.join(self.tmp, "fake-session-capture")
+        with open(tool, "w") as f:
+            f.write(f"""#!{sys.executable}
+import sys
+if "--help" in sys.argv:
+    print("--torch-trace TEXT  the real ranks' torch traces")
+    sys.exit(0)
+open({calls!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
+sys.exit(2)
+""")
+        os.chmod(tool, 0o700)
+        rank = os.path.join(self.tmp, "traced-rank.sh")
+        with open(rank, "w") as f:
+            f.write(f"""mkdir -p "$PRISM_TORCH_TRACE" && echo '{{"format":"prism-torch-trace/1","rank":5}}' > \
+"$PRISM_TORCH_TRACE/torch-rank-$RANK.jsonl" && exec {sys.executable} {FAKE}
+""")
+        out_dir = os.path.join(self.tmp, "capture-traced")
+        cmd, _ = self.launch("5")
+        at = cmd.index("--graph")
+        cmd[at:at + 2] = ["--world", "16", "--session-capture", tool]
+        cmd[2:3] = ["capture", "--out", out_dir]
+        cmd[cmd.index("--") + 1:] = ["sh", rank]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("prism-session-capture failed (status 2)".replace("prism-session-capture", "fake-session-capture"),
+                      out.stderr)
+        with open(calls) as f:
+            called = f.read()
+        self.assertIn(f"--torch-trace {os.path.join(out_dir, 'torch')}", called)
+        self.assertTrue(os.path.isfile(os.path.join(out_dir, "torch", "torch-rank-5.jsonl")))
+        # An older prism-session-capture (no --torch-trace in its help): the traces are kept, not handed over.
+        with open(tool) as f:
+            text = f.read()
+        with open(tool, "w") as f:
+            f.write(text.replace("--torch-trace TEXT", "--graph TEXT"))
+        os.remove(calls)
+        older = [os.path.join(self.tmp, "capture-traced-2") if c == out_dir else c for c in cmd]
+        out = subprocess.run(older, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("does not read torch traces (an older build)", out.stderr)
+        with open(calls) as f:
+            self.assertNotIn("--torch-trace", f.read())
+
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")
         subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8",
