@@ -233,6 +233,82 @@ size_t MatchTorchCalls(std::vector<SeenOp>& ops, const TorchTrace& trace,
   return matched;
 }
 
+namespace {
+
+// Writes one iteration's ops, keeping what the stream rules need: the
+// latest stream-0 op, each stream's latest op, and which op each period
+// position became.
+class ProgramWriter {
+ public:
+  ProgramWriter(FollowProgram& out, size_t period) : out_(out), emitted_(period, -1) {}
+
+  // A compute op on stream 0 that waits for the ops of `waits` (period positions).
+  void Compute(uint64_t ns, int64_t memory_delta, const std::vector<size_t>& waits) {
+    graph::Op& op = out_.ops.emplace_back();
+    graph::ComputeOp* c = op.mutable_compute();
+    c->set_duration_ns(ns);
+    c->set_label("captured compute");
+    c->set_memory_delta_bytes(memory_delta);
+    AddDeps(op, waits);
+    last0_ = static_cast<int64_t>(out_.ops.size() - 1);
+    if (first_compute_ < 0) first_compute_ = last0_;
+    out_.compute_ns += ns;
+  }
+  void Bracket(bool start, uint32_t stream) {
+    graph::Op& op = out_.ops.emplace_back();
+    if (start) op.mutable_group_start(); else op.mutable_group_end();
+    op.set_stream(stream);
+  }
+  // Operation of position `j` on `stream`: on stream 0 it waits for `waits`;
+  // on another it waits for the latest stream-0 op, unless its stream's
+  // previous op already comes after that one.
+  void Operation(size_t j, graph::Op op, uint32_t stream, const std::vector<size_t>& waits) {
+    op.set_stream(stream);
+    const auto here = static_cast<int64_t>(out_.ops.size());
+    if (stream == 0) {
+      AddDeps(op, waits);
+      last0_ = here;
+    } else {
+      const auto prev = last_on_stream_.find(stream);
+      if (last0_ >= 0 && (prev == last_on_stream_.end() || prev->second < last0_)) AddDep(op, last0_);
+      last_on_stream_[stream] = here;
+      out_.streams = std::max(out_.streams, stream + 1);
+    }
+    emitted_[j] = here;
+    out_.ops.push_back(std::move(op));
+  }
+  // The first compute op (nullptr: none), which takes what no other carried.
+  graph::ComputeOp* FirstCompute() {
+    return first_compute_ < 0 ? nullptr : out_.ops[static_cast<size_t>(first_compute_)].mutable_compute();
+  }
+
+ private:
+  void AddDep(graph::Op& op, int64_t index) {
+    op.add_deps(static_cast<uint32_t>(index));
+    ++out_.dependencies;
+  }
+  void AddDeps(graph::Op& op, const std::vector<size_t>& waits) {
+    for (size_t w : waits) AddDep(op, emitted_[w]);
+  }
+
+  FollowProgram& out_;
+  std::vector<int64_t> emitted_;
+  std::map<uint32_t, int64_t> last_on_stream_;
+  int64_t last0_ = -1, first_compute_ = -1;
+};
+
+// Without calls: whether position j's send/recv and the next were in flight
+// together in most measured iterations.
+bool InFlightWithNext(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its, size_t j) {
+  if (!ops[first + j].PointToPoint() || j + 1 >= period || !ops[first + j + 1].PointToPoint()) return false;
+  uint64_t over = 0, m = 0;
+  for (size_t it = from; it < its; ++it, ++m)
+    over += ops[first + it * period + j + 1].at < ops[first + it * period + j].end;
+  return m > 0 && 2 * over > m;
+}
+
+}  // namespace
+
 FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, size_t period, uint64_t skip) {
   FollowProgram out;
   const size_t its = (ops.size() - first) / period;
@@ -248,11 +324,10 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   uint64_t peak = 0;
   const auto levels = Levels(ops, first, period, from, its, &peak);
 
-  std::vector<graph::Op>& prog = out.ops;
-  std::vector<int64_t> emitted(period, -1);
-  std::map<uint32_t, int64_t> last_on_stream;
-  int64_t last0 = -1, pending_memory = 0, first_compute = -1;
+  ProgramWriter w(out, period);
+  int64_t pending_memory = 0;
   bool in_group = false;
+  uint32_t group_stream = 0;
   for (size_t j = 0; j < period; ++j) {
     const SeenOp& s = ops[first + j];
     const bool by_calls = tmpl[j]->call != nullptr;
@@ -260,52 +335,16 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
     if (levels) pending_memory += (*levels)[j] - (*levels)[j == 0 ? period - 1 : j - 1];
     const bool joins = by_calls ? bool(shape.batch_member[j])
                                 : in_group && s.PointToPoint() && 2 * gaps.overlapped[j] > gaps.n[j] && gap == 0;
-    if (in_group && !joins) prog.emplace_back().mutable_group_end(), in_group = false;
-    std::vector<size_t> waits = shape.waits_for[j];
-    if (gap > 0 && !joins) {
-      graph::Op& op = prog.emplace_back();
-      graph::ComputeOp* c = op.mutable_compute();
-      c->set_duration_ns(gap);
-      c->set_label("captured compute");
-      c->set_memory_delta_bytes(pending_memory);
-      pending_memory = 0;
-      for (size_t w : waits) op.add_deps(static_cast<uint32_t>(emitted[w]));
-      waits.clear();
-      last0 = static_cast<int64_t>(prog.size() - 1);
-      if (first_compute < 0) first_compute = last0;
-      out.compute_ns += gap;
-    }
-    const bool starts = by_calls ? bool(shape.batch_start[j]) : [&] {
-      if (!s.PointToPoint() || j + 1 >= period || !ops[first + j + 1].PointToPoint()) return false;
-      uint64_t over = 0, m = 0;
-      for (size_t it = from; it < its; ++it, ++m)
-        over += ops[first + it * period + j + 1].at < ops[first + it * period + j].end;
-      return m > 0 && 2 * over > m;
-    }();
-    if (!in_group && starts) {
-      prog.emplace_back().mutable_group_start();
-      prog.back().set_stream(shape.stream[j]);
-      in_group = true;
-    }
-    graph::Op op = OpOf(s);
-    op.set_stream(shape.stream[j]);
-    if (shape.stream[j] == 0) {
-      for (size_t w : waits) op.add_deps(static_cast<uint32_t>(emitted[w]));
-      last0 = static_cast<int64_t>(prog.size());
-    } else {
-      const auto prev = last_on_stream.find(shape.stream[j]);
-      if (last0 >= 0 && (prev == last_on_stream.end() || prev->second < last0)) op.add_deps(static_cast<uint32_t>(last0));
-      last_on_stream[shape.stream[j]] = static_cast<int64_t>(prog.size());
-      out.streams = std::max(out.streams, shape.stream[j] + 1);
-    }
-    out.dependencies += static_cast<uint64_t>(op.deps_size());
-    emitted[j] = static_cast<int64_t>(prog.size());
-    prog.push_back(std::move(op));
+    if (in_group && !joins) w.Bracket(false, group_stream), in_group = false;
+    const bool computes = gap > 0 && !joins;
+    if (computes) w.Compute(gap, pending_memory, shape.waits_for[j]), pending_memory = 0;
+    const bool starts_group =
+        by_calls ? bool(shape.batch_start[j]) : InFlightWithNext(ops, first, period, from, its, j);
+    if (!in_group && starts_group) w.Bracket(true, group_stream = shape.stream[j]), in_group = true;
+    w.Operation(j, OpOf(s), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
   }
-  if (in_group) prog.emplace_back().mutable_group_end();
-  for (const graph::Op& op : prog) out.dependencies += op.has_compute() ? static_cast<uint64_t>(op.deps_size()) : 0;
-  if (levels && first_compute >= 0) {  // what no compute op carried: to the first (the iteration wraps around)
-    graph::ComputeOp* c = prog[static_cast<size_t>(first_compute)].mutable_compute();
+  if (in_group) w.Bracket(false, group_stream);
+  if (graph::ComputeOp* c = w.FirstCompute(); levels && c != nullptr) {  // the iteration wraps around
     c->set_memory_delta_bytes(c->memory_delta_bytes() + pending_memory);
     out.static_memory_bytes = static_cast<uint64_t>(std::max<int64_t>((*levels)[period - 1], 0));
     out.peak_memory_bytes = std::max<uint64_t>(peak, *out.static_memory_bytes);
