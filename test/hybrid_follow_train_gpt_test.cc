@@ -25,6 +25,7 @@
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/torch_trace.h"
 #include "graphgen/capture_recording.h"
+#include "daemon/engine/simulation.h"
 #include "graphgen/extrapolate.h"
 #include "test/graphgen_test_util.h"
 #include "test/hybrid_harness.h"
@@ -244,8 +245,20 @@ StandIn FollowStandIn(const g::Graph& job, const std::vector<uint32_t>& real, in
 
 // Captures `sessions` with `traces`, extrapolates with train-gpt-1024.yaml's
 // cluster and compares with that job file's graph.
-void CheckCaptureOfTrainGpt1024(const prism::daemon::Recording& sessions,
-                                const std::map<uint32_t, prism::daemon::TorchTrace>& traces) {
+// The steady iteration prismd --simulate gives `graph` (the third of three).
+double SimulatedIteration(const g::Graph& graph) {
+  prism::engine::SimulationOptions o;
+  o.iterations = 3;
+  auto r = prism::engine::Simulate(graph, o);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  REQUIRE(r->report.iteration_times.size() == 3);
+  return static_cast<double>(r->report.iteration_times[2].count()) / 1e9;
+}
+
+// Returns the captured graph.
+g::Graph CheckCaptureOfTrainGpt1024(const prism::daemon::Recording& sessions,
+                                    const std::map<uint32_t, prism::daemon::TorchTrace>& traces) {
   const std::string yaml = ExampleText("train-gpt-1024.yaml");
   const g::Graph job = prism::graphgen::testing::GraphOf(yaml);
   auto capture = prism::daemon::CaptureFromFollow(sessions, 1, &traces);
@@ -265,6 +278,7 @@ void CheckCaptureOfTrainGpt1024(const prism::daemon::Recording& sessions,
   INFO(x.status().message());
   REQUIRE(x.ok());
   CheckSameCommunication(job, x->graph, {0, 1, 5, 511, 512, 600, 1023});
+  return x->graph;
 }
 
 }  // namespace
@@ -274,5 +288,10 @@ TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of 
           "[hybrid][follow][capture][torch]") {
   const g::Graph job = prism::graphgen::testing::GraphOf(ExampleText("train-gpt-1024.yaml"));
   const StandIn in = FollowStandIn(job, {0, 512}, 5);
-  CheckCaptureOfTrainGpt1024(in.sessions, in.traces);
+  const g::Graph captured = CheckCaptureOfTrainGpt1024(in.sessions, in.traces);
+  // The stand-in's compute is the job graph's, its operations' overlap the
+  // graph's dependencies: the captured graph simulates as the job graph does.
+  const double want = SimulatedIteration(job), got = SimulatedIteration(captured);
+  INFO("job graph " << want << " s, captured " << got << " s");
+  CHECK(got == Approx(want).epsilon(0.01));
 }
