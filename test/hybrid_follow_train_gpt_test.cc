@@ -13,6 +13,7 @@
 // the next communication op of its stream.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -29,6 +30,7 @@
 #include "graphgen/extrapolate.h"
 #include "test/graphgen_test_util.h"
 #include "test/hybrid_harness.h"
+#include "test/skip.h"
 
 namespace g = prism::graph;
 using prism::daemon::RecordedLine;
@@ -294,4 +296,28 @@ TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of 
   const double want = SimulatedIteration(job), got = SimulatedIteration(captured);
   INFO("job graph " << want << " s, captured " << got << " s");
   CHECK(got == Approx(want).epsilon(0.01));
+}
+
+// The same comparison on a recording made on a GPU host: prismd --follow's
+// session recording and the torch traces of real ranks 0 and 512 running
+// examples/train_gpt.py --device-id at 1024 ranks (docs/capture.md,
+// "Checked", says how the fixture is made).
+TEST_CASE("follow capture: a GPU-host capture of train_gpt.py at 1024 ranks equals the job graph's communication, "
+          "op for op",
+          "[hybrid][follow][capture][torch]") {
+  const std::string dir = std::string(PRISM_HYBRID_FIXTURES) + "/../capture/train-gpt-1024-follow";
+  if (!std::filesystem::exists(dir + "/sessions.rec"))
+    PRISM_SKIP("no recorded capture in test/fixtures/capture/train-gpt-1024-follow yet: on a GPU host, "
+               "PACK=cap.tar.gz FOLLOW=1 scripts/gpu/run-capture.sh BUNDLE 1024, then its capture/sessions.rec and "
+               "capture/torch/ go there (its README says so)");
+  auto sessions = prism::daemon::ReadRecording(dir + "/sessions.rec");
+  INFO(sessions.status().message());
+  REQUIRE(sessions.ok());
+  auto traces = prism::daemon::ReadTorchTraces(dir + "/torch");
+  INFO(traces.status().message());
+  REQUIRE(traces.ok());
+  CHECK(traces->count(0) == 1);
+  CHECK(traces->count(512) == 1);
+  const g::Graph captured = CheckCaptureOfTrainGpt1024(*sessions, *traces);
+  UNSCOPED_INFO("captured graph: " << SimulatedIteration(captured) << " s per iteration (simulated)");
 }

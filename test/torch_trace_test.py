@@ -4,7 +4,10 @@ on a stand-in torch package with torch.distributed's call signatures (no
 torch on CI): an unmodified program's calls, async flags, waits, batches,
 groups and memory end up in FOLDER/torch-rank-<RANK>.jsonl; a program that
 never calls torch.distributed writes nothing; a sitecustomize already on the
-path still runs."""
+path still runs; prism-session-capture (the path given as the first
+argument, if any) reads the trace the module wrote.
+
+  torch_trace_test.py [PRISM_SESSION_CAPTURE]"""
 import json
 import os
 import subprocess
@@ -174,6 +177,17 @@ def main():
               and ops[1].get("reserved") == 8192, "allocator memory at each call")
         check("stream" not in ops[0] and ops[4].get("stream") == 7, "a side stream is named, the default one not")
 
+        if len(sys.argv) > 1 and os.path.isfile(path):  # prism-session-capture reads what the module wrote
+            sessions = os.path.join(root, "sessions.rec")
+            with open(sessions, "w") as f:
+                f.write('{"format":"prism-session-recording/1","start_realtime_ns":0,"lookahead_ns":0,'
+                        '"real_ranks":[3],"graph":"follow:w"}\n'
+                        '{"at":1,"comm":{"hash":7,"graph_comm":0,"name":"world","members":[0,1,2,3,4,5,6,7]}}\n')
+            out = subprocess.run([sys.argv[1], sessions, "--torch-trace", trace_dir, "-o", os.path.join(root, "rec")],
+                                 capture_output=True, text=True, timeout=60)
+            check(out.returncode == 2 and "no real rank reported an operation" in out.stderr
+                  and "torch-rank-3.jsonl" not in out.stderr,
+                  f"prism-session-capture --torch-trace reads the trace (then finds no operation): {out.stderr.strip()}")
         quiet = os.path.join(root, "quiet")
         out = run(root, "import torch.distributed\nprint('imported')\n",
                   {"PYTHONPATH": pythonpath, "PRISM_TORCH_TRACE": quiet})
