@@ -299,6 +299,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)
         try:
             spec = importlib.util.find_spec(name)
+        except Exception:  # let the import go on as if this finder were not there
+            return None
         finally:
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
