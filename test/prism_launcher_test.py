@@ -260,6 +260,47 @@ class DryRun(unittest.TestCase):
         self.assertIsNone(mod.wire_profile(None))
 
 
+class Refine(unittest.TestCase):
+    """prism capture --refine K: the loop over rounds (each round's capture stubbed)."""
+
+    def rounds(self, steadies, k, first=(0, 0.5)):
+        mod, said, calls = load_launcher(), [], []
+
+        def run_round(n):
+            calls.append(n)
+            value = steadies[n - 1]
+            return (value, None) if isinstance(value, int) else (0, value)
+        return mod.refine_rounds(run_round, first, k, said.append), said, calls
+
+    def test_rounds_stop_when_the_iteration_changes_by_under_half_a_percent(self):
+        (status, last), said, calls = self.rounds([(0, 0.46), (0, 0.452), (0, 0.4505), (0, 0.45)], 5)
+        self.assertEqual((status, last, calls), (0, 3, [1, 2, 3]))
+        self.assertEqual(said[:3], ["round 1: rank 0 steady 0.5000 s -> 0.4600 s, change 8.00%",
+                                    "round 2: rank 0 steady 0.4600 s -> 0.4520 s, change 1.74%",
+                                    "round 3: rank 0 steady 0.4520 s -> 0.4505 s, change 0.33%"])
+        self.assertIn("stable after round 3", said[3])
+
+    def test_rounds_end_at_k_and_say_so(self):
+        (status, last), said, _ = self.rounds([(0, 0.4), (0, 0.3)], 2)
+        self.assertEqual((status, last), (0, 2))
+        self.assertIn("not stable after 2 round(s)", said[-1])
+
+    def test_a_failed_round_keeps_the_last_graph(self):
+        (status, last), said, _ = self.rounds([(0, 0.4), 3], 4)
+        self.assertEqual((status, last), (3, 1))
+        self.assertIn("round 2 captured nothing (status 3); the graph of round 1 stands", said[-1])
+
+    def test_the_steady_iteration_comes_from_prism_session_capture(self):
+        mod = load_launcher()
+        lines = ["rank 512: 900 operations, 9 iterations of 100 from operation 2; compute 0.1 s per iteration; "
+                 "steady iteration 0.5125 s; torch trace: ...",
+                 "rank 0: 30 iterations, 840 operations matched to the program (0 not in it); 12 of 18 compute ops "
+                 "measured; compute 0.038 s per iteration (the graph: 0.037 s); steady iteration 0.0412 s; wrote x",
+                 "measured: ranks 0, 512 (2 of 1024)"]
+        self.assertEqual(mod.first_steady(lines), (0, 0.0412))
+        self.assertIsNone(mod.first_steady(["measured: ranks 0"]))
+
+
 @unittest.skipUnless(have_binaries(), "prismd, prism-graphgen or the plugin is not built")
 class WholeRuns(unittest.TestCase):
     @classmethod
@@ -316,6 +357,72 @@ class WholeRuns(unittest.TestCase):
         no_world = subprocess.run(no_world_cmd, capture_output=True, text=True, timeout=60)
         self.assertEqual(no_world.returncode, 2)
         self.assertIn("needs --world N", no_world.stderr)
+
+    def test_capture_puts_the_torch_trace_on_the_ranks_path(self):
+        graph = os.path.join(self.tmp, "trace.graph")
+        subprocess.run([GRAPHGEN, "collective", "--op", "allreduce", "--bytes", "1M", "--ranks", "8", "-o", graph],
+                       check=True, capture_output=True)
+        out_dir = os.path.join(self.tmp, "trace-capture")
+        base = [sys.executable, PRISM, "capture", "--out", out_dir, "--graph", graph, "--ranks", "3", "--dry-run"]
+        out = subprocess.run(base + ["--", "python3", "t.py"], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, PYTHONPATH="/mine"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        hook = os.path.join(os.path.dirname(os.path.abspath(PRISM)), "prism_torch")
+        self.assertEqual(env["PYTHONPATH"], hook + os.pathsep + "/mine")
+        self.assertEqual(env["PRISM_TORCH_TRACE"], os.path.join(out_dir, "torch"))
+        self.assertTrue(os.path.isfile(os.path.join(hook, "sitecustomize.py")))
+        out = subprocess.run(base + ["--no-torch-trace", "--", "python3", "t.py"], capture_output=True, text=True,
+                             timeout=60)
+        env = json.loads(out.stdout.splitlines()[0])["env"]
+        self.assertNotIn("PRISM_TORCH_TRACE", env)
+
+    def test_a_follow_capture_hands_the_ranks_torch_traces_to_prism_session_capture(self):
+        # The rank writes a torch trace where PRISM_TORCH_TRACE says (as scripts/prism_torch would), then does
+        # what the stand-in rank does; a stand-in prism-session-capture records how it was called.
+        calls = os.path.join(self.tmp, "session-capture-calls.txt")
+        tool = os.path.join(self.tmp, "fake-session-capture")
+        with open(tool, "w") as f:
+            f.write(f"""#!{sys.executable}
+import sys
+if "--help" in sys.argv:
+    print("--torch-trace TEXT  the real ranks' torch traces")
+    sys.exit(0)
+open({calls!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
+sys.exit(2)
+""")
+        os.chmod(tool, 0o700)
+        rank = os.path.join(self.tmp, "traced-rank.sh")
+        with open(rank, "w") as f:
+            f.write(f"""mkdir -p "$PRISM_TORCH_TRACE" && echo '{{"format":"prism-torch-trace/1","rank":5}}' > \
+"$PRISM_TORCH_TRACE/torch-rank-$RANK.jsonl" && exec {sys.executable} {FAKE}
+""")
+        out_dir = os.path.join(self.tmp, "capture-traced")
+        cmd, _ = self.launch("5")
+        at = cmd.index("--graph")
+        cmd[at:at + 2] = ["--world", "16", "--session-capture", tool]
+        cmd[2:3] = ["capture", "--out", out_dir]
+        cmd[cmd.index("--") + 1:] = ["sh", rank]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("prism-session-capture failed (status 2)".replace("prism-session-capture", "fake-session-capture"),
+                      out.stderr)
+        with open(calls) as f:
+            called = f.read()
+        self.assertIn(f"--torch-trace {os.path.join(out_dir, 'torch')}", called)
+        self.assertTrue(os.path.isfile(os.path.join(out_dir, "torch", "torch-rank-5.jsonl")))
+        # An older prism-session-capture (no --torch-trace in its help): the traces are kept, not handed over.
+        with open(tool) as f:
+            text = f.read()
+        with open(tool, "w") as f:
+            f.write(text.replace("--torch-trace TEXT", "--graph TEXT"))
+        os.remove(calls)
+        older = [os.path.join(self.tmp, "capture-traced-2") if c == out_dir else c for c in cmd]
+        out = subprocess.run(older, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("does not read torch traces (an older build)", out.stderr)
+        with open(calls) as f:
+            self.assertNotIn("--torch-trace", f.read())
 
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")

@@ -7,25 +7,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/hybrid/follow_program.h"
 #include "graphgen/split_color.h"
 
 namespace prism::daemon {
 namespace {
-
-// One NCCL operation of a real rank as its plugin reported it.
-struct Seen {
-  rpc::OpKind kind = rpc::OP_KIND_UNSPECIFIED;
-  uint32_t comm = 0;       // capture communicator id
-  uint64_t bytes = 0;      // the graph's convention
-  int32_t peer = -1;       // send/recv: communicator rank
-  int32_t root = -1;
-  uint64_t at = 0, first_send = 0, end = 0;
-  bool SameOp(const Seen& o) const {
-    return kind == o.kind && comm == o.comm && bytes == o.bytes && peer == o.peer && root == o.root;
-  }
-  bool PointToPoint() const { return kind == rpc::OP_SEND || kind == rpc::OP_RECV; }
-  uint64_t GpuStart() const { return first_send != 0 ? first_send : at; }
-};
 
 // A followed group: its members (ascending) and its new_group number.
 struct Followed {
@@ -144,95 +130,10 @@ absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, std::v
   return comms;
 }
 
-// The shortest period from which `ops` repeat over at least half of them and twice: (first op, period).
-std::optional<std::pair<size_t, size_t>> Iteration(const std::vector<Seen>& ops) {
-  const size_t n = ops.size();
-  for (size_t p = 1; 2 * p <= n; ++p) {
-    size_t run = 0, best = 0, best_end = 0;
-    for (size_t i = 0; i + p < n; ++i) {
-      run = ops[i].SameOp(ops[i + p]) ? run + 1 : 0;
-      if (run > best) best = run, best_end = i + 1;
-    }
-    if (best + p >= std::max(2 * p, (n + 1) / 2)) return std::make_pair(best_end - best, p);
-  }
-  return std::nullopt;
-}
-
-graph::CollectiveKind CollectiveOf(rpc::OpKind k) {
-  switch (k) {
-    case rpc::OP_ALL_REDUCE: return graph::ALLREDUCE;
-    case rpc::OP_ALL_GATHER: return graph::ALLGATHER;
-    case rpc::OP_REDUCE_SCATTER: return graph::REDUCESCATTER;
-    case rpc::OP_BROADCAST: return graph::BROADCAST;
-    case rpc::OP_REDUCE: return graph::REDUCE;
-    case rpc::OP_ALL_TO_ALL: return graph::ALLTOALL;
-    default: return graph::COLLECTIVE_KIND_UNSPECIFIED;
-  }
-}
-
-graph::Op OpOf(const Seen& s) {
-  graph::Op op;
-  if (s.PointToPoint()) {
-    auto* p = s.kind == rpc::OP_SEND ? op.mutable_send() : nullptr;
-    auto* q = s.kind == rpc::OP_RECV ? op.mutable_recv() : nullptr;
-    if (p != nullptr) p->set_comm_slot(s.comm), p->set_peer(static_cast<uint32_t>(s.peer)), p->set_bytes(s.bytes);
-    if (q != nullptr) q->set_comm_slot(s.comm), q->set_peer(static_cast<uint32_t>(s.peer)), q->set_bytes(s.bytes);
-    return op;
-  }
-  graph::CollectiveOp* c = op.mutable_collective();
-  c->set_comm_slot(s.comm);
-  c->set_kind(CollectiveOf(s.kind));
-  c->set_bytes(s.bytes);
-  if (s.root >= 0) c->set_root(static_cast<uint32_t>(s.root));
-  return op;
-}
-
-// One iteration of `ops` (from `first`, `period` long) as graph ops, with
-// the measured compute before each and p2p groups.
-std::vector<graph::Op> Program(const std::vector<Seen>& ops, size_t first, size_t period, uint64_t skip,
-                               uint64_t* compute_ns, uint64_t* iterations) {
-  const size_t its = (ops.size() - first) / period;
-  *iterations = its;
-  std::vector<graph::Op> out;
-  bool in_group = false;
-  *compute_ns = 0;
-  for (size_t j = 0; j < period; ++j) {
-    uint64_t sum = 0, n = 0, overlapped = 0;
-    for (size_t it = std::max<uint64_t>(skip, 1); it < its; ++it) {
-      const Seen& cur = ops[first + it * period + j];
-      const Seen& prev = ops[first + it * period + j - 1];
-      if (prev.end == 0) continue;  // no transfer through the plugin ended it (e.g. real peers over NVLink)
-      sum += cur.GpuStart() > prev.end ? cur.GpuStart() - prev.end : 0;
-      overlapped += cur.at < prev.end;
-      ++n;
-    }
-    const uint64_t gap = n == 0 ? 0 : sum / n;
-    const Seen& s = ops[first + j];
-    const bool joins = in_group && s.PointToPoint() && 2 * overlapped > n && gap == 0;
-    if (in_group && !joins) out.emplace_back().mutable_group_end(), in_group = false;
-    if (gap > 0) {
-      graph::ComputeOp* c = out.emplace_back().mutable_compute();
-      c->set_duration_ns(gap);
-      c->set_label("captured compute");
-      *compute_ns += gap;
-    }
-    const bool next_joins = [&] {
-      if (!s.PointToPoint() || j + 1 >= period || !ops[first + j + 1].PointToPoint()) return false;
-      uint64_t over = 0, m = 0;
-      for (size_t it = std::max<uint64_t>(skip, 1); it < its; ++it, ++m)
-        over += ops[first + it * period + j + 1].at < ops[first + it * period + j].end;
-      return m > 0 && 2 * over > m;
-    }();
-    if (!in_group && next_joins) out.emplace_back().mutable_group_start(), in_group = true;
-    out.push_back(OpOf(s));
-  }
-  if (in_group) out.emplace_back().mutable_group_end();
-  return out;
-}
-
 }  // namespace
 
-absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint64_t skip_iterations) {
+absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint64_t skip_iterations,
+                                                const std::map<uint32_t, TorchTrace>* torch) {
   if (recording.graph.rfind("follow:", 0) != 0)
     return absl::InvalidArgumentError(absl::StrCat("the recording is of graph '", recording.graph.substr(0, 64),
                                                    "', not of a prismd --follow run: give --graph"));
@@ -257,7 +158,7 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
   auto comms = Complete(*world, followed, ids);
   if (!comms.ok()) return comms.status();
 
-  std::map<uint32_t, std::vector<Seen>> ops;
+  std::map<uint32_t, std::vector<SeenOp>> ops;
   std::map<std::pair<uint64_t, uint64_t>, std::pair<uint32_t, size_t>> open;  // (session, op id) -> (rank, index)
   for (const RecordedLine& l : recording.lines) {
     if (l.kind != RecordedLine::kEvents) continue;
@@ -277,7 +178,7 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
                                                          "' was not followed by the bootstrap (a lone send/recv "
                                                          "pair, or a group made outside new_group)"));
         const uint32_t rank = c->second.members[static_cast<size_t>(s.comm_rank())];
-        Seen seen;
+        SeenOp seen;
         seen.kind = s.key().kind();
         seen.comm = id;
         const bool full = seen.kind == rpc::OP_ALL_GATHER || seen.kind == rpc::OP_REDUCE_SCATTER;
@@ -293,7 +194,7 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
       } else if (e.has_op_finished()) {
         auto it = open.find({l.session, e.op_finished().op_id()});
         if (it == open.end()) continue;
-        Seen& seen = ops[it->second.first][it->second.second];
+        SeenOp& seen = ops[it->second.first][it->second.second];
         seen.first_send = e.op_finished().first_send_ns();
         seen.end = e.op_finished().end_ns();
         open.erase(it);
@@ -303,9 +204,17 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
   FollowCapture out;
   for (auto& [rank, seen] : ops) {
     // Program order: the enqueue times (events of one session arrive in
-    // batches, and a rank's communicators run on streams of their own).
-    std::stable_sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) { return a.at < b.at; });
-    const auto it = Iteration(seen);
+    // batches, and a rank's communicators run on streams of their own), or
+    // the program's calls when the torch trace gives every operation's.
+    std::stable_sort(seen.begin(), seen.end(), [](const SeenOp& a, const SeenOp& b) { return a.at < b.at; });
+    const TorchTrace* trace = nullptr;
+    if (torch != nullptr && torch->count(rank) != 0) trace = &torch->at(rank);
+    const bool traced = trace != nullptr;
+    const size_t matched = traced ? MatchTorchCalls(seen, *trace, *comms) : 0;
+    if (traced && matched == seen.size())
+      std::stable_sort(seen.begin(), seen.end(),
+                       [](const SeenOp& a, const SeenOp& b) { return a.call->number < b.call->number; });
+    const auto it = RepeatingPeriod(seen);
     if (!it)
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": its ", seen.size(), " operations do not "
                                                      "repeat (run at least 3 iterations)"));
@@ -313,13 +222,24 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     r.header.set_format(graphgen::kCaptureFormat);
     r.header.set_rank(rank);
     r.header.set_world_size(*world);
-    r.header.set_source("prism-session-capture (prismd --follow)");
+    r.header.set_source(traced ? "prism-session-capture (prismd --follow, torch trace)"
+                               : "prism-session-capture (prismd --follow)");
     r.comms = *comms;
-    uint64_t compute = 0, iterations = 0;
-    r.ops = Program(seen, it->first, it->second, skip_iterations, &compute, &iterations);
-    out.summary.push_back(absl::StrCat("rank ", rank, ": ", seen.size(), " operations, ", iterations,
-                                       " iterations of ", it->second, " from operation ", it->first,
-                                       "; compute ", static_cast<double>(compute) / 1e9, " s per iteration"));
+    FollowProgram p = BuildFollowProgram(seen, it->first, it->second, skip_iterations);
+    if (p.static_memory_bytes) r.header.set_static_memory_bytes(*p.static_memory_bytes);
+    if (p.peak_memory_bytes) r.header.set_peak_memory_bytes(*p.peak_memory_bytes);
+    r.ops = std::move(p.ops);
+    std::string line = absl::StrCat("rank ", rank, ": ", seen.size(), " operations, ", p.iterations,
+                                    " iterations of ", it->second, " from operation ", it->first, "; compute ",
+                                    static_cast<double>(p.compute_ns) / 1e9, " s per iteration; steady iteration ",
+                                    static_cast<double>(p.steady_iteration_ns) / 1e9, " s");
+    if (traced)
+      absl::StrAppend(&line, "; torch trace: ", matched, " of ", seen.size(), " operations matched to calls, ",
+                      p.streams, " stream(s), ", p.dependencies, " dependencies, memory ",
+                      p.static_memory_bytes ? absl::StrCat("static ", *p.static_memory_bytes, " B, peak ",
+                                                           *p.peak_memory_bytes, " B")
+                                            : std::string("not recorded"));
+    out.summary.push_back(std::move(line));
     out.recordings.push_back(std::move(r));
   }
   if (out.recordings.empty()) return absl::InvalidArgumentError("no real rank reported an operation");

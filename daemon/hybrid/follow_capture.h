@@ -28,20 +28,23 @@
 //    reported an end: an operation none of whose transfers went through the
 //    plugin, e.g. between real ranks over NVLink, has none); none where
 //    that mean is 0 or nothing was measured.
-// Not observed, so assumed: one stream (the capture does not see which CUDA
-// stream an operation ran on, nor dependencies between streams: a
-// communication that overlapped compute is serialised with it, compute
-// hidden under a communication is not seen), no memory
+// With the real ranks' torch traces (torch_trace.h), also: the program's
+// call order, the streams and dependencies its waits make, batches as
+// groups, dtypes and memory (follow_program.h). Without them, assumed: one
+// stream (a communication that overlapped compute is serialised with it,
+// compute hidden under a communication is not seen), no memory
 // (static and per-op memory 0). Pure function; thread-safe.
 #ifndef PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
 #define PRISM_DAEMON_HYBRID_FOLLOW_CAPTURE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/hybrid/session_recorder.h"
+#include "daemon/hybrid/torch_trace.h"
 #include "graphgen/capture_recording.h"
 
 namespace prism::daemon {
@@ -54,7 +57,11 @@ struct FollowCapture {
 // InvalidArgument, naming the cause, when the recording is not of a
 // --follow run, a rank's operations do not repeat, or the groups cannot be
 // completed (see above).
-absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint64_t skip_iterations);
+// `torch` (nullable): the real ranks' torch traces by rank (torch_trace.h);
+// a rank with one gets its order, streams, dependencies, groups and memory
+// from it (follow_program.h).
+absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint64_t skip_iterations,
+                                                const std::map<uint32_t, TorchTrace>* torch = nullptr);
 
 }  // namespace prism::daemon
 

@@ -129,6 +129,17 @@ void MeasureRank(const graph::Program& p, const OpTimes& t, uint64_t skip, Measu
 
 }  // namespace
 
+uint64_t SteadyIteration(const std::map<uint64_t, uint64_t>& starts, uint64_t skip_iterations) {
+  uint64_t sum = 0, n = 0;
+  for (auto it = starts.lower_bound(skip_iterations); it != starts.end(); ++it) {
+    const auto next = starts.find(it->first + 1);
+    if (next == starts.end() || next->second < it->second) continue;
+    sum += next->second - it->second;
+    ++n;
+  }
+  return n == 0 ? 0 : sum / n;
+}
+
 absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& graph, const Recording& recording,
                                                          uint64_t skip_iterations) {
   if (recording.graph != graph.job().name())
@@ -151,6 +162,7 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
   std::map<uint32_t, MeasuredRank> ranks;
   std::map<uint32_t, OpTimes> times;
   std::map<std::pair<uint64_t, uint64_t>, std::pair<uint32_t, ProgramOp>> started;  // (session, op_id)
+  std::map<uint32_t, std::map<uint64_t, uint64_t>> iteration_start;                 // rank -> iteration -> at
   for (const RecordedLine& line : recording.lines) {
     if (line.kind != RecordedLine::kEvents) continue;
     for (const rpc::Event& e : line.events.events()) {
@@ -178,6 +190,8 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
         }
         ++m.matched_ops;
         m.iterations = std::max(m.iterations, op->iteration + 1);
+        auto [first, fresh] = iteration_start[rank].emplace(op->iteration, s.at_ns());
+        if (!fresh) first->second = std::min(first->second, s.at_ns());
         started[{line.session, s.op_id()}] = {rank, *op};
       } else if (e.has_op_finished()) {
         auto it = started.find({line.session, e.op_finished().op_id()});
@@ -192,6 +206,7 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
   for (auto& [rank, m] : ranks) {
     const graph::Program& p = graph.programs(static_cast<int>(graph.ranks(static_cast<int>(rank)).program()));
     MeasureRank(p, times[rank], skip_iterations, m);
+    m.steady_iteration_ns = SteadyIteration(iteration_start[rank], skip_iterations);
     out.push_back(std::move(m));
   }
   return out;

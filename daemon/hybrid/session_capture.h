@@ -22,6 +22,7 @@
 #define PRISM_DAEMON_HYBRID_SESSION_CAPTURE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct MeasuredRank {
   uint64_t iterations = 0;         // iterations seen (operations matched to their program op)
   uint64_t matched_ops = 0;        // NCCL operations matched to a program op
   uint64_t unmatched_ops = 0;      // NCCL operations not in the rank's program
+  // The mean time from one iteration's first enqueue to the next's, over the
+  // iterations from skip_iterations on (0: fewer than two of them).
+  uint64_t steady_iteration_ns = 0;
   // (operations on a communicator the recording does not name cannot be
   // told apart by rank and are left out of both counts)
 };
@@ -45,6 +49,11 @@ struct MeasuredRank {
 // One entry per real rank of the recording that reported operations.
 // InvalidArgument when the recording is not of `graph` (another job name, or
 // a communicator that is not the graph's of that id and name).
+// The mean of start(i+1) - start(i) over the iterations i >= skip_iterations
+// of `starts` (iteration -> first enqueue, ns) whose successor is there; 0
+// when there is none.
+uint64_t SteadyIteration(const std::map<uint64_t, uint64_t>& starts, uint64_t skip_iterations);
+
 absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& graph, const Recording& recording,
                                                          uint64_t skip_iterations);
 

@@ -3,12 +3,14 @@
 // recording (session_capture.h), for prism-graphgen extrapolate.
 //
 //   prism-session-capture SESSIONS.rec --graph G -o DIR [--skip-iterations N]
-//   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N]   # a prismd --follow run (follow_capture.h)
+//   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N] [--torch-trace TDIR]
+//       a prismd --follow run (follow_capture.h); TDIR: prism capture's torch traces (torch_trace.h)
 //
 // Exit: 0; 2 bad input; 1 the output could not be written.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -43,10 +45,16 @@ bool Write(const std::string& path, const prism::graphgen::Recording& rec) {
 
 // A prismd --follow run: the real ranks' operations and communicators
 // become the programs (follow_capture.h).
-int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip) {
+int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip, const std::string& torch_dir) {
   auto recording = prism::daemon::ReadRecording(sessions);
   if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
-  auto capture = prism::daemon::CaptureFromFollow(*recording, skip);
+  std::map<uint32_t, prism::daemon::TorchTrace> traces;
+  if (!torch_dir.empty()) {
+    auto read = prism::daemon::ReadTorchTraces(torch_dir);
+    if (!read.ok()) return Fail(2, std::string(read.status().message()));
+    traces = std::move(*read);
+  }
+  auto capture = prism::daemon::CaptureFromFollow(*recording, skip, torch_dir.empty() ? nullptr : &traces);
   if (!capture.ok()) return Fail(2, std::string(capture.status().message()));
   if (auto s = MakeFolder(dir); !s.ok()) return Fail(1, std::string(s.message()));
   for (size_t i = 0; i < capture->recordings.size(); ++i) {
@@ -63,14 +71,19 @@ int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t 
 int main(int argc, char** argv) {
   CLI::App app{"capture recordings of a hybrid run's real ranks, compute measured from prismd --record-sessions "
                "(docs/capture.md)", "prism-session-capture"};
-  std::string sessions, graph_path, dir;
+  std::string sessions, graph_path, dir, torch_dir;
   uint64_t skip = 1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
   app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
   app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl")->required();
   app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
+  app.add_option("--torch-trace", torch_dir,
+                 "a prismd --follow run only: the folder of the real ranks' torch-rank-<r>.jsonl (prism capture's "
+                 "torch trace): order, streams, dependencies and memory from the program's calls");
   CLI11_PARSE(app, argc, argv);
-  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip);
+  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir);
+  if (!torch_dir.empty()) return Fail(2, "--torch-trace goes with a prismd --follow run (no --graph): a run with a "
+                                         "graph takes streams and dependencies from the graph");
 
   auto graph = prism::graph::ReadGraphFile(graph_path);
   if (!graph.ok()) return Fail(2, std::string(graph.status().message()));
@@ -101,7 +114,8 @@ int main(int argc, char** argv) {
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops
               << " operations matched to the program (" << m.unmatched_ops << " not in it); " << measured_ops << " of "
               << computes << " compute ops measured; compute " << Seconds(total_ns)
-              << " s per iteration (the graph: " << Seconds(graph_ns) << " s); wrote " << path << "\n";
+              << " s per iteration (the graph: " << Seconds(graph_ns) << " s); steady iteration "
+              << Seconds(m.steady_iteration_ns) << " s; wrote " << path << "\n";
   }
   return 0;
 }

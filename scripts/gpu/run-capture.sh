@@ -27,11 +27,17 @@
 #      the job graph's, when BUNDLE_DIR/graphs/train-gpt-N.graph exists (it is not needed);
 #   3. prismd --simulate of the captured graph (and of the job graph when present);
 #   4. as above, prism run --graph captured.graph --ranks OTHER.
-#   REFINE does not apply. At N=1024 on one H200: two prism runs of ITERS iterations.
+#   REFINE=K applies as below, from the captured graph (each round: prism capture --graph of the
+#   previous round's graph, cluster the world graph's). At N=1024 on one H200: 2 + K prism runs.
+#   The real ranks run with scripts/prism_torch on their path (prism capture's torch trace):
+#   DIR/torch/torch-rank-<r>.jsonl.
 # Env: OUT (default /tmp/prism-capture-<time>), ITERS (10), GBPS (10), LAT_US (10),
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
 #   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
 #   graph, printing each round, until the first real rank's steady iteration changes < 0.5%.
+#   TORCH_TRACE=0: prism capture --no-torch-trace. SKIP_CHECK=1: no step 4. PACK=FILE.tar.gz: at exit, whatever exists of the capture's small
+#   files (sessions.rec without its schedule lines, torch traces, recordings, the captured
+#   graphs, the tails of the logs) in one archive, e.g. for test/fixtures.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bundle="$(cd "${1:?usage: run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]}" && pwd)"
@@ -56,13 +62,30 @@ if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; 
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && mps=1
 fi
-cleanup() { [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
+# pack: PACK's archive of the small files of every capture folder under OUT
+pack() {
+  [[ -n ${PACK:-} ]] || return 0
+  local d; d=$(mktemp -d)
+  for c in "$OUT"/capture "$OUT"/capture-[0-9]*; do
+    [[ -d $c && $c != *-logs ]] || continue
+    local b; b=$(basename "$c"); mkdir -p "$d/$b"
+    [[ -f $c/sessions.rec ]] && grep -av '"schedule"' "$c/sessions.rec" > "$d/$b/sessions.rec"
+    for f in torch recordings captured.graph world.graph; do [[ -e $c/$f ]] && cp -r "$c/$f" "$d/$b/"; done
+    [[ -f $c.log ]] && tail -n 300 "$c.log" > "$d/$b.log"
+    for l in "$c"-logs/*.log; do [[ -f $l ]] && mkdir -p "$d/$b-logs" && tail -n 200 "$l" > "$d/$b-logs/$(basename "$l")"; done
+  done
+  [[ -f $OUT/check.log ]] && tail -n 300 "$OUT/check.log" > "$d/check.log"
+  tar czf "$PACK" -C "$d" . && echo "packed $(du -h "$PACK" | cut -f1) into $PACK"
+  rm -rf "$d"
+}
+cleanup() { pack; [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
 trap cleanup EXIT
 
 # As scripts/gpu/run-train-gpt.sh: the plugin's links shaped like the graphs' NIC, Ring.
 common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)))
 tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$gg")
+trace=(); [[ ${TORCH_TRACE:-1} == 0 ]] && trace=(--no-torch-trace)
 
 # steady RANKLOG: a real rank's steady iteration time (mean of iterations 1..), "-" without one
 steady() {
@@ -89,10 +112,11 @@ PY
 # capture_round GRAPH DIR: prism capture with GRAPH into DIR (DIR/captured.graph)
 capture_round() {
   local rc=0
+  local cluster="$graph"; [[ -f $cluster ]] || cluster="$OUT/capture/world.graph"
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
-    --out "$2" --cluster "$graph" --session-capture "$bundle/prism-session-capture" "${tools[@]}" \
+    --out "$2" --cluster "$cluster" --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" \
     --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
-    -- "$py" "$repo/examples/train_gpt.py" --iterations "$ITERS" > "$2.log" 2>&1 || rc=$?
+    -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$2.log" 2>&1 || rc=$?
   echo "prism capture exit $rc (log $2.log)"
   grep -E "^rank [0-9]+:|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
@@ -103,7 +127,7 @@ capture_follow() {
   local rc=0
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
     --gpus-per-node 1 --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$1" \
-    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$1-logs" \
+    --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" --log-dir "$1-logs" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$1.log" 2>&1 || rc=$?
   echo "prism capture (no graph: prismd --follow) exit $rc (log $1.log)"
   grep -E "^rank [0-9]+:|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
@@ -120,7 +144,6 @@ else
 fi
 captured="$OUT/capture/captured.graph"
 [[ -f $captured ]] || { echo "no captured graph; stopping"; exit 1; }
-[[ $follow == 1 ]] && REFINE=0
 
 # REFINE=K: up to K more rounds, each capturing with the previous round's graph,
 # until the first real rank's steady iteration changes by less than 0.5%.
@@ -167,6 +190,7 @@ for g in "$graph" "$captured"; do
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print('  $(basename "$g"):', round(sum(t)/len(t), 4), 's')"
 done
 
+[[ ${SKIP_CHECK:-0} == 1 ]] && { echo "== 4. skipped (SKIP_CHECK=1)"; echo "results in $OUT"; exit 0; }
 echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
 rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \

@@ -1,0 +1,355 @@
+#include "daemon/hybrid/follow_program.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "daemon/hybrid/session_capture.h"
+
+namespace prism::daemon {
+namespace {
+
+graph::CollectiveKind CollectiveOf(rpc::OpKind k) {
+  switch (k) {
+    case rpc::OP_ALL_REDUCE: return graph::ALLREDUCE;
+    case rpc::OP_ALL_GATHER: return graph::ALLGATHER;
+    case rpc::OP_REDUCE_SCATTER: return graph::REDUCESCATTER;
+    case rpc::OP_BROADCAST: return graph::BROADCAST;
+    case rpc::OP_REDUCE: return graph::REDUCE;
+    case rpc::OP_ALL_TO_ALL: return graph::ALLTOALL;
+    default: return graph::COLLECTIVE_KIND_UNSPECIFIED;
+  }
+}
+
+graph::Op OpOf(const SeenOp& s) {
+  graph::Op op;
+  if (s.PointToPoint()) {
+    auto* p = s.kind == rpc::OP_SEND ? op.mutable_send() : nullptr;
+    auto* q = s.kind == rpc::OP_RECV ? op.mutable_recv() : nullptr;
+    if (p != nullptr) p->set_comm_slot(s.comm), p->set_peer(static_cast<uint32_t>(s.peer)), p->set_bytes(s.bytes);
+    if (q != nullptr) q->set_comm_slot(s.comm), q->set_peer(static_cast<uint32_t>(s.peer)), q->set_bytes(s.bytes);
+    return op;
+  }
+  graph::CollectiveOp* c = op.mutable_collective();
+  c->set_comm_slot(s.comm);
+  c->set_kind(CollectiveOf(s.kind));
+  c->set_bytes(s.bytes);
+  if (s.root >= 0) c->set_root(static_cast<uint32_t>(s.root));
+  if (s.call != nullptr) c->set_dtype(GraphDtypeOf(s.call->dtype));
+  return op;
+}
+
+// What one period position is, from the template iteration's calls.
+struct Shape {
+  std::vector<uint32_t> stream;                // per position
+  std::vector<std::vector<size_t>> waits_for;  // stream-0 positions: async positions waited for just before
+  std::vector<bool> batch_start, batch_member; // first of a batch of >= 2; a later member of one
+};
+
+Shape ShapeOf(const std::vector<const SeenOp*>& tmpl) {
+  const size_t period = tmpl.size();
+  Shape s{std::vector<uint32_t>(period, 0), std::vector<std::vector<size_t>>(period), std::vector<bool>(period),
+          std::vector<bool>(period)};
+  std::map<uint32_t, uint32_t> stream_of_group;
+  for (size_t j = 0; j < period; ++j) {
+    const TorchCall* c = tmpl[j]->call;
+    if (c == nullptr) continue;
+    bool overlaps = !c->Inline();
+    for (size_t i = 0; i < j && !overlaps && c->async; ++i) {  // waited at once, but queued behind one that was not
+      const TorchCall* o = tmpl[i]->call;
+      overlaps = o != nullptr && o->group == c->group && s.stream[i] != 0 &&
+                 (!o->waited_before || *o->waited_before > c->number);
+    }
+    if (overlaps)
+      s.stream[j] = stream_of_group.emplace(c->group, static_cast<uint32_t>(stream_of_group.size() + 1)).first->second;
+  }
+  for (size_t j = 0; j < period; ++j) {
+    const TorchCall* c = tmpl[j]->call;
+    if (s.stream[j] == 0 || !c->waited_before) continue;
+    for (size_t k = j + 1; k < period; ++k)  // the first stream-0 op called after the wait
+      if (s.stream[k] == 0 && tmpl[k]->call != nullptr && tmpl[k]->call->number >= *c->waited_before) {
+        s.waits_for[k].push_back(j);
+        break;
+      }
+  }
+  for (size_t j = 0; j < period; ++j) {
+    const TorchCall* c = tmpl[j]->call;
+    if (c == nullptr || c->batch < 0) continue;
+    size_t k = j;
+    while (k + 1 < period && tmpl[k + 1]->call != nullptr && tmpl[k + 1]->call->batch == c->batch) ++k;
+    if (k > j) {
+      s.batch_start[j] = true;
+      for (size_t m = j + 1; m <= k; ++m) s.batch_member[m] = true;
+    }
+    j = k;
+  }
+  return s;
+}
+
+// An operation of another stream that started within this of the end of
+// the previous one on its stream was held by its stream, not by compute.
+constexpr uint64_t kQueuedNs = 50'000;
+
+// Per position: the mean measured gap before it (its compute), and how often
+// it started before the previous op ended (in-flight p2p without calls).
+struct Gaps {
+  std::vector<uint64_t> sum, n, overlapped;
+};
+
+Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
+             const Shape& shape) {
+  Gaps g{std::vector<uint64_t>(period), std::vector<uint64_t>(period), std::vector<uint64_t>(period)};
+  const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
+  uint64_t t = 0;  // when stream 0 went on after its last op (0: not known)
+  std::map<uint32_t, uint64_t> stream_end;  // other streams: when their last op ended
+  for (size_t it = from - 1; it < its; ++it) {
+    const bool record = it >= from;
+    for (size_t j = 0; j < period; ++j) {
+      const SeenOp& s = at(it, j);
+      if (record) g.overlapped[j] += s.at < ops[first + it * period + j - 1].end;
+      if (shape.stream[j] != 0) {  // the compute before it runs on stream 0 until it starts ...
+        uint64_t& busy = stream_end[shape.stream[j]];
+        const bool queued = busy != 0 && s.GpuStart() <= busy + kQueuedNs;  // ... unless its own stream held it
+        busy = s.end;
+        if (t == 0) continue;
+        if (queued) {
+          if (record) ++g.n[j];  // no compute seen before it: what ran goes to the next stream-0 op
+          continue;
+        }
+        uint64_t cap = s.GpuStart();
+        for (size_t k = j + 1; k < period; ++k)
+          if (shape.stream[k] == 0) {
+            cap = std::min(cap, at(it, k).GpuStart());
+            break;
+          }
+        if (record) g.sum[j] += cap > t ? cap - t : 0, ++g.n[j];
+        t = std::max(t, cap);
+        continue;
+      }
+      if (shape.batch_member[j]) {  // no compute inside a batch; stream 0 goes on after all of it
+        t = t == 0 || s.end == 0 ? 0 : std::max(t, s.end);
+        continue;
+      }
+      uint64_t ref = t;
+      bool known = t != 0;
+      for (size_t w : shape.waits_for[j]) {
+        known &= at(it, w).end != 0;
+        ref = std::max(ref, at(it, w).end);
+      }
+      if (record && known) g.sum[j] += s.GpuStart() > ref ? s.GpuStart() - ref : 0, ++g.n[j];
+      t = s.end;  // 0: no transfer through the plugin ended it (e.g. real peers over NVLink)
+    }
+  }
+  return g;
+}
+
+// Mean allocator bytes at each position's call over the measured iterations
+// (nullopt when a call lacks them), and the highest peak seen.
+std::optional<std::vector<int64_t>> Levels(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from,
+                                           size_t its, uint64_t* peak) {
+  std::vector<int64_t> sum(period, 0);
+  int64_t n = 0;
+  for (size_t it = from; it < its; ++it, ++n)
+    for (size_t j = 0; j < period; ++j) {
+      const TorchCall* c = ops[first + it * period + j].call;
+      if (c == nullptr || !c->allocated) return std::nullopt;
+      sum[j] += *c->allocated;
+      if (c->peak) *peak = std::max<uint64_t>(*peak, static_cast<uint64_t>(std::max<int64_t>(*c->peak, 0)));
+    }
+  if (n == 0) return std::nullopt;
+  for (int64_t& v : sum) v /= n;
+  return sum;
+}
+
+}  // namespace
+
+std::optional<std::pair<size_t, size_t>> RepeatingPeriod(const std::vector<SeenOp>& ops) {
+  const size_t n = ops.size();
+  for (size_t p = 1; 2 * p <= n; ++p) {
+    size_t run = 0, best = 0, best_end = 0;
+    for (size_t i = 0; i + p < n; ++i) {
+      run = ops[i].SameOp(ops[i + p]) ? run + 1 : 0;
+      if (run > best) best = run, best_end = i + 1;
+    }
+    if (best + p >= std::max(2 * p, (n + 1) / 2)) return std::make_pair(best_end - best, p);
+  }
+  return std::nullopt;
+}
+
+size_t MatchTorchCalls(std::vector<SeenOp>& ops, const TorchTrace& trace,
+                       const std::vector<graph::Communicator>& comms) {
+  const auto sorted = [](std::vector<uint32_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  std::map<std::vector<uint32_t>, std::vector<uint32_t>> comms_of;  // sorted members -> ids
+  for (const graph::Communicator& c : comms)
+    comms_of[sorted({c.members().begin(), c.members().end()})].push_back(c.id());
+  std::map<uint32_t, std::vector<rpc::OpKind>> kinds_on_comm;      // the plugin's, in order
+  for (const SeenOp& s : ops) kinds_on_comm[s.comm].push_back(s.kind);
+  std::map<uint32_t, std::vector<rpc::OpKind>> kinds_on_group;     // the program's
+  for (const TorchCall& c : trace.calls)
+    if (auto k = NcclKindOf(c.fn); k && trace.groups[c.group].Nccl()) kinds_on_group[c.group].push_back(*k);
+  // Each NCCL group to the communicator of its members whose operations agree best with its calls.
+  std::map<uint32_t, uint32_t> comm_of_group;
+  std::set<uint32_t> taken;
+  for (const auto& [group, kinds] : kinds_on_group) {
+    const auto it = comms_of.find(sorted(trace.groups[group].ranks));
+    if (it == comms_of.end()) continue;
+    int64_t best = -1;
+    for (uint32_t id : it->second) {
+      if (taken.count(id) != 0) continue;
+      const auto& seen = kinds_on_comm[id];
+      int64_t agree = 0;
+      for (size_t i = 0; i < std::min<size_t>({seen.size(), kinds.size(), 64}); ++i) agree += seen[i] == kinds[i];
+      if (agree > best) best = agree, comm_of_group[group] = id;
+    }
+    if (best >= 0) taken.insert(comm_of_group[group]);
+  }
+  using Key = std::tuple<uint32_t, rpc::OpKind, int32_t>;  // comm, kind, peer (sorted-member index)
+  std::map<Key, std::deque<const TorchCall*>> queue;
+  for (const TorchCall& c : trace.calls) {
+    const auto kind = NcclKindOf(c.fn);
+    const auto comm = comm_of_group.find(c.group);
+    if (!kind || comm == comm_of_group.end()) continue;
+    int32_t peer = -1;
+    if (c.peer >= 0) {
+      const auto members = sorted(trace.groups[c.group].ranks);
+      peer = static_cast<int32_t>(std::lower_bound(members.begin(), members.end(), static_cast<uint32_t>(c.peer)) -
+                                  members.begin());
+    }
+    queue[{comm->second, *kind, *kind == rpc::OP_SEND || *kind == rpc::OP_RECV ? peer : -1}].push_back(&c);
+  }
+  size_t matched = 0;
+  for (SeenOp& s : ops) {
+    auto it = queue.find({s.comm, s.kind, s.PointToPoint() ? s.peer : -1});
+    if (it == queue.end() || it->second.empty()) continue;
+    s.call = it->second.front();
+    it->second.pop_front();
+    ++matched;
+  }
+  return matched;
+}
+
+namespace {
+
+// Writes one iteration's ops, keeping what the stream rules need: the
+// latest stream-0 op, each stream's latest op, and which op each period
+// position became.
+class ProgramWriter {
+ public:
+  ProgramWriter(FollowProgram& out, size_t period) : out_(out), emitted_(period, -1) {}
+
+  // A compute op on stream 0 that waits for the ops of `waits` (period positions).
+  void Compute(uint64_t ns, int64_t memory_delta, const std::vector<size_t>& waits) {
+    graph::Op& op = out_.ops.emplace_back();
+    graph::ComputeOp* c = op.mutable_compute();
+    c->set_duration_ns(ns);
+    c->set_label("captured compute");
+    c->set_memory_delta_bytes(memory_delta);
+    AddDeps(op, waits);
+    last0_ = static_cast<int64_t>(out_.ops.size() - 1);
+    if (first_compute_ < 0) first_compute_ = last0_;
+    out_.compute_ns += ns;
+  }
+  void Bracket(bool start, uint32_t stream) {
+    graph::Op& op = out_.ops.emplace_back();
+    if (start) op.mutable_group_start(); else op.mutable_group_end();
+    op.set_stream(stream);
+  }
+  // Operation of position `j` on `stream`: on stream 0 it waits for `waits`;
+  // on another it waits for the latest stream-0 op, unless its stream's
+  // previous op already comes after that one.
+  void Operation(size_t j, graph::Op op, uint32_t stream, const std::vector<size_t>& waits) {
+    op.set_stream(stream);
+    const auto here = static_cast<int64_t>(out_.ops.size());
+    if (stream == 0) {
+      AddDeps(op, waits);
+      last0_ = here;
+    } else {
+      const auto prev = last_on_stream_.find(stream);
+      if (last0_ >= 0 && (prev == last_on_stream_.end() || prev->second < last0_)) AddDep(op, last0_);
+      last_on_stream_[stream] = here;
+      out_.streams = std::max(out_.streams, stream + 1);
+    }
+    emitted_[j] = here;
+    out_.ops.push_back(std::move(op));
+  }
+  // The first compute op (nullptr: none), which takes what no other carried.
+  graph::ComputeOp* FirstCompute() {
+    return first_compute_ < 0 ? nullptr : out_.ops[static_cast<size_t>(first_compute_)].mutable_compute();
+  }
+
+ private:
+  void AddDep(graph::Op& op, int64_t index) {
+    op.add_deps(static_cast<uint32_t>(index));
+    ++out_.dependencies;
+  }
+  void AddDeps(graph::Op& op, const std::vector<size_t>& waits) {
+    for (size_t w : waits) AddDep(op, emitted_[w]);
+  }
+
+  FollowProgram& out_;
+  std::vector<int64_t> emitted_;
+  std::map<uint32_t, int64_t> last_on_stream_;
+  int64_t last0_ = -1, first_compute_ = -1;
+};
+
+// Without calls: whether position j's send/recv and the next were in flight
+// together in most measured iterations.
+bool InFlightWithNext(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its, size_t j) {
+  if (!ops[first + j].PointToPoint() || j + 1 >= period || !ops[first + j + 1].PointToPoint()) return false;
+  uint64_t over = 0, m = 0;
+  for (size_t it = from; it < its; ++it, ++m)
+    over += ops[first + it * period + j + 1].at < ops[first + it * period + j].end;
+  return m > 0 && 2 * over > m;
+}
+
+}  // namespace
+
+FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, size_t period, uint64_t skip) {
+  FollowProgram out;
+  const size_t its = (ops.size() - first) / period;
+  out.iterations = its;
+  const size_t from = std::max<uint64_t>(skip, 1);
+  std::vector<const SeenOp*> tmpl(period);
+  for (size_t j = 0; j < period; ++j) tmpl[j] = &ops[first + std::min(from, its - 1) * period + j];
+  const Shape shape = ShapeOf(tmpl);
+  std::map<uint64_t, uint64_t> starts;
+  for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
+  out.steady_iteration_ns = SteadyIteration(starts, from);
+  const Gaps gaps = Measure(ops, first, period, from, its, shape);
+  uint64_t peak = 0;
+  const auto levels = Levels(ops, first, period, from, its, &peak);
+
+  ProgramWriter w(out, period);
+  int64_t pending_memory = 0;
+  bool in_group = false;
+  uint32_t group_stream = 0;
+  for (size_t j = 0; j < period; ++j) {
+    const SeenOp& s = ops[first + j];
+    const bool by_calls = tmpl[j]->call != nullptr;
+    const uint64_t gap = gaps.n[j] == 0 ? 0 : gaps.sum[j] / gaps.n[j];
+    if (levels) pending_memory += (*levels)[j] - (*levels)[j == 0 ? period - 1 : j - 1];
+    const bool joins = by_calls ? bool(shape.batch_member[j])
+                                : in_group && s.PointToPoint() && 2 * gaps.overlapped[j] > gaps.n[j] && gap == 0;
+    if (in_group && !joins) w.Bracket(false, group_stream), in_group = false;
+    const bool computes = gap > 0 && !joins;
+    if (computes) w.Compute(gap, pending_memory, shape.waits_for[j]), pending_memory = 0;
+    const bool starts_group =
+        by_calls ? bool(shape.batch_start[j]) : InFlightWithNext(ops, first, period, from, its, j);
+    if (!in_group && starts_group) w.Bracket(true, group_stream = shape.stream[j]), in_group = true;
+    w.Operation(j, OpOf(s), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
+  }
+  if (in_group) w.Bracket(false, group_stream);
+  if (graph::ComputeOp* c = w.FirstCompute(); levels && c != nullptr) {  // the iteration wraps around
+    c->set_memory_delta_bytes(c->memory_delta_bytes() + pending_memory);
+    out.static_memory_bytes = static_cast<uint64_t>(std::max<int64_t>((*levels)[period - 1], 0));
+    out.peak_memory_bytes = std::max<uint64_t>(peak, *out.static_memory_bytes);
+  }
+  return out;
+}
+
+}  // namespace prism::daemon

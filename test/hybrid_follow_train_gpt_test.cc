@@ -1,0 +1,323 @@
+// A follow capture of examples/train_gpt.py at 1024 ranks against the graph
+// its job file gives, operation for operation (docs/capture.md, "Checked").
+//
+// What is compared, per rank: every communication op (collective: kind,
+// bytes, dtype, root; send/recv: bytes and peer; group_start/group_end),
+// its communicator (the graph's id: members and numbering) and stream, in
+// program order, with its dependencies; and every communicator of the
+// graph (members, split color and key). Compute ops are left out (a capture
+// measures its own, between the operations it sees, and cannot know the
+// job file's names and roofline durations): a dependency on a compute op
+// becomes one on the last communication op before it on its stream (or
+// "the iteration's start"), and a compute op's own dependencies move to
+// the next communication op of its stream.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/hybrid/follow_capture.h"
+#include "daemon/hybrid/torch_trace.h"
+#include "graphgen/capture_recording.h"
+#include "daemon/engine/simulation.h"
+#include "graphgen/extrapolate.h"
+#include "test/graphgen_test_util.h"
+#include "test/hybrid_harness.h"
+#include "test/skip.h"
+
+namespace g = prism::graph;
+using prism::daemon::RecordedLine;
+
+namespace {
+
+std::string ExampleText(const std::string& file) {
+  std::ifstream in(std::string(PRISM_EXAMPLES_DIR) + "/" + file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Rank `rank`'s program as comparable lines (see the file comment).
+std::vector<std::string> Skeleton(const g::Graph& graph, uint32_t rank) {
+  const g::Rank& r = graph.ranks(static_cast<int>(rank));
+  const g::Program& p = graph.programs(static_cast<int>(r.program()));
+  const auto comm = [&](uint32_t slot) { return r.comm_slots(static_cast<int>(slot)); };
+  std::vector<int64_t> line_of(static_cast<size_t>(p.ops_size()), -1);  // op -> its line, compute: -1
+  std::map<uint32_t, int64_t> last_line;                                  // stream -> its last line
+  std::vector<int64_t> stands_for(static_cast<size_t>(p.ops_size()), -1); // compute -> the line before it
+  std::map<uint32_t, std::vector<std::string>> carried;                   // stream -> deps of computes
+  std::vector<std::string> out;
+  const auto dep = [&](uint32_t d) {
+    const int64_t l = line_of[d] >= 0 ? line_of[d] : stands_for[d];
+    return l >= 0 ? absl::StrCat("#", l) : std::string("start");
+  };
+  for (int i = 0; i < p.ops_size(); ++i) {
+    const g::Op& op = p.ops(i);
+    std::vector<std::string> deps;
+    for (uint32_t d : op.deps()) deps.push_back(dep(d));
+    if (op.has_compute()) {
+      auto it = last_line.find(op.stream());
+      stands_for[static_cast<size_t>(i)] = it == last_line.end() ? -1 : it->second;
+      auto& c = carried[op.stream()];
+      c.insert(c.end(), deps.begin(), deps.end());
+      continue;
+    }
+    auto& c = carried[op.stream()];
+    deps.insert(deps.begin(), c.begin(), c.end());
+    c.clear();
+    std::string s = absl::StrCat("s", op.stream(), " ");
+    if (op.has_collective())
+      absl::StrAppend(&s, g::CollectiveKind_Name(op.collective().kind()), " ", op.collective().bytes(), " ",
+                      g::DType_Name(op.collective().dtype()), " root ", op.collective().root(), " on ",
+                      comm(op.collective().comm_slot()));
+    if (op.has_send()) absl::StrAppend(&s, "send ", op.send().bytes(), " to ", op.send().peer(), " on ", comm(op.send().comm_slot()));
+    if (op.has_recv()) absl::StrAppend(&s, "recv ", op.recv().bytes(), " from ", op.recv().peer(), " on ", comm(op.recv().comm_slot()));
+    if (op.has_group_start()) s += "group_start";
+    if (op.has_group_end()) s += "group_end";
+    if (!deps.empty()) absl::StrAppend(&s, " after ", absl::StrJoin(deps, ","));
+    line_of[static_cast<size_t>(i)] = static_cast<int64_t>(out.size());
+    last_line[op.stream()] = static_cast<int64_t>(out.size());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string Describe(const g::Communicator& c) {
+  return absl::StrCat(c.id(), " [", absl::StrJoin(c.members(), ","), "] ",
+                      c.has_split() ? absl::StrCat("split of ", c.split().parent(), " color ", c.split().color(),
+                                                   " key ", c.split().key())
+                                    : std::string("init"));
+}
+
+void CheckSameCommunication(const g::Graph& job, const g::Graph& captured, const std::vector<uint32_t>& ranks) {
+  REQUIRE(captured.ranks_size() == job.ranks_size());
+  REQUIRE(captured.communicators_size() == job.communicators_size());
+  for (int i = 0; i < job.communicators_size(); ++i) {
+    INFO("communicator " << i);
+    CHECK(Describe(captured.communicators(i)) == Describe(job.communicators(i)));
+  }
+  for (uint32_t r : ranks) {
+    INFO("rank " << r);
+    const auto want = Skeleton(job, r), got = Skeleton(captured, r);
+    CHECK(got.size() == want.size());
+    for (size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
+      INFO("communication op " << i);
+      CHECK(got[i] == want[i]);
+    }
+  }
+}
+
+// What a prismd --follow run and scripts/prism_torch would record of the
+// real ranks running `job` (the stand-in below): per real rank its
+// communicators as the bootstrap followed them, the plugin's reports of
+// every operation (100 us each on its stream; a stream waits for its
+// dependencies, the compute stream for its compute), and the torch calls
+// (an op of another stream: an async call waited before the op that
+// depends on it, else at the iteration's end; a group: a batch waited at
+// once; the rest synchronous).
+struct StandIn {
+  prism::daemon::Recording sessions;
+  std::map<uint32_t, prism::daemon::TorchTrace> traces;
+};
+
+StandIn FollowStandIn(const g::Graph& job, const std::vector<uint32_t>& real, int iterations) {
+  StandIn s;
+  s.sessions.graph = "follow:world";
+  s.sessions.real_ranks = real;
+  const auto hash = [](uint32_t id) { return 1000 + uint64_t{id}; };
+  std::set<uint32_t> recorded;
+  for (uint32_t rank : real) {
+    const g::Rank& r = job.ranks(static_cast<int>(rank));
+    for (uint32_t id : r.comm_slots()) {
+      if (!recorded.insert(id).second) continue;
+      const g::Communicator& c = job.communicators(static_cast<int>(id));
+      RecordedLine l{RecordedLine::kCommunicator};
+      l.comm.comm_hash = hash(id);
+      l.comm.graph_comm = id;
+      l.comm.name = id == 0 ? "world" : absl::StrCat("group", id, "[", c.members(0), "]");
+      l.comm.members.assign(c.members().begin(), c.members().end());
+      s.sessions.lines.push_back(l);
+    }
+  }
+  for (uint32_t rank : real) {
+    const g::Rank& r = job.ranks(static_cast<int>(rank));
+    const g::Program& p = job.programs(static_cast<int>(r.program()));
+    prism::daemon::TorchTrace& t = s.traces[rank];
+    t.rank = rank;
+    std::map<uint32_t, uint32_t> group_of;  // comm id -> torch group
+    std::map<std::pair<uint64_t, int>, uint64_t> seq;
+    int64_t clock = 1'000'000'000, batch = -1;
+    uint64_t op_id = 0;
+    std::vector<size_t> unwaited;  // calls of other streams not waited for yet
+    for (int it = 0; it < iterations; ++it) {
+      std::vector<int64_t> end(static_cast<size_t>(p.ops_size()), 0);
+      std::map<uint32_t, int64_t> stream_free;
+      std::map<int, size_t> call_of;  // op -> call number
+      std::vector<size_t> batch_calls;
+      for (int i = 0; i < p.ops_size(); ++i) {
+        const g::Op& op = p.ops(i);
+        int64_t ready = std::max(clock, stream_free[op.stream()]);
+        for (uint32_t d : op.deps()) ready = std::max(ready, end[d]);
+        // work.wait() of the other streams' calls this op depends on, before its call
+        for (uint32_t d : op.deps())
+          if (call_of.count(static_cast<int>(d)) && !t.calls[call_of[static_cast<int>(d)]].waited_before)
+            t.calls[call_of[static_cast<int>(d)]].waited_before = t.calls.size();
+        if (op.has_group_start()) {
+          batch = static_cast<int64_t>(t.calls.size());
+          continue;
+        }
+        if (op.has_group_end()) {
+          for (size_t c : batch_calls) t.calls[c].waited_before = t.calls.size(), t.calls[c].batch_last = t.calls.size() - 1;
+          batch_calls.clear();
+          batch = -1;
+          continue;
+        }
+        if (op.has_compute()) {
+          end[static_cast<size_t>(i)] = ready + static_cast<int64_t>(op.compute().duration_ns());
+          stream_free[op.stream()] = end[static_cast<size_t>(i)];
+          if (op.stream() == 0) clock = end[static_cast<size_t>(i)];
+          continue;
+        }
+        const bool coll = op.has_collective();
+        const uint32_t slot = coll ? op.collective().comm_slot() : op.has_send() ? op.send().comm_slot() : op.recv().comm_slot();
+        const uint32_t id = r.comm_slots(static_cast<int>(slot));
+        const g::Communicator& c = job.communicators(static_cast<int>(id));
+        const auto kind = coll ? std::map<g::CollectiveKind, prism::rpc::OpKind>{
+                                     {g::ALLREDUCE, prism::rpc::OP_ALL_REDUCE}, {g::ALLGATHER, prism::rpc::OP_ALL_GATHER},
+                                     {g::REDUCESCATTER, prism::rpc::OP_REDUCE_SCATTER},
+                                     {g::BROADCAST, prism::rpc::OP_BROADCAST}}.at(op.collective().kind())
+                               : op.has_send() ? prism::rpc::OP_SEND : prism::rpc::OP_RECV;
+        const uint64_t bytes = coll ? op.collective().bytes() : op.has_send() ? op.send().bytes() : op.recv().bytes();
+        const int32_t peer = coll ? -1 : static_cast<int32_t>(op.has_send() ? op.send().peer() : op.recv().peer());
+        int32_t comm_rank = 0;
+        while (c.members(comm_rank) != rank) ++comm_rank;
+        const bool full = kind == prism::rpc::OP_ALL_GATHER || kind == prism::rpc::OP_REDUCE_SCATTER;
+        prism::rpc::EventBatch b;
+        prism::testing::AddStarted(&b, ++op_id, prism::testing::Key(hash(id), kind, seq[{hash(id), kind}]++, peer),
+                                   comm_rank, c.members_size(), full ? bytes / c.members_size() : bytes, ready - 1000);
+        prism::testing::AddFinished(&b, op_id, kind == prism::rpc::OP_RECV ? 0 : ready, ready + 100'000);
+        RecordedLine l{RecordedLine::kEvents};
+        l.session = rank + 1;
+        l.events = b;
+        s.sessions.lines.push_back(l);
+        end[static_cast<size_t>(i)] = ready + 100'000;
+        stream_free[op.stream()] = end[static_cast<size_t>(i)];
+        if (op.stream() == 0) clock = end[static_cast<size_t>(i)];
+
+        const uint32_t group = group_of.emplace(id, static_cast<uint32_t>(t.groups.size())).first->second;
+        if (group == t.groups.size()) t.groups.push_back({group, {c.members().begin(), c.members().end()}, "nccl"});
+        prism::daemon::TorchCall call;
+        call.number = t.calls.size();
+        call.fn = coll ? std::map<g::CollectiveKind, std::string>{{g::ALLREDUCE, "all_reduce"},
+                                                                   {g::ALLGATHER, "all_gather_into_tensor"},
+                                                                   {g::REDUCESCATTER, "reduce_scatter_tensor"},
+                                                                   {g::BROADCAST, "broadcast"}}.at(op.collective().kind())
+                       : op.has_send() ? "isend" : "irecv";
+        call.group = group;
+        call.bytes = bytes;
+        call.dtype = coll ? std::map<g::DType, std::string>{{g::BF16, "torch.bfloat16"}, {g::FP32, "torch.float32"},
+                                                            {g::DTYPE_UNSPECIFIED, ""}}.at(op.collective().dtype())
+                          : "torch.bfloat16";
+        if (!coll) call.peer = c.members(peer);
+        call.batch = batch;
+        call.batch_last = call.number;
+        call.async = op.stream() != 0 || batch >= 0;
+        call.allocated = 1'000'000 + i;
+        call.peak = 2'000'000;
+        if (batch >= 0) batch_calls.push_back(call.number);
+        if (op.stream() != 0) unwaited.push_back(call.number);
+        call_of[i] = call.number;
+        t.calls.push_back(call);
+      }
+      for (size_t c : unwaited)  // the iteration's end: what is still unwaited
+        if (!t.calls[c].waited_before) t.calls[c].waited_before = t.calls.size();
+      unwaited.clear();
+      clock += 1'000'000;
+    }
+  }
+  return s;
+}
+
+// Captures `sessions` with `traces`, extrapolates with train-gpt-1024.yaml's
+// cluster and compares with that job file's graph.
+// The steady iteration prismd --simulate gives `graph` (the third of three).
+double SimulatedIteration(const g::Graph& graph) {
+  prism::engine::SimulationOptions o;
+  o.iterations = 3;
+  auto r = prism::engine::Simulate(graph, o);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  REQUIRE(r->report.iteration_times.size() == 3);
+  return static_cast<double>(r->report.iteration_times[2].count()) / 1e9;
+}
+
+// Returns the captured graph.
+g::Graph CheckCaptureOfTrainGpt1024(const prism::daemon::Recording& sessions,
+                                    const std::map<uint32_t, prism::daemon::TorchTrace>& traces) {
+  const std::string yaml = ExampleText("train-gpt-1024.yaml");
+  const g::Graph job = prism::graphgen::testing::GraphOf(yaml);
+  auto capture = prism::daemon::CaptureFromFollow(sessions, 1, &traces);
+  INFO(capture.status().message());
+  REQUIRE(capture.ok());
+  for (const auto& line : capture->summary) UNSCOPED_INFO(line);
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture->recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    INFO(p.status().message());
+    REQUIRE(p.ok());
+    parsed.push_back(*p);
+  }
+  prism::graphgen::ExtrapolationOptions options;
+  options.cluster = prism::graphgen::testing::SpecOf(yaml).cluster;
+  auto x = prism::graphgen::Extrapolate(parsed, options);
+  INFO(x.status().message());
+  REQUIRE(x.ok());
+  CheckSameCommunication(job, x->graph, {0, 1, 5, 511, 512, 600, 1023});
+  return x->graph;
+}
+
+}  // namespace
+
+TEST_CASE("follow capture: train-gpt-1024 by the follow path (a stand-in run of its job graph) equals the job graph's "
+          "communication, op for op",
+          "[hybrid][follow][capture][torch]") {
+  const g::Graph job = prism::graphgen::testing::GraphOf(ExampleText("train-gpt-1024.yaml"));
+  const StandIn in = FollowStandIn(job, {0, 512}, 5);
+  const g::Graph captured = CheckCaptureOfTrainGpt1024(in.sessions, in.traces);
+  // The stand-in's compute is the job graph's, its operations' overlap the
+  // graph's dependencies: the captured graph simulates as the job graph does.
+  const double want = SimulatedIteration(job), got = SimulatedIteration(captured);
+  INFO("job graph " << want << " s, captured " << got << " s");
+  CHECK(got == Approx(want).epsilon(0.01));
+}
+
+// The same comparison on a recording made on a GPU host: prismd --follow's
+// session recording and the torch traces of real ranks 0 and 512 running
+// examples/train_gpt.py --device-id at 1024 ranks (docs/capture.md,
+// "Checked", says how the fixture is made).
+TEST_CASE("follow capture: a GPU-host capture of train_gpt.py at 1024 ranks equals the job graph's communication, "
+          "op for op",
+          "[hybrid][follow][capture][torch]") {
+  const std::string dir = std::string(PRISM_HYBRID_FIXTURES) + "/../capture/train-gpt-1024-follow";
+  if (!std::filesystem::exists(dir + "/sessions.rec"))
+    PRISM_SKIP("no recorded capture in test/fixtures/capture/train-gpt-1024-follow yet: on a GPU host, "
+               "PACK=cap.tar.gz FOLLOW=1 scripts/gpu/run-capture.sh BUNDLE 1024, then its capture/sessions.rec and "
+               "capture/torch/ go there (its README says so)");
+  auto sessions = prism::daemon::ReadRecording(dir + "/sessions.rec");
+  INFO(sessions.status().message());
+  REQUIRE(sessions.ok());
+  auto traces = prism::daemon::ReadTorchTraces(dir + "/torch");
+  INFO(traces.status().message());
+  REQUIRE(traces.ok());
+  CHECK(traces->count(0) == 1);
+  CHECK(traces->count(512) == 1);
+  const g::Graph captured = CheckCaptureOfTrainGpt1024(*sessions, *traces);
+  UNSCOPED_INFO("captured graph: " << SimulatedIteration(captured) << " s per iteration (simulated)");
+}
