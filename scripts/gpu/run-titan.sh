@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# TorchTitan (its own train.py, Llama 3 debug model) under Prism on a GPU host, with no job
+# file and no graph of the program (docs/capture.md, "TorchTitan"):
+#   0. smoke (STAGES has it): two real ranks on the GPU without Prism (plain NCCL, one host id
+#      per rank), to see TorchTitan, its shims and the mode start at all;
+#   1. capture: prism capture --world N --ranks SLICE (prismd --follow) of
+#      examples/torchtitan/prism_titan.py: each real rank's steady step, what prismd followed,
+#      the capture's per-rank lines, the extrapolation;
+#   2. simulate: prismd --simulate of the captured graph (mean of iterations 1..3);
+#   3. check: prism run --graph captured.graph --ranks OTHER (a rank the slice did not include):
+#      exit status, steps seen, steady step, prismd's divergences; and simulate vs hybrid.
+#
+# Usage: scripts/gpu/run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]   (from the repository root)
+#   BUNDLE_DIR: scripts/bundle-runtime.sh output (prismd, libnccl-net-prism.so, prism-graphgen,
+#     prism-session-capture); TITAN_DIR: scripts/titan-source.sh output (TorchTitan v0.2.2).
+#   N: world size (default 8); MODE: fsdp (FSDP2 over all N ranks, default) or fsdp_tp (FSDP2
+#   over N/TP ranks x TP); SLICE: the capture's real ranks (default 0,N/2); OTHER: the check
+#   run's real rank (default 5; must not be in SLICE).
+# Env: OUT (default /tmp/prism-titan-<time>; results are written there as they come), STAGES
+#   (default "capture simulate check"; "smoke" adds step 0; run "check" alone later with the
+#   same OUT to reuse its capture), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
+#   N/2 below 16), GPN (gpus per node of the world graph: 1), GBPS (10) and LAT_US (10): the
+#   world's NIC and the plugin's link shape, STEP_TIMEOUT (s per Prism run; 240), PYTHON,
+#   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024").
+# Expected at N=1024 on one H200: capture and check about 2-3 minutes each (mostly start-up).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+usage="usage: run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]"
+bundle="$(cd "${1:?$usage}" && pwd)"; titan="$(cd "${2:?$usage}" && pwd)"
+n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0,$((n / 2))}"; other="${6:-5}"
+OUT="${OUT:-/tmp/prism-titan-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
+STAGES="${STAGES:-capture simulate check}"; ITERS="${ITERS:-10}"; GPN="${GPN:-1}"
+GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"; timeout_s="${STEP_TIMEOUT:-240}"
+summary="$OUT/summary.txt"
+say() { echo "$@" | tee -a "$summary"; }
+
+for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture; do
+  [[ -e $bundle/$f ]] || { echo "run-titan: $bundle lacks $f (scripts/bundle-runtime.sh makes it)" >&2; exit 1; }
+done
+[[ -d $titan/torchtitan ]] || { echo "run-titan: $titan has no torchtitan/ (scripts/titan-source.sh makes it)" >&2; exit 1; }
+[[ ",$slice," == *",$other,"* ]] && { echo "run-titan: the check rank $other is in the slice $slice" >&2; exit 1; }
+titan_args=(--job.config_file "$repo/examples/torchtitan/llama3_debug.toml" --training.steps "$ITERS")
+case $mode in
+  fsdp) ;;
+  fsdp_tp)
+    tp="${TP:-$([[ $n -ge 16 ]] && echo 8 || echo $((n / 2)))}"
+    (( tp >= 2 && n % tp == 0 )) || { echo "run-titan: TP $tp does not divide N $n" >&2; exit 1; }
+    titan_args+=(--parallelism.tensor_parallel_degree "$tp") ;;
+  *) echo "run-titan: MODE is fsdp or fsdp_tp, not $mode" >&2; exit 1 ;;
+esac
+# shellcheck disable=SC2206
+titan_args+=(${TITAN_ARGS:-})
+program=("$py" "$repo/examples/torchtitan/prism_titan.py" --titan "$titan" -- "${titan_args[@]}")
+export NCCL_NVLS_ENABLE=0
+
+mps=0
+if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && mps=1
+fi
+cleanup() { [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
+trap cleanup EXIT
+
+common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
+  PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$OUT/titan-dump")
+tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$bundle/prism-graphgen")
+
+# steps LOG: "<count> <steady>": prism_titan.py's step lines, mean of steps 2.. ("-" without)
+steps() {
+  "$py" - "$1" <<'PY'
+import json, sys
+t = []
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except OSError:
+    lines = []
+for line in lines:
+    if '{"titan": "iteration"' in line:
+        try:
+            t.append(json.loads(line[line.index('{"titan"'):])["time_s"])
+        except ValueError:
+            pass
+s = t[1:] or t
+print(len(t), f"{sum(s) / len(s):.4f}" if s else "-")
+PY
+}
+# last_error LOG: the last lines that say why a run failed
+last_error() { grep -aE "Error|error|refus|Traceback|FAILED|diverg" "$1" 2> /dev/null | tail -4 | sed 's/^/    | /'; }
+
+say "== run-titan: N=$n mode=$mode slice=$slice other=$other iters=$ITERS gpn=$GPN nic=${GBPS}Gbps/${LAT_US}us" \
+  "torchtitan $(cat "$titan/COMMIT" 2> /dev/null || echo '?') torch $("$py" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)"
+say "   program: ${program[*]}"
+
+if [[ " $STAGES " == *" smoke "* ]]; then
+  say "== 0. smoke: 2 real ranks, no Prism (NCCL over sockets, one host id per rank)"
+  port=$((29600 + RANDOM % 300)); pids=()
+  smoke_args=("${program[@]}")   # fsdp_tp: TP over both ranks
+  [[ $mode == fsdp_tp ]] && smoke_args+=(--parallelism.tensor_parallel_degree 2)
+  start=$(date +%s)
+  for r in 0 1; do
+    env "${common[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      NCCL_HOSTID="titan-smoke-$r" NCCL_SOCKET_IFNAME=lo timeout 180 "${smoke_args[@]}" > "$OUT/smoke-rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  read -r cnt st <<< "$(steps "$OUT/smoke-rank0.log")"
+  say "  exit $rc in $(( $(date +%s) - start )) s; rank 0: $cnt steps, steady $st s"
+  [[ $rc == 0 ]] || last_error "$OUT/smoke-rank0.log" | tee -a "$summary"
+fi
+
+captured="$OUT/capture/captured.graph"
+if [[ " $STAGES " == *" capture "* ]]; then
+  say "== 1. prism capture --world $n --ranks $slice (prismd --follow, no graph)"
+  rm -rf "$OUT/capture" "$OUT/capture-logs"; mkdir -p "$OUT/capture-logs"
+  start=$(date +%s); rc=0
+  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
+    --gpus-per-node "$GPN" --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$OUT/capture" \
+    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$OUT/capture-logs" \
+    -- "${program[@]}" > "$OUT/capture.log" 2>&1 || rc=$?
+  say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
+  grep -aE "^rank [0-9]+:|^measured:|^role-|captured graph|wrote .*graph|refus" "$OUT/capture.log" | sed 's/^/  /' | tee -a "$summary"
+  say "  groups prismd followed: $(grep -ac 'follow: world split' "$OUT/capture-logs/prismd.log" 2> /dev/null || true)" \
+    "; splits seen: $(grep -acE 'split #' "$OUT/capture-logs/prismd.log" 2> /dev/null || true)"
+  for r in ${slice//,/ }; do
+    read -r cnt st <<< "$(steps "$OUT/capture-logs/rank$r.log")"
+    say "  real rank $r: $cnt steps, steady step $st s"
+  done
+  [[ $rc == 0 ]] || { last_error "$OUT/capture.log" | tee -a "$summary"; last_error "$OUT/capture-logs/prismd.log" | tee -a "$summary"; }
+fi
+
+sim="-"
+if [[ " $STAGES " == *" simulate "* && -f $captured ]]; then
+  say "== 2. prismd --simulate of the captured graph"
+  "$bundle/prism-graphgen" inspect "$captured" > "$OUT/captured-inspect.txt" 2>&1 || true
+  sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
+    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$OUT/simulate.err" |
+    "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1)
+  say "  simulate: $sim s per iteration"
+fi
+
+if [[ " $STAGES " == *" check "* ]]; then
+  if [[ ! -f $captured ]]; then
+    say "== 3. check skipped: no $captured"
+  else
+    say "== 3. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
+    rm -rf "$OUT/check-logs"; mkdir -p "$OUT/check-logs"
+    start=$(date +%s); rc=0
+    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
+      "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+      -- "${program[@]}" > "$OUT/check.log" 2>&1 || rc=$?
+    read -r cnt st <<< "$(steps "$OUT/check-logs/rank$other.log")"
+    div=$(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)
+    say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s;" \
+      "prismd.log lines about divergences: $div"
+    grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
+    [[ $rc == 0 ]] || { last_error "$OUT/check.log" | tee -a "$summary"; last_error "$OUT/check-logs/rank$other.log" | tee -a "$summary"; }
+    if [[ $sim == "-" && -f $captured ]]; then
+      sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
+        --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
+        "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1)
+    fi
+    say "  simulate $sim s vs hybrid steady $st s: $("$py" -c "a, b = '$sim', '$st'
+try:
+    print(f'{(float(a) / float(b) - 1) * 100:+.2f}%')
+except ValueError:
+    print('?')")"
+  fi
+fi
+say "results in $OUT"
