@@ -16,9 +16,12 @@
 #   N: world size (default 8); MODE: fsdp (FSDP2 over all N ranks, default) or fsdp_tp (FSDP2
 #   over N/TP ranks x TP); SLICE: the capture's real ranks (default 0,N/2); OTHER: the check
 #   run's real rank (default 5; must not be in SLICE).
-# Env: OUT (default /tmp/prism-titan-<time>; results are written there as they come), STAGES
-#   (default "capture simulate check"; "smoke" adds step 0; run "check" alone later with the
-#   same OUT to reuse its capture), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
+# Env: OUT (default /tmp/prism-titan-<time>): summary.txt as the steps go, and at the end the
+#   tails of 7 logs (8 files: what a GPU lease's $OUT returns); KEEP (default
+#   /tmp/prism-titan-work-<time>): the runs' files (capture, logs); give a folder that outlives
+#   the command, e.g. out/t8192 in the repository, to run "check" in a later command; STAGES
+#   (default "capture simulate check"; "smoke" adds step 0; "check" alone reuses KEEP's
+#   capture), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
 #   N/2 below 16), GPN (gpus per node of the world graph: 1), GBPS (10) and LAT_US (10): the
 #   world's NIC and the plugin's link shape, STEP_TIMEOUT (s per Prism run; 240), PYTHON,
 #   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024").
@@ -29,10 +32,22 @@ usage="usage: run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]"
 bundle="$(cd "${1:?$usage}" && pwd)"; titan="$(cd "${2:?$usage}" && pwd)"
 n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0,$((n / 2))}"; other="${6:-5}"
 OUT="${OUT:-/tmp/prism-titan-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
-STAGES="${STAGES:-capture simulate check}"; ITERS="${ITERS:-10}"; GPN="${GPN:-1}"
+work="${KEEP:-/tmp/prism-titan-work-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$work"; work="$(cd "$work" && pwd)"
+STAGES="${STAGES-capture simulate check}"; ITERS="${ITERS:-10}"; GPN="${GPN:-1}"
 GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"; timeout_s="${STEP_TIMEOUT:-240}"
 summary="$OUT/summary.txt"
 say() { echo "$@" | tee -a "$summary"; }
+# OUT gets summary.txt and the tails of at most 7 logs (what a GPU lease returns: 8 files);
+# everything else stays in KEEP.
+tails() {
+  local first="${slice%%,*}" src dst
+  for pair in "smoke-rank0.log:smoke.log" "capture.log:cap.log" "capture-logs/prismd.log:cap-prismd.log" \
+      "capture-logs/rank$first.log:cap-rank$first.log" "check.log:chk.log" "check-logs/prismd.log:chk-prismd.log" \
+      "check-logs/rank$other.log:chk-rank$other.log"; do
+    src="$work/${pair%%:*}"; dst="$OUT/${pair##*:}"
+    [[ -f $src && $src != "$dst" ]] && tail -c 300000 "$src" > "$dst"
+  done
+}
 
 for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture; do
   [[ -e $bundle/$f ]] || { echo "run-titan: $bundle lacks $f (scripts/bundle-runtime.sh makes it)" >&2; exit 1; }
@@ -55,15 +70,15 @@ export NCCL_NVLS_ENABLE=0
 
 mps=0
 if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+  export CUDA_MPS_PIPE_DIRECTORY="/tmp/prism-titan-mps-$$/pipe" CUDA_MPS_LOG_DIRECTORY="/tmp/prism-titan-mps-$$/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && mps=1
 fi
-cleanup() { [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
+cleanup() { tails; [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
 trap cleanup EXIT
 
 common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
-  PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$OUT/titan-dump")
+  PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$work/titan-dump")
 tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$bundle/prism-graphgen")
 
 # steps LOG: "<count> <steady>": prism_titan.py's step lines, mean of steps 2.. ("-" without)
@@ -100,41 +115,41 @@ if [[ " $STAGES " == *" smoke "* ]]; then
   start=$(date +%s)
   for r in 0 1; do
     env "${common[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      NCCL_HOSTID="titan-smoke-$r" NCCL_SOCKET_IFNAME=lo timeout 180 "${smoke_args[@]}" > "$OUT/smoke-rank$r.log" 2>&1 &
+      NCCL_HOSTID="titan-smoke-$r" NCCL_SOCKET_IFNAME=lo timeout 180 "${smoke_args[@]}" > "$work/smoke-rank$r.log" 2>&1 &
     pids+=($!)
   done
   rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  read -r cnt st <<< "$(steps "$OUT/smoke-rank0.log")"
+  read -r cnt st <<< "$(steps "$work/smoke-rank0.log")"
   say "  exit $rc in $(( $(date +%s) - start )) s; rank 0: $cnt steps, steady $st s"
-  [[ $rc == 0 ]] || last_error "$OUT/smoke-rank0.log" | tee -a "$summary"
+  [[ $rc == 0 ]] || last_error "$work/smoke-rank0.log" | tee -a "$summary"
 fi
 
-captured="$OUT/capture/captured.graph"
+captured="$work/capture/captured.graph"
 if [[ " $STAGES " == *" capture "* ]]; then
   say "== 1. prism capture --world $n --ranks $slice (prismd --follow, no graph)"
-  rm -rf "$OUT/capture" "$OUT/capture-logs"; mkdir -p "$OUT/capture-logs"
+  rm -rf "$work/capture" "$work/capture-logs"; mkdir -p "$work/capture-logs"
   start=$(date +%s); rc=0
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
-    --gpus-per-node "$GPN" --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$OUT/capture" \
-    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$OUT/capture-logs" \
-    -- "${program[@]}" > "$OUT/capture.log" 2>&1 || rc=$?
+    --gpus-per-node "$GPN" --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$work/capture" \
+    --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$work/capture-logs" \
+    -- "${program[@]}" > "$work/capture.log" 2>&1 || rc=$?
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
-  grep -aE "^rank [0-9]+:|^measured:|^role-|captured graph|wrote .*graph|refus" "$OUT/capture.log" | sed 's/^/  /' | tee -a "$summary"
-  say "  groups prismd followed: $(grep -ac 'follow: world split' "$OUT/capture-logs/prismd.log" 2> /dev/null || true)" \
-    "; splits seen: $(grep -acE 'split #' "$OUT/capture-logs/prismd.log" 2> /dev/null || true)"
+  grep -aE "^rank [0-9]+:|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
+  say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
+    "; splits seen: $(grep -acE 'split #' "$work/capture-logs/prismd.log" 2> /dev/null || true)"
   for r in ${slice//,/ }; do
-    read -r cnt st <<< "$(steps "$OUT/capture-logs/rank$r.log")"
+    read -r cnt st <<< "$(steps "$work/capture-logs/rank$r.log")"
     say "  real rank $r: $cnt steps, steady step $st s"
   done
-  [[ $rc == 0 ]] || { last_error "$OUT/capture.log" | tee -a "$summary"; last_error "$OUT/capture-logs/prismd.log" | tee -a "$summary"; }
+  [[ $rc == 0 ]] || { last_error "$work/capture.log" | tee -a "$summary"; last_error "$work/capture-logs/prismd.log" | tee -a "$summary"; }
 fi
 
 sim="-"
 if [[ " $STAGES " == *" simulate "* && -f $captured ]]; then
   say "== 2. prismd --simulate of the captured graph"
-  "$bundle/prism-graphgen" inspect "$captured" > "$OUT/captured-inspect.txt" 2>&1 || true
+  "$bundle/prism-graphgen" inspect "$captured" > "$work/captured-inspect.txt" 2>&1 || true
   sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
-    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$OUT/simulate.err" |
+    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1)
   say "  simulate: $sim s per iteration"
 fi
@@ -144,17 +159,17 @@ if [[ " $STAGES " == *" check "* ]]; then
     say "== 3. check skipped: no $captured"
   else
     say "== 3. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
-    rm -rf "$OUT/check-logs"; mkdir -p "$OUT/check-logs"
+    rm -rf "$work/check-logs"; mkdir -p "$work/check-logs"
     start=$(date +%s); rc=0
     env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
-      "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
-      -- "${program[@]}" > "$OUT/check.log" 2>&1 || rc=$?
-    read -r cnt st <<< "$(steps "$OUT/check-logs/rank$other.log")"
-    div=$(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)
+      "${tools[@]}" --log-dir "$work/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+      -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
+    read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
+    div=$(grep -acE "diverg" "$work/check-logs/prismd.log" 2> /dev/null || true)
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s;" \
       "prismd.log lines about divergences: $div"
-    grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
-    [[ $rc == 0 ]] || { last_error "$OUT/check.log" | tee -a "$summary"; last_error "$OUT/check-logs/rank$other.log" | tee -a "$summary"; }
+    grep -aE "diverg" "$work/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
+    [[ $rc == 0 ]] || { last_error "$work/check.log" | tee -a "$summary"; last_error "$work/check-logs/rank$other.log" | tee -a "$summary"; }
     if [[ $sim == "-" && -f $captured ]]; then
       sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
         --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
@@ -167,4 +182,4 @@ except ValueError:
     print('?')")"
   fi
 fi
-say "results in $OUT"
+say "results in $OUT (runs in $work)"
