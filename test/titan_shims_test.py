@@ -96,6 +96,62 @@ part = split_dataset_by_node(ds, 3, 8)
 check("split by node", len(part) == 32 and part[0] == ds[3] and part[1] == ds[11])
 check("more ranks than samples: every rank reads all", len(split_dataset_by_node(ds, 5, 1024)) == 256)
 
+# prism_titan.py's changes around torch, on a stand-in torch.distributed.
+sys.path.insert(0, os.path.join(ROOT, "examples", "torchtitan"))
+import prism_titan  # noqa: E402
+
+calls = []
+
+
+class FakePG:
+    def __init__(self, name):
+        self.group_name = name
+        self.bound_device_id = "cuda:0"
+
+
+default_pg = FakePG("0")
+
+
+def fake_new_group(ranks=None, timeout=None, backend=None, pg_options=None, group_desc=None):
+    calls.append((tuple(ranks), backend, default_pg.bound_device_id))
+    return FakePG(f"g{len(calls)}") if 2 in ranks else None
+
+
+def fake_split_group(**kwargs):
+    calls.append(("split", kwargs.get("parent_pg").group_name))
+    return FakePG("split")
+
+
+def fake_init(backend=None, timeout=None, device_id=None):
+    calls.append(("init", backend, device_id))
+
+
+c10d = types.SimpleNamespace(new_group=fake_new_group, is_initialized=lambda: True,
+                             _get_default_group=lambda: default_pg, get_rank=lambda: 2)
+mesh = types.SimpleNamespace(new_group=fake_new_group, split_group=fake_split_group)
+fake_torch = types.SimpleNamespace(device=lambda kind, index: f"{kind}:{index}",
+                                   distributed=types.SimpleNamespace(init_process_group=fake_init))
+sys.modules["torch.distributed"] = types.SimpleNamespace(device_mesh=mesh, distributed_c10d=c10d)
+os.environ["LOCAL_RANK"] = "0"
+prism_titan.patch_eager_init(fake_torch)
+fake_torch.distributed.init_process_group(backend="nccl", timeout=5, _ranks=[])
+check("init_process_group gets device_id (and no _ranks this torch lacks)", calls == [("init", "nccl", "cuda:0")])
+prism_titan.patch_mesh_groups(fake_torch)
+calls.clear()
+got = mesh.split_group(parent_pg=default_pg, split_ranks=[[0, 1], [2, 3]], timeout=None, pg_options=None,
+                       group_desc="mesh_tp")
+check("DeviceMesh's split_group: a new_group per group, in order, the rank's returned",
+      calls == [((0, 1), None, "cuda:0"), ((2, 3), None, "cuda:0")] and got.group_name == "g2")
+calls.clear()
+mesh.new_group(ranks=[5], backend="fake", group_desc="mesh_pp")
+check("a fake group is made with no bound device (no NCCL split)", calls == [((5,), "fake", None)]
+      and default_pg.bound_device_id == "cuda:0")
+other = FakePG("other")
+calls.clear()
+mesh.split_group(parent_pg=other, split_ranks=[[0, 1]])
+check("a split of another parent is left to PyTorch", calls == [("split", "other")])
+del sys.modules["torch.distributed"]
+
 titan = os.environ.get("PRISM_TITAN_SRC")
 if titan and os.path.isdir(os.path.join(titan, "torchtitan")):
     class _Stub(type):

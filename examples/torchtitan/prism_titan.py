@@ -82,12 +82,16 @@ def emit(**fields):
 
 
 def patch_eager_init(torch):
+    import inspect
     dist = torch.distributed
     original = dist.init_process_group
+    accepted = inspect.signature(original).parameters
 
     def init_process_group(*args, **kwargs):
         if kwargs.get("device_id") is None:
             kwargs["device_id"] = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if "_ranks" in kwargs and not kwargs["_ranks"] and "_ranks" not in accepted:
+            kwargs.pop("_ranks")  # TorchTitan passes _ranks=[] (a newer torch's parameter): the default
         return original(*args, **kwargs)
 
     dist.init_process_group = init_process_group
