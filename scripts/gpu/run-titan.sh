@@ -100,6 +100,12 @@ s = t[1:] or t
 print(len(t), f"{sum(s) / len(s):.4f}" if s else "-")
 PY
 }
+# simulate: prismd --simulate of the captured graph, mean of iterations 1..3 (s)
+simulate() {
+  "$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
+    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
+    "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1
+}
 # last_error LOG: the last lines that say why a run failed
 last_error() { grep -aE "Error|error|refus|Traceback|FAILED|diverg" "$1" 2> /dev/null | tail -4 | sed 's/^/    | /'; }
 
@@ -148,10 +154,9 @@ sim="-"
 if [[ " $STAGES " == *" simulate "* && -f $captured ]]; then
   say "== 2. prismd --simulate of the captured graph"
   "$bundle/prism-graphgen" inspect "$captured" > "$work/captured-inspect.txt" 2>&1 || true
-  sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
-    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
-    "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1)
+  sim=$(simulate)
   say "  simulate: $sim s per iteration"
+  [[ $sim =~ ^[0-9.]+$ ]] || tail -3 "$work/simulate.err" | sed 's/^/    | /' | tee -a "$summary"
 fi
 
 if [[ " $STAGES " == *" check "* ]]; then
@@ -171,9 +176,7 @@ if [[ " $STAGES " == *" check "* ]]; then
     grep -aE "diverg" "$work/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
     [[ $rc == 0 ]] || { last_error "$work/check.log" | tee -a "$summary"; last_error "$work/check-logs/rank$other.log" | tee -a "$summary"; }
     if [[ $sim == "-" && -f $captured ]]; then
-      sim=$("$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
-        --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
-        "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1)
+      sim=$(simulate)
     fi
     say "  simulate $sim s vs hybrid steady $st s: $("$py" -c "a, b = '$sim', '$st'
 try:
