@@ -154,6 +154,8 @@ sim="-"
 if [[ " $STAGES " == *" simulate "* && -f $captured ]]; then
   say "== 2. prismd --simulate of the captured graph"
   "$bundle/prism-graphgen" inspect "$captured" > "$work/captured-inspect.txt" 2>&1 || true
+  grep -aE "^communicators:|groups of size|^  program|bytes/iteration|compute " "$work/captured-inspect.txt" |
+    head -12 | sed 's/^/  inspect| /' | tee -a "$summary"
   sim=$(simulate)
   say "  simulate: $sim s per iteration"
   [[ $sim =~ ^[0-9.]+$ ]] || tail -3 "$work/simulate.err" | sed 's/^/    | /' | tee -a "$summary"
