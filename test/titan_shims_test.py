@@ -151,6 +151,29 @@ calls.clear()
 mesh.split_group(parent_pg=other, split_ranks=[[0, 1]])
 check("a split of another parent is left to PyTorch", calls == [("split", "other")])
 del sys.modules["torch.distributed"]
+saved = prism_titan.OPTIONAL_TORCH_NAMES
+prism_titan.OPTIONAL_TORCH_NAMES = {"prism_no_such_module.sub": ["_Runtime", "helper"], "json": ["dumps", "_NoSuch"]}
+filled = prism_titan.fill_missing_torch_names()
+check("missing torch names become placeholders, listed",
+      filled == ["prism_no_such_module.sub", "prism_no_such_module.sub._Runtime", "prism_no_such_module.sub.helper",
+                 "json._NoSuch"])
+from prism_no_such_module.sub import _Runtime, helper  # noqa: E402
+
+
+class Sub(_Runtime):  # TorchTitan subclasses some of them at import
+    pass
+
+
+try:
+    helper()
+    check("a placeholder fails when used", False)
+except RuntimeError as e:
+    check("a placeholder fails when used", "not in this torch" in str(e))
+import json  # noqa: E402
+check("present names are kept", json.dumps([1]) == "[1]")
+del json._NoSuch
+del sys.modules["prism_no_such_module.sub"]
+prism_titan.OPTIONAL_TORCH_NAMES = saved
 
 titan = os.environ.get("PRISM_TITAN_SRC")
 if titan and os.path.isdir(os.path.join(titan, "torchtitan")):

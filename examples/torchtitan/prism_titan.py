@@ -33,6 +33,10 @@ What this entry adds around TorchTitan, none of it in TorchTitan's files:
   outside the repeating iteration, which a graph captured from the iterations does not
   hold, so a hybrid run of that graph would count it as a divergence. The timeouts are
   still set. --keep-barrier keeps it.
+* A few names TorchTitan imports for features this example does not use (pipeline and
+  context parallelism, varlen attention, MoE all-to-all, HF checkpoints) from torch modules
+  that change between releases become placeholders when this torch lacks them (they fail if
+  used); the start line lists them (OPTIONAL_TORCH_NAMES).
 * One JSON line per step on stdout, {"titan": "iteration", "step": k, "time_s": t}: the
   wall time from the end of the previous step (the start of step 1) to the end of this
   one, after torch.cuda.synchronize(); scripts/gpu/run-titan.sh reads them.
@@ -75,6 +79,52 @@ def with_defaults(titan, rest):
     if "--job.dump_folder" not in keys:
         out += ["--job.dump_folder", os.environ.get("PRISM_TITAN_DUMP", f"/tmp/prism-titan-{os.getpid()}")]
     return out
+
+
+# Names TorchTitan v0.2.2 imports at start-up from torch modules that change between releases,
+# for features this example does not use (pipeline and context parallelism, varlen attention,
+# MoE all-to-all, Hugging Face checkpoints). One a torch release lacks becomes a placeholder that
+# fails if used, and the start line lists it.
+OPTIONAL_TORCH_NAMES = {
+    "torch.distributed.pipelining.schedules": [
+        "OVERLAP_F_B", "PipelineScheduleMulti", "PipelineScheduleSingle", "ScheduleDualPipeV",
+        "ScheduleZBVZeroBubble", "_Action", "_PipelineContext", "_PipelineSchedule",
+        "_PipelineScheduleRuntime", "_wait_batch_p2p", "get_schedule_class"],
+    "torch.distributed.pipelining.stage": ["_PipelineStageBase"],
+    "torch.distributed.tensor.experimental._attention": [
+        "_ContextParallel", "_HeadTailLoadBalancer", "_PTRRLoadBalancer", "_context_parallel_shard",
+        "_enable_context_parallel_dispatcher"],
+    "torch.nn.attention.varlen": ["varlen_attn"],
+    "torch.distributed.checkpoint._consolidate_hf_safetensors": ["consolidate_safetensors_files_on_every_rank"],
+    "torch.distributed._functional_collectives": ["all_to_all_single", "all_to_all_single_autograd"],
+}
+
+
+def placeholder(module, name):
+    def unavailable(*_a, **_k):
+        raise RuntimeError(f"{module}.{name} is not in this torch: the TorchTitan feature using it "
+                           "cannot run here (examples/torchtitan/prism_titan.py)")
+    if name.lstrip("_")[:1].isupper() and not name.isupper():
+        return type(name, (), {"__init__": unavailable})  # a class TorchTitan may subclass
+    return unavailable
+
+
+def fill_missing_torch_names():
+    import importlib
+    import types
+    filled = []
+    for module, names in OPTIONAL_TORCH_NAMES.items():
+        try:
+            m = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 (absent, or failing to import in this torch)
+            m = types.ModuleType(module)
+            sys.modules[module] = m
+            filled.append(module)
+        for name in names:
+            if not hasattr(m, name):
+                setattr(m, name, placeholder(module, name))
+                filled.append(f"{module}.{name}")
+    return filled
 
 
 def emit(**fields):
@@ -179,6 +229,7 @@ def main():
         patch_eager_init(torch)
         patch_mesh_groups(torch)
 
+    placeholders = fill_missing_torch_names()
     import torchtitan.distributed.utils as dist_utils
     import torchtitan.train as titan_train
     if not args.keep_barrier:
@@ -192,7 +243,7 @@ def main():
         pass
     emit(event="start", rank=int(os.environ.get("RANK", "0")), world=int(os.environ.get("WORLD_SIZE", "1")),
          torch=torch.__version__, torchtitan=commit, eager=not args.lazy, barrier=args.keep_barrier,
-         argv=sys.argv[1:])
+         placeholders=placeholders, argv=sys.argv[1:])
     titan_train.main(titan_train.Trainer)
     emit(event="done", rank=int(os.environ.get("RANK", "0")))
 
