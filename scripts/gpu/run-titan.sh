@@ -6,7 +6,9 @@
 #   1. capture: prism capture --world N --ranks SLICE (prismd --follow) of
 #      examples/torchtitan/prism_titan.py: each real rank's steady step, what prismd followed,
 #      the capture's per-rank lines, the extrapolation;
-#   2. simulate: prismd --simulate of the captured graph (mean of iterations 1..3);
+#   1.k refine (STAGES has it, REFINE=K): prism capture --graph of the previous round's graph,
+#      until the first real rank's steady step changes by less than 0.5%;
+#   2. simulate: prismd --simulate of the last graph (mean of iterations 1..3);
 #   3. check: prism run --graph captured.graph --ranks OTHER (a rank the slice did not include):
 #      exit status, steps seen, steady step, prismd's divergences; and simulate vs hybrid.
 #
@@ -20,8 +22,8 @@
 #   tails of 7 logs (8 files: what a GPU lease's $OUT returns); KEEP (default
 #   /tmp/prism-titan-work-<time>): the runs' files (capture, logs); give a folder that outlives
 #   the command, e.g. out/t8192 in the repository, to run "check" in a later command; STAGES
-#   (default "capture simulate check"; "smoke" adds step 0; "check" alone reuses KEEP's
-#   capture), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
+#   (default "capture simulate check"; "smoke" adds step 0, "refine" the rounds; "check" alone
+#   reuses KEEP's capture and refine rounds), REFINE (rounds, default 0), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
 #   N/2 below 16), GPN (gpus per node of the world graph: 1), GBPS (10) and LAT_US (10): the
 #   world's NIC and the plugin's link shape, STEP_TIMEOUT (s per Prism run; 240), PYTHON,
 #   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024").
@@ -100,9 +102,9 @@ s = t[1:] or t
 print(len(t), f"{sum(s) / len(s):.4f}" if s else "-")
 PY
 }
-# simulate: prismd --simulate of the captured graph, mean of iterations 1..3 (s)
+# simulate GRAPH: prismd --simulate, mean of iterations 1..3 (s)
 simulate() {
-  "$bundle/prismd" --graph "$captured" --simulate --iterations 4 --json --metrics-address none \
+  "$bundle/prismd" --graph "$1" --simulate --iterations 4 --json --metrics-address none \
     --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1
 }
@@ -150,36 +152,67 @@ if [[ " $STAGES " == *" capture "* ]]; then
   [[ $rc == 0 ]] || { last_error "$work/capture.log" | tee -a "$summary"; last_error "$work/capture-logs/prismd.log" | tee -a "$summary"; }
 fi
 
+# REFINE=K (stage refine): up to K rounds of prism capture --graph <the previous graph> (the
+# compute measured on the slice against the graph's operations, docs/capture.md), until the first
+# real rank's steady step changes by less than 0.5%; simulate and check then use the last graph.
+first="${slice%%,*}"
+if [[ " $STAGES " == *" refine "* && -f $captured && ${REFINE:-0} -gt 0 ]]; then
+  prev_graph="$captured"; prev=$(steps "$work/capture-logs/rank$first.log" | cut -d' ' -f2)
+  for ((k = 1; k <= REFINE; k++)); do
+    dir="$work/refine-$k"
+    say "== 1.$k refine round $k: prism capture --graph $(basename "$(dirname "$prev_graph")")/captured.graph --ranks $slice"
+    rm -rf "$dir" "$dir-logs"; mkdir -p "$dir-logs"
+    start=$(date +%s); rc=0
+    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$prev_graph" --ranks "$slice" \
+      --out "$dir" --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$dir-logs" \
+      --prismd-arg=--iterations --prismd-arg="$ITERS" -- "${program[@]}" > "$dir.log" 2>&1 || rc=$?
+    now=$(steps "$dir-logs/rank$first.log" | cut -d' ' -f2)
+    change=$("$py" -c "a, b = '$prev', '$now'
+try:
+    print(f'{abs(float(b) / float(a) - 1) * 100:.2f}')
+except ValueError:
+    print('?')")
+    say "  exit $rc in $(( $(date +%s) - start )) s; rank $first steady $prev s -> $now s, change $change%"
+    grep -aE "^rank [0-9]+:.*compute|^measured:" "$dir.log" | sed 's/^/  /' | tee -a "$summary"
+    [[ -f $dir/captured.graph ]] || { say "  round $k captured nothing; stopping"; last_error "$dir.log" | tee -a "$summary"; break; }
+    prev_graph="$dir/captured.graph"; prev=$now
+    [[ $change != "?" ]] && "$py" -c "import sys; sys.exit(0 if $change < 0.5 else 1)" && { say "  stable (< 0.5%)"; break; }
+  done
+fi
+# The graph simulate and check use: the last refine round's, else the capture's.
+graph_used="$captured"
+for ((k = 1; k <= 20; k++)); do [[ -f $work/refine-$k/captured.graph ]] && graph_used="$work/refine-$k/captured.graph"; done
+graph_name="${graph_used#"$work"/}"
+
 sim="-"
-if [[ " $STAGES " == *" simulate "* && -f $captured ]]; then
-  say "== 2. prismd --simulate of the captured graph"
-  "$bundle/prism-graphgen" inspect "$captured" > "$work/captured-inspect.txt" 2>&1 || true
+if [[ " $STAGES " == *" simulate "* && -f $graph_used ]]; then
+  say "== 2. prismd --simulate of $graph_name"
+  "$bundle/prism-graphgen" inspect "$graph_used" > "$work/captured-inspect.txt" 2>&1 || true
   grep -aE "^communicators:|groups of size|^  program|bytes/iteration|compute " "$work/captured-inspect.txt" |
     head -12 | sed 's/^/  inspect| /' | tee -a "$summary"
-  sim=$(simulate)
+  sim=$(simulate "$graph_used")
   say "  simulate: $sim s per iteration"
   [[ $sim =~ ^[0-9.]+$ ]] || tail -3 "$work/simulate.err" | sed 's/^/    | /' | tee -a "$summary"
+  [[ $graph_used != "$captured" ]] && say "  (the first capture's graph: $(simulate "$captured") s)"
 fi
 
 if [[ " $STAGES " == *" check "* ]]; then
-  if [[ ! -f $captured ]]; then
-    say "== 3. check skipped: no $captured"
+  if [[ ! -f $graph_used ]]; then
+    say "== 3. check skipped: no $graph_used"
   else
-    say "== 3. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
+    say "== 3. prism run --graph $graph_name --ranks $other (a rank the slice did not include)"
     rm -rf "$work/check-logs"; mkdir -p "$work/check-logs"
     start=$(date +%s); rc=0
-    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
+    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$graph_used" --ranks "$other" \
       "${tools[@]}" --log-dir "$work/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
       -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
-    div=$(grep -acE "diverg" "$work/check-logs/prismd.log" 2> /dev/null || true)
-    say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s;" \
-      "prismd.log lines about divergences: $div"
-    grep -aE "diverg" "$work/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
+    say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"
+    say "  $(grep -a 'prismd: hybrid:' "$work/check-logs/prismd.log" 2> /dev/null | tail -1)"
+    say "  prismd.log lines naming a divergence: $(grep -aci 'divergence:' "$work/check-logs/prismd.log" 2> /dev/null || true)"
+    grep -ai "divergence:" "$work/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
     [[ $rc == 0 ]] || { last_error "$work/check.log" | tee -a "$summary"; last_error "$work/check-logs/rank$other.log" | tee -a "$summary"; }
-    if [[ $sim == "-" && -f $captured ]]; then
-      sim=$(simulate)
-    fi
+    [[ $sim == "-" ]] && sim=$(simulate "$graph_used")
     say "  simulate $sim s vs hybrid steady $st s: $("$py" -c "a, b = '$sim', '$st'
 try:
     print(f'{(float(a) / float(b) - 1) * 100:+.2f}%')
