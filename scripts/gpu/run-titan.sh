@@ -16,7 +16,8 @@
 #   BUNDLE_DIR: scripts/bundle-runtime.sh output (prismd, libnccl-net-prism.so, prism-graphgen,
 #     prism-session-capture); TITAN_DIR: scripts/titan-source.sh output (TorchTitan v0.2.2).
 #   N: world size (default 8); MODE: fsdp (FSDP2 over all N ranks, default) or fsdp_tp (FSDP2
-#   over N/TP ranks x TP); SLICE: the capture's real ranks (default 0,N/2); OTHER: the check
+#   over N/TP ranks x TP); SLICE: the capture's real ranks (default 0: every rank has one role;
+#   on 2026-12-02 the slice 0,4 of 8 hung in its first step, see docs/capture.md); OTHER: the check
 #   run's real rank (default 5; must not be in SLICE).
 # Env: OUT (default /tmp/prism-titan-<time>): summary.txt as the steps go, and at the end the
 #   tails of 7 logs (8 files: what a GPU lease's $OUT returns); KEEP (default
@@ -32,12 +33,13 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 usage="usage: run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]"
 bundle="$(cd "${1:?$usage}" && pwd)"; titan="$(cd "${2:?$usage}" && pwd)"
-n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0,$((n / 2))}"; other="${6:-5}"
+n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0}"; other="${6:-5}"
 OUT="${OUT:-/tmp/prism-titan-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
 work="${KEEP:-/tmp/prism-titan-work-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$work"; work="$(cd "$work" && pwd)"
 STAGES="${STAGES-capture simulate check}"; ITERS="${ITERS:-10}"; GPN="${GPN:-1}"
 GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"; timeout_s="${STEP_TIMEOUT:-240}"
 summary="$OUT/summary.txt"
+mport=$((29700 + RANDOM % 200))   # prismd's /status and /metrics
 say() { echo "$@" | tee -a "$summary"; }
 # OUT gets summary.txt and the tails of at most 7 logs (what a GPU lease returns: 8 files);
 # everything else stays in KEEP.
@@ -79,9 +81,10 @@ fi
 cleanup() { tails; [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
 trap cleanup EXIT
 
-common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
+common=(PYTHONUNBUFFERED=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$work/titan-dump")
-tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$bundle/prism-graphgen")
+tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$bundle/prism-graphgen"
+  --metrics-port "$mport")
 
 # steps LOG: "<count> <steady>": prism_titan.py's step lines, mean of steps 2.. ("-" without)
 steps() {
@@ -108,8 +111,30 @@ simulate() {
     --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1
 }
+# poll_status FILE: prismd's last /status (it stops with the run) into FILE every 2 s, in the
+# background; status_line FILE: what it said last (state, iterations, anything about waits)
+poll_status() {
+  ( while :; do curl -s -m 1 "127.0.0.1:$mport/status" > "$1.tmp" 2> /dev/null && [[ -s $1.tmp ]] && mv "$1.tmp" "$1"
+      sleep 2; done ) > /dev/null 2>&1 &
+  poller=$!
+}
+status_line() {
+  [[ -s $1 ]] || { echo "no /status"; return; }
+  "$py" - "$1" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except ValueError:
+    print("unreadable /status"); sys.exit()
+keep = {k: v for k, v in s.items() if not isinstance(v, (dict, list)) or k in ("waits", "stalls", "recent_divergences")}
+print(json.dumps(keep)[:900])
+PY
+}
 # last_error LOG: the last lines that say why a run failed
-last_error() { grep -aE "Error|error|refus|Traceback|FAILED|diverg" "$1" 2> /dev/null | tail -4 | sed 's/^/    | /'; }
+last_error() {
+  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|held|stall" "$1" 2> /dev/null | grep -av "frame #" |
+    tail -4 | sed 's/^/    | /'
+}
 
 say "== run-titan: N=$n mode=$mode slice=$slice other=$other iters=$ITERS gpn=$GPN nic=${GBPS}Gbps/${LAT_US}us" \
   "torchtitan $(cat "$titan/COMMIT" 2> /dev/null || echo '?') torch $("$py" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)"
@@ -136,12 +161,14 @@ captured="$work/capture/captured.graph"
 if [[ " $STAGES " == *" capture "* ]]; then
   say "== 1. prism capture --world $n --ranks $slice (prismd --follow, no graph)"
   rm -rf "$work/capture" "$work/capture-logs"; mkdir -p "$work/capture-logs"
-  start=$(date +%s); rc=0
+  start=$(date +%s); rc=0; poll_status "$work/capture-status.json"
   env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
     --gpus-per-node "$GPN" --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$work/capture" \
     --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$work/capture-logs" \
     -- "${program[@]}" > "$work/capture.log" 2>&1 || rc=$?
+  kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
+  [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/capture-status.json")"
   grep -aE "^rank [0-9]+:|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
   say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
     "; splits seen: $(grep -acE 'split #' "$work/capture-logs/prismd.log" 2> /dev/null || true)"
@@ -202,10 +229,12 @@ if [[ " $STAGES " == *" check "* ]]; then
   else
     say "== 3. prism run --graph $graph_name --ranks $other (a rank the slice did not include)"
     rm -rf "$work/check-logs"; mkdir -p "$work/check-logs"
-    start=$(date +%s); rc=0
+    start=$(date +%s); rc=0; poll_status "$work/check-status.json"
     env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$graph_used" --ranks "$other" \
       "${tools[@]}" --log-dir "$work/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
       -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
+    kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
+    [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/check-status.json")"
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"
     say "  $(grep -a 'prismd: hybrid:' "$work/check-logs/prismd.log" 2> /dev/null | tail -1)"
