@@ -132,7 +132,7 @@ PY
 }
 # last_error LOG: the last lines that say why a run failed
 last_error() {
-  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|held|stall" "$1" 2> /dev/null | grep -av "frame #" |
+  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|NET/Prism|held|stall" "$1" 2> /dev/null | grep -av "frame #" |
     tail -4 | sed 's/^/    | /'
 }
 
@@ -176,7 +176,12 @@ if [[ " $STAGES " == *" capture "* ]]; then
     read -r cnt st <<< "$(steps "$work/capture-logs/rank$r.log")"
     say "  real rank $r: $cnt steps, steady step $st s"
   done
-  [[ $rc == 0 ]] || { last_error "$work/capture.log" | tee -a "$summary"; last_error "$work/capture-logs/prismd.log" | tee -a "$summary"; }
+  if [[ $rc != 0 ]]; then
+    last_error "$work/capture-logs/prismd.log" | tee -a "$summary"
+    for r in ${slice//,/ }; do
+      say "  rank $r's last warnings and errors:"; last_error "$work/capture-logs/rank$r.log" | tee -a "$summary"
+    done
+  fi
 fi
 
 # REFINE=K (stage refine): up to K rounds of prism capture --graph <the previous graph> (the
