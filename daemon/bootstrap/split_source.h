@@ -57,8 +57,9 @@ std::unique_ptr<SplitSource> MakeSplitSource(bool follow_real_ranks, Components&
 
 // The groups of `world_size` global ranks, contiguous or strided
 // ({b, b+s, ..., b+(n-1)s}, n >= 1), that hold `rank` at index `key` and whose
-// PyTorch split color is `color` (new_group's or split_group's). Usually one; none or several make the
-// caller refuse. Pure; O(world_size * log(world_size)).
+// PyTorch split color is `color` (new_group's or split_group's). Usually
+// one; none or several make the caller refuse. Pure;
+// O(world_size * log(world_size)).
 std::vector<std::vector<uint32_t>> GroupsOfColor(uint32_t world_size, uint32_t rank, int32_t key, int32_t color);
 
 }  // namespace prism::bootstrap
