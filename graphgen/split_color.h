@@ -7,7 +7,13 @@
 // and non-members with NCCL_SPLIT_NOCOLOR (checked against PyTorch 2.11 on
 // the GPU host; docs/graphgen.md). Graphs record these so that prismd's
 // virtual ranks pass exactly what the real ranks' PyTorch passes.
-// Pure functions; thread-safe.
+//
+// `split_group(parent, split_ranks)` (what DeviceMesh calls on an eagerly
+// initialised default group: one call per mesh dimension, every rank a member
+// of one group) computes its color in C++ instead (c10d's genNcclSplitColor):
+//   acc = 0; for r in sorted(ranks): acc ^= r + 0x9e3779b9 + (acc << 6) + (acc >> 2)
+//   color = abs(int64(acc)) % (2**31 - 1)
+// with the same key. Pure functions; thread-safe.
 #ifndef PRISM_GRAPHGEN_SPLIT_COLOR_H_
 #define PRISM_GRAPHGEN_SPLIT_COLOR_H_
 
@@ -38,6 +44,21 @@ int32_t PyTorchColorOfHash(int64_t tuple_hash);
 
 // PyTorch's split color for a group of global ranks (any order).
 int32_t PyTorchSplitColor(std::vector<uint32_t> ranks);
+
+// c10d's split_group color built one rank at a time (ranks in ascending
+// order): after Add(a), ..., Add(z), Color() is the color of {a, ..., z}.
+// A plain value.
+class SplitGroupHasher {
+ public:
+  void Add(uint32_t rank);
+  int32_t Color() const;
+
+ private:
+  uint64_t acc_ = 0;
+};
+
+// c10d's split_group color for a group of parent ranks (any order).
+int32_t SplitGroupColor(std::vector<uint32_t> ranks);
 
 }  // namespace prism::graphgen
 

@@ -160,3 +160,18 @@ TEST_CASE("split colors are PyTorch's: abs(hash(tuple(sorted(ranks)))) % 2**31",
   CHECK(prism::graphgen::PyTorchSplitColor({0, 1, 2, 3}) == 2003953581);
   CHECK(prism::graphgen::PyTorchSplitColor({0, 1, 2, 3, 4, 5, 6, 7}) == 1266629538);
 }
+
+TEST_CASE("split_group colors are c10d's genNcclSplitColor of the sorted ranks", "[graphgen][split_color]") {
+  // Reference values from c10d's function restated in C++ (std::hash<int> is the identity with
+  // libstdc++); DeviceMesh's split_group on an eager default group passes these.
+  CHECK(prism::graphgen::SplitGroupColor({0}) == 506952122);
+  CHECK(prism::graphgen::SplitGroupColor({1}) == 506952123);
+  CHECK(prism::graphgen::SplitGroupColor({3, 1, 2, 0}) == 1213413532);
+  CHECK(prism::graphgen::SplitGroupColor({0, 1, 2, 3, 4, 5, 6, 7}) == 974727815);
+  std::vector<uint32_t> strided;
+  for (uint32_t r = 3; r < 1024; r += 8) strided.push_back(r);
+  CHECK(prism::graphgen::SplitGroupColor(strided) == 273620626);
+  prism::graphgen::SplitGroupHasher h;
+  for (uint32_t r : strided) h.Add(r);
+  CHECK(h.Color() == 273620626);
+}

@@ -14,6 +14,7 @@
 #include "graphgen/extrapolate.h"
 #include "test/graphgen_test_util.h"
 #include "graphgen/fidelity_graph.h"
+#include "graphgen/split_color.h"
 #include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
@@ -288,4 +289,97 @@ TEST_CASE("follow: train_gpt.py's groups at 1024 ranks, followed on ranks 0 and 
           std::vector<uint32_t>(c.members().begin(), c.members().end()));
     if (c.id() > 0) CHECK(comms[c.id()].split().color() == c.split().color());
   }
+}
+
+TEST_CASE("follow: TorchTitan FSDP2+TP's DeviceMesh groups at 1024 ranks complete to every group, one role",
+          "[hybrid][follow][capture]") {
+  // examples/torchtitan/prism_titan.py with TP 8 at 1024 ranks: DeviceMesh makes, with one
+  // new_group per group (lowest rank first), the dimensions batch (8 strided groups of 128),
+  // tp (128 ranges of 8), loss (the batch sets again), fsdp (again) and tp (again): new_group
+  // numbers 1-8, 9-136, 137-144, 145-152, 153-280. prismd --follow sees, on real ranks 0 and
+  // 512, the groups they are in.
+  constexpr uint32_t kWorld = 1024, kTp = 8;
+  struct Family { int first; bool contiguous; };
+  const std::vector<Family> families = {{1, false}, {9, true}, {137, false}, {145, false}, {153, true}};
+  prism::daemon::Recording rec;
+  rec.graph = "follow:world";
+  {
+    RecordedLine l{RecordedLine::kCommunicator};
+    l.comm.comm_hash = 1000;
+    l.comm.graph_comm = 0;
+    l.comm.name = "world";
+    for (uint32_t r = 0; r < kWorld; ++r) l.comm.members.push_back(r);
+    rec.lines.push_back(l);
+  }
+  struct Use { uint32_t rank; uint64_t hash; int32_t comm_rank, size; prism::rpc::OpKind kind; };
+  std::vector<Use> uses;
+  std::map<int, uint64_t> seen;  // new_group number -> hash
+  for (uint32_t rank : {0u, 512u}) {
+    for (size_t f = 0; f < families.size(); ++f) {
+      std::vector<uint32_t> members;
+      int number = 0;
+      if (families[f].contiguous) {
+        for (uint32_t m = rank / kTp * kTp; m < rank / kTp * kTp + kTp; ++m) members.push_back(m);
+        number = families[f].first + static_cast<int>(rank / kTp);
+      } else {
+        for (uint32_t m = rank % kTp; m < kWorld; m += kTp) members.push_back(m);
+        number = families[f].first + static_cast<int>(rank % kTp);
+      }
+      if (!seen.count(number)) {
+        seen[number] = 2000 + static_cast<uint64_t>(number);
+        RecordedLine l{RecordedLine::kCommunicator};
+        l.comm.comm_hash = seen[number];
+        l.comm.graph_comm = number;
+        l.comm.name = absl::StrCat("group", number, "[", members.front(), "]");
+        l.comm.members = members;
+        rec.lines.push_back(l);
+      }
+      const auto at = std::find(members.begin(), members.end(), rank);
+      const auto size = static_cast<int32_t>(members.size());
+      const auto pos = static_cast<int32_t>(at - members.begin());
+      // batch: token count; tp: activations; loss: three reductions; fsdp: gathers and a scatter
+      const std::vector<std::vector<prism::rpc::OpKind>> kinds = {
+          {prism::rpc::OP_ALL_REDUCE},
+          {prism::rpc::OP_ALL_GATHER, prism::rpc::OP_REDUCE_SCATTER},
+          {prism::rpc::OP_ALL_REDUCE, prism::rpc::OP_ALL_REDUCE, prism::rpc::OP_ALL_REDUCE},
+          {prism::rpc::OP_ALL_GATHER, prism::rpc::OP_ALL_GATHER, prism::rpc::OP_REDUCE_SCATTER},
+          {prism::rpc::OP_ALL_REDUCE}};
+      for (auto kind : kinds[f]) uses.push_back({rank, seen[number], pos, size, kind});
+    }
+  }
+  for (int it = 0; it < 3; ++it) {
+    std::map<std::tuple<uint32_t, uint64_t, int>, uint64_t> seq;
+    for (size_t u = 0; u < uses.size(); ++u) {
+      const Use& use = uses[u];
+      RecordedLine e{RecordedLine::kEvents};
+      e.session = use.rank + 1;
+      const uint64_t s = it * 10 + seq[{use.rank, use.hash, use.kind}]++;
+      AddStarted(&e.events, 1000 * it + u + 1, Key(use.hash, use.kind, s), use.comm_rank, use.size, 1 << 20,
+                 1'000'000 * it + 1000 * static_cast<int64_t>(u));
+      rec.lines.push_back(e);
+    }
+  }
+  auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+  INFO(capture.status().message());
+  REQUIRE(capture.ok());
+  for (const auto& line : capture->summary) UNSCOPED_INFO(line);
+  const auto& comms = capture->recordings[0].comms;
+  REQUIRE(comms.size() == 281u);
+  CHECK(std::vector<uint32_t>(comms[9 + 100].members().begin(), comms[9 + 100].members().end()) ==
+        std::vector<uint32_t>{800, 801, 802, 803, 804, 805, 806, 807});
+  CHECK(comms[145 + 5].members(1) == 13u);
+  CHECK(comms[145 + 5].split().color() == prism::graphgen::PyTorchSplitColor(std::vector<uint32_t>(
+                                              comms[150].members().begin(), comms[150].members().end())));
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture->recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    REQUIRE(p.ok());
+    parsed.push_back(*p);
+  }
+  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  INFO(x.status().message());
+  REQUIRE(x.ok());
+  CHECK(x->graph.programs_size() == 1);  // every rank has the same role
+  CHECK(OpsOf(x->graph, 5, false) == OpsOf(x->graph, 0, false));
+  CHECK(OpsOf(x->graph, 5, false).front() == "ALLREDUCE 1048576 on 128 ranks incl. 1");
 }

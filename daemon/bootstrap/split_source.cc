@@ -107,10 +107,13 @@ std::vector<std::vector<uint32_t>> GroupsOfColor(uint32_t world_size, uint32_t r
   const auto search = [&](uint64_t stride) {
     if (k * stride > rank) return false;
     const uint64_t base = rank - k * stride;
-    graphgen::PythonTupleHasher h;
+    graphgen::PythonTupleHasher new_group_hash;    // new_group's color
+    graphgen::SplitGroupHasher split_group_hash;   // split_group's (DeviceMesh)
     for (uint64_t n = 1, m = base; m < world_size; ++n, m += stride) {
-      h.Add(static_cast<uint32_t>(m));
-      if (n > k && graphgen::PyTorchColorOfHash(h.Value()) == color) {
+      new_group_hash.Add(static_cast<uint32_t>(m));
+      split_group_hash.Add(static_cast<uint32_t>(m));
+      if (n > k && (graphgen::PyTorchColorOfHash(new_group_hash.Value()) == color ||
+                    split_group_hash.Color() == color)) {
         std::vector<uint32_t> g;
         for (uint64_t i = 0; i < n; ++i) g.push_back(static_cast<uint32_t>(base + i * stride));
         found.push_back(std::move(g));

@@ -1,0 +1,3 @@
+"""Stand-in for `torchdata` (not installed on the GPU host): only
+torchdata.stateful_dataloader.StatefulDataLoader, which TorchTitan's ParallelAwareDataloader
+subclasses (torchtitan/components/dataloader.py)."""
