@@ -159,7 +159,7 @@ TEST_CASE("follow: the torch trace gives a capture the program's order, streams,
   REQUIRE(capture->recordings.size() == 1);
   INFO(capture->summary[0]);
   CHECK(capture->summary[0].find("; steady iteration 0.01 s;") != std::string::npos);  // an iteration every 10 ms
-  CHECK(capture->summary[0].find("torch trace: 33 of 33 operations matched to calls, 2 stream(s), 3 dependencies, "
+  CHECK(capture->summary[0].find("torch trace: 33 of 33 operations matched to calls, 2 stream(s), 5 dependencies, "
                                  "memory static 1100 B, peak 5000 B") != std::string::npos);
   const auto& r = capture->recordings[0];
   std::vector<std::string> ops;
@@ -168,14 +168,17 @@ TEST_CASE("follow: the torch trace gives a capture the program's order, streams,
   // (3600 us, the first all-gather's start) to 11000 us; the send first, as
   // the program called it; the reduce-scatter's compute cut at its start;
   // the world all-reduce's from the reduce-scatter's end (it waited); none
-  // before the second all-gather (its stream held it).
+  // before the second all-gather (its stream held it). The all-gathers,
+  // waited for at the iteration's end, hold the next iteration: a 0 us op on
+  // stream 0 waits for them.
   CHECK(ops == std::vector<std::string>{
                    "s0 compute 7400us mem -100", "s0 ALLREDUCE c1 BF16",
                    "s0 compute 300us mem 200",   "s0 group_start", "s0 send c1 p1", "s0 recv c1 p1", "s0 group_end",
                    "s0 compute 300us mem 300",   "s1 REDUCESCATTER c5 FP32 <7",
                    "s0 compute 500us mem 100",   "s0 ALLREDUCE c1 BF16",
                    "s0 compute 100us mem 0 <8",  "s0 ALLREDUCE c0 FP32",
-                   "s0 compute 400us mem -500",  "s1 ALLGATHER c5 BF16 <13", "s1 ALLGATHER c5 BF16"});
+                   "s0 compute 400us mem -500",  "s1 ALLGATHER c5 BF16 <13", "s1 ALLGATHER c5 BF16",
+                   "s0 compute 0us mem 0 <14 <15"});
   CHECK(r.header.static_memory_bytes() == 1100);
   CHECK(r.header.peak_memory_bytes() == 5000);
   // The recording is valid: written and read back (dependencies on earlier ops, communicators known).

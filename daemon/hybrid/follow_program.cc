@@ -46,9 +46,15 @@ struct Shape {
   std::vector<uint32_t> stream;                // per position
   std::vector<std::vector<size_t>> waits_for;  // stream-0 positions: async positions waited for just before
   std::vector<bool> batch_start, batch_member; // first of a batch of >= 2; a later member of one
+  // Async positions waited for after the iteration's last stream-0 call and
+  // before the next iteration's first: the next iteration's stream-0 work
+  // follows them (an op at the iteration's end waits for them).
+  std::vector<size_t> waits_at_end;
 };
 
-Shape ShapeOf(const std::vector<const SeenOp*>& tmpl) {
+// `next_tmpl`: the same positions one iteration later, when the capture has
+// it (empty: not); its first stream-0 call bounds the waits at the end.
+Shape ShapeOf(const std::vector<const SeenOp*>& tmpl, const std::vector<const SeenOp*>& next_tmpl) {
   const size_t period = tmpl.size();
   Shape s{std::vector<uint32_t>(period, 0), std::vector<std::vector<size_t>>(period), std::vector<bool>(period),
           std::vector<bool>(period)};
@@ -65,14 +71,19 @@ Shape ShapeOf(const std::vector<const SeenOp*>& tmpl) {
     if (overlaps)
       s.stream[j] = stream_of_group.emplace(c->group, static_cast<uint32_t>(stream_of_group.size() + 1)).first->second;
   }
+  std::optional<uint64_t> next_first0;  // the next iteration's first stream-0 call
+  for (size_t k = 0; k < next_tmpl.size() && !next_first0; ++k)
+    if (s.stream[k] == 0 && next_tmpl[k]->call != nullptr) next_first0 = next_tmpl[k]->call->number;
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
     if (s.stream[j] == 0 || !c->waited_before) continue;
-    for (size_t k = j + 1; k < period; ++k)  // the first stream-0 op called after the wait
+    bool found = false;
+    for (size_t k = j + 1; k < period && !found; ++k)  // the first stream-0 op called after the wait
       if (s.stream[k] == 0 && tmpl[k]->call != nullptr && tmpl[k]->call->number >= *c->waited_before) {
         s.waits_for[k].push_back(j);
-        break;
+        found = true;
       }
+    if (!found && next_first0 && *c->waited_before <= *next_first0) s.waits_at_end.push_back(j);
   }
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
@@ -316,7 +327,10 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   const size_t from = std::max<uint64_t>(skip, 1);
   std::vector<const SeenOp*> tmpl(period);
   for (size_t j = 0; j < period; ++j) tmpl[j] = &ops[first + std::min(from, its - 1) * period + j];
-  const Shape shape = ShapeOf(tmpl);
+  std::vector<const SeenOp*> next_tmpl;  // the iteration after the template, if captured
+  if (const size_t next = std::min(from, its - 1) + 1; next < its)
+    for (size_t j = 0; j < period; ++j) next_tmpl.push_back(&ops[first + next * period + j]);
+  const Shape shape = ShapeOf(tmpl, next_tmpl);
   std::map<uint64_t, uint64_t> starts;
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
   out.steady_iteration_ns = SteadyIteration(starts, from);
@@ -344,6 +358,7 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
     w.Operation(j, OpOf(s), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
   }
   if (in_group) w.Bracket(false, group_stream);
+  if (!shape.waits_at_end.empty()) w.Compute(0, 0, shape.waits_at_end);  // the next iteration waits for them
   if (graph::ComputeOp* c = w.FirstCompute(); levels && c != nullptr) {  // the iteration wraps around
     c->set_memory_delta_bytes(c->memory_delta_bytes() + pending_memory);
     out.static_memory_bytes = static_cast<uint64_t>(std::max<int64_t>((*levels)[period - 1], 0));
