@@ -172,6 +172,50 @@ TEST_CASE("a real rank's operation past the iterations prismd replays is a diver
   CHECK(h.scheduler().counters().divergences == 1);
 }
 
+// The real rank starts an operation the graph has, but not the one the
+// replay waits for (its receive before the all-reduce that precedes it): the
+// receive waits for a virtual sender the engine cannot play, the engine waits
+// for the real rank's all-reduce. Neither moves; prismd must say what each
+// side waits for (on the GPU host such a wait was silent until killed).
+TEST_CASE("a stall names what the real rank is in and what the replay waits for", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_RECV, 0, 3), 0, 4, 1 << 20, RealtimeNow(), false);
+  h.Feed(1, b);
+  std::optional<std::string> stall;
+  for (int i = 0; i < 200 && !stall; ++i) {  // the engine says it waits after kAwaitReportAfter
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stall = h.scheduler().StallReport(prism::FromMilliseconds(200));
+  }
+  REQUIRE(stall.has_value());
+  INFO(*stall);
+  CHECK_THAT(*stall, Catch::Contains("real rank 0 is in RECV #0 with comm rank 3 on comm0"));
+  CHECK_THAT(*stall, Catch::Contains("iteration 0"));
+  CHECK_THAT(*stall, Catch::Contains("the replay waits for it to start op 0 ("));
+  // The receive ends (the rank is out of NCCL): no stall any more.
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, 0, RealtimeNow());
+  h.Feed(1, f);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
+TEST_CASE("no stall while the real rank is outside NCCL, however long the replay waits for it", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, f);
+  // The engine now waits for the rank's send, which a long compute may delay.
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
 TEST_CASE("a hybrid run replays the graph's iterations or 1000, whichever is more, unless --iterations says",
           "[hybrid]") {
   prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 1);

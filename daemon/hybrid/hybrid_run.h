@@ -37,6 +37,9 @@ struct HybridOptions {
   Nanoseconds lookahead = FromMilliseconds(0);
   // What a divergence from the graph does (divergence_watch.h).
   OnDivergence on_divergence = OnDivergence::kStop;
+  // How long a stall (HybridScheduler::StallReport) lasts before prismd
+  // reports it, as a divergence; 0: never.
+  Nanoseconds stall_after = FromSeconds(5);
 };
 
 // The iterations a hybrid run replays: `requested` (prismd --iterations) if

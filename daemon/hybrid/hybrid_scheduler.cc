@@ -380,7 +380,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
-  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, op->iteration, RealtimeNowNs()};
   inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
   if (status_ != nullptr) {
     status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
@@ -413,6 +413,7 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // (with it inside, prismd's engine lag at 8192 ranks reached 70 ms).
   if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
   std::lock_guard<std::mutex> lock(mu_);
+  if (batch.events_size() > 0) last_report_ns_ = RealtimeNowNs();
   for (const rpc::Event& e : batch.events()) {
     switch (e.kind_case()) {
       case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;
@@ -482,6 +483,48 @@ std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) 
                                    "): the engine has not played that send yet (is a virtual rank stuck? see the "
                                    "replay's state on /status)"));
   return out;
+}
+
+void HybridScheduler::OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  awaiting_ = EngineAwaiting{RealtimeNowNs(), positions};
+}
+
+std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!awaiting_ || awaiting_->at_ns < last_report_ns_) return std::nullopt;  // reports came since it said so
+  const int64_t now = RealtimeNowNs();
+  if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
+  std::map<uint32_t, const StartedOp*> oldest;  // per real rank, the operation it has been in longest
+  for (const auto& [key, op] : started_) {
+    const StartedOp*& o = oldest[op.rank];
+    if (o == nullptr || op.since_ns < o->since_ns) o = &op;
+  }
+  std::vector<uint32_t> in_nccl;
+  for (const auto& [rank, rr] : ranks_) {
+    if (rr.session == 0) continue;
+    if (oldest.count(rank) == 0) return std::nullopt;  // outside NCCL: it may yet start what the engine waits for
+    in_nccl.push_back(rank);
+  }
+  if (in_nccl.empty()) return std::nullopt;
+  std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
+                                  (now - last_report_ns_) / 1000000, " ms)");
+  for (const uint32_t rank : in_nccl) {
+    const StartedOp& op = *oldest.at(rank);
+    absl::StrAppend(&text, "; real rank ", rank, " is in ", op.what, " (graph op ", op.op, " ",
+                    programs_.OpName(rank, op.op), ", iteration ", op.iteration, ") since ",
+                    (now - op.since_ns) / 1000000, " ms, waiting for its virtual peers");
+    bool said = false;
+    for (const engine::RealRankPosition& p : awaiting_->positions) {
+      if (p.rank != rank) continue;
+      absl::StrAppend(&text, said ? "; and" : ", while the replay", p.reached ? " has it in op " : " waits for it to start op ",
+                      p.op, " (", programs_.OpName(rank, p.op), ") of iteration ", p.iteration,
+                      p.reached ? ", waiting for that op's peers" : "", " on stream ", p.stream);
+      said = true;
+    }
+    if (!said) absl::StrAppend(&text, ", while the replay has finished that rank's program");
+  }
+  return text;
 }
 
 void HybridScheduler::PusherMain() {

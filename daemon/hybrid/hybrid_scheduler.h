@@ -33,6 +33,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -103,6 +104,17 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override;
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
+  void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
+
+  // A stall: the engine has nothing left to play and waits for the real
+  // ranks, while every real rank with a session is inside a matched NCCL
+  // operation, and no report came for `quiet_for`: neither side can move.
+  // Says what each side waits for: per real rank, the operation it is in
+  // (NCCL's name, communicator, peer, the graph op and iteration it was
+  // matched to) and where the engine has that rank's program (the op it
+  // waits for the rank to start, or has started and waits on). nullopt: no
+  // stall (a real rank outside NCCL may yet start what the engine waits for).
+  std::optional<std::string> StallReport(Nanoseconds quiet_for) const;
 
   // Real ranks' receives that have waited longer than `older_than` for
   // the engine to time their virtual sender: one line each (for /status and
@@ -144,6 +156,13 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint32_t rank = 0;
     uint32_t op = 0;
     std::string what;  // for /status
+    uint64_t iteration = 0;
+    int64_t since_ns = 0;  // CLOCK_REALTIME when prismd matched it
+  };
+  // The engine's last OnAwaitingRealRanks: when, and the real ranks' positions.
+  struct EngineAwaiting {
+    int64_t at_ns = 0;
+    std::vector<engine::RealRankPosition> positions;
   };
   struct Push {
     SessionId session;
@@ -212,6 +231,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // Engine communicator -> (real rank, graph communicator) pairs it stands for.
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
   Counters counters_;
+  std::optional<EngineAwaiting> awaiting_;  // the engine's last report of waiting for the real ranks
+  int64_t last_report_ns_ = 0;              // CLOCK_REALTIME of the last plugin event batch
   std::deque<Push> outbox_;
   bool stop_ = false;
   bool pushing_ = false;                   // the pusher is handing a batch to the sink
