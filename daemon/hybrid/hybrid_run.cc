@@ -196,7 +196,8 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   if (!options.record_sessions_path.empty()) {
     auto opened = SessionRecorder::Open(options.record_sessions_path,
                                         static_cast<int64_t>(pacer.RealtimeFromEmulated(Nanoseconds(0))),
-                                        options.lookahead.count(), options.engine.real_ranks, graph.job().name());
+                                        options.lookahead.count(), options.engine.real_ranks, graph.job().name(),
+                                        options.engine.iterations);
     if (!opened.ok()) return opened.status();
     recorder = std::move(*opened);
     so.recorder = recorder.get();
