@@ -35,6 +35,20 @@ g::Graph SweepGraph(const std::vector<std::string>& ops, uint32_t world, uint32_
 
 constexpr uint64_t kWorldHash = 0xabcdef;
 
+// Real rank 0 of 4 runs the world's first all-reduce: it starts, gets its
+// schedule and finishes.
+void RunFirstAllReduce(HybridHarness& h) {
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch first;
+  AddStarted(&first, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, first);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  prism::rpc::EventBatch done;
+  AddFinished(&done, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, done);
+}
+
 }  // namespace
 
 TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual members arrived", "[hybrid]") {
@@ -153,15 +167,7 @@ TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-tim
 // not a silent wait (seen on the GPU host with Megatron, 2026-12-02).
 TEST_CASE("a real rank's operation past the iterations prismd replays is a divergence, not a wait", "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0});
-  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
-  const int64_t t = RealtimeNow();
-  prism::rpc::EventBatch first;
-  AddStarted(&first, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
-  h.Feed(1, first);
-  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
-  prism::rpc::EventBatch done;
-  AddFinished(&done, 1, t + 100'000, t + 2'000'000);
-  h.Feed(1, done);
+  RunFirstAllReduce(h);
   prism::rpc::EventBatch second;  // iteration 1 of a 1-iteration replay
   AddStarted(&second, 2, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), 0, 4, 1 << 20, RealtimeNow());
   h.Feed(1, second);
@@ -202,15 +208,7 @@ TEST_CASE("a stall names what the real rank is in and what the replay waits for"
 
 TEST_CASE("no stall while the real rank is outside NCCL, however long the replay waits for it", "[hybrid][stall]") {
   HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
-  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
-  const int64_t t = RealtimeNow();
-  prism::rpc::EventBatch b;
-  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
-  h.Feed(1, b);
-  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
-  prism::rpc::EventBatch f;
-  AddFinished(&f, 1, t + 100'000, t + 2'000'000);
-  h.Feed(1, f);
+  RunFirstAllReduce(h);
   // The engine now waits for the rank's send, which a long compute may delay.
   std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);
   CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
