@@ -460,8 +460,8 @@ int main(int argc, char** argv) {
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "
                  "status 3, with the reason) or follow (keep serving and say what prismd does instead)");
   app.add_option("--stall-after-s", f.stall_after_s,
-                 "hybrid: when every real rank is inside an NCCL operation, the replay waits for them and no report "
-                 "came for this many seconds, say what each side waits for and treat it as a divergence (default 5; "
+                 "hybrid: when every real rank is inside an NCCL operation still waiting for its virtual peers' time, the "
+                 "replay waits for them and no report came for this many seconds, say what each side waits for and treat it as a divergence (default 5; "
                  "0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{3600}));
   app.add_option("--record-sessions", f.record_sessions,

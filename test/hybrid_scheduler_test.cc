@@ -214,6 +214,19 @@ TEST_CASE("no stall while the real rank is outside NCCL, however long the replay
   CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
 }
 
+// An operation whose schedule was sent waits for nothing prismd owes: its
+// end is the real rank's (a long kernel before it on its stream, say).
+TEST_CASE("no stall while the real rank's operation has its schedule, however long it lasts", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);  // the engine waits for its end
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
 TEST_CASE("a hybrid run replays the graph's iterations or 1000, whichever is more, unless --iterations says",
           "[hybrid]") {
   prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 1);

@@ -341,7 +341,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
-                                        false, StreamShapeOf(s)};
+                                        false, StreamShapeOf(s), *op};
       }
     }
   } else {
@@ -366,7 +366,8 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
               reply, id);
       rr.collective_ready.erase(ready);
     } else {
-      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s)};
+      rr.collective_started[slot] =
+          Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s), *op};
     }
   }
   const uint64_t graph_bytes = programs_.Bytes(rank, op->op);
@@ -380,7 +381,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
-  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, op->iteration, RealtimeNowNs()};
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
   inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
   if (status_ != nullptr) {
     status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
@@ -495,25 +496,25 @@ std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) c
   if (!awaiting_ || awaiting_->at_ns < last_report_ns_) return std::nullopt;  // reports came since it said so
   const int64_t now = RealtimeNowNs();
   if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
-  std::map<uint32_t, const StartedOp*> oldest;  // per real rank, the operation it has been in longest
-  for (const auto& [key, op] : started_) {
-    const StartedOp*& o = oldest[op.rank];
-    if (o == nullptr || op.since_ns < o->since_ns) o = &op;
-  }
-  std::vector<uint32_t> in_nccl;
+  std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
   for (const auto& [rank, rr] : ranks_) {
     if (rr.session == 0) continue;
-    if (oldest.count(rank) == 0) return std::nullopt;  // outside NCCL: it may yet start what the engine waits for
-    in_nccl.push_back(rank);
+    const Started* o = nullptr;
+    auto older = [&o](const Started& st) {
+      if (o == nullptr || st.since_ns < o->since_ns) o = &st;
+    };
+    for (const auto& [slot, st] : rr.collective_started) older(st);
+    for (const auto& [slot, st] : rr.recv_started) older(st);
+    if (o == nullptr) return std::nullopt;  // it may yet start what the engine waits for, or end what it is in
+    oldest[rank] = o;
   }
-  if (in_nccl.empty()) return std::nullopt;
+  if (oldest.empty()) return std::nullopt;
   std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
                                   (now - last_report_ns_) / 1000000, " ms)");
-  for (const uint32_t rank : in_nccl) {
-    const StartedOp& op = *oldest.at(rank);
-    absl::StrAppend(&text, "; real rank ", rank, " is in ", op.what, " (graph op ", op.op, " ",
-                    programs_.OpName(rank, op.op), ", iteration ", op.iteration, ") since ",
-                    (now - op.since_ns) / 1000000, " ms, waiting for its virtual peers");
+  for (const auto& [rank, st] : oldest) {
+    absl::StrAppend(&text, "; real rank ", rank, " is in ", st->what, " (graph op ", st->op.op, " ",
+                    programs_.OpName(rank, st->op.op), ", iteration ", st->op.iteration, ") since ",
+                    (now - st->since_ns) / 1000000, " ms, waiting for its virtual peers");
     bool said = false;
     for (const engine::RealRankPosition& p : awaiting_->positions) {
       if (p.rank != rank) continue;

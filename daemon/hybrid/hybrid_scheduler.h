@@ -108,7 +108,10 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
 
   // A stall: the engine has nothing left to play and waits for the real
   // ranks, while every real rank with a session is inside a matched NCCL
-  // operation, and no report came for `quiet_for`: neither side can move.
+  // operation that waits for the engine's time of its virtual peers (an
+  // operation whose schedule was sent is not: its end is the real rank's,
+  // however long its stream holds it), and no report came for `quiet_for`:
+  // neither side can move.
   // Says what each side waits for: per real rank, the operation it is in
   // (NCCL's name, communicator, peer, the graph op and iteration it was
   // matched to) and where the engine has that rank's program (the op it
@@ -143,6 +146,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     std::string what;
     bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
     engine::StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
+    ProgramOp op;          // the graph op it was matched to (a stall report names it)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -156,8 +160,6 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint32_t rank = 0;
     uint32_t op = 0;
     std::string what;  // for /status
-    uint64_t iteration = 0;
-    int64_t since_ns = 0;  // CLOCK_REALTIME when prismd matched it
   };
   // The engine's last OnAwaitingRealRanks: when, and the real ranks' positions.
   struct EngineAwaiting {
