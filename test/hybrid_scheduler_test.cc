@@ -214,6 +214,18 @@ TEST_CASE("no stall while the real rank is outside NCCL, however long the replay
   CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
 }
 
+// Two real ranks, one still starting up (no operation yet): it may yet
+// start what the replay waits for, so the other's wait is no stall.
+TEST_CASE("no stall while another real rank has not started an operation yet", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0, 2});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_RECV, 0, 3), 0, 4, 1 << 20, RealtimeNow(), false);
+  h.Feed(1, b);
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
 // An operation whose schedule was sent waits for nothing prismd owes: its
 // end is the real rank's (a long kernel before it on its stream, say).
 TEST_CASE("no stall while the real rank's operation has its schedule, however long it lasts", "[hybrid][stall]") {

@@ -497,8 +497,11 @@ std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) c
   const int64_t now = RealtimeNowNs();
   if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
   std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
-  for (const auto& [rank, rr] : ranks_) {
-    if (rr.session == 0) continue;
+  for (const uint32_t rank : programs_.RealRanks()) {
+    const auto it = ranks_.find(rank);
+    // A real rank that has not started an operation yet (still starting up) or whose session ended.
+    if (it == ranks_.end() || it->second.session == 0) return std::nullopt;
+    const RealRank& rr = it->second;
     const Started* o = nullptr;
     auto older = [&o](const Started& st) {
       if (o == nullptr || st.since_ns < o->since_ns) o = &st;

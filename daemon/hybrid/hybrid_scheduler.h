@@ -107,11 +107,12 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
 
   // A stall: the engine has nothing left to play and waits for the real
-  // ranks, while every real rank with a session is inside a matched NCCL
-  // operation that waits for the engine's time of its virtual peers (an
-  // operation whose schedule was sent is not: its end is the real rank's,
-  // however long its stream holds it), and no report came for `quiet_for`:
-  // neither side can move.
+  // ranks, while every real rank is inside a matched NCCL operation that
+  // waits for the engine's time of its virtual peers (an operation whose
+  // schedule was sent is not: its end is the real rank's, however long its
+  // stream holds it; a rank that has not started an operation yet may still
+  // be starting up and unblock the others), and no report came for
+  // `quiet_for`: neither side can move.
   // Says what each side waits for: per real rank, the operation it is in
   // (NCCL's name, communicator, peer, the graph op and iteration it was
   // matched to) and where the engine has that rank's program (the op it
