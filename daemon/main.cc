@@ -87,6 +87,7 @@ struct Flags {
   int64_t lookahead_ms = 0;
   std::string ring_hold = "on";
   std::string on_divergence = "stop";
+  int64_t stall_after_s = 5;
   std::string record_sessions;
   bool follow = false;  // --follow: the real ranks' groups and operations, no program from the graph
 };
@@ -331,6 +332,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   auto on_divergence = prism::daemon::ParseOnDivergence(f.on_divergence);
   if (!on_divergence.ok()) return Fail(on_divergence.status(), kExitUsage);
   h.on_divergence = *on_divergence;
+  h.stall_after = prism::FromSeconds(f.stall_after_s);
   if (auto s = prism::daemon::RunHybrid(g, std::move(h), &status, &metrics, signals); !s.ok())
     return Fail(s, s.code() == absl::StatusCode::kAborted ? prism::daemon::kExitDiverged : kExitFailed);
   return 0;
@@ -463,6 +465,11 @@ int main(int argc, char** argv) {
   app.add_option("--on-divergence", f.on_divergence,
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "
                  "status 3, with the reason) or follow (keep serving and say what prismd does instead)");
+  app.add_option("--stall-after-s", f.stall_after_s,
+                 "hybrid: when every real rank is inside an NCCL operation still waiting for its virtual peers' time, the "
+                 "replay waits for them and no report came for this many seconds, say what each side waits for and treat it as a divergence (default 5; "
+                 "0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600}));
   app.add_option("--record-sessions", f.record_sessions,
                  "hybrid: record the plugin sessions' events and the schedules sent into FILE (CI replays)");
   app.add_option("--nccl-comm-id", f.nccl_comm_id,

@@ -38,6 +38,21 @@ TEST_CASE("on-divergence follow: no stop and one note per kind saying what prism
   CHECK(watch.Tick().notes.empty());
 }
 
+TEST_CASE("a stall is a divergence: stop ends the run with it, follow says prismd keeps waiting",
+          "[hybrid][divergence][stall]") {
+  DivergenceWatch stop(OnDivergence::kStop);
+  stop.Report(DivergenceSource::kStall, "real rank 0 is in RECV #4 ...");
+  const auto d = stop.Tick();
+  REQUIRE(d.stop_reason);
+  CHECK(*d.stop_reason == "a stall: real rank 0 is in RECV #4 ...");
+  DivergenceWatch follow(OnDivergence::kFollow);
+  follow.Report(DivergenceSource::kStall, "real rank 0 is in RECV #4 ...");
+  const auto f = follow.Tick();
+  CHECK_FALSE(f.stop_reason);
+  REQUIRE(f.notes.size() == 1);
+  CHECK(f.notes[0].find("prismd keeps waiting") != std::string::npos);
+}
+
 TEST_CASE("on-divergence: a value other than stop or follow names the flag", "[hybrid][divergence]") {
   auto bad = prism::daemon::ParseOnDivergence("ignore");
   REQUIRE_FALSE(bad.ok());

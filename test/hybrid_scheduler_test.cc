@@ -35,6 +35,20 @@ g::Graph SweepGraph(const std::vector<std::string>& ops, uint32_t world, uint32_
 
 constexpr uint64_t kWorldHash = 0xabcdef;
 
+// Real rank 0 of 4 runs the world's first all-reduce: it starts, gets its
+// schedule and finishes.
+void RunFirstAllReduce(HybridHarness& h) {
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch first;
+  AddStarted(&first, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, first);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  prism::rpc::EventBatch done;
+  AddFinished(&done, 1, t + 100'000, t + 2'000'000);
+  h.Feed(1, done);
+}
+
 }  // namespace
 
 TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual members arrived", "[hybrid]") {
@@ -186,15 +200,7 @@ TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-tim
 // not a silent wait (seen on the GPU host with Megatron, 2026-12-02).
 TEST_CASE("a real rank's operation past the iterations prismd replays is a divergence, not a wait", "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0});
-  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
-  const int64_t t = RealtimeNow();
-  prism::rpc::EventBatch first;
-  AddStarted(&first, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
-  h.Feed(1, first);
-  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
-  prism::rpc::EventBatch done;
-  AddFinished(&done, 1, t + 100'000, t + 2'000'000);
-  h.Feed(1, done);
+  RunFirstAllReduce(h);
   prism::rpc::EventBatch second;  // iteration 1 of a 1-iteration replay
   AddStarted(&second, 2, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), 0, 4, 1 << 20, RealtimeNow());
   h.Feed(1, second);
@@ -203,6 +209,67 @@ TEST_CASE("a real rank's operation past the iterations prismd replays is a diver
   CHECK(s->unmatched());
   CHECK(h.scheduler().counters().ops_matched == 1);
   CHECK(h.scheduler().counters().divergences == 1);
+}
+
+// The real rank starts an operation the graph has, but not the one the
+// replay waits for (its receive before the all-reduce that precedes it): the
+// receive waits for a virtual sender the engine cannot play, the engine waits
+// for the real rank's all-reduce. Neither moves; prismd must say what each
+// side waits for (on the GPU host such a wait was silent until killed).
+TEST_CASE("a stall names what the real rank is in and what the replay waits for", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_RECV, 0, 3), 0, 4, 1 << 20, RealtimeNow(), false);
+  h.Feed(1, b);
+  std::optional<std::string> stall;
+  for (int i = 0; i < 200 && !stall; ++i) {  // the engine says it waits after kAwaitReportAfter
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stall = h.scheduler().StallReport(prism::FromMilliseconds(200));
+  }
+  REQUIRE(stall.has_value());
+  INFO(*stall);
+  CHECK_THAT(*stall, Catch::Contains("real rank 0 is in RECV #0 with comm rank 3 on comm0"));
+  CHECK_THAT(*stall, Catch::Contains("iteration 0"));
+  CHECK_THAT(*stall, Catch::Contains("the replay waits for it to start op 0 ("));
+  // The receive ends (the rank is out of NCCL): no stall any more.
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, 0, RealtimeNow());
+  h.Feed(1, f);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
+TEST_CASE("no stall while the real rank is outside NCCL, however long the replay waits for it", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  RunFirstAllReduce(h);
+  // The engine now waits for the rank's send, which a long compute may delay.
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
+// Two real ranks, one still starting up (no operation yet): it may yet
+// start what the replay waits for, so the other's wait is no stall.
+TEST_CASE("no stall while another real rank has not started an operation yet", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0, 2});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_RECV, 0, 3), 0, 4, 1 << 20, RealtimeNow(), false);
+  h.Feed(1, b);
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
+}
+
+// An operation whose schedule was sent waits for nothing prismd owes: its
+// end is the real rank's (a long kernel before it on its stream, say).
+TEST_CASE("no stall while the real rank's operation has its schedule, however long it lasts", "[hybrid][stall]") {
+  HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 1), {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5)).has_value());
+  std::this_thread::sleep_for(2 * prism::engine::kAwaitReportAfter);  // the engine waits for its end
+  CHECK_FALSE(h.scheduler().StallReport(prism::Nanoseconds(0)).has_value());
 }
 
 TEST_CASE("a hybrid run replays the graph's iterations or 1000, whichever is more, unless --iterations says",

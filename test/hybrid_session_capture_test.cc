@@ -10,6 +10,8 @@
 #include "graphgen/capture_recording.h"
 #include "graphgen/extrapolate.h"
 #include "graphgen/fidelity_graph.h"
+#include "graphgen/job_graph.h"
+#include "graphgen/job_spec.h"
 #include "proto/graph_file.h"
 
 namespace {
@@ -112,6 +114,22 @@ TEST_CASE("session capture: a recording of another graph is refused") {
   measured = prism::daemon::MeasureCompute(renamed, *recording, 1);
   REQUIRE(!measured.ok());
   CHECK(std::string(measured.status().message()).find("is not communicator 1 of the graph") != std::string::npos);
+}
+
+// With NCCL ids from PyTorch's store, prismd names a communicator with its
+// PyTorch group ("tp[0] (PyTorch group 2321)"): the recording of Megatron-core
+// at 1024 ranks on the GPU host (scripts/gpu/run-mcore.sh) is of the job graph.
+TEST_CASE("session capture: a Megatron-core run's recording, its communicators named with their PyTorch group") {
+  auto spec = prism::graphgen::ParseJobSpecFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/gpt-1024.yaml");
+  REQUIRE(spec.ok());
+  auto g = prism::graphgen::GenerateJobGraph(*spec);
+  REQUIRE(g.ok());
+  const std::vector<prism::daemon::MeasuredRank> measured = Measure(*g, "mcore-1024-r0-lazy.rec");
+  REQUIRE(measured.size() == 1);
+  CHECK(measured[0].rank == 0);
+  CHECK(measured[0].iterations == 12);
+  CHECK(measured[0].matched_ops == 924);
+  CHECK(measured[0].unmatched_ops == 0);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -528,6 +529,27 @@ absl::Status ReplayEngine::StallError() const {
   return absl::FailedPreconditionError("replay stalled with no runnable op");
 }
 
+std::vector<RealRankPosition> ReplayEngine::RealRankPositions() const {
+  std::vector<RealRankPosition> out;
+  for (uint32_t a = 0; a < state_.size(); ++a) {
+    if (!state_[a].real) continue;
+    const ProgramInfo& p = world_.programs[world_.actors[a].program];
+    for (uint32_t st = 0; st < state_[a].streams.size(); ++st) {
+      const StreamState& ss = state_[a].streams[st];
+      const std::vector<uint32_t>& ops = p.stream_ops[st];
+      const uint64_t len = ops.size(), total = len * options_.iterations;
+      if (len == 0 || (ss.pos >= total && ss.inflight == 0)) continue;
+      RealRankPosition r{world_.actors[a].rep_rank, st, 0, 0, ss.inflight > 0};
+      uint64_t pos = r.reached ? ss.pos - 1 : ss.pos;
+      while (!r.reached && pos + 1 < total && !IsComm(p.ops[ops[pos % len]].kind)) ++pos;  // compute: ends on its own
+      r.op = ops[pos % len];
+      r.iteration = pos / len;
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 void ReplayEngine::Progress(WallClockPacer* pacer) {
   if (observer_)
     observer_->OnProgress(EngineProgress{horizon_, events_, accounting_.iterations_done(),
@@ -541,6 +563,8 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
+  // Waiting for the real ranks with nothing to play: when the observer was last told (or the wait began).
+  std::optional<std::chrono::steady_clock::time_point> awaiting_told;
   while (!stop_) {
     // Leaving the current instant: grant the NIC requests made at it together.
     if (nics_.HasRequests() && (queue_.empty() || queue_.top().time != now_)) {
@@ -548,6 +572,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       continue;
     }
     if (inbox && inbox->HasPending()) {
+      awaiting_told.reset();
       if (auto s = ApplyInbox(inbox); !s.ok()) return s;
       continue;
     }
@@ -558,7 +583,13 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
         break;
       }
       if (has_real_ && inbox) {
-        inbox->WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+        const auto now = std::chrono::steady_clock::now();
+        if (!awaiting_told) awaiting_told = now;
+        if (observer_ && now - *awaiting_told >= kAwaitReportAfter) {
+          observer_->OnAwaitingRealRanks(RealRankPositions());
+          awaiting_told = now;
+        }
+        inbox->WaitUntil(now + std::chrono::milliseconds(100));
         continue;
       }
       return StallError();

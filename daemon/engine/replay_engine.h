@@ -28,6 +28,7 @@
 #ifndef PRISM_DAEMON_ENGINE_REPLAY_ENGINE_H_
 #define PRISM_DAEMON_ENGINE_REPLAY_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -59,6 +60,19 @@ struct EngineProgress {
   Nanoseconds lag;            // real-time mode: how far behind the wall clock
   uint64_t ops_done = 0;      // op instances completed by the replayed actors
   uint64_t ops_total = 0;     // ... of this many (every actor's ops times the iterations)
+};
+
+// Hybrid: where a real rank's program stands on one stream while the engine
+// has played everything it can and waits for the real ranks: the op it waits
+// at and that op's iteration; `reached`: the real rank started it (it waits
+// for its peers or its end), else the engine waits for the real rank to start
+// it (the next communication op on that stream).
+struct RealRankPosition {
+  uint32_t rank = 0;
+  uint32_t stream = 0;
+  uint32_t op = 0;
+  uint64_t iteration = 0;
+  bool reached = false;
 };
 
 // Callbacks on the engine thread; implementations must be quick and must not
@@ -94,7 +108,14 @@ class EngineObserver {
   // Hybrid: an all-virtual collective took a real measurement's duration
   // instead of the model's (calibration, docs/timing.md).
   virtual void OnCalibratedCollective() {}
+  // Hybrid: the engine has nothing left to play and has waited
+  // kAwaitReportAfter for the real ranks' reports; `positions` says where
+  // each real rank's program stands (a stall report's engine side). Repeated
+  // every kAwaitReportAfter while the wait lasts.
+  virtual void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) {}
 };
+
+inline constexpr std::chrono::milliseconds kAwaitReportAfter{1000};
 
 // Fans callbacks out to several observers (metrics, the hybrid bridge, ...).
 // Observers are not owned and must outlive the engine run.
@@ -133,6 +154,9 @@ class ObserverList final : public EngineObserver {
   }
   void OnCalibratedCollective() override {
     for (auto* o : observers_) o->OnCalibratedCollective();
+  }
+  void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) override {
+    for (auto* o : observers_) o->OnAwaitingRealRanks(positions);
   }
 
  private:
@@ -267,6 +291,8 @@ class ReplayEngine {
   Nanoseconds ModelTime(uint32_t comm, const OpInfo& op);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;
+  // Where every real rank's streams stand (OnAwaitingRealRanks).
+  std::vector<RealRankPosition> RealRankPositions() const;
   void Progress(WallClockPacer* pacer);
 
   const EngineWorld& world_;

@@ -74,6 +74,9 @@ class IterationCounter final : public EngineObserver {
                            Bytes bytes) override {
     if (next_) next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
   }
+  void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) override {
+    if (next_) next_->OnAwaitingRealRanks(positions);
+  }
 
  private:
   EngineObserver* next_;

@@ -10,6 +10,7 @@ const char* SourceName(DivergenceSource s) {
     case DivergenceSource::kOperations: return "a real rank's operation";
     case DivergenceSource::kBootstrap: return "the NCCL bootstrap";
     case DivergenceSource::kStore: return "PyTorch's store";
+    case DivergenceSource::kStall: return "a stall";
   }
   return "?";
 }
@@ -23,6 +24,8 @@ const char* FollowAction(DivergenceSource s) {
       return "the communicator the real ranks' NCCL made is kept in place of the graph's";
     case DivergenceSource::kStore:
       return "the error stays on /status; a rank that waits for that group or id may wait until it is stopped";
+    case DivergenceSource::kStall:
+      return "prismd keeps waiting (nothing it plays can move until a real rank does); the report stays on /status";
   }
   return "";
 }

@@ -1,8 +1,9 @@
 // What prismd does when the real ranks diverge from the graph (prismd
 // --on-divergence, docs/timing.md "Divergences"): a real rank's operation the
 // graph does not have (HybridScheduler), a bootstrap divergence (a split or
-// check-in the plan did not predict) or a start-up error in PyTorch's store
-// (a group number or id the graph does not have).
+// check-in the plan did not predict), a start-up error in PyTorch's store
+// (a group number or id the graph does not have), or a stall (the real ranks
+// and the replay wait for each other: HybridScheduler::StallReport).
 //
 //   stop   (default): the first divergence ends the run: prismd says why and
 //          exits with status 3 (prism run stops the ranks and exits 3 with
@@ -32,7 +33,7 @@ enum class OnDivergence { kStop, kFollow };
 // "stop" or "follow"; InvalidArgument naming the flag otherwise.
 absl::StatusOr<OnDivergence> ParseOnDivergence(const std::string& text);
 
-enum class DivergenceSource { kOperations, kBootstrap, kStore };
+enum class DivergenceSource { kOperations, kBootstrap, kStore, kStall };
 
 // prismd's exit status when --on-divergence stop ended the run.
 inline constexpr int kExitDiverged = 3;

@@ -107,6 +107,25 @@ void PublishStuck(const HybridScheduler& scheduler, server::StatusBoard* status,
   *shown = stuck.size();
 }
 
+// A stall (the real ranks and the replay waiting for each other) lasting
+// `after`: said once on stderr and /status, and reported as a divergence
+// (under --on-divergence stop it ends the run with this reason).
+void PublishStall(const HybridScheduler& scheduler, Nanoseconds after, server::StatusBoard* status,
+                  DivergenceWatch* divergences, bool* said) {
+  if (after <= Nanoseconds(0)) return;
+  const std::optional<std::string> stall = scheduler.StallReport(after);
+  if (!stall) {
+    if (*said && status != nullptr) status->ClearAlert("stall");
+    *said = false;
+    return;
+  }
+  if (*said) return;
+  *said = true;
+  std::fprintf(stderr, "prismd: stall: %s\n", stall->c_str());
+  if (status != nullptr) status->SetAlert("stall", *stall);
+  divergences->Report(DivergenceSource::kStall, *stall);
+}
+
 // Real ranks that have not connected after kConnectGrace: an alert on
 // /status (and the page) and a line on stderr, repeated every
 // kConnectRepeat while the wait lasts; cleared when every rank came.
@@ -178,7 +197,8 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   if (!options.record_sessions_path.empty()) {
     auto opened = SessionRecorder::Open(options.record_sessions_path,
                                         static_cast<int64_t>(pacer.RealtimeFromEmulated(Nanoseconds(0))),
-                                        options.lookahead.count(), options.engine.real_ranks, graph.job().name());
+                                        options.lookahead.count(), options.engine.real_ranks, graph.job().name(),
+                                        options.engine.iterations);
     if (!opened.ok()) return opened.status();
     recorder = std::move(*opened);
     so.recorder = recorder.get();
@@ -226,6 +246,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   });
   LagExporter lags(pacer, metrics);
   size_t stuck_shown = 0;
+  bool stall_said = false;
   double connect_said_s = -1;
   const timespec tick{0, 250'000'000};
   int sig = 0;
@@ -234,6 +255,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     sig = sigtimedwait(&stop_signals, nullptr, &tick);
     lags.Export();
     PublishStuck(scheduler, status, &stuck_shown);
+    PublishStall(scheduler, options.stall_after, status, &divergences, &stall_said);
     PublishNeverConnected(status, listen, &connect_said_s);
     DivergenceWatch::Decision d = divergences.Tick();
     for (const std::string& note : d.notes) std::fprintf(stderr, "prismd: %s\n", note.c_str());

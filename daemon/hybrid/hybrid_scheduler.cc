@@ -348,7 +348,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
-                                        false, StreamShapeOf(s)};
+                                        false, StreamShapeOf(s), *op};
       }
     }
   } else {
@@ -373,7 +373,8 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
               reply, id);
       rr.collective_ready.erase(ready);
     } else {
-      rr.collective_started[slot] = Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s)};
+      rr.collective_started[slot] =
+          Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s), *op};
       if (MirrorKind(s) && options_.hold_early_rings && reply != nullptr) {
         Hold(key, reply);
         ++counters_.holds;
@@ -424,6 +425,7 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // (with it inside, prismd's engine lag at 8192 ranks reached 70 ms).
   if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
   std::lock_guard<std::mutex> lock(mu_);
+  if (batch.events_size() > 0) last_report_ns_ = RealtimeNowNs();
   for (const rpc::Event& e : batch.events()) {
     switch (e.kind_case()) {
       case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;
@@ -493,6 +495,51 @@ std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) 
                                    "): the engine has not played that send yet (is a virtual rank stuck? see the "
                                    "replay's state on /status)"));
   return out;
+}
+
+void HybridScheduler::OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  awaiting_ = EngineAwaiting{RealtimeNowNs(), positions};
+}
+
+std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!awaiting_ || awaiting_->at_ns < last_report_ns_) return std::nullopt;  // reports came since it said so
+  const int64_t now = RealtimeNowNs();
+  if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
+  std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
+  for (const uint32_t rank : programs_.RealRanks()) {
+    const auto it = ranks_.find(rank);
+    // A real rank that has not started an operation yet (still starting up) or whose session ended.
+    if (it == ranks_.end() || it->second.session == 0) return std::nullopt;
+    const RealRank& rr = it->second;
+    const Started* o = nullptr;
+    auto older = [&o](const Started& st) {
+      if (o == nullptr || st.since_ns < o->since_ns) o = &st;
+    };
+    for (const auto& [slot, st] : rr.collective_started) older(st);
+    for (const auto& [slot, st] : rr.recv_started) older(st);
+    if (o == nullptr) return std::nullopt;  // it may yet start what the engine waits for, or end what it is in
+    oldest[rank] = o;
+  }
+  if (oldest.empty()) return std::nullopt;
+  std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
+                                  (now - last_report_ns_) / 1000000, " ms)");
+  for (const auto& [rank, st] : oldest) {
+    absl::StrAppend(&text, "; real rank ", rank, " is in ", st->what, " (graph op ", st->op.op, " ",
+                    programs_.OpName(rank, st->op.op), ", iteration ", st->op.iteration, ") since ",
+                    (now - st->since_ns) / 1000000, " ms, waiting for its virtual peers");
+    bool said = false;
+    for (const engine::RealRankPosition& p : awaiting_->positions) {
+      if (p.rank != rank) continue;
+      absl::StrAppend(&text, said ? "; and" : ", while the replay", p.reached ? " has it in op " : " waits for it to start op ",
+                      p.op, " (", programs_.OpName(rank, p.op), ") of iteration ", p.iteration,
+                      p.reached ? ", waiting for that op's peers" : "", " on stream ", p.stream);
+      said = true;
+    }
+    if (!said) absl::StrAppend(&text, ", while the replay has finished that rank's program");
+  }
+  return text;
 }
 
 void HybridScheduler::PusherMain() {

@@ -33,6 +33,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -110,6 +111,21 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override;
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
+  void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
+
+  // A stall: the engine has nothing left to play and waits for the real
+  // ranks, while every real rank is inside a matched NCCL operation that
+  // waits for the engine's time of its virtual peers (an operation whose
+  // schedule was sent is not: its end is the real rank's, however long its
+  // stream holds it; a rank that has not started an operation yet may still
+  // be starting up and unblock the others), and no report came for
+  // `quiet_for`: neither side can move.
+  // Says what each side waits for: per real rank, the operation it is in
+  // (NCCL's name, communicator, peer, the graph op and iteration it was
+  // matched to) and where the engine has that rank's program (the op it
+  // waits for the rank to start, or has started and waits on). nullopt: no
+  // stall (a real rank outside NCCL may yet start what the engine waits for).
+  std::optional<std::string> StallReport(Nanoseconds quiet_for) const;
 
   // Real ranks' receives that have waited longer than `older_than` for
   // the engine to time their virtual sender: one line each (for /status and
@@ -139,6 +155,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     std::string what;
     bool mirror = false;   // a ring all-reduce/all-gather/reduce-scatter (MIRROR schedule)
     engine::StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
+    ProgramOp op;          // the graph op it was matched to (a stall report names it)
   };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
@@ -152,6 +169,11 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint32_t rank = 0;
     uint32_t op = 0;
     std::string what;  // for /status
+  };
+  // The engine's last OnAwaitingRealRanks: when, and the real ranks' positions.
+  struct EngineAwaiting {
+    int64_t at_ns = 0;
+    std::vector<engine::RealRankPosition> positions;
   };
   struct Push {
     SessionId session;
@@ -222,6 +244,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // Engine communicator -> (real rank, graph communicator) pairs it stands for.
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
   Counters counters_;
+  std::optional<EngineAwaiting> awaiting_;  // the engine's last report of waiting for the real ranks
+  int64_t last_report_ns_ = 0;              // CLOCK_REALTIME of the last plugin event batch
   std::deque<Push> outbox_;
   bool stop_ = false;
   bool pushing_ = false;                   // the pusher is handing a batch to the sink

@@ -45,6 +45,11 @@ class RealRankPrograms {
   static absl::StatusOr<RealRankPrograms> Build(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks);
 
   bool IsReal(uint32_t rank) const { return ranks_.count(rank) != 0; }
+  std::vector<uint32_t> RealRanks() const {
+    std::vector<uint32_t> out;
+    for (const auto& [rank, index] : ranks_) out.push_back(rank);
+    return out;
+  }
   size_t real_count() const { return ranks_.size(); }
 
   // A graph communicator whose members are all real ranks, by its members

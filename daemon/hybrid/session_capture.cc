@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/real_rank_programs.h"
 
@@ -127,6 +128,13 @@ void MeasureRank(const graph::Program& p, const OpTimes& t, uint64_t skip, Measu
   }
 }
 
+// Whether prismd's name for a communicator (its bootstrap's: "tp[0]", or
+// "tp[0] (PyTorch group 2321)" when the ids come from PyTorch's store) is
+// the graph's communicator `graph_name`.
+bool SameCommunicator(const std::string& graph_name, const std::string& recorded) {
+  return recorded == graph_name || absl::StartsWith(recorded, absl::StrCat(graph_name, " (PyTorch group "));
+}
+
 }  // namespace
 
 uint64_t SteadyIteration(const std::map<uint64_t, uint64_t>& starts, uint64_t skip_iterations) {
@@ -152,7 +160,8 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
   for (const RecordedLine& line : recording.lines) {
     if (line.kind != RecordedLine::kCommunicator || line.comm.graph_comm < 0) continue;
     const int64_t id = line.comm.graph_comm;
-    if (id >= graph.communicators_size() || graph.communicators(static_cast<int>(id)).name() != line.comm.name)
+    if (id >= graph.communicators_size() || !SameCommunicator(graph.communicators(static_cast<int>(id)).name(),
+                                                              line.comm.name))
       return absl::InvalidArgumentError(absl::StrCat("the recording's communicator '", line.comm.name.substr(0, 64),
                                                      "' is not communicator ", id, " of the graph: give the graph "
                                                      "the run used"));

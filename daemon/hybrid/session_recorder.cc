@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<SessionRecorder>> SessionRecorder::Open(const std
                                                                        int64_t start_realtime_ns,
                                                                        int64_t lookahead_ns,
                                                                        const std::vector<uint32_t>& real_ranks,
-                                                                       const std::string& graph_name) {
+                                                                       const std::string& graph_name,
+                                                                       uint64_t iterations) {
   // O_NOFOLLOW: a symlink planted at `path` (a shared directory) is refused, not written through.
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   std::FILE* f = fd < 0 ? nullptr : fdopen(fd, "w");
@@ -50,6 +51,7 @@ absl::StatusOr<std::unique_ptr<SessionRecorder>> SessionRecorder::Open(const std
   h["lookahead_ns"] = lookahead_ns;
   h["real_ranks"] = real_ranks;
   h["graph"] = graph_name;
+  if (iterations > 0) h["iterations"] = iterations;
   r->Line(h.dump());
   return r;
 }
@@ -108,6 +110,7 @@ absl::StatusOr<Recording> ReadRecording(const std::string& path) {
       rec.lookahead_ns = j.value("lookahead_ns", int64_t{0});
       rec.real_ranks = j.value("real_ranks", std::vector<uint32_t>{});
       rec.graph = j.value("graph", "");
+      rec.iterations = j.value("iterations", uint64_t{0});
       continue;
     }
     RecordedLine r;

@@ -6,7 +6,9 @@
 //
 // Format: JSON lines. The first line is a header
 //   {"format":"prism-session-recording/1","start_realtime_ns":N,"lookahead_ns":L,
-//    "real_ranks":[...],"graph":"name"}
+//    "real_ranks":[...],"graph":"name","iterations":I}
+// ("iterations": how many the engine replayed; recordings before 2026-12-02
+// lack it, and their replays play the graph's count)
 // then, in the order prismd saw them:
 //   {"at":T,"comm":{"hash":H,"graph_comm":C,"name":"...","members":[...]}}
 //   {"at":T,"session":S,"events":"<base64 of rpc::EventBatch>"}
@@ -36,7 +38,7 @@ class SessionRecorder {
   static absl::StatusOr<std::unique_ptr<SessionRecorder>> Open(const std::string& path, int64_t start_realtime_ns,
                                                                int64_t lookahead_ns,
                                                                const std::vector<uint32_t>& real_ranks,
-                                                               const std::string& graph_name);
+                                                               const std::string& graph_name, uint64_t iterations = 0);
   ~SessionRecorder();
   SessionRecorder(const SessionRecorder&) = delete;
   SessionRecorder& operator=(const SessionRecorder&) = delete;
@@ -68,6 +70,7 @@ struct Recording {
   int64_t lookahead_ns = 0;
   std::vector<uint32_t> real_ranks;
   std::string graph;
+  uint64_t iterations = 0;  // the iterations the engine replayed (0: not recorded; the graph's)
   std::vector<RecordedLine> lines;
 };
 

@@ -76,10 +76,13 @@ std::string Difference(const rpc::OpSchedule& e, const rpc::OpSchedule& a, int64
 
 namespace {
 
-HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph) {
+// The live run's scheduler, bounded by the iterations its engine replayed
+// when the recording says.
+HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph, const Recording& recording) {
   HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
+  so.iterations = recording.iterations;
   return so;
 }
 
@@ -104,6 +107,7 @@ engine::SimulationOptions ReplayEngineOptions(const Recording& recording, engine
                                               HybridScheduler* scheduler, const std::vector<uint32_t>& trace_ranks) {
   engine::SimulationOptions o;
   o.real_ranks = recording.real_ranks;
+  o.iterations = recording.iterations;  // 0: the graph's
   o.inbox = inbox;
   o.observer = scheduler;
   o.report_when_stopped = true;
@@ -171,7 +175,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
   engine::WallClockPacer clock(engine::RealtimeOptions{});  // time conversions only: the engine is unpaced
   clock.StartAtRealtime(Nanoseconds(recording.start_realtime_ns));
   CollectingSink sink;
-  HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, ReplaySchedulerOptions(graph));
+  HybridScheduler scheduler(std::move(*programs), &inbox, &clock, nullptr, nullptr, ReplaySchedulerOptions(graph, recording));
   std::set<uint64_t> opened;
   // Every report goes into the inbox before the engine starts; the engine
   // then applies each at its own time.
@@ -195,7 +199,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(Nanoseconds(live.start_realtime_ns));
   CollectingSink sink;
-  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, ReplaySchedulerOptions(graph));
+  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, ReplaySchedulerOptions(graph, recording));
   std::thread feeder([&] {  // each line when its time comes
     std::set<uint64_t> opened;
     for (const RecordedLine& line : live.lines) {
@@ -377,6 +381,7 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
   rec.start_realtime_ns = start_realtime_ns;
   rec.real_ranks = real_ranks;
   rec.graph = graph.job().name();
+  rec.iterations = engine::IterationsFor(graph, o.iterations).value_or(0);
   std::set<uint32_t> comms;
   std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>> events;  // (time, finish?, rank, event)
   uint64_t next_op_id = 1;
@@ -419,7 +424,7 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
 
 absl::Status WriteRecording(const Recording& recording, const std::string& path) {
   auto writer = SessionRecorder::Open(path, recording.start_realtime_ns, recording.lookahead_ns,
-                                      recording.real_ranks, recording.graph);
+                                      recording.real_ranks, recording.graph, recording.iterations);
   if (!writer.ok()) return writer.status();
   for (const RecordedLine& line : recording.lines) {
     switch (line.kind) {
