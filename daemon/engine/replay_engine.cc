@@ -37,7 +37,6 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   comm_state_.resize(world_.comms.size());
   for (size_t c = 0; c < world_.comms.size(); ++c)
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
-  queue_.Reserve(world_.actors.size() * 4);
 }
 
 // In paced runs an event that follows from a real rank's report may be due
@@ -569,7 +568,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       if (!pacer->WaitUntilDue(top.time, inbox)) continue;
       if (auto s = pacer->RecordLag(Max(top.time, KnownAt(top))); !s.ok()) return s;
     }
-    const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
+    const Event e = queue_.Pop();
     if (!late_known_.empty()) late_known_.erase({e.time.count(), e.actor, e.op});
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
@@ -596,7 +595,6 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       Complete(e.actor, e.op, e.issued);
     }
     handling_report_ = false;
-    queue_.EndPop();
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
       Progress(pacer);

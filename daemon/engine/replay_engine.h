@@ -43,6 +43,7 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_queues.h"
+#include "daemon/engine/radix_event_queue.h"
 #include "daemon/engine/real_rank_ops.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_accounting.h"
@@ -274,7 +275,7 @@ class ReplayEngine {
   EngineOptions options_;
   EngineObserver* observer_ = nullptr;
   TraceRecorder* trace_ = nullptr;
-  EventQueue queue_;
+  RadixEventQueue queue_;
   // Paced runs: events of queue_ learned after their time, by (time, actor, op).
   absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
