@@ -58,6 +58,16 @@ class RadixEventQueue {
     return now_.front();
   }
 
+  // An event that will likely pop after the minimum has, when one is at hand
+  // without moving events (for prefetching); null when none is.
+  const Event* NextHint() const {
+    if (!past_.empty()) return nullptr;
+    if (!now_.empty()) return &now_.front();
+    if (nonempty_ == 0) return nullptr;
+    const std::vector<Event>& lowest = buckets_[std::countr_zero(nonempty_) + 1];
+    return lowest.size() == 1 ? &lowest.front() : nullptr;
+  }
+
   // Removes and returns the minimum; the queue must not be empty.
   Event Pop() {
     --size_;
