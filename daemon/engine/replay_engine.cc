@@ -25,24 +25,28 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
-  uint32_t streams = 0, slots = 0;
+  uint32_t streams = 0;
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
-    state_[a] = ActorState{&p, ops, streams, slots, p.streams, actor.real};
-    ops += p.ops.size(), streams += p.streams, slots += static_cast<uint32_t>(actor.slot_comm.size());
+    state_[a] = ActorState{&p, ops, streams, static_cast<uint32_t>(slots_.size()), p.streams, actor.real};
+    ops += p.ops.size(), streams += p.streams;
+    const uint32_t slot_base = static_cast<uint32_t>(slots_.size());
+    for (size_t slot = 0; slot < actor.slot_comm.size(); ++slot)
+      slots_.push_back(SlotState{actor.slot_comm[slot], slot_base + actor.slot_canonical[slot], 0});
     if (actor.real) real_[a] = std::make_unique<RealRankOps>(p.ops.size());
   }
   streams_.resize(streams);
   done_.assign(ops, 0);
-  calls_.assign(slots, 0);
   if (has_real_) {  // WaitsForLaterCompletion's and real ranks' stream state, hybrid runs only
     done_at_.assign(ops, Nanoseconds(0));
     stream_waits_.resize(streams);
   }
   comm_state_.resize(world_.comms.size());
-  for (size_t c = 0; c < world_.comms.size(); ++c)
+  for (size_t c = 0; c < world_.comms.size(); ++c) {
+    comm_state_[c].members = static_cast<uint32_t>(world_.comms[c].members.size());
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
+  }
 }
 
 // In paced runs an event that follows from a real rank's report may be due
@@ -198,10 +202,11 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
 }
 
 void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = state_[actor].program->ops[k];
-  const uint32_t comm = a.slot_comm[op.slot];
-  const uint64_t call = calls_[state_[actor].call_base + a.slot_canonical[op.slot]]++;
+  const ActorState& s = state_[actor];
+  const OpInfo& op = s.program->ops[k];
+  const SlotState& slot = slots_[s.slot_base + op.slot];
+  const uint32_t comm = slot.comm;
+  const uint64_t call = slots_[slot.canonical].calls++;
   CommState& cs = comm_state_[comm];
   const uint64_t index = call - cs.base;
   while (cs.pending.size() <= index) {
@@ -211,21 +216,21 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   Instance& in = cs.pending[index];
   if (in.arrived == 0) {
     in.first_actor = actor, in.first_op = k;
-    in.waiters.reserve(world_.comms[comm].members.size());
+    in.waiters.reserve(cs.members);
   }
   ++in.arrived;
   in.last = Max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
-  if (a.real) {
+  if (s.real) {
     real_[actor]->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
     in.last_virtual = Max(in.last_virtual, now_);
-    const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
+    const uint32_t virtual_members = cs.members - cs.real_members;
     if (++in.virtual_arrived == virtual_members && observer_)
       observer_->OnVirtualMembersArrived(comm, call, in.last_virtual);
   }
   // The j-th instance completes only after every earlier one (members call in order).
-  while (!cs.pending.empty() && cs.pending.front().arrived >= world_.comms[comm].members.size()) {
+  while (!cs.pending.empty() && cs.pending.front().arrived >= cs.members) {
     ResolveCollective(comm, cs.base, cs.pending.front());
     cs.pending.pop_front();
     ++cs.base;

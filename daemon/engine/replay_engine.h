@@ -192,7 +192,7 @@ class ReplayEngine {
     const ProgramInfo* program = nullptr;  // world_.programs[its actor's program]
     uint64_t done_base = 0;    // done_[done_base + k]: op k's completed instances
     uint32_t stream_base = 0;  // streams_[stream_base + s]
-    uint32_t call_base = 0;    // calls_[call_base + slot]: collective calls made per canonical slot
+    uint32_t slot_base = 0;    // slots_[slot_base + slot]
     uint32_t streams = 0;
     bool real = false;
   };
@@ -217,6 +217,7 @@ class ReplayEngine {
     bool valid = false;
   };
   struct CommState {
+    uint32_t members = 0;
     uint64_t base = 0;
     std::deque<Instance> pending;
     uint32_t real_members = 0;
@@ -301,7 +302,14 @@ class ReplayEngine {
   std::vector<StreamWait> stream_waits_;             // hybrid runs: as streams_
   std::vector<uint32_t> done_;                       // per actor's op (ActorState::done_base)
   std::vector<Nanoseconds> done_at_;                 // hybrid runs: as done_, its latest completion
-  std::vector<uint64_t> calls_;                      // per actor's comm slot (ActorState::call_base)
+  // An actor's comm slot: its communicator, and (kept in the first slot
+  // naming that communicator) the collective calls made on it.
+  struct SlotState {
+    uint32_t comm = 0;
+    uint32_t canonical = 0;    // slots_ index of the first slot naming the same communicator
+    uint64_t calls = 0;
+  };
+  std::vector<SlotState> slots_;                     // per actor's comm slot (ActorState::slot_base)
   std::vector<std::unique_ptr<RealRankOps>> real_;   // per actor; real actors only
   std::vector<CommState> comm_state_;
   P2PQueues p2p_;
