@@ -1,6 +1,9 @@
-// The engine's pending events: a 4-ary min-heap ordered by (time, actor,
-// op), so that equal-time events are handled in a fixed order and a replay is
-// deterministic. Single-threaded (owned by the engine thread).
+// The replay engine's event record, and a 4-ary min-heap of them ordered by
+// (time, actor, op), so that equal-time events are handled in a fixed order
+// and a replay is deterministic. The engine's own queue is RadixEventQueue
+// (radix_event_queue.h), which pops in this heap's order and keeps one of
+// these for events earlier than its latest pop; bench/engine_rate_bench's
+// yardstick is this heap. Single-threaded (owned by one thread).
 //
 // An Event is 24 bytes: what the heap compares and the op's issue time. A
 // paced run's rare "learned late" stamp lives beside the queue, in the

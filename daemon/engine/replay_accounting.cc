@@ -6,18 +6,26 @@ namespace prism::engine {
 namespace {
 
 bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
+static_assert(kCommKinds <= 256 && graph::COMM_KIND_PP < kCommKinds - 1, "slot kinds are by_comm rows in a byte");
 
 }  // namespace
 
 ReplayAccounting::ReplayAccounting(const EngineWorld& world, uint64_t iterations)
-    : world_(world), iterations_(iterations), actors_(world.actors.size()),
+    : iterations_(iterations), actors_(world.actors.size()), weight_(world.actors.size()),
+      slot_base_(world.actors.size()), actor_iterations_done_(world.actors.size(), 0),
       iteration_actors_left_(iterations, world.actors.size()) {
+  iteration_left_.reserve(world.actors.size() * iterations);
   for (size_t a = 0; a < world.actors.size(); ++a) {
-    const size_t ops = world.programs[world.actors[a].program].ops.size();
-    actors_[a].iteration_left.assign(iterations, static_cast<uint32_t>(ops));
+    const Actor& actor = world.actors[a];
+    const size_t ops = world.programs[actor.program].ops.size();
+    weight_[a] = actor.weight;
+    slot_base_[a] = static_cast<uint32_t>(slot_kind_.size());
+    for (uint32_t comm : actor.slot_comm)  // by_comm's row (the pipeline kind kept apart from the last row)
+      slot_kind_.push_back(static_cast<uint8_t>(std::clamp<int>(world.comms[comm].kind, 0, kCommKinds - 1)));
+    iteration_left_.insert(iteration_left_.end(), iterations, static_cast<uint32_t>(ops));
     ops_total_ += ops * iterations;
     if (ops == 0) {  // nothing to replay: done with every iteration from the start
-      actors_[a].iterations_done = iterations;
+      actor_iterations_done_[a] = iterations;
       for (uint64_t& left : iteration_actors_left_) --left;
     }
   }
@@ -37,11 +45,6 @@ void ReplayAccounting::Account(ActorTally& t, Nanoseconds now) {
   t.last_change = Max(t.last_change, now);
 }
 
-bool ReplayAccounting::IsPipelineP2P(const Actor& a, const OpInfo& op) const {
-  return (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) &&
-         world_.comms[a.slot_comm[op.slot]].kind == graph::COMM_KIND_PP;
-}
-
 void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
@@ -51,15 +54,14 @@ void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseconds now
     t.memory_peak = std::max(t.memory_peak, t.memory);
   } else if (IsComm(op.kind)) {
     ++t.communicating;
-    if (IsPipelineP2P(world_.actors[actor], op)) ++t.pipeline_p2p;
+    if (op.kind != OpKind::kCollective && SlotKind(actor, op.slot) == graph::COMM_KIND_PP) ++t.pipeline_p2p;
   }
 }
 
 void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
-  const Actor& a = world_.actors[actor];
-  const __int128 w = a.weight;
+  const __int128 w = weight_[actor];
   const int64_t took = std::max<int64_t>(0, (now - issued).count());
   if (op.kind == OpKind::kCompute) {
     --t.computing;
@@ -68,12 +70,13 @@ void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issue
   }
   if (!IsComm(op.kind)) return;
   --t.communicating;
-  if (IsPipelineP2P(a, op)) --t.pipeline_p2p;
+  const graph::CommKind comm_kind = SlotKind(actor, op.slot);
+  if (op.kind != OpKind::kCollective && comm_kind == graph::COMM_KIND_PP) --t.pipeline_p2p;
   t.last_comm_done = Max(t.last_comm_done, now);
   const int kind = op.kind == OpKind::kSend   ? kOpKindSend
                    : op.kind == OpKind::kRecv ? kOpKindRecv
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-  const int comm = std::clamp<int>(world_.comms[a.slot_comm[op.slot]].kind, 0, kCommKinds - 1);
+  const int comm = comm_kind;  // clamped when stored
   for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
     k->time_ns += w * took;
     k->ops += w;
@@ -82,11 +85,10 @@ void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issue
 }
 
 std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {
-  ActorTally& t = actors_[actor];
   if (iteration >= iterations_) return std::nullopt;
   ++ops_done_;
-  if (--t.iteration_left[iteration] != 0) return std::nullopt;
-  ++t.iterations_done;
+  if (--iteration_left_[actor * iterations_ + iteration] != 0) return std::nullopt;
+  ++actor_iterations_done_[actor];
   stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], now);
   if (--iteration_actors_left_[iteration] != 0) return std::nullopt;
   ++iterations_done_;
@@ -104,8 +106,8 @@ bool ReplayAccounting::CommunicatedAlone(uint32_t actor, Nanoseconds started) co
 }
 
 bool ReplayAccounting::Finished() const {
-  for (const ActorTally& t : actors_)
-    if (t.iterations_done < iterations_) return false;
+  for (uint64_t done : actor_iterations_done_)
+    if (done < iterations_) return false;
   return true;
 }
 

@@ -7,7 +7,7 @@
 // actor stands for; when every actor finished each iteration. The engine
 // tells it when ops start and end; it decides nothing about timing.
 //
-// Thread-safety: none; the engine thread owns it. `world` must outlive it.
+// Thread-safety: none; the engine thread owns it. It copies what it needs of `world`.
 #ifndef PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 #define PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 
@@ -32,6 +32,12 @@ class ReplayAccounting {
   // Returns the iteration when that made every actor finish it.
   std::optional<uint64_t> CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
 
+  // Asks for `actor`'s lines ahead of its next Started/Ended/CountDone.
+  void Prefetch(uint32_t actor) const {
+    __builtin_prefetch(&actors_[actor], 1);
+    __builtin_prefetch(&iteration_left_[actor * iterations_], 1);
+  }
+
   // Whether `actor` has had no other communication in flight since
   // `started` (> 0) besides the one op it is ending now.
   bool CommunicatedAlone(uint32_t actor, Nanoseconds started) const;
@@ -49,22 +55,29 @@ class ReplayAccounting {
   const ReplayStats& Close();
 
  private:
-  struct ActorTally {
+  // What every op start and end of an actor updates: one cache line.
+  struct alignas(64) ActorTally {
     Nanoseconds last_change, exposed;
     Nanoseconds pipeline_wait;        // part of `exposed` with only pipeline send/recv in flight
     int64_t memory = 0, memory_peak = 0;  // bytes
+    Nanoseconds last_comm_done;       // when its latest communication op completed
     uint32_t computing = 0, communicating = 0;
     uint32_t pipeline_p2p = 0;        // of `communicating`: sends/recvs on a pipeline (pp) communicator
-    Nanoseconds last_comm_done;       // when its latest communication op completed
-    std::vector<uint32_t> iteration_left;  // per iteration: op instances not over yet
-    uint64_t iterations_done = 0;
   };
+  static_assert(sizeof(ActorTally) == 64, "one cache line per actor");
   void Account(ActorTally& t, Nanoseconds now);
-  bool IsPipelineP2P(const Actor& a, const OpInfo& op) const;
+  // The kind of the communicator behind `actor`'s comm slot `slot`.
+  graph::CommKind SlotKind(uint32_t actor, uint32_t slot) const {
+    return static_cast<graph::CommKind>(slot_kind_[slot_base_[actor] + slot]);
+  }
 
-  const EngineWorld& world_;
   const uint64_t iterations_;
   std::vector<ActorTally> actors_;
+  std::vector<uint64_t> weight_;               // per actor: ranks it stands for
+  std::vector<uint32_t> slot_base_;            // per actor: its slots' offset in slot_kind_
+  std::vector<uint8_t> slot_kind_;             // per actor's comm slot: graph::CommKind
+  std::vector<uint32_t> iteration_left_;       // [actor * iterations_ + i]: op instances of iteration i not over
+  std::vector<uint64_t> actor_iterations_done_;  // per actor
   std::vector<uint64_t> iteration_actors_left_;
   uint64_t iterations_done_ = 0;
   uint64_t ops_done_ = 0, ops_total_ = 0;

@@ -24,21 +24,30 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
       p2p_(world), nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
   state_.resize(world_.actors.size());
+  real_.resize(world_.actors.size());
+  uint64_t ops = 0;
+  uint32_t streams = 0;
   for (size_t a = 0; a < world_.actors.size(); ++a) {
     const Actor& actor = world_.actors[a];
     const ProgramInfo& p = world_.programs[actor.program];
-    ActorState& s = state_[a];
-    s.program = &p;
-    s.streams.resize(p.streams);
-    s.done.assign(p.ops.size(), 0);
-    if (has_real_) s.done_at.assign(p.ops.size(), Nanoseconds(0));  // WaitsForLaterCompletion's, hybrid runs only
-    if (actor.real) s.real = std::make_unique<RealRankOps>(p.ops.size());
-    s.calls.assign(actor.slot_comm.size(), 0);
+    state_[a] = ActorState{&p, ops, streams, static_cast<uint32_t>(slots_.size()), p.streams, actor.real};
+    ops += p.ops.size(), streams += p.streams;
+    const uint32_t slot_base = static_cast<uint32_t>(slots_.size());
+    for (size_t slot = 0; slot < actor.slot_comm.size(); ++slot)
+      slots_.push_back(SlotState{actor.slot_comm[slot], slot_base + actor.slot_canonical[slot], 0});
+    if (actor.real) real_[a] = std::make_unique<RealRankOps>(p.ops.size());
+  }
+  streams_.resize(streams);
+  done_.assign(ops, 0);
+  if (has_real_) {  // WaitsForLaterCompletion's and real ranks' stream state, hybrid runs only
+    done_at_.assign(ops, Nanoseconds(0));
+    stream_waits_.resize(streams);
   }
   comm_state_.resize(world_.comms.size());
-  for (size_t c = 0; c < world_.comms.size(); ++c)
+  for (size_t c = 0; c < world_.comms.size(); ++c) {
+    comm_state_[c].members = static_cast<uint32_t>(world_.comms[c].members.size());
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
-  queue_.Reserve(world_.actors.size() * 4);
+  }
 }
 
 // In paced runs an event that follows from a real rank's report may be due
@@ -62,11 +71,22 @@ bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t 
   // A real rank's communication ops start when it says it reached them (its
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
-  if (s.real) return !IsComm(op.kind) || s.real->reached(k) > iteration;
+  if (s.real) return !IsComm(op.kind) || real_[actor]->reached(k) > iteration;
   const ProgramInfo& p = *s.program;
+  const uint32_t* done = done_.data() + s.done_base;
   for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
-    if (s.done[p.deps[i]] <= iteration) return false;
+    if (done[p.deps[i]] <= iteration) return false;
   return true;
+}
+
+void ReplayEngine::PrefetchNext() {
+  const Event* next = queue_.NextHint();
+  if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
+  const ActorState& s = state_[next->actor];
+  __builtin_prefetch(&done_[s.done_base + next->op], 1);
+  __builtin_prefetch(&streams_[s.stream_base], 1);
+  __builtin_prefetch(&s.program->ops[next->op]);
+  accounting_.Prefetch(next->actor);
 }
 
 void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
@@ -74,9 +94,8 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
   if (len == 0) return;
-  const uint64_t total = len * options_.iterations;
-  StreamState& st = state_[actor].streams[stream];
-  while (st.pos < total) {
+  StreamState& st = Stream(actor, stream);
+  while (st.iteration < options_.iterations) {
     const uint32_t k = ops[st.index];
     const OpInfo& op = p.ops[k];
     if (st.in_group) {
@@ -110,12 +129,12 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   // Handling at the furthest time yet (always, but for a paced run's late
   // reports), no completion handled so far lies later.
   if (now_ >= horizon_) return false;
-  if (world_.actors[actor].real) return false;  // a real rank's ops start when it says
-  ActorState& s = state_[actor];
-  StreamState& st = s.streams[stream];
-  Nanoseconds gate = st.last_done;
+  const ActorState& s = state_[actor];
+  if (s.real) return false;  // a real rank's ops start when it says
+  StreamState& st = Stream(actor, stream);
+  Nanoseconds gate = stream_waits_[s.stream_base + stream].last_done;
   const ProgramInfo& p = *s.program;
-  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = Max(gate, s.done_at[p.deps[i]]);
+  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) gate = Max(gate, done_at_[s.done_base + p.deps[i]]);
   if (gate <= now_) return false;
   if (!st.wake_pending) {
     st.wake_pending = true;
@@ -125,23 +144,23 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
 }
 
 void ReplayEngine::Advance(uint32_t actor) {
-  const uint32_t streams = static_cast<uint32_t>(state_[actor].streams.size());
+  const uint32_t streams = state_[actor].streams;
   for (uint32_t s = 0; s < streams; ++s) AdvanceStream(actor, s);
 }
 
 void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = state_[actor].program->ops[k];
-  ActorState& s = state_[actor];
+  const ActorState& s = state_[actor];
+  const OpInfo& op = s.program->ops[k];
   accounting_.Started(actor, op, now_);
   switch (op.kind) {
     case OpKind::kCompute:
-      if (!a.real) {
+      if (!s.real) {
         Push(SatAdd(now_, op.duration), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
         Push(now_, actor, k, now_);  // the rank already moved past it
       } else {
-        s.streams[op.stream].pending_compute = k, s.streams[op.stream].pending_issued = now_;
+        StreamWait& w = stream_waits_[s.stream_base + op.stream];
+        w.pending_compute = k, w.pending_issued = now_;
       }
       break;
     case OpKind::kCollective:
@@ -149,7 +168,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
       break;
     case OpKind::kSend:
     case OpKind::kRecv:
-      if (a.real) s.real->IssueP2P(k, now_);
+      if (s.real) real_[actor]->IssueP2P(k, now_);
       PostP2P(actor, k, op.kind == OpKind::kSend);
       break;
     default:
@@ -157,36 +176,38 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   }
   // Its report came before the engine got here: complete it now (at the
   // reported time, or now if that is in the engine's past for this op).
-  if (const auto early = a.real && IsComm(op.kind) ? s.real->TakeEarly(k) : std::nullopt)
+  if (const auto early = s.real && IsComm(op.kind) ? real_[actor]->TakeEarly(k) : std::nullopt)
     Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
-  if (const auto all = accounting_.CountDone(actor, state_[actor].done[k]++, now_); all && observer_)
+  if (const auto all = accounting_.CountDone(actor, done_[state_[actor].done_base + k]++, now_); all && observer_)
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
 void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = state_[actor].program->ops[k];
-  ActorState& s = state_[actor];
+  const ActorState& s = state_[actor];
+  const OpInfo& op = s.program->ops[k];
   accounting_.Ended(actor, op, issued, now_);
-  if (a.real && IsComm(op.kind) && observer_) observer_->OnRealRankOpComplete(a.rep_rank, k, now_);
+  if (s.real && IsComm(op.kind) && observer_)
+    observer_->OnRealRankOpComplete(world_.actors[actor].rep_rank, k, now_);
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, issued, now_);
-  --s.streams[op.stream].inflight;
+  --streams_[s.stream_base + op.stream].inflight;
   if (has_real_) {  // only a real rank's report is handled at a past time (WaitsForLaterCompletion)
-    s.done_at[k] = Max(s.done_at[k], now_);
-    s.streams[op.stream].last_done = Max(s.streams[op.stream].last_done, now_);
+    done_at_[s.done_base + k] = Max(done_at_[s.done_base + k], now_);
+    Nanoseconds& last = stream_waits_[s.stream_base + op.stream].last_done;
+    last = Max(last, now_);
   }
   CountDone(actor, k);
   Advance(actor);
 }
 
 void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = state_[actor].program->ops[k];
-  const uint32_t comm = a.slot_comm[op.slot];
-  const uint64_t call = state_[actor].calls[a.slot_canonical[op.slot]]++;
+  const ActorState& s = state_[actor];
+  const OpInfo& op = s.program->ops[k];
+  const SlotState& slot = slots_[s.slot_base + op.slot];
+  const uint32_t comm = slot.comm;
+  const uint64_t call = slots_[slot.canonical].calls++;
   CommState& cs = comm_state_[comm];
   const uint64_t index = call - cs.base;
   while (cs.pending.size() <= index) {
@@ -196,21 +217,21 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   Instance& in = cs.pending[index];
   if (in.arrived == 0) {
     in.first_actor = actor, in.first_op = k;
-    in.waiters.reserve(world_.comms[comm].members.size());
+    in.waiters.reserve(cs.members);
   }
   ++in.arrived;
   in.last = Max(in.last, now_);
   in.waiters.push_back({actor, k, now_});
-  if (a.real) {
-    state_[actor].real->IssueCollective(k, {comm, call, now_});
+  if (s.real) {
+    real_[actor]->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
     in.last_virtual = Max(in.last_virtual, now_);
-    const uint32_t virtual_members = static_cast<uint32_t>(world_.comms[comm].members.size()) - cs.real_members;
+    const uint32_t virtual_members = cs.members - cs.real_members;
     if (++in.virtual_arrived == virtual_members && observer_)
       observer_->OnVirtualMembersArrived(comm, call, in.last_virtual);
   }
   // The j-th instance completes only after every earlier one (members call in order).
-  while (!cs.pending.empty() && cs.pending.front().arrived >= world_.comms[comm].members.size()) {
+  while (!cs.pending.empty() && cs.pending.front().arrived >= cs.members) {
     ResolveCollective(comm, cs.base, cs.pending.front());
     cs.pending.pop_front();
     ++cs.base;
@@ -328,7 +349,7 @@ void ReplayEngine::FinishMixed(const Instance& in) {
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started) {
-  const auto open = state_[actor].real->CollectiveDone(k, {at, started});
+  const auto open = real_[actor]->CollectiveDone(k, {at, started});
   if (!open) return;  // reported before the engine issued it: applied at issue
   const RealRankOps::OpenCall oc = *open;
   CommState& cs = comm_state_[oc.comm];
@@ -409,7 +430,7 @@ void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& rec
 }
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at) {
-  const auto issued = state_[actor].real->P2PDone(k, {at, Nanoseconds(0)});
+  const auto issued = real_[actor]->P2PDone(k, {at, Nanoseconds(0)});
   if (!issued) return;  // reported before the engine issued it: applied at issue
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
@@ -473,13 +494,12 @@ absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
 // Whether a real actor already reached the next communication op after the
 // stream's current position (its compute ops up to there are over).
 bool ReplayEngine::NextCommReached(uint32_t actor, uint32_t stream) const {
-  const ActorState& s = state_[actor];
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ProgramInfo& p = *state_[actor].program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size(), total = len * options_.iterations;
-  for (uint64_t pos = s.streams[stream].pos; pos < total; ++pos) {
+  for (uint64_t pos = streams_[state_[actor].stream_base + stream].Pos(len); pos < total; ++pos) {
     const uint32_t j = ops[pos % len];
-    if (IsComm(p.ops[j].kind)) return s.real->reached(j) > pos / len;
+    if (IsComm(p.ops[j].kind)) return real_[actor]->reached(j) > pos / len;
   }
   return false;
 }
@@ -487,11 +507,11 @@ bool ReplayEngine::NextCommReached(uint32_t actor, uint32_t stream) const {
 // A real rank reached communication op k (or the end of an iteration): the
 // compute ops it ran meanwhile on that stream end now.
 void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
-  ActorState& s = state_[actor];
-  const ProgramInfo& p = world_.programs[world_.actors[actor].program];
+  const ActorState& s = state_[actor];
+  const ProgramInfo& p = *s.program;
   const bool end_of_iteration = k == p.ops.size();
-  const uint64_t iteration = end_of_iteration ? 0 : s.real->Reach(k);  // one instance of op k per iteration
-  for (uint32_t st = 0; st < s.streams.size(); ++st) {
+  const uint64_t iteration = end_of_iteration ? 0 : real_[actor]->Reach(k);  // one instance of op k per iteration
+  for (uint32_t st = 0; st < s.streams; ++st) {
     const bool same_stream = end_of_iteration || st == p.ops[k].stream;
     const uint64_t len = p.stream_ops[st].size();
     // Consecutive compute ops before k all end here: complete one, let the
@@ -499,12 +519,13 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
     // earlier iterations end too: the rank has moved on to the next
     // iteration (its trailing optimizer step ends when the next iteration's
     // first operation starts, whichever stream that is on).
-    for (int guard = 0; s.streams[st].pending_compute >= 0 && guard < 1 << 20; ++guard) {
-      StreamState& ss = s.streams[st];
-      if (!same_stream && (len == 0 || ss.pos == 0 || (ss.pos - 1) / len >= iteration)) break;
-      const uint32_t done = static_cast<uint32_t>(ss.pending_compute);
-      ss.pending_compute = -1;
-      Complete(actor, done, ss.pending_issued);
+    StreamWait& w = stream_waits_[s.stream_base + st];
+    for (int guard = 0; w.pending_compute >= 0 && guard < 1 << 20; ++guard) {
+      const uint64_t pos = streams_[s.stream_base + st].Pos(len);
+      if (!same_stream && (len == 0 || pos == 0 || (pos - 1) / len >= iteration)) break;
+      const uint32_t done = static_cast<uint32_t>(w.pending_compute);
+      w.pending_compute = -1;
+      Complete(actor, done, w.pending_issued);
     }
   }
   Advance(actor);
@@ -513,11 +534,12 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
 absl::Status ReplayEngine::StallError() const {
   for (size_t a = 0; a < state_.size(); ++a) {
     const ProgramInfo& p = world_.programs[world_.actors[a].program];
-    for (size_t st = 0; st < state_[a].streams.size(); ++st) {
-      const StreamState& ss = state_[a].streams[st];
+    for (uint32_t st = 0; st < state_[a].streams; ++st) {
+      const StreamState& ss = streams_[state_[a].stream_base + st];
       const uint64_t len = p.stream_ops[st].size();
-      if (len == 0 || (ss.pos >= len * options_.iterations && ss.inflight == 0)) continue;
-      const uint64_t pos = ss.inflight > 0 && ss.pos > 0 ? ss.pos - 1 : ss.pos;
+      const uint64_t at = ss.Pos(len);
+      if (len == 0 || (at >= len * options_.iterations && ss.inflight == 0)) continue;
+      const uint64_t pos = ss.inflight > 0 && at > 0 ? at - 1 : at;
       const uint32_t k = p.stream_ops[st][std::min(pos, len * options_.iterations - 1) % len];
       return absl::FailedPreconditionError(absl::StrCat(
           "replay stalled at ", now_.count(), " ns: rank ", world_.actors[a].rep_rank, " (", p.name, ") waits at op ", k,
@@ -600,7 +622,8 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       if (!pacer->WaitUntilDue(top.time, inbox)) continue;
       if (auto s = pacer->RecordLag(Max(top.time, KnownAt(top))); !s.ok()) return s;
     }
-    const Event e = queue_.BeginPop();  // EndPop() below: follow-ups may reuse its slot
+    const Event e = queue_.Pop();
+    PrefetchNext();
     if (!late_known_.empty()) late_known_.erase({e.time.count(), e.actor, e.op});
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
@@ -620,14 +643,13 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     } else if (e.op & kWakeFlag) {
       handling_report_ = false;
       const uint32_t stream = e.op & ~kWakeFlag;
-      state_[e.actor].streams[stream].wake_pending = false;
+      Stream(e.actor, stream).wake_pending = false;
       AdvanceStream(e.actor, stream);
     } else {
       handling_report_ = false;
       Complete(e.actor, e.op, e.issued);
     }
     handling_report_ = false;
-    queue_.EndPop();
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
       Progress(pacer);

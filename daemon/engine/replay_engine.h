@@ -44,6 +44,7 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_queues.h"
+#include "daemon/engine/radix_event_queue.h"
 #include "daemon/engine/real_rank_ops.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_accounting.h"
@@ -189,28 +190,35 @@ class ReplayEngine {
   const ReplayStats& stats() const { return stats_; }
 
  private:
+  // A stream's place in its program: what every event of it reads. Its op
+  // index `index` and `iteration` move together (no divisions in the hot
+  // loop); its position is iteration * length + index.
   struct StreamState {
-    uint64_t pos = 0;          // ops issued, all iterations
-    uint64_t iteration = 0;    // pos / its length, index = pos % its length (no divisions in the hot loop)
+    uint64_t iteration = 0;
     uint32_t index = 0;
     uint32_t inflight = 0;
     bool in_group = false;
-    int64_t pending_compute = -1;  // op index, -1: none
-    Nanoseconds pending_issued;
-    Nanoseconds last_done;     // latest completion of one of its ops
     bool wake_pending = false; // a kWakeFlag event is queued for it
     void Step(uint64_t len) {
-      ++pos;
       if (++index == len) index = 0, ++iteration;
     }
+    uint64_t Pos(uint64_t len) const { return iteration * len + index; }
   };
+  // A stream's state that only hybrid runs use (beside StreamState, by the same index).
+  struct StreamWait {
+    int64_t pending_compute = -1;  // a real rank's compute op that ends when it moves on; -1: none
+    Nanoseconds pending_issued;
+    Nanoseconds last_done;         // latest completion of one of its ops
+  };
+  // What the hot loop reads of an actor for every event, 32 bytes; its
+  // streams, op counters and call counters lie in flat arrays from the bases.
   struct ActorState {
-    const ProgramInfo* program = nullptr;  // world_.programs[its actor's program], one load away
-    std::vector<StreamState> streams;
-    std::vector<uint32_t> done;      // per op: completed instances
-    std::vector<Nanoseconds> done_at;  // per op: its latest completion
-    std::unique_ptr<RealRankOps> real;  // real actors only
-    std::vector<uint64_t> calls;     // per canonical slot: collective calls made
+    const ProgramInfo* program = nullptr;  // world_.programs[its actor's program]
+    uint64_t done_base = 0;    // done_[done_base + k]: op k's completed instances
+    uint32_t stream_base = 0;  // streams_[stream_base + s]
+    uint32_t slot_base = 0;    // slots_[slot_base + slot]
+    uint32_t streams = 0;
+    bool real = false;
   };
   struct Waiter { uint32_t actor, op; Nanoseconds issued; };
   struct Instance {
@@ -233,6 +241,7 @@ class ReplayEngine {
     bool valid = false;
   };
   struct CommState {
+    uint32_t members = 0;
     uint64_t base = 0;
     std::deque<Instance> pending;
     uint32_t real_members = 0;
@@ -249,6 +258,10 @@ class ReplayEngine {
     uint64_t index = 0;                // kVirtualToReal: message index on its queue
   };
 
+  StreamState& Stream(uint32_t actor, uint32_t stream) { return streams_[state_[actor].stream_base + stream]; }
+  // Asks for the lines the next event will read (its actor's counters and
+  // streams) while this one is handled.
+  void PrefetchNext();
   void Advance(uint32_t actor);
   void AdvanceStream(uint32_t actor, uint32_t stream);
   // Whether a virtual stream's next op `op` must wait past now: a completion
@@ -300,7 +313,7 @@ class ReplayEngine {
   EngineOptions options_;
   EngineObserver* observer_ = nullptr;
   TraceRecorder* trace_ = nullptr;
-  EventQueue queue_;
+  RadixEventQueue queue_;
   // Paced runs: events of queue_ learned after their time, by (time, actor, op).
   absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
@@ -310,7 +323,20 @@ class ReplayEngine {
   const bool has_real_;        // some actor is a real rank (hybrid)
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
-  std::vector<ActorState> state_;
+  std::vector<ActorState> state_;                    // per actor
+  std::vector<StreamState> streams_;                 // per actor's stream (ActorState::stream_base)
+  std::vector<StreamWait> stream_waits_;             // hybrid runs: as streams_
+  std::vector<uint32_t> done_;                       // per actor's op (ActorState::done_base)
+  std::vector<Nanoseconds> done_at_;                 // hybrid runs: as done_, its latest completion
+  // An actor's comm slot: its communicator, and (kept in the first slot
+  // naming that communicator) the collective calls made on it.
+  struct SlotState {
+    uint32_t comm = 0;
+    uint32_t canonical = 0;    // slots_ index of the first slot naming the same communicator
+    uint64_t calls = 0;
+  };
+  std::vector<SlotState> slots_;                     // per actor's comm slot (ActorState::slot_base)
+  std::vector<std::unique_ptr<RealRankOps>> real_;   // per actor; real actors only
   std::vector<CommState> comm_state_;
   P2PQueues p2p_;
   // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
