@@ -556,13 +556,14 @@ std::vector<RealRankPosition> ReplayEngine::RealRankPositions() const {
   for (uint32_t a = 0; a < state_.size(); ++a) {
     if (!state_[a].real) continue;
     const ProgramInfo& p = world_.programs[world_.actors[a].program];
-    for (uint32_t st = 0; st < state_[a].streams.size(); ++st) {
-      const StreamState& ss = state_[a].streams[st];
+    for (uint32_t st = 0; st < state_[a].streams; ++st) {
+      const StreamState& ss = streams_[state_[a].stream_base + st];
       const std::vector<uint32_t>& ops = p.stream_ops[st];
       const uint64_t len = ops.size(), total = len * options_.iterations;
-      if (len == 0 || (ss.pos >= total && ss.inflight == 0)) continue;
+      const uint64_t at = ss.Pos(len);
+      if (len == 0 || (at >= total && ss.inflight == 0)) continue;
       RealRankPosition r{world_.actors[a].rep_rank, st, 0, 0, ss.inflight > 0};
-      uint64_t pos = r.reached ? ss.pos - 1 : ss.pos;
+      uint64_t pos = r.reached ? at - 1 : at;
       while (!r.reached && pos + 1 < total && !IsComm(p.ops[ops[pos % len]].kind)) ++pos;  // compute: ends on its own
       r.op = ops[pos % len];
       r.iteration = pos / len;
