@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,10 +54,21 @@ class ProgressClient {
 // a real-peer comm's bytes inside its isend/irecv/test calls.
 inline constexpr int kInlineProgress = -1;
 
-// Inline mode (no engine): one Step of `client` on the calling thread (NCCL's
-// proxy thread, the only caller of a comm's isend/irecv/test, so Steps never
-// overlap). A throw fails the client (Failed), as under an engine.
-void StepInline(ProgressClient* client);
+// Moving a client's bytes on the calling thread (NCCL's proxy thread, the
+// only caller of a comm's isend/irecv/test): runs `step(&progressed)`, with
+// the client's own serialization held by the caller. A throw fails the
+// client (Failed), as under an engine; it never reaches NCCL.
+template <typename StepFn>
+void StepInline(ProgressClient* client, StepFn&& step) {
+  bool progressed = false;
+  try {
+    step(&progressed);
+  } catch (const std::exception& e) {
+    client->Failed(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
+  } catch (...) {
+    client->Failed("moving bytes on NCCL's proxy thread failed (unknown exception)");
+  }
+}
 
 class ProgressEngine {
  public:

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "plugin/clock.h"
@@ -44,26 +45,34 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
-    s.held = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
+    s.lines = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
+    s.held = false;
     s.matched = false;
     s.size = 0;
     s.chunks_left = 0;
   }
   req->unmatched = n;
   req->slots_left = n;
+  uint64_t largest = 0;
+  for (int i = 0; i < n; ++i) largest = std::max<uint64_t>(largest, sizes[i]);
+  req->bulk = IsBulk(largest);
+  if (req->bulk) BeginBulk();
   req->deliver_ns = 0;
   req->posted_ns = WallNowNs();
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);
-  Kick();
+  Advance();
   *request = req;
   return prism_ncclSuccess;
 }
 
 Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
-  owner->DriveInline();  // inline mode: this comm moves its bytes here
-  const int64_t at = ready_at.load(std::memory_order_acquire);
+  int64_t at = ready_at.load(std::memory_order_acquire);
+  if (at < 0) {
+    owner->Advance();
+    at = ready_at.load(std::memory_order_acquire);
+  }
   if (at < 0) return owner->Broken("receive from") ? prism_ncclSystemError : prism_ncclSuccess;
   const int64_t now = WallNowNs();
   if (now < at) return prism_ncclSuccess;
@@ -99,6 +108,7 @@ bool RealRecvComm::RecvRequest::Publish() {
 
 bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   Slot& s = req->slots[slot];
+
   if (s.gpu && !s.held && s.size > 0) {
     std::string why;
     if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
@@ -107,6 +117,7 @@ bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
     }
   }
   if (--req->slots_left == 0) {
+    if (req->bulk) EndBulk();
     const int64_t now = WallNowNs();
     if (env_.link_hold != nullptr) env_.link_hold->RecordLanded(now, req->deliver_ns, req->posted_ns);
     req->ready_at.store(std::max<int64_t>(now, req->deliver_ns), std::memory_order_release);
@@ -136,6 +147,9 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
       }
       s.matched = true;
       s.size = header_.size;
+      // Held only when the sender stamped a modelled delivery: unshaped, the
+      // lines land where NCCL's kernel polls them, as over NCCL's own transports.
+      s.held = s.lines && header_.deliver_ns > 0;
       char* dest = s.user;
       if (s.gpu || s.held) {
         s.staging.resize(s.size);
@@ -220,8 +234,7 @@ bool RealRecvComm::StepInner(bool* progressed) {
   return true;
 }
 
-void RealRecvComm::FillPoll(std::vector<pollfd>* fds) {
-  if (failure_.broken()) return;
+void RealRecvComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
     const bool want_header = i == 0 && !eof_ && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -38,8 +39,9 @@ constexpr int64_t kLatencyNs = 300'000'000;  // bytes land long before delivery,
 
 struct Pair {
   // `threads`: the progress pool (prism::plugin::kInlineProgress: none).
-  Pair(LinkHoldStats* stats, int threads) : nics(1, 0, kLatencyNs) {
-    settings.link_latency_ns = kLatencyNs;
+  // `latency_ns` 0: an unshaped link.
+  Pair(LinkHoldStats* stats, int threads, int64_t latency_ns = kLatencyNs) : nics(1, 0, latency_ns) {
+    settings.link_latency_ns = latency_ns;
     settings.min_chunk_bytes = 262144;
     env.settings = &settings;
     env.logger = &logger;
@@ -121,6 +123,41 @@ TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kerne
   // A 4 MiB (Simple) buffer: the bytes are there long before test() says done.
   CHECK(PayloadVisibleBeforeDone(&p, 4 * 1024 * 1024, &final_ok));
   CHECK(final_ok);
+}
+
+TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as it arrives (nothing to hold it for)",
+          "[plugin][unit][hold]") {
+  // One progress thread moves the bytes (Settings' inline_bytes is 0 here),
+  // so they land while this thread only watches the buffer, never test().
+  LinkHoldStats stats;
+  Pair p(&stats, 1, 0);
+  for (size_t registered : {size_t{512} * 1024, size_t{4800} * 1024}) {
+    INFO("registered " << registered);
+    std::vector<char> buf(registered, 0);
+    MemRegion mr(buf.data(), buf.size(), kPrismPtrHost);
+    const MemRegion* mrs[1] = {&mr};
+    void* data = buf.data();
+    const size_t size = 4096;
+    const int tag = 7;
+    MessageTag none;
+    void* rreq = nullptr;
+    REQUIRE(p.recv->Irecv(1, &data, &size, &tag, mrs, &none, &rreq) == prism_ncclSuccess);
+    std::vector<char> payload(size, static_cast<char>(0xAB));
+    void* sreq = nullptr;
+    REQUIRE(p.send->Isend(payload.data(), size, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+    const int64_t deadline = WallNowNs() + 10'000'000'000;  // a hang guard, not a timing bound
+    std::atomic_thread_fence(std::memory_order_acquire);
+    while (static_cast<volatile char*>(buf.data())[size - 1] != static_cast<char>(0xAB) && WallNowNs() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHECK(static_cast<unsigned char>(buf[size - 1]) == 0xAB);  // there before any test()
+    int done = 0;
+    while (!done) REQUIRE(static_cast<Request*>(rreq)->Test(&done, nullptr) == prism_ncclSuccess);
+    CHECK(static_cast<unsigned char>(buf[0]) == 0xAB);
+    int sdone = 0;
+    while (!sdone) REQUIRE(static_cast<Request*>(sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+  }
+  CHECK(stats.landed_late().count() == 0);  // unshaped: nothing counted
 }
 
 TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the summary", "[plugin][unit][hold]") {
