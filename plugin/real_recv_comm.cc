@@ -193,7 +193,9 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
       if (--req->slots[slot].chunks_left == 0 && !SlotFilled(req, slot)) return false;
       continue;
     }
-    if (sock != 0 || eof_) return true;
+    // The next header only once a receive is posted to match it: a read
+    // with nothing to match is a wasted syscall per message.
+    if (sock != 0 || eof_ || posted_.empty()) return true;
     if (header_got_ < sizeof(MessageHeader)) {
       long got = ReadSome(fds_[0], reinterpret_cast<char*>(&header_) + header_got_,
                           sizeof(MessageHeader) - header_got_, &why);
@@ -236,7 +238,7 @@ bool RealRecvComm::StepInner(bool* progressed) {
 
 void RealRecvComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
-    const bool want_header = i == 0 && !eof_ && header_got_ < sizeof(MessageHeader);
+    const bool want_header = i == 0 && !eof_ && !posted_.empty() && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});
   }
 }
