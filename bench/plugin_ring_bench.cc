@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/tcp_loopback.h"
 #include "test/plugin_driver.h"
 #include "test/plugin_process.h"
 
@@ -259,41 +260,9 @@ void AllReduce(Transport& t, const RingShape& shape, size_t bytes, const char* s
   }
 }
 
-int64_t CpuNs() {  // user + system time of this process, all its threads
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (int64_t{u.ru_utime.tv_sec} + u.ru_stime.tv_sec) * 1000000000 +
-         (int64_t{u.ru_utime.tv_usec} + u.ru_stime.tv_usec) * 1000;
-}
-
-int TcpListen(int* port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 64) != 0) {
-    throw PluginError("tcp listen");
-  }
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-void TuneSocket(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 int TcpConnect(int port, uint32_t channel) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw PluginError("tcp connect");
+  const int fd = prism::bench::LoopbackConnect(port);
   if (send(fd, &channel, sizeof(channel), MSG_NOSIGNAL) != sizeof(channel)) throw PluginError("tcp hello");
-  TuneSocket(fd);
   return fd;
 }
 
@@ -331,7 +300,7 @@ std::unique_ptr<Transport> TcpRing(int listener, int next_port, int channels) {
     if (fd < 0 || recv(fd, &c, sizeof(c), MSG_WAITALL) != sizeof(c) || c >= static_cast<uint32_t>(channels)) {
       throw PluginError("tcp accept");
     }
-    TuneSocket(fd);
+    prism::bench::SetNoDelay(fd);
     recvs[c] = fd;
   }
   return std::make_unique<TcpTransport>(sends, recvs);
@@ -357,7 +326,7 @@ int WorkerMain(const std::string& plugin, RingShape shape) {
     line += " " + prism::testing::HexEncode(h);
   }
   int port = 0;
-  const int listener = TcpListen(&port);
+  const int listener = prism::bench::LoopbackListen(&port, 64);
   std::cout << line << " " << port << std::endl;
   std::istringstream next(Expect("NEXT "));
   std::vector<std::vector<char>> next_handles(shape.channels);
@@ -391,9 +360,9 @@ int WorkerMain(const std::string& plugin, RingShape shape) {
     AllReduce(t, shape, bytes, send_buf.data(), recv_area.data());  // warm-up
     std::cout << "WARM" << std::endl;
     Expect("GO");
-    const int64_t start = NowNs(), cpu_start = CpuNs();
+    const int64_t start = NowNs(), cpu_start = prism::bench::ProcessCpuNs();
     for (int i = 0; i < iters; ++i) AllReduce(t, shape, bytes, send_buf.data(), recv_area.data());
-    std::cout << "TIME " << (NowNs() - start) << " " << (CpuNs() - cpu_start) << std::endl;
+    std::cout << "TIME " << (NowNs() - start) << " " << (prism::bench::ProcessCpuNs() - cpu_start) << std::endl;
   }
   plugin_t.reset();
   tcp.reset();

@@ -63,22 +63,40 @@ struct Pair {
   std::unique_ptr<RealRecvComm> recv;
 };
 
+// Posts a receive of 4 KiB (tag 7) into `buf`, registered whole as NCCL
+// registers one buffer per protocol, and sends 4 KiB of 0xAB into it.
+struct Posted {
+  void* rreq = nullptr;
+  void* sreq = nullptr;
+  std::vector<char> payload = std::vector<char>(4096, static_cast<char>(0xAB));
+};
+constexpr size_t kPayload = 4096;
+
+void PostPayload(Pair* p, std::vector<char>* buf, Posted* out) {
+  MemRegion mr(buf->data(), buf->size(), kPrismPtrHost);
+  const MemRegion* mrs[1] = {&mr};
+  void* data = buf->data();
+  const size_t size = kPayload;
+  const int tag = 7;
+  MessageTag none;
+  REQUIRE(p->recv->Irecv(1, &data, &size, &tag, mrs, &none, &out->rreq) == prism_ncclSuccess);
+  REQUIRE(p->send->Isend(out->payload.data(), size, tag, nullptr, none, &out->sreq) == prism_ncclSuccess);
+}
+
+void FinishSend(const Posted& posted) {
+  int sdone = 0;
+  while (!sdone) REQUIRE(static_cast<Request*>(posted.sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+}
+
 // Sends 4 KiB of 0xAB into a receive buffer registered with `registered`
 // bytes; returns whether the buffer ever held the payload while test() still
 // said "not done", and fills `*final_ok` with whether it held it at done.
 bool PayloadVisibleBeforeDone(Pair* p, size_t registered, bool* final_ok) {
   std::vector<char> buf(registered, 0);
-  MemRegion mr(buf.data(), buf.size(), kPrismPtrHost);
-  const MemRegion* mrs[1] = {&mr};
-  void* data = buf.data();
-  const size_t size = 4096;
-  const int tag = 7;
-  MessageTag none;
-  void* rreq = nullptr;
-  REQUIRE(p->recv->Irecv(1, &data, &size, &tag, mrs, &none, &rreq) == prism_ncclSuccess);
-  std::vector<char> payload(size, static_cast<char>(0xAB));
-  void* sreq = nullptr;
-  REQUIRE(p->send->Isend(payload.data(), size, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+  const size_t size = kPayload;
+  Posted posted;
+  PostPayload(p, &buf, &posted);
+  void* rreq = posted.rreq;
   bool early = false;
   const int64_t deadline = WallNowNs() + 5'000'000'000;
   int done = 0;
@@ -90,8 +108,7 @@ bool PayloadVisibleBeforeDone(Pair* p, size_t registered, bool* final_ok) {
   }
   REQUIRE(done);
   *final_ok = static_cast<unsigned char>(buf[0]) == 0xAB && static_cast<unsigned char>(buf[size - 1]) == 0xAB;
-  int sdone = 0;
-  while (!sdone) REQUIRE(static_cast<Request*>(sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+  FinishSend(posted);
   return early;
 }
 
@@ -134,17 +151,9 @@ TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as
   for (size_t registered : {size_t{512} * 1024, size_t{4800} * 1024}) {
     INFO("registered " << registered);
     std::vector<char> buf(registered, 0);
-    MemRegion mr(buf.data(), buf.size(), kPrismPtrHost);
-    const MemRegion* mrs[1] = {&mr};
-    void* data = buf.data();
-    const size_t size = 4096;
-    const int tag = 7;
-    MessageTag none;
-    void* rreq = nullptr;
-    REQUIRE(p.recv->Irecv(1, &data, &size, &tag, mrs, &none, &rreq) == prism_ncclSuccess);
-    std::vector<char> payload(size, static_cast<char>(0xAB));
-    void* sreq = nullptr;
-    REQUIRE(p.send->Isend(payload.data(), size, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+    const size_t size = kPayload;
+    Posted posted;
+    PostPayload(&p, &buf, &posted);
     const int64_t deadline = WallNowNs() + 10'000'000'000;  // a hang guard, not a timing bound
     std::atomic_thread_fence(std::memory_order_acquire);
     while (static_cast<volatile char*>(buf.data())[size - 1] != static_cast<char>(0xAB) && WallNowNs() < deadline) {
@@ -152,10 +161,9 @@ TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as
     }
     CHECK(static_cast<unsigned char>(buf[size - 1]) == 0xAB);  // there before any test()
     int done = 0;
-    while (!done) REQUIRE(static_cast<Request*>(rreq)->Test(&done, nullptr) == prism_ncclSuccess);
+    while (!done) REQUIRE(static_cast<Request*>(posted.rreq)->Test(&done, nullptr) == prism_ncclSuccess);
     CHECK(static_cast<unsigned char>(buf[0]) == 0xAB);
-    int sdone = 0;
-    while (!sdone) REQUIRE(static_cast<Request*>(sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+    FinishSend(posted);
   }
   CHECK(stats.landed_late().count() == 0);  // unshaped: nothing counted
 }
