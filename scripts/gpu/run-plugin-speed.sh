@@ -11,10 +11,13 @@
 #   BUNDLE_DIR: scripts/bundle-runtime.sh output (libnccl-net-prism.so, and
 #               plugin_ring_bench when it was built; part 1 is skipped without)
 # Env: OUT (default /tmp/prism-plugin-speed-<time>), RING_INLINE (default
-#      "1073741824 262144 0"), PRISM_VARIANTS (default: the plugin's defaults,
-#      bulk256k = PRISM_INLINE_BYTES=262144, threads = PRISM_INLINE_BYTES=0,
-#      nic10g = PRISM_NIC_SPEED_MBPS=10000, i.e. the speed NCCL Socket reports
-#      for lo, so NCCL tunes as for Socket), WORLDS, RUN_TIMEOUT (default 60),
+#      "1073741824 262144 0"), PRISM_VARIANTS (default: the plugin's defaults;
+#      bulk256k = PRISM_INLINE_BYTES=262144: NCCL's 512 KiB Simple steps by
+#      the progress threads; bulk256k-t2 = the same with 2 progress threads per
+#      context; nic10g = PRISM_NIC_SPEED_MBPS=10000, the speed NCCL Socket
+#      reports for lo, so NCCL tunes as for Socket; add
+#      threads:PRISM_INLINE_BYTES=0 for the earlier scheme), WORLDS,
+#      RUN_TIMEOUT (default 60),
 #      anything run-plugin-check.sh reads.
 # Writes $OUT/ring-bench.txt and $OUT/check/summary.txt.
 set -uo pipefail
@@ -37,7 +40,7 @@ else
 fi
 
 OUT="$OUT/check" RUN_TIMEOUT="${RUN_TIMEOUT:-60}" \
-  PRISM_VARIANTS="${PRISM_VARIANTS:-prism bulk256k:PRISM_INLINE_BYTES=262144 threads:PRISM_INLINE_BYTES=0 nic10g:PRISM_NIC_SPEED_MBPS=10000}" \
+  PRISM_VARIANTS="${PRISM_VARIANTS:-prism bulk256k:PRISM_INLINE_BYTES=262144 bulk256k-t2:PRISM_INLINE_BYTES=262144,PRISM_PROGRESS_THREADS=2 nic10g:PRISM_NIC_SPEED_MBPS=10000}" \
   "$here/run-plugin-check.sh" "$bundle" || status=1
 echo "run-plugin-speed: $(( $(date +%s) - start )) s in all; results in $OUT"
 exit $status
