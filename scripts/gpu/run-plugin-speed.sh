@@ -33,7 +33,7 @@ status=0
 if [[ -x "$bundle/plugin_ring_bench" ]]; then
   for v in ${RING_INLINE:-1073741824 262144 0}; do
     timeout 120 "$bundle/plugin_ring_bench" --plugin "$bundle/libnccl-net-prism.so" --ranks 2,8 \
-      --sizes 1,32 --iters 3 --repeat 3 --env "PRISM_INLINE_BYTES=$v" || status=1
+      --sizes 1,32 --iters 3 --repeat 3 --env "PRISM_INLINE_BYTES=$v" --env PRISM_SOCKET_IFADDR=127.0.0.1 || status=1
   done 2>&1 | tee "$OUT/ring-bench.txt"
 else
   echo "no $bundle/plugin_ring_bench (build it, then scripts/bundle-runtime.sh): part 1 skipped" | tee "$OUT/ring-bench.txt"
