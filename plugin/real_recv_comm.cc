@@ -69,7 +69,9 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
 Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
   int64_t at = ready_at.load(std::memory_order_acquire);
-  if (at < 0) {
+  // Not done, or not due yet on a shaped link: move bytes (this request's or
+  // the ones behind it) before looking again.
+  if (at < 0 || WallNowNs() < at) {
     owner->Advance();
     at = ready_at.load(std::memory_order_acquire);
   }
@@ -108,7 +110,6 @@ bool RealRecvComm::RecvRequest::Publish() {
 
 bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   Slot& s = req->slots[slot];
-
   if (s.gpu && !s.held && s.size > 0) {
     std::string why;
     if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {

@@ -56,7 +56,9 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
 Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
   *done = 0;
   int64_t at = ready_at.load(std::memory_order_acquire);
-  if (at < 0) {
+  // Not done, or not due yet on a shaped link: move bytes (this request's or
+  // the ones behind it) before looking again.
+  if (at < 0 || WallNowNs() < at) {
     owner->Advance();
     at = ready_at.load(std::memory_order_acquire);
   }
