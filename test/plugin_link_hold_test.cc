@@ -142,6 +142,35 @@ TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kerne
   CHECK(final_ok);
 }
 
+TEST_CASE("shaped real peers, no progress threads: test() of a receive not due yet still reads the messages behind it",
+          "[plugin][unit][hold]") {
+  LinkHoldStats stats;
+  Pair p(&stats, prism::plugin::kInlineProgress);
+  // Two Simple receives (4 MiB buffers: written as the bytes land), two sends.
+  std::vector<char> first(4 * 1024 * 1024, 0), second(4 * 1024 * 1024, 0);
+  Posted a, b;
+  PostPayload(&p, &first, &a);
+  PostPayload(&p, &second, &b);
+  // Only the first receive is tested, while its delivery (300 ms away) is not due.
+  const int64_t deadline = WallNowNs() + kLatencyNs / 2;
+  bool first_done_early = false, test_failed = false;
+  while (static_cast<unsigned char>(second[kPayload - 1]) != 0xAB && WallNowNs() < deadline) {
+    int done = 0;
+    test_failed = test_failed || static_cast<Request*>(a.rreq)->Test(&done, nullptr) != prism_ncclSuccess;
+    first_done_early = first_done_early || done != 0;
+  }
+  CHECK_FALSE(test_failed);
+  CHECK_FALSE(first_done_early);
+  CHECK(static_cast<unsigned char>(second[kPayload - 1]) == 0xAB);
+  for (Posted* x : {&a, &b}) {
+    int done = 0;
+    bool ok = true;
+    while (!done && ok) ok = static_cast<Request*>(x->rreq)->Test(&done, nullptr) == prism_ncclSuccess;
+    CHECK(ok);
+    FinishSend(*x);
+  }
+}
+
 TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as it arrives (nothing to hold it for)",
           "[plugin][unit][hold]") {
   // One progress thread moves the bytes (Settings' inline_bytes is 0 here),
