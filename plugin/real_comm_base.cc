@@ -37,7 +37,9 @@ void RealCommBase::Advance() {
     std::unique_lock<std::mutex> lock(step_mu_, std::try_to_lock);
     // Not owned: the progress thread is stepping; the next test() retries.
     if (lock.owns_lock() && !failure_.broken()) {
+      stepping_on_caller_ = engine_ != nullptr;
       StepInline(this, [this](bool* progressed) { StepInner(progressed); });
+      stepping_on_caller_ = false;
     }
   }
   if (engine_ != nullptr && bulk_in_flight()) engine_->Wake();

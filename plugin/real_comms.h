@@ -7,8 +7,8 @@
 //
 // Who moves the bytes. NCCL's proxy thread, the only caller of a comm's
 // isend/irecv/test, moves them itself inside those calls while every message
-// in flight on the comm is at most PRISM_INLINE_BYTES (a receive: its
-// buffer): a message goes out in the isend that posts it when the socket
+// in flight on the comm is at most PRISM_INLINE_BYTES (a receive: the size
+// its header announces; the proxy thread reads headers): a message goes out in the isend that posts it when the socket
 // takes it, and a receive completes in the test() that reads its last byte,
 // with no hand-over to another thread and no wake-up. A larger ("bulk")
 // message is moved by the comm's progress thread (ProgressEngine, picked by the context's
@@ -101,12 +101,19 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // Proxy thread, after posting a request and in test(): moves bytes now
   // unless bulk is in flight (then wakes the progress thread instead).
   void Advance();
+  // PRISM_INLINE_BYTES=0 (with progress threads): every message is bulk.
+  bool AllBulk() const { return engine_ != nullptr && env_.settings->inline_bytes == 0; }
   // Whether a message of `size` bytes is bulk (moved by the progress thread).
-  bool IsBulk(uint64_t size) const { return engine_ != nullptr && size > env_.settings->inline_bytes; }
+  bool IsBulk(uint64_t size) const {
+    return AllBulk() || (engine_ != nullptr && size > env_.settings->inline_bytes);
+  }
   // A bulk message started (before it is handed over) / finished (step lock held).
   void BeginBulk() { bulk_.fetch_add(1, std::memory_order_seq_cst); }
   void EndBulk() { bulk_.fetch_sub(1, std::memory_order_acq_rel); }
   bool bulk_in_flight() const { return bulk_.load(std::memory_order_acquire) > 0; }
+  // Inside StepInner on the proxy thread once bulk is in flight: stop and
+  // leave the comm to the progress thread (a receive's bulk payload).
+  bool LeaveToHelper() const { return stepping_on_caller_ && bulk_in_flight(); }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
   bool Broken(const char* direction);
@@ -121,6 +128,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
   std::shared_ptr<ProgressEngine> engine_;
   bool registered_ = false;
   std::mutex step_mu_;               // held by whichever thread steps the comm
+  bool stepping_on_caller_ = false;  // guarded by step_mu_
   std::atomic<int> bulk_{0};         // bulk messages posted or matched, not yet moved
 };
 
@@ -193,6 +201,7 @@ class RealRecvComm final : public RealCommBase {
     // land in the buffer directly.
     bool lines = false;
     bool held = false;           // set when the message's header is matched
+    bool bulk = false;           // payload larger than PRISM_INLINE_BYTES: the progress thread's
     bool matched = false;
     uint64_t size = 0;
     int chunks_left = 0;
@@ -203,7 +212,7 @@ class RealRecvComm final : public RealCommBase {
     bool in_use = false;
     int n = 0;
     std::array<Slot, kMaxGroupedRecvs> slots;
-    bool bulk = false;           // a buffer larger than PRISM_INLINE_BYTES: the progress thread reads it
+    bool bulk = false;           // PRISM_INLINE_BYTES=0: the progress thread reads all of it
     int unmatched = 0;           // progress thread
     int slots_left = 0;          // progress thread
     int64_t deliver_ns = 0;      // progress thread

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstring>
 
 #include "plugin/clock.h"
@@ -48,14 +47,15 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.lines = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
     s.held = false;
     s.matched = false;
+    s.bulk = false;
     s.size = 0;
     s.chunks_left = 0;
   }
   req->unmatched = n;
   req->slots_left = n;
-  uint64_t largest = 0;
-  for (int i = 0; i < n; ++i) largest = std::max<uint64_t>(largest, sizes[i]);
-  req->bulk = IsBulk(largest);
+  // PRISM_INLINE_BYTES=0: the progress thread reads everything, headers
+  // included; otherwise whoever reads a header hands a bulk payload over.
+  req->bulk = AllBulk();
   if (req->bulk) BeginBulk();
   req->deliver_ns = 0;
   req->posted_ns = WallNowNs();
@@ -110,6 +110,10 @@ bool RealRecvComm::RecvRequest::Publish() {
 
 bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   Slot& s = req->slots[slot];
+  if (s.bulk) {
+    s.bulk = false;
+    EndBulk();
+  }
   if (s.gpu && !s.held && s.size > 0) {
     std::string why;
     if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
@@ -151,6 +155,8 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
       // Held only when the sender stamped a modelled delivery: unshaped, the
       // lines land where NCCL's kernel polls them, as over NCCL's own transports.
       s.held = s.lines && header_.deliver_ns > 0;
+      s.bulk = !req->bulk && IsBulk(s.size);
+      if (s.bulk) BeginBulk();  // the payload is the progress thread's
       char* dest = s.user;
       if (s.gpu || s.held) {
         s.staging.resize(s.size);
@@ -176,6 +182,7 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   std::string why;
   std::deque<ReadItem>& q = queues_[sock];
   for (;;) {
+    if (LeaveToHelper()) return true;  // a bulk payload: the progress thread reads it
     if (!q.empty()) {
       ReadItem& r = q.front();
       long got = ReadSome(fds_[sock], r.ptr, r.left, &why);
