@@ -2,6 +2,8 @@
 // inside isend/irecv/test for messages of at most PRISM_INLINE_BYTES, the
 // comm's progress thread for larger ones; data verified on both paths, and a
 // peer that goes away fails the receive instead of hanging it.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
@@ -70,6 +72,30 @@ TEST_CASE("real peers: a small send is on the wire when isend returns (one progr
       drv.Wait(r);
       if (in != out) return "data differs";
     }
+    drv.net().closeSend(l.send);
+    drv.net().closeRecv(l.recv);
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("real peers: a small message into a large receive buffer is read by the caller, not handed over",
+          "[plugin][real][movers]") {
+  // NCCL posts Simple and LL128 receives with whole step buffers (512 KiB and
+  // more): the message's own size decides, as its header tells the caller.
+  const std::string msg = InChild([]() -> std::string {
+    setenv("PRISM_PROGRESS_THREADS", "0", 1);
+    setenv("PRISM_INLINE_BYTES", "65536", 1);
+    PluginDriver drv(PRISM_PLUGIN_SO);
+    Loop l(drv);
+    std::vector<char> out(4096, 9), in(1 << 20, 0);
+    void* r = l.Irecv(&in);
+    drv.Send(l.send, out.data(), out.size(), 5, nullptr);
+    // No test() yet: a progress thread that read it would have written it.
+    usleep(100000);
+    if (in[out.size() - 1] != 0) return "the payload landed without a test(): a thread read it";
+    if (!l.Finish(r).empty()) return "the receive did not complete";
+    if (in[out.size() - 1] != 9) return "data differs";
     drv.net().closeSend(l.send);
     drv.net().closeRecv(l.recv);
     return "";
