@@ -8,8 +8,11 @@
 // thread; the engine thread calls every client's Step() in turn, and when
 // none made progress for `spin_ns` (yielding meanwhile) it sleeps in poll()
 // on the fds the clients ask for plus its eventfd (100 ms cap). A client is
-// served by exactly one engine for its whole life, so each ring keeps one
-// consumer (and NCCL's proxy thread stays its one producer).
+// served by exactly one engine for its whole life. A real-peer comm
+// (real_comms.h) is stepped by its engine only while it has bulk messages in
+// flight, and otherwise by NCCL's proxy thread under the comm's step lock, so
+// its ring's consumer is whichever of the two holds that lock (NCCL's proxy
+// thread stays the one producer).
 //
 // Thread-safety: Add/Remove/Wake/client_count from any thread. After
 // Remove(c) returns, the engine thread never touches c again. The thread
