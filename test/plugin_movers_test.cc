@@ -52,15 +52,27 @@ struct Loop {
   void* recv = nullptr;
 };
 
-}  // namespace
-
-TEST_CASE("real peers: a small send is on the wire when isend returns (one progress thread per comm)",
-          "[plugin][real][movers]") {
-  const std::string msg = InChild([]() -> std::string {
+// In a fresh child: one progress thread per comm, messages over 64 KiB
+// bulk; runs `body` on a connected loop, closes it, returns what failed.
+template <typename Body>
+std::string WithThreadedLoop(Body body) {
+  return InChild([&]() -> std::string {
     setenv("PRISM_PROGRESS_THREADS", "0", 1);
     setenv("PRISM_INLINE_BYTES", "65536", 1);
     PluginDriver drv(PRISM_PLUGIN_SO);
     Loop l(drv);
+    const std::string why = body(drv, l);
+    drv.net().closeSend(l.send);
+    drv.net().closeRecv(l.recv);
+    return why;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("real peers: a small send is on the wire when isend returns (one progress thread per comm)",
+          "[plugin][real][movers]") {
+  const std::string msg = WithThreadedLoop([](PluginDriver& drv, Loop& l) -> std::string {
     std::vector<char> out(4096, 7), in(4096, 0);
     for (int i = 0; i < 20; ++i) {
       void* r = l.Irecv(&in);
@@ -72,8 +84,6 @@ TEST_CASE("real peers: a small send is on the wire when isend returns (one progr
       drv.Wait(r);
       if (in != out) return "data differs";
     }
-    drv.net().closeSend(l.send);
-    drv.net().closeRecv(l.recv);
     return "";
   });
   CHECK(msg == "");
@@ -83,11 +93,7 @@ TEST_CASE("real peers: a small message into a large receive buffer is read by th
           "[plugin][real][movers]") {
   // NCCL posts Simple and LL128 receives with whole step buffers (512 KiB and
   // more): the message's own size decides, as its header tells the caller.
-  const std::string msg = InChild([]() -> std::string {
-    setenv("PRISM_PROGRESS_THREADS", "0", 1);
-    setenv("PRISM_INLINE_BYTES", "65536", 1);
-    PluginDriver drv(PRISM_PLUGIN_SO);
-    Loop l(drv);
+  const std::string msg = WithThreadedLoop([](PluginDriver& drv, Loop& l) -> std::string {
     std::vector<char> out(4096, 9), in(1 << 20, 0);
     void* r = l.Irecv(&in);
     drv.Send(l.send, out.data(), out.size(), 5, nullptr);
@@ -96,8 +102,6 @@ TEST_CASE("real peers: a small message into a large receive buffer is read by th
     if (in[out.size() - 1] != 0) return "the payload landed without a test(): a thread read it";
     if (!l.Finish(r).empty()) return "the receive did not complete";
     if (in[out.size() - 1] != 9) return "data differs";
-    drv.net().closeSend(l.send);
-    drv.net().closeRecv(l.recv);
     return "";
   });
   CHECK(msg == "");
