@@ -66,7 +66,7 @@ Result Plugin::InitOnce() {
     const VirtualLink link = ModelledLink(settings_, nullptr);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link.bandwidth.count(), link.latency.count());
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
-                   &link_hold_, &told_virtual_broadcast_};
+                   &link_hold_, &told_virtual_broadcast_, &host_load_};
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());

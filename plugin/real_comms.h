@@ -104,8 +104,12 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // PRISM_INLINE_BYTES=0 (with progress threads): every message is bulk.
   bool AllBulk() const { return engine_ != nullptr && env_.settings->inline_bytes == 0; }
   // Whether a message of `size` bytes is bulk (moved by the progress thread).
-  bool IsBulk(uint64_t size) const {
-    return AllBulk() || (engine_ != nullptr && size > env_.settings->inline_bytes);
+  bool IsBulk(uint64_t size) const { return AllBulk() || (engine_ != nullptr && size > InlineLimit()); }
+  // PRISM_INLINE_BYTES, or PRISM_IDLE_INLINE_BYTES while the host has idle cores.
+  uint64_t InlineLimit() const {
+    const Settings& s = *env_.settings;
+    if (s.idle_inline_bytes > 0 && env_.host_load != nullptr && env_.host_load->Idle()) return s.idle_inline_bytes;
+    return s.inline_bytes;
   }
   // A bulk message started (before it is handed over) / finished (step lock held).
   void BeginBulk() { bulk_.fetch_add(1, std::memory_order_seq_cst); }

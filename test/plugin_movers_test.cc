@@ -122,6 +122,16 @@ TEST_CASE("real peers: small messages by the caller, bulk by the progress thread
   }
 }
 
+TEST_CASE("real peers: PRISM_IDLE_INLINE_BYTES, either threshold as the host's load says, data verified",
+          "[plugin][real][movers]") {
+  for (const char* scenario : {"sizes", "stream"}) {
+    INFO(scenario);
+    auto [a, b] = Run(scenario, {"PRISM_IDLE_INLINE_BYTES=4096", "PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
+    CHECK(a == 0);
+    CHECK(b == 0);
+  }
+}
+
 TEST_CASE("real peers: 10 comms, one thread, bulk and small messages mixed", "[plugin][real][movers][threads]") {
   auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1",
                               "PRISM_INLINE_BYTES=65536"});

@@ -13,8 +13,8 @@
 # Env: OUT (default /tmp/prism-plugin-speed-<time>), RING_INLINE (default
 #      "1073741824 262144 0"), PRISM_VARIANTS (default: prism = the plugin's
 #      defaults; bulk256k = PRISM_INLINE_BYTES=262144: NCCL's 512 KiB Simple
-#      steps by the progress threads; bulk256k-t2 = the same with 2 progress
-#      threads per context; nic400g = PRISM_NIC_SPEED_MBPS=400000, the
+#      steps by the progress threads; idle256k = PRISM_IDLE_INLINE_BYTES=262144:
+#      the same only while the host has idle cores; nic400g = PRISM_NIC_SPEED_MBPS=400000, the
 #      plugin's own default speed, where NCCL tunes otherwise than for Socket
 #      (run-plugin-check.sh gives the others Socket's speed); add
 #      threads:PRISM_INLINE_BYTES=0 for the earlier scheme), WORLDS,
@@ -41,7 +41,7 @@ else
 fi
 
 OUT="$OUT/check" RUN_TIMEOUT="${RUN_TIMEOUT:-60}" \
-  PRISM_VARIANTS="${PRISM_VARIANTS:-prism bulk256k:PRISM_INLINE_BYTES=262144 bulk256k-t2:PRISM_INLINE_BYTES=262144,PRISM_PROGRESS_THREADS=2 nic400g:PRISM_NIC_SPEED_MBPS=400000}" \
+  PRISM_VARIANTS="${PRISM_VARIANTS:-prism bulk256k:PRISM_INLINE_BYTES=262144 idle256k:PRISM_IDLE_INLINE_BYTES=262144 nic400g:PRISM_NIC_SPEED_MBPS=400000}" \
   "$here/run-plugin-check.sh" "$bundle" || status=1
 echo "run-plugin-speed: $(( $(date +%s) - start )) s in all; results in $OUT"
 exit $status
