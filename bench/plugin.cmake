@@ -12,3 +12,9 @@ target_compile_definitions(plugin_virtual_bench PRIVATE
   PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>"
   PRISM_SESSION_TESTD="$<TARGET_FILE:prism-session-testd>")
 add_dependencies(plugin_virtual_bench nccl-net-prism prism-session-testd)
+
+add_executable(plugin_ring_bench ${CMAKE_CURRENT_SOURCE_DIR}/plugin_ring_bench.cc)
+target_include_directories(plugin_ring_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(plugin_ring_bench PRIVATE ${CMAKE_DL_LIBS})
+target_compile_definitions(plugin_ring_bench PRIVATE PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>")
+add_dependencies(plugin_ring_bench nccl-net-prism)

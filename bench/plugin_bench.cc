@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/tcp_loopback.h"
 #include "test/plugin_driver.h"
 #include "test/plugin_process.h"
 
@@ -159,31 +160,6 @@ double TcpLatency(Worker& w, size_t size, int iters) {
   return static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
 }
 
-int TcpListen(int* port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  listen(fd, 1);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int TcpConnect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw PluginError("tcp connect");
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 // tasks: "bw:SIZE:COUNT", "tcp:SIZE:COUNT", "lat:SIZE:ITERS", comma-separated.
 int WorkerMain(const std::string& plugin, bool is_a, const std::string& tasks) {
   PluginDriver drv(plugin);
@@ -191,7 +167,7 @@ int WorkerMain(const std::string& plugin, bool is_a, const std::string& tasks) {
   std::vector<char> handle;
   void* lc = drv.Listen(ctx, &handle);
   int port = 0;
-  int tcp_listener = TcpListen(&port);
+  int tcp_listener = prism::bench::LoopbackListen(&port, 1);
   std::cout << "HANDLE " << prism::testing::HexEncode(handle) << " " << port << std::endl;
   std::string word, hex;
   int peer_port = 0;
@@ -201,7 +177,7 @@ int WorkerMain(const std::string& plugin, bool is_a, const std::string& tasks) {
   drv.ConnectAccept(ctx, prism::testing::HexDecode(hex), lc, &w.send, &w.recv);
   drv.net().closeListen(lc);
   if (is_a) {
-    w.tcp = TcpConnect(peer_port);
+    w.tcp = prism::bench::LoopbackConnect(peer_port);
   } else {
     w.tcp = accept(tcp_listener, nullptr, nullptr);
   }
@@ -264,12 +240,6 @@ int ThreadCount() {
   return n;
 }
 
-int64_t CpuNs() {  // user + system time of this process
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (int64_t{u.ru_utime.tv_sec} + u.ru_stime.tv_sec) * 1000000000 +
-         (int64_t{u.ru_utime.tv_usec} + u.ru_stime.tv_usec) * 1000;
-}
 
 // One direction of one comm: `count` messages with up to kMultiWindow posted.
 struct Lane {
@@ -356,15 +326,15 @@ int MultiWorkerMain(const std::string& plugin, bool is_a, const std::string& spe
   drv.Wait(drv.Send(sends[0], &token, 1, 98, nullptr));
   drv.Wait(drv.Recv(recvs[0], 1, d, m, t, mh));
 
-  const int64_t cpu0 = CpuNs(), t0 = NowNs();
+  const int64_t cpu0 = prism::bench::ProcessCpuNs(), t0 = NowNs();
   for (bool busy = true; busy;) {
     busy = false;
     for (Lane& l : lanes) busy = PumpLane(drv, l, size, count) || busy;
     if (busy) sched_yield();
   }
-  const int64_t cpu1 = CpuNs(), t1 = NowNs();
+  const int64_t cpu1 = prism::bench::ProcessCpuNs(), t1 = NowNs();
   usleep(1000000);  // idle, every comm open
-  const int64_t cpu2 = CpuNs(), t2 = NowNs();
+  const int64_t cpu2 = prism::bench::ProcessCpuNs(), t2 = NowNs();
   if (is_a) {
     const double bytes = 2.0 * k * static_cast<double>(count) * static_cast<double>(size);
     std::cout << "RESULT gbps " << bytes / static_cast<double>(t1 - t0) << "\n"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plugin/cuda_copy.h"
+#include "plugin/host_load.h"
 #include "plugin/link_hold.h"
 #include "plugin/link_model.h"
 #include "plugin/ll_lines.h"
@@ -110,6 +111,7 @@ struct CommEnv {
   // Set once this process was told that a broadcast reached it through a
   // virtual peer (virtual_comms.h, NoteBroadcastThroughVirtual).
   std::atomic<bool>* told_virtual_broadcast = nullptr;
+  HostLoad* host_load = nullptr;       // idle cores now (PRISM_IDLE_INLINE_BYTES)
 };
 
 // PRISM_RECV_FILL=own: keeps what this rank sends in step (channel, step)

@@ -66,7 +66,7 @@ Result Plugin::InitOnce() {
     const VirtualLink link = ModelledLink(settings_, nullptr);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link.bandwidth.count(), link.latency.count());
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
-                   &link_hold_, &told_virtual_broadcast_};
+                   &link_hold_, &told_virtual_broadcast_, &host_load_};
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
@@ -108,9 +108,17 @@ Result Plugin::InitOnce() {
         : settings_.progress_threads > 0
             ? std::to_string(settings_.progress_threads) + " progress thread(s) per context"
             : std::string("one progress thread per comm");
-    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm, %s%s",
+    // Who moves real-peer messages (real_comms.h), as the log should say it.
+    const std::string movers =
+        settings_.progress_threads < 0 ? std::string()
+        : ", NCCL's proxy thread moves messages up to " + std::to_string(settings_.inline_bytes) + " B" +
+              (settings_.idle_inline_bytes > 0
+                   ? " (" + std::to_string(settings_.idle_inline_bytes) + " B while cores are idle)"
+                   : std::string()) +
+              ", progress threads the larger";
+    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm, %s%s%s",
                settings_.nic.count, Ipv4ToString(local_ipv4_be_, 0).c_str(),
-               settings_.socks_per_comm, threads.c_str(),
+               settings_.socks_per_comm, threads.c_str(), movers.c_str(),
                settings_.link_bits_per_second > 0 || settings_.link_latency_ns > 0
                    ? ", links shaped"
                    : "");

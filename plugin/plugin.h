@@ -117,6 +117,7 @@ class Plugin {
   std::unique_ptr<NicLinks> nics_;
   OpScheduleBook schedules_;
   LinkHoldStats link_hold_;
+  HostLoad host_load_;
   std::atomic<bool> told_virtual_broadcast_{false};  // CommEnv::told_virtual_broadcast
   CommEnv env_;
   OpRelay relay_{&env_};

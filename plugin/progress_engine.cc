@@ -133,17 +133,6 @@ void ProgressEngine::Main() {
   }
 }
 
-void StepInline(ProgressClient* client) {
-  bool progressed = false;
-  try {
-    client->Step(&progressed);
-  } catch (const std::exception& e) {
-    client->Failed(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
-  } catch (...) {
-    client->Failed("moving bytes on NCCL's proxy thread failed (unknown exception)");
-  }
-}
-
 std::shared_ptr<ProgressEngine> ProgressEnginePool::Attach(ProgressClient* client) {
   std::shared_ptr<ProgressEngine> engine;
   if (inline_progress()) return engine;

@@ -8,8 +8,11 @@
 // thread; the engine thread calls every client's Step() in turn, and when
 // none made progress for `spin_ns` (yielding meanwhile) it sleeps in poll()
 // on the fds the clients ask for plus its eventfd (100 ms cap). A client is
-// served by exactly one engine for its whole life, so each ring keeps one
-// consumer (and NCCL's proxy thread stays its one producer).
+// served by exactly one engine for its whole life. A real-peer comm
+// (real_comms.h) is stepped by its engine only while it has bulk messages in
+// flight, and otherwise by NCCL's proxy thread under the comm's step lock, so
+// its ring's consumer is whichever of the two holds that lock (NCCL's proxy
+// thread stays the one producer).
 //
 // Thread-safety: Add/Remove/Wake/client_count from any thread. After
 // Remove(c) returns, the engine thread never touches c again. The thread
@@ -21,6 +24,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,10 +57,21 @@ class ProgressClient {
 // a real-peer comm's bytes inside its isend/irecv/test calls.
 inline constexpr int kInlineProgress = -1;
 
-// Inline mode (no engine): one Step of `client` on the calling thread (NCCL's
-// proxy thread, the only caller of a comm's isend/irecv/test, so Steps never
-// overlap). A throw fails the client (Failed), as under an engine.
-void StepInline(ProgressClient* client);
+// Moving a client's bytes on the calling thread (NCCL's proxy thread, the
+// only caller of a comm's isend/irecv/test): runs `step(&progressed)`, with
+// the client's own serialization held by the caller. A throw fails the
+// client (Failed), as under an engine; it never reaches NCCL.
+template <typename StepFn>
+void StepInline(ProgressClient* client, StepFn&& step) {
+  bool progressed = false;
+  try {
+    step(&progressed);
+  } catch (const std::exception& e) {
+    client->Failed(std::string("moving bytes on NCCL's proxy thread failed: ") + e.what());
+  } catch (...) {
+    client->Failed("moving bytes on NCCL's proxy thread failed (unknown exception)");
+  }
+}
 
 class ProgressEngine {
  public:

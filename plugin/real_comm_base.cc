@@ -19,13 +19,30 @@ void RealCommBase::Close() {
   fds_.clear();
 }
 
-void RealCommBase::Kick() {
-  if (engine_ != nullptr) engine_->Wake();
-  else DriveInline();
+void RealCommBase::Step(bool* progressed) {
+  if (failure_.broken() || !bulk_in_flight()) return;
+  std::unique_lock<std::mutex> lock(step_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // the proxy thread is moving this comm's bytes
+  StepInner(progressed);
 }
 
-void RealCommBase::DriveInline() {
-  if (engine_ == nullptr && !failure_.broken()) StepInline(this);
+void RealCommBase::FillPoll(std::vector<pollfd>* fds) {
+  if (failure_.broken() || !bulk_in_flight()) return;
+  std::lock_guard<std::mutex> lock(step_mu_);  // the proxy thread holds it briefly
+  FillPollLocked(fds);
+}
+
+void RealCommBase::Advance() {
+  if (engine_ == nullptr || !bulk_in_flight()) {
+    std::unique_lock<std::mutex> lock(step_mu_, std::try_to_lock);
+    // Not owned: the progress thread is stepping; the next test() retries.
+    if (lock.owns_lock() && !failure_.broken()) {
+      stepping_on_caller_ = engine_ != nullptr;
+      StepInline(this, [this](bool* progressed) { StepInner(progressed); });
+      stepping_on_caller_ = false;
+    }
+  }
+  if (engine_ != nullptr && bulk_in_flight()) engine_->Wake();
 }
 
 bool RealCommBase::Broken(const char* direction) {

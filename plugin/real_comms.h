@@ -5,13 +5,22 @@
 // transfers in the NCCL operation they belong to (op_tracker.h), so that a
 // virtual peer's messages can mirror them.
 //
-// Each comm owns its sockets and is served by one of its context's progress
-// threads (ProgressEngine, picked by the context's ProgressEnginePool). NCCL's proxy thread posts requests through a
-// lock-free SPSC ring; the progress thread moves bytes and publishes
-// completion through the request's atomics; test() only reads those atomics
-// and the clock. At most kPrismNetMaxRequests requests
-// are in flight per comm: isend/irecv return a NULL request beyond that
-// (NCCL retries later).
+// Who moves the bytes. NCCL's proxy thread, the only caller of a comm's
+// isend/irecv/test, moves them itself inside those calls while every message
+// in flight on the comm is at most PRISM_INLINE_BYTES (a receive: the size
+// its header announces; the proxy thread reads headers): a message goes out in the isend that posts it when the socket
+// takes it, and a receive completes in the test() that reads its last byte,
+// with no hand-over to another thread and no wake-up. A larger ("bulk")
+// message is moved by the comm's progress thread (ProgressEngine, picked by the context's
+// ProgressEnginePool), so that the bulk of several comms moves in parallel;
+// while one is in flight the proxy thread leaves the comm to it. A progress
+// thread polls a comm's sockets only while the comm has bulk in flight, so
+// an idle or small-message comm never wakes it. Both threads step a comm
+// under its step lock (try-lock: neither waits for the other); requests go
+// through an SPSC ring whose consumer is whichever thread holds the lock.
+// test() reads the request's atomics and the clock after that step. At most
+// kPrismNetMaxRequests requests are in flight per comm: isend/irecv return a
+// NULL request beyond that (NCCL retries later).
 #ifndef PRISM_PLUGIN_REAL_COMMS_H_
 #define PRISM_PLUGIN_REAL_COMMS_H_
 
@@ -21,6 +30,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,26 +45,31 @@ namespace prism::plugin {
 
 inline constexpr int kMaxGroupedRecvs = 8;
 
-// State shared by both directions: the broken flag and its reason.
+// State shared by both directions: the broken flag and its reason. The
+// first Set wins; any thread may call it (the proxy thread and the progress
+// thread both move bytes).
 class CommFailure {
  public:
   void Set(std::string why) {
-    if (broken_.load(std::memory_order_acquire)) return;
+    int expected = kOk;
+    if (!state_.compare_exchange_strong(expected, kSetting, std::memory_order_acq_rel)) return;
     why_ = std::move(why);
-    broken_.store(true, std::memory_order_release);
+    state_.store(kBroken, std::memory_order_release);
   }
-  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  bool broken() const { return state_.load(std::memory_order_acquire) == kBroken; }
   const std::string& why() const { return why_; }  // valid once broken()
 
  private:
-  std::atomic<bool> broken_{false};
+  static constexpr int kOk = 0, kSetting = 1, kBroken = 2;
+  std::atomic<int> state_{kOk};
   std::string why_;
 };
 
-// What both directions of a real-peer comm share: its sockets, its failure
-// and the progress thread (or, in inline mode, NCCL's proxy thread) that
-// moves its bytes. A subclass calls StartProgress last in its constructor
-// (a progress thread may Step it from then on) and Close first in its
+// What both directions of a real-peer comm share: its sockets, its failure,
+// its step lock and the progress thread that moves its bulk messages (none
+// in inline mode, PRISM_PROGRESS_THREADS=-1: NCCL's proxy thread moves
+// everything). A subclass calls StartProgress last in its constructor (a
+// progress thread may Step it from then on) and Close first in its
 // destructor (no thread Steps it once Close returns).
 class RealCommBase : public NetComm, protected ProgressClient {
  public:
@@ -69,19 +84,40 @@ class RealCommBase : public NetComm, protected ProgressClient {
   ~RealCommBase() override = default;
   void StartProgress(const std::shared_ptr<ProgressEnginePool>& engines);
 
-  // ProgressClient: a broken comm does nothing more.
-  void Step(bool* progressed) final {
-    if (!failure_.broken()) StepInner(progressed);
-  }
+  // ProgressClient (progress thread): steps the comm while it has bulk in
+  // flight, unless the proxy thread holds the step lock. A broken comm does
+  // nothing more.
+  void Step(bool* progressed) final;
+  void FillPoll(std::vector<pollfd>* fds) final;
+  bool HasInput() final { return bulk_in_flight() && HasQueuedRequests(); }
   void Failed(const std::string& why) final { failure_.Set(why); }
   // One step of the direction's work; false once it failed (failure_ set).
+  // Called with the step lock held.
   virtual bool StepInner(bool* progressed) = 0;
+  // The fds (and events) the direction waits for; step lock held.
+  virtual void FillPollLocked(std::vector<pollfd>* fds) = 0;
+  virtual bool HasQueuedRequests() const = 0;
 
-  // New work was queued: wake the progress thread, or (inline mode, no
-  // engine) move bytes now on the calling (NCCL proxy) thread.
-  void Kick();
-  // Inline mode only: one Step on the calling thread.
-  void DriveInline();
+  // Proxy thread, after posting a request and in test(): moves bytes now
+  // unless bulk is in flight (then wakes the progress thread instead).
+  void Advance();
+  // PRISM_INLINE_BYTES=0 (with progress threads): every message is bulk.
+  bool AllBulk() const { return engine_ != nullptr && env_.settings->inline_bytes == 0; }
+  // Whether a message of `size` bytes is bulk (moved by the progress thread).
+  bool IsBulk(uint64_t size) const { return AllBulk() || (engine_ != nullptr && size > InlineLimit()); }
+  // PRISM_INLINE_BYTES, or PRISM_IDLE_INLINE_BYTES while the host has idle cores.
+  uint64_t InlineLimit() const {
+    const Settings& s = *env_.settings;
+    if (s.idle_inline_bytes > 0 && env_.host_load != nullptr && env_.host_load->Idle()) return s.idle_inline_bytes;
+    return s.inline_bytes;
+  }
+  // A bulk message started (before it is handed over) / finished (step lock held).
+  void BeginBulk() { bulk_.fetch_add(1, std::memory_order_seq_cst); }
+  void EndBulk() { bulk_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool bulk_in_flight() const { return bulk_.load(std::memory_order_acquire) > 0; }
+  // Inside StepInner on the proxy thread once bulk is in flight: stop and
+  // leave the comm to the progress thread (a receive's bulk payload).
+  bool LeaveToHelper() const { return stepping_on_caller_ && bulk_in_flight(); }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
   bool Broken(const char* direction);
@@ -95,6 +131,9 @@ class RealCommBase : public NetComm, protected ProgressClient {
   bool warned_ = false;
   std::shared_ptr<ProgressEngine> engine_;
   bool registered_ = false;
+  std::mutex step_mu_;               // held by whichever thread steps the comm
+  bool stepping_on_caller_ = false;  // guarded by step_mu_
+  std::atomic<int> bulk_{0};         // bulk messages posted or matched, not yet moved
 };
 
 class RealSendComm final : public RealCommBase {
@@ -115,6 +154,7 @@ class RealSendComm final : public RealCommBase {
     const char* data = nullptr;
     bool gpu = false;
     MessageHeader header{};
+    bool bulk = false;           // more than PRISM_INLINE_BYTES: the progress thread sends it
     int64_t wire_done_ns = 0;
     std::vector<char> staging;   // GPU payload copied to host (progress thread)
     int items_left = 0;          // progress thread
@@ -127,10 +167,8 @@ class RealSendComm final : public RealCommBase {
     size_t left;
   };
 
-  // ProgressClient
-  void FillPoll(std::vector<pollfd>* fds) override;
-  bool HasInput() override { return !submit_.Empty(); }
-
+  void FillPollLocked(std::vector<pollfd>* fds) override;
+  bool HasQueuedRequests() const override { return !submit_.Empty(); }
   bool StepInner(bool* progressed) override;
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
@@ -161,9 +199,13 @@ class RealRecvComm final : public RealCommBase {
     int tag = 0;
     bool gpu = false;
     // LL/LL128: NCCL's kernel polls flags inside the data instead of waiting
-    // for test(), so the bytes go to `staging` and reach the buffer only when
-    // the request completes (at the modelled delivery), not when they land.
-    bool held = false;
+    // for test(). On a shaped link (the header carries a delivery time) the
+    // bytes go to `staging` and reach the buffer only when the request
+    // completes (at the modelled delivery), not when they land; unshaped they
+    // land in the buffer directly.
+    bool lines = false;
+    bool held = false;           // set when the message's header is matched
+    bool bulk = false;           // payload larger than PRISM_INLINE_BYTES: the progress thread's
     bool matched = false;
     uint64_t size = 0;
     int chunks_left = 0;
@@ -174,6 +216,7 @@ class RealRecvComm final : public RealCommBase {
     bool in_use = false;
     int n = 0;
     std::array<Slot, kMaxGroupedRecvs> slots;
+    bool bulk = false;           // PRISM_INLINE_BYTES=0: the progress thread reads all of it
     int unmatched = 0;           // progress thread
     int slots_left = 0;          // progress thread
     int64_t deliver_ns = 0;      // progress thread
@@ -189,10 +232,8 @@ class RealRecvComm final : public RealCommBase {
     size_t left;
   };
 
-  // ProgressClient
-  void FillPoll(std::vector<pollfd>* fds) override;
-  bool HasInput() override { return !submit_.Empty(); }
-
+  void FillPollLocked(std::vector<pollfd>* fds) override;
+  bool HasQueuedRequests() const override { return !submit_.Empty(); }
   bool StepInner(bool* progressed) override;
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);

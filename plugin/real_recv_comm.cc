@@ -44,26 +44,37 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
-    s.held = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
+    s.lines = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
+    s.held = false;
     s.matched = false;
+    s.bulk = false;
     s.size = 0;
     s.chunks_left = 0;
   }
   req->unmatched = n;
   req->slots_left = n;
+  // PRISM_INLINE_BYTES=0: the progress thread reads everything, headers
+  // included; otherwise whoever reads a header hands a bulk payload over.
+  req->bulk = AllBulk();
+  if (req->bulk) BeginBulk();
   req->deliver_ns = 0;
   req->posted_ns = WallNowNs();
   req->ready_at.store(-1, std::memory_order_relaxed);
   submit_.Push(req);
-  Kick();
+  Advance();
   *request = req;
   return prism_ncclSuccess;
 }
 
 Result RealRecvComm::RecvRequest::Test(int* done, int* sizes) {
   *done = 0;
-  owner->DriveInline();  // inline mode: this comm moves its bytes here
-  const int64_t at = ready_at.load(std::memory_order_acquire);
+  int64_t at = ready_at.load(std::memory_order_acquire);
+  // Not done, or not due yet on a shaped link: move bytes (this request's or
+  // the ones behind it) before looking again.
+  if (at < 0 || WallNowNs() < at) {
+    owner->Advance();
+    at = ready_at.load(std::memory_order_acquire);
+  }
   if (at < 0) return owner->Broken("receive from") ? prism_ncclSystemError : prism_ncclSuccess;
   const int64_t now = WallNowNs();
   if (now < at) return prism_ncclSuccess;
@@ -99,6 +110,10 @@ bool RealRecvComm::RecvRequest::Publish() {
 
 bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   Slot& s = req->slots[slot];
+  if (s.bulk) {
+    s.bulk = false;
+    EndBulk();
+  }
   if (s.gpu && !s.held && s.size > 0) {
     std::string why;
     if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
@@ -107,6 +122,7 @@ bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
     }
   }
   if (--req->slots_left == 0) {
+    if (req->bulk) EndBulk();
     const int64_t now = WallNowNs();
     if (env_.link_hold != nullptr) env_.link_hold->RecordLanded(now, req->deliver_ns, req->posted_ns);
     req->ready_at.store(std::max<int64_t>(now, req->deliver_ns), std::memory_order_release);
@@ -136,6 +152,11 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
       }
       s.matched = true;
       s.size = header_.size;
+      // Held only when the sender stamped a modelled delivery: unshaped, the
+      // lines land where NCCL's kernel polls them, as over NCCL's own transports.
+      s.held = s.lines && header_.deliver_ns > 0;
+      s.bulk = !req->bulk && IsBulk(s.size);
+      if (s.bulk) BeginBulk();  // the payload is the progress thread's
       char* dest = s.user;
       if (s.gpu || s.held) {
         s.staging.resize(s.size);
@@ -161,6 +182,7 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   std::string why;
   std::deque<ReadItem>& q = queues_[sock];
   for (;;) {
+    if (LeaveToHelper()) return true;  // a bulk payload: the progress thread reads it
     if (!q.empty()) {
       ReadItem& r = q.front();
       long got = ReadSome(fds_[sock], r.ptr, r.left, &why);
@@ -179,7 +201,9 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
       if (--req->slots[slot].chunks_left == 0 && !SlotFilled(req, slot)) return false;
       continue;
     }
-    if (sock != 0 || eof_) return true;
+    // The next header only once a receive is posted to match it: a read
+    // with nothing to match is a wasted syscall per message.
+    if (sock != 0 || eof_ || posted_.empty()) return true;
     if (header_got_ < sizeof(MessageHeader)) {
       long got = ReadSome(fds_[0], reinterpret_cast<char*>(&header_) + header_got_,
                           sizeof(MessageHeader) - header_got_, &why);
@@ -220,10 +244,9 @@ bool RealRecvComm::StepInner(bool* progressed) {
   return true;
 }
 
-void RealRecvComm::FillPoll(std::vector<pollfd>* fds) {
-  if (failure_.broken()) return;
+void RealRecvComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
-    const bool want_header = i == 0 && !eof_ && header_got_ < sizeof(MessageHeader);
+    const bool want_header = i == 0 && !eof_ && !posted_.empty() && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});
   }
 }

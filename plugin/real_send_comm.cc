@@ -45,16 +45,23 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
                                          static_cast<uint32_t>(fds_.size())),
                               shaped_ ? t.deliver.count() : 0, next_seq_++};
   req->ready_at.store(-1, std::memory_order_relaxed);
+  req->bulk = IsBulk(size);
+  if (req->bulk) BeginBulk();
   submit_.Push(req);  // capacity 64 > pool size: never full
-  Kick();
+  Advance();  // small: out now if the socket takes it; bulk: to the progress thread
   *request = req;
   return prism_ncclSuccess;
 }
 
 Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
   *done = 0;
-  owner->DriveInline();  // inline mode: this comm moves its bytes here
-  const int64_t at = ready_at.load(std::memory_order_acquire);
+  int64_t at = ready_at.load(std::memory_order_acquire);
+  // Not done, or not due yet on a shaped link: move bytes (this request's or
+  // the ones behind it) before looking again.
+  if (at < 0 || WallNowNs() < at) {
+    owner->Advance();
+    at = ready_at.load(std::memory_order_acquire);
+  }
   if (at < 0) return owner->Broken("send to") ? prism_ncclSystemError : prism_ncclSuccess;
   if (at > 0 && WallNowNs() < at) return prism_ncclSuccess;
   *done = 1;
@@ -119,6 +126,7 @@ bool RealSendComm::Pump(size_t sock, bool* progressed) {
       SendRequest* req = w.req;
       q.pop_front();
       if (--req->items_left == 0) {
+        if (req->bulk) EndBulk();
         req->ready_at.store(std::max<int64_t>(WallNowNs(), req->wire_done_ns),
                             std::memory_order_release);
       }
@@ -139,8 +147,7 @@ bool RealSendComm::StepInner(bool* progressed) {
   return true;
 }
 
-void RealSendComm::FillPoll(std::vector<pollfd>* fds) {
-  if (failure_.broken()) return;
+void RealSendComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!queues_[i].empty()) fds->push_back(pollfd{fds_[i], POLLOUT, 0});
   }

@@ -43,6 +43,13 @@ constexpr EnvParam kParams[] = {
      "how well the shaped real-peer links held the model (bytes landed after the modelled delivery)"},
     {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
+    {"PRISM_INLINE_BYTES", "1073741824",
+     "a real-peer message of at most this many bytes is moved by NCCL's proxy thread inside isend/irecv/test "
+     "(no thread hand-over); a larger one by the comm's progress thread; 0: every message by the progress thread"},
+    {"PRISM_IDLE_INLINE_BYTES", "0",
+     "when set: while at most half of this process's CPUs have a runnable thread (/proc/loadavg, sampled every "
+     "50 ms), this replaces PRISM_INLINE_BYTES (e.g. 262144: NCCL's 512 KiB steps to progress threads on a host "
+     "with idle cores); 0: off"},
     {"PRISM_PROGRESS_THREADS", "0",
      "progress threads per context (communicator), comms spread by load; 0: one per comm; -1: none, NCCL's "
      "proxy thread moves the bytes inside isend/irecv/test (for ground truths that pack many ranks onto one "
@@ -172,6 +179,8 @@ Settings LoadSettings(std::string* warnings) {
   s.link_report = r.Int("PRISM_LINK_REPORT", 0, 1) == 1;
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
   s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));
+  s.inline_bytes = static_cast<uint64_t>(r.Int("PRISM_INLINE_BYTES", 0, int64_t{1} << 40));
+  s.idle_inline_bytes = static_cast<uint64_t>(r.Int("PRISM_IDLE_INLINE_BYTES", 0, int64_t{1} << 40));
   s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
   const char* daemon = std::getenv("PRISM_DAEMON");
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';

@@ -34,8 +34,13 @@ class Waker {
     while (read(fd_, &v, sizeof(v)) == sizeof(v)) {
     }
   }
-  // Any thread, after publishing work.
+  // Any thread, after publishing work. The fence orders the publication (a
+  // release store, e.g. SpscRing::Push) before the load of sleeping_: without
+  // it the store may be delayed past the load (store-load reordering), the
+  // thread re-checks, sees nothing and sleeps while the producer sees it
+  // awake: a lost wake-up, up to the poll cap late.
   void Wake() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) {
       uint64_t one = 1;
       ssize_t r = write(fd_, &one, sizeof(one));

@@ -7,6 +7,7 @@
 #   OUTDIR/prism-graphgen         (DT_RPATH $ORIGIN/lib), when built (prism graph/inspect)
 #   OUTDIR/prism-session-capture  (DT_RPATH $ORIGIN/lib), when built (prism capture)
 #   OUTDIR/libprism-yield-sleep.so  when built (bench/fidelity/run-gpu.sh YIELD_SLEEP_US)
+#   OUTDIR/plugin_ring_bench      when built (scripts/gpu/run-plugin-speed.sh; needs only libc/libstdc++)
 #   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
 #                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
 #                                 libpthread, libdl, librt) and libcuda
@@ -43,6 +44,8 @@ else
 fi
 yield_shim="$(find_first "$build/bench/libprism-yield-sleep.so" || true)"
 [[ -n "$yield_shim" ]] && install -m 0755 "$yield_shim" "$out/libprism-yield-sleep.so"
+ring_bench="$(find_first "$build/bench/plugin_ring_bench" || true)"
+[[ -n "$ring_bench" ]] && install -m 0755 "$ring_bench" "$out/plugin_ring_bench"
 graphgen="$(find_first "${GRAPHGEN:-}" "$build/graphgen/prism-graphgen" || true)"
 if [[ -n "$graphgen" ]]; then
   install -m 0755 "$graphgen" "$out/prism-graphgen"

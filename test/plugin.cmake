@@ -12,6 +12,7 @@ target_link_libraries(plugin_peer PRIVATE ${CMAKE_DL_LIBS})
 add_executable(plugin_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_abi_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_transfer_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_movers_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_virtual_test.cc)
 target_include_directories(plugin_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plugin_tests PRIVATE prism_test_main Threads::Threads ${CMAKE_DL_LIBS})

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -38,8 +39,9 @@ constexpr int64_t kLatencyNs = 300'000'000;  // bytes land long before delivery,
 
 struct Pair {
   // `threads`: the progress pool (prism::plugin::kInlineProgress: none).
-  Pair(LinkHoldStats* stats, int threads) : nics(1, 0, kLatencyNs) {
-    settings.link_latency_ns = kLatencyNs;
+  // `latency_ns` 0: an unshaped link.
+  Pair(LinkHoldStats* stats, int threads, int64_t latency_ns = kLatencyNs) : nics(1, 0, latency_ns) {
+    settings.link_latency_ns = latency_ns;
     settings.min_chunk_bytes = 262144;
     env.settings = &settings;
     env.logger = &logger;
@@ -61,22 +63,40 @@ struct Pair {
   std::unique_ptr<RealRecvComm> recv;
 };
 
+// Posts a receive of 4 KiB (tag 7) into `buf`, registered whole as NCCL
+// registers one buffer per protocol, and sends 4 KiB of 0xAB into it.
+struct Posted {
+  void* rreq = nullptr;
+  void* sreq = nullptr;
+  std::vector<char> payload = std::vector<char>(4096, static_cast<char>(0xAB));
+};
+constexpr size_t kPayload = 4096;
+
+void PostPayload(Pair* p, std::vector<char>* buf, Posted* out) {
+  MemRegion mr(buf->data(), buf->size(), kPrismPtrHost);
+  const MemRegion* mrs[1] = {&mr};
+  void* data = buf->data();
+  const size_t size = kPayload;
+  const int tag = 7;
+  MessageTag none;
+  REQUIRE(p->recv->Irecv(1, &data, &size, &tag, mrs, &none, &out->rreq) == prism_ncclSuccess);
+  REQUIRE(p->send->Isend(out->payload.data(), size, tag, nullptr, none, &out->sreq) == prism_ncclSuccess);
+}
+
+void FinishSend(const Posted& posted) {
+  int sdone = 0;
+  while (!sdone) REQUIRE(static_cast<Request*>(posted.sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+}
+
 // Sends 4 KiB of 0xAB into a receive buffer registered with `registered`
 // bytes; returns whether the buffer ever held the payload while test() still
 // said "not done", and fills `*final_ok` with whether it held it at done.
 bool PayloadVisibleBeforeDone(Pair* p, size_t registered, bool* final_ok) {
   std::vector<char> buf(registered, 0);
-  MemRegion mr(buf.data(), buf.size(), kPrismPtrHost);
-  const MemRegion* mrs[1] = {&mr};
-  void* data = buf.data();
-  const size_t size = 4096;
-  const int tag = 7;
-  MessageTag none;
-  void* rreq = nullptr;
-  REQUIRE(p->recv->Irecv(1, &data, &size, &tag, mrs, &none, &rreq) == prism_ncclSuccess);
-  std::vector<char> payload(size, static_cast<char>(0xAB));
-  void* sreq = nullptr;
-  REQUIRE(p->send->Isend(payload.data(), size, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+  const size_t size = kPayload;
+  Posted posted;
+  PostPayload(p, &buf, &posted);
+  void* rreq = posted.rreq;
   bool early = false;
   const int64_t deadline = WallNowNs() + 5'000'000'000;
   int done = 0;
@@ -88,8 +108,7 @@ bool PayloadVisibleBeforeDone(Pair* p, size_t registered, bool* final_ok) {
   }
   REQUIRE(done);
   *final_ok = static_cast<unsigned char>(buf[0]) == 0xAB && static_cast<unsigned char>(buf[size - 1]) == 0xAB;
-  int sdone = 0;
-  while (!sdone) REQUIRE(static_cast<Request*>(sreq)->Test(&sdone, nullptr) == prism_ncclSuccess);
+  FinishSend(posted);
   return early;
 }
 
@@ -121,6 +140,61 @@ TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kerne
   // A 4 MiB (Simple) buffer: the bytes are there long before test() says done.
   CHECK(PayloadVisibleBeforeDone(&p, 4 * 1024 * 1024, &final_ok));
   CHECK(final_ok);
+}
+
+TEST_CASE("shaped real peers, no progress threads: test() of a receive not due yet still reads the messages behind it",
+          "[plugin][unit][hold]") {
+  LinkHoldStats stats;
+  Pair p(&stats, prism::plugin::kInlineProgress);
+  // Two Simple receives (4 MiB buffers: written as the bytes land), two sends.
+  std::vector<char> first(4 * 1024 * 1024, 0), second(4 * 1024 * 1024, 0);
+  Posted a, b;
+  PostPayload(&p, &first, &a);
+  PostPayload(&p, &second, &b);
+  // Only the first receive is tested, while its delivery (300 ms away) is not due.
+  const int64_t deadline = WallNowNs() + kLatencyNs / 2;
+  bool first_done_early = false, test_failed = false;
+  while (static_cast<unsigned char>(second[kPayload - 1]) != 0xAB && WallNowNs() < deadline) {
+    int done = 0;
+    test_failed = test_failed || static_cast<Request*>(a.rreq)->Test(&done, nullptr) != prism_ncclSuccess;
+    first_done_early = first_done_early || done != 0;
+  }
+  CHECK_FALSE(test_failed);
+  CHECK_FALSE(first_done_early);
+  CHECK(static_cast<unsigned char>(second[kPayload - 1]) == 0xAB);
+  for (Posted* x : {&a, &b}) {
+    int done = 0;
+    bool ok = true;
+    while (!done && ok) ok = static_cast<Request*>(x->rreq)->Test(&done, nullptr) == prism_ncclSuccess;
+    CHECK(ok);
+    FinishSend(*x);
+  }
+}
+
+TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as it arrives (nothing to hold it for)",
+          "[plugin][unit][hold]") {
+  // One progress thread moves the bytes (Settings' inline_bytes is 0 here),
+  // so they land while this thread only watches the buffer, never test().
+  LinkHoldStats stats;
+  Pair p(&stats, 1, 0);
+  for (size_t registered : {size_t{512} * 1024, size_t{4800} * 1024}) {
+    INFO("registered " << registered);
+    std::vector<char> buf(registered, 0);
+    const size_t size = kPayload;
+    Posted posted;
+    PostPayload(&p, &buf, &posted);
+    const int64_t deadline = WallNowNs() + 10'000'000'000;  // a hang guard, not a timing bound
+    std::atomic_thread_fence(std::memory_order_acquire);
+    while (static_cast<volatile char*>(buf.data())[size - 1] != static_cast<char>(0xAB) && WallNowNs() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHECK(static_cast<unsigned char>(buf[size - 1]) == 0xAB);  // there before any test()
+    int done = 0;
+    while (!done) REQUIRE(static_cast<Request*>(posted.rreq)->Test(&done, nullptr) == prism_ncclSuccess);
+    CHECK(static_cast<unsigned char>(buf[0]) == 0xAB);
+    FinishSend(posted);
+  }
+  CHECK(stats.landed_late().count() == 0);  // unshaped: nothing counted
 }
 
 TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the summary", "[plugin][unit][hold]") {

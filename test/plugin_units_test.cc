@@ -166,3 +166,29 @@ TEST_CASE("the NCCL version comes from the library that holds NCCL's logger", "[
   // A logger outside any NCCL (this test binary has no ncclGetVersion).
   CHECK(prism::plugin::NcclVersionOfLogger(NotNcclsLogger) == 0);
 }
+
+TEST_CASE("host load: the runnable count from /proc/loadavg, idle while at most half the CPUs run", "[plugin][unit]") {
+  using prism::plugin::CoresIdle;
+  using prism::plugin::RunnableThreads;
+  CHECK(RunnableThreads("0.52 0.58 0.59 3/912 4242") == 3);
+  CHECK(RunnableThreads("12.00 9.10 7.00 17/1500 99\n") == 17);
+  CHECK(RunnableThreads("") == -1);
+  CHECK(RunnableThreads("0.5 0.4 0.3") == -1);
+  CHECK(CoresIdle(8, 16));
+  CHECK_FALSE(CoresIdle(9, 16));
+  CHECK_FALSE(CoresIdle(-1, 16));  // unreadable: not idle (PRISM_INLINE_BYTES holds)
+  CHECK_FALSE(CoresIdle(1, 0));
+  prism::plugin::HostLoad here;
+  CHECK(here.cpus() > 0);
+  (void)here.Idle();  // reads this host's /proc/loadavg without failing
+}
+
+TEST_CASE("settings: PRISM_IDLE_INLINE_BYTES is off unless set", "[plugin][unit]") {
+  unsetenv("PRISM_IDLE_INLINE_BYTES");
+  std::string warnings;
+  CHECK(prism::plugin::LoadSettings(&warnings).idle_inline_bytes == 0);
+  setenv("PRISM_IDLE_INLINE_BYTES", "262144", 1);
+  CHECK(prism::plugin::LoadSettings(&warnings).idle_inline_bytes == 262144);
+  unsetenv("PRISM_IDLE_INLINE_BYTES");
+  CHECK(warnings.empty());
+}

@@ -2,12 +2,28 @@
 # Plugin check on a GPU host: PyTorch ranks on one GPU, each its own NCCL
 # "host" (NCCL_HOSTID), talking through libnccl-net-prism.so, then the same
 # through NCCL's own Socket transport for comparison. 2 and 8 ranks, under MPS.
+# Each world runs Socket once and every plugin variant (PRISM_VARIANTS) beside
+# it; plugin_check_ratios.py then prints Socket time / plugin time per
+# operation and size (above 1: the plugin is faster) and NCCL's algorithm,
+# protocol and channels per run (NCCL_DEBUG_SUBSYS has TUNING).
+# The plugin reports the NIC speed NCCL Socket reports for lo (its
+# /sys/class/net/lo/speed, else NCCL's 10000 Mb/s), so that NCCL tunes both
+# alike (channels, protocol): measured on the GPU host on 2026-12-02 with the
+# plugin's own 400 Gb/s, NCCL ran 4 channels and LL for a 1 MiB all-reduce
+# through the plugin against 2 channels and Simple through Socket, and the
+# check compared those choices more than the transports.
+# PRISM_CHECK_NIC_MBPS=plugin keeps the plugin's PRISM_NIC_SPEED_MBPS.
 #
 # Usage: scripts/gpu/run-plugin-check.sh [BUNDLE_DIR]
 #   BUNDLE_DIR: output of scripts/bundle-runtime.sh (holds libnccl-net-prism.so)
 #               default: $PRISM_BUNDLE or <repo>/build/prism-runtime
 # Env: OUT (results directory; default /tmp/prism-plugin-check-<time>),
 #      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS,
+#      PRISM_CHECK_NIC_MBPS (default: as above; a variant's own
+#        PRISM_NIC_SPEED_MBPS wins),
+#      PRISM_VARIANTS (default "prism"): space-separated plugin runs, each
+#        LABEL or LABEL:K=V,K=V (e.g. "prism threads:PRISM_INLINE_BYTES=0"),
+#        the K=V set for that run's ranks only,
 #      PYTHON (default python3), NO_MPS=1 to skip MPS, RUN_TIMEOUT (s per run, 75),
 #      any PRISM_* (passed on).
 # Writes $OUT/summary.txt, $OUT/<label>.json, $OUT/<label>/rank<r>.log.
@@ -38,18 +54,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# What NCCL Socket reports for lo (net_socket.cc: the sysfs speed, else 10000).
+socket_mbps="$(cat /sys/class/net/lo/speed 2> /dev/null || true)"
+[[ "$socket_mbps" =~ ^[0-9]+$ && "$socket_mbps" -gt 0 ]] || socket_mbps=10000
+nic_mbps="${PRISM_CHECK_NIC_MBPS:-$socket_mbps}"
+
 port=29500
-run_one() {  # label world transport
-  local label="$1" world="$2" transport="$3" dir="$OUT/$1" pids=() rc=0
+run_one() {  # label world transport [K=V,K=V]
+  local label="$1" world="$2" transport="$3" extra="${4:-}" dir="$OUT/$1" pids=() rc=0
   mkdir -p "$dir"
   port=$((port + 7))
   for ((r = 0; r < world; r++)); do
     local -a env=(RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 MASTER_ADDR=127.0.0.1
       MASTER_PORT=$port PRISM_CHECK_LABEL=$label NCCL_HOSTID="prism-check-host-$r"
-      NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
+      NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV,TUNING
       NCCL_SOCKET_IFNAME=lo NCCL_RAS_ENABLE=0 NCCL_MNNVL_ENABLE=0)
     if [[ $transport == prism ]]; then
       env+=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=Prism PRISM_SOCKET_IFADDR=127.0.0.1)
+      [[ $nic_mbps != plugin ]] && env+=(PRISM_NIC_SPEED_MBPS="$nic_mbps")
+      [[ -n $extra ]] && IFS=, read -r -a kv <<< "$extra" && env+=("${kv[@]}")
     else
       env+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
     fi
@@ -72,9 +95,16 @@ status=0
 start=$(date +%s)
 say "plugin: $plugin"
 say "MPS: $([[ $mps_started == 1 ]] && echo on || echo off)"
+say "plugin NIC speed: $([[ $nic_mbps == plugin ]] && echo "the plugin's PRISM_NIC_SPEED_MBPS" || echo "$nic_mbps Mb/s (NCCL Socket reports $socket_mbps)")"
 for w in $worlds; do
-  run_one "prism-w$w" "$w" prism || status=1
+  for v in ${PRISM_VARIANTS:-prism}; do
+    vlabel="${v%%:*}" venv=""
+    [[ $v == *:* ]] && venv="${v#*:}"
+    say "variant $vlabel: ${venv:-plugin defaults}"
+    run_one "$vlabel-w$w" "$w" prism "$venv" || status=1
+  done
   run_one "socket-w$w" "$w" socket || status=1
 done
+"$py" "$here/plugin_check_ratios.py" "$OUT" | tee -a "$summary"
 say "total $(( $(date +%s) - start )) s; results in $OUT"
 exit $status
