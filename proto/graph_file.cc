@@ -270,30 +270,41 @@ absl::Status ValidateRanks(const Graph& g, const Topology& t) {
   return absl::OkStatus();
 }
 
-// Every slot communicator contains its rank; peers and roots are below the
-// smallest communicator size a slot maps to. Each rank's (communicator,
-// slot) pairs are sorted in one flat array; every membership looks its
-// communicator up there by binary search: linear in total membership times
-// the log of a rank's slot count, no hash set (a 131,072-rank graph has
-// millions of memberships).
+// Per (rank, slot), at begin[rank] + slot: 1 when the communicator the slot
+// names contains the rank. The (rank, slot) pairs are grouped by the
+// communicator they name (a counting sort); each communicator then stamps
+// its members once and checks its pairs against the stamps: linear in the
+// memberships, no sort, search or hash per rank (a 131,072-rank graph has
+// millions of memberships). Slots name existing communicators (ValidateRanks).
+std::vector<uint8_t> ContainedSlots(const Topology& t, const std::vector<uint64_t>& begin) {
+  const uint32_t ranks = t.ranks(), comms = t.communicators();
+  std::vector<uint64_t> first(comms + uint64_t{1}, 0);
+  for (uint32_t r = 0; r < ranks; ++r)
+    for (uint32_t c : t.slots(r)) ++first[c + 1];
+  for (uint32_t c = 0; c < comms; ++c) first[c + 1] += first[c];
+  std::vector<std::pair<uint32_t, uint32_t>> naming(begin[ranks]);  // (rank, slot), grouped by communicator
+  std::vector<uint64_t> next(first.begin(), first.end() - 1);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const auto slots = t.slots(r);
+    for (size_t s = 0; s < slots.size(); ++s) naming[next[slots[s]]++] = {r, static_cast<uint32_t>(s)};
+  }
+  std::vector<uint32_t> stamp(ranks, UINT32_MAX);
+  std::vector<uint8_t> contained(begin[ranks], 0);
+  for (uint32_t c = 0; c < comms; ++c) {
+    for (uint32_t m : t.members(c)) stamp[m] = c;  // m < ranks: ValidateCommunicators
+    for (uint64_t i = first[c]; i < first[c + 1]; ++i)
+      if (stamp[naming[i].first] == c) contained[begin[naming[i].first] + naming[i].second] = 1;
+  }
+  return contained;
+}
+
+// Every slot communicator contains its rank (ContainedSlots); peers and
+// roots are below the smallest communicator size a slot maps to.
 absl::Status ValidateMembership(const Graph& g, const Topology& t) {
   const uint32_t ranks = t.ranks();
   std::vector<uint64_t> begin(ranks + uint64_t{1}, 0);
   for (uint32_t r = 0; r < ranks; ++r) begin[r + 1] = begin[r] + t.slots(r).size();
-  std::vector<std::pair<uint32_t, uint32_t>> named(begin[ranks]);  // (communicator, slot) per rank, sorted
-  for (uint32_t r = 0; r < ranks; ++r) {
-    const auto slots = t.slots(r);
-    for (size_t s = 0; s < slots.size(); ++s) named[begin[r] + s] = {slots[s], static_cast<uint32_t>(s)};
-    std::sort(named.begin() + begin[r], named.begin() + begin[r + 1]);
-  }
-  std::vector<uint8_t> contained(begin[ranks], 0);  // per (rank, slot) in slot order
-  for (uint32_t c = 0; c < t.communicators(); ++c)
-    for (uint32_t m : t.members(c)) {  // m < ranks: ValidateCommunicators
-      const auto end = named.begin() + begin[m + 1];
-      for (auto it = std::lower_bound(named.begin() + begin[m], end, std::make_pair(c, 0u));
-           it != end && it->first == c; ++it)
-        contained[begin[m] + it->second] = 1;
-    }
+  const std::vector<uint8_t> contained = ContainedSlots(t, begin);
   std::vector<std::vector<uint32_t>> min_slot_size(g.programs_size());
   for (int i = 0; i < g.programs_size(); ++i)
     min_slot_size[i].assign(g.programs(i).comm_slot_names_size(), UINT32_MAX);
