@@ -106,6 +106,35 @@ void AddTableProcessGroup(pg::ProcessGroupTable& t, uint32_t desc, const std::ve
   t.add_name_index(index);
 }
 
+// Sizes every column once (a 131,072-rank job's columns hold millions of
+// entries: growing them by doubling copies and faults them in again).
+void ReserveTables(const std::vector<GroupKind>& kinds, uint32_t world, pg::CommunicatorTable& comms,
+                   pg::ProcessGroupTable& groups) {
+  uint64_t communicators = 1, members = world, process_groups = 1, gloo_members = 0;
+  for (const GroupKind& kind : kinds) {
+    process_groups += kind.groups.size();
+    uint64_t entries = 0;
+    for (const auto& g : kind.groups) entries += g.size();
+    (kind.gloo ? gloo_members : members) += entries;
+    if (!kind.gloo) communicators += kind.groups.size();
+  }
+  const int n = static_cast<int>(communicators);
+  comms.mutable_kind()->Reserve(n);
+  comms.mutable_size()->Reserve(n);
+  comms.mutable_members()->Reserve(static_cast<int>(members));
+  comms.mutable_name_prefix()->Reserve(n);
+  comms.mutable_name_index()->Reserve(n);
+  comms.mutable_split_parent()->Reserve(n);
+  comms.mutable_split_color()->Reserve(n);
+  comms.mutable_split_key()->Reserve(n);
+  const int k = static_cast<int>(process_groups);
+  groups.mutable_gloo_size()->Reserve(k);
+  groups.mutable_gloo_members()->Reserve(static_cast<int>(gloo_members));
+  groups.mutable_desc()->Reserve(k);
+  groups.mutable_name_prefix()->Reserve(k);
+  groups.mutable_name_index()->Reserve(k);
+}
+
 // Adds the world and every group in creation order, as format 2's tables:
 // NCCL groups as communicators, every group (Gloo too) as a process group.
 // Returns, per kind, the communicator id of each rank's group (UINT32_MAX
@@ -126,6 +155,7 @@ std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>
     desc[k] = Intern(*groups.mutable_descs(), kinds[k].megatron_name);
     prefix[k] = Intern(kinds[k].gloo ? *groups.mutable_name_prefixes() : *comms.mutable_name_prefixes(), kinds[k].slot);
   }
+  ReserveTables(kinds, world, comms, groups);
   std::vector<std::vector<uint32_t>> comm_of(kinds.size(), std::vector<uint32_t>(world, UINT32_MAX));
   uint32_t next_id = 1;
   for (const auto& [k, gi] : CreationOrder(kinds)) {
@@ -188,6 +218,9 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
   // Placement by the table's rule: node r / gpus_per_node (FillCluster).
   pg::RankTable& ranks = *g.mutable_rank_table();
   ranks.mutable_program()->Reserve(static_cast<int>(world));
+  uint64_t slots = 0;
+  for (uint32_t s = 0; s < p.pp; ++s) slots += uint64_t{world / p.pp} * (1 + stage_kinds[s].size());
+  ranks.mutable_comm_slots()->Reserve(static_cast<int>(slots));
   for (uint32_t r = 0; r < world; ++r) {
     const uint32_t stage = CoordsOf(p, r).pp;
     ranks.add_program(stage);
