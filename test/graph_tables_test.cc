@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/limits.h"
 #include "graphgen/job_graph.h"
 #include "graphgen/job_spec.h"
 #include "proto/graph_file.h"
@@ -224,4 +225,15 @@ TEST_CASE("tables whose columns do not fit together are refused with a reason", 
     g.mutable_rank_table()->set_comm_slots(1, 2);  // rank 0's tp slot names tp[1] = {2, 3}
     CHECK_THAT(Refusal(g), Catch::Contains("does not contain it"));
   }
+}
+
+TEST_CASE("a rank table beyond the rank limit is refused before the parse", "[graph][tables]") {
+  pg::Graph g = TableGraph();
+  auto* programs = g.mutable_rank_table()->mutable_program();
+  programs->Resize(static_cast<int>(prism::limits::kMaxRanks + 1), 0);
+  const std::string bytes = *pg::EncodeGraph(g);  // encoding does not validate
+  auto decoded = pg::DecodeGraph(bytes, "big.graph");
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(absl::IsOutOfRange(decoded.status()));
+  CHECK_THAT(std::string(decoded.status().message()), Catch::Contains("more than 4194304 ranks"));
 }
