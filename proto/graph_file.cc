@@ -420,14 +420,56 @@ class PeerResolver {
   absl::flat_hash_map<uint64_t, uint32_t> position_;
 };
 
+// Every rank's targets resolved once: (comm, peer) per target of its
+// program, ranks in order.
+class ResolvedTargets {
+ public:
+  ResolvedTargets(const Topology& t, const std::vector<ProgramTargets>& programs, const PeerResolver& peers) {
+    begin_.reserve(static_cast<size_t>(t.ranks()) + 1);
+    begin_.push_back(0);
+    for (uint32_t r = 0; r < t.ranks(); ++r) {
+      for (const Target& target : programs[t.program(r)].targets) to_.push_back(peers.Resolve(r, target));
+      begin_.push_back(to_.size());
+    }
+  }
+  const std::pair<uint32_t, uint32_t>& To(uint32_t rank, uint32_t target) const { return to_[begin_[rank] + target]; }
+
+ private:
+  std::vector<uint64_t> begin_;
+  std::vector<std::pair<uint32_t, uint32_t>> to_;
+};
+
 // Targets of `rank` (sends or receives) that resolve to (comm, peer).
-std::vector<uint32_t> TargetsTo(const PeerResolver& peers, const ProgramTargets& program, uint32_t rank,
+std::vector<uint32_t> TargetsTo(const ResolvedTargets& resolved, const ProgramTargets& program, uint32_t rank,
                                 bool sends, std::pair<uint32_t, uint32_t> to) {
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < program.targets.size(); ++i)
-    if (std::get<3>(program.targets[i]) == sends && peers.Resolve(rank, program.targets[i]) == to) ids.push_back(i);
+    if (std::get<3>(program.targets[i]) == sends && resolved.To(rank, i) == to) ids.push_back(i);
   return ids;
 }
+
+// Whether (programs, send targets, receive targets) was compared already:
+// one integer for the usual one send and one receive target, a string
+// otherwise.
+class ComparedPairs {
+ public:
+  bool Insert(uint32_t src_program, uint32_t dst_program, const std::vector<uint32_t>& sends,
+              const std::vector<uint32_t>& recvs) {
+    if (sends.size() == 1 && recvs.size() == 1 && src_program < 0x10000 && dst_program < 0x10000 &&
+        sends[0] < 0x10000 && recvs[0] < 0x10000)
+      return single_.insert((uint64_t{src_program} << 48) | (uint64_t{dst_program} << 32) | (sends[0] << 16) | recvs[0])
+          .second;
+    std::string key = absl::StrCat(src_program, "/", dst_program, ":");
+    for (uint32_t i : sends) absl::StrAppend(&key, i, ",");
+    absl::StrAppend(&key, ":");
+    for (uint32_t i : recvs) absl::StrAppend(&key, i, ",");
+    return other_.insert(std::move(key)).second;
+  }
+
+ private:
+  absl::flat_hash_set<uint64_t> single_;
+  absl::flat_hash_set<std::string> other_;
+};
 
 std::vector<P2POp> Sequence(const ProgramTargets& program, const std::vector<uint32_t>& ids) {
   std::vector<P2POp> seq;
@@ -444,24 +486,20 @@ absl::Status ValidatePointToPoint(const Graph& g, const Topology& topology) {
     any |= !programs.back().targets.empty();
   }
   if (!any) return absl::OkStatus();
-  const PeerResolver peers(topology, programs);
-  absl::flat_hash_set<std::string> compared;  // (program, send targets, program, recv targets) already checked
+  const ResolvedTargets resolved(topology, programs, PeerResolver(topology, programs));
+  ComparedPairs compared;  // (program, send targets, program, recv targets) already checked
   for (uint32_t src = 0; src < topology.ranks(); ++src) {
     const uint32_t src_program = topology.program(src);
     const ProgramTargets& mine = programs[src_program];
     for (uint32_t t = 0; t < mine.targets.size(); ++t) {
       if (!std::get<3>(mine.targets[t])) continue;
-      const auto [comm, dst] = peers.Resolve(src, mine.targets[t]);
-      const std::vector<uint32_t> sends = TargetsTo(peers, mine, src, true, {comm, dst});
+      const auto [comm, dst] = resolved.To(src, t);
+      const std::vector<uint32_t> sends = TargetsTo(resolved, mine, src, true, {comm, dst});
       if (sends.front() != t) continue;  // this (comm, dst) was checked with an earlier target
       const uint32_t dst_program = topology.program(dst);
-      const std::vector<uint32_t> recvs = TargetsTo(peers, programs[dst_program], dst, false, {comm, src});
+      const std::vector<uint32_t> recvs = TargetsTo(resolved, programs[dst_program], dst, false, {comm, src});
       if (recvs.empty()) continue;  // no receive at all: the replay reports the stall
-      std::string key = absl::StrCat(src_program, "/", dst_program, ":");
-      for (uint32_t i : sends) absl::StrAppend(&key, i, ",");
-      absl::StrAppend(&key, ":");
-      for (uint32_t i : recvs) absl::StrAppend(&key, i, ",");
-      if (!compared.insert(std::move(key)).second) continue;
+      if (!compared.Insert(src_program, dst_program, sends, recvs)) continue;
       const std::vector<P2POp> a = Sequence(mine, sends), b = Sequence(programs[dst_program], recvs);
       for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
         if (a[i].bytes != b[i].bytes)
