@@ -44,6 +44,7 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "proto/graph_file.h"
+#include "proto/graph_topology.h"
 #include "daemon/hybrid/follow_graph.h"
 
 namespace {
@@ -154,7 +155,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     return absl::InvalidArgumentError(absl::StrCat("--algorithm-choice ", f.algorithm_choice,
                                                    ": nccl (NCCL 2.28.9's tuning) or model (the ring/tree formulas)"));
   o.nccl.nccl_choice = f.algorithm_choice == "nccl";
-  const uint32_t world = static_cast<uint32_t>(g.ranks_size());
+  const uint32_t world = prism::graph::RankCount(g);
   if (!f.trace.empty()) {
     std::vector<uint32_t> ranks = prism::engine::OneRankPerProgram(g, kDefaultTraceRanks);
     if (!f.trace_ranks.empty()) {
@@ -352,7 +353,9 @@ int Run(const Flags& f) {
   absl::Status read;
   {
     google::protobuf::LogSilencer quiet;  // a corrupt file is reported below, once, clearly
-    read = prism::graph::ReadGraphFileInto(f.graph, graph);
+    // --simulate reads format 2's tables in place (graph::Topology); hybrid
+    // runs hand the graph to code that reads its records.
+    read = prism::graph::ReadGraphFileInto(f.graph, graph, {.keep_tables = f.simulate});
   }
   if (!read.ok()) return Fail(read);
   if (f.follow) {
@@ -365,7 +368,7 @@ int Run(const Flags& f) {
   auto iterations = prism::engine::IterationsFor(*graph, f.iterations);
   if (!iterations.ok()) return Fail(iterations.status());
   prism::server::StatusBoard status;
-  status.SetGraph(graph->job().name(), graph->ranks_size(),
+  status.SetGraph(graph->job().name(), prism::graph::RankCount(*graph),
                   f.simulate ? *iterations : prism::daemon::HybridIterations(*graph, f.iterations));
   status.SetMode(f.simulate ? "simulate" : "hybrid");
   status.SetRealRanks(options->real_ranks);  // the status page lists them, "not connected yet"

@@ -25,6 +25,7 @@
 #include "graphgen/signal_cleanup.h"
 #include "graphgen/yaml_reader.h"
 #include "proto/graph_file.h"
+#include "proto/graph_topology.h"
 
 namespace prism::graphgen {
 namespace {
@@ -67,15 +68,16 @@ int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostre
   }
   if (absl::IsOutOfRange(written)) return BeyondLimits(err, written);
   if (!written.ok()) return Fail(err, kExitWriteFailed, written);
-  out << "wrote " << path << ": " << g.ranks_size() << " ranks, " << g.programs_size() << " programs, "
-      << g.communicators_size() << " communicators\n";
+  const auto topology = prism::graph::Topology::Of(g);  // ValidateGraph passed: the tables fit
+  out << "wrote " << path << ": " << (topology.ok() ? topology->ranks() : 0) << " ranks, " << g.programs_size()
+      << " programs, " << (topology.ok() ? topology->communicators() : 0) << " communicators\n";
   return kExitOk;
 }
 
 int RunJob(const std::string& job_path, const std::string& output, std::ostream& out, std::ostream& err) {
   auto spec = ParseJobSpecFile(job_path);
   if (!spec.ok()) return Fail(err, kExitBadInput, spec.status());
-  auto graph = GenerateJobGraph(*spec);
+  auto graph = GenerateJobGraph(*spec, JobGraphForm::kTables);  // format 2: a large job as a few packed columns
   if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
   const int rc = WriteGraph(*graph, output, out, err);
   if (rc != kExitOk) return rc;

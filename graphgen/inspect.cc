@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/graph_topology.h"
 
 namespace prism::graphgen {
 namespace {
@@ -36,7 +37,7 @@ std::string CollectiveName(pg::CollectiveKind k) {
   }
 }
 
-json Communicators(const pg::Graph& g, bool include_members) {
+json Communicators(const pg::Topology& t, bool include_members) {
   struct KindSummary {
     uint64_t count = 0;
     uint64_t members = 0;
@@ -45,26 +46,31 @@ json Communicators(const pg::Graph& g, bool include_members) {
   };
   std::map<std::string, KindSummary> by_kind;
   std::vector<std::string> order;
-  for (const pg::Communicator& c : g.communicators()) {
-    const std::string kind = KindName(c.kind());
-    auto [it, inserted] = by_kind.try_emplace(kind);
-    if (inserted) order.push_back(kind);
-    KindSummary& s = it->second;
-    ++s.count;
-    s.members += c.members_size();
-    s.sizes.insert(static_cast<uint32_t>(c.members_size()));
+  pg::CommKind last_kind = pg::COMM_KIND_UNSPECIFIED;
+  KindSummary* s = nullptr;
+  for (uint32_t c = 0; c < t.communicators(); ++c) {
+    if (s == nullptr || t.kind(c) != last_kind) {  // runs of one kind: one map look-up per run
+      last_kind = t.kind(c);
+      const std::string kind = KindName(last_kind);
+      auto [it, inserted] = by_kind.try_emplace(kind);
+      if (inserted) order.push_back(kind);
+      s = &it->second;
+    }
+    const auto members = t.members(c);
+    ++s->count;
+    s->members += members.size();
+    s->sizes.insert(static_cast<uint32_t>(members.size()));
     if (!include_members) continue;
-    json e = {{"id", c.id()}, {"name", c.name()},
-              {"members", std::vector<uint32_t>(c.members().begin(), c.members().end())}};
-    if (c.has_split()) {
+    json e = {{"id", c}, {"name", t.name(c)}, {"members", std::vector<uint32_t>(members.begin(), members.end())}};
+    if (t.is_split(c)) {
       e["creation"] = "split";
-      e["parent"] = c.split().parent();
-      e["color"] = c.split().color();
-      e["key"] = c.split().key();
+      e["parent"] = t.split_parent(c);
+      e["color"] = t.split_color(c);
+      e["key"] = t.split_key(c);
     } else {
       e["creation"] = "init";
     }
-    s.groups.push_back(std::move(e));
+    s->groups.push_back(std::move(e));
   }
   json kinds = json::array();
   for (const std::string& k : order) {
@@ -74,31 +80,31 @@ json Communicators(const pg::Graph& g, bool include_members) {
     if (include_members) e["groups"] = std::move(s.groups);
     kinds.push_back(std::move(e));
   }
-  return {{"count", g.communicators_size()}, {"by_kind", std::move(kinds)}};
+  return {{"count", t.communicators()}, {"by_kind", std::move(kinds)}};
 }
 
 // PyTorch's process groups in creation order (Graph.process_groups); the
 // list only with members (JSON form).
-json ProcessGroups(const pg::Graph& g, bool include_members) {
+json ProcessGroups(const pg::Topology& t, bool include_members) {
   uint64_t gloo = 0;
   json groups = json::array();
-  for (int k = 0; k < g.process_groups_size(); ++k) {
-    const pg::ProcessGroup& p = g.process_groups(k);
-    const bool is_gloo = p.backend() == pg::ProcessGroup::GLOO;
+  for (uint32_t k = 0; k < t.process_groups(); ++k) {
+    const bool is_gloo = t.process_group_is_gloo(k);
     gloo += is_gloo ? 1 : 0;
     if (!include_members) continue;
-    json e = {{"n", k}, {"backend", is_gloo ? "gloo" : "nccl"}, {"desc", p.desc()}};
+    json e = {{"n", k}, {"backend", is_gloo ? "gloo" : "nccl"}, {"desc", t.process_group_desc(k)}};
     if (is_gloo) {
-      e["name"] = p.name();
-      e["members"] = std::vector<uint32_t>(p.members().begin(), p.members().end());
+      e["name"] = t.process_group_name(k);
+      const auto members = t.process_group_members(k);
+      e["members"] = std::vector<uint32_t>(members.begin(), members.end());
     } else {
-      e["communicator"] = p.communicator();
-      if (p.communicator() < static_cast<uint32_t>(g.communicators_size()))
-        e["name"] = g.communicators(static_cast<int>(p.communicator())).name();
+      const uint32_t comm = t.process_group_communicator(k);
+      e["communicator"] = comm;
+      if (comm < t.communicators()) e["name"] = t.name(comm);
     }
     groups.push_back(std::move(e));
   }
-  json out = {{"count", g.process_groups_size()}, {"gloo", gloo}};
+  json out = {{"count", t.process_groups()}, {"gloo", gloo}};
   if (include_members) out["groups"] = std::move(groups);
   return out;
 }
@@ -284,12 +290,16 @@ absl::StatusOr<json> RankProgram(const pg::Graph& g, uint32_t rank) {
 }
 
 json InspectGraph(const pg::Graph& g, bool include_members) {
+  const auto topology = pg::Topology::Of(g);
+  if (!topology.ok()) return {{"schema", kInspectSchema}, {"error", std::string(topology.status().message())}};
+  const pg::Topology& t = *topology;
   std::vector<uint64_t> ranks_of(g.programs_size(), 0);
   std::vector<uint32_t> first_rank(g.programs_size(), UINT32_MAX);
-  for (const pg::Rank& r : g.ranks()) {
-    if (r.program() >= ranks_of.size()) continue;
-    ++ranks_of[r.program()];
-    first_rank[r.program()] = std::min(first_rank[r.program()], r.rank());
+  for (uint32_t r = 0; r < t.ranks(); ++r) {
+    const uint32_t program = t.program(r);
+    if (program >= ranks_of.size()) continue;
+    ++ranks_of[program];
+    first_rank[program] = std::min(first_rank[program], g.has_rank_table() ? r : g.ranks(static_cast<int>(r)).rank());
   }
   json classes = json::array();
   for (int i = 0; i < g.programs_size(); ++i)
@@ -305,7 +315,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
             {"description", g.job().description()},
             {"world_size", g.job().world_size()},
             {"attributes", std::move(attributes)}}},
-          {"ranks", g.ranks_size()},
+          {"ranks", t.ranks()},
           {"nodes", g.cluster().nodes()},
           {"gpus_per_node", g.cluster().gpus_per_node()},
           {"gpu_memory_bytes", g.cluster().gpu().memory_bytes()},
@@ -319,8 +329,8 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
             {"sequence_parallel", l.sequence_parallel()}, {"distributed_optimizer", l.distributed_optimizer()},
             {"order", l.order()}}},
           {"iterations", Iterations(g)},
-          {"communicators", Communicators(g, include_members)},
-          {"process_groups", ProcessGroups(g, include_members)},
+          {"communicators", Communicators(t, include_members)},
+          {"process_groups", ProcessGroups(t, include_members)},
           {"classes", std::move(classes)}};
 }
 

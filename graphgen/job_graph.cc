@@ -11,6 +11,7 @@
 #include "graphgen/cost_model.h"
 #include "graphgen/megatron_layout.h"
 #include "graphgen/program_builder.h"
+#include "proto/graph_topology.h"
 
 namespace prism::graphgen {
 namespace {
@@ -76,53 +77,109 @@ void FillLayout(const ParallelSpec& p, pg::Graph& g) {
   l->set_order("tp-cp-ep-dp-pp");
 }
 
-// Adds the world and every group in creation order: NCCL groups as
-// communicators, every group (Gloo too) as a process group. Returns, per
-// kind, the communicator id of each rank's group (UINT32_MAX where not a
-// member, and for Gloo kinds).
+// Index of `text` in `list`, appended when absent (a handful of entries).
+uint32_t Intern(google::protobuf::RepeatedPtrField<std::string>& list, const std::string& text) {
+  for (int i = 0; i < list.size(); ++i)
+    if (list[i] == text) return static_cast<uint32_t>(i);
+  *list.Add() = text;
+  return static_cast<uint32_t>(list.size() - 1);
+}
+
+void AddTableCommunicator(pg::CommunicatorTable& t, pg::CommKind kind, const std::vector<uint32_t>& members,
+                          uint32_t prefix, uint32_t index, uint32_t split_parent, int32_t color) {
+  t.add_kind(kind);
+  t.add_size(static_cast<uint32_t>(members.size()));
+  t.mutable_members()->Add(members.begin(), members.end());
+  t.add_name_prefix(prefix);
+  t.add_name_index(index);
+  t.add_split_parent(split_parent);
+  t.add_split_color(color);
+  t.add_split_key(0);  // PyTorch: the member's index in the sorted group
+}
+
+void AddTableProcessGroup(pg::ProcessGroupTable& t, uint32_t desc, const std::vector<uint32_t>* gloo_members,
+                          uint32_t prefix, uint32_t index) {
+  t.add_desc(desc);
+  t.add_gloo_size(gloo_members ? static_cast<uint32_t>(gloo_members->size()) : 0);
+  if (gloo_members) t.mutable_gloo_members()->Add(gloo_members->begin(), gloo_members->end());
+  t.add_name_prefix(prefix);
+  t.add_name_index(index);
+}
+
+// Sizes every column once (a 131,072-rank job's columns hold millions of
+// entries: growing them by doubling copies and faults them in again).
+void ReserveTables(const std::vector<GroupKind>& kinds, uint32_t world, pg::CommunicatorTable& comms,
+                   pg::ProcessGroupTable& groups) {
+  uint64_t communicators = 1, members = world, process_groups = 1, gloo_members = 0;
+  for (const GroupKind& kind : kinds) {
+    process_groups += kind.groups.size();
+    uint64_t entries = 0;
+    for (const auto& g : kind.groups) entries += g.size();
+    (kind.gloo ? gloo_members : members) += entries;
+    if (!kind.gloo) communicators += kind.groups.size();
+  }
+  const int n = static_cast<int>(communicators);
+  comms.mutable_kind()->Reserve(n);
+  comms.mutable_size()->Reserve(n);
+  comms.mutable_members()->Reserve(static_cast<int>(members));
+  comms.mutable_name_prefix()->Reserve(n);
+  comms.mutable_name_index()->Reserve(n);
+  comms.mutable_split_parent()->Reserve(n);
+  comms.mutable_split_color()->Reserve(n);
+  comms.mutable_split_key()->Reserve(n);
+  const int k = static_cast<int>(process_groups);
+  groups.mutable_gloo_size()->Reserve(k);
+  groups.mutable_gloo_members()->Reserve(static_cast<int>(gloo_members));
+  groups.mutable_desc()->Reserve(k);
+  groups.mutable_name_prefix()->Reserve(k);
+  groups.mutable_name_index()->Reserve(k);
+}
+
+// Adds the world and every group in creation order, as format 2's tables:
+// NCCL groups as communicators, every group (Gloo too) as a process group.
+// Returns, per kind, the communicator id of each rank's group (UINT32_MAX
+// where not a member, and for Gloo kinds).
 std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>& kinds, uint32_t world,
                                                     pg::Graph& g) {
-  auto* w = g.add_communicators();
-  w->set_id(0);
-  w->set_kind(pg::COMM_KIND_WORLD);
-  w->set_name("world");
-  for (uint32_t r = 0; r < world; ++r) w->add_members(r);
-  w->mutable_init();
-  g.add_process_groups()->set_communicator(0);
+  pg::CommunicatorTable& comms = *g.mutable_communicator_table();
+  pg::ProcessGroupTable& groups = *g.mutable_process_group_table();
+  std::vector<uint32_t> everyone(world);
+  for (uint32_t r = 0; r < world; ++r) everyone[r] = r;
+  AddTableCommunicator(comms, pg::COMM_KIND_WORLD, everyone, Intern(*comms.mutable_name_prefixes(), "world"), 0,
+                       0, 0);
+  const uint32_t no_name = Intern(*groups.mutable_name_prefixes(), "");
+  AddTableProcessGroup(groups, Intern(*groups.mutable_descs(), ""), nullptr, no_name, 0);
+  // Per kind: its desc and its name prefix, in the tables' short lists.
+  std::vector<uint32_t> desc(kinds.size()), prefix(kinds.size());
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    desc[k] = Intern(*groups.mutable_descs(), kinds[k].megatron_name);
+    prefix[k] = Intern(kinds[k].gloo ? *groups.mutable_name_prefixes() : *comms.mutable_name_prefixes(), kinds[k].slot);
+  }
+  ReserveTables(kinds, world, comms, groups);
   std::vector<std::vector<uint32_t>> comm_of(kinds.size(), std::vector<uint32_t>(world, UINT32_MAX));
+  uint32_t next_id = 1;
   for (const auto& [k, gi] : CreationOrder(kinds)) {
     const GroupKind& kind = kinds[k];
     const std::vector<uint32_t>& members = kind.groups[gi];
-    auto* process_group = g.add_process_groups();
-    process_group->set_desc(kind.megatron_name);
     if (kind.gloo) {
-      process_group->set_backend(pg::ProcessGroup::GLOO);
-      process_group->set_name(absl::StrCat(kind.slot, "[", gi, "]"));
-      process_group->mutable_members()->Add(members.begin(), members.end());
+      AddTableProcessGroup(groups, desc[k], &members, prefix[k], gi + 1);
       continue;
     }
-    auto* c = g.add_communicators();
-    const uint32_t id = static_cast<uint32_t>(g.communicators_size() - 1);
-    process_group->set_communicator(id);
-    c->set_id(id);
-    c->set_kind(kind.kind);
-    c->set_name(absl::StrCat(kind.slot, "[", gi, "]"));
-    c->mutable_members()->Reserve(static_cast<int>(members.size()));
-    for (uint32_t m : members) {
-      c->add_members(m);
-      comm_of[k][m] = id;
-    }
-    auto* split = c->mutable_split();
-    split->set_parent(0);
-    split->set_color(PyTorchSplitColor(members));
-    split->set_key(0);  // PyTorch: the member's index in the sorted group
+    AddTableProcessGroup(groups, desc[k], nullptr, no_name, 0);
+    const uint32_t id = next_id++;
+    // Members ascend (GroupsOf), as PyTorchSplitColor sorts them: hashed in place.
+    const int32_t color = std::is_sorted(members.begin(), members.end())
+                              ? PyTorchColorOfHash(PythonTupleHash(members))
+                              : PyTorchSplitColor(members);
+    AddTableCommunicator(comms, kind.kind, members, prefix[k], gi + 1, 1, color);  // split of communicator 0
+    for (uint32_t m : members) comm_of[k][m] = id;
   }
   return comm_of;
 }
 
 }  // namespace
 
-absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
+absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm form) {
   PRISM_RETURN_IF_ERROR(ValidateJobSpec(spec));
   const ParallelSpec& p = spec.parallel;
   const uint32_t world = static_cast<uint32_t>(p.world());
@@ -158,24 +215,25 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec) {
     *g.add_programs() = std::move(prog);
   }
 
-  const uint32_t gpn = spec.cluster.gpus_per_node;
-  g.mutable_ranks()->Reserve(static_cast<int>(world));
+  // Placement by the table's rule: node r / gpus_per_node (FillCluster).
+  pg::RankTable& ranks = *g.mutable_rank_table();
+  ranks.mutable_program()->Reserve(static_cast<int>(world));
+  uint64_t slots = 0;
+  for (uint32_t s = 0; s < p.pp; ++s) slots += uint64_t{world / p.pp} * (1 + stage_kinds[s].size());
+  ranks.mutable_comm_slots()->Reserve(static_cast<int>(slots));
   for (uint32_t r = 0; r < world; ++r) {
     const uint32_t stage = CoordsOf(p, r).pp;
-    auto* rk = g.add_ranks();
-    rk->set_rank(r);
-    rk->set_program(stage);
-    rk->set_node(r / gpn);
-    rk->set_local_gpu(r % gpn);
-    rk->add_comm_slots(0);
+    ranks.add_program(stage);
+    ranks.add_comm_slots(0);
     for (uint32_t k : stage_kinds[stage]) {
       const uint32_t id = comm_of[k][r];
       if (id == UINT32_MAX)
         return absl::InternalError(absl::StrCat("rank ", r, " is not in a ", kinds[k].slot,
                                                 " group although its stage's first rank is"));
-      rk->add_comm_slots(id);
+      ranks.add_comm_slots(id);
     }
   }
+  if (form == JobGraphForm::kRecords) pg::ExpandTables(g);
   return g;
 }
 

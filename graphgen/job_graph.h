@@ -5,8 +5,8 @@
 // Communicator creation: communicator 0 is the world (kind WORLD, init).
 // Every Megatron process group is recorded as an ncclCommSplit of the world
 // (what PyTorch does for new_group when the default group was created with
-// device_id): parent 0, color = the group's index within its kind, key = the
-// global rank (members ascend, as PyTorch sorts new_group's ranks).
+// device_id): parent 0, color = PyTorch's color of the group's sorted ranks,
+// key 0 (members ascend, as PyTorch sorts new_group's ranks).
 // Program slot 0 is "world"; then one slot per Megatron group kind the
 // stage's ranks belong to, in creation order of the kinds.
 // Pure function; thread-safe.
@@ -19,8 +19,14 @@
 
 namespace prism::graphgen {
 
+// How the graph holds its ranks, communicators and process groups:
+// records (Graph.ranks, ...) or format 2's tables (Graph.rank_table, ...;
+// placement by rule, node = rank / gpus_per_node). The same graph either
+// way: ExpandTables of the tables gives the records.
+enum class JobGraphForm { kRecords, kTables };
+
 // Contract: `spec` passed ValidateJobSpec (ParseJobSpec does that).
-absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec);
+absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm form = JobGraphForm::kRecords);
 
 // Sets g.cluster from the job file's cluster keys for `world` ranks (nodes =
 // world / gpus_per_node, rounded up). Contract: `c` passed the job checks.

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/output_file.h"
+#include "proto/graph_topology.h"
 
 namespace prism::graph {
 namespace {
@@ -62,9 +63,9 @@ absl::Status ValidateLink(const std::string& name, uint64_t bandwidth_bps, uint6
   return absl::OkStatus();
 }
 
-absl::Status ValidateCluster(const Graph& g) {
-  if (static_cast<uint64_t>(g.ranks_size()) > limits::kMaxRanks)
-    return OverLimit(absl::StrCat("the world is ", g.ranks_size(), " ranks"), limits::kMaxRanks, " ranks");
+absl::Status ValidateCluster(const Graph& g, const Topology& t) {
+  if (static_cast<uint64_t>(t.ranks()) > limits::kMaxRanks)
+    return OverLimit(absl::StrCat("the world is ", t.ranks(), " ranks"), limits::kMaxRanks, " ranks");
   const Cluster& cl = g.cluster();
   if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
   if (cl.gpus_per_node() > limits::kMaxGpusPerNode)
@@ -73,34 +74,34 @@ absl::Status ValidateCluster(const Graph& g) {
     return OverLimit(absl::StrCat("the cluster has ", cl.nodes(), " nodes"), limits::kMaxRanks, " nodes");
   if (cl.nic().count() > limits::kMaxNicsPerNode)
     return OverLimit(absl::StrCat("a node has ", cl.nic().count(), " NICs"), limits::kMaxNicsPerNode, " NICs");
-  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(g.ranks_size()))
+  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(t.ranks()))
     return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
-                                g.ranks_size(), " ranks"));
+                                t.ranks(), " ranks"));
   if (cl.nic().count() > 0 && cl.nic().bandwidth_bps() == 0) return Invalid("NIC bandwidth is zero");
   if (auto s = ValidateLink("NIC", cl.nic().bandwidth_bps(), cl.nic().latency_ns()); !s.ok()) return s;
   return ValidateLink("intra-node link", cl.intra_node().bandwidth_bps(), cl.intra_node().latency_ns());
 }
 
-absl::Status ValidateCommunicators(const Graph& g) {
-  const uint64_t world = g.ranks_size();
+absl::Status ValidateCommunicators(const Graph& g, const Topology& t) {
+  const uint64_t world = t.ranks();
   std::vector<uint8_t> seen(world, 0);
-  for (int i = 0; i < g.communicators_size(); ++i) {
-    const Communicator& c = g.communicators(i);
-    if (c.id() != static_cast<uint32_t>(i))
-      return Invalid(absl::StrCat("communicator ", i, " has id ", c.id()));
-    if (!CommKind_IsValid(c.kind()))
-      return Invalid(absl::StrCat("communicator ", i, " has kind ", static_cast<int>(c.kind()),
+  for (uint32_t i = 0; i < t.communicators(); ++i) {
+    if (!g.has_communicator_table() && g.communicators(static_cast<int>(i)).id() != i)
+      return Invalid(absl::StrCat("communicator ", i, " has id ", g.communicators(static_cast<int>(i)).id()));
+    if (!CommKind_IsValid(t.kind(i)))
+      return Invalid(absl::StrCat("communicator ", i, " has kind ", static_cast<int>(t.kind(i)),
                                   ", which this build does not know"));
-    if (c.members_size() == 0) return Invalid(absl::StrCat("communicator ", i, " has no members"));
-    for (uint32_t m : c.members()) {
+    const auto members = t.members(i);
+    if (members.empty()) return Invalid(absl::StrCat("communicator ", i, " has no members"));
+    for (uint32_t m : members) {
       if (m >= world)
         return Invalid(absl::StrCat("communicator ", i, " names rank ", m, " of a ", world, "-rank world"));
       if (seen[m]) return Invalid(absl::StrCat("communicator ", i, " lists rank ", m, " twice"));
       seen[m] = 1;
     }
-    for (uint32_t m : c.members()) seen[m] = 0;
-    if (c.has_split() && c.split().parent() >= static_cast<uint32_t>(i))
-      return Invalid(absl::StrCat("communicator ", i, " is split from ", c.split().parent(),
+    for (uint32_t m : members) seen[m] = 0;
+    if (t.is_split(i) && t.split_parent(i) >= i)
+      return Invalid(absl::StrCat("communicator ", i, " is split from ", t.split_parent(i),
                                   ", which is not created before it"));
   }
   return absl::OkStatus();
@@ -109,35 +110,38 @@ absl::Status ValidateCommunicators(const Graph& g) {
 // process_groups, when present: entry 0 is the world communicator, the NCCL
 // entries name communicators 0, 1, 2, ... in order (every one once), Gloo
 // entries list ranks of the world, ascending.
-absl::Status ValidateProcessGroups(const Graph& g) {
-  if (g.process_groups_size() == 0) return absl::OkStatus();
-  const uint64_t world = g.ranks_size();
+absl::Status ValidateProcessGroups(const Graph& g, const Topology& t) {
+  if (t.process_groups() == 0) return absl::OkStatus();
+  const uint64_t world = t.ranks();
   uint32_t next_comm = 0;
-  for (int i = 0; i < g.process_groups_size(); ++i) {
-    const ProcessGroup& pg = g.process_groups(i);
-    if (i == 0 && (pg.backend() != ProcessGroup::NCCL || pg.communicator() != 0))
+  for (uint32_t i = 0; i < t.process_groups(); ++i) {
+    const bool gloo = t.process_group_is_gloo(i);
+    if (i == 0 && (gloo || t.process_group_communicator(i) != 0))
       return Invalid("process group 0 (PyTorch's default group) is not communicator 0");
-    if (pg.backend() == ProcessGroup::NCCL) {
-      if (pg.communicator() != next_comm)
-        return Invalid(absl::StrCat("process group ", i, " names communicator ", pg.communicator(), ", expected ",
-                                    next_comm, " (NCCL groups name the communicators in creation order)"));
+    if (!gloo) {
+      if (t.process_group_communicator(i) != next_comm)
+        return Invalid(absl::StrCat("process group ", i, " names communicator ", t.process_group_communicator(i),
+                                    ", expected ", next_comm,
+                                    " (NCCL groups name the communicators in creation order)"));
       ++next_comm;
       continue;
     }
-    if (pg.backend() != ProcessGroup::GLOO)
-      return Invalid(absl::StrCat("process group ", i, " has backend ", static_cast<int>(pg.backend()),
+    if (!g.has_process_group_table() && g.process_groups(static_cast<int>(i)).backend() != ProcessGroup::GLOO)
+      return Invalid(absl::StrCat("process group ", i, " has backend ",
+                                  static_cast<int>(g.process_groups(static_cast<int>(i)).backend()),
                                   ", which this build does not know"));
-    if (pg.members_size() == 0) return Invalid(absl::StrCat("process group ", i, " has no members"));
-    for (int m = 0; m < pg.members_size(); ++m) {
-      if (pg.members(m) >= world)
-        return Invalid(absl::StrCat("process group ", i, " names rank ", pg.members(m), " of a ", world,
+    const auto members = t.process_group_members(i);
+    if (members.empty()) return Invalid(absl::StrCat("process group ", i, " has no members"));
+    for (size_t m = 0; m < members.size(); ++m) {
+      if (members[m] >= world)
+        return Invalid(absl::StrCat("process group ", i, " names rank ", members[m], " of a ", world,
                                     "-rank world"));
-      if (m > 0 && pg.members(m) <= pg.members(m - 1))
+      if (m > 0 && members[m] <= members[m - 1])
         return Invalid(absl::StrCat("process group ", i, " lists its ranks out of order or twice"));
     }
   }
-  if (next_comm != static_cast<uint32_t>(g.communicators_size()))
-    return Invalid(absl::StrCat("the process groups name ", next_comm, " of the ", g.communicators_size(),
+  if (next_comm != t.communicators())
+    return Invalid(absl::StrCat("the process groups name ", next_comm, " of the ", t.communicators(),
                                 " communicators"));
   return absl::OkStatus();
 }
@@ -235,67 +239,84 @@ absl::Status ValidateProgram(const Program& p, int index) {
 }
 
 // Per-rank checks: program index, slot count, membership, peers in range.
-absl::Status ValidateRanks(const Graph& g) {
-  const auto& comms = g.communicators();
+// A rank table's placement (node r / gpus_per_node) fits the cluster
+// (ValidateCluster) and its slot counts are its programs' (Topology::Of).
+absl::Status ValidateRankRecord(const Graph& g, int r) {
+  const Rank& rk = g.ranks(r);
   const uint32_t nodes = g.cluster().nodes();
   const uint32_t gpn = g.cluster().gpus_per_node();
-  for (int r = 0; r < g.ranks_size(); ++r) {
-    const Rank& rk = g.ranks(r);
-    if (rk.rank() != static_cast<uint32_t>(r)) return Invalid(absl::StrCat("rank ", r, " has id ", rk.rank()));
-    if (rk.program() >= static_cast<uint32_t>(g.programs_size()))
-      return Invalid(absl::StrCat("rank ", r, " uses program ", rk.program(), " of ", g.programs_size()));
-    if (rk.node() >= nodes || rk.local_gpu() >= gpn)
-      return Invalid(absl::StrCat("rank ", r, " is placed on node ", rk.node(), " gpu ", rk.local_gpu(),
-                                  " of a ", nodes, "x", gpn, " cluster"));
-    const Program& p = g.programs(rk.program());
-    if (rk.comm_slots_size() != p.comm_slot_names_size())
-      return Invalid(absl::StrCat("rank ", r, " maps ", rk.comm_slots_size(), " comm slots, its program has ",
-                                  p.comm_slot_names_size()));
-    for (uint32_t c : rk.comm_slots()) {
-      if (c >= static_cast<uint32_t>(comms.size()))
-        return Invalid(absl::StrCat("rank ", r, " names communicator ", c, " of ", comms.size()));
+  if (rk.rank() != static_cast<uint32_t>(r)) return Invalid(absl::StrCat("rank ", r, " has id ", rk.rank()));
+  if (rk.program() >= static_cast<uint32_t>(g.programs_size()))
+    return Invalid(absl::StrCat("rank ", r, " uses program ", rk.program(), " of ", g.programs_size()));
+  if (rk.node() >= nodes || rk.local_gpu() >= gpn)
+    return Invalid(absl::StrCat("rank ", r, " is placed on node ", rk.node(), " gpu ", rk.local_gpu(), " of a ",
+                                nodes, "x", gpn, " cluster"));
+  const Program& p = g.programs(rk.program());
+  if (rk.comm_slots_size() != p.comm_slot_names_size())
+    return Invalid(absl::StrCat("rank ", r, " maps ", rk.comm_slots_size(), " comm slots, its program has ",
+                                p.comm_slot_names_size()));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRanks(const Graph& g, const Topology& t) {
+  const uint32_t comms = t.communicators();
+  for (uint32_t r = 0; r < t.ranks(); ++r) {
+    if (!g.has_rank_table())
+      if (auto s = ValidateRankRecord(g, static_cast<int>(r)); !s.ok()) return s;
+    for (uint32_t c : t.slots(r)) {
+      if (c >= comms) return Invalid(absl::StrCat("rank ", r, " names communicator ", c, " of ", comms));
     }
   }
   return absl::OkStatus();
 }
 
-// Every slot communicator contains its rank; peers and roots are below the
-// smallest communicator size a slot maps to. Each rank's (communicator,
-// slot) pairs are sorted in one flat array; every membership looks its
-// communicator up there by binary search: linear in total membership times
-// the log of a rank's slot count, no hash set (a 131,072-rank graph has
-// millions of memberships).
-absl::Status ValidateMembership(const Graph& g) {
-  const auto& comms = g.communicators();
-  const uint32_t ranks = static_cast<uint32_t>(g.ranks_size());
-  std::vector<uint64_t> begin(ranks + uint64_t{1}, 0);
-  for (uint32_t r = 0; r < ranks; ++r) begin[r + 1] = begin[r] + g.ranks(r).comm_slots_size();
-  std::vector<std::pair<uint32_t, uint32_t>> named(begin[ranks]);  // (communicator, slot) per rank, sorted
+// Per (rank, slot), at begin[rank] + slot: 1 when the communicator the slot
+// names contains the rank. The (rank, slot) pairs are grouped by the
+// communicator they name (a counting sort); each communicator then stamps
+// its members once and checks its pairs against the stamps: linear in the
+// memberships, no sort, search or hash per rank (a 131,072-rank graph has
+// millions of memberships). Slots name existing communicators (ValidateRanks).
+std::vector<uint8_t> ContainedSlots(const Topology& t, const std::vector<uint64_t>& begin) {
+  const uint32_t ranks = t.ranks(), comms = t.communicators();
+  std::vector<uint64_t> first(comms + uint64_t{1}, 0);
+  for (uint32_t r = 0; r < ranks; ++r)
+    for (uint32_t c : t.slots(r)) ++first[c + 1];
+  for (uint32_t c = 0; c < comms; ++c) first[c + 1] += first[c];
+  std::vector<std::pair<uint32_t, uint32_t>> naming(begin[ranks]);  // (rank, slot), grouped by communicator
+  std::vector<uint64_t> next(first.begin(), first.end() - 1);
   for (uint32_t r = 0; r < ranks; ++r) {
-    const Rank& rk = g.ranks(r);
-    for (int s = 0; s < rk.comm_slots_size(); ++s) named[begin[r] + s] = {rk.comm_slots(s), static_cast<uint32_t>(s)};
-    std::sort(named.begin() + begin[r], named.begin() + begin[r + 1]);
+    const auto slots = t.slots(r);
+    for (size_t s = 0; s < slots.size(); ++s) naming[next[slots[s]]++] = {r, static_cast<uint32_t>(s)};
   }
-  std::vector<uint8_t> contained(begin[ranks], 0);  // per (rank, slot) in slot order
-  for (int c = 0; c < comms.size(); ++c)
-    for (uint32_t m : comms[c].members()) {  // m < ranks: ValidateCommunicators
-      const auto end = named.begin() + begin[m + 1];
-      for (auto it = std::lower_bound(named.begin() + begin[m], end, std::make_pair(static_cast<uint32_t>(c), 0u));
-           it != end && it->first == static_cast<uint32_t>(c); ++it)
-        contained[begin[m] + it->second] = 1;
-    }
+  std::vector<uint32_t> stamp(ranks, UINT32_MAX);
+  std::vector<uint8_t> contained(begin[ranks], 0);
+  for (uint32_t c = 0; c < comms; ++c) {
+    for (uint32_t m : t.members(c)) stamp[m] = c;  // m < ranks: ValidateCommunicators
+    for (uint64_t i = first[c]; i < first[c + 1]; ++i)
+      if (stamp[naming[i].first] == c) contained[begin[naming[i].first] + naming[i].second] = 1;
+  }
+  return contained;
+}
+
+// Every slot communicator contains its rank (ContainedSlots); peers and
+// roots are below the smallest communicator size a slot maps to.
+absl::Status ValidateMembership(const Graph& g, const Topology& t) {
+  const uint32_t ranks = t.ranks();
+  std::vector<uint64_t> begin(ranks + uint64_t{1}, 0);
+  for (uint32_t r = 0; r < ranks; ++r) begin[r + 1] = begin[r] + t.slots(r).size();
+  const std::vector<uint8_t> contained = ContainedSlots(t, begin);
   std::vector<std::vector<uint32_t>> min_slot_size(g.programs_size());
   for (int i = 0; i < g.programs_size(); ++i)
     min_slot_size[i].assign(g.programs(i).comm_slot_names_size(), UINT32_MAX);
   for (uint32_t r = 0; r < ranks; ++r) {
-    const Rank& rk = g.ranks(r);
-    for (int s = 0; s < rk.comm_slots_size(); ++s) {
-      const uint32_t c = rk.comm_slots(s);
+    const auto slots = t.slots(r);
+    for (size_t s = 0; s < slots.size(); ++s) {
+      const uint32_t c = slots[s];
       if (!contained[begin[r] + s])
         return Invalid(absl::StrCat("rank ", r, " slot ", s, " names communicator ", c,
                                     " which does not contain it"));
-      uint32_t& m = min_slot_size[rk.program()][s];
-      m = std::min<uint32_t>(m, comms[c].members_size());
+      uint32_t& m = min_slot_size[t.program(r)][s];
+      m = std::min<uint32_t>(m, static_cast<uint32_t>(t.members(c).size()));
     }
   }
   for (int i = 0; i < g.programs_size(); ++i) {
@@ -318,12 +339,12 @@ absl::Status ValidateMembership(const Graph& g) {
 
 // What prismd allocates per rank (comm slots, send/recv targets, bookkeeping)
 // is bounded before it allocates it.
-absl::Status ValidateRankState(const Graph& g) {
+absl::Status ValidateRankState(const Graph& g, const Topology& t) {
   std::vector<uint64_t> p2p_ops(g.programs_size(), 0);
   for (int i = 0; i < g.programs_size(); ++i)
     for (const Op& op : g.programs(i).ops()) p2p_ops[i] += op.has_send() || op.has_recv();
   uint64_t entries = 0;
-  for (const Rank& rank : g.ranks()) entries += 2 + rank.comm_slots_size() + p2p_ops[rank.program()];
+  for (uint32_t r = 0; r < t.ranks(); ++r) entries += 2 + t.slots(r).size() + p2p_ops[t.program(r)];
   if (entries > limits::kMaxStateEntries)
     return OverLimit(absl::StrCat("the ranks need ", entries, " state entries (comm slots and send/recv targets)"),
                      limits::kMaxStateEntries, " entries");
@@ -368,45 +389,87 @@ ProgramTargets CollectTargets(const Program& p) {
 // Which (communicator, global rank) a rank addresses through a target.
 class PeerResolver {
  public:
-  PeerResolver(const Graph& g, const std::vector<ProgramTargets>& programs) : g_(g) {
-    std::vector<uint8_t> wanted(g.communicators_size(), 0);
-    for (const Rank& rank : g.ranks())
-      for (const Target& t : programs[rank.program()].targets)
-        if (std::get<2>(t)) wanted[rank.comm_slots(std::get<0>(t))] = 1;
-    for (int c = 0; c < g.communicators_size(); ++c) {
+  PeerResolver(const Topology& topology, const std::vector<ProgramTargets>& programs) : t_(topology) {
+    std::vector<uint8_t> wanted(t_.communicators(), 0);
+    for (uint32_t r = 0; r < t_.ranks(); ++r)
+      for (const Target& t : programs[t_.program(r)].targets)
+        if (std::get<2>(t)) wanted[t_.slots(r)[std::get<0>(t)]] = 1;
+    for (uint32_t c = 0; c < t_.communicators(); ++c) {
       if (!wanted[c]) continue;
-      const auto& members = g.communicators(c).members();
-      for (int i = 0; i < members.size(); ++i) position_[Key(static_cast<uint32_t>(c), members[i])] = i;
+      const auto members = t_.members(c);
+      for (size_t i = 0; i < members.size(); ++i) position_[Key(c, members[i])] = static_cast<uint32_t>(i);
     }
   }
 
   std::pair<uint32_t, uint32_t> Resolve(uint32_t rank, const Target& t) const {
     const auto [slot, peer, relative, send] = t;
-    const uint32_t comm = g_.ranks(rank).comm_slots(slot);
-    const auto& members = g_.communicators(comm).members();
+    const uint32_t comm = t_.slots(rank)[slot];
+    const auto members = t_.members(comm);
     const uint64_t size = static_cast<uint64_t>(members.size());
     uint64_t target = peer % size;
     if (relative) {
       const auto it = position_.find(Key(comm, rank));
       target = ((it == position_.end() ? 0 : it->second) + uint64_t{peer}) % size;
     }
-    return {comm, members[static_cast<int>(target)]};
+    return {comm, members[target]};
   }
 
  private:
   static uint64_t Key(uint32_t comm, uint32_t rank) { return (uint64_t{comm} << 32) | rank; }
-  const Graph& g_;
+  const Topology& t_;
   absl::flat_hash_map<uint64_t, uint32_t> position_;
 };
 
+// Every rank's targets resolved once: (comm, peer) per target of its
+// program, ranks in order.
+class ResolvedTargets {
+ public:
+  ResolvedTargets(const Topology& t, const std::vector<ProgramTargets>& programs, const PeerResolver& peers) {
+    begin_.reserve(static_cast<size_t>(t.ranks()) + 1);
+    begin_.push_back(0);
+    for (uint32_t r = 0; r < t.ranks(); ++r) {
+      for (const Target& target : programs[t.program(r)].targets) to_.push_back(peers.Resolve(r, target));
+      begin_.push_back(to_.size());
+    }
+  }
+  const std::pair<uint32_t, uint32_t>& To(uint32_t rank, uint32_t target) const { return to_[begin_[rank] + target]; }
+
+ private:
+  std::vector<uint64_t> begin_;
+  std::vector<std::pair<uint32_t, uint32_t>> to_;
+};
+
 // Targets of `rank` (sends or receives) that resolve to (comm, peer).
-std::vector<uint32_t> TargetsTo(const PeerResolver& peers, const ProgramTargets& program, uint32_t rank,
+std::vector<uint32_t> TargetsTo(const ResolvedTargets& resolved, const ProgramTargets& program, uint32_t rank,
                                 bool sends, std::pair<uint32_t, uint32_t> to) {
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < program.targets.size(); ++i)
-    if (std::get<3>(program.targets[i]) == sends && peers.Resolve(rank, program.targets[i]) == to) ids.push_back(i);
+    if (std::get<3>(program.targets[i]) == sends && resolved.To(rank, i) == to) ids.push_back(i);
   return ids;
 }
+
+// Whether (programs, send targets, receive targets) was compared already:
+// one integer for the usual one send and one receive target, a string
+// otherwise.
+class ComparedPairs {
+ public:
+  bool Insert(uint32_t src_program, uint32_t dst_program, const std::vector<uint32_t>& sends,
+              const std::vector<uint32_t>& recvs) {
+    if (sends.size() == 1 && recvs.size() == 1 && src_program < 0x10000 && dst_program < 0x10000 &&
+        sends[0] < 0x10000 && recvs[0] < 0x10000)
+      return single_.insert((uint64_t{src_program} << 48) | (uint64_t{dst_program} << 32) | (sends[0] << 16) | recvs[0])
+          .second;
+    std::string key = absl::StrCat(src_program, "/", dst_program, ":");
+    for (uint32_t i : sends) absl::StrAppend(&key, i, ",");
+    absl::StrAppend(&key, ":");
+    for (uint32_t i : recvs) absl::StrAppend(&key, i, ",");
+    return other_.insert(std::move(key)).second;
+  }
+
+ private:
+  absl::flat_hash_set<uint64_t> single_;
+  absl::flat_hash_set<std::string> other_;
+};
 
 std::vector<P2POp> Sequence(const ProgramTargets& program, const std::vector<uint32_t>& ids) {
   std::vector<P2POp> seq;
@@ -415,7 +478,7 @@ std::vector<P2POp> Sequence(const ProgramTargets& program, const std::vector<uin
   return seq;
 }
 
-absl::Status ValidatePointToPoint(const Graph& g) {
+absl::Status ValidatePointToPoint(const Graph& g, const Topology& topology) {
   std::vector<ProgramTargets> programs;
   bool any = false;
   for (const Program& p : g.programs()) {
@@ -423,25 +486,20 @@ absl::Status ValidatePointToPoint(const Graph& g) {
     any |= !programs.back().targets.empty();
   }
   if (!any) return absl::OkStatus();
-  const PeerResolver peers(g, programs);
-  absl::flat_hash_set<std::string> compared;  // (program, send targets, program, recv targets) already checked
-  for (int r = 0; r < g.ranks_size(); ++r) {
-    const uint32_t src = static_cast<uint32_t>(r);
-    const uint32_t src_program = g.ranks(r).program();
+  const ResolvedTargets resolved(topology, programs, PeerResolver(topology, programs));
+  ComparedPairs compared;  // (program, send targets, program, recv targets) already checked
+  for (uint32_t src = 0; src < topology.ranks(); ++src) {
+    const uint32_t src_program = topology.program(src);
     const ProgramTargets& mine = programs[src_program];
     for (uint32_t t = 0; t < mine.targets.size(); ++t) {
       if (!std::get<3>(mine.targets[t])) continue;
-      const auto [comm, dst] = peers.Resolve(src, mine.targets[t]);
-      const std::vector<uint32_t> sends = TargetsTo(peers, mine, src, true, {comm, dst});
+      const auto [comm, dst] = resolved.To(src, t);
+      const std::vector<uint32_t> sends = TargetsTo(resolved, mine, src, true, {comm, dst});
       if (sends.front() != t) continue;  // this (comm, dst) was checked with an earlier target
-      const uint32_t dst_program = g.ranks(dst).program();
-      const std::vector<uint32_t> recvs = TargetsTo(peers, programs[dst_program], dst, false, {comm, src});
+      const uint32_t dst_program = topology.program(dst);
+      const std::vector<uint32_t> recvs = TargetsTo(resolved, programs[dst_program], dst, false, {comm, src});
       if (recvs.empty()) continue;  // no receive at all: the replay reports the stall
-      std::string key = absl::StrCat(src_program, "/", dst_program, ":");
-      for (uint32_t i : sends) absl::StrAppend(&key, i, ",");
-      absl::StrAppend(&key, ":");
-      for (uint32_t i : recvs) absl::StrAppend(&key, i, ",");
-      if (!compared.insert(std::move(key)).second) continue;
+      if (!compared.Insert(src_program, dst_program, sends, recvs)) continue;
       const std::vector<P2POp> a = Sequence(mine, sends), b = Sequence(programs[dst_program], recvs);
       for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
         if (a[i].bytes != b[i].bytes)
@@ -467,9 +525,34 @@ absl::Status ScanCounts(std::string_view body) {
   while (const uint32_t tag = in.ReadTag()) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     const bool nested = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-    if (nested && field == 7 && ++ranks > limits::kMaxRanks)
+    if (nested && field == 7) ++ranks;
+    if (nested && field == 9) {  // RankTable: one varint of `program` (field 1, packed) per rank
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return absl::OkStatus();
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      while (const uint32_t inner = in.ReadTag()) {
+        if (inner != WireFormatLite::MakeTag(1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+          if (!WireFormatLite::SkipField(&in, inner)) return absl::OkStatus();
+          continue;
+        }
+        uint32_t bytes = 0;
+        if (!in.ReadVarint32(&bytes)) return absl::OkStatus();
+        const void* data = nullptr;
+        int size = 0;
+        while (bytes > 0 && in.GetDirectBufferPointer(&data, &size)) {
+          const int n = std::min<int>(size, static_cast<int>(bytes));
+          for (int i = 0; i < n; ++i) ranks += (static_cast<const uint8_t*>(data)[i] & 0x80) == 0;
+          in.Skip(n);
+          bytes -= static_cast<uint32_t>(n);
+        }
+        if (bytes > 0) return absl::OkStatus();
+      }
+      in.PopLimit(limit);
+    }
+    if (ranks > limits::kMaxRanks)
       return OverLimit(absl::StrCat("the world has more than ", limits::kMaxRanks, " ranks"), limits::kMaxRanks,
                        " ranks");
+    if (field == 9 && nested) continue;
     if (!(nested && field == 6)) {
       if (!WireFormatLite::SkipField(&in, tag)) return absl::OkStatus();
       continue;
@@ -518,22 +601,26 @@ absl::StatusOr<std::string> ReadRegularFile(int fd, const std::string& path) {
 }  // namespace
 
 absl::Status ValidateGraph(const Graph& g) {
-  if (g.ranks_size() == 0) return Invalid("no ranks");
-  if (auto s = ValidateCluster(g); !s.ok()) return s;
+  auto topology = Topology::Of(g);
+  if (!topology.ok()) return topology.status();
+  const Topology& t = *topology;
+  if (t.ranks() == 0) return Invalid("no ranks");
+  if (auto s = ValidateCluster(g, t); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
-  if (auto s = ValidateCommunicators(g); !s.ok()) return s;
-  if (auto s = ValidateProcessGroups(g); !s.ok()) return s;
+  if (auto s = ValidateCommunicators(g, t); !s.ok()) return s;
+  if (auto s = ValidateProcessGroups(g, t); !s.ok()) return s;
   for (int i = 0; i < g.programs_size(); ++i)
     if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
-  if (auto s = ValidateRanks(g); !s.ok()) return s;
-  if (auto s = ValidateRankState(g); !s.ok()) return s;
-  if (auto s = ValidateMembership(g); !s.ok()) return s;
-  return ValidatePointToPoint(g);
+  if (auto s = ValidateRanks(g, t); !s.ok()) return s;
+  if (auto s = ValidateRankState(g, t); !s.ok()) return s;
+  if (auto s = ValidateMembership(g, t); !s.ok()) return s;
+  return ValidatePointToPoint(g, t);
 }
 
 absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
+  const uint32_t version = FormatVersionFor(graph);
   std::string out(kGraphMagic, sizeof(kGraphMagic));
-  PutU32(out, kGraphFormatVersion);
+  PutU32(out, version);
   PutU32(out, 0);
   // Graph.format_version is field 1, serialised first. A graph that leaves it
   // unset (0, not on the wire) gets it written here, byte for byte what a
@@ -544,13 +631,13 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
   std::string version_field;
   if (graph.format_version() == 0) {
     version_field.push_back(static_cast<char>(1 << 3));  // field 1, varint
-    for (uint32_t v = kGraphFormatVersion; ; v >>= 7) {
+    for (uint32_t v = version; ; v >>= 7) {
       version_field.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
       if (v <= 0x7f) break;
     }
-  } else if (graph.format_version() != kGraphFormatVersion) {
+  } else if (graph.format_version() != version) {
     copy_if_needed = graph;
-    copy_if_needed.set_format_version(kGraphFormatVersion);
+    copy_if_needed.set_format_version(version);
     g = &copy_if_needed;
   }
   if (const uint64_t size = kGraphHeaderBytes + version_field.size() + g->ByteSizeLong(); size > kMaxGraphFileBytes)
@@ -562,14 +649,15 @@ absl::StatusOr<std::string> EncodeGraph(const Graph& graph) {
 
 namespace {
 
-absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Graph& g) {
+absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Graph& g, ReadOptions options) {
   if (data.size() < kGraphHeaderBytes || std::memcmp(data.data(), kGraphMagic, sizeof(kGraphMagic)) != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(origin), " is not a Prism graph file (no PRISMGRF header); make one with prism-graphgen"));
   const uint32_t version = GetU32(data, 8);
-  if (version != kGraphFormatVersion)
+  if (version < kGraphFormatVersionRecords || version > kGraphFormatVersion)
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " has graph format version ", version,
-                                                   ", this build reads version ", kGraphFormatVersion,
+                                                   ", this build reads versions ", kGraphFormatVersionRecords,
+                                                   " and ", kGraphFormatVersion,
                                                    "; regenerate it with this build's prism-graphgen"));
   g.Clear();
   const std::string_view body = data.substr(kGraphHeaderBytes);
@@ -577,16 +665,29 @@ absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Gra
     return absl::OutOfRangeError(absl::StrCat(std::string(origin), ": ", s.message()));
   if (!g.ParseFromArray(body.data(), static_cast<int>(body.size())))
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " is truncated or corrupt (protobuf parse failed)"));
+  if (version < FormatVersionFor(g))
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(origin), " has graph format version ", version, " in its header but holds format ",
+        FormatVersionFor(g), "'s tables; the file is corrupt: regenerate it with this build's prism-graphgen"));
   if (auto s = ValidateGraph(g); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": ", s.message()));
+  if (!options.keep_tables && version > kGraphFormatVersionRecords) {
+    ExpandTables(g);
+    g.set_format_version(FormatVersionFor(g));  // records now: the version they would be written with
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin) {
+uint32_t FormatVersionFor(const Graph& graph) {
+  const bool tables = graph.has_rank_table() || graph.has_communicator_table() || graph.has_process_group_table();
+  return tables ? kGraphFormatVersion : kGraphFormatVersionRecords;
+}
+
+absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin, ReadOptions options) {
   Graph g;
-  if (auto s = DecodeGraphInto(data, origin, g); !s.ok()) return s;
+  if (auto s = DecodeGraphInto(data, origin, g, options); !s.ok()) return s;
   return g;
 }
 
@@ -607,7 +708,7 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path) {
   return g;
 }
 
-absl::Status ReadGraphFileInto(const std::string& path, Graph* out) {
+absl::Status ReadGraphFileInto(const std::string& path, Graph* out, ReadOptions options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path, ": ", std::strerror(errno),
@@ -615,7 +716,7 @@ absl::Status ReadGraphFileInto(const std::string& path, Graph* out) {
   auto data = ReadRegularFile(fd, path);
   close(fd);
   if (!data.ok()) return data.status();
-  return DecodeGraphInto(*data, path, *out);
+  return DecodeGraphInto(*data, path, *out, options);
 }
 
 }  // namespace prism::graph

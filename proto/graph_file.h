@@ -17,19 +17,38 @@
 namespace prism::graph {
 
 inline constexpr char kGraphMagic[8] = {'P', 'R', 'I', 'S', 'M', 'G', 'R', 'F'};
-inline constexpr uint32_t kGraphFormatVersion = 1;
+// Format 1 holds ranks, communicators and process groups as records only;
+// format 2 (this build's newest) adds their tables (graph.proto). A file is
+// written with the oldest version that holds it (FormatVersionFor), so a
+// graph of records stays readable by builds that know only format 1.
+inline constexpr uint32_t kGraphFormatVersionRecords = 1;
+inline constexpr uint32_t kGraphFormatVersion = 2;
 inline constexpr size_t kGraphHeaderBytes = 16;
 // Refuse files larger than this before reading them (hostile input).
 inline constexpr uint64_t kMaxGraphFileBytes = limits::kMaxGraphFileBytes;
 
-// Serialises `graph` with the header. Sets graph.format_version.
+// 2 when `graph` holds any table, else 1.
+uint32_t FormatVersionFor(const Graph& graph);
+
+// Serialises `graph` with the header (version FormatVersionFor(graph)); the
+// message's format_version field is written with that version.
 absl::StatusOr<std::string> EncodeGraph(const Graph& graph);
+
+struct ReadOptions {
+  // Keep format 2's tables as they are (read them through graph::Topology)
+  // instead of expanding them into records (graph_topology.h's
+  // ExpandTables), which code reading Graph.ranks/.communicators/
+  // .process_groups directly needs.
+  bool keep_tables = false;
+};
 
 // Parses header + message from `data` and validates it (ValidateGraph).
 // `origin` names the source in error messages (a path, "<memory>"). A graph
 // with more ranks, or a program with more ops, than common/limits.h allows is
 // refused (OutOfRange) by a scan of the bytes before the message is parsed.
-absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>");
+// Versions 1 and 2 are read; a version-1 header over tables is refused.
+absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>",
+                                  ReadOptions options = {});
 
 // Writes atomically: to TemporaryPathFor(path), created exclusively and never
 // through a symlink (common/output_file.h), then rename. On any error no file
@@ -47,9 +66,10 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
 // The same into `*out` (cleared first), which may live on a protobuf Arena:
 // a 131,072-rank graph is then parsed without one heap allocation per rank
 // and communicator, and freed with its arena. On error `*out` is unspecified.
-absl::Status ReadGraphFileInto(const std::string& path, Graph* out);
+absl::Status ReadGraphFileInto(const std::string& path, Graph* out, ReadOptions options = {});
 
-// Structural checks: ids equal indices, every rank has a valid program and
+// Structural checks, on records or tables alike (graph::Topology::Of's
+// checks of the tables first): ids equal indices, every rank has a valid program and
 // one comm slot per program slot, communicator members are distinct valid
 // ranks and contain the ranks whose slots name them, split parents come
 // earlier, ops reference valid slots/streams/earlier ops, peers and roots are

@@ -52,7 +52,7 @@ TEST_CASE("graph round-trips through encode and decode", "[graph_file]") {
   REQUIRE(bytes.ok());
   auto g = pg::DecodeGraph(*bytes);
   REQUIRE(g.ok());
-  CHECK(g->format_version() == pg::kGraphFormatVersion);
+  CHECK(g->format_version() == pg::kGraphFormatVersionRecords);  // records only: format 1
   CHECK(g->programs(0).ops_size() == 2);
 }
 
@@ -61,9 +61,9 @@ TEST_CASE("a graph without its format version encodes as the same graph with it 
   const pg::Graph unset = TinyGraph();
   REQUIRE(unset.format_version() == 0);
   pg::Graph set = unset;
-  set.set_format_version(pg::kGraphFormatVersion);
+  set.set_format_version(pg::kGraphFormatVersionRecords);
   pg::Graph other = unset;
-  other.set_format_version(pg::kGraphFormatVersion + 7);
+  other.set_format_version(pg::kGraphFormatVersionRecords + 7);
   const auto a = pg::EncodeGraph(unset), b = pg::EncodeGraph(set), c = pg::EncodeGraph(other);
   REQUIRE(a.ok());
   REQUIRE(b.ok());

@@ -9,6 +9,7 @@ add_executable(graphgen_tests
   graphgen_collective_test.cc
   graphgen_inspect_test.cc
   graphgen_graph_test.cc
+  graph_tables_test.cc
   graphgen_user_program_test.cc
   graphgen_hostile_test.cc
   graphgen_memory_test.cc

@@ -28,13 +28,19 @@ class Interner {
   absl::flat_hash_map<std::vector<uint64_t>, uint32_t> ids_;
 };
 
-std::vector<uint64_t> MemberColours(const EngineComm& c, const std::vector<uint32_t>& colour) {
-  std::vector<uint64_t> set;
-  set.reserve(c.members.size());
-  for (uint32_t m : c.members) set.push_back(colour[m]);
+// The sorted distinct colours of c's members, into `set`: each colour once
+// (`seen`, one flag per colour, is all zero on entry and on return), then
+// only the few distinct colours sorted, not every member.
+void DistinctMemberColours(const EngineComm& c, const std::vector<uint32_t>& colour, std::vector<uint8_t>& seen,
+                           std::vector<uint64_t>& set) {
+  set.clear();
+  for (uint32_t m : c.members)
+    if (!seen[colour[m]]) {
+      seen[colour[m]] = 1;
+      set.push_back(colour[m]);
+    }
+  for (uint64_t k : set) seen[k] = 0;
   std::sort(set.begin(), set.end());
-  set.erase(std::unique(set.begin(), set.end()), set.end());
-  return set;
 }
 
 class UnionFind {
@@ -138,12 +144,14 @@ std::string BuildComms(const EngineWorld& full, Reduction& r, EngineWorld& out) 
   const uint32_t classes = static_cast<uint32_t>(r.rep.size());
   r.reduced_comm.assign(r.slot_offset[classes], UINT32_MAX);
   std::vector<std::vector<uint64_t>> colour_sets;
+  std::vector<uint8_t> seen(classes, 0);
   for (uint32_t a = 0; a < classes; ++a) {
     const Actor& rep = full.actors[r.rep[a]];
     for (uint32_t s = 0; s < rep.slot_comm.size(); ++s) {
       const uint32_t root = r.uf.Find(Node(r, a, s));
       const EngineComm& src = full.comms[rep.slot_comm[s]];
-      std::vector<uint64_t> set = MemberColours(src, r.colour);
+      std::vector<uint64_t> set;
+      DistinctMemberColours(src, r.colour, seen, set);
       if (r.reduced_comm[root] == UINT32_MAX) {
         r.reduced_comm[root] = static_cast<uint32_t>(out.comms.size());
         EngineComm c;
@@ -188,9 +196,26 @@ std::vector<uint32_t> RefineColours(const graph::Graph& graph, const EngineWorld
       for (size_t r = 0; r < n; ++r) colour[r] = static_cast<uint32_t>(r);
       return colour;
     }
+    // A communicator's member-colour set, as an id: its colour when every
+    // member has one colour (most communicators: no set built), else count
+    // + the set's interned id. Only equality of ids matters (signatures
+    // compare them), so any one-to-one labelling gives the same colouring.
     Interner sets;
     std::vector<uint32_t> set_id(full.comms.size());
-    for (size_t c = 0; c < full.comms.size(); ++c) set_id[c] = sets.Id(MemberColours(full.comms[c], colour));
+    std::vector<uint8_t> seen(count, 0);
+    std::vector<uint64_t> set;
+    for (size_t c = 0; c < full.comms.size(); ++c) {
+      const std::vector<uint32_t>& members = full.comms[c].members;
+      const uint32_t first = colour[members.front()];
+      const bool one_colour =
+          std::all_of(members.begin() + 1, members.end(), [&](uint32_t m) { return colour[m] == first; });
+      if (one_colour) {
+        set_id[c] = first;
+        continue;
+      }
+      DistinctMemberColours(full.comms[c], colour, seen, set);
+      set_id[c] = static_cast<uint32_t>(count + sets.Id(set));
+    }
     Interner sigs;
     std::vector<uint32_t> next(n);
     std::vector<uint64_t> sig;

@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "proto/graph_topology.h"
 
 namespace prism::engine {
 namespace {
@@ -51,16 +52,19 @@ Throughput ThroughputOf(const graph::Graph& graph, Nanoseconds iteration) {
   for (int p = 0; p < graph.programs_size(); ++p)
     for (const graph::Op& op : graph.programs(p).ops())
       if (op.has_compute()) program_flops[p] += static_cast<double>(op.compute().flops());
-  for (const graph::Rank& r : graph.ranks())
-    if (r.program() < program_flops.size()) t.model_flops_per_iteration += program_flops[r.program()];
+  const uint32_t ranks = graph::RankCount(graph);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const uint32_t p = graph::ProgramOfRank(graph, r);
+    if (p < program_flops.size()) t.model_flops_per_iteration += program_flops[p];
+  }
   t.tokens_per_iteration = uint64_t{graph.layout().global_batch()} * SeqLen(graph);
   const double peak = static_cast<double>(graph.cluster().gpu().peak_bf16_flops());
   const double seconds = iteration.seconds();
   t.known = t.model_flops_per_iteration > 0 && t.tokens_per_iteration > 0 && peak > 0 && seconds > 0 &&
-            graph.ranks_size() > 0;
+            ranks > 0;
   if (!t.known) return t;
   t.tokens_per_s = static_cast<double>(t.tokens_per_iteration) / seconds;
-  t.tflops_per_gpu = t.model_flops_per_iteration / seconds / graph.ranks_size() / 1e12;
+  t.tflops_per_gpu = t.model_flops_per_iteration / seconds / ranks / 1e12;
   t.peak_tflops_per_gpu = peak / 1e12;
   t.mfu = t.tflops_per_gpu / t.peak_tflops_per_gpu;
   return t;
@@ -99,7 +103,7 @@ SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world
                              uint64_t iterations, double wall_s) {
   SimulationReport r;
   r.graph_name = graph.job().name();
-  r.world_size = graph.ranks_size();
+  r.world_size = graph::RankCount(graph);
   r.iterations = iterations;
   Nanoseconds prev(0);
   for (Nanoseconds end : stats.iteration_end) {

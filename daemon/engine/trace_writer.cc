@@ -13,6 +13,7 @@
 #include "common/output_file.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "proto/graph_topology.h"
 
 namespace prism::engine {
 namespace {
@@ -25,9 +26,8 @@ std::string Micros(Nanoseconds t) {
 
 std::string Quote(const std::string& s) { return nlohmann::json(s).dump(); }
 
-std::string OpName(const graph::Graph& g, uint32_t rank, const graph::Op& op) {
-  const graph::Rank& rk = g.ranks(rank);
-  auto comm = [&](uint32_t slot) { return g.communicators(rk.comm_slots(slot)).name(); };
+std::string OpName(const graph::Topology& t, uint32_t rank, const graph::Op& op) {
+  auto comm = [&](uint32_t slot) { return t.name(t.slots(rank)[slot]); };
   switch (op.kind_case()) {
     case graph::Op::kCompute: return op.compute().label().empty() ? "compute" : op.compute().label();
     case graph::Op::kCollective: {
@@ -135,6 +135,7 @@ void TraceRecorder::WriteJson(const graph::Graph& g, std::ostream& out) const {
   }
   std::vector<std::vector<uint32_t>> by_actor(world_.actors.size());
   for (size_t i = 0; i < ops_.size(); ++i) by_actor[ops_[i].actor].push_back(static_cast<uint32_t>(i));
+  const graph::Topology topology = *graph::Topology::Of(g);  // the replayed graph passed ValidateGraph
   for (uint32_t r : ranks_) {
     const uint32_t actor = world_.actor_of_rank[r];
     const graph::Program& prog = g.programs(world_.actors[actor].program);
@@ -143,7 +144,7 @@ void TraceRecorder::WriteJson(const graph::Graph& g, std::ostream& out) const {
       const graph::Op& op = prog.ops(static_cast<int>(rec.op));
       sep();
       out << fmt::format(R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"op":{}}}}})",
-                         Quote(OpName(g, r, op)), Category(op), r, op.stream(), Micros(rec.start),
+                         Quote(OpName(topology, r, op)), Category(op), r, op.stream(), Micros(rec.start),
                          Micros(rec.end - rec.start), rec.op);
     }
   }

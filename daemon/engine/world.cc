@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/equivalence.h"
 #include "proto/graph_file.h"
+#include "proto/graph_topology.h"
 
 namespace prism::engine {
 namespace {
@@ -81,12 +82,12 @@ absl::StatusOr<ProgramInfo> FlattenProgram(const graph::Program& p) {
 }
 
 // `nodes` is scratch space (kept for its capacity across communicators).
-CommShape ShapeOf(const graph::Graph& g, const graph::Communicator& c, std::vector<uint32_t>& nodes) {
+CommShape ShapeOf(const graph::Topology& t, uint32_t c, std::vector<uint32_t>& nodes) {
   nodes.clear();
-  for (uint32_t m : c.members()) nodes.push_back(g.ranks(m).node());
+  for (uint32_t m : t.members(c)) nodes.push_back(t.node(m));
   std::sort(nodes.begin(), nodes.end());
   CommShape s;
-  s.ranks = static_cast<uint32_t>(c.members_size());
+  s.ranks = static_cast<uint32_t>(nodes.size());
   s.nodes = 0;
   s.min_per_node = UINT32_MAX;
   s.max_per_node = 0;
@@ -102,12 +103,12 @@ CommShape ShapeOf(const graph::Graph& g, const graph::Communicator& c, std::vect
   return s;
 }
 
-std::vector<uint32_t> CanonicalSlots(const graph::Rank& rank) {
-  std::vector<uint32_t> canon(rank.comm_slots_size());
-  for (int s = 0; s < rank.comm_slots_size(); ++s) {
+std::vector<uint32_t> CanonicalSlots(absl::Span<const uint32_t> slots) {
+  std::vector<uint32_t> canon(slots.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
     canon[s] = static_cast<uint32_t>(s);
-    for (int t = 0; t < s; ++t)
-      if (rank.comm_slots(t) == rank.comm_slots(s)) { canon[s] = static_cast<uint32_t>(t); break; }
+    for (size_t t = 0; t < s; ++t)
+      if (slots[t] == slots[s]) { canon[s] = static_cast<uint32_t>(t); break; }
   }
   return canon;
 }
@@ -171,55 +172,62 @@ void PlayTreesAhead(const EngineWorld& w, const NetworkModel& model) {
     }
 }
 
-absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const WorldOptions& options) {
+absl::StatusOr<EngineWorld> BuildFull(const graph::Graph& g, const graph::Topology& t,
+                                      const WorldOptions& options) {
   EngineWorld w;
   for (const graph::Program& p : g.programs()) {
     auto info = FlattenProgram(p);
     if (!info.ok()) return info.status();
     w.programs.push_back(std::move(*info));
   }
-  w.comms.reserve(g.communicators_size());
+  w.comms.reserve(t.communicators());
   std::vector<uint32_t> nodes;
-  for (const graph::Communicator& c : g.communicators()) {
+  for (uint32_t c = 0; c < t.communicators(); ++c) {
     EngineComm ec;
-    ec.members.assign(c.members().begin(), c.members().end());
-    ec.shape = ShapeOf(g, c, nodes);
-    ec.kind = c.kind();
-    ec.name = c.name().empty() ? absl::StrCat("comm-", c.id()) : c.name();
+    const auto members = t.members(c);
+    ec.members.assign(members.begin(), members.end());
+    ec.shape = ShapeOf(t, c, nodes);
+    ec.kind = t.kind(c);
+    ec.name = t.name(c);
+    if (ec.name.empty()) ec.name = absl::StrCat("comm-", c);
     w.comms.push_back(std::move(ec));
   }
-  std::vector<uint8_t> real(g.ranks_size(), 0);
+  const uint32_t ranks = t.ranks();
+  std::vector<uint8_t> real(ranks, 0);
   for (uint32_t r : options.real_ranks) {
-    if (r >= static_cast<uint32_t>(g.ranks_size()))
-      return absl::InvalidArgumentError(absl::StrCat("real rank ", r, " is outside the ", g.ranks_size(),
+    if (r >= ranks)
+      return absl::InvalidArgumentError(absl::StrCat("real rank ", r, " is outside the ", ranks,
                                                      "-rank world of the graph"));
     real[r] = 1;
   }
-  const CommRankIndex index(g);
-  w.actors.resize(g.ranks_size());
-  w.actor_of_rank.resize(g.ranks_size());
-  for (int r = 0; r < g.ranks_size(); ++r) {
-    const graph::Rank& rank = g.ranks(r);
+  const CommRankIndex index(g, t);
+  w.actors.resize(ranks);
+  w.actor_of_rank.resize(ranks);
+  for (uint32_t r = 0; r < ranks; ++r) {
     Actor& a = w.actors[r];
-    a.program = rank.program();
-    a.rep_rank = static_cast<uint32_t>(r);
+    a.program = t.program(r);
+    a.rep_rank = r;
     a.real = real[r] != 0;
-    a.slot_comm.assign(rank.comm_slots().begin(), rank.comm_slots().end());
-    a.slot_canonical = CanonicalSlots(rank);
+    const auto slots = t.slots(r);
+    a.slot_comm.assign(slots.begin(), slots.end());
+    a.slot_canonical = CanonicalSlots(slots);
     for (const P2PDesc& d : w.programs[a.program].p2p) {
-      const uint32_t peer = index.PeerRank(static_cast<uint32_t>(r), d);
+      const uint32_t peer = index.PeerRank(r, d);
       a.peer_actor.push_back(peer);
-      a.peer_same_node.push_back(g.ranks(peer).node() == rank.node());
+      a.peer_same_node.push_back(t.node(peer) == t.node(r));
     }
-    w.actor_of_rank[r] = static_cast<uint32_t>(r);
+    w.actor_of_rank[r] = r;
   }
-  w.classes = static_cast<uint32_t>(g.ranks_size());
+  w.classes = ranks;
   return w;
 }
 
 }  // namespace
 
-CommRankIndex::CommRankIndex(const graph::Graph& graph) : graph_(graph) {
+CommRankIndex::CommRankIndex(const graph::Graph& graph) : CommRankIndex(graph, *graph::Topology::Of(graph)) {}
+
+CommRankIndex::CommRankIndex(const graph::Graph& graph, graph::Topology topology) : topology_(std::move(topology)) {
+  const graph::Topology& t = topology_;
   std::vector<std::vector<uint32_t>> p2p_slots(graph.programs_size());
   for (int i = 0; i < graph.programs_size(); ++i) {
     std::vector<uint8_t> used(graph.programs(i).comm_slot_names_size(), 0);
@@ -230,21 +238,19 @@ CommRankIndex::CommRankIndex(const graph::Graph& graph) : graph_(graph) {
     for (size_t s = 0; s < used.size(); ++s)
       if (used[s]) p2p_slots[i].push_back(static_cast<uint32_t>(s));
   }
-  std::vector<uint8_t> wanted(graph.communicators_size(), 0);
-  for (const graph::Rank& rank : graph.ranks())
-    for (uint32_t s : p2p_slots[rank.program()]) wanted[rank.comm_slots(s)] = 1;
-  for (int c = 0; c < graph.communicators_size(); ++c) {
+  std::vector<uint8_t> wanted(t.communicators(), 0);
+  for (uint32_t r = 0; r < t.ranks(); ++r)
+    for (uint32_t s : p2p_slots[t.program(r)]) wanted[t.slots(r)[s]] = 1;
+  for (uint32_t c = 0; c < t.communicators(); ++c) {
     if (!wanted[c]) continue;
-    const auto& members = graph.communicators(c).members();
-    for (int i = 0; i < members.size(); ++i)
-      position_[(uint64_t{static_cast<uint32_t>(c)} << 32) | members[i]] = static_cast<uint32_t>(i);
+    const auto members = t.members(c);
+    for (size_t i = 0; i < members.size(); ++i) position_[(uint64_t{c} << 32) | members[i]] = static_cast<uint32_t>(i);
   }
 }
 
 uint32_t CommRankIndex::PeerRank(uint32_t rank, const P2PDesc& d) const {
-  const graph::Rank& rk = graph_.ranks(rank);
-  const uint32_t comm = rk.comm_slots(d.slot);
-  const auto& members = graph_.communicators(comm).members();
+  const uint32_t comm = topology_.slots(rank)[d.slot];
+  const auto members = topology_.members(comm);
   const uint32_t size = static_cast<uint32_t>(members.size());
   uint64_t target = d.peer % size;
   if (d.relative) {
@@ -252,7 +258,7 @@ uint32_t CommRankIndex::PeerRank(uint32_t rank, const P2PDesc& d) const {
     const uint32_t mine = it == position_.end() ? 0 : it->second;
     target = (uint64_t{mine} + d.peer) % size;
   }
-  return members[static_cast<int>(target)];
+  return members[target];
 }
 
 uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations) {
@@ -269,7 +275,9 @@ absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkM
   // Ranks, per-rank state, durations, sizes and kinds within common/limits.h.
   if (!options.graph_validated)
     if (auto s = graph::ValidateGraph(graph); !s.ok()) return s;
-  auto full = BuildFull(graph, options);
+  auto topology = graph::Topology::Of(graph);  // ValidateGraph (here or the caller's) checked the tables
+  if (!topology.ok()) return topology.status();
+  auto full = BuildFull(graph, *topology, options);
   if (!full.ok()) return full.status();
   if (auto s = CheckLinks(*full, model); !s.ok()) return s;
   PlayTreesAhead(*full, model);

@@ -26,6 +26,7 @@
 #include "daemon/engine/engine_world.h"
 #include "daemon/engine/network_model.h"
 #include "proto/graph.pb.h"
+#include "proto/graph_topology.h"
 
 namespace prism::engine {
 
@@ -57,12 +58,15 @@ absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkM
 class CommRankIndex {
  public:
   // Indexes every communicator some program's send/recv slot maps to.
+  // Contract: `graph` passed ValidateGraph; it outlives the index.
   explicit CommRankIndex(const graph::Graph& graph);
+  // The same with the graph's Topology already built (records or tables).
+  CommRankIndex(const graph::Graph& graph, graph::Topology topology);
   // The global rank that `rank` addresses through P2P desc `d` of its program.
   uint32_t PeerRank(uint32_t rank, const P2PDesc& d) const;
 
  private:
-  const graph::Graph& graph_;
+  graph::Topology topology_;
   absl::flat_hash_map<uint64_t, uint32_t> position_;  // (comm << 32 | rank) -> comm rank
 };
 
