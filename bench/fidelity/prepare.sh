@@ -22,9 +22,6 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  # Rank 0's modelled ops (compare.py's model column): a trace of one rank, small at any world.
-  trace=(--trace "$d/model-trace.json" --trace-ranks 0)
-  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   python3 - "$spec" "$d/meta.env" "$n" <<'PY'
 import sys, yaml
 s = yaml.safe_load(open(sys.argv[1])); n = int(sys.argv[3])
@@ -41,6 +38,14 @@ with open(sys.argv[2], "w") as f:
         l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
     else:
         f.write("SECOND_REAL=1\n")
+    if s.get("straggler"):  # compare.py's slow-rank table
+        f.write(f"STRAGGLER_RANK={s['straggler']['rank']}\nSTRAGGLER_SCALE={s['straggler']['compute_scale']}\n")
 PY
+  # The real ranks' modelled ops (compare.py's model columns): a trace of rank 0 and hybrid2's
+  # second real rank, small at any world.
+  second="$(sed -n 's/^SECOND_REAL=//p' "$d/meta.env")"
+  (( second < n )) || second=0
+  trace=(--trace "$d/model-trace.json" --trace-ranks "0,$second")
+  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   echo "prepare: $name: $n ranks -> $d"
 done
