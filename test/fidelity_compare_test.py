@@ -330,6 +330,21 @@ class Timeline(unittest.TestCase):
         self.assertRegex(lines[3], r"^tp all-reduce +1\.500 +8\.200 +6\.700 +1\.500 +8\.500 +7\.000$")
         self.assertRegex(lines[4], r"^send act, recv grad +8\.200 +21\.600 +13\.400 +8\.500 +20\.000 +11\.500$")
 
+    def test_against_lines_up_an_iteration_with_another_of_the_same_run(self):
+        run = os.path.join(tempfile.mkdtemp(), "st-truth-late")
+        os.makedirs(run)
+        timeline = [[1, "fwd", 0.0, 1.5], [1, "tp all-reduce", 1.5, 8.5],
+                    [2, "fwd", 0.0, 21.5], [2, "tp all-reduce", 21.5, 35.0]]
+        with open(os.path.join(run, "r0.json"), "w") as f:
+            json.dump({"warmup": 1, "iteration_ms": [30.0, 30.0, 50.0], "timeline": timeline}, f)
+        r = subprocess.run([sys.executable, TIMELINE, run, "--rank", "0", "--iteration", "2", "--against", "1"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "rank 0: iteration 2 (50.000 ms) against iteration 1 (30.000 ms): +20.000 ms")
+        self.assertRegex(lines[3], r"^tp all-reduce +1\.500 +8\.500 +7\.000 +21\.500 +35\.000 +13\.500 +"
+                                   r"\+20\.000 +\+26\.500$")
+
     def test_comm_only_leaves_out_compute_and_a_missing_iteration_is_named(self):
         r = self.run_timeline("--comm-only")
         self.assertNotIn("\nfwd ", r.stdout)
