@@ -153,8 +153,10 @@ def model_kinds(data, name, rank=0):
     return {k: statistics.median(v) for k, v in per.items()}
 
 
-# The bound on each operation kind's median (the fidelity issue's acceptance): within 5% of the truth's.
-KIND_BOUND_PCT = 5.0
+# The bound on each operation kind's median (the fidelity issue's acceptance): within 5% of the truth's,
+# or within KIND_FLOOR_US of it (a send that fits in NCCL's buffers takes tens of us of CUDA time in a run,
+# and none in the model: no percentage means anything there).
+KIND_BOUND_PCT, KIND_FLOOR_US = 5.0, 100.0
 
 
 def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
@@ -179,6 +181,7 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
               f"({truth_kind}; err against it)")
         print(f"{'kind':34s} {'truth':>10s}" + "".join(f" {c:>12s} {'err':>8s}" for c, _ in cols))
         worst = {c: (0.0, "") for c, _ in cols}
+        outside = {c: [] for c, _ in cols}
         for k in sorted(comm):
             t = comm[k]["median"]
             row = f"{k[:34]:34s} {t:10.1f}"
@@ -190,10 +193,12 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
                 row += f" {med[k]:12.1f} {e:+7.1f}%"
                 if abs(e) > worst[c][0]:
                     worst[c] = (abs(e), k)
+                if abs(e) > KIND_BOUND_PCT and abs(med[k] - t) > KIND_FLOOR_US:
+                    outside[c].append(k)
             print(row)
-        print(f"kinds within {KIND_BOUND_PCT:g}% of the truth: " + "; ".join(
-            f"{c} {'yes' if worst[c][0] <= KIND_BOUND_PCT else 'NO'} (worst {worst[c][0]:.1f}%"
-            + (f": {worst[c][1]})" if worst[c][1] else ")") for c, _ in cols))
+        print(f"kinds within {KIND_BOUND_PCT:g}% (or {KIND_FLOOR_US:g} us) of the truth: " + "; ".join(
+            f"{c} {'NO' if outside[c] else 'yes'} (worst {worst[c][0]:.1f}%" + (f": {worst[c][1]}" if worst[c][1] else "")
+            + (f"; outside: {', '.join(outside[c])})" if outside[c] else ")") for c, _ in cols))
 
 
 def truth_vs_model(data, name, truth_kind, truths):
