@@ -121,6 +121,39 @@ TEST_CASE("send/recv match in order per pair, grouped pairs do not deadlock", "[
   CHECK(IterationNs(gr) == 3000 + t1 + t2);
 }
 
+// NCCL's send kernel is done once its last byte is in the connection's
+// buffers (docs/network-model.md, "Send completion"): a send that fits is done
+// when posted, even with its receiver 10 us late; a larger one once the
+// wire has drained all but a buffer's worth, counted from when the receiver
+// came. Rank 0 computes 1 ms after its send, so its end shows when the send
+// was done; rank 1 receives after 10 us of compute.
+TEST_CASE("a send is done once the connection's buffers hold its last byte, its receive when the data arrived",
+          "[daemon][engine][p2p]") {
+  auto pair = [](uint64_t bytes) {
+    g::Program a, b;
+    for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+    AddP2P(a, true, 1, bytes);
+    AddCompute(a, 1'000'000);
+    AddCompute(b, 10'000);
+    AddP2P(b, false, 0, bytes);
+    return Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}});  // two nodes, 100 Gbit/s, 2 us
+  };
+  SimulationOptions unbuffered;
+  unbuffered.nccl.p2p_buffer = prism::Bytes(0);
+  // 1 MiB fits in the default 2 MiB: done at 0, rank 0 ends at 1 ms (its receive ends at 10 + 2 + 83.886 us).
+  CHECK(IterationNs(pair(1 << 20)) == 1'000'000);
+  // Unbuffered (the model before): 10,000 + 2,000 + 83,887 ns (1 MiB at 100 Gbit/s, rounded up), then 1 ms.
+  CHECK(IterationNs(pair(1 << 20), unbuffered) == 10'000 + 2'000 + 83'887 + 1'000'000);
+  // 8 MiB: the receiver posts at 10 us; the kernel is done when 6 MiB have left (503,317 ns at 100 Gbit/s).
+  CHECK(IterationNs(pair(8 << 20)) == 10'000 + 503'317 + 1'000'000);
+  CHECK(IterationNs(pair(8 << 20), unbuffered) == 10'000 + 2'000 + 671'089 + 1'000'000);
+  const auto m = ModelOf(pair(1));
+  CHECK(m.SendHeldTime(prism::Bytes(8 << 20), false).count() == 503'317);
+  CHECK(m.SendHeldTime(prism::Bytes(2 << 20), false).count() == 0);
+  // One node (NCCL's P2P transport): the send still ends with its receive.
+  CHECK(m.SendHeldTime(prism::Bytes(1 << 20), true) == m.PointToPointTime(prism::Bytes(1 << 20), true));
+}
+
 TEST_CASE("two sends from one GPU to other nodes serialise on its NIC transmit side", "[daemon][engine]") {
   g::Program a, b;
   for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("all");

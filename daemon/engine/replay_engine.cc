@@ -283,8 +283,8 @@ void ReplayEngine::FinishGrants() {
     Transfer& t = transfers_[g.ticket];
     switch (t.kind) {
       case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end); break;
-      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end); break;
-      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end); break;
+      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end, false); break;
+      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end, false); break;
     }
     t.instance.waiters.clear();
     free_tickets_.push_back(g.ticket);
@@ -359,6 +359,10 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
+  // A virtual send whose bytes all fit in the connection's buffers is done
+  // when posted, as NCCL's kernel is; its transfer still waits for the
+  // receiver (SendHeldTime).
+  if (is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0)) Push(now_, actor, k, now_);
   const P2PMatch m = p2p_.Post(PendingP2P{actor, k, now_}, op.p2p_desc, is_send, a.real, peer_real);
   switch (m.kind) {
     case P2PMatch::Kind::kWaiting: break;
@@ -369,14 +373,15 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
 }
 
 // A virtual sender does not wait for its real receiver (NCCL's senders never
-// do): it leaves when its NIC is free, completes by the model, and the
-// observer tells the real receiver when the first byte left.
+// do): it leaves when its NIC is free, completes once the connection's
+// buffers took its last byte (CompleteSend), and the observer tells the real
+// receiver when the first byte left.
 void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   const PendingP2P send{actor, k, now_};
   if (same_node) {  // no NIC
-    FinishVirtualToReal(send, index, now_, SatAdd(now_, took));
+    FinishVirtualToReal(send, index, now_, SatAdd(now_, took), /*same_node=*/true);
     return;
   }
   Transfer t;
@@ -386,10 +391,11 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index,
   nics_.RequestSend(Park(std::move(t)), actor, now_, took - model_.HopLatency(same_node), took);
 }
 
-void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end) {
+void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
+                                       bool same_node) {
   const Actor& a = world_.actors[send.actor];
   const OpInfo& op = world_.programs[a.program].ops[send.op];
-  Push(end, send.actor, send.op, send.posted);
+  CompleteSend(send, op, start, same_node);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
@@ -424,7 +430,7 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
   const Nanoseconds ready = Max(send.posted, recv.posted);
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   if (same_node) {  // no NIC
-    FinishPointToPoint(send, recv, ready, SatAdd(ready, took));
+    FinishPointToPoint(send, recv, ready, SatAdd(ready, took), /*same_node=*/true);
     return;
   }
   Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
@@ -435,13 +441,22 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
 }
 
 void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start,
-                                      Nanoseconds end) {
+                                      Nanoseconds end, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  Push(end, send.actor, send.op, send.posted);
+  CompleteSend(send, op, start, same_node);
   Push(end, recv.actor, recv.op, recv.posted);
   if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
+}
+
+// A virtual send whose transfer started at `start` completes once the
+// connection's buffers took its last byte (SendHeldTime after the start;
+// never before now_: the shared NIC model grants at the end), unless it fit
+// in them whole and completed when posted (PostP2P).
+void ReplayEngine::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node) {
+  const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
+  if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.posted);
 }
 
 void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {

@@ -244,8 +244,11 @@ class ReplayEngine {
   void GrantNics();
   void FinishGrants();
   void FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end);
-  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end);
-  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end);
+  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end,
+                          bool same_node);
+  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
+                           bool same_node);
+  void CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node);
   // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
   // FinishSharedTransfers completes the transfers done by now_.
   void ScheduleSharedCheck(Nanoseconds at);
