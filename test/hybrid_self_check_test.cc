@@ -134,11 +134,13 @@ TEST_CASE("self-check: bench step-n8-2g5 and step-n16-2g5 with the real ranks th
 }
 
 // The layouts the fidelity issue (22) added, with the real ranks run-gpu.sh's hybrid1 and hybrid2 use
-// (0, and SECOND_REAL = tp * dp): TP4 PP2 DP2, TP2 PP4 DP2 (and its slow virtual rank), TP1 PP2 DP8.
-TEST_CASE("self-check: bench step-n16-tp4-2g5, step-n16-pp4-2g5(-slow), step-n16-dp8-2g5", "[hybrid][self-check]") {
+// (0, and SECOND_REAL = tp * dp): TP4 PP2 DP2, TP2 PP4 DP2 (and its slow virtual rank), TP1 PP2 DP8, and the
+// TP2 PP2 DP2 step the issue was filed from.
+TEST_CASE("self-check: bench step-n16-tp4-2g5, step-n16-pp4-2g5(-slow), step-n16-dp8-2g5, step-n8-mb6-2g5",
+          "[hybrid][self-check]") {
   for (const auto& [spec, second] : std::vector<std::pair<std::string, uint32_t>>{
            {"step-n16-tp4-2g5.yaml", 8}, {"step-n16-pp4-2g5.yaml", 4}, {"step-n16-pp4-2g5-slow.yaml", 4},
-           {"step-n16-dp8-2g5.yaml", 8}}) {
+           {"step-n16-dp8-2g5.yaml", 8}, {"step-n8-mb6-2g5.yaml", 4}}) {
     INFO(spec);
     const g::Graph graph = BenchSpecGraph(spec, 3);
     CheckSelfConsistent(graph, {0});
