@@ -28,18 +28,23 @@ def load(path):
         return None
 
 
-def model_medians(data, name, rank=0, group=lambda label: label):
-    """Median model time (us) of a rank's communication ops from prismd
-    --simulate's trace, per group(label); {} without a trace."""
+def model_comm_events(data, name, rank=0):
+    """A rank's communication ops in prismd --simulate's trace (the X events
+    that are not compute); [] without a trace."""
     try:
         with open(os.path.join(data, name, "model-trace.json")) as f:
             t = json.load(f)
     except OSError:
-        return {}
+        return []
+    return [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("pid") == rank and e.get("cat") != "compute"]
+
+
+def model_medians(data, name, rank=0, group=lambda label: label):
+    """Median model time (us) of a rank's communication ops from prismd
+    --simulate's trace, per group(label); {} without a trace."""
     per = {}
-    for e in t["traceEvents"]:
-        if e.get("ph") == "X" and e.get("pid") == rank and e.get("cat") != "compute":
-            per.setdefault(group(e["name"]), []).append(e["dur"])
+    for e in model_comm_events(data, name, rank):
+        per.setdefault(group(e["name"]), []).append(e["dur"])
     return {k: statistics.median(v) for k, v in per.items()}
 
 
@@ -136,15 +141,8 @@ def model_kinds(data, name, rank=0):
     labels grouped by op_kind; {} without a trace or without that rank in it.
     The ops of one send/recv group (one label, one start) are one op, as the
     driver times the group: the longest of them."""
-    try:
-        with open(os.path.join(data, name, "model-trace.json")) as f:
-            t = json.load(f)
-    except OSError:
-        return {}
     group = {}
-    for e in t["traceEvents"]:
-        if e.get("ph") != "X" or e.get("pid") != rank or e.get("cat") == "compute":
-            continue
+    for e in model_comm_events(data, name, rank):
         key = (e["name"], e["ts"]) if "ts" in e else (e["name"], len(group))
         group[key] = max(group.get(key, 0.0), e["dur"])
     per = {}
