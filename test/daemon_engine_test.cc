@@ -154,6 +154,48 @@ TEST_CASE("a send is done once the connection's buffers hold its last byte, its 
   CHECK(m.SendHeldTime(prism::Bytes(1 << 20), true) == m.PointToPointTime(prism::Bytes(1 << 20), true));
 }
 
+// A send that fits in the buffers goes on the wire when posted, not when its
+// receive is (NCCL's receiver posted its buffers when its host enqueued the
+// receive): the receive ends when the data is there, or when posted if later.
+// Rank 1 computes `late` ns, receives 1 MiB from rank 0 (posted at 0), then
+// computes 1 ms: the iteration ends 1 ms after the receive.
+TEST_CASE("with --p2p-eager a send that fits in the buffers goes on the wire when posted, before its receive",
+          "[daemon][engine][p2p]") {
+  auto pair = [](uint64_t late, uint64_t bytes) {
+    g::Program a, b;
+    for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+    AddP2P(a, true, 1, bytes);
+    AddCompute(b, late);
+    AddP2P(b, false, 0, bytes);
+    AddCompute(b, 1'000'000);
+    return Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}});  // two nodes, 100 Gbit/s, 2 us
+  };
+  SimulationOptions eager, unbuffered;
+  eager.nccl.p2p_eager = true;
+  unbuffered.nccl.p2p_buffer = prism::Bytes(0);
+  unbuffered.nccl.p2p_eager = true;
+  // 1 MiB: on the wire from 0, there at 2,000 + 83,887 ns; posted at 10 us, the receive waits for it.
+  CHECK(IterationNs(pair(10'000, 1 << 20), eager) == 85'887 + 1'000'000);
+  // Posted at 200 us: the data is there; the receive ends when posted.
+  CHECK(IterationNs(pair(200'000, 1 << 20), eager) == 200'000 + 1'000'000);
+  // Without --p2p-eager (the default), unbuffered, and 8 MiB (more than the buffers): the transfer starts
+  // when the receive is posted.
+  CHECK(IterationNs(pair(10'000, 1 << 20)) == 10'000 + 85'887 + 1'000'000);
+  CHECK(IterationNs(pair(10'000, 1 << 20), unbuffered) == 10'000 + 85'887 + 1'000'000);
+  CHECK(IterationNs(pair(10'000, 8 << 20), eager) == 10'000 + 2'000 + 671'089 + 1'000'000);
+  // Two in a row to the same receiver, posted at 500 us: the first was on the wire from 0; the second,
+  // behind an unmatched one, waits for its receive (at most one message ahead of the receiver).
+  g::Program a, b;
+  for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+  AddP2P(a, true, 1, 1 << 20);
+  AddP2P(a, true, 1, 1 << 20);
+  AddCompute(b, 500'000);
+  AddP2P(b, false, 0, 1 << 20);
+  AddP2P(b, false, 0, 1 << 20);
+  AddCompute(b, 1'000'000);
+  CHECK(IterationNs(Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}}), eager) == 500'000 + 85'887 + 1'000'000);
+}
+
 TEST_CASE("two sends from one GPU to other nodes serialise on its NIC transmit side", "[daemon][engine]") {
   g::Program a, b;
   for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("all");

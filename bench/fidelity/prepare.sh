@@ -3,7 +3,8 @@
 # for each spec, the graph, its communicators and every rank's program as
 # JSON (what driver.py executes; for very large worlds only RANKS), and the
 # model's per-op times from `prismd --simulate` (the ground truth's check).
-# Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64)
+# Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
+#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --p2p-eager)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -46,6 +47,7 @@ PY
   second="$(sed -n 's/^SECOND_REAL=//p' "$d/meta.env")"
   (( second < n )) || second=0
   trace=(--trace "$d/model-trace.json" --trace-ranks "0,$second")
-  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
+  # shellcheck disable=SC2086
+  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none ${PRISMD_FLAGS:-} > "$d/model.json"
   echo "prepare: $name: $n ranks -> $d"
 done

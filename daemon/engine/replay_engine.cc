@@ -285,6 +285,7 @@ void ReplayEngine::FinishGrants() {
       case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end); break;
       case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end, false); break;
       case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end, false); break;
+      case Transfer::Kind::kEagerSend: FinishEagerSend(t.send, g.start, g.end); break;
     }
     t.instance.waiters.clear();
     free_tickets_.push_back(g.ticket);
@@ -362,10 +363,25 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   // A virtual send whose bytes all fit in the connection's buffers is done
   // when posted, as NCCL's kernel is; its transfer still waits for the
   // receiver (SendHeldTime).
-  if (is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0)) Push(now_, actor, k, now_);
-  const P2PMatch m = p2p_.Post(PendingP2P{actor, k, now_}, op.p2p_desc, is_send, a.real, peer_real);
+  const bool buffered = is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0);
+  if (buffered) Push(now_, actor, k, now_);
+  // With p2p_eager, such a send to a virtual receiver between nodes goes on
+  // the wire now, whether or not the receive is posted: NCCL's receiver
+  // posted its buffers when its host enqueued the operation, ahead of its GPU.
+  const bool eager = model_.nccl().p2p_eager && buffered && !same_node && !peer_real;
+  const PendingP2P mine{actor, k, now_};
+  const P2PMatch m = eager ? p2p_.PostEagerSend(mine, op.p2p_desc)
+                           : p2p_.Post(mine, op.p2p_desc, is_send, a.real, peer_real);
   switch (m.kind) {
     case P2PMatch::Kind::kWaiting: break;
+    case P2PMatch::Kind::kEager: {
+      Transfer t;
+      t.kind = Transfer::Kind::kEagerSend;
+      t.send = mine;
+      nics_.RequestPointToPoint(Park(std::move(t)), actor, a.peer_actor[op.p2p_desc], now_,
+                                model_.PointToPointTime(op.bytes, false));
+      break;
+    }
     case P2PMatch::Kind::kMatched: MatchP2P(m.send, m.recv, same_node); break;
     case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
     case P2PMatch::Kind::kToReal: SendVirtualToReal(actor, k, m.index, same_node); break;
@@ -457,6 +473,17 @@ void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& 
 void ReplayEngine::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node) {
   const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
   if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.posted);
+}
+
+// An eager send's data arrived at `end` (its last byte left a hop earlier):
+// its receive, if posted, ends then (DeliverFromReal), else when posted.
+void ReplayEngine::FinishEagerSend(const PendingP2P& send, Nanoseconds start, Nanoseconds end) {
+  const Actor& a = world_.actors[send.actor];
+  const OpInfo& op = world_.programs[a.program].ops[send.op];
+  if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
+  const Nanoseconds left = end - model_.HopLatency(false);
+  if (const auto matched = p2p_.RealSendDone(send.actor, op.p2p_desc, left, /*eager=*/true))
+    DeliverFromReal(matched->first, matched->second, false);
 }
 
 void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
