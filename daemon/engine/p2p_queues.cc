@@ -46,15 +46,7 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
       q.recvs.push_back(mine);
       return m;
     }
-    const PendingP2P send = q.sends.front();
-    q.sends.pop_front();
-    if (send.real_done < Nanoseconds(0)) {
-      q.awaiting.emplace_back(send, mine);
-      return m;
-    }
-    m.kind = P2PMatch::Kind::kDeliver;
-    m.send = send, m.recv = mine;
-    return m;
+    return MeetEagerSend(mine, q);
   }
   if (!is_send && !q.sends.empty() && q.sends.front().real_done != PendingP2P::kNotReported)
     return MeetEagerSend(mine, q);  // the receive meets an eager send, as it meets a real one
@@ -90,7 +82,8 @@ P2PMatch P2PQueues::PostEagerSend(const PendingP2P& mine, int32_t desc) {
   return m;
 }
 
-// A virtual receive meeting an eager send at the queue's front.
+// A virtual receive meeting the send at the queue's front that went on the
+// wire without it: a real one, or an eager virtual one.
 P2PMatch P2PQueues::MeetEagerSend(const PendingP2P& recv, Queue& q) {
   P2PMatch m;
   const PendingP2P send = q.sends.front();
