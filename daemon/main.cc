@@ -62,6 +62,8 @@ struct Flags {
   bool no_classes = false;
   std::string nic_model = "queues";
   std::string step_cost_us = "auto";
+  int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
+  bool p2p_eager = false;
   std::string nccl_algo;
   std::string nccl_proto;
   std::string algorithm_choice = "nccl";
@@ -140,6 +142,8 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar or shared"));
   }
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, &o));
+  o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
+  o.nccl.p2p_eager = f.p2p_eager;
   auto algorithms = prism::engine::ParseNcclAlgo(f.nccl_algo);
   if (!algorithms.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-algo: ", algorithms.status().message()));
   o.nccl.ring = algorithms->ring;
@@ -430,6 +434,15 @@ int main(int argc, char** argv) {
   app.add_option("--step-cost-us", f.step_cost_us,
                  "NCCL's own cost per ring step beyond the link latency, in us, or auto (the figure measured "
                  "for NCCL 2.28's Simple ring; docs/network-model.md)");
+  app.add_option("--p2p-buffer-kib", f.p2p_buffer_kib,
+                 "what a p2p connection between nodes holds in flight, KiB: a send is done once its last byte is in "
+                 "it, as NCCL's is (default 2048: 2 channels x 8 steps x 128 KiB; 0: a send ends with its receive; "
+                 "docs/network-model.md)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_flag("--p2p-eager", f.p2p_eager,
+               "a send that fits in the p2p buffer goes on the wire when posted, before its receive, as NCCL's "
+               "receiving proxy allows (off by default: per operation as the GPU host's truths, but their "
+               "iterations 3% fast; docs/network-model.md)");
   app.add_option("--nccl-algo", f.nccl_algo,
                  "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
                  "(prism run passes the ranks' NCCL_ALGO)");

@@ -36,8 +36,8 @@ absl::Status ParseStep(const YAML::Node& doc, FidelitySpec& s) {
   for (auto [key, v] : {std::pair{"tp", &s.tp}, {"pp", &s.pp}, {"dp", &s.dp}})
     if (auto st = layout.GetUint32(key, *v); !st.ok()) return st;
   if (auto st = layout.Finish(); !st.ok()) return st;
-  if (s.tp < 2 || s.pp < 2 || s.dp < 2)
-    return KeyError("layout", "tp, pp and dp must each be at least 2 (the step has all three)");
+  if (s.tp < 1 || s.pp < 2 || s.dp < 2)
+    return KeyError("layout", "tp must be at least 1, pp and dp at least 2 (tp 1: a step without TP all-reduces)");
   MapReader step(doc["step"], "step");
   if (auto st = step.CheckIsMap(); !st.ok()) return st;
   if (auto st = step.GetUint32("microbatches", s.microbatches); !st.ok()) return st;
@@ -47,8 +47,8 @@ absl::Status ParseStep(const YAML::Node& doc, FidelitySpec& s) {
   for (auto [key, v] : {std::pair{"tp_bytes", &s.tp_bytes}, {"pp_bytes", &s.pp_bytes}, {"dp_bytes", &s.dp_bytes}})
     if (auto st = GetSize(step, key, *v); !st.ok()) return st;
   if (auto st = step.Finish(); !st.ok()) return st;
-  if (s.tp_bytes == 0 || s.pp_bytes == 0 || s.dp_bytes == 0)
-    return KeyError("step", "tp_bytes, pp_bytes and dp_bytes are required (e.g. 4M)");
+  if ((s.tp > 1 && s.tp_bytes == 0) || s.pp_bytes == 0 || s.dp_bytes == 0)
+    return KeyError("step", "tp_bytes (unless layout.tp is 1), pp_bytes and dp_bytes are required (e.g. 4M)");
   if (s.dp_bytes % s.dp != 0) return KeyError("step.dp_bytes", absl::StrCat("must be divisible by layout.dp ", s.dp));
   const uint64_t us_limit = limits::kMaxOpDurationNs / 1000;
   for (uint64_t us : {s.fwd_us, s.bwd_us, s.optimizer_us})
@@ -253,7 +253,8 @@ void StepProgram(const FidelitySpec& s, uint32_t stage, pg::Program* p) {
       std::vector<uint32_t> deps;
       if (m == 0) deps.push_back(gathered[l]);
       w.Compute(s.fwd_us, absl::StrCat("fwd mb ", m, " layer ", l), 0, deps);
-      w.Collective(kTp, pg::ALLREDUCE, s.tp_bytes, absl::StrCat("tp all-reduce fwd mb ", m, " layer ", l));
+      if (s.tp > 1)
+        w.Collective(kTp, pg::ALLREDUCE, s.tp_bytes, absl::StrCat("tp all-reduce fwd mb ", m, " layer ", l));
     }
   };
   std::vector<uint32_t> scattered;
@@ -261,7 +262,8 @@ void StepProgram(const FidelitySpec& s, uint32_t stage, pg::Program* p) {
     for (uint32_t i = 0; i < L; ++i) {
       const uint32_t l = L - 1 - i;
       const uint32_t c = w.Compute(s.bwd_us, absl::StrCat("bwd mb ", m, " layer ", l));
-      w.Collective(kTp, pg::ALLREDUCE, s.tp_bytes, absl::StrCat("tp all-reduce bwd mb ", m, " layer ", l));
+      if (s.tp > 1)
+        w.Collective(kTp, pg::ALLREDUCE, s.tp_bytes, absl::StrCat("tp all-reduce bwd mb ", m, " layer ", l));
       if (m == M - 1)
         scattered.push_back(
             w.Collective(kDp, pg::REDUCESCATTER, s.dp_bytes, absl::StrCat("dp reduce-scatter layer ", l), 1, {c}));
@@ -324,9 +326,11 @@ pg::Graph StepGraph(const FidelitySpec& s) {
         for (uint32_t r : m) group_of[r] = id;
       }
   };
-  std::vector<uint32_t> tp_of(n), pp_of(n), dp_of(n);
-  add_groups(pg::COMM_KIND_TP, "tp", pp, dp, tp,
-             [&](uint32_t stage, uint32_t d, uint32_t t) { return rank_of(stage, d, t); }, tp_of);
+  // tp 1: no TP groups (no op uses the slot; it names the world).
+  std::vector<uint32_t> tp_of(n, 0), pp_of(n), dp_of(n);
+  if (tp > 1)
+    add_groups(pg::COMM_KIND_TP, "tp", pp, dp, tp,
+               [&](uint32_t stage, uint32_t d, uint32_t t) { return rank_of(stage, d, t); }, tp_of);
   add_groups(pg::COMM_KIND_PP, "pp", dp, tp, pp,
              [&](uint32_t d, uint32_t t, uint32_t stage) { return rank_of(stage, d, t); }, pp_of);
   add_groups(pg::COMM_KIND_DP, "dp", pp, tp, dp,

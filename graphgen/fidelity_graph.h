@@ -11,7 +11,8 @@
 //   link: {gbps: 10, latency_us: 10}
 //   iterations: 30                  # measured
 //   warmup: 5
-//   layout: {tp: 2, pp: 2, dp: 2}   # step: rank order tp fastest, then dp, then pp
+//   layout: {tp: 2, pp: 2, dp: 2}   # step: rank order tp fastest, then dp, then pp; pp, dp >= 2,
+//                                   # tp >= 1 (tp 1: no TP groups and no TP all-reduces)
 //   step: {microbatches: 4, layers: 2, fwd_us: 2000, bwd_us: 4000, optimizer_us: 1000,
 //          tp_bytes: 4M, pp_bytes: 8M, dp_bytes: 16M}
 //   straggler: {rank: 3, compute_scale: 1.1}   # step, optional: that rank's compute

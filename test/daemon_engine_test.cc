@@ -121,6 +121,81 @@ TEST_CASE("send/recv match in order per pair, grouped pairs do not deadlock", "[
   CHECK(IterationNs(gr) == 3000 + t1 + t2);
 }
 
+// NCCL's send kernel is done once its last byte is in the connection's
+// buffers (docs/network-model.md, "Send completion"): a send that fits is done
+// when posted, even with its receiver 10 us late; a larger one once the
+// wire has drained all but a buffer's worth, counted from when the receiver
+// came. Rank 0 computes 1 ms after its send, so its end shows when the send
+// was done; rank 1 receives after 10 us of compute.
+TEST_CASE("a send is done once the connection's buffers hold its last byte, its receive when the data arrived",
+          "[daemon][engine][p2p]") {
+  auto pair = [](uint64_t bytes) {
+    g::Program a, b;
+    for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+    AddP2P(a, true, 1, bytes);
+    AddCompute(a, 1'000'000);
+    AddCompute(b, 10'000);
+    AddP2P(b, false, 0, bytes);
+    return Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}});  // two nodes, 100 Gbit/s, 2 us
+  };
+  SimulationOptions unbuffered;
+  unbuffered.nccl.p2p_buffer = prism::Bytes(0);
+  // 1 MiB fits in the default 2 MiB: done at 0, rank 0 ends at 1 ms (its receive ends at 10 + 2 + 83.886 us).
+  CHECK(IterationNs(pair(1 << 20)) == 1'000'000);
+  // Unbuffered (the model before): 10,000 + 2,000 + 83,887 ns (1 MiB at 100 Gbit/s, rounded up), then 1 ms.
+  CHECK(IterationNs(pair(1 << 20), unbuffered) == 10'000 + 2'000 + 83'887 + 1'000'000);
+  // 8 MiB: the receiver posts at 10 us; the kernel is done when 6 MiB have left (503,317 ns at 100 Gbit/s).
+  CHECK(IterationNs(pair(8 << 20)) == 10'000 + 503'317 + 1'000'000);
+  CHECK(IterationNs(pair(8 << 20), unbuffered) == 10'000 + 2'000 + 671'089 + 1'000'000);
+  const auto m = ModelOf(pair(1));
+  CHECK(m.SendHeldTime(prism::Bytes(8 << 20), false).count() == 503'317);
+  CHECK(m.SendHeldTime(prism::Bytes(2 << 20), false).count() == 0);
+  // One node (NCCL's P2P transport): the send still ends with its receive.
+  CHECK(m.SendHeldTime(prism::Bytes(1 << 20), true) == m.PointToPointTime(prism::Bytes(1 << 20), true));
+}
+
+// A send that fits in the buffers goes on the wire when posted, not when its
+// receive is (NCCL's receiver posted its buffers when its host enqueued the
+// receive): the receive ends when the data is there, or when posted if later.
+// Rank 1 computes `late` ns, receives 1 MiB from rank 0 (posted at 0), then
+// computes 1 ms: the iteration ends 1 ms after the receive.
+TEST_CASE("with --p2p-eager a send that fits in the buffers goes on the wire when posted, before its receive",
+          "[daemon][engine][p2p]") {
+  auto pair = [](uint64_t late, uint64_t bytes) {
+    g::Program a, b;
+    for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+    AddP2P(a, true, 1, bytes);
+    AddCompute(b, late);
+    AddP2P(b, false, 0, bytes);
+    AddCompute(b, 1'000'000);
+    return Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}});  // two nodes, 100 Gbit/s, 2 us
+  };
+  SimulationOptions eager, unbuffered;
+  eager.nccl.p2p_eager = true;
+  unbuffered.nccl.p2p_buffer = prism::Bytes(0);
+  unbuffered.nccl.p2p_eager = true;
+  // 1 MiB: on the wire from 0, there at 2,000 + 83,887 ns; posted at 10 us, the receive waits for it.
+  CHECK(IterationNs(pair(10'000, 1 << 20), eager) == 85'887 + 1'000'000);
+  // Posted at 200 us: the data is there; the receive ends when posted.
+  CHECK(IterationNs(pair(200'000, 1 << 20), eager) == 200'000 + 1'000'000);
+  // Without --p2p-eager (the default), unbuffered, and 8 MiB (more than the buffers): the transfer starts
+  // when the receive is posted.
+  CHECK(IterationNs(pair(10'000, 1 << 20)) == 10'000 + 85'887 + 1'000'000);
+  CHECK(IterationNs(pair(10'000, 1 << 20), unbuffered) == 10'000 + 85'887 + 1'000'000);
+  CHECK(IterationNs(pair(10'000, 8 << 20), eager) == 10'000 + 2'000 + 671'089 + 1'000'000);
+  // Two in a row to the same receiver, posted at 500 us: the first was on the wire from 0; the second,
+  // behind an unmatched one, waits for its receive (at most one message ahead of the receiver).
+  g::Program a, b;
+  for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("pair");
+  AddP2P(a, true, 1, 1 << 20);
+  AddP2P(a, true, 1, 1 << 20);
+  AddCompute(b, 500'000);
+  AddP2P(b, false, 0, 1 << 20);
+  AddP2P(b, false, 0, 1 << 20);
+  AddCompute(b, 1'000'000);
+  CHECK(IterationNs(Custom(2, 1, {{0, 1}}, {a, b}, {0, 1}, {{0}, {0}}), eager) == 500'000 + 85'887 + 1'000'000);
+}
+
 TEST_CASE("two sends from one GPU to other nodes serialise on its NIC transmit side", "[daemon][engine]") {
   g::Program a, b;
   for (g::Program* p : {&a, &b}) p->set_streams(1), p->add_comm_slot_names("all");

@@ -151,6 +151,7 @@ TEST_CASE("a group whose members complete out of order ends at the later complet
   REQUIRE(recv != UINT32_MAX);
   prism::engine::EngineInbox inbox;
   prism::engine::SimulationOptions o;
+  o.nccl.p2p_buffer = prism::Bytes(0);  // the virtual send ends with its transfer, as when the case was found
   o.real_ranks = {0};
   o.inbox = &inbox;
   o.trace_ranks = {1};

@@ -44,6 +44,15 @@ d::Recording FixtureRecording(const std::string& name) {
   return *std::move(rec);
 }
 
+// The model the fixtures' runs had (2026-11-30 to 2026-12-01): virtual
+// sends ended with their receives, before the send completion at the
+// connection's buffers (docs/network-model.md, "Send completion").
+prism::engine::NcclBehaviour RecordedModel() {
+  prism::engine::NcclBehaviour nccl;
+  nccl.p2p_buffer = prism::Bytes(0);
+  return nccl;
+}
+
 // Replays a causal run's recording (prismd --lookahead-ms 0) and checks that
 // it gives all `schedules` of the live run to the nanosecond, with every one
 // of `ops` real-rank operations matched and no divergence.
@@ -51,7 +60,7 @@ void CheckReplaysExactly(const std::string& recording, const std::string& spec, 
   const d::Recording rec = FixtureRecording(recording);
   const auto recorded = d::RecordedSchedules(rec);
   REQUIRE(recorded.size() == schedules);
-  auto replay = d::ReplaySessions(FixtureGraph(spec), rec);
+  auto replay = d::ReplaySessions(FixtureGraph(spec), rec, {}, RecordedModel());
   INFO(replay.status().message());
   REQUIRE(replay.ok());
   CHECK(replay->ops_matched == ops);
@@ -70,7 +79,7 @@ TEST_CASE("a recorded N=4 sweep (1 real rank, H200) replays to the schedules pri
   const d::Recording rec = FixtureRecording("sweep-smoke-hybrid1.rec");
   const auto recorded = d::RecordedSchedules(rec);
   REQUIRE(recorded.size() == 42);  // 21 all-reduces (MIRROR) + 21 receives from a virtual sender (STREAM)
-  auto replay = d::ReplaySessions(FixtureGraph("sweep-smoke.yaml"), rec);
+  auto replay = d::ReplaySessions(FixtureGraph("sweep-smoke.yaml"), rec, {}, RecordedModel());
   INFO(replay.status().message());
   REQUIRE(replay.ok());
   CHECK(replay->engine_finished);
@@ -105,7 +114,7 @@ TEST_CASE("a recorded start of an N=8 synthetic step (1 real rank, H200) replays
   const d::Recording rec = FixtureRecording("step-smoke-hybrid1.rec");
   const auto recorded = d::RecordedSchedules(rec);
   REQUIRE(recorded.size() == 5);
-  auto replay = d::ReplaySessions(FixtureGraph("step-smoke.yaml"), rec);
+  auto replay = d::ReplaySessions(FixtureGraph("step-smoke.yaml"), rec, {}, RecordedModel());
   INFO(replay.status().message());
   REQUIRE(replay.ok());
   CHECK_FALSE(replay->engine_finished);

@@ -133,6 +133,48 @@ TEST_CASE("self-check: bench step-n8-2g5 and step-n16-2g5 with the real ranks th
   CheckSelfConsistent(BenchSpecGraph("step-n16-2g5.yaml", 3), {0, 4});
 }
 
+// The layouts the fidelity issue (22) added, with the real ranks run-gpu.sh's hybrid1 and hybrid2 use
+// (0, and SECOND_REAL = tp * dp): TP4 PP2 DP2, TP2 PP4 DP2 (and its slow virtual rank), TP1 PP2 DP8, and the
+// TP2 PP2 DP2 step the issue was filed from.
+TEST_CASE("self-check: bench step-n16-tp4-2g5, step-n16-pp4-2g5(-slow), step-n16-dp8-2g5, step-n8-mb6-2g5",
+          "[hybrid][self-check]") {
+  for (const auto& [spec, second] : std::vector<std::pair<std::string, uint32_t>>{
+           {"step-n16-tp4-2g5.yaml", 8}, {"step-n16-pp4-2g5.yaml", 4}, {"step-n16-pp4-2g5-slow.yaml", 4},
+           {"step-n16-dp8-2g5.yaml", 8}, {"step-n8-mb6-2g5.yaml", 4}}) {
+    INFO(spec);
+    const g::Graph graph = BenchSpecGraph(spec, 3);
+    CheckSelfConsistent(graph, {0});
+    CheckSelfConsistent(graph, {0, second});
+  }
+}
+
+// TP 1: no TP groups and no TP all-reduces; pp and dp still at least 2.
+TEST_CASE("a fidelity step with tp 1 has no TP group and no TP all-reduce", "[hybrid][spec]") {
+  auto spec = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: step\nlayout: {tp: 1, pp: 2, dp: 4}\nstep: {pp_bytes: 1M, dp_bytes: 4M}\n", "test");
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  REQUIRE(graph.ok());
+  CHECK(graph->ranks_size() == 8);
+  for (const g::Communicator& c : graph->communicators()) CHECK(c.kind() != g::COMM_KIND_TP);
+  int dp_ops = 0;
+  for (const g::Op& op : graph->programs(0).ops()) {
+    if (!op.has_collective()) continue;
+    CHECK(op.collective().kind() != g::ALLREDUCE);
+    ++dp_ops;
+  }
+  CHECK(dp_ops == 4);  // two layers: an all-gather and a reduce-scatter each
+  auto bad = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: step\nlayout: {tp: 2, pp: 1, dp: 4}\nstep: {tp_bytes: 1M, pp_bytes: 1M, dp_bytes: 4M}\n",
+      "test");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()).find("pp and dp at least 2") != std::string::npos);
+  auto no_tp_bytes = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: step\nlayout: {tp: 2, pp: 2, dp: 2}\nstep: {pp_bytes: 1M, dp_bytes: 4M}\n", "test");
+  REQUIRE_FALSE(no_tp_bytes.ok());
+  CHECK(std::string(no_tp_bytes.status().message()).find("tp_bytes") != std::string::npos);
+}
+
 // Every spec in the folder parses and makes a graph (a spec is the whole
 // experiment: a broken one would only show on the GPU host).
 TEST_CASE("every bench fidelity spec parses and generates its graph", "[hybrid][spec]") {

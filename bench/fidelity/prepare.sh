@@ -3,7 +3,8 @@
 # for each spec, the graph, its communicators and every rank's program as
 # JSON (what driver.py executes; for very large worlds only RANKS), and the
 # model's per-op times from `prismd --simulate` (the ground truth's check).
-# Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64)
+# Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
+#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --p2p-eager)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -22,9 +23,6 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  # Rank 0's modelled ops (compare.py's model column): a trace of one rank, small at any world.
-  trace=(--trace "$d/model-trace.json" --trace-ranks 0)
-  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none > "$d/model.json"
   python3 - "$spec" "$d/meta.env" "$n" <<'PY'
 import sys, yaml
 s = yaml.safe_load(open(sys.argv[1])); n = int(sys.argv[3])
@@ -41,6 +39,15 @@ with open(sys.argv[2], "w") as f:
         l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
     else:
         f.write("SECOND_REAL=1\n")
+    if s.get("straggler"):  # compare.py's slow-rank table
+        f.write(f"STRAGGLER_RANK={s['straggler']['rank']}\nSTRAGGLER_SCALE={s['straggler']['compute_scale']}\n")
 PY
+  # The real ranks' modelled ops (compare.py's model columns): a trace of rank 0 and hybrid2's
+  # second real rank, small at any world.
+  second="$(sed -n 's/^SECOND_REAL=//p' "$d/meta.env")"
+  (( second < n )) || second=0
+  trace=(--trace "$d/model-trace.json" --trace-ranks "0,$second")
+  # shellcheck disable=SC2086
+  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none ${PRISMD_FLAGS:-} > "$d/model.json"
   echo "prepare: $name: $n ranks -> $d"
 done

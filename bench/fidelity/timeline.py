@@ -4,6 +4,7 @@ play of the same graph: where a run's time went, op by op.
 
 Usage: bench/fidelity/timeline.py RUN_DIR TRACE --rank R [--iteration I]
                                   [--model-iteration J] [--comm-only]
+       bench/fidelity/timeline.py RUN_DIR --rank R --iteration I --against J [--comm-only]
   RUN_DIR  a run-gpu.sh result directory holding r<R>.json (step mode:
            driver.py's `timeline`, every timed op's start and end)
   TRACE    prismd --simulate --trace FILE --trace-ranks R (Chrome trace JSON)
@@ -16,6 +17,11 @@ duration in ms from the iteration's start beside the run's op of the same
 label (the n-th of that label in the iteration). A send/recv group that the
 model plays as several ops with one label and one start is one op in the
 run. Ops the run did not time print "-".
+
+With --against J (no TRACE): the run's iteration I beside its own iteration
+J, op by op, and how much later each op of I started and ended: where a
+late rank's delay (run-gpu.sh's truth-late, LATE_ITER) grew on its way
+through the step. Both iterations must be timed (after the warm-up).
 """
 import argparse
 import json
@@ -75,12 +81,17 @@ def line_up(model, run):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir")
-    p.add_argument("trace")
+    p.add_argument("trace", nargs="?")
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--iteration", type=int)
     p.add_argument("--model-iteration", type=int)
     p.add_argument("--comm-only", action="store_true", help="leave out compute ops")
+    p.add_argument("--against", type=int, help="compare with the run's own iteration J instead of a trace")
     a = p.parse_args(argv)
+    if a.against is not None:
+        return against(a)
+    if a.trace is None:
+        p.error("give a TRACE, or --against J")
     iteration, run = run_ops(a.run_dir, a.rank, a.iteration)
     model_iteration = a.model_iteration if a.model_iteration is not None else iteration
     model, length = model_ops(a.trace, a.rank, model_iteration)
@@ -92,6 +103,28 @@ def main(argv=None):
             continue
         theirs = f"{got[0]:9.3f} {got[1]:9.3f} {got[1] - got[0]:8.3f}" if got else f"{'-':>9s} {'-':>9s} {'-':>8s}"
         print(f"{label[:36]:36s} {start:11.3f} {end:9.3f} {end - start:8.3f}   {theirs}")
+
+
+def against(a):
+    """The run's iteration a.iteration beside its iteration a.against."""
+    if a.iteration is None:
+        sys.exit("timeline.py: --against needs --iteration")
+    _, late = run_ops(a.run_dir, a.rank, a.iteration)
+    _, base = run_ops(a.run_dir, a.rank, a.against)
+    with open(os.path.join(a.run_dir, f"r{a.rank}.json")) as f:
+        its = json.load(f)["iteration_ms"]
+    print(f"rank {a.rank}: iteration {a.iteration} ({its[a.iteration]:.3f} ms) against iteration {a.against} "
+          f"({its[a.against]:.3f} ms): {its[a.iteration] - its[a.against]:+.3f} ms")
+    print(f"{'op':36s} {'start':>9s} {'end':>9s} {'ms':>8s}   {'start':>9s} {'end':>9s} {'ms':>8s}   "
+          f"{'later by':>8s} {'ends':>8s}")
+    for label, start, end, got in line_up(base, late):
+        if a.comm_only and label.startswith(("fwd", "bwd", "optimizer")):
+            continue
+        if not got:
+            print(f"{label[:36]:36s} {start:9.3f} {end:9.3f} {end - start:8.3f}   {'-':>9s} {'-':>9s} {'-':>8s}")
+            continue
+        print(f"{label[:36]:36s} {start:9.3f} {end:9.3f} {end - start:8.3f}   {got[0]:9.3f} {got[1]:9.3f} "
+              f"{got[1] - got[0]:8.3f}   {got[0] - start:+8.3f} {got[1] - end:+8.3f}")
 
 
 if __name__ == "__main__":

@@ -226,4 +226,11 @@ Nanoseconds NetworkModel::PointToPointTime(Bytes size, bool same_node) const {
   return SatAdd(links_.nic_latency, FractionTransferTime(size, 1, 1, links_.GpuNicShare()));
 }
 
+Nanoseconds NetworkModel::SendHeldTime(Bytes size, bool same_node) const {
+  if (same_node) return PointToPointTime(size, true);
+  if (nccl_.p2p_buffer.count() == 0) return PointToPointTime(size, false);
+  if (size <= nccl_.p2p_buffer) return Nanoseconds(0);
+  return FractionTransferTime(Bytes(size.count() - nccl_.p2p_buffer.count()), 1, 1, links_.GpuNicShare());
+}
+
 }  // namespace prism::engine

@@ -18,7 +18,10 @@
 //                       schedule played message by message (pat_play.h), each
 //                       message paying L + c; else the ring
 //   pairwise alltoall   max((k-1) S/n / B_intra, (n-k) S/n / B_gpu_nic) + (n-1) * L
-//   send/recv           L_hop + S / B_hop
+//   send/recv           L_hop + S / B_hop (the receive); between nodes the send
+//                       completes once its last byte is in the connection's
+//                       buffers: (S - P)+ / B_hop after the transfer starts,
+//                       P = NcclBehaviour::p2p_buffer (SendHeldTime)
 // B is the ring's bottleneck hop: the intra-node link when k > 1 ranks of the
 // communicator share a node, and k * (NIC share of one GPU) when it spans
 // nodes (each GPU of a node owns nic_count / gpus_per_node of its NICs).
@@ -92,6 +95,18 @@ struct NcclBehaviour {
   bool tree = true;
   bool pat = true;
   bool ll = true, ll128 = true, simple = true;  // NCCL_PROTO
+  // What a p2p connection between nodes holds in flight: NCCL's send
+  // kernel is done once its last byte is in these buffers (channels per peer
+  // x NCCL_STEPS slots x NCCL_P2P_NET_CHUNKSIZE: 2 x 8 x 128 KiB by
+  // default), long before the receiver has it. 0: a send completes with its
+  // receive (the model before 2026-12-02).
+  static constexpr Bytes kNcclP2pBuffer = KiB(2 * 8 * 128);
+  Bytes p2p_buffer = kNcclP2pBuffer;
+  // A send that fits in p2p_buffer goes on the wire when posted, before its
+  // receive (NCCL's receiver posts its buffers when its host enqueues the
+  // operation); off: when both sides are posted. docs/network-model.md,
+  // "Send completion": per operation as the truths, iterations 3% fast.
+  bool p2p_eager = false;
   // ALGORITHM_DEFAULT as NCCL's tuning resolves it (nccl_algorithm.h); false:
   // the model's own comparison of ring and tree times.
   bool nccl_choice = true;
@@ -126,6 +141,12 @@ class NetworkModel {
                              const CommShape& shape) const;
 
   Nanoseconds PointToPointTime(Bytes size, bool same_node) const;
+  // How long a send of `size` bytes holds its sender after its transfer
+  // started: between nodes, the wire time of the bytes the connection's
+  // buffers cannot take (0: it completes when posted, whether or not its
+  // receiver is there); on one node, the whole PointToPointTime (NCCL's P2P
+  // transport's buffers are not modelled).
+  Nanoseconds SendHeldTime(Bytes size, bool same_node) const;
 
   // The bandwidth part of the ring time (Ring's formula without the latency
   // terms): what a member's transmit side carries (the engine's

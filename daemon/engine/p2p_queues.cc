@@ -46,16 +46,10 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
       q.recvs.push_back(mine);
       return m;
     }
-    const PendingP2P send = q.sends.front();
-    q.sends.pop_front();
-    if (send.real_done < Nanoseconds(0)) {
-      q.awaiting.emplace_back(send, mine);
-      return m;
-    }
-    m.kind = P2PMatch::Kind::kDeliver;
-    m.send = send, m.recv = mine;
-    return m;
+    return MeetEagerSend(mine, q);
   }
+  if (!is_send && !q.sends.empty() && q.sends.front().real_done != PendingP2P::kNotReported)
+    return MeetEagerSend(mine, q);  // the receive meets an eager send, as it meets a real one
   auto& others = is_send ? q.recvs : q.sends;
   if (others.empty()) {
     (is_send ? q.sends : q.recvs).push_back(mine);
@@ -68,8 +62,45 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
   return m;
 }
 
-std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at) {
+P2PMatch P2PQueues::PostEagerSend(const PendingP2P& mine, int32_t desc) {
+  Queue& q = queues_[queue_of_[mine.actor][desc]];
+  P2PMatch m;
+  if (!q.recvs.empty()) {
+    m.kind = P2PMatch::Kind::kMatched;
+    m.send = mine, m.recv = q.recvs.front();
+    q.recvs.pop_front();
+    return m;
+  }
+  // One message ahead of the receiver at most: NCCL's receiving proxy posts
+  // the buffers of a connection's next receive once the previous one is
+  // under way; behind an earlier unmatched send this one waits for its
+  // receive, as any pair.
+  PendingP2P queued = mine;
+  if (q.sends.empty()) queued.real_done = PendingP2P::kInFlight;
+  q.sends.push_back(queued);
+  if (queued.real_done == PendingP2P::kInFlight) m.kind = P2PMatch::Kind::kEager;
+  return m;
+}
+
+// A virtual receive meeting the send at the queue's front that went on the
+// wire without it: a real one, or an eager virtual one.
+P2PMatch P2PQueues::MeetEagerSend(const PendingP2P& recv, Queue& q) {
+  P2PMatch m;
+  const PendingP2P send = q.sends.front();
+  q.sends.pop_front();
+  if (send.real_done < Nanoseconds(0)) {
+    q.awaiting.emplace_back(send, recv);
+    return m;
+  }
+  m.kind = P2PMatch::Kind::kDeliver;
+  m.send = send, m.recv = recv;
+  return m;
+}
+
+std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at,
+                                                                         bool eager) {
   Queue& q = queues_[queue_of_[actor][desc]];
+  const Nanoseconds pending = eager ? PendingP2P::kInFlight : PendingP2P::kNotReported;
   if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
     auto pair = q.awaiting.front();  // the oldest matched send is this one
     q.awaiting.pop_front();
@@ -77,7 +108,7 @@ std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_
     return pair;
   }
   for (PendingP2P& send : q.sends)
-    if (send.actor == actor && send.real_done < Nanoseconds(0)) {
+    if (send.actor == actor && send.real_done == pending) {
       send.real_done = at;
       break;
     }

@@ -21,9 +21,11 @@
 namespace prism::engine {
 
 // One side of a send/recv: `actor`'s op `op`, posted (issued) at `posted`;
-// a real send's last byte left at `real_done` (negative, kNotReported: not yet).
+// a real send's (or an eager virtual send's) last byte left at `real_done`
+// (kNotReported: not yet; kInFlight: an eager virtual send on the wire).
 struct PendingP2P {
   static constexpr Nanoseconds kNotReported{-1};
+  static constexpr Nanoseconds kInFlight{-2};
   uint32_t actor, op;
   Nanoseconds posted;
   Nanoseconds real_done = kNotReported;
@@ -35,6 +37,7 @@ struct P2PMatch {
     kMatched,   // two virtual sides met: time the transfer (send, recv)
     kDeliver,   // a virtual receive met a real send already done (send, recv)
     kToReal,    // a virtual send to a real receiver: it leaves at once (index)
+    kEager,     // a virtual send queued as on the wire (PostEagerSend): time its transfer now
   };
   Kind kind = Kind::kWaiting;
   PendingP2P send{}, recv{};
@@ -48,10 +51,20 @@ class P2PQueues {
   // `mine` was posted through P2P desc `desc` of its actor's program.
   // `real`, `peer_real`: whether its actor and the peer are real ranks.
   P2PMatch Post(const PendingP2P& mine, int32_t desc, bool is_send, bool real, bool peer_real);
+  // A virtual send to a virtual receiver whose bytes all fit in the
+  // receiver's buffers: kMatched if the receive is posted already (timed as
+  // any pair); else kEager, the send queued as on the wire (kInFlight): the
+  // engine starts its transfer now and reports its last byte gone through
+  // RealSendDone, and the receive, when posted, meets it as a real send
+  // (kDeliver, or when RealSendDone comes); kWaiting (an ordinary pending
+  // send) behind an earlier unmatched send on the same queue.
+  P2PMatch PostEagerSend(const PendingP2P& mine, int32_t desc);
   // Real `actor`'s send through `desc` to a virtual receiver reported its
   // last byte gone at `at`: the (send, receive) pair to deliver when the
   // receive was already posted (else the send remembers `at`).
-  std::optional<std::pair<PendingP2P, PendingP2P>> RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at);
+  // `eager`: the same for an eager virtual send (PostEagerSend).
+  std::optional<std::pair<PendingP2P, PendingP2P>> RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at,
+                                                                bool eager = false);
 
  private:
   struct Queue {
@@ -59,6 +72,8 @@ class P2PQueues {
     std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv) matched
     uint64_t virtual_to_real = 0;  // messages a virtual sender started to a real receiver
   };
+  P2PMatch MeetEagerSend(const PendingP2P& recv, Queue& q);
+
   std::vector<Queue> queues_;                    // one per (communicator, src, dst)
   std::vector<std::vector<uint32_t>> queue_of_;  // per actor, per P2P desc: index into queues_
 };

@@ -305,8 +305,9 @@ void ReplayEngine::FinishGrants() {
     Transfer& t = transfers_[g.ticket];
     switch (t.kind) {
       case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end); break;
-      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end); break;
-      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end); break;
+      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end, false); break;
+      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end, false); break;
+      case Transfer::Kind::kEagerSend: FinishEagerSend(t.send, g.start, g.end); break;
     }
     t.instance.waiters.clear();
     free_tickets_.push_back(g.ticket);
@@ -381,9 +382,28 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   const OpInfo& op = world_.programs[a.program].ops[k];
   const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
   const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  const P2PMatch m = p2p_.Post(PendingP2P{actor, k, now_}, op.p2p_desc, is_send, a.real, peer_real);
+  // A virtual send whose bytes all fit in the connection's buffers is done
+  // when posted, as NCCL's kernel is; its transfer still waits for the
+  // receiver (SendHeldTime).
+  const bool buffered = is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0);
+  if (buffered) Push(now_, actor, k, now_);
+  // With p2p_eager, such a send to a virtual receiver between nodes goes on
+  // the wire now, whether or not the receive is posted: NCCL's receiver
+  // posted its buffers when its host enqueued the operation, ahead of its GPU.
+  const bool eager = model_.nccl().p2p_eager && buffered && !same_node && !peer_real;
+  const PendingP2P mine{actor, k, now_};
+  const P2PMatch m = eager ? p2p_.PostEagerSend(mine, op.p2p_desc)
+                           : p2p_.Post(mine, op.p2p_desc, is_send, a.real, peer_real);
   switch (m.kind) {
     case P2PMatch::Kind::kWaiting: break;
+    case P2PMatch::Kind::kEager: {
+      Transfer t;
+      t.kind = Transfer::Kind::kEagerSend;
+      t.send = mine;
+      nics_.RequestPointToPoint(Park(std::move(t)), actor, a.peer_actor[op.p2p_desc], now_,
+                                model_.PointToPointTime(op.bytes, false));
+      break;
+    }
     case P2PMatch::Kind::kMatched: MatchP2P(m.send, m.recv, same_node); break;
     case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
     case P2PMatch::Kind::kToReal: SendVirtualToReal(actor, k, m.index, same_node); break;
@@ -391,14 +411,15 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
 }
 
 // A virtual sender does not wait for its real receiver (NCCL's senders never
-// do): it leaves when its NIC is free, completes by the model, and the
-// observer tells the real receiver when the first byte left.
+// do): it leaves when its NIC is free, completes once the connection's
+// buffers took its last byte (CompleteSend), and the observer tells the real
+// receiver when the first byte left.
 void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   const PendingP2P send{actor, k, now_};
   if (same_node) {  // no NIC
-    FinishVirtualToReal(send, index, now_, SatAdd(now_, took));
+    FinishVirtualToReal(send, index, now_, SatAdd(now_, took), /*same_node=*/true);
     return;
   }
   Transfer t;
@@ -408,10 +429,11 @@ void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index,
   nics_.RequestSend(Park(std::move(t)), actor, now_, took - model_.HopLatency(same_node), took);
 }
 
-void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end) {
+void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
+                                       bool same_node) {
   const Actor& a = world_.actors[send.actor];
   const OpInfo& op = world_.programs[a.program].ops[send.op];
-  Push(end, send.actor, send.op, send.posted);
+  CompleteSend(send, op, start, same_node);
   const uint32_t comm = a.slot_comm[op.slot];
   const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
   if (observer_) {
@@ -446,7 +468,7 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
   const Nanoseconds ready = Max(send.posted, recv.posted);
   const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
   if (same_node) {  // no NIC
-    FinishPointToPoint(send, recv, ready, SatAdd(ready, took));
+    FinishPointToPoint(send, recv, ready, SatAdd(ready, took), /*same_node=*/true);
     return;
   }
   Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
@@ -457,13 +479,33 @@ void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool
 }
 
 void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start,
-                                      Nanoseconds end) {
+                                      Nanoseconds end, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  Push(end, send.actor, send.op, send.posted);
+  CompleteSend(send, op, start, same_node);
   Push(end, recv.actor, recv.op, recv.posted);
   if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
+}
+
+// A virtual send whose transfer started at `start` completes once the
+// connection's buffers took its last byte (SendHeldTime after the start;
+// never before now_: the shared NIC model grants at the end), unless it fit
+// in them whole and completed when posted (PostP2P).
+void ReplayEngine::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node) {
+  const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
+  if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.posted);
+}
+
+// An eager send's data arrived at `end` (its last byte left a hop earlier):
+// its receive, if posted, ends then (DeliverFromReal), else when posted.
+void ReplayEngine::FinishEagerSend(const PendingP2P& send, Nanoseconds start, Nanoseconds end) {
+  const Actor& a = world_.actors[send.actor];
+  const OpInfo& op = world_.programs[a.program].ops[send.op];
+  if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
+  const Nanoseconds left = end - model_.HopLatency(false);
+  if (const auto matched = p2p_.RealSendDone(send.actor, op.p2p_desc, left, /*eager=*/true))
+    DeliverFromReal(matched->first, matched->second, false);
 }
 
 void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {

@@ -250,11 +250,11 @@ class ReplayEngine {
   // A transfer between nodes parked while the NIC scheduler holds its
   // ticket (the index into transfers_): what its grant finishes.
   struct Transfer {
-    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal };
+    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal, kEagerSend };
     Kind kind = Kind::kCollective;
     uint32_t comm = 0;                 // kCollective: the communicator
     Instance instance;                 // kCollective: its members (waiters)
-    PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal: send
+    PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal, kEagerSend: send
     uint64_t index = 0;                // kVirtualToReal: message index on its queue
   };
 
@@ -281,8 +281,12 @@ class ReplayEngine {
   void GrantNics();
   void FinishGrants();
   void FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end);
-  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end);
-  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end);
+  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end,
+                          bool same_node);
+  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
+                           bool same_node);
+  void CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node);
+  void FinishEagerSend(const PendingP2P& send, Nanoseconds start, Nanoseconds end);
   // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
   // FinishSharedTransfers completes the transfers done by now_.
   void ScheduleSharedCheck(Nanoseconds at);

@@ -44,6 +44,14 @@ class TraceRecorder {
   struct OpRecord { uint32_t actor, op; Nanoseconds start, end; };
   // Every op recorded so far, in completion order.
   const std::vector<OpRecord>& ops() const { return ops_; }
+  // One traced send/recv transfer: each side's issue time and when the data
+  // arrived (a send's own op can end before: docs/network-model.md, "Send
+  // completion").
+  struct FlowRecord {
+    uint32_t send_actor, send_op, recv_actor, recv_op;
+    Nanoseconds send_start, recv_start, end;
+  };
+  const std::vector<FlowRecord>& flows() const { return flows_; }
 
   // The model's NCCL step cost, written into the trace's metadata
   // (nccl_step_cost_us, nccl_step_cost_source) so a reader sees what each
@@ -58,10 +66,6 @@ class TraceRecorder {
   absl::Status WriteFile(const graph::Graph& graph, const std::string& path) const;
 
  private:
-  struct FlowRecord {
-    uint32_t send_actor, send_op, recv_actor, recv_op;
-    Nanoseconds send_start, recv_start, end;
-  };
   void WriteFlows(const graph::Graph& graph, std::ostream& out, bool* first) const;
 
   std::vector<uint32_t> ranks_;

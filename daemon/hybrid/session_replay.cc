@@ -104,8 +104,10 @@ void FeedLine(const RecordedLine& line, HybridScheduler* scheduler, CollectingSi
 }
 
 engine::SimulationOptions ReplayEngineOptions(const Recording& recording, engine::EngineInbox* inbox,
-                                              HybridScheduler* scheduler, const std::vector<uint32_t>& trace_ranks) {
+                                              HybridScheduler* scheduler, const std::vector<uint32_t>& trace_ranks,
+                                              const engine::NcclBehaviour& nccl = engine::NcclBehaviour()) {
   engine::SimulationOptions o;
+  o.nccl = nccl;
   o.real_ranks = recording.real_ranks;
   o.iterations = recording.iterations;  // 0: the graph's
   o.inbox = inbox;
@@ -168,7 +170,8 @@ Recording ShiftedRecording(const Recording& recording, int64_t by) {
 }  // namespace
 
 absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
-                                                   const std::vector<uint32_t>& trace_ranks) {
+                                                   const std::vector<uint32_t>& trace_ranks,
+                                                   const engine::NcclBehaviour& nccl) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
   engine::EngineInbox inbox;
@@ -181,7 +184,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
   // then applies each at its own time.
   for (const RecordedLine& line : recording.lines) FeedLine(line, &scheduler, &sink, &opened);
   inbox.Post(engine::EndOfInput{});
-  auto result = engine::Simulate(graph, ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks));
+  auto result = engine::Simulate(graph, ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks, nccl));
   if (!result.ok()) return result.status();
   return Collect(*result, &scheduler, &sink);
 }
@@ -318,8 +321,9 @@ class ModelRankWriter {
     } else {
       return;
     }
-    // NCCL completes a send when its last byte has left (the plugin reports
-    // that); the model, when it arrived: one hop's latency apart.
+    // The plugin reports a send done when its last byte has left; `end` is,
+    // for a send, when it arrived (the caller's flow end): one hop's latency
+    // apart.
     if (op.has_send()) end -= HopLatency(m_peer_);
     const uint64_t id = (*next_op_id)++;
     s.mutable_key()->set_comm_hash(HashOf(comm));
@@ -385,6 +389,10 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
   std::set<uint32_t> comms;
   std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>> events;  // (time, finish?, rank, event)
   uint64_t next_op_id = 1;
+  // When each traced send's data arrived, by (actor, op, issue time): a send
+  // op itself can end earlier, once the connection's buffers held it.
+  std::map<std::tuple<uint32_t, uint32_t, int64_t>, int64_t> arrived;
+  for (const auto& f : sim->trace->flows()) arrived[{f.send_actor, f.send_op, f.send_start.count()}] = f.end.count();
   for (uint32_t rank : real_ranks) {
     const uint32_t actor = sim->world->actor_of_rank[rank];
     ModelRankWriter writer(graph, rank);
@@ -393,8 +401,11 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
       if (r.actor == actor) ops.push_back(r);
     // Issue order: NCCL numbers operations in the order the rank issues them.
     std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
-    for (const auto& r : ops)
-      writer.Add(r.op, start_realtime_ns + r.start.count(), start_realtime_ns + r.end.count(), &next_op_id, &events);
+    for (const auto& r : ops) {
+      const auto flow = arrived.find({r.actor, r.op, r.start.count()});
+      const int64_t end = flow != arrived.end() ? flow->second : r.end.count();
+      writer.Add(r.op, start_realtime_ns + r.start.count(), start_realtime_ns + end, &next_op_id, &events);
+    }
     for (uint32_t slot : graph.ranks(static_cast<int>(rank)).comm_slots()) comms.insert(slot);
   }
   for (uint32_t c : comms) {

@@ -54,8 +54,12 @@ struct SessionReplayResult {
 // Replays `recording` against `graph` (the graph prismd ran). Errors: the
 // graph's, or an engine error (e.g. a report the graph cannot take).
 // `trace_ranks`: ranks whose ops the result keeps (SessionReplayResult::trace).
+// `nccl`: what the model follows of the job's NCCL, as for the live run
+// (a recording made before 2026-12-02 replays with `p2p_buffer` 0: its
+// virtual sends ended with their receives).
 absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
-                                                   const std::vector<uint32_t>& trace_ranks = {});
+                                                   const std::vector<uint32_t>& trace_ranks = {},
+                                                   const engine::NcclBehaviour& nccl = engine::NcclBehaviour());
 
 // Replays `recording` as the live run met it: the engine paced to the wall
 // clock with the recording's lookahead, each recorded line handed to the
