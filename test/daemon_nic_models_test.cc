@@ -138,7 +138,7 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
 }
 
 // The GPU host's ground truths of these steps (docs/timing.md, "Measured",
-// 2026-12-01, commit f68dfe3, nvidia-h200-x2): step-n8-2g5 402.8 ms, with rank 3 computing
+// 2026-12-01, commit f68dfe3, a host with two H200 GPUs): step-n8-2g5 402.8 ms, with rank 3 computing
 // 1.2x as long 403.8 and 406.4 ms, step-n16-dp4-2g5 484.2 and 484.7 ms.
 // The calendar made one member's busy NIC hold the others idle until a gap
 // common to all: the straggler's 7 ms of compute became 40 ms.
