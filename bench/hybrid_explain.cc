@@ -7,8 +7,8 @@
 //        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
 //   Before GRAPH, for model:R,R: --step-cost-us US (NCCL's cost per ring step,
 //   as prismd's; default 0) and --ring-only (NCCL_ALGO=Ring). For any source:
-//   --iterations N (iterations the engine plays; default the graph's, else 1:
-//   pass the live run's prismd --iterations).
+//   --iterations N (iterations the engine plays; default the recording's,
+//   else the graph's, else 1: recordings made before 2026-12-02 do not say).
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules; pacedMS:FILE with an engine
 //   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   prism::engine::NcclBehaviour nccl;
-  std::string iterations;
+  uint64_t iterations = 0;  // 0: the recording's, else the graph's
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
     const std::string flag = argv[1];
     double us = 0;
@@ -75,11 +75,10 @@ int main(int argc, char** argv) {
     } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       argv += 2, argc -= 2;
-    } else if (flag == "--iterations" && absl::SimpleAtod(argv[2], &us) && us >= 1) {
-      iterations = argv[2];
+    } else if (flag == "--iterations" && absl::SimpleAtoi(argv[2], &iterations) && iterations >= 1) {
       argv += 2, argc -= 2;
     } else {
-      std::fprintf(stderr, "hybrid_explain: unknown option %s\n", flag.c_str());
+      std::fprintf(stderr, "hybrid_explain: unknown option, or a bad value after it: %s (--iterations takes a whole number >= 1)\n", flag.c_str());
       return 2;
     }
   }
@@ -90,7 +89,8 @@ int main(int argc, char** argv) {
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
   if (!graph.ok()) { std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()); return 1; }
-  if (!iterations.empty()) (*graph->mutable_job()->mutable_attributes())["iterations"] = iterations;
+  // The graph's count is what model:R replays; a recording's own count wins in a replay.
+  if (iterations > 0) (*graph->mutable_job()->mutable_attributes())["iterations"] = std::to_string(iterations);
   // "model:R,R..." stands for the recording those real ranks would make if
   // they ran exactly as the model plays them (the self-check's input).
   const std::string source = argv[2];
@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
     rec = prism::daemon::ReadRecording(source);
   }
   if (!rec.ok()) { std::fprintf(stderr, "%s\n", rec.status().ToString().c_str()); return 1; }
+  if (iterations > 0) rec->iterations = iterations;
   std::vector<uint32_t> ranks;
   for (absl::string_view s : absl::StrSplit(argv[3], ',')) {
     uint32_t r = 0;
