@@ -26,6 +26,16 @@ bool Contains(const std::vector<int>& v, int x) {
 
 }  // namespace
 
+void FakeBroker::CommunicatorKnown(const daemon::CommDescription& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  communicators_.push_back(c);
+}
+
+std::vector<daemon::CommDescription> FakeBroker::communicators() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return communicators_;
+}
+
 VirtualHandle FakeBroker::MintReceiveHandle(const daemon::VirtualLinkInfo& link) {
   ++mints_;
   VirtualHandle h;

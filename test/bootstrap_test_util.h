@@ -19,18 +19,22 @@ namespace prism::bootstrap::testing {
 
 class FakeBroker : public daemon::VirtualConnectionBroker {
  public:
+  void CommunicatorKnown(const daemon::CommDescription& c) override;
   VirtualHandle MintReceiveHandle(const daemon::VirtualLinkInfo& link) override;
   absl::Status ConnectToRealListener(const RealListenHandle& listen,
                                      const daemon::VirtualLinkInfo& link) override;
   int mints() const { return mints_.load(); }
   int connects() const { return connects_.load(); }
   std::vector<uint64_t> listen_ids() const;
+  // Every CommunicatorKnown so far, in order.
+  std::vector<daemon::CommDescription> communicators() const;
 
  private:
   std::atomic<int> mints_{0}, connects_{0};
   std::atomic<uint64_t> next_conn_{1};
   mutable std::mutex mu_;
   std::vector<uint64_t> listen_ids_;
+  std::vector<daemon::CommDescription> communicators_;
 };
 
 inline uint16_t FreePort() { return prism::testing::FreeLoopbackPort(); }

@@ -33,6 +33,15 @@ pg::Graph GraphOf(const std::string& yaml) {
   return *std::move(g);
 }
 
+pg::Graph GraphOfFile(const std::string& path) {
+  auto spec = ParseJobSpecFile(path);
+  INFO(path << ": " << spec.status().message());
+  REQUIRE(spec.ok());
+  auto g = GenerateJobGraph(*spec);
+  REQUIRE(g.ok());
+  return *std::move(g);
+}
+
 std::vector<std::vector<uint32_t>> MembersOf(const pg::Graph& g, const std::string& slot) {
   std::vector<std::vector<uint32_t>> out;
   const std::string prefix = slot + "[";

@@ -31,6 +31,8 @@ cluster:
 
 // Parses and generates; REQUIREs success.
 prism::graph::Graph GraphOf(const std::string& yaml);
+// The same for a job file (e.g. one of examples/).
+prism::graph::Graph GraphOfFile(const std::string& path);
 JobSpec SpecOf(const std::string& yaml);
 
 // Member lists of the communicators whose name starts with "<slot>[", in

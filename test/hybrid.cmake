@@ -4,7 +4,7 @@
 if(TARGET prism_hybrid AND TARGET prism_graphgen)
   add_executable(hybrid_tests hybrid_harness.cc hybrid_scheduler_test.cc hybrid_replay_test.cc hybrid_tree_pipeline_test.cc
                  hybrid_closed_form_test.cc hybrid_self_check_test.cc hybrid_programs_test.cc daemon_test_graphs.cc
-                 hybrid_session_capture_test.cc hybrid_divergence_watch_test.cc
+                 hybrid_session_capture_test.cc hybrid_divergence_watch_test.cc hybrid_twin_comms_test.cc
                  hybrid_gloo_test.cc gloo_fake_rank.cc torch_store_client.cc
                  hybrid_follow_test.cc hybrid_follow_torch_test.cc hybrid_follow_train_gpt_test.cc
                  graphgen_test_util.cc)

@@ -16,6 +16,7 @@
 #include "graphgen/fidelity_graph.h"
 #include "graphgen/job_graph.h"
 #include "graphgen/job_spec.h"
+#include "test/graphgen_test_util.h"
 
 namespace d = prism::daemon;
 
@@ -188,11 +189,7 @@ TEST_CASE("the N=16 TP2 PP2 DP4 step with its real rank 20 ms late in iteration 
 namespace {
 
 prism::graph::Graph MegatronJobGraph(const std::string& job) {
-  auto spec = prism::graphgen::ParseJobSpecFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/" + job);
-  REQUIRE(spec.ok());
-  auto g = prism::graphgen::GenerateJobGraph(*spec);
-  REQUIRE(g.ok());
-  return *std::move(g);
+  return prism::graphgen::testing::GraphOfFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/" + job);
 }
 
 uint64_t CommOps(const prism::graph::Graph& g, uint32_t rank) {

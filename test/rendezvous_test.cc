@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -343,6 +344,76 @@ TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once"
   sc.n = 64;
   sc.real = {0, 13};
   RunCase(sc);
+}
+
+// Megatron-core at PP=2 makes the pipeline group {first stage, last stage}
+// and then the embedding group with the same members. With both members real,
+// lazy start-up makes two NCCL communicators of real ranks only, one per
+// PyTorch group: prismd plays neither, but must tell the hybrid scheduler
+// which graph communicator each commHash is, by PyTorch's group number (not by
+// members, which both share). Eager start-up (device_id) splits the world for
+// each group in creation order: the split's order names it.
+TEST_CASE("lazy: two real ranks alone in twin groups (same members) are each bound to their own communicator",
+          "[rendezvous][startup]") {
+  BootstrapPlan plan = bootstrap::WorldPlan(16, 8, {0, 8});
+  bootstrap::AddSplit(plan, 0, {0, 1, 2, 3, 4, 5, 6, 7}, 100, 0, "tp[0]");
+  bootstrap::AddSplit(plan, 0, {8, 9, 10, 11, 12, 13, 14, 15}, 101, 0, "tp[1]");
+  const uint32_t pp = bootstrap::AddSplit(plan, 0, {0, 8}, 102, 0, "pp[0]");
+  const uint32_t embd = bootstrap::AddSplit(plan, 0, {0, 8}, 103, 0, "embd[0]");
+  Prismd prismd(std::move(plan));
+  std::mutex mu;
+  std::map<uint32_t, uint64_t> hash_of;  // plan id -> the real ranks' commHash
+  bool eager = false;
+  SECTION("lazy") {}
+  SECTION("eager (device_id): splits of the world") { eager = true; }
+  const auto errors = bootstrap::testing::RunRealRanks({0, 8}, [&](int rank) {
+    TorchStoreClient store(prismd.store->port());
+    std::vector<std::unique_ptr<FakeRealRank>> comms;
+    auto keep = [&](uint32_t group, std::unique_ptr<FakeRealRank> comm) {
+      if (group == pp || group == embd) {
+        std::lock_guard<std::mutex> lock(mu);
+        hash_of[group] = comm->comm_hash();
+      }
+      comms.push_back(std::move(comm));
+    };
+    if (eager) {  // every group a split of the world, in creation order; non-members pass NOCOLOR
+      auto world = CommFromStore(store, IdKey("default_pg/", "0", "0"), rank, 16, rank);
+      for (uint32_t group = 1; group < prismd.plan.comms.size(); ++group) {
+        const auto& members = prismd.plan.comms[group].members;
+        const auto it = std::find(members.begin(), members.end(), static_cast<uint32_t>(rank));
+        const bool member = it != members.end();
+        auto child = world->Split(member ? prismd.plan.comms[group].color : -1,
+                                  member ? static_cast<int32_t>(it - members.begin()) : 0);
+        if (child) keep(group, std::move(child));
+      }
+      comms.push_back(std::move(world));
+    } else {  // one communicator per group at its first collective (tp, the first send, the embedding's all-reduce)
+      const uint32_t tp = rank == 0 ? 1 : 2;
+      keep(tp, CommFromStore(store, IdKey("default_pg/", std::to_string(tp), "0"), 0, 8, rank));
+      for (const uint32_t group : {pp, embd})
+        keep(group, CommFromStore(store, IdKey("default_pg/", std::to_string(group), "0"), rank == 0 ? 0 : 1, 2,
+                                  rank));
+    }
+    for (auto& c : comms) c->Destroy();
+  });
+  for (const auto& e : errors) UNSCOPED_INFO(e);
+  REQUIRE(errors.empty());
+  REQUIRE(hash_of.size() == 2);
+  CHECK(hash_of[pp] != hash_of[embd]);
+  const auto reports = prismd.rendezvous->Reports();
+  for (const auto& e : reports.errors) UNSCOPED_INFO(e);
+  CHECK(reports.errors.empty());
+  std::map<uint64_t, daemon::CommDescription> told;  // commHash -> what prismd told the scheduler
+  for (const daemon::CommDescription& c : prismd.broker.communicators()) told[c.comm_hash] = c;
+  for (const uint32_t group : {pp, embd}) {
+    INFO("plan communicator " << group);
+    REQUIRE(told.count(hash_of[group]) == 1);
+    const daemon::CommDescription& c = told[hash_of[group]];
+    CHECK(c.graph_comm == group);
+    CHECK(c.members == std::vector<uint32_t>{0, 8});
+    const std::string name = group == pp ? "pp[0]" : "embd[0]";
+    CHECK(c.name == (eager ? name : absl::StrCat(name, " (PyTorch group ", group, ")")));
+  }
 }
 
 TEST_CASE("follow: eager start-up with groups no graph lists (prismd --follow)", "[rendezvous][startup][follow]") {

@@ -470,6 +470,32 @@ absl::Status BootstrapServer::JoinRoot(const CommRequest& request, const UniqueI
   });
 }
 
+absl::Status BootstrapServer::RealRanksOnly(const CommRequest& request, const UniqueId& id) {
+  PRISM_ASSIGN_OR_RETURN(PlanComm pc, ResolveRequest(request));
+  for (uint32_t g : pc.members) {
+    if (!plan_.IsReal(g)) {
+      return absl::FailedPreconditionError(absl::StrCat(pc.name, ": global rank ", g,
+                                                        " is virtual, so prismd plays this communicator"));
+    }
+  }
+  if (!config_.comm_id.empty() || c_.broker == nullptr) return absl::OkStatus();
+  return RunOnLoop([this, pc, id]() -> absl::Status {
+    WhenProfileKnown([this, pc, id] { AnnounceRealRanksOnly(pc, id); });
+    return absl::OkStatus();
+  });
+}
+
+void BootstrapServer::AnnounceRealRanksOnly(const PlanComm& pc, const UniqueId& id) {
+  daemon::CommDescription d;
+  d.comm_hash = CommHashOfId(id, c_.profile->comm_hash);
+  d.graph_comm = pc.id < plan_.comms.size() ? static_cast<int64_t>(pc.id) : -1;
+  d.name = pc.name;
+  d.members = pc.members;
+  spdlog::info("bootstrap: {} (commHash {:#x}): {} ranks, all real: prismd plays none of it", d.name, d.comm_hash,
+               d.members.size());
+  c_.broker->CommunicatorKnown(d);
+}
+
 void BootstrapServer::EndJob(const std::string& why, int grace_ms) {
   if (!thread_.joinable()) return;
   loop_.Post([this, why, grace_ms] {
@@ -563,6 +589,10 @@ absl::StatusOr<UniqueId> BootstrapService::HostRoot(const CommRequest& request) 
 
 absl::Status BootstrapService::JoinRoot(const CommRequest& request, const UniqueId& id) {
   return server_->JoinRoot(request, id);
+}
+
+absl::Status BootstrapService::RealRanksOnly(const CommRequest& request, const UniqueId& id) {
+  return server_->RealRanksOnly(request, id);
 }
 
 absl::Status BootstrapService::SetNcclVersion(int version_code) { return server_->SetNcclVersion(version_code); }

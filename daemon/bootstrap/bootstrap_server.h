@@ -3,7 +3,7 @@
 // connection events to them by role, and reports what it waits for.
 //
 // Threading: the constructor, Start(), Stop(), Stats(), HostRoot(),
-// JoinRoot() and EndJob() are called from other threads; everything else
+// JoinRoot(), RealRanksOnly() and EndJob() are called from other threads; everything else
 // runs on the loop thread.
 #ifndef PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVER_H_
 #define PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVER_H_
@@ -66,6 +66,7 @@ class BootstrapServer : public ConnEvents {
   absl::Status SetNcclVersion(int version_code);
   absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);
   absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
+  absl::Status RealRanksOnly(const CommRequest& request, const UniqueId& id);
   void EndJob(const std::string& why, int grace_ms);
 
   // ConnEvents (loop thread).
@@ -93,6 +94,8 @@ class BootstrapServer : public ConnEvents {
   // Runs `work` now if the wire profile is known, else once it is.
   void WhenProfileKnown(std::function<void()> work);
   absl::Status JoinRootOnLoop(const PlanComm& pc, const std::string& key, const UniqueId& id);
+  // Tells the broker the commHash of `pc`, all real, made from `id` (profile known).
+  void AnnounceRealRanksOnly(const PlanComm& pc, const UniqueId& id);
   // The live communicator made for request `key` (or plan entry) in this job.
   LiveComm* Requested(const PlanComm& pc, const std::string& key);
   void Watchdog();

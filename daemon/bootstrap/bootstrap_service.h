@@ -177,6 +177,16 @@ class BootstrapService {
   absl::Status SetNcclVersion(int version_code);
   // A real comm rank 0 made `id`: the virtual members check in to its root.
   absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
+  // A real comm rank 0 made `id` for a communicator whose members are all
+  // real ranks: prismd plays none of it, but tells the broker (Communicator
+  // Known) its commHash (the hash of `id` under the real ranks' NCCL) with
+  // request.plan_id, so that the real ranks' operations on it are matched to
+  // that graph communicator even when others have the same members
+  // (Megatron's pipeline and embedding groups at PP=2). Once the wire profile
+  // is known, before the real ranks' NCCL can report an operation on it.
+  // With comm_id set (every communicator the same id and hash) it does
+  // nothing. Blocks until the loop thread has acted.
+  absl::Status RealRanksOnly(const CommRequest& request, const UniqueId& id);
   // The real ranks are gone (their store connections closed): unless every
   // communicator finishes within `grace_ms`, the job is failed with `why`
   // and the next one is served.

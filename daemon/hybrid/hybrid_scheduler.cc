@@ -113,6 +113,16 @@ void HybridScheduler::OnSessionClosed(SessionId id) {
 void HybridScheduler::OnCommunicator(const CommDescription& c) {
   std::lock_guard<std::mutex> lock(mu_);
   RegisterCommunicator(c);
+  // Operations that a real rank reported on it before it was known (an
+  // all-real communicator whose id reached its members before prismd's
+  // store handler told the scheduler) wait no longer for the others.
+  const auto pending = pending_comms_.find(c.comm_hash);
+  if (pending == pending_comms_.end()) return;
+  PendingComm p = std::move(pending->second);
+  pending_comms_.erase(pending);
+  for (const auto& [sid, st] : p.started) parked_ops_.erase({sid, st.op_id()});
+  for (const auto& [sid, st] : p.started) HandleStarted(sid, st, nullptr);
+  for (const auto& [sid, f] : p.finished) HandleFinished(sid, f);
 }
 
 void HybridScheduler::RegisterCommunicator(const CommDescription& c) {
@@ -144,14 +154,23 @@ bool HybridScheduler::ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, r
   CommDescription c;
   c.comm_hash = hash;
   for (const auto& [comm_rank, global] : done.members) c.members.push_back(global);
-  const auto found = programs_.AllRealCommunicator(c.members);
+  // Not told by the store (no PyTorch id for it): the graph communicator
+  // with these members, the first in creation order not bound to another
+  // NCCL communicator when several have them.
+  std::set<uint32_t> bound;
+  for (const auto& [graph_comm, bound_hash] : hash_of_graph_comm_)
+    if (graph_comm >= 0) bound.insert(static_cast<uint32_t>(graph_comm));
+  const auto found = programs_.AllRealCommunicator(c.members, bound);
   if (found) {
     c.graph_comm = found->id;
     c.name = found->name;
   } else {
     c.name = absl::StrCat("real-only communicator ", hash);
-    Diverge(absl::StrCat("a communicator of real ranks ", absl::StrJoin(c.members, ","),
-                         " that the graph lacks; its operations are not matched"));
+    Diverge(absl::StrCat("a communicator of real ranks ", absl::StrJoin(c.members, ","), " that the graph lacks",
+                         programs_.AllRealCommunicator(c.members) ? " (its communicators with these members are "
+                                                                    "bound to other NCCL communicators already)"
+                                                                  : "",
+                         "; its operations are not matched"));
   }
   RegisterCommunicator(c);
   for (const auto& [sid, st] : done.started) HandleStarted(sid, st, sid == id ? reply : nullptr);

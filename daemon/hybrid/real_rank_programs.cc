@@ -68,16 +68,19 @@ absl::StatusOr<RealRankPrograms> RealRankPrograms::Build(const graph::Graph& gra
     bool all_real = true;
     for (uint32_t m : c.members()) all_real = all_real && out.IsReal(m);
     if (all_real)
-      out.all_real_comms_[std::vector<uint32_t>(c.members().begin(), c.members().end())] = NamedComm{c.id(), c.name()};
+      out.all_real_comms_[std::vector<uint32_t>(c.members().begin(), c.members().end())].push_back(
+          NamedComm{c.id(), c.name()});
   }
   return out;
 }
 
 std::optional<RealRankPrograms::NamedComm> RealRankPrograms::AllRealCommunicator(
-    const std::vector<uint32_t>& members) const {
+    const std::vector<uint32_t>& members, const std::set<uint32_t>& bound) const {
   const auto it = all_real_comms_.find(members);
   if (it == all_real_comms_.end()) return std::nullopt;
-  return it->second;
+  for (const NamedComm& c : it->second)
+    if (bound.count(c.id) == 0) return c;
+  return std::nullopt;
 }
 
 std::optional<ProgramOp> RealRankPrograms::Collective(uint32_t rank, uint32_t comm, rpc::OpKind kind,

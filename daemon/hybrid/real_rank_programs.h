@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -53,14 +54,19 @@ class RealRankPrograms {
   size_t real_count() const { return ranks_.size(); }
 
   // A graph communicator whose members are all real ranks, by its members
-  // (global ranks in communicator-rank order): its id and name. prismd's
-  // bootstrap never sees such a communicator (no virtual member), so the
-  // hybrid scheduler learns it from the real ranks' own reports.
+  // (global ranks in communicator-rank order): its id and name. For a
+  // communicator the store did not name (its id did not come through
+  // PyTorch's store): the hybrid scheduler then learns its members from the
+  // real ranks' own reports. Several graph communicators may have the same
+  // members (Megatron's pipeline and embedding groups at PP=2): the first in
+  // creation order that is not in `bound` (those already taken by another
+  // NCCL communicator); nullopt when none is left.
   struct NamedComm {
     uint32_t id = 0;
     std::string name;
   };
-  std::optional<NamedComm> AllRealCommunicator(const std::vector<uint32_t>& members) const;
+  std::optional<NamedComm> AllRealCommunicator(const std::vector<uint32_t>& members,
+                                               const std::set<uint32_t>& bound = {}) const;
 
   // The `seq`-th collective of `kind` by `rank` on graph communicator
   // `comm`; nullopt when the program has none of that kind there.
@@ -98,7 +104,7 @@ class RealRankPrograms {
   };
 
   std::map<uint32_t, RankIndex> ranks_;
-  std::map<std::vector<uint32_t>, NamedComm> all_real_comms_;
+  std::map<std::vector<uint32_t>, std::vector<NamedComm>> all_real_comms_;  // creation order
 };
 
 }  // namespace prism::daemon

@@ -140,9 +140,6 @@ void TorchRendezvous::OnSet(const store::ClientInfo& client, const std::string& 
     return;
   }
   k.comm = *comm;
-  const bool any_virtual = std::any_of(comm->members.begin(), comm->members.end(),
-                                       [&](uint32_t g) { return !plan_.IsReal(g); });
-  if (!any_virtual) return;  // only real members: nothing for prismd
   if (client.rank && static_cast<uint32_t>(*client.rank) != comm->members[0]) {
     Error(absl::StrCat("rank ", *client.rank, " set the NCCL id of ", comm->name, " (key '", key->key,
                        "'), whose first rank in the graph is ", comm->members[0],
@@ -150,6 +147,18 @@ void TorchRendezvous::OnSet(const store::ClientInfo& client, const std::string& 
   }
   bootstrap::UniqueId id{};
   std::copy(value.begin(), value.end(), id.begin());
+  const bool any_virtual = std::any_of(comm->members.begin(), comm->members.end(),
+                                       [&](uint32_t g) { return !plan_.IsReal(g); });
+  if (!any_virtual) {
+    // Only real members: nothing to play, but the hybrid scheduler must know
+    // which graph communicator it is (its members may be another's too). A
+    // lone pair (lo:hi) is no graph communicator; the scheduler matches it
+    // by its members.
+    if (comm->plan_id == bootstrap::CommRequest::kUnplanned) return;
+    if (auto s = roots_->RealRanksOnly(RequestFor(k), id); !s.ok())
+      Error(absl::StrCat(comm->name, ": '", key->key, "': ", s.message()));
+    return;
+  }
   if (auto s = roots_->JoinRoot(RequestFor(k), id); !s.ok()) {
     Error(absl::StrCat(comm->name, ": cannot join the root of '", key->key, "': ", s.message()));
     return;

@@ -5,7 +5,10 @@
 //    virtual: prismd mints the id, hosts that root (BootstrapService::
 //    HostRoot) and SETs the key, so the real members proceed;
 //  * a real comm rank 0 SETs an id key: the virtual members check in to that
-//    real root (BootstrapService::JoinRoot).
+//    real root (BootstrapService::JoinRoot); when the group has no virtual
+//    member, prismd only learns which graph communicator the id's commHash
+//    is (BootstrapService::RealRanksOnly): PyTorch's group number names it
+//    exactly, also where several graph communicators have the same members.
 // This covers env://, store=, tcp://, torchrun's environment, eager
 // (device_id: the world id only, subgroups are splits) and lazy start-up
 // (one id per communicator at its first collective, any number at once),
@@ -46,6 +49,8 @@ class CommRoots {
   virtual ~CommRoots() = default;
   virtual absl::StatusOr<bootstrap::UniqueId> HostRoot(const bootstrap::CommRequest& request) = 0;
   virtual absl::Status JoinRoot(const bootstrap::CommRequest& request, const bootstrap::UniqueId& id) = 0;
+  // A real comm rank 0 made `id` for a planned communicator of real ranks only.
+  virtual absl::Status RealRanksOnly(const bootstrap::CommRequest& request, const bootstrap::UniqueId& id) = 0;
   virtual void EndJob(const std::string& why) = 0;
 };
 
@@ -57,6 +62,9 @@ class BootstrapRoots : public CommRoots {
   }
   absl::Status JoinRoot(const bootstrap::CommRequest& r, const bootstrap::UniqueId& id) override {
     return service_->JoinRoot(r, id);
+  }
+  absl::Status RealRanksOnly(const bootstrap::CommRequest& r, const bootstrap::UniqueId& id) override {
+    return service_->RealRanksOnly(r, id);
   }
   void EndJob(const std::string& why) override { service_->EndJob(why); }
 
