@@ -259,7 +259,9 @@ bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
 // reading of that run's one warning), so the bound wins. Every other ring
 // collective's chunks are equal on every rank in a step.
 uint64_t VirtualRecvComm::LineMessageBytes(const Slot& slot) const {
-  if (!slot.bytes_exact) return 0;  // STREAM sizes are payload shares, not wire bytes
+  // STREAM sizes are payload shares, not wire bytes; an empty own send
+  // (0) keeps meaning the whole buffer, as before this bound.
+  if (!slot.bytes_exact || slot.bytes == 0) return 0;
   if (!slot.op.valid()) return slot.bytes;
   const OpInfo& info = slot.op.op->info();
   if (info.kind != OpKind::kAllReduce || !info.mirror_kind()) return slot.bytes;

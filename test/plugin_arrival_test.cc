@@ -761,7 +761,11 @@ std::vector<char> AllReduceStepZeroReceive(const char* proto, size_t count, size
 // the four without flags: NCCL's kernel would poll them for ever and never
 // send step 1, the stall TorchTitan's first step showed at 8 ranks on the GPU
 // host on 2026-12-02 ("receive ... step 1 ... has waited 2000 ms for this
-// rank's own send of the same ring step"; its all-reduce's size unrecorded).
+// rank's own send of the same ring step"; its all-reduce's size unrecorded:
+// the gradient-norm all-reduce, and 57 is one norm per parameter of the
+// Llama 3 debug model, 6 layers of 9 and 3 more, if torch reduces them
+// stacked). Where rank 0's own chunk of a step is empty, the whole buffer
+// gets lines, as before.
 TEST_CASE("virtual recv: an LL ring all-reduce receive carries the predecessor's longer chunk, not the own send's size",
           "[plugin][unit][arrival][ll]") {
   const std::vector<char> buf = AllReduceStepZeroReceive("LL", 57, 16, 65536);
@@ -775,6 +779,9 @@ TEST_CASE("virtual recv: an LL ring all-reduce receive carries the predecessor's
   // ceil(228 / 8) + 8 = 37 bytes, rounded to 48: six lines, not the whole 64 KiB step.
   CHECK(buf[6 * 16 - 1] != 'x');
   CHECK(buf[6 * 16] == 'x');
+  // An empty own send: the whole step buffer, as before.
+  const std::vector<char> empty = AllReduceStepZeroReceive("LL", 57, 0, 65536);
+  CHECK(std::none_of(empty.begin(), empty.end(), [](char c) { return c == 'x'; }));
 }
 
 // LL128: 3612 floats over 8 ranks are chunks of 452 (1808 bytes: two 2048-byte
