@@ -74,6 +74,14 @@ size_t LineFillBytes(uint64_t message_bytes, uint64_t max_size, size_t line_byte
   return static_cast<size_t>(lines < whole ? lines : whole);
 }
 
+uint64_t RingAllReduceStepWireBound(LineProtocol protocol, uint64_t op_bytes, int nranks) {
+  if (protocol == LineProtocol::kSimple) return 0;
+  const uint64_t n = nranks > 0 ? static_cast<uint64_t>(nranks) : 1;
+  const uint64_t chunk = ((op_bytes + n - 1) / n + 8 + 15) / 16 * 16;  // data bytes, whole 16-byte units
+  if (protocol == LineProtocol::kLL) return chunk / 8 * kLlLineBytes;
+  return (chunk + kLl128SliceDataBytes - 1) / kLl128SliceDataBytes * kLl128SliceBytes;
+}
+
 void WriteLlLines(char* dst, size_t bytes, uint64_t step) {
   const uint32_t flag = static_cast<uint32_t>(step + 1);
   const uint32_t line[4] = {0, flag, 0, flag};

@@ -82,6 +82,26 @@ class ConnStepCounter {
 // lines, at most the buffer rounded down to whole lines.
 size_t LineFillBytes(uint64_t message_bytes, uint64_t max_size, size_t line_bytes);
 
+// The most wire bytes a virtual predecessor puts into one step of a ring
+// all-reduce of `op_bytes` over `nranks` ranks under `protocol`; 0 under
+// Simple (no lines). A ring all-reduce's receive cannot take this rank's
+// own send of the same step for its size: NCCL cuts each loop of a channel
+// into nranks chunks of chunkCount elements, in the last loop chunkCount =
+// alignUp(divUp(remaining, nranks), 16 / sizeof(T)), so the chunks are
+// equal except the last non-empty one (shorter) and those after it (empty).
+// At step s a rank sends chunk c and receives its predecessor's chunk c - 1
+// (NCCL v2.28.9-1 src/device/all_reduce.h, runRing), which is the longer
+// one when c is that last chunk: 57 floats over 8 ranks are chunks of 8
+// and a last one of 1, and rank 0 sends that 1-element chunk (one LL line)
+// at step 0 while its predecessor sends it 8 elements (four lines). Any
+// chunk holds at most ceil(op_bytes / nranks) + 8 bytes (an element is at
+// most 8 bytes), rounded up to 16; an LL line carries 8 of them in 16
+// bytes, an LL128 slice 1792 in 2048 (prims_ll.h, prims_ll128.h: the sizes
+// their waitSend posts).
+inline constexpr size_t kLl128SliceBytes = 2048;
+inline constexpr size_t kLl128SliceDataBytes = 1792;
+uint64_t RingAllReduceStepWireBound(LineProtocol protocol, uint64_t op_bytes, int nranks);
+
 // Fills `bytes` of `dst` (rounded down to whole lines) with zero data and
 // the flag of absolute step `step`.
 void WriteLlLines(char* dst, size_t bytes, uint64_t step);

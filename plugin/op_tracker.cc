@@ -90,6 +90,15 @@ bool OpRecord::SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint
   return true;
 }
 
+int32_t OpRecord::LastSendStep(uint8_t channel) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (channel >= sends_.size()) return -1;
+  const std::vector<SendStamp>& ch = sends_[channel];
+  for (size_t k = ch.size(); k > 0; --k)
+    if (ch[k - 1].wire_done_ns >= 0) return static_cast<int32_t>(k - 1);
+  return -1;
+}
+
 int64_t OpRecord::FirstSendPostedNs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return summary_.first_send_ns;

@@ -107,6 +107,9 @@ class OpRecord {
                   uint64_t bytes);
   // False while that send has not been posted.
   bool SendOf(uint8_t channel, int32_t step, int64_t* wire_done_ns, uint64_t* bytes) const;
+  // The highest step of this rank's sends of the operation on `channel` so
+  // far; -1: none (diagnostics: how far this rank's kernel got).
+  int32_t LastSendStep(uint8_t channel) const;
   // When this rank posted its first send of the operation (any channel); 0: none yet.
   int64_t FirstSendPostedNs() const;
   // PAT: the same per (channel, dimension, step); a PAT rank has one send

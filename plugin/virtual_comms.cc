@@ -28,6 +28,15 @@ void EmitConnEvent(DaemonSession& session, SessionEvent::Kind kind, uint64_t con
   session.Emit(e);
 }
 
+// An operation as NCCL ran it, for warnings: "RING/LL, 228 bytes, 1
+// channel(s), comm rank 0 of 8".
+std::string DescribeOp(const OpInfo& info) {
+  return (info.algo_name.empty() ? std::string("?") : info.algo_name) + "/" +
+         (info.proto_name.empty() ? std::string("?") : info.proto_name) + ", " + std::to_string(info.bytes) +
+         " bytes, " + std::to_string(info.channels) + " channel(s), comm rank " + std::to_string(info.comm_rank) +
+         " of " + std::to_string(info.comm_size);
+}
+
 SessionEvent MessageEvent(SessionEvent::Kind kind, uint64_t conn_id, uint64_t seq, uint64_t bytes, int64_t at,
                           const MessageTag& op) {
   SessionEvent e;
@@ -243,15 +252,30 @@ bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
   return !op.HasOwnChunk() && op.FirstSendPostedNs() == 0 && now < slot.done_at + kOwnChunkWaitNs;
 }
 
+// A ring all-reduce's predecessor may send a longer chunk than this rank's
+// own send of the step (ll_lines.h, RingAllReduceStepWireBound): lines its
+// kernel reads that nobody wrote leave it polling for ever (what stalled
+// TorchTitan's first step at 8 ranks on the GPU host on 2026-12-02, by the
+// reading of that run's one warning), so the bound wins. Every other ring
+// collective's chunks are equal on every rank in a step.
+uint64_t VirtualRecvComm::LineMessageBytes(const Slot& slot) const {
+  // STREAM sizes are payload shares, not wire bytes; an empty own send
+  // (0) keeps meaning the whole buffer, as before this bound.
+  if (!slot.bytes_exact || slot.bytes == 0) return 0;
+  if (!slot.op.valid()) return slot.bytes;
+  const OpInfo& info = slot.op.op->info();
+  if (info.kind != OpKind::kAllReduce || !info.mirror_kind()) return slot.bytes;
+  return std::max(slot.bytes, RingAllReduceStepWireBound(slot.protocol, info.bytes, info.comm_size));
+}
+
 bool VirtualRecvComm::FillLines(const Slot& slot) {
   // The lines the virtual sender sends (the message's size, in whole lines;
   // the kernel reads as many as its data needs), else the whole buffer NCCL
   // gave. Writing a whole LL128 slot (600 KiB) per step would cost more than
   // the message's time on the link.
   const size_t line = slot.protocol == LineProtocol::kLL ? kLlLineBytes : kLl128LineBytes;
-  // STREAM sizes are payload shares, not wire bytes (LL doubles them): the
-  // whole buffer there.
-  const size_t bytes = LineFillBytes(slot.bytes_exact ? slot.bytes : 0, slot.max_size, line);
+  const size_t bytes = LineFillBytes(LineMessageBytes(slot), slot.max_size, line);
+  last_fill_ = LastFill{slot.seq, slot.op.valid() ? slot.op.step : 0, slot.step, slot.bytes, bytes};
   std::vector<char> host;
   char* dst = slot.data;
   if (slot.gpu) {
@@ -459,6 +483,22 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
   return Outcome::kResolved;
 }
 
+// What a mirrored receive's wait says about how far this rank got: its own
+// last send of the operation on the channel (NCCL's kernel posts a ring
+// step's send once it has read the step before) and the last receive this
+// connection filled with LL/LL128 lines (too few lines, or another
+// connection step's flags, leave the kernel polling).
+std::string VirtualRecvComm::MirrorProgress(const Slot& slot) const {
+  const int32_t sent = slot.op.op->LastSendStep(slot.op.channel);
+  std::string out = "this rank's last send of the operation on channel " + std::to_string(slot.op.channel) + ": " +
+                    (sent >= 0 ? "step " + std::to_string(sent) : std::string("none"));
+  if (last_fill_.op_step < 0) return out + "; no LL/LL128 receive filled on this connection yet";
+  return out + "; the last LL/LL128 receive filled on this connection: receive " + std::to_string(last_fill_.seq) +
+         " (step " + std::to_string(last_fill_.op_step) + ", connection step " + std::to_string(last_fill_.conn_step) +
+         ", flag " + std::to_string(last_fill_.conn_step + 1) + "): " + std::to_string(last_fill_.line_bytes) +
+         " bytes of lines for an own send of " + std::to_string(last_fill_.own_bytes) + " bytes";
+}
+
 void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   if (warned_waiting_ || !slot.op.valid()) return;
   warned_waiting_ = true;
@@ -466,7 +506,8 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
   const std::string what = "receive " + std::to_string(slot.seq) + " of operation comm " +
                            std::to_string(info.comm_hash) + " kind " + std::to_string(static_cast<int>(info.kind)) +
                            " seq " + std::to_string(info.seq) + " (channel " + std::to_string(slot.op.channel) +
-                           ", step " + std::to_string(slot.op.step) + ", peer " + std::to_string(info.peer) + ")";
+                           ", step " + std::to_string(slot.op.step) + ", peer " + std::to_string(info.peer) + "; " +
+                           DescribeOp(info) + ")";
   const long long waited_ms = static_cast<long long>((WallNowNs() - req.waiting_since) / 1000000);
   // A ring receive waits for this rank's own send of the same step, a PAT
   // receive for its own send of the same dimension and step; either goes
@@ -483,7 +524,7 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
                          : "for prismd's schedule (is prismd's engine behind, or is this operation missing from "
                            "the graph? see prismd's log)";
   if (mirrored && info.mirror_kind()) {
-    why = std::string("for this rank's own send of the same ring step") + kHostHint;
+    why = std::string("for this rank's own send of the same ring step") + kHostHint + "; " + MirrorProgress(slot);
   } else if (mirrored && dim >= 0) {
     const int n = std::max(1, info.comm_size);
     const int delta = (1 << dim) % n;  // an all-gather sends to rank - 2^d, a reduce-scatter to rank + 2^d

@@ -124,6 +124,11 @@ class VirtualRecvComm final : public NetComm {
   bool OwnChunkPending(const Slot& slot, int64_t now) const;
   bool FillOwnSimple(const Slot& slot);
   bool FillLines(const Slot& slot);
+  // The wire bytes of the message the virtual sender puts into an LL/LL128
+  // receive (0: unknown, the whole buffer): MIRROR's own send of the step,
+  // and for a ring all-reduce at least its longest chunk
+  // (RingAllReduceStepWireBound).
+  uint64_t LineMessageBytes(const Slot& slot) const;
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
@@ -132,6 +137,7 @@ class VirtualRecvComm final : public NetComm {
   bool Fill(const Slot& slot);
   Result Fail(const std::string& why);
   void WarnWaiting(const RecvRequest& req, const Slot& slot);
+  std::string MirrorProgress(const Slot& slot) const;
   // The virtual sender's link: the schedule's where it gives one, else the
   // plugin's link settings, else the NIC's advertised speed and latency.
   VirtualLink LinkOf(const OpSchedule* s) const;
@@ -157,6 +163,15 @@ class VirtualRecvComm final : public NetComm {
   Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;
+  // The last LL/LL128 receive this comm filled (WarnWaiting names it).
+  struct LastFill {
+    uint64_t seq = 0;
+    int32_t op_step = -1;      // the profiler's step; -1: no fill yet
+    uint64_t conn_step = 0;    // the connection's absolute step (flag - 1)
+    uint64_t own_bytes = 0;    // the size MIRROR took from this rank's own send
+    size_t line_bytes = 0;     // bytes of lines written
+  };
+  LastFill last_fill_;
   bool closed_ = false;
   bool warned_ = false;
   bool warned_waiting_ = false;

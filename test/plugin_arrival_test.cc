@@ -331,13 +331,14 @@ bool StaysPending(Request* r, int ms) {
 // One ring all-reduce of 1 channel, 1 network step, with its send and
 // receive proxy ops started and step 0 started on both.
 struct OneStepRing {
-  explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE", const char* func = "AllReduce")
+  explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE", const char* func = "AllReduce",
+                       size_t count = 1024)
       : rig(rig) {
     FakeColl c;
     c.func = func;
     c.proto = proto;
     c.seq = seq;
-    c.count = 1024;
+    c.count = count;
     c.channels = 1;
     tasks = rig->nccl.StartTasks({c}, {});
     rig->nccl.StopTasks(tasks);
@@ -734,6 +735,92 @@ TEST_CASE("virtual recv: an LL ring receive's flag lines appear when it arrives,
   }
   CHECK(buf[4096] == 'x');
   ring.Finish();
+}
+
+// Rank 0 of 8 in a ring all-reduce of `count` floats under `proto`: its
+// own send of step 0 is `own_bytes` on the wire; the LL/LL128 step buffer of
+// its receive of step 0 once that receive is done.
+std::vector<char> AllReduceStepZeroReceive(const char* proto, size_t count, size_t own_bytes, size_t buffer_bytes) {
+  Rig rig(8, 0);
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1, proto, "AllReduce", count);
+  OwnSend(&send, ring.send_tag(), own_bytes);
+  std::vector<char> buf(buffer_bytes, 'x');
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(WaitDone(r) == static_cast<int>(own_bytes));  // timed and sized like the own send (MIRROR)
+  ring.Finish();
+  return buf;
+}
+
+// NCCL's ring all-reduce cuts 57 floats over 8 ranks into chunks of 8 and a
+// last chunk of 1 (all_reduce.h, runRing). At step 0 rank 0 sends that last
+// chunk (1 element: one 16-byte LL line) and receives chunk 6 from rank 7
+// (8 elements: four lines). Lines of the own send's size alone left three of
+// the four without flags: NCCL's kernel would poll them for ever and never
+// send step 1, the stall TorchTitan's first step showed at 8 ranks on the GPU
+// host on 2026-12-02 ("receive ... step 1 ... has waited 2000 ms for this
+// rank's own send of the same ring step"; its all-reduce's size unrecorded:
+// the gradient-norm all-reduce, and 57 is one norm per parameter of the
+// Llama 3 debug model, 6 layers of 9 and 3 more, if torch reduces them
+// stacked). Where rank 0's own chunk of a step is empty, the whole buffer
+// gets lines, as before.
+TEST_CASE("virtual recv: an LL ring all-reduce receive carries the predecessor's longer chunk, not the own send's size",
+          "[plugin][unit][arrival][ll]") {
+  const std::vector<char> buf = AllReduceStepZeroReceive("LL", 57, 16, 65536);
+  uint32_t words[4];
+  for (size_t line = 0; line < 4; ++line) {  // the four lines the kernel reads at step 0
+    INFO("line " << line);
+    std::memcpy(words, buf.data() + 16 * line, 16);
+    CHECK(words[1] == 1);
+    CHECK(words[3] == 1);
+  }
+  // ceil(228 / 8) + 8 = 37 bytes, rounded to 48: six lines, not the whole 64 KiB step.
+  CHECK(buf[6 * 16 - 1] != 'x');
+  CHECK(buf[6 * 16] == 'x');
+  // An empty own send: the whole step buffer, as before.
+  const std::vector<char> empty = AllReduceStepZeroReceive("LL", 57, 0, 65536);
+  CHECK(std::none_of(empty.begin(), empty.end(), [](char c) { return c == 'x'; }));
+}
+
+// LL128: 3612 floats over 8 ranks are chunks of 452 (1808 bytes: two 2048-byte
+// slices on the wire) and a last one of 448 (1792 bytes: one slice).
+TEST_CASE("virtual recv: an LL128 ring all-reduce receive covers the predecessor's extra slice",
+          "[plugin][unit][arrival][ll]") {
+  const std::vector<char> buf = AllReduceStepZeroReceive("LL128", 3612, 2048, 600 * 1024);
+  uint64_t flag = 0;
+  for (size_t line = 0; line < 32; ++line) {  // two slices of sixteen 128-byte lines
+    INFO("line " << line);
+    std::memcpy(&flag, buf.data() + 128 * line + 120, 8);
+    CHECK(flag == 1);
+  }
+  CHECK(buf[4096] == 'x');  // ceil(3612 * 4 / 8) + 8 = 1814 bytes, rounded to 1824: two slices
+}
+
+TEST_CASE("ll lines: a ring all-reduce step's wire bound covers every chunk NCCL cuts",
+          "[plugin][unit][ll]") {
+  using prism::plugin::LineProtocol;
+  using prism::plugin::RingAllReduceStepWireBound;
+  // NCCL's last-loop chunk of a ring all-reduce of `count` elements of
+  // `size` bytes over n ranks: alignUp(divUp(count, n), 16 / size) elements.
+  for (int n : {2, 3, 8, 24, 1024}) {
+    for (uint64_t size : {1, 2, 4, 8}) {
+      for (uint64_t count : {1ull, 2ull, 7ull, 57ull, 1000ull, 3612ull, 123457ull}) {
+        INFO("n " << n << " size " << size << " count " << count);
+        const uint64_t align = 16 / size;
+        const uint64_t chunk = ((count + n - 1) / n + align - 1) / align * align * size;  // bytes
+        const uint64_t ll = (chunk + 7) / 8 * 16;
+        const uint64_t ll128 = (chunk + 1791) / 1792 * 2048;
+        CHECK(RingAllReduceStepWireBound(LineProtocol::kLL, count * size, n) >= ll);
+        CHECK(RingAllReduceStepWireBound(LineProtocol::kLL128, count * size, n) >= ll128);
+        // and not much more: at most one 16-byte unit of data beyond the chunk (two LL lines, one LL128 slice)
+        CHECK(RingAllReduceStepWireBound(LineProtocol::kLL, count * size, n) <= ll + 32);
+        CHECK(RingAllReduceStepWireBound(LineProtocol::kLL128, count * size, n) <= ll128 + 2048);
+      }
+    }
+  }
+  CHECK(RingAllReduceStepWireBound(LineProtocol::kSimple, 1 << 20, 8) == 0);
 }
 
 // PRISM_RECV_FILL=own, one ring step of `func` under `proto`: this rank
@@ -1171,4 +1258,55 @@ TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its
   rig.logger.Set(nullptr);
   rig.nccl.StopStep(&from2, 0);
   rig.nccl.StopProxyOp(&from2);
+}
+
+// A ring receive whose own send of the step never comes (NCCL's kernel is
+// stuck before it) says how far this rank got: the operation as NCCL ran it,
+// this rank's last send of it, and the last LL receive it filled (how many
+// lines, which flag): what tells a kernel polling unwritten lines from one
+// waiting for something else.
+TEST_CASE("virtual recv: a ring receive that waits long for its own send names the op, the last send and the last fill",
+          "[plugin][unit][arrival][ll]") {
+  Rig rig(8, 0);
+  rig.logger.Set(&CaptureLog);
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    warned.clear();
+  }
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeColl c;
+  c.proto = "LL";
+  c.seq = 1;
+  c.count = 57;
+  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
+  rig.nccl.StopTasks(tasks);
+  FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 1, 14, 1, true);
+  FakeSub sub_recv = rig.nccl.Sub(tasks[0], 0, 7, 14, 1, false);
+  for (FakeSub* s : {&sub_send, &sub_recv}) rig.nccl.StartProxyOp(s);
+  rig.nccl.StartStep(&sub_send, 0);
+  OwnSend(&send, FakeNccl::Transfer(&sub_send, 0), 16);
+  std::vector<char> buf0(65536), buf1(65536);
+  rig.nccl.StartStep(&sub_recv, 0);
+  const MessageTag tag0 = FakeNccl::Transfer(&sub_recv, 0);
+  CHECK(WaitDone(PostReceive(&recv, &buf0, &tag0)) == 16);
+  rig.nccl.StartStep(&sub_recv, 1);
+  const MessageTag tag1 = FakeNccl::Transfer(&sub_recv, 1);
+  Request* r = PostReceive(&recv, &buf1, &tag1);
+  CHECK(StaysPending(r, 2300));  // past the 2 s after which it warns
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    INFO(warned);
+    CHECK(warned.find("(channel 0, step 1, peer -1; RING/LL, 228 bytes, 1 channel(s), comm rank 0 of 8)") !=
+          std::string::npos);
+    CHECK(warned.find("own send of the same ring step") != std::string::npos);
+    CHECK(warned.find("this rank's last send of the operation on channel 0: step 0") != std::string::npos);
+    CHECK(warned.find("the last LL/LL128 receive filled on this connection: receive 0 (step 0, connection step 0, "
+                      "flag 1): 96 bytes of lines for an own send of 16 bytes") != std::string::npos);
+  }
+  rig.logger.Set(nullptr);
+  for (FakeSub* s : {&sub_send, &sub_recv}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
 }
