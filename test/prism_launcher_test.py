@@ -260,6 +260,27 @@ class DryRun(unittest.TestCase):
         self.assertIsNone(mod.wire_profile(None))
 
 
+class PortChecks(unittest.TestCase):
+    def test_a_port_left_in_time_wait_is_free_a_listening_one_is_not(self):
+        # The server side closes first, as prismd's /status does: the port stays
+        # in TIME_WAIT after the listener is gone. prismd (SO_REUSEADDR) can listen
+        # there again, so `prism run --metrics-port` must not refuse it.
+        launcher = load_launcher()
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        self.assertFalse(launcher.port_free(port), "a listening port counts as in use")
+        served.close()
+        time.sleep(0.05)
+        client.close()
+        listener.close()
+        self.assertTrue(launcher.port_free(port), "a port with only a TIME_WAIT connection left is free for prismd")
+
+
 class Refine(unittest.TestCase):
     """prism capture --refine K: the loop over rounds (each round's capture stubbed)."""
 
