@@ -20,11 +20,7 @@
 
 namespace d = prism::daemon;
 namespace g = prism::graph;
-using prism::testing::AddFinished;
-using prism::testing::AddStarted;
-using prism::testing::HybridHarness;
-using prism::testing::Key;
-using prism::testing::RealtimeNow;
+namespace pt = prism::testing;
 
 namespace {
 
@@ -52,16 +48,18 @@ uint64_t FirstPointToPointBytes(const g::Graph& graph, uint32_t rank, bool send)
 
 // Real rank 0 (stage 0) sends its first activation to real rank 4 (stage 1)
 // on the NCCL communicator `hash` of the two; each reports it as a plugin would.
-void FeedFirstPipelineSend(HybridHarness& h, const g::Graph& graph, uint64_t hash, bool receiver_too = true) {
-  const int64_t t = RealtimeNow();
+void FeedFirstPipelineSend(pt::HybridHarness& h, const g::Graph& graph, uint64_t hash, bool receiver_too = true) {
+  const int64_t t = pt::RealtimeNow();
   prism::rpc::EventBatch send;
-  AddStarted(&send, 1, Key(hash, prism::rpc::OP_SEND, 0, 1), 0, 2, FirstPointToPointBytes(graph, 0, true), t, false);
-  AddFinished(&send, 1, t + 10'000, t + 100'000);
+  pt::AddStarted(&send, 1, pt::Key(hash, prism::rpc::OP_SEND, 0, 1), 0, 2, FirstPointToPointBytes(graph, 0, true), t,
+                 false);
+  pt::AddFinished(&send, 1, t + 10'000, t + 100'000);
   h.Feed(1, send);
   if (!receiver_too) return;
   prism::rpc::EventBatch recv;
-  AddStarted(&recv, 1, Key(hash, prism::rpc::OP_RECV, 0, 0), 1, 2, FirstPointToPointBytes(graph, 4, false), t, false);
-  AddFinished(&recv, 1, t + 10'000, t + 100'000);
+  pt::AddStarted(&recv, 1, pt::Key(hash, prism::rpc::OP_RECV, 0, 0), 1, 2, FirstPointToPointBytes(graph, 4, false), t,
+                 false);
+  pt::AddFinished(&recv, 1, t + 10'000, t + 100'000);
   h.Feed(2, recv);
 }
 
@@ -85,7 +83,7 @@ TEST_CASE("twin communicators: the graph lists Megatron's pipeline and embedding
 TEST_CASE("twin communicators: learned from the real ranks' reports, the first unbound twin in creation order",
           "[hybrid][twins]") {
   const g::Graph graph = MegatronGraph("gpt-8.yaml");
-  HybridHarness h(graph, {0, 4});
+  pt::HybridHarness h(graph, {0, 4});
   h.OpenSession(2, 4);
   FeedFirstPipelineSend(h, graph, 0x9917);
   const auto c = h.scheduler().counters();
@@ -93,11 +91,11 @@ TEST_CASE("twin communicators: learned from the real ranks' reports, the first u
   CHECK(c.ops_unmatched == 0);
   CHECK(c.divergences == 0);
   // A second communicator of the same two ranks is the embedding group.
-  const int64_t t = RealtimeNow();
+  const int64_t t = pt::RealtimeNow();
   prism::rpc::EventBatch a, b;
-  AddStarted(&a, 2, Key(0xe3bd, prism::rpc::OP_ALL_REDUCE, 0), 0, 2, 4, t);
+  pt::AddStarted(&a, 2, pt::Key(0xe3bd, prism::rpc::OP_ALL_REDUCE, 0), 0, 2, 4, t);
   h.Feed(1, a);
-  AddStarted(&b, 2, Key(0xe3bd, prism::rpc::OP_ALL_REDUCE, 0), 1, 2, 4, t);
+  pt::AddStarted(&b, 2, pt::Key(0xe3bd, prism::rpc::OP_ALL_REDUCE, 0), 1, 2, 4, t);
   h.Feed(2, b);
   // gpt-8 unties its embeddings: the embedding group has no all-reduce in
   // the graph, so the communicator is bound to it and its operation is not
@@ -111,7 +109,7 @@ TEST_CASE("twin communicators: learned from the real ranks' reports, the first u
 TEST_CASE("twin communicators: a communicator told after a real rank's report releases the parked operation",
           "[hybrid][twins]") {
   const g::Graph graph = MegatronGraph("gpt-8.yaml");
-  HybridHarness h(graph, {0, 4});
+  pt::HybridHarness h(graph, {0, 4});
   h.OpenSession(2, 4);
   constexpr uint64_t kHash = 0x9917;
   FeedFirstPipelineSend(h, graph, kHash, /*receiver_too=*/false);
