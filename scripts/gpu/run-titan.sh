@@ -130,9 +130,11 @@ keep = {k: v for k, v in s.items() if not isinstance(v, (dict, list)) or k in ("
 print(json.dumps(keep)[:900])
 PY
 }
-# last_error LOG: the last lines that say why a run failed
+# last_error LOG: the last lines that say why a run failed (not NCCL's INFO lines: with
+# NCCL_DEBUG=INFO the plugin's own INFO lines name NET/Prism too)
 last_error() {
-  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|NET/Prism|held|stall" "$1" 2> /dev/null | grep -av "frame #" |
+  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|NET/Prism|held|stall" "$1" 2> /dev/null |
+    grep -av -e "frame #" -e " NCCL INFO " |
     tail -4 | sed 's/^/    | /'
 }
 
