@@ -510,6 +510,18 @@ TEST_CASE("virtual recv: MIRROR with a late ready time: ready + bytes/B + L on t
                posted_by);
 }
 
+// A ring all-reduce (seq 1) of `count` floats under LL, started and
+// stopped as NCCL's profiler front end does; its tasks.
+std::vector<void*> LlAllReduceTask(Rig* rig, size_t count) {
+  FakeColl c;
+  c.proto = "LL";
+  c.seq = 1;
+  c.count = count;
+  std::vector<void*> tasks = rig->nccl.StartTasks({c}, {});
+  rig->nccl.StopTasks(tasks);
+  return tasks;
+}
+
 // An LL ring all-reduce of 4 steps on one channel whose own empty steps all
 // leave at once; each receive k must wait for the ring's lockstep,
 // first send + k (L + c) + L, with c = 2 ms from the schedule (or, without
@@ -518,12 +530,7 @@ void CheckLockstep(bool with_schedule) {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeColl c;
-  c.proto = "LL";
-  c.seq = 1;
-  c.count = 1;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = LlAllReduceTask(&rig, 1);
   constexpr int kSteps = 4;
   constexpr int64_t kStepCost = 2'000'000;  // far above the own sends' pace
   FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 2, kSteps, 1, true);
@@ -1226,6 +1233,13 @@ void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const 
   warned += "\n";
 }
 
+// Routes `rig`'s warnings to CaptureLog, starting from none.
+void CaptureWarnings(Rig* rig) {
+  rig->logger.Set(&CaptureLog);
+  std::lock_guard<std::mutex> lock(warned_mu);
+  warned.clear();
+}
+
 }  // namespace
 
 // A PAT receive whose own send never comes (its peer a real rank on the same
@@ -1234,11 +1248,7 @@ void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const 
 TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its dimension",
           "[plugin][unit][arrival][pat]") {
   Rig rig(8, 1);
-  rig.logger.Set(&CaptureLog);
-  {
-    std::lock_guard<std::mutex> lock(warned_mu);
-    warned.clear();
-  }
+  CaptureWarnings(&rig);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
   std::vector<void*> tasks = PatAllGatherTask(&rig, 5, 4096);
   FakeSub from2 = rig.nccl.Sub(tasks[0], 0, 2, 1, 1, false);  // dimension 0; its sends go to rank 0
@@ -1268,19 +1278,10 @@ TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its
 TEST_CASE("virtual recv: a ring receive that waits long for its own send names the op, the last send and the last fill",
           "[plugin][unit][arrival][ll]") {
   Rig rig(8, 0);
-  rig.logger.Set(&CaptureLog);
-  {
-    std::lock_guard<std::mutex> lock(warned_mu);
-    warned.clear();
-  }
+  CaptureWarnings(&rig);
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeColl c;
-  c.proto = "LL";
-  c.seq = 1;
-  c.count = 57;
-  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
-  rig.nccl.StopTasks(tasks);
+  std::vector<void*> tasks = LlAllReduceTask(&rig, 57);
   FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 1, 14, 1, true);
   FakeSub sub_recv = rig.nccl.Sub(tasks[0], 0, 7, 14, 1, false);
   for (FakeSub* s : {&sub_send, &sub_recv}) rig.nccl.StartProxyOp(s);

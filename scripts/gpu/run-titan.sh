@@ -17,8 +17,8 @@
 #     prism-session-capture); TITAN_DIR: scripts/titan-source.sh output (TorchTitan v0.2.2).
 #   N: world size (default 8); MODE: fsdp (FSDP2 over all N ranks, default) or fsdp_tp (FSDP2
 #   over N/TP ranks x TP); SLICE: the capture's real ranks (default 0: every rank has one role;
-#   on 2026-12-02 the slice 0,4 of 8 hung in its first step, see docs/capture.md); OTHER: the check
-#   run's real rank (default 5; must not be in SLICE).
+#   on 2026-12-02 the slices 0,4 and 0 of 8 hung in their first step, see docs/capture.md);
+#   OTHER: the check run's real rank (default 5; must not be in SLICE).
 # Env: OUT (default /tmp/prism-titan-<time>): summary.txt as the steps go, and at the end the
 #   tails of 7 logs (8 files: what a GPU lease's $OUT returns); KEEP (default
 #   /tmp/prism-titan-work-<time>): the runs' files (capture, logs); give a folder that outlives
@@ -130,9 +130,11 @@ keep = {k: v for k, v in s.items() if not isinstance(v, (dict, list)) or k in ("
 print(json.dumps(keep)[:900])
 PY
 }
-# last_error LOG: the last lines that say why a run failed
+# last_error LOG: the last lines that say why a run failed (not NCCL's INFO lines: with
+# NCCL_DEBUG=INFO the plugin's own INFO lines name NET/Prism too)
 last_error() {
-  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|NET/Prism|held|stall" "$1" 2> /dev/null | grep -av "frame #" |
+  grep -aE "Error|error|refus|Traceback|FAILED|diverg|NCCL WARN|NET/Prism|held|stall" "$1" 2> /dev/null |
+    grep -av -e "frame #" -e " NCCL INFO " |
     tail -4 | sed 's/^/    | /'
 }
 
