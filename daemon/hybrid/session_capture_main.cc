@@ -91,19 +91,19 @@ int main(int argc, char** argv) {
   uint64_t skip = 1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
   app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
-  auto* output = app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl");
-  auto* slim_option = app.add_option(
+  app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl");
+  app.add_option(
       "--slim", slim, "instead of capturing: write what a prismd --follow run's capture reads of SESSIONS "
                       "(communicators, operation starts and ends) to this new file: a small recording that "
                       "captures the same");
-  slim_option->excludes(output);
   app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
   app.add_option("--torch-trace", torch_dir,
                  "a prismd --follow run only: the folder of the real ranks' torch-rank-<r>.jsonl (prism capture's "
                  "torch trace): order, streams, dependencies and memory from the program's calls");
   CLI11_PARSE(app, argc, argv);
   if (!slim.empty()) {
-    if (!graph_path.empty() || !torch_dir.empty()) return Fail(2, "--slim takes no --graph nor --torch-trace");
+    if (!graph_path.empty() || !torch_dir.empty() || !dir.empty())
+      return Fail(2, "--slim writes a recording and captures nothing: leave out -o, --graph and --torch-trace");
     return Slim(sessions, slim);
   }
   if (dir.empty()) return Fail(2, "-o FOLDER is required (the folder to create for rank-<r>.capture.jsonl)");
