@@ -81,8 +81,9 @@ struct Recording {
 absl::StatusOr<Recording> ReadRecording(const std::string& path);
 
 // Writes `rec` (header and lines, each with its own `at`) to `path`, a file
-// that must not exist yet: AlreadyExists naming it, else InvalidArgument as
-// Open. ReadRecording of the file gives `rec` back.
+// that must not exist yet: AlreadyExists naming it, InvalidArgument as Open
+// when it cannot be created, Internal when a line could not be written.
+// ReadRecording of the file gives `rec` back.
 absl::Status WriteRecording(const std::string& path, const Recording& rec);
 
 }  // namespace prism::daemon
