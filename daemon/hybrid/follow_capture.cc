@@ -246,4 +246,23 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
   return out;
 }
 
+Recording FollowCaptureInput(const Recording& recording) {
+  Recording out = recording;
+  out.lines.clear();
+  for (const RecordedLine& l : recording.lines) {
+    if (l.kind == RecordedLine::kCommunicator) {
+      out.lines.push_back(l);
+      continue;
+    }
+    if (l.kind != RecordedLine::kEvents) continue;
+    RecordedLine kept{RecordedLine::kEvents};
+    kept.at = l.at;
+    kept.session = l.session;
+    for (const rpc::Event& e : l.events.events())
+      if (e.has_op_started() || e.has_op_finished()) *kept.events.add_events() = e;
+    if (kept.events.events_size() > 0) out.lines.push_back(std::move(kept));
+  }
+  return out;
+}
+
 }  // namespace prism::daemon

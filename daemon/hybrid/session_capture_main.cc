@@ -5,6 +5,8 @@
 //   prism-session-capture SESSIONS.rec --graph G -o DIR [--skip-iterations N]
 //   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N] [--torch-trace TDIR]
 //       a prismd --follow run (follow_capture.h); TDIR: prism capture's torch traces (torch_trace.h)
+//   prism-session-capture SESSIONS.rec --slim OUT.rec
+//       writes only what a follow capture reads of SESSIONS.rec (FollowCaptureInput) to a new file
 //
 // Exit: 0; 2 bad input; 1 the output could not be written.
 #include <filesystem>
@@ -66,21 +68,45 @@ int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t 
   return 0;
 }
 
+// --slim: what a follow capture reads of `sessions`, into the new file `out`.
+int Slim(const std::string& sessions, const std::string& out) {
+  auto recording = prism::daemon::ReadRecording(sessions);
+  if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
+  if (recording->graph.rfind("follow:", 0) != 0)
+    return Fail(2, "--slim: " + sessions + " is a recording of graph '" + recording->graph.substr(0, 64) +
+                       "', not of a prismd --follow run (a capture with --graph reads other lines)");
+  const prism::daemon::Recording slim = prism::daemon::FollowCaptureInput(*recording);
+  if (auto s = prism::daemon::WriteRecording(out, slim); !s.ok()) return Fail(1, std::string(s.message()));
+  std::cout << "wrote " << out << ": " << slim.lines.size() << " of " << recording->lines.size()
+            << " lines (communicators and operation starts and ends)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"capture recordings of a hybrid run's real ranks, compute measured from prismd --record-sessions "
                "(docs/capture.md)", "prism-session-capture"};
-  std::string sessions, graph_path, dir, torch_dir;
+  std::string sessions, graph_path, dir, torch_dir, slim;
   uint64_t skip = 1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
   app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
-  app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl")->required();
+  app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl");
+  app.add_option(
+      "--slim", slim, "instead of capturing: write what a prismd --follow run's capture reads of SESSIONS "
+                      "(communicators, operation starts and ends) to this new file: a small recording that "
+                      "captures the same");
   app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
   app.add_option("--torch-trace", torch_dir,
                  "a prismd --follow run only: the folder of the real ranks' torch-rank-<r>.jsonl (prism capture's "
                  "torch trace): order, streams, dependencies and memory from the program's calls");
   CLI11_PARSE(app, argc, argv);
+  if (!slim.empty()) {
+    if (!graph_path.empty() || !torch_dir.empty() || !dir.empty())
+      return Fail(2, "--slim writes a recording and captures nothing: leave out -o, --graph and --torch-trace");
+    return Slim(sessions, slim);
+  }
+  if (dir.empty()) return Fail(2, "-o FOLDER is required (the folder to create for rank-<r>.capture.jsonl)");
   if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir);
   if (!torch_dir.empty()) return Fail(2, "--torch-trace goes with a prismd --follow run (no --graph): a run with a "
                                          "graph takes streams and dependencies from the graph");

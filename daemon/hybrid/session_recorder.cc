@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/escaping.h"
@@ -62,9 +63,13 @@ SessionRecorder::~SessionRecorder() {
 
 void SessionRecorder::Line(const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::fputs(text.c_str(), file_);
-  std::fputc('\n', file_);
-  std::fflush(file_);
+  if (std::fputs(text.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF || std::fflush(file_) != 0)
+    write_failed_ = true;
+}
+
+bool SessionRecorder::ok() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !write_failed_;
 }
 
 void SessionRecorder::Communicator(int64_t at, const CommDescription& c) {
@@ -136,6 +141,22 @@ absl::StatusOr<Recording> ReadRecording(const std::string& path) {
   }
   if (line == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": empty recording"));
   return rec;
+}
+
+absl::Status WriteRecording(const std::string& path, const Recording& rec) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec))
+    return absl::AlreadyExistsError(absl::StrCat(path, ": already exists; name a new file"));
+  auto out = SessionRecorder::Open(path, rec.start_realtime_ns, rec.lookahead_ns, rec.real_ranks, rec.graph,
+                                   rec.iterations);
+  if (!out.ok()) return out.status();
+  for (const RecordedLine& l : rec.lines) {
+    if (l.kind == RecordedLine::kCommunicator) (*out)->Communicator(l.at, l.comm);
+    if (l.kind == RecordedLine::kEvents) (*out)->Events(l.at, l.session, l.events);
+    if (l.kind == RecordedLine::kSchedule) (*out)->Schedule(l.at, l.session, l.schedule);
+  }
+  if (!(*out)->ok()) return absl::InternalError(absl::StrCat(path, ": could not write every line (disk full?)"));
+  return absl::OkStatus();
 }
 
 }  // namespace prism::daemon

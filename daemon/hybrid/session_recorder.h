@@ -46,6 +46,8 @@ class SessionRecorder {
   void Communicator(int64_t at, const CommDescription& c);
   void Events(int64_t at, uint64_t session, const rpc::EventBatch& batch);
   void Schedule(int64_t at, uint64_t session, const rpc::OpSchedule& s);
+  // False once a line could not be written (a full disk): the file is short.
+  bool ok();
 
  private:
   explicit SessionRecorder(std::FILE* f) : file_(f) {}
@@ -53,6 +55,7 @@ class SessionRecorder {
 
   std::mutex mu_;
   std::FILE* file_;
+  bool write_failed_ = false;
 };
 
 // One parsed line of a recording.
@@ -76,6 +79,12 @@ struct Recording {
 
 // Parses a whole recording; errors name the line.
 absl::StatusOr<Recording> ReadRecording(const std::string& path);
+
+// Writes `rec` (header and lines, each with its own `at`) to `path`, a file
+// that must not exist yet: AlreadyExists naming it, InvalidArgument as Open
+// when it cannot be created, Internal when a line could not be written.
+// ReadRecording of the file gives `rec` back.
+absl::Status WriteRecording(const std::string& path, const Recording& rec);
 
 }  // namespace prism::daemon
 

@@ -36,8 +36,9 @@
 #   REFINE=K: after 1, up to K rounds of prism capture with the previous round's captured
 #   graph, printing each round, until the first real rank's steady iteration changes < 0.5%.
 #   TORCH_TRACE=0: prism capture --no-torch-trace. SKIP_CHECK=1: no step 4. PACK=FILE.tar.gz: at exit, whatever exists of the capture's small
-#   files (sessions.rec without its schedule lines, torch traces, recordings, the captured
-#   graphs, the tails of the logs) in one archive, e.g. for test/fixtures.
+#   files (sessions.rec without its schedule lines; of a follow capture also sessions.slim.rec,
+#   prism-session-capture --slim's; torch traces, recordings, the captured graphs, the tails of
+#   the logs) in one archive, e.g. for test/fixtures.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bundle="$(cd "${1:?usage: run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]}" && pwd)"
@@ -70,6 +71,9 @@ pack() {
     [[ -d $c && $c != *-logs ]] || continue
     local b; b=$(basename "$c"); mkdir -p "$d/$b"
     [[ -f $c/sessions.rec ]] && grep -av '"schedule"' "$c/sessions.rec" > "$d/$b/sessions.rec"
+    # a follow capture's recording as a test fixture holds it (fails quietly for a run with a graph, or an older bundle)
+    [[ -f $c/sessions.rec ]] && "$bundle/prism-session-capture" "$c/sessions.rec" --slim "$d/$b/sessions.slim.rec" \
+      > /dev/null 2>&1
     for f in torch recordings captured.graph world.graph; do [[ -e $c/$f ]] && cp -r "$c/$f" "$d/$b/"; done
     [[ -f $c.log ]] && tail -n 300 "$c.log" > "$d/$b.log"
     for l in "$c"-logs/*.log; do [[ -f $l ]] && mkdir -p "$d/$b-logs" && tail -n 200 "$l" > "$d/$b-logs/$(basename "$l")"; done
