@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/units.h"
 #include "daemon/engine/network_model.h"
+#include "daemon/engine/realtime.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "proto/graph.pb.h"
@@ -37,10 +38,14 @@ namespace prism::daemon {
 struct SessionSchedule {
   uint64_t session = 0;
   rpc::OpSchedule schedule;
+  // CLOCK_REALTIME when the scheduler handed it over (a reply: when the batch
+  // it answers was handled), on the recording's clock; 0 in unpaced replays.
+  int64_t sent_ns = 0;
 };
 
 struct SessionReplayResult {
   std::vector<SessionSchedule> schedules;  // in the order the scheduler sent them
+  std::vector<SessionSchedule> holds;      // OpSchedule.hold replies, apart (not in `schedules`)
   std::vector<Nanoseconds> iteration_times;  // the engine's, every iteration it completed
   uint64_t ops_matched = 0, ops_unmatched = 0, divergences = 0;
   uint64_t schedules_late = 0;  // sent after the time they give (meaningful in a paced replay)
@@ -49,6 +54,9 @@ struct SessionReplayResult {
   // ops; actor_of_rank maps ranks to actors).
   std::vector<engine::TraceRecorder::OpRecord> trace;
   std::vector<uint32_t> actor_of_rank;
+  // A paced replay's engine lag (prism_engine_event_lag_seconds); empty unpaced.
+  engine::WallClockPacer::LagHistogram lags;
+  Nanoseconds max_lag;
 };
 
 // Replays `recording` against `graph` (the graph prismd ran). Errors: the
@@ -69,9 +77,14 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
 // back, so they compare with RecordedSchedules. Takes as long as the
 // recording. For finding where a live run and the unpaced replay part.
 // `lookahead`: the engine's (default: the recording's), to try another.
+// `nccl`: as for ReplaySessions. `recorder` (nullable): records the replay
+// as prismd --record-sessions would (its cost included). The result carries
+// the engine's lag.
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
                                                         const std::vector<uint32_t>& trace_ranks = {},
-                                                        std::optional<Nanoseconds> lookahead = std::nullopt);
+                                                        std::optional<Nanoseconds> lookahead = std::nullopt,
+                                                        const engine::NcclBehaviour& nccl = engine::NcclBehaviour(),
+                                                        SessionRecorder* recorder = nullptr);
 
 // The recorded schedules of `recording`, in order.
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording);
