@@ -6,7 +6,7 @@
 //
 // Usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US]
 //                         [--lookahead-ms MS] [--report-delay-us US] [--record FILE]
-//                         [--message-events on|off] GRAPH RANKS [RANKS ...]
+//                         [--message-events on|off] [--ring-answer-wait-us US] GRAPH RANKS [RANKS ...]
 //   RANKS: the real ranks of one run, comma-separated (e.g. 0  5  0,1).
 //   --nccl-algo: as prismd's (default Ring; "" for NCCL's own choice).
 //   --step-cost-us: as prismd's (default its "auto").
@@ -14,6 +14,9 @@
 //   --record FILE: the scheduler records the sessions there, as prismd
 //     --record-sessions does (the GPU host's runs record by default).
 //   --message-events on|off: the per-message events (default on).
+//   --ring-answer-wait-us US: HybridSchedulerOptions::ring_answer_wait
+//     (default prismd's; 0: a ring the engine has not seen its members reach
+//     is held at once, as before 2026-12-02).
 //   --report-delay-us: how long after its stamp a report reaches prismd
 //     (default 50: the plugin's PRISM_EVENT_FLUSH_US batching).
 //
@@ -224,7 +227,7 @@ int64_t WallRealtimeNs() {
 int Usage() {
   std::fprintf(stderr,
                "usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US] [--lookahead-ms MS] "
-               "[--report-delay-us US] [--record FILE] [--message-events on|off] "
+               "[--report-delay-us US] [--record FILE] [--message-events on|off] [--ring-answer-wait-us US] "
                "GRAPH RANKS [RANKS ...]   (RANKS e.g. 0 or 0,1)\n");
   return 2;
 }
@@ -237,6 +240,7 @@ int main(int argc, char** argv) {
   double report_delay_us = 50;  // the plugin's PRISM_EVENT_FLUSH_US
   bool message_events = true;
   std::string record_path;  // --record: prismd --record-sessions's file
+  int64_t ring_answer_wait_us = -1;  // -1: prismd's
   const int64_t flush_ns = 50'000;
   std::string algo = "Ring";
   prism::engine::NcclBehaviour nccl;
@@ -249,6 +253,8 @@ int main(int argc, char** argv) {
     if (flag == "--lookahead-ms" && absl::SimpleAtoi(value, &lookahead_ms)) continue;
     if (flag == "--nccl-algo") { algo = value; continue; }
     if (flag == "--record") { record_path = value; continue; }
+    if (flag == "--ring-answer-wait-us" && absl::SimpleAtoi(value, &ring_answer_wait_us) && ring_answer_wait_us >= 0)
+      continue;
     if (flag == "--message-events" && (value == "on" || value == "off")) { message_events = value == "on"; continue; }
     if (flag == "--report-delay-us" && absl::SimpleAtod(value, &report_delay_us) && report_delay_us >= 0) continue;
     if (flag == "--step-cost-us" && absl::SimpleAtod(value, &us) && us >= 0) {
@@ -294,8 +300,12 @@ int main(int argc, char** argv) {
       if (!opened.ok()) { std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()); return 1; }
       recorder = std::move(*opened);
     }
-    auto r = prism::daemon::ReplaySessionsPaced(*graph, *rec, {}, Nanoseconds(lookahead_ms * 1'000'000), nccl,
-                                                recorder.get());
+    prism::daemon::PacedReplayOptions po;
+    po.lookahead = Nanoseconds(lookahead_ms * 1'000'000);
+    po.nccl = nccl;
+    po.recorder = recorder.get();
+    if (ring_answer_wait_us >= 0) po.ring_answer_wait = Nanoseconds(ring_answer_wait_us * 1000);
+    auto r = prism::daemon::ReplaySessionsPaced(*graph, *rec, po);
     if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     Nanoseconds played(0);

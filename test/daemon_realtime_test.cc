@@ -183,3 +183,50 @@ TEST_CASE("a group whose members complete out of order ends at the later complet
   CHECK(sends[0].second > 800'000);
   CHECK(sends[1].first >= sends[0].second);
 }
+
+TEST_CASE("the inbox tells a reporter once the engine applied its report and handled every event up to a time",
+          "[daemon][realtime]") {
+  prism::engine::EngineInbox inbox;
+  const uint64_t first = inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(100)});
+  const uint64_t second = inbox.Post(prism::engine::RankReachedOp{0, 2, prism::FromMicroseconds(200)});
+  CHECK(second == first + 1);
+  CHECK_FALSE(inbox.CaughtUp(first, prism::FromMicroseconds(100)));  // not drained
+  std::vector<prism::engine::InboxEvent> drained;
+  inbox.Drain(&drained);
+  CHECK_FALSE(inbox.CaughtUp(first, prism::FromMicroseconds(100)));  // drained, not handled
+  inbox.MarkCaughtUp(prism::FromMicroseconds(300));                 // the next event is at 300 us
+  CHECK(inbox.CaughtUp(second, prism::FromMicroseconds(299)));
+  CHECK_FALSE(inbox.CaughtUp(second, prism::FromMicroseconds(300)));  // the event at 300 us is not handled
+  const uint64_t third = inbox.Post(prism::engine::RankReachedOp{0, 3, prism::FromMicroseconds(250)});
+  CHECK_FALSE(inbox.CaughtUp(third, prism::FromMicroseconds(250)));
+  inbox.Drain(&drained);  // withdraws the mark: what it drained may precede it
+  CHECK_FALSE(inbox.CaughtUp(third, prism::FromMicroseconds(0)));
+  inbox.MarkCaughtUp(prism::Nanoseconds::Max());  // nothing left: the engine waits for the real ranks
+  CHECK(inbox.CaughtUp(third, prism::FromSeconds(1000)));
+}
+
+TEST_CASE("a paced engine marks the inbox caught up to its next event, and to the end when it waits for the real "
+          "ranks", "[daemon][realtime]") {
+  // Real rank 0 and virtual rank 1 of an all-reduce after 5 ms of compute:
+  // the engine waits for the real rank with nothing left to play.
+  const g::Graph gr = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 1, 5'000'000);
+  prism::engine::EngineInbox inbox;
+  prism::engine::WallClockPacer pacer(prism::engine::RealtimeOptions{});
+  pacer.Start();
+  prism::engine::SimulationOptions o;
+  o.real_ranks = {0};
+  o.inbox = &inbox;
+  o.pacer = &pacer;
+  o.report_when_stopped = true;
+  absl::StatusOr<prism::engine::SimulationResult> result = absl::UnknownError("not run");
+  std::thread engine([&] { result = prism::engine::Simulate(gr, o); });
+  const uint64_t reached = inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(1)});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!inbox.CaughtUp(reached, prism::FromMilliseconds(5)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(inbox.CaughtUp(reached, prism::FromMilliseconds(5)));  // the virtual rank arrived; only the real rank can move
+  CHECK(pacer.Now() >= prism::FromMilliseconds(5));           // never ahead of the wall clock (lookahead 0)
+  inbox.Post(prism::engine::StopRequest{});
+  engine.join();
+  REQUIRE(result.ok());
+}

@@ -654,6 +654,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
           observer_->OnAwaitingRealRanks(RealRankPositions());
           awaiting_told = now;
         }
+        inbox->MarkCaughtUp(Nanoseconds::Max());  // all handled: only the real ranks can move it
         inbox->WaitUntil(now + std::chrono::milliseconds(100));
         continue;
       }

@@ -3,7 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -106,7 +108,14 @@ void HybridScheduler::OnSessionClosed(SessionId id) {
       r.session = 0;
       if (status_ != nullptr) status_->UpdateRealRank(rank, false, "session closed");
     }
-  for (auto it = started_.begin(); it != started_.end();) it = it->first.first == id ? started_.erase(it) : std::next(it);
+  for (auto it = started_.begin(); it != started_.end();) {
+    if (it->first.first != id) {
+      ++it;
+      continue;
+    }
+    ring_answers_.Finished(it->second.rank, it->second.order, Nanoseconds(0));  // its report never comes
+    it = started_.erase(it);
+  }
   session_rank_.erase(id);
 }
 
@@ -323,6 +332,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   }
   const rpc::OpKey& key = s.key();
   std::optional<ProgramOp> op;
+  std::optional<Slot> defer_ring;
   if (IsPointToPoint(key.kind())) {
     if (key.peer() < 0 || static_cast<size_t>(key.peer()) >= c.members.size()) {
       Unmatched(id, s, rank, absl::StrCat("send/recv with comm rank ", key.peer(), " of ", c.name), reply);
@@ -376,8 +386,12 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       rr.collective_started[slot] =
           Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s), *op};
       if (MirrorKind(s) && options_.hold_early_rings && reply != nullptr) {
-        Hold(key, reply);
-        ++counters_.holds;
+        if (options_.ring_answer_wait > Nanoseconds(0) && pacer_ != nullptr) {
+          defer_ring = slot;  // answered once the engine knows (AnswerRings)
+        } else {
+          Hold(key, reply);
+          ++counters_.holds;
+        }
       }
     }
   }
@@ -392,8 +406,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
-  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
-  inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
+  const uint64_t order = ring_answers_.Started(rank);
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, order};
+  const Nanoseconds at = pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0);
+  if (defer_ring) ring_answers_.Defer(rank, order, *defer_ring, at);
+  last_posted_ = inbox_->Post(engine::RankReachedOp{rank, op->op, at});
   if (status_ != nullptr) {
     status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
     status_->CountRealRankOp(rank);
@@ -415,7 +432,8 @@ void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
   const Nanoseconds end = pacer_ ? pacer_->EmulatedFromRealtime(f.end_ns()) : Nanoseconds(0);
   const Nanoseconds first = f.first_send_ns() > 0 && pacer_ ? pacer_->EmulatedFromRealtime(f.first_send_ns())
                                                             : Nanoseconds(0);
-  inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
+  ring_answers_.Finished(op.rank, op.order, end);
+  last_posted_ = inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
   if (status_ != nullptr) status_->UpdateRealRank(op.rank, true, absl::StrCat("finished ", op.what));
 }
 
@@ -424,7 +442,7 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // takes milliseconds, and the engine thread's observer calls wait on mu_
   // (with it inside, prismd's engine lag at 8192 ranks reached 70 ms).
   if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (batch.events_size() > 0) last_report_ns_ = RealtimeNowNs();
   for (const rpc::Event& e : batch.events()) {
     switch (e.kind_case()) {
@@ -436,6 +454,34 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
         break;
       default: break;
     }
+  }
+  if (reply != nullptr) AnswerRings(&lock, id, reply);
+}
+
+void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply) {
+  const std::vector<RingAnswers::Due> due = ring_answers_.TakeAnswerable();
+  if (due.empty()) return;
+  Nanoseconds through(0);
+  for (const RingAnswers::Due& d : due) through = Max(through, d.through);
+  const uint64_t posted = last_posted_;
+  lock->unlock();  // the engine's observer calls take mu_
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(options_.ring_answer_wait.count());
+  while (!inbox_->CaughtUp(posted, through) && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  lock->lock();
+  for (const RingAnswers::Due& d : due) {
+    RealRank& rr = ranks_[d.rank];
+    const auto started = rr.collective_started.find(d.ring);
+    if (started == rr.collective_started.end()) continue;  // the members' schedule went out
+    if (rr.session == 0) continue;  // its session closed
+    ++counters_.holds;
+    if (rr.session == id) {
+      Hold(started->second.key, reply);
+      continue;
+    }
+    rpc::ScheduleBatch pushed;
+    Hold(started->second.key, &pushed);
+    outbox_.push_back(Push{rr.session, std::move(*pushed.mutable_ops(0))});
+    outbox_cv_.notify_one();
   }
 }
 

@@ -98,6 +98,7 @@ HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph, const R
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.iterations = recording.iterations;
+  so.ring_answer_wait = Nanoseconds(0);  // the unpaced engine runs after the input; paced replays set it
   return so;
 }
 
@@ -204,10 +205,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
 }
 
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks,
-                                                        std::optional<Nanoseconds> lookahead,
-                                                        const engine::NcclBehaviour& nccl,
-                                                        SessionRecorder* recorder) {
+                                                        const PacedReplayOptions& options) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
   // The copy first: a large recording takes a while to copy, and the replay
@@ -217,13 +215,14 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   Shift(&live, shift);
   engine::EngineInbox inbox;
   engine::RealtimeOptions rt;
-  rt.lookahead = lookahead.value_or(Nanoseconds(recording.lookahead_ns));
+  rt.lookahead = options.lookahead.value_or(Nanoseconds(recording.lookahead_ns));
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(Nanoseconds(live.start_realtime_ns));
   CollectingSink sink(/*stamp=*/true);
   HybridSchedulerOptions so = ReplaySchedulerOptions(graph, recording);
-  so.step_cost = nccl.step_cost;  // as prismd's (hybrid_run.cc)
-  so.recorder = recorder;
+  so.step_cost = options.nccl.step_cost;  // as prismd's (hybrid_run.cc)
+  so.ring_answer_wait = options.ring_answer_wait.value_or(HybridSchedulerOptions().ring_answer_wait);
+  so.recorder = options.recorder;
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, so);
   std::thread feeder([&] {  // each line when its time comes
     std::set<uint64_t> opened;
@@ -234,7 +233,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
     }
     inbox.Post(engine::EndOfInput{});
   });
-  engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks, nccl);
+  engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, options.trace_ranks, options.nccl);
   o.pacer = &pacer;
   auto result = engine::Simulate(graph, o);
   feeder.join();

@@ -69,22 +69,28 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
                                                    const std::vector<uint32_t>& trace_ranks = {},
                                                    const engine::NcclBehaviour& nccl = engine::NcclBehaviour());
 
+// How ReplaySessionsPaced plays.
+struct PacedReplayOptions {
+  std::vector<uint32_t> trace_ranks;       // as for ReplaySessions
+  std::optional<Nanoseconds> lookahead;    // the engine's (default: the recording's), to try another
+  engine::NcclBehaviour nccl;              // as for ReplaySessions
+  SessionRecorder* recorder = nullptr;     // records the replay as prismd --record-sessions would (its cost included)
+  // HybridSchedulerOptions::ring_answer_wait (default: prismd's); 0 holds a
+  // ring the engine has not yet seen its members reach at once, as prismd
+  // did before 2026-12-02.
+  std::optional<Nanoseconds> ring_answer_wait;
+};
+
 // Replays `recording` as the live run met it: the engine paced to the wall
 // clock with the recording's lookahead, each recorded line handed to the
 // scheduler when as much time has passed since the start as had passed in
 // the recording (so reports arrive behind the engine as they did live). All
 // CLOCK_REALTIME stamps are moved to now; the returned schedules are moved
 // back, so they compare with RecordedSchedules. Takes as long as the
-// recording. For finding where a live run and the unpaced replay part.
-// `lookahead`: the engine's (default: the recording's), to try another.
-// `nccl`: as for ReplaySessions. `recorder` (nullable): records the replay
-// as prismd --record-sessions would (its cost included). The result carries
-// the engine's lag.
+// recording. For finding where a live run and the unpaced replay part, and
+// for measuring the engine's lag (the result carries it).
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks = {},
-                                                        std::optional<Nanoseconds> lookahead = std::nullopt,
-                                                        const engine::NcclBehaviour& nccl = engine::NcclBehaviour(),
-                                                        SessionRecorder* recorder = nullptr);
+                                                        const PacedReplayOptions& options = PacedReplayOptions());
 
 // The recorded schedules of `recording`, in order.
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording);
