@@ -230,3 +230,34 @@ TEST_CASE("a paced engine marks the inbox caught up to its next event, and to th
   engine.join();
   REQUIRE(result.ok());
 }
+
+TEST_CASE("events that follow a late report, at any depth, count their lag from when the engine learned of it",
+          "[daemon][realtime]") {
+  // Real rank 0 and virtual rank 1: compute 1 us, all-reduce, compute 1 us,
+  // all-reduce. Rank 0's report that the first all-reduce ended at 3 us
+  // comes 100 ms late. Rank 1's end of it follows from the report (counted
+  // from then since 2026-12-01), and so do its 1 us of compute after it and
+  // its arrival at the second all-reduce (counted from 3 us before
+  // 2026-12-02: the report's trip as engine lag).
+  const g::Graph gr = prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 2, 1000);
+  prism::engine::EngineInbox inbox;
+  prism::engine::WallClockPacer pacer(prism::engine::RealtimeOptions{});
+  pacer.Start();
+  prism::engine::SimulationOptions o;
+  o.real_ranks = {0};
+  o.inbox = &inbox;
+  o.pacer = &pacer;
+  o.report_when_stopped = true;
+  absl::StatusOr<prism::engine::SimulationResult> result = absl::UnknownError("not run");
+  std::thread engine([&] { result = prism::engine::Simulate(gr, o); });
+  inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(1)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const uint64_t done = inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMicroseconds(3),
+                                                                  prism::FromMicroseconds(1)});
+  while (!inbox.CaughtUp(done, prism::FromMicroseconds(10))) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  inbox.Post(prism::engine::StopRequest{});
+  engine.join();
+  REQUIRE(result.ok());
+  CHECK(pacer.Lags().total >= 3);
+  CHECK(pacer.max_lag() < prism::FromMilliseconds(50));  // not the report's 100 ms
+}
