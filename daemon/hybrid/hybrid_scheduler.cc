@@ -229,10 +229,10 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
 
 // Sends `s` to the rank's session: in `reply` when the session's own thread
 // is answering, else through the outbox (or queued until the session is known).
-void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session) {
+// Recorded (--record-sessions) where the file write holds no lock the engine
+// thread waits on: replies at the end of OnEvents, pushes in the pusher.
+void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply) {
   ++counters_.schedules_pushed;
-  if (options_.recorder != nullptr)
-    options_.recorder->Schedule(RealtimeNowNs(), reply != nullptr ? reply_session : ranks_[rank].session, s);
   if (pushed_metric_ != nullptr) pushed_metric_->Increment();
   const double lead = (static_cast<double>(s.ready_ns()) - static_cast<double>(RealtimeNowNs())) * 1e-9;
   if (lead < 0) ++counters_.schedules_late;
@@ -274,7 +274,7 @@ void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
   if (options_.unmatched_ops_diverge)
     Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
-  Deliver(rank, OnTimeSchedule(s), reply, session);
+  Deliver(rank, OnTimeSchedule(s), reply);
 }
 
 bool HybridScheduler::PastReplay(SessionId session, const rpc::OpStarted& s, uint32_t rank, const ProgramOp& op,
@@ -318,7 +318,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
                          ", which prismd's bootstrap never created (", rpc::OpKind_Name(s.key().kind()),
                          " #", s.key().seq(), "); its virtual peers are timed as if on time"));
-    if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply, id);
+    if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply);
     return;
   }
   const CommDescription& c = comm->second;
@@ -354,7 +354,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
-        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamShapeOf(s)), reply, id);
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamShapeOf(s)), reply);
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
@@ -380,7 +380,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       Deliver(rank,
               Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second,
                        StreamShapeOf(s)),
-              reply, id);
+              reply);
       rr.collective_ready.erase(ready);
     } else {
       rr.collective_started[slot] =
@@ -442,20 +442,27 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // takes milliseconds, and the engine thread's observer calls wait on mu_
   // (with it inside, prismd's engine lag at 8192 ranks reached 70 ms).
   if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
-  std::unique_lock<std::mutex> lock(mu_);
-  if (batch.events_size() > 0) last_report_ns_ = RealtimeNowNs();
+  // Per-message events take no lock: the engine thread's observer calls wait
+  // on mu_, and a batch holds thousands of them at 8192 ranks.
+  bool operations = false;
   for (const rpc::Event& e : batch.events()) {
-    switch (e.kind_case()) {
-      case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;
-      case rpc::Event::kOpFinished: HandleFinished(id, e.op_finished()); break;
-      case rpc::Event::kCompleted:
-        if (late_receive_metric_ != nullptr && e.completed().late_ns() > 0)
-          late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
-        break;
-      default: break;
-    }
+    operations |= e.has_op_started() || e.has_op_finished();
+    if (late_receive_metric_ != nullptr && e.has_completed() && e.completed().late_ns() > 0)
+      late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
   }
-  if (reply != nullptr) AnswerRings(&lock, id, reply);
+  if (batch.events_size() > 0) last_report_ns_.store(RealtimeNowNs(), std::memory_order_relaxed);
+  if (!operations) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const rpc::Event& e : batch.events()) {
+    if (e.has_op_started()) HandleStarted(id, e.op_started(), reply);
+    else if (e.has_op_finished()) HandleFinished(id, e.op_finished());
+  }
+  if (reply == nullptr) return;
+  AnswerRings(&lock, id, reply);
+  lock.unlock();
+  if (options_.recorder != nullptr)
+    for (const rpc::OpSchedule& s : reply->ops())
+      if (!s.hold()) options_.recorder->Schedule(RealtimeNowNs(), id, s);
 }
 
 void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply) {
@@ -550,9 +557,10 @@ void HybridScheduler::OnAwaitingRealRanks(const std::vector<engine::RealRankPosi
 
 std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!awaiting_ || awaiting_->at_ns < last_report_ns_) return std::nullopt;  // reports came since it said so
+  const int64_t last_report_ns = last_report_ns_.load(std::memory_order_relaxed);
+  if (!awaiting_ || awaiting_->at_ns < last_report_ns) return std::nullopt;  // reports came since it said so
   const int64_t now = RealtimeNowNs();
-  if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
+  if (now - last_report_ns < quiet_for.count()) return std::nullopt;
   std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
   for (const uint32_t rank : programs_.RealRanks()) {
     const auto it = ranks_.find(rank);
@@ -570,7 +578,7 @@ std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) c
   }
   if (oldest.empty()) return std::nullopt;
   std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
-                                  (now - last_report_ns_) / 1000000, " ms)");
+                                  (now - last_report_ns) / 1000000, " ms)");
   for (const auto& [rank, st] : oldest) {
     absl::StrAppend(&text, "; real rank ", rank, " is in ", st->what, " (graph op ", st->op.op, " ",
                     programs_.OpName(rank, st->op.op), ", iteration ", st->op.iteration, ") since ",
@@ -600,7 +608,11 @@ void HybridScheduler::PusherMain() {
     lock.unlock();
     // One message per session for this round.
     std::map<SessionId, rpc::ScheduleBatch> by_session;
-    for (Push& p : batch) *by_session[p.session].add_ops() = std::move(p.schedule);
+    for (Push& p : batch) {
+      if (options_.recorder != nullptr && !p.schedule.hold())
+        options_.recorder->Schedule(RealtimeNowNs(), p.session, p.schedule);
+      *by_session[p.session].add_ops() = std::move(p.schedule);
+    }
     if (sink != nullptr)
       for (auto& [session, b] : by_session) sink->PushSchedules(session, std::move(b));
     lock.lock();

@@ -27,6 +27,7 @@
 #ifndef PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 #define PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -225,7 +226,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // data twice). Locked helper (the cache); plays at most
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
   engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
-  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
+  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
   // A MIRROR hold for `key` into `reply` (not counted as a schedule).
   void Hold(const rpc::OpKey& key, rpc::ScheduleBatch* reply) const;
   // Answers the rings RingAnswers has due: waits (mu_ released) up to
@@ -260,7 +261,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   uint64_t last_posted_ = 0;  // the number of this scheduler's latest inbox post
   Counters counters_;
   std::optional<EngineAwaiting> awaiting_;  // the engine's last report of waiting for the real ranks
-  int64_t last_report_ns_ = 0;              // CLOCK_REALTIME of the last plugin event batch
+  std::atomic<int64_t> last_report_ns_{0};  // CLOCK_REALTIME of the last plugin event batch (any thread)
   std::deque<Push> outbox_;
   bool stop_ = false;
   bool pushing_ = false;                   // the pusher is handing a batch to the sink
