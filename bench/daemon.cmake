@@ -16,6 +16,12 @@ if(TARGET prism_hybrid)
   target_include_directories(hybrid_explain PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(hybrid_explain PRIVATE prism_hybrid_replay)
 
+  # hybrid_lag_bench: prismd's engine lag and late receives in real time
+  # against stand-in real ranks (docs/timing.md, "Lookahead and lag").
+  add_executable(hybrid_lag_bench hybrid_lag_bench.cc)
+  target_include_directories(hybrid_lag_bench PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(hybrid_lag_bench PRIVATE prism_hybrid_replay)
+
   # tree_pipeline_bench: time of the double binary tree play by ranks and size.
   add_executable(tree_pipeline_bench tree_pipeline_bench.cc)
   target_include_directories(tree_pipeline_bench PRIVATE ${PROJECT_SOURCE_DIR})

@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
     ranks.push_back(r);
   }
-  auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, ranks, lookahead)
+  prism::daemon::PacedReplayOptions po;
+  po.trace_ranks = ranks;
+  po.lookahead = lookahead;
+  auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
                       : prism::daemon::ReplaySessions(*graph, *rec, ranks);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
   std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\n", replay->schedules.size(),

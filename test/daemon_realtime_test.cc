@@ -183,3 +183,91 @@ TEST_CASE("a group whose members complete out of order ends at the later complet
   CHECK(sends[0].second > 800'000);
   CHECK(sends[1].first >= sends[0].second);
 }
+
+TEST_CASE("the inbox tells a reporter once the engine applied its report and handled every event up to a time",
+          "[daemon][realtime]") {
+  prism::engine::EngineInbox inbox;
+  const uint64_t first = inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(100)});
+  const uint64_t second = inbox.Post(prism::engine::RankReachedOp{0, 2, prism::FromMicroseconds(200)});
+  CHECK(second == first + 1);
+  CHECK_FALSE(inbox.CaughtUp(first, prism::FromMicroseconds(100)));  // not drained
+  std::vector<prism::engine::InboxEvent> drained;
+  inbox.Drain(&drained);
+  CHECK_FALSE(inbox.CaughtUp(first, prism::FromMicroseconds(100)));  // drained, not handled
+  inbox.MarkCaughtUp(prism::FromMicroseconds(300));                 // the next event is at 300 us
+  CHECK(inbox.CaughtUp(second, prism::FromMicroseconds(299)));
+  CHECK_FALSE(inbox.CaughtUp(second, prism::FromMicroseconds(300)));  // the event at 300 us is not handled
+  const uint64_t third = inbox.Post(prism::engine::RankReachedOp{0, 3, prism::FromMicroseconds(250)});
+  CHECK_FALSE(inbox.CaughtUp(third, prism::FromMicroseconds(250)));
+  inbox.Drain(&drained);  // withdraws the mark: what it drained may precede it
+  CHECK_FALSE(inbox.CaughtUp(third, prism::FromMicroseconds(0)));
+  inbox.MarkCaughtUp(prism::Nanoseconds::Max());  // nothing left: the engine waits for the real ranks
+  CHECK(inbox.CaughtUp(third, prism::FromSeconds(1000)));
+}
+
+namespace {
+
+// Real rank 0 and virtual rank 1 of `graph`, the engine paced (lookahead 0)
+// on its own thread; the test posts rank 0's reports.
+struct PacedOneReal {
+  explicit PacedOneReal(const g::Graph& graph) : graph(graph) {
+    pacer.Start();
+    prism::engine::SimulationOptions o;
+    o.real_ranks = {0};
+    o.inbox = &inbox;
+    o.pacer = &pacer;
+    o.report_when_stopped = true;
+    engine = std::thread([this, o] { result = prism::engine::Simulate(this->graph, o); });
+  }
+  // Waits (up to 10 s) until the engine applied inbox event `posted` and
+  // played every event up to `t`.
+  bool WaitCaughtUp(uint64_t posted, prism::Nanoseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!inbox.CaughtUp(posted, t) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return inbox.CaughtUp(posted, t);
+  }
+  absl::Status Stop() {
+    inbox.Post(prism::engine::StopRequest{});
+    engine.join();
+    return result.status();
+  }
+
+  const g::Graph graph;
+  prism::engine::EngineInbox inbox;
+  prism::engine::WallClockPacer pacer{prism::engine::RealtimeOptions{}};
+  absl::StatusOr<prism::engine::SimulationResult> result = absl::UnknownError("not run");
+  std::thread engine;
+};
+
+}  // namespace
+
+TEST_CASE("a paced engine marks the inbox caught up to its next event, and to the end when it waits for the real "
+          "ranks", "[daemon][realtime]") {
+  // An all-reduce after 5 ms of compute: once the virtual rank arrived, the
+  // engine waits for the real rank with nothing left to play.
+  PacedOneReal t(prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 1, 5'000'000));
+  const uint64_t reached = t.inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(1)});
+  CHECK(t.WaitCaughtUp(reached, prism::FromMilliseconds(5)));
+  CHECK(t.pacer.Now() >= prism::FromMilliseconds(5));  // never ahead of the wall clock (lookahead 0)
+  REQUIRE(t.Stop().ok());
+}
+
+TEST_CASE("events that follow a late report, at any depth, count their lag from when the engine learned of it",
+          "[daemon][realtime]") {
+  // Compute 1 us, all-reduce, compute 1 us, all-reduce. Rank 0's report
+  // that the first all-reduce ended at 3 us comes 100 ms late. Rank 1's end
+  // of it follows from the report (counted from then since 2026-12-01), and
+  // so do its 1 us of compute after it and its arrival at the second
+  // all-reduce (counted from 3 us before 2026-12-02: the report's trip as
+  // engine lag).
+  PacedOneReal t(prism::testing::CollectiveGraph(2, g::ALLREDUCE, 1024, g::ALGORITHM_RING, 2, 1000));
+  t.inbox.Post(prism::engine::RankReachedOp{0, 1, prism::FromMicroseconds(1)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const uint64_t done =
+      t.inbox.Post(prism::engine::RankCompletedOp{0, 1, prism::FromMicroseconds(3), prism::FromMicroseconds(1)});
+  CHECK(t.WaitCaughtUp(done, prism::FromMicroseconds(10)));
+  REQUIRE(t.Stop().ok());
+  CHECK(t.pacer.Lags().total >= 3);
+  CHECK(t.pacer.max_lag() < prism::FromMilliseconds(50));  // not the report's 100 ms
+}

@@ -26,8 +26,11 @@ class HybridHarness : public daemon::ScheduleSink {
   // `step_cost`: NCCL's cost per ring step, in the engine's model and in
   // MIRROR schedules (prismd --step-cost-us).
   // `follow`: prismd --follow (unmatched operations are no divergence).
+  // `ring_answer_wait`: HybridSchedulerOptions::ring_answer_wait (prismd's by
+  // default; a test that must not see a hold for want of time gives seconds).
   HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20),
-                Nanoseconds step_cost = Nanoseconds(0), bool follow = false);
+                Nanoseconds step_cost = Nanoseconds(0), bool follow = false,
+                Nanoseconds ring_answer_wait = daemon::HybridSchedulerOptions().ring_answer_wait);
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }

@@ -8,11 +8,13 @@
 #include "graphgen/fidelity_graph.h"
 #include "daemon/engine/tree_pipeline.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "test/daemon_test_graphs.h"
 #include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
 using prism::testing::AddFinished;
 using prism::testing::AddStarted;
+using prism::testing::CollectiveGraph;
 using prism::testing::HybridHarness;
 using prism::testing::Key;
 using prism::testing::RealtimeNow;
@@ -77,8 +79,34 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
 
-TEST_CASE("a ring the real rank reaches before its virtual members gets a hold, then their schedule", "[hybrid]") {
-  HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0});
+TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
+          "schedule", "[hybrid]") {
+  // The members compute 50 ms before the all-reduce; the real rank's compute
+  // is real and took no time: it is ahead of them.
+  HybridHarness h(CollectiveGraph(4, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 1, 50'000'000), {0},
+                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const prism::rpc::OpKey ring = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, ring, 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  const auto held = h.WaitSchedule(ring, std::chrono::milliseconds(0), /*holds=*/true);
+  REQUIRE(held.has_value());
+  CHECK(held->hold());
+  CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK(h.scheduler().counters().holds == 1);
+  // The members arrive: their schedule replaces the hold.
+  const auto s = h.WaitSchedule(ring, std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK_FALSE(s->hold());
+  CHECK(s->ready_ns() > 0);
+  REQUIRE(h.Stop().ok());
+}
+
+TEST_CASE("a ring the real rank enqueues before its previous one ended is not held: its members wait for the real "
+          "rank, and their schedule follows its end", "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(0), false,
+                  prism::FromSeconds(5));
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
   const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
   const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
@@ -88,25 +116,23 @@ TEST_CASE("a ring the real rank reaches before its virtual members gets a hold, 
   h.Feed(1, b);
   REQUIRE(h.WaitSchedule(first, std::chrono::seconds(5)).has_value());
   // NCCL enqueues the second all-reduce before the first has ended: its
-  // virtual members cannot be there yet (they wait for the real rank's end
-  // of the first), so the reply holds it.
+  // virtual members cannot be there yet, but only because they wait for the
+  // real rank's end of the first. They are not late: no hold (before
+  // 2026-12-02 it got one, and every ring after another waited for the
+  // report of the first's end and the engine's schedule).
   prism::rpc::EventBatch b2;
   AddStarted(&b2, 2, second, 0, 4, 1 << 20, RealtimeNow());
   h.Feed(1, b2);
-  const auto held = h.WaitSchedule(second, std::chrono::milliseconds(0), /*holds=*/true);
-  REQUIRE(held.has_value());
-  CHECK(held->hold());
-  CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
-  CHECK_FALSE(h.WaitSchedule(second, std::chrono::milliseconds(50)).has_value());
-  CHECK(h.scheduler().counters().holds >= 1);  // the first may be held too: the engine may not have played t = 0 yet
-  // The first ends: the members reach the second, and their schedule replaces the hold.
+  CHECK_FALSE(h.WaitSchedule(second, std::chrono::milliseconds(50), /*holds=*/true).has_value());
+  // The first ends: the members reach the second, and their schedule comes.
   prism::rpc::EventBatch f;
   AddFinished(&f, 1, t + 100'000, RealtimeNow());
   h.Feed(1, f);
-  const auto s = h.WaitSchedule(second, std::chrono::seconds(5));
+  const auto s = h.WaitSchedule(second, std::chrono::seconds(5), /*holds=*/true);
   REQUIRE(s.has_value());
   CHECK_FALSE(s->hold());
   CHECK(s->ready_ns() > 0);
+  CHECK(h.scheduler().counters().holds == 0);
   REQUIRE(h.Stop().ok());
 }
 

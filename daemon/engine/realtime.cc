@@ -9,13 +9,16 @@
 
 namespace prism::engine {
 
-void EngineInbox::Post(InboxEvent event) {
+uint64_t EngineInbox::Post(InboxEvent event) {
+  uint64_t number = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(std::move(event));
+    number = ++posted_;
     pending_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
+  return number;
 }
 
 void EngineInbox::Drain(std::vector<InboxEvent>* out) {
@@ -23,6 +26,9 @@ void EngineInbox::Drain(std::vector<InboxEvent>* out) {
   for (auto& e : events_) out->push_back(std::move(e));
   events_.clear();
   pending_.store(false, std::memory_order_release);
+  // What was drained is not handled yet: withdraw the mark, then count it.
+  caught_up_before_.store(INT64_MIN, std::memory_order_seq_cst);
+  drained_.store(posted_, std::memory_order_seq_cst);
 }
 
 bool EngineInbox::WaitUntil(std::chrono::steady_clock::time_point deadline) {
@@ -81,6 +87,7 @@ Nanoseconds WallClockPacer::LagHistogram::QuantileUpper(double q) const {
 }
 
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
+  if (inbox != nullptr) inbox->MarkCaughtUp(t);  // the engine handles events in time order
   const Nanoseconds due = t - options_.lookahead;
   if (Now() >= due) return true;
   const auto deadline = start_ + std::chrono::nanoseconds(due.count());

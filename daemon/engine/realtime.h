@@ -12,6 +12,8 @@
 //    engine (a mutex held for a vector push).
 //  - Only the engine thread drains it; events posted before Drain() are seen
 //    by that Drain(), in posting order per posting thread.
+//  - CaughtUp() may be read from any thread; MarkCaughtUp() belongs to the
+//    engine thread.
 //  - Injected times are emulated times (ns since the pacer's start); use
 //    WallClockPacer::EmulatedFromRealtime to convert CLOCK_REALTIME stamps.
 //  - An injected time earlier than the engine's current time is applied at
@@ -23,6 +25,7 @@
 
 #include <array>
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -76,8 +79,8 @@ class EngineInbox {
   EngineInbox(const EngineInbox&) = delete;
   EngineInbox& operator=(const EngineInbox&) = delete;
 
-  // Any thread.
-  void Post(InboxEvent event);
+  // Any thread. Returns the event's number (1, 2, ... in posting order).
+  uint64_t Post(InboxEvent event);
 
   // Engine thread. Cheap when nothing was posted (one relaxed atomic load).
   bool HasPending() const { return pending_.load(std::memory_order_acquire); }
@@ -85,11 +88,27 @@ class EngineInbox {
   // Blocks until something is posted or `deadline` passes; true if pending.
   bool WaitUntil(std::chrono::steady_clock::time_point deadline);
 
+  // Engine thread, with nothing drained left unhandled: every event of the
+  // engine earlier than `before` has been handled (Max: all of them; the
+  // engine waits for the real ranks). A Drain() withdraws it.
+  void MarkCaughtUp(Nanoseconds before) { caught_up_before_.store(before.count(), std::memory_order_seq_cst); }
+  // Any thread: whether the engine has applied event number `posted` (and
+  // everything posted before it) and handled every event up to time `t`
+  // included. Lets a reporter learn, without a round trip through the
+  // engine's observer, what the engine made of its reports.
+  bool CaughtUp(uint64_t posted, Nanoseconds t) const {
+    return drained_.load(std::memory_order_seq_cst) >= posted &&
+           caught_up_before_.load(std::memory_order_seq_cst) > t.count();
+  }
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<InboxEvent> events_;
+  uint64_t posted_ = 0;  // guarded by mu_
   std::atomic<bool> pending_{false};
+  std::atomic<uint64_t> drained_{0};
+  std::atomic<int64_t> caught_up_before_{INT64_MIN};
 };
 
 enum class RealtimeMode { kOff, kBestEffort, kHardLimit };

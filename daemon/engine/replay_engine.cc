@@ -51,10 +51,12 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
 }
 
 // In paced runs an event that follows from a real rank's report may be due
-// before the report arrived: its lag counts from when the engine learned of it.
+// before the report arrived: its lag counts from when the engine learned of
+// it. So do the events those push in turn before that moment (a virtual
+// member's next collective, reached at the real rank's reported end).
 void ReplayEngine::Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
-  if (pacer_ != nullptr && handling_report_) {
-    const Nanoseconds known = Max(time, pacer_->Now());
+  if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) {
+    const Nanoseconds known = Max(time, handling_report_ ? pacer_->Now() : handling_known_);
     if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
   }
   queue_.Push(Event{time, actor, op, issued});
@@ -654,6 +656,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
           observer_->OnAwaitingRealRanks(RealRankPositions());
           awaiting_told = now;
         }
+        inbox->MarkCaughtUp(Nanoseconds::Max());  // all handled: only the real ranks can move it
         inbox->WaitUntil(now + std::chrono::milliseconds(100));
         continue;
       }
@@ -667,7 +670,11 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     }
     const Event e = queue_.Pop();
     PrefetchNext();
-    if (!late_known_.empty()) late_known_.erase({e.time.count(), e.actor, e.op});
+    handling_known_ = Nanoseconds(0);
+    if (!late_known_.empty()) {
+      handling_known_ = KnownAt(e);
+      late_known_.erase({e.time.count(), e.actor, e.op});
+    }
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
     ++events_;

@@ -322,6 +322,7 @@ class ReplayEngine {
   absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
   bool handling_report_ = false;      // the current event is a real rank's report
+  Nanoseconds handling_known_;        // paced: when the engine learned of the current event (KnownAt)
   Nanoseconds now_;
   uint64_t events_ = 0;
   const bool has_real_;        // some actor is a real rank (hybrid)

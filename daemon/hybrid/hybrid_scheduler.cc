@@ -3,7 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -106,7 +108,14 @@ void HybridScheduler::OnSessionClosed(SessionId id) {
       r.session = 0;
       if (status_ != nullptr) status_->UpdateRealRank(rank, false, "session closed");
     }
-  for (auto it = started_.begin(); it != started_.end();) it = it->first.first == id ? started_.erase(it) : std::next(it);
+  for (auto it = started_.begin(); it != started_.end();) {
+    if (it->first.first != id) {
+      ++it;
+      continue;
+    }
+    ring_answers_.Finished(it->second.rank, it->second.order, Nanoseconds(0));  // its report never comes
+    it = started_.erase(it);
+  }
   session_rank_.erase(id);
 }
 
@@ -239,10 +248,10 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
 
 // Sends `s` to the rank's session: in `reply` when the session's own thread
 // is answering, else through the outbox (or queued until the session is known).
-void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session) {
+// Recorded (--record-sessions) where the file write holds no lock the engine
+// thread waits on: replies at the end of OnEvents, pushes in the pusher.
+void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply) {
   ++counters_.schedules_pushed;
-  if (options_.recorder != nullptr)
-    options_.recorder->Schedule(RealtimeNowNs(), reply != nullptr ? reply_session : ranks_[rank].session, s);
   if (pushed_metric_ != nullptr) pushed_metric_->Increment();
   const double lead = (static_cast<double>(s.ready_ns()) - static_cast<double>(RealtimeNowNs())) * 1e-9;
   if (lead < 0) ++counters_.schedules_late;
@@ -284,7 +293,7 @@ void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
   if (options_.unmatched_ops_diverge)
     Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
-  Deliver(rank, OnTimeSchedule(s), reply, session);
+  Deliver(rank, OnTimeSchedule(s), reply);
 }
 
 bool HybridScheduler::PastReplay(SessionId session, const rpc::OpStarted& s, uint32_t rank, const ProgramOp& op,
@@ -328,7 +337,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
                          ", which prismd's bootstrap never created (", rpc::OpKind_Name(s.key().kind()),
                          " #", s.key().seq(), "); its virtual peers are timed as if on time"));
-    if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply, id);
+    if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply);
     return;
   }
   const CommDescription& c = comm->second;
@@ -342,6 +351,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   }
   const rpc::OpKey& key = s.key();
   std::optional<ProgramOp> op;
+  std::optional<Slot> defer_ring;
   if (IsPointToPoint(key.kind())) {
     if (key.peer() < 0 || static_cast<size_t>(key.peer()) >= c.members.size()) {
       Unmatched(id, s, rank, absl::StrCat("send/recv with comm rank ", key.peer(), " of ", c.name), reply);
@@ -363,7 +373,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (key.kind() == rpc::OP_RECV && !programs_.IsReal(peer)) {  // a real sender needs no schedule
       const P2PSlot slot{graph_comm, peer, op->call};
       if (auto ready = rr.recv_ready.find(slot); ready != rr.recv_ready.end()) {
-        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamShapeOf(s)), reply, id);
+        Deliver(rank, Schedule(key, rpc::OpSchedule::STREAM, ready->second, StreamShapeOf(s)), reply);
         rr.recv_ready.erase(ready);
       } else {
         rr.recv_started[slot] = Started{key, RealtimeNowNs(), absl::StrCat(Describe(s, c.name), " from global rank ", peer),
@@ -389,14 +399,18 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       Deliver(rank,
               Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second,
                        StreamShapeOf(s)),
-              reply, id);
+              reply);
       rr.collective_ready.erase(ready);
     } else {
       rr.collective_started[slot] =
           Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s), *op};
       if (MirrorKind(s) && options_.hold_early_rings && reply != nullptr) {
-        Hold(key, reply);
-        ++counters_.holds;
+        if (options_.ring_answer_wait > Nanoseconds(0) && pacer_ != nullptr) {
+          defer_ring = slot;  // answered once the engine knows (AnswerRings)
+        } else {
+          Hold(key, reply);
+          ++counters_.holds;
+        }
       }
     }
   }
@@ -411,8 +425,11 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
-  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what};
-  inbox_->Post(engine::RankReachedOp{rank, op->op, pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0)});
+  const uint64_t order = ring_answers_.Started(rank);
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, order};
+  const Nanoseconds at = pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0);
+  if (defer_ring) ring_answers_.Defer(rank, order, *defer_ring, at);
+  last_posted_ = inbox_->Post(engine::RankReachedOp{rank, op->op, at});
   if (status_ != nullptr) {
     status_->UpdateRealRank(rank, true, absl::StrCat(what, " (op ", op->op, ", iteration ", op->iteration, ")"));
     status_->CountRealRankOp(rank);
@@ -434,7 +451,8 @@ void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
   const Nanoseconds end = pacer_ ? pacer_->EmulatedFromRealtime(f.end_ns()) : Nanoseconds(0);
   const Nanoseconds first = f.first_send_ns() > 0 && pacer_ ? pacer_->EmulatedFromRealtime(f.first_send_ns())
                                                             : Nanoseconds(0);
-  inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
+  ring_answers_.Finished(op.rank, op.order, end);
+  last_posted_ = inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
   if (status_ != nullptr) status_->UpdateRealRank(op.rank, true, absl::StrCat("finished ", op.what));
 }
 
@@ -443,18 +461,53 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // takes milliseconds, and the engine thread's observer calls wait on mu_
   // (with it inside, prismd's engine lag at 8192 ranks reached 70 ms).
   if (options_.recorder != nullptr) options_.recorder->Events(RealtimeNowNs(), id, batch);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (batch.events_size() > 0) last_report_ns_ = RealtimeNowNs();
+  // Per-message events take no lock: the engine thread's observer calls wait
+  // on mu_, and a batch holds thousands of them at 8192 ranks.
+  bool operations = false;
   for (const rpc::Event& e : batch.events()) {
-    switch (e.kind_case()) {
-      case rpc::Event::kOpStarted: HandleStarted(id, e.op_started(), reply); break;
-      case rpc::Event::kOpFinished: HandleFinished(id, e.op_finished()); break;
-      case rpc::Event::kCompleted:
-        if (late_receive_metric_ != nullptr && e.completed().late_ns() > 0)
-          late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
-        break;
-      default: break;
+    operations |= e.has_op_started() || e.has_op_finished();
+    if (late_receive_metric_ != nullptr && e.has_completed() && e.completed().late_ns() > 0)
+      late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
+  }
+  if (batch.events_size() > 0) last_report_ns_.store(RealtimeNowNs(), std::memory_order_relaxed);
+  if (!operations) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const rpc::Event& e : batch.events()) {
+    if (e.has_op_started()) HandleStarted(id, e.op_started(), reply);
+    else if (e.has_op_finished()) HandleFinished(id, e.op_finished());
+  }
+  if (reply == nullptr) return;
+  AnswerRings(&lock, id, reply);
+  lock.unlock();
+  if (options_.recorder != nullptr)
+    for (const rpc::OpSchedule& s : reply->ops())
+      if (!s.hold()) options_.recorder->Schedule(RealtimeNowNs(), id, s);
+}
+
+void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply) {
+  const std::vector<RingAnswers::Due> due = ring_answers_.TakeAnswerable();
+  if (due.empty()) return;
+  Nanoseconds through(0);
+  for (const RingAnswers::Due& d : due) through = Max(through, d.through);
+  const uint64_t posted = last_posted_;
+  lock->unlock();  // the engine's observer calls take mu_
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(options_.ring_answer_wait.count());
+  while (!inbox_->CaughtUp(posted, through) && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  lock->lock();
+  for (const RingAnswers::Due& d : due) {
+    RealRank& rr = ranks_[d.rank];
+    const auto started = rr.collective_started.find(d.ring);
+    if (started == rr.collective_started.end()) continue;  // the members' schedule went out
+    if (rr.session == 0) continue;  // its session closed
+    ++counters_.holds;
+    if (rr.session == id) {
+      Hold(started->second.key, reply);
+      continue;
     }
+    rpc::ScheduleBatch pushed;
+    Hold(started->second.key, &pushed);
+    outbox_.push_back(Push{rr.session, std::move(*pushed.mutable_ops(0))});
+    outbox_cv_.notify_one();
   }
 }
 
@@ -523,9 +576,10 @@ void HybridScheduler::OnAwaitingRealRanks(const std::vector<engine::RealRankPosi
 
 std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!awaiting_ || awaiting_->at_ns < last_report_ns_) return std::nullopt;  // reports came since it said so
+  const int64_t last_report_ns = last_report_ns_.load(std::memory_order_relaxed);
+  if (!awaiting_ || awaiting_->at_ns < last_report_ns) return std::nullopt;  // reports came since it said so
   const int64_t now = RealtimeNowNs();
-  if (now - last_report_ns_ < quiet_for.count()) return std::nullopt;
+  if (now - last_report_ns < quiet_for.count()) return std::nullopt;
   std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
   for (const uint32_t rank : programs_.RealRanks()) {
     const auto it = ranks_.find(rank);
@@ -543,7 +597,7 @@ std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) c
   }
   if (oldest.empty()) return std::nullopt;
   std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
-                                  (now - last_report_ns_) / 1000000, " ms)");
+                                  (now - last_report_ns) / 1000000, " ms)");
   for (const auto& [rank, st] : oldest) {
     absl::StrAppend(&text, "; real rank ", rank, " is in ", st->what, " (graph op ", st->op.op, " ",
                     programs_.OpName(rank, st->op.op), ", iteration ", st->op.iteration, ") since ",
@@ -573,7 +627,11 @@ void HybridScheduler::PusherMain() {
     lock.unlock();
     // One message per session for this round.
     std::map<SessionId, rpc::ScheduleBatch> by_session;
-    for (Push& p : batch) *by_session[p.session].add_ops() = std::move(p.schedule);
+    for (Push& p : batch) {
+      if (options_.recorder != nullptr && !p.schedule.hold())
+        options_.recorder->Schedule(RealtimeNowNs(), p.session, p.schedule);
+      *by_session[p.session].add_ops() = std::move(p.schedule);
+    }
     if (sink != nullptr)
       for (auto& [session, b] : by_session) sink->PushSchedules(session, std::move(b));
     lock.lock();

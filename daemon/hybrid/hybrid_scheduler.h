@@ -27,6 +27,7 @@
 #ifndef PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 #define PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,7 @@
 #include "daemon/engine/tree_pipeline.h"
 #include "daemon/hybrid/divergence_watch.h"
 #include "daemon/hybrid/real_rank_programs.h"
+#include "daemon/hybrid/ring_answers.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/status.h"
@@ -82,6 +84,12 @@ struct HybridSchedulerOptions {
   // to be on time (what a hybrid run did before 2026-12-02; prismd
   // --ring-hold off).
   bool hold_early_rings = true;
+  // How long a session thread waits for the engine to apply its reports
+  // before it answers such a ring (ring_answers.h): the members' schedule
+  // if they arrived by the ring's start, else the hold. The wait starts once
+  // none of the rank's earlier operations is in flight. 0: the hold at once
+  // (unpaced replays of recordings, where the engine runs after the input).
+  Nanoseconds ring_answer_wait = FromMilliseconds(2);
   // Iterations the engine replays (0: no bound). A real rank's operation of
   // a later iteration can never get its virtual peers (the replay is over):
   // a divergence naming prismd's --iterations, timed as if on time.
@@ -169,6 +177,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint32_t rank = 0;
     uint32_t op = 0;
     std::string what;  // for /status
+    uint64_t order = 0;  // RingAnswers::Started
   };
   // The engine's last OnAwaitingRealRanks: when, and the real ranks' positions.
   struct EngineAwaiting {
@@ -217,9 +226,14 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // data twice). Locked helper (the cache); plays at most
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
   engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
-  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply, SessionId reply_session = 0);
+  void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
   // A MIRROR hold for `key` into `reply` (not counted as a schedule).
   void Hold(const rpc::OpKey& key, rpc::ScheduleBatch* reply) const;
+  // Answers the rings RingAnswers has due: waits (mu_ released) up to
+  // ring_answer_wait for the engine to catch up with them, then holds those
+  // whose members have still not arrived (in `reply` when session `id`
+  // is theirs, else pushed).
+  void AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply);
   void Diverge(const std::string& text);
   void PusherMain();
 
@@ -243,9 +257,11 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   std::set<uint64_t> all_real_hashes_;              // communicators without virtual members
   // Engine communicator -> (real rank, graph communicator) pairs it stands for.
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
+  RingAnswers ring_answers_;
+  uint64_t last_posted_ = 0;  // the number of this scheduler's latest inbox post
   Counters counters_;
   std::optional<EngineAwaiting> awaiting_;  // the engine's last report of waiting for the real ranks
-  int64_t last_report_ns_ = 0;              // CLOCK_REALTIME of the last plugin event batch
+  std::atomic<int64_t> last_report_ns_{0};  // CLOCK_REALTIME of the last plugin event batch (any thread)
   std::deque<Push> outbox_;
   bool stop_ = false;
   bool pushing_ = false;                   // the pusher is handing a batch to the sink

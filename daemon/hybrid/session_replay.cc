@@ -20,27 +20,42 @@ namespace prism::daemon {
 namespace {
 
 // Collects what the scheduler pushes (the session service's role).
+// `stamp`: whether each schedule keeps the CLOCK_REALTIME it came at (paced).
 class CollectingSink final : public ScheduleSink {
  public:
+  explicit CollectingSink(bool stamp = false) : stamp_(stamp) {}
   bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override {
+    const int64_t now = Now();
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& s : *batch.mutable_ops())
-      if (!s.hold()) out_.push_back(SessionSchedule{id, std::move(s)});  // holds are not recorded either
+    for (auto& s : *batch.mutable_ops())  // holds apart: they are not recorded either
+      (s.hold() ? holds_ : out_).push_back(SessionSchedule{id, std::move(s), now});
     return true;
   }
   void Add(SessionId id, const rpc::ScheduleBatch& reply) {
+    const int64_t now = Now();
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& s : reply.ops())
-      if (!s.hold()) out_.push_back(SessionSchedule{id, s});
+    for (const auto& s : reply.ops()) (s.hold() ? holds_ : out_).push_back(SessionSchedule{id, s, now});
   }
   std::vector<SessionSchedule> Take() {
     std::lock_guard<std::mutex> lock(mu_);
     return std::move(out_);
   }
+  std::vector<SessionSchedule> TakeHolds() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(holds_);
+  }
 
  private:
+  int64_t Now() const {
+    if (!stamp_) return 0;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+
+  const bool stamp_;
   std::mutex mu_;
-  std::vector<SessionSchedule> out_;
+  std::vector<SessionSchedule> out_, holds_;
 };
 
 std::string KeyText(uint64_t session, const rpc::OpKey& k) {
@@ -83,6 +98,7 @@ HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph, const R
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.iterations = recording.iterations;
+  so.ring_answer_wait = Nanoseconds(0);  // the unpaced engine runs after the input; paced replays set it
   return so;
 }
 
@@ -125,6 +141,7 @@ SessionReplayResult Collect(const engine::SimulationResult& result, HybridSchedu
   scheduler->Flush();
   SessionReplayResult out;
   out.schedules = sink->Take();
+  out.holds = sink->TakeHolds();
   const HybridScheduler::Counters c = scheduler->counters();
   out.ops_matched = c.ops_matched;
   out.ops_unmatched = c.ops_unmatched;
@@ -148,11 +165,10 @@ void Shift(uint64_t* stamp, int64_t by) {
   if (*stamp > 0) *stamp = static_cast<uint64_t>(static_cast<int64_t>(*stamp) + by);
 }
 
-// The recording with every CLOCK_REALTIME stamp the scheduler reads moved by `by`.
-Recording ShiftedRecording(const Recording& recording, int64_t by) {
-  Recording out = recording;
-  out.start_realtime_ns += by;
-  for (RecordedLine& line : out.lines) {
+// Moves every CLOCK_REALTIME stamp of `out` the scheduler reads by `by`.
+void Shift(Recording* out, int64_t by) {
+  out->start_realtime_ns += by;
+  for (RecordedLine& line : out->lines) {
     line.at += by;
     for (rpc::Event& e : *line.events.mutable_events()) {
       uint64_t t = 0;
@@ -164,7 +180,6 @@ Recording ShiftedRecording(const Recording& recording, int64_t by) {
       }
     }
   }
-  return out;
 }
 
 }  // namespace
@@ -190,19 +205,25 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
 }
 
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks,
-                                                        std::optional<Nanoseconds> lookahead) {
+                                                        const PacedReplayOptions& options) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
+  // The copy first: a large recording takes a while to copy, and the replay
+  // starts 100 ms after it (the engine builds its world meanwhile).
+  Recording live = recording;
   const int64_t shift = WallRealtimeNs() + 100'000'000 - recording.start_realtime_ns;
-  const Recording live = ShiftedRecording(recording, shift);
+  Shift(&live, shift);
   engine::EngineInbox inbox;
   engine::RealtimeOptions rt;
-  rt.lookahead = lookahead.value_or(Nanoseconds(recording.lookahead_ns));
+  rt.lookahead = options.lookahead.value_or(Nanoseconds(recording.lookahead_ns));
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(Nanoseconds(live.start_realtime_ns));
-  CollectingSink sink;
-  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, ReplaySchedulerOptions(graph, recording));
+  CollectingSink sink(/*stamp=*/true);
+  HybridSchedulerOptions so = ReplaySchedulerOptions(graph, recording);
+  so.step_cost = options.nccl.step_cost;  // as prismd's (hybrid_run.cc)
+  so.ring_answer_wait = options.ring_answer_wait.value_or(HybridSchedulerOptions().ring_answer_wait);
+  so.recorder = options.recorder;
+  HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, so);
   std::thread feeder([&] {  // each line when its time comes
     std::set<uint64_t> opened;
     for (const RecordedLine& line : live.lines) {
@@ -212,17 +233,21 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
     }
     inbox.Post(engine::EndOfInput{});
   });
-  engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks);
+  engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, options.trace_ranks, options.nccl);
   o.pacer = &pacer;
   auto result = engine::Simulate(graph, o);
   feeder.join();
   if (!result.ok()) return result.status();
   SessionReplayResult out = Collect(*result, &scheduler, &sink);
+  out.lags = pacer.Lags();
+  out.max_lag = pacer.max_lag();
   for (SessionSchedule& s : out.schedules) {  // back to the recording's clock
     uint64_t t = s.schedule.ready_ns();
     Shift(&t, -shift);
     s.schedule.set_ready_ns(t);
+    s.sent_ns -= shift;
   }
+  for (SessionSchedule& s : out.holds) s.sent_ns -= shift;
   return out;
 }
 

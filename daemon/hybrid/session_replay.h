@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/units.h"
 #include "daemon/engine/network_model.h"
+#include "daemon/engine/realtime.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "proto/graph.pb.h"
@@ -37,10 +38,14 @@ namespace prism::daemon {
 struct SessionSchedule {
   uint64_t session = 0;
   rpc::OpSchedule schedule;
+  // CLOCK_REALTIME when the scheduler handed it over (a reply: when the batch
+  // it answers was handled), on the recording's clock; 0 in unpaced replays.
+  int64_t sent_ns = 0;
 };
 
 struct SessionReplayResult {
   std::vector<SessionSchedule> schedules;  // in the order the scheduler sent them
+  std::vector<SessionSchedule> holds;      // OpSchedule.hold replies, apart (not in `schedules`)
   std::vector<Nanoseconds> iteration_times;  // the engine's, every iteration it completed
   uint64_t ops_matched = 0, ops_unmatched = 0, divergences = 0;
   uint64_t schedules_late = 0;  // sent after the time they give (meaningful in a paced replay)
@@ -49,6 +54,9 @@ struct SessionReplayResult {
   // ops; actor_of_rank maps ranks to actors).
   std::vector<engine::TraceRecorder::OpRecord> trace;
   std::vector<uint32_t> actor_of_rank;
+  // A paced replay's engine lag (prism_engine_event_lag_seconds); empty unpaced.
+  engine::WallClockPacer::LagHistogram lags;
+  Nanoseconds max_lag;
 };
 
 // Replays `recording` against `graph` (the graph prismd ran). Errors: the
@@ -61,17 +69,28 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
                                                    const std::vector<uint32_t>& trace_ranks = {},
                                                    const engine::NcclBehaviour& nccl = engine::NcclBehaviour());
 
+// How ReplaySessionsPaced plays.
+struct PacedReplayOptions {
+  std::vector<uint32_t> trace_ranks;       // as for ReplaySessions
+  std::optional<Nanoseconds> lookahead;    // the engine's (default: the recording's), to try another
+  engine::NcclBehaviour nccl;              // as for ReplaySessions
+  SessionRecorder* recorder = nullptr;     // records the replay as prismd --record-sessions would (its cost included)
+  // HybridSchedulerOptions::ring_answer_wait (default: prismd's); 0 holds a
+  // ring the engine has not yet seen its members reach at once, as prismd
+  // did before 2026-12-02.
+  std::optional<Nanoseconds> ring_answer_wait;
+};
+
 // Replays `recording` as the live run met it: the engine paced to the wall
 // clock with the recording's lookahead, each recorded line handed to the
 // scheduler when as much time has passed since the start as had passed in
 // the recording (so reports arrive behind the engine as they did live). All
 // CLOCK_REALTIME stamps are moved to now; the returned schedules are moved
 // back, so they compare with RecordedSchedules. Takes as long as the
-// recording. For finding where a live run and the unpaced replay part.
-// `lookahead`: the engine's (default: the recording's), to try another.
+// recording. For finding where a live run and the unpaced replay part, and
+// for measuring the engine's lag (the result carries it).
 absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& graph, const Recording& recording,
-                                                        const std::vector<uint32_t>& trace_ranks = {},
-                                                        std::optional<Nanoseconds> lookahead = std::nullopt);
+                                                        const PacedReplayOptions& options = PacedReplayOptions());
 
 // The recorded schedules of `recording`, in order.
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording);

@@ -1,0 +1,338 @@
+// hybrid_lag_bench: prismd's hybrid engine in real time against stand-in real
+// ranks, and the figures prismd's metrics give for it: the engine's lag
+// (prism_engine_event_lag_seconds), how late its schedules were sent
+// (prism_hybrid_schedule_lead_seconds) and the late receives those schedules
+// cause (prism_hybrid_receive_late_seconds).
+//
+// Usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US]
+//                         [--lookahead-ms MS] [--report-delay-us US] [--record FILE]
+//                         [--message-events on|off] [--ring-answer-wait-us US] GRAPH RANKS [RANKS ...]
+//   RANKS: the real ranks of one run, comma-separated (e.g. 0  5  0,1).
+//   --nccl-algo: as prismd's (default Ring; "" for NCCL's own choice).
+//   --step-cost-us: as prismd's (default its "auto").
+//   --iterations: iterations played (default 3).
+//   --record FILE: the scheduler records the sessions there, as prismd
+//     --record-sessions does (the GPU host's runs record by default).
+//   --message-events on|off: the per-message events (default on).
+//   --ring-answer-wait-us US: HybridSchedulerOptions::ring_answer_wait
+//     (default prismd's; 0: a ring the engine has not seen its members reach
+//     is held at once, as before 2026-12-02).
+//   --report-delay-us: how long after its stamp a report reaches prismd
+//     (default 50: the plugin's PRISM_EVENT_FLUSH_US batching).
+//
+// The stand-in real ranks run exactly as `prismd --simulate` plays them
+// (ModelRecording): each operation's OpStarted and OpFinished reach the
+// HybridScheduler at their own CLOCK_REALTIME, from a feeder thread, while
+// the engine is paced to the wall clock as in prismd (ReplaySessionsPaced),
+// so what the engine and scheduler do per report is what they do live.
+// Beside the operations, the per-message events the plugin reports (Posted
+// and Completed for each step's send and receive, batched every 50 us;
+// --message-events off leaves them out) reach the scheduler as live.
+//
+// Late receives, as the plugin would count them (`Completed.late_ns`), from
+// the schedules alone: an operation's receives from virtual peers are spread
+// evenly over [max(start, ready), end] of the operation (a ring: one per
+// step and channel; a stream: one per 512 KiB and channel), and a receive
+// whose time comes before its schedule was sent completes when it comes
+// (a held ring and a STREAM receive wait for the schedule). The gRPC trip of
+// a schedule and NCCL's polling of test() are not in it: this is prismd's part.
+//
+// Output: one line per run, then its lag histogram.
+#include <algorithm>
+#include <cstdlib>
+#include <chrono>
+#include <iterator>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <time.h>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/engine/nccl_algorithm.h"
+#include "daemon/engine/nccl_tuning.h"
+#include "daemon/hybrid/session_replay.h"
+#include "proto/graph_file.h"
+
+namespace {
+
+using prism::Nanoseconds;
+using prism::daemon::Recording;
+using prism::daemon::RecordedLine;
+using prism::daemon::SessionReplayResult;
+
+constexpr uint64_t kStreamChunk = 512 * 1024;  // NCCL 2.28's Simple step (NCCL_BUFFSIZE / NCCL_STEPS)
+
+std::string KeyOf(uint64_t session, const prism::rpc::OpKey& k) {
+  return absl::StrCat(session, "/", k.kind(), "/", k.seq(), "/", k.comm_hash(), "/", k.peer());
+}
+
+struct RecordedOp {
+  prism::rpc::OpStarted started;
+  int64_t end_ns = 0;
+};
+
+std::map<std::string, RecordedOp> OpsOf(const Recording& rec) {
+  std::map<std::string, RecordedOp> by_key;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> key_of_id;
+  for (const RecordedLine& line : rec.lines) {
+    if (line.kind != RecordedLine::kEvents) continue;
+    for (const auto& e : line.events.events()) {
+      if (e.has_op_started()) {
+        const std::string k = KeyOf(line.session, e.op_started().key());
+        by_key[k].started = e.op_started();
+        key_of_id[{line.session, e.op_started().op_id()}] = k;
+      } else if (e.has_op_finished()) {
+        const auto it = key_of_id.find({line.session, e.op_finished().op_id()});
+        if (it != key_of_id.end()) by_key[it->second].end_ns = static_cast<int64_t>(e.op_finished().end_ns());
+      }
+    }
+  }
+  return by_key;
+}
+
+// Receives of `op` from virtual peers, per channel, as NCCL would post them.
+uint64_t ReceivesPerChannel(const prism::rpc::OpSchedule& s, const prism::rpc::OpStarted& op) {
+  const uint64_t n = static_cast<uint64_t>(std::max(op.comm_size(), 1));
+  const uint64_t channels = static_cast<uint64_t>(std::max<uint32_t>(op.channels(), 1));
+  if (s.mode() == prism::rpc::OpSchedule::MIRROR)
+    return op.key().kind() == prism::rpc::OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+  const uint64_t per_channel = (op.bytes() + channels - 1) / channels;
+  return std::max<uint64_t>(1, (per_channel + kStreamChunk - 1) / kStreamChunk);
+}
+
+struct LateReceives {
+  uint64_t receives = 0, late = 0;
+  uint64_t held = 0;  // ring collectives held (OpSchedule.hold)
+  double late_s = 0;
+};
+
+// When a hold (OpSchedule.hold) for each operation was sent, by KeyOf.
+std::map<std::string, int64_t> HoldsOf(const SessionReplayResult& r) {
+  std::map<std::string, int64_t> out;
+  for (const auto& h : r.holds) out.emplace(KeyOf(h.session, h.schedule.key()), h.sent_ns);
+  return out;
+}
+
+// A STREAM receive waits for its schedule; a MIRROR receive only under a
+// hold (from when the hold came; before it, and without one, the virtual
+// members count as on time).
+LateReceives LateFromSchedules(const SessionReplayResult& r, const std::map<std::string, RecordedOp>& ops) {
+  LateReceives out;
+  const std::map<std::string, int64_t> holds = HoldsOf(r);
+  for (const auto& sched : r.schedules) {
+    const std::string key = KeyOf(sched.session, sched.schedule.key());
+    const auto it = ops.find(key);
+    if (it == ops.end() || it->second.end_ns == 0) continue;
+    const RecordedOp& op = it->second;
+    int64_t waits_from = std::numeric_limits<int64_t>::min();
+    if (sched.schedule.mode() == prism::rpc::OpSchedule::MIRROR) {
+      const auto hold = holds.find(key);
+      waits_from = hold == holds.end() ? std::numeric_limits<int64_t>::max() : hold->second;
+      if (hold != holds.end()) ++out.held;
+    }
+    const int64_t from = std::max<int64_t>(static_cast<int64_t>(op.started.at_ns()),
+                                           static_cast<int64_t>(sched.schedule.ready_ns()));
+    const int64_t span = std::max<int64_t>(0, op.end_ns - from);
+    const uint64_t m = ReceivesPerChannel(sched.schedule, op.started);
+    const uint64_t channels = static_cast<uint64_t>(std::max<uint32_t>(op.started.channels(), 1));
+    for (uint64_t k = 0; k < m; ++k) {
+      const int64_t done = from + static_cast<int64_t>(static_cast<double>(span) * static_cast<double>(k + 1) /
+                                                       static_cast<double>(m));
+      const int64_t late = sched.sent_ns - done;
+      out.receives += channels;
+      if (late > 0 && done >= waits_from) {
+        out.late += channels;
+        out.late_s += static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
+      }
+    }
+  }
+  return out;
+}
+
+// The plugin's per-message events for every operation of `rec` (what NCCL's
+// proxy drives through it: per step and channel a send, Posted and
+// Completed, and a receive, Posted at the previous step and Completed at its
+// own), batched per session every `flush_ns` as the plugin's I/O thread
+// sends them. Returns how many events were added.
+uint64_t AddMessageTraffic(Recording* rec, int64_t flush_ns) {
+  const std::map<std::string, RecordedOp> ops = OpsOf(*rec);
+  std::map<std::pair<uint64_t, int64_t>, prism::rpc::EventBatch> batches;  // (session, window) -> events
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> seq;                 // (session, conn) -> next
+  uint64_t added = 0;
+  for (const auto& [key, op] : ops) {
+    if (op.end_ns == 0 || op.started.comm_size() < 2) continue;
+    const uint64_t session = std::stoull(key.substr(0, key.find('/')));
+    const uint64_t n = static_cast<uint64_t>(op.started.comm_size());
+    const uint32_t channels = std::max<uint32_t>(op.started.channels(), 1);
+    const bool ring = op.started.key().kind() == prism::rpc::OP_ALL_REDUCE ||
+                      op.started.key().kind() == prism::rpc::OP_ALL_GATHER ||
+                      op.started.key().kind() == prism::rpc::OP_REDUCE_SCATTER;
+    const uint64_t per_channel = (op.started.bytes() + channels - 1) / channels;
+    const uint64_t steps = ring ? (op.started.key().kind() == prism::rpc::OP_ALL_REDUCE ? 2 * (n - 1) : n - 1)
+                                : std::max<uint64_t>(1, (per_channel + kStreamChunk - 1) / kStreamChunk);
+    const uint64_t bytes = std::max<uint64_t>(1, per_channel / steps);
+    const int64_t start = static_cast<int64_t>(op.started.at_ns());
+    const int64_t span = std::max<int64_t>(0, op.end_ns - start);
+    for (uint64_t k = 0; k < steps; ++k) {
+      const int64_t done = start + static_cast<int64_t>(static_cast<double>(span) * static_cast<double>(k + 1) /
+                                                        static_cast<double>(steps));
+      const int64_t posted = start + static_cast<int64_t>(static_cast<double>(span) * static_cast<double>(k) /
+                                                          static_cast<double>(steps));
+      for (uint32_t c = 0; c < channels; ++c) {
+        for (int recv = 0; recv < 2; ++recv) {
+          const uint64_t conn = 2 * c + 1 + static_cast<uint64_t>(recv);
+          const uint64_t sq = seq[{session, conn}]++;
+          prism::rpc::EventBatch& b = batches[{session, (recv ? posted : done) / flush_ns}];
+          prism::rpc::Posted* p = b.add_events()->mutable_posted();
+          p->set_conn_id(conn), p->set_seq(sq), p->set_bytes(bytes), p->set_at_ns(recv ? posted : done);
+          p->set_op_id(op.started.op_id()), p->set_channel(c), p->set_step(static_cast<uint32_t>(k));
+          prism::rpc::Completed* d = batches[{session, done / flush_ns}].add_events()->mutable_completed();
+          d->set_conn_id(conn), d->set_seq(sq), d->set_bytes(bytes), d->set_at_ns(done);
+          d->set_op_id(op.started.op_id()), d->set_channel(c), d->set_step(static_cast<uint32_t>(k));
+          added += 2;
+        }
+      }
+    }
+  }
+  std::vector<RecordedLine> lines;
+  for (auto& [where, batch] : batches) {
+    RecordedLine line;
+    line.kind = RecordedLine::kEvents;
+    line.session = where.first;
+    line.at = (where.second + 1) * flush_ns;  // the flush after the window
+    line.events = std::move(batch);
+    lines.push_back(std::move(line));
+  }
+  std::vector<RecordedLine> merged;
+  std::merge(std::make_move_iterator(rec->lines.begin()), std::make_move_iterator(rec->lines.end()),
+             std::make_move_iterator(lines.begin()), std::make_move_iterator(lines.end()), std::back_inserter(merged),
+             [](const RecordedLine& a, const RecordedLine& b) { return a.at < b.at; });
+  rec->lines = std::move(merged);
+  return added;
+}
+
+double Us(Nanoseconds t) { return t == Nanoseconds::Max() ? 1e9 : static_cast<double>(t.count()) / 1000.0; }
+
+int64_t WallRealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US] [--lookahead-ms MS] "
+               "[--report-delay-us US] [--record FILE] [--message-events on|off] [--ring-answer-wait-us US] "
+               "GRAPH RANKS [RANKS ...]   (RANKS e.g. 0 or 0,1)\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t iterations = 3;
+  int64_t lookahead_ms = 0;
+  double report_delay_us = 50;  // the plugin's PRISM_EVENT_FLUSH_US
+  bool message_events = true;
+  std::string record_path;  // --record: prismd --record-sessions's file
+  int64_t ring_answer_wait_us = -1;  // -1: prismd's
+  const int64_t flush_ns = 50'000;
+  std::string algo = "Ring";
+  prism::engine::NcclBehaviour nccl;
+  nccl.step_cost = prism::engine::DefaultNcclStepCost().cost;
+  int i = 1;
+  for (; i + 1 < argc && std::string(argv[i]).rfind("--", 0) == 0; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    double us = 0;
+    if (flag == "--iterations" && absl::SimpleAtoi(value, &iterations) && iterations >= 1) continue;
+    if (flag == "--lookahead-ms" && absl::SimpleAtoi(value, &lookahead_ms)) continue;
+    if (flag == "--nccl-algo") { algo = value; continue; }
+    if (flag == "--record") { record_path = value; continue; }
+    if (flag == "--ring-answer-wait-us" && absl::SimpleAtoi(value, &ring_answer_wait_us) && ring_answer_wait_us >= 0)
+      continue;
+    if (flag == "--message-events" && (value == "on" || value == "off")) { message_events = value == "on"; continue; }
+    if (flag == "--report-delay-us" && absl::SimpleAtod(value, &report_delay_us) && report_delay_us >= 0) continue;
+    if (flag == "--step-cost-us" && absl::SimpleAtod(value, &us) && us >= 0) {
+      nccl.step_cost = Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
+      continue;
+    }
+    std::fprintf(stderr, "hybrid_lag_bench: unknown option or bad value: %s %s\n", flag.c_str(), value.c_str());
+    return Usage();
+  }
+  if (argc - i < 2) return Usage();
+  auto algorithms = prism::engine::ParseNcclAlgo(algo);
+  if (!algorithms.ok()) { std::fprintf(stderr, "--nccl-algo: %s\n", algorithms.status().ToString().c_str()); return 2; }
+  nccl.ring = algorithms->ring, nccl.tree = algorithms->tree, nccl.pat = algorithms->pat;
+  auto graph = prism::graph::ReadGraphFile(argv[i]);
+  if (!graph.ok()) { std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()); return 1; }
+  (*graph->mutable_job()->mutable_attributes())["iterations"] = std::to_string(iterations);
+  std::printf("graph %s: %d ranks, %llu iterations, NCCL_ALGO=%s, step cost %.1f us, lookahead %lld ms\n",
+              graph->job().name().c_str(), graph->ranks_size(), static_cast<unsigned long long>(iterations),
+              algo.empty() ? "(NCCL's choice)" : algo.c_str(), static_cast<double>(nccl.step_cost.count()) / 1000.0,
+              static_cast<long long>(lookahead_ms));
+  for (++i; i < argc; ++i) {
+    std::vector<uint32_t> reals;
+    for (absl::string_view s : absl::StrSplit(argv[i], ',')) {
+      uint32_t r = 0;
+      if (!absl::SimpleAtoi(s, &r) || r >= static_cast<uint32_t>(graph->ranks_size())) {
+        std::fprintf(stderr, "hybrid_lag_bench: bad rank %s (the graph has %d)\n", std::string(s).c_str(),
+                     graph->ranks_size());
+        return 2;
+      }
+      reals.push_back(r);
+    }
+    auto rec = prism::daemon::ModelRecording(*graph, reals, WallRealtimeNs(), nccl);
+    if (!rec.ok()) { std::fprintf(stderr, "%s\n", rec.status().ToString().c_str()); return 1; }
+    rec->iterations = iterations;
+    const uint64_t messages = message_events ? AddMessageTraffic(&*rec, flush_ns) : 0;
+    for (RecordedLine& line : rec->lines)  // reports reach prismd one flush after their stamps
+      if (line.kind == RecordedLine::kEvents) line.at += static_cast<int64_t>(report_delay_us * 1000.0);
+    const auto wall0 = std::chrono::steady_clock::now();
+    std::unique_ptr<prism::daemon::SessionRecorder> recorder;
+    if (!record_path.empty()) {
+      auto opened = prism::daemon::SessionRecorder::Open(record_path, rec->start_realtime_ns, lookahead_ms * 1'000'000,
+                                                         reals, graph->job().name(), iterations);
+      if (!opened.ok()) { std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()); return 1; }
+      recorder = std::move(*opened);
+    }
+    prism::daemon::PacedReplayOptions po;
+    po.lookahead = Nanoseconds(lookahead_ms * 1'000'000);
+    po.nccl = nccl;
+    po.recorder = recorder.get();
+    if (ring_answer_wait_us >= 0) po.ring_answer_wait = Nanoseconds(ring_answer_wait_us * 1000);
+    auto r = prism::daemon::ReplaySessionsPaced(*graph, *rec, po);
+    if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    Nanoseconds played(0);
+    for (Nanoseconds t : r->iteration_times) played += t;
+    const LateReceives late = LateFromSchedules(*r, OpsOf(*rec));
+    const double per_iteration_s = r->iteration_times.empty() ? 0 : late.late_s / r->iteration_times.size();
+    const double iteration_s = r->iteration_times.empty() ? 0 : played.count() * 1e-9 / r->iteration_times.size();
+    std::printf(
+        "real %-5s %llu msg events | lag p50 <=%.0f us p99 <=%.0f us max %.0f us over %llu events | schedules %zu, %llu late | "
+        "%llu held | late receives %llu of %llu, %.3f ms per iteration (%.2f%% of %.1f ms) | wall %.1f s\n",
+        argv[i], static_cast<unsigned long long>(messages), Us(r->lags.QuantileUpper(0.5)), Us(r->lags.QuantileUpper(0.99)), Us(r->max_lag),
+        static_cast<unsigned long long>(r->lags.total), r->schedules.size(),
+        static_cast<unsigned long long>(r->schedules_late), static_cast<unsigned long long>(late.held),
+        static_cast<unsigned long long>(late.late),
+        static_cast<unsigned long long>(late.receives), per_iteration_s * 1e3,
+        iteration_s > 0 ? 100.0 * per_iteration_s / iteration_s : 0.0, iteration_s * 1e3, wall);
+    std::printf("  lag histogram (upper bound us: events):");
+    for (size_t b = 0; b < prism::engine::WallClockPacer::kLagBuckets; ++b) {
+      if (r->lags.counts[b] == 0) continue;
+      if (b + 1 < prism::engine::WallClockPacer::kLagBuckets)
+        std::printf(" %.0f:%llu", Us(prism::engine::WallClockPacer::kLagBounds[b]),
+                    static_cast<unsigned long long>(r->lags.counts[b]));
+      else
+        std::printf(" inf:%llu", static_cast<unsigned long long>(r->lags.counts[b]));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
