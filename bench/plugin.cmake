@@ -18,3 +18,6 @@ target_include_directories(plugin_ring_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plugin_ring_bench PRIVATE ${CMAKE_DL_LIBS})
 target_compile_definitions(plugin_ring_bench PRIVATE PRISM_PLUGIN_SO="$<TARGET_FILE:nccl-net-prism>")
 add_dependencies(plugin_ring_bench nccl-net-prism)
+
+add_executable(ll_fill_bench ${CMAKE_CURRENT_SOURCE_DIR}/ll_fill_bench.cc)
+target_link_libraries(ll_fill_bench PRIVATE prism_plugin_core)

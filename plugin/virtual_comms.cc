@@ -256,16 +256,30 @@ bool VirtualRecvComm::OwnChunkPending(const Slot& slot, int64_t now) const {
 // own send of the step (ll_lines.h, RingAllReduceStepWireBound): lines its
 // kernel reads that nobody wrote leave it polling for ever (what stalled
 // TorchTitan's first step at 8 ranks on the GPU host on 2026-12-02, by the
-// reading of that run's one warning), so the bound wins. Every other ring
-// collective's chunks are equal on every rank in a step.
+// reading of that run's one warning), so the bound wins, also over an
+// empty own send: the kernel reads no more than the bound from any step
+// (NCCL v2.28.9-1 prims_ll.h / prims_ll128.h read divUp(nelem, per line)
+// lines, none for nelem <= 0). Filling the whole 64 KiB LL step there cost
+// 6 us per step on the proxy thread, 100 ms per 4-byte all-reduce over
+// 8192 ranks (bench/ll_fill_bench.cc, 2026-12-02). Every other ring
+// collective's chunks are equal on every rank in a step; where the bound
+// is unknown (no op, its size or ranks unknown) an empty own send (0)
+// still means the whole buffer.
 uint64_t VirtualRecvComm::LineMessageBytes(const Slot& slot) const {
-  // STREAM sizes are payload shares, not wire bytes; an empty own send
-  // (0) keeps meaning the whole buffer, as before this bound.
-  if (!slot.bytes_exact || slot.bytes == 0) return 0;
-  if (!slot.op.valid()) return slot.bytes;
+  if (!slot.bytes_exact) return 0;  // STREAM sizes are payload shares, not wire bytes
+  const uint64_t bound = RingAllReduceBound(slot);
+  if (bound > 0) return std::max(slot.bytes, bound);
+  return slot.bytes;  // 0: the whole buffer
+}
+
+// The wire bound of a ring all-reduce's step under LL/LL128 when the
+// operation's size and ranks are known; 0 otherwise.
+uint64_t VirtualRecvComm::RingAllReduceBound(const Slot& slot) const {
+  if (!slot.op.valid()) return 0;
   const OpInfo& info = slot.op.op->info();
-  if (info.kind != OpKind::kAllReduce || !info.mirror_kind()) return slot.bytes;
-  return std::max(slot.bytes, RingAllReduceStepWireBound(slot.protocol, info.bytes, info.comm_size));
+  if (info.kind != OpKind::kAllReduce || !info.mirror_kind()) return 0;
+  if (info.bytes == 0 || info.comm_size < 2) return 0;
+  return RingAllReduceStepWireBound(slot.protocol, info.bytes, info.comm_size);
 }
 
 bool VirtualRecvComm::FillLines(const Slot& slot) {

@@ -127,8 +127,10 @@ class VirtualRecvComm final : public NetComm {
   // The wire bytes of the message the virtual sender puts into an LL/LL128
   // receive (0: unknown, the whole buffer): MIRROR's own send of the step,
   // and for a ring all-reduce at least its longest chunk
-  // (RingAllReduceStepWireBound).
+  // (RingAllReduceStepWireBound), empty own sends included.
   uint64_t LineMessageBytes(const Slot& slot) const;
+  // That bound for a ring all-reduce of known size and ranks; else 0.
+  uint64_t RingAllReduceBound(const Slot& slot) const;
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);

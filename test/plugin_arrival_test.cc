@@ -332,10 +332,11 @@ bool StaysPending(Request* r, int ms) {
 // receive proxy ops started and step 0 started on both.
 struct OneStepRing {
   explicit OneStepRing(Rig* rig, uint64_t seq, const char* proto = "SIMPLE", const char* func = "AllReduce",
-                       size_t count = 1024)
+                       size_t count = 1024, const char* datatype = "ncclFloat32")
       : rig(rig) {
     FakeColl c;
     c.func = func;
+    c.datatype = datatype;
     c.proto = proto;
     c.seq = seq;
     c.count = count;
@@ -744,14 +745,15 @@ TEST_CASE("virtual recv: an LL ring receive's flag lines appear when it arrives,
   ring.Finish();
 }
 
-// Rank 0 of 8 in a ring all-reduce of `count` floats under `proto`: its
-// own send of step 0 is `own_bytes` on the wire; the LL/LL128 step buffer of
-// its receive of step 0 once that receive is done.
-std::vector<char> AllReduceStepZeroReceive(const char* proto, size_t count, size_t own_bytes, size_t buffer_bytes) {
-  Rig rig(8, 0);
+// Rank 0 of `nranks` in a ring all-reduce of `count` elements of `datatype`
+// under `proto`: its own send of step 0 is `own_bytes` on the wire; the
+// LL/LL128 step buffer of its receive of step 0 once that receive is done.
+std::vector<char> AllReduceStepZeroReceive(const char* proto, size_t count, size_t own_bytes, size_t buffer_bytes,
+                                           int nranks = 8, const char* datatype = "ncclFloat32") {
+  Rig rig(nranks, 0);
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  OneStepRing ring(&rig, 1, proto, "AllReduce", count);
+  OneStepRing ring(&rig, 1, proto, "AllReduce", count, datatype);
   OwnSend(&send, ring.send_tag(), own_bytes);
   std::vector<char> buf(buffer_bytes, 'x');
   const MessageTag tag = ring.recv_tag();
@@ -771,8 +773,7 @@ std::vector<char> AllReduceStepZeroReceive(const char* proto, size_t count, size
 // rank's own send of the same ring step"; its all-reduce's size unrecorded:
 // the gradient-norm all-reduce, and 57 is one norm per parameter of the
 // Llama 3 debug model, 6 layers of 9 and 3 more, if torch reduces them
-// stacked). Where rank 0's own chunk of a step is empty, the whole buffer
-// gets lines, as before.
+// stacked). An empty own chunk: the next test.
 TEST_CASE("virtual recv: an LL ring all-reduce receive carries the predecessor's longer chunk, not the own send's size",
           "[plugin][unit][arrival][ll]") {
   const std::vector<char> buf = AllReduceStepZeroReceive("LL", 57, 16, 65536);
@@ -786,9 +787,57 @@ TEST_CASE("virtual recv: an LL ring all-reduce receive carries the predecessor's
   // ceil(228 / 8) + 8 = 37 bytes, rounded to 48: six lines, not the whole 64 KiB step.
   CHECK(buf[6 * 16 - 1] != 'x');
   CHECK(buf[6 * 16] == 'x');
-  // An empty own send: the whole step buffer, as before.
-  const std::vector<char> empty = AllReduceStepZeroReceive("LL", 57, 0, 65536);
-  CHECK(std::none_of(empty.begin(), empty.end(), [](char c) { return c == 'x'; }));
+}
+
+// Where rank 0's own chunk of a step is empty (a 4-byte all-reduce over 8192
+// ranks: every chunk but chunk 0), its receive gets the operation's bound in
+// lines, not the whole step buffer (64 KiB LL, 600 KiB LL128: 6 us and
+// 212 us per step on the proxy thread, bench/ll_fill_bench.cc). Safe because
+// NCCL's kernel reads a step's receive in the primitive that sends the
+// received chunk on (all_reduce.h runRing), divUp(nelem, per line) LL lines
+// or LL128 slices (prims_ll.h, prims_ll128.h; none for nelem <= 0), and no
+// chunk of any loop or channel is longer than the last loop's chunk over
+// the whole operation: alignUp(divUp(count, n), 16 / size), at most count.
+TEST_CASE("virtual recv: an empty own send of an LL/LL128 ring all-reduce step gets the operation's bound, not the whole buffer",
+          "[plugin][unit][arrival][ll]") {
+  struct Proto {
+    const char* name;
+    size_t line, buffer, wire_per_unit, data_per_unit;  // kernel reads: units of data_per_unit bytes
+  };
+  const Proto protos[] = {{"LL", 16, 65536, 16, 8}, {"LL128", 128, 600 * 1024, 2048, 1920}};
+  const std::pair<const char*, size_t> types[] = {{"ncclFloat32", 4}, {"ncclBfloat16", 2}};
+  for (const Proto& p : protos) {
+    for (int n : {2, 8, 1024, 8192}) {
+      for (const auto& [type, size] : types) {
+        for (size_t count : {1, 2, 4, 57}) {
+          INFO(p.name << " n " << n << " " << type << " count " << count);
+          const std::vector<char> buf = AllReduceStepZeroReceive(p.name, count, 0, p.buffer, n, type);
+          const size_t filled = static_cast<size_t>(std::find(buf.begin(), buf.end(), 'x') - buf.begin());
+          const int64_t chunk = static_cast<int64_t>(((count + n - 1) / n + 16 / size - 1) / (16 / size) * (16 / size));
+          size_t longest = 0;
+          for (int c = 0; c < n; ++c) {  // every chunk of the operation's (last) loop
+            const int64_t nelem = std::max<int64_t>(0, std::min<int64_t>(chunk, static_cast<int64_t>(count) - c * chunk));
+            const size_t reads = (static_cast<size_t>(nelem) * size + p.data_per_unit - 1) / p.data_per_unit * p.wire_per_unit;
+            longest = std::max(longest, reads);
+          }
+          CHECK(filled >= longest);
+          CHECK(filled <= longest + 2 * p.wire_per_unit);  // a few lines, not the whole buffer
+          CHECK(filled % p.line == 0);
+          for (size_t off = 0; off < filled; off += p.line) {  // every line carries step 0's flag
+            uint32_t ll[4];
+            uint64_t ll128 = 0;
+            if (p.line == 16) {
+              std::memcpy(ll, buf.data() + off, 16);
+              CHECK((ll[1] == 1 && ll[3] == 1));
+            } else {
+              std::memcpy(&ll128, buf.data() + off + 120, 8);
+              CHECK(ll128 == 1);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // LL128: 3612 floats over 8 ranks are chunks of 452 (1808 bytes: two 2048-byte
