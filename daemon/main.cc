@@ -64,6 +64,7 @@ struct Flags {
   std::string step_cost_us = "auto";
   int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
   bool p2p_eager = false;
+  bool launch_in_order = true;
   std::string nccl_algo;
   std::string nccl_proto;
   std::string algorithm_choice = "nccl";
@@ -144,6 +145,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
   o.nccl.p2p_eager = f.p2p_eager;
+  o.nccl.launch_in_order = f.launch_in_order;
   auto algorithms = prism::engine::ParseNcclAlgo(f.nccl_algo);
   if (!algorithms.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-algo: ", algorithms.status().message()));
   o.nccl.ring = algorithms->ring;
@@ -443,6 +445,10 @@ int main(int argc, char** argv) {
                "a send that fits in the p2p buffer goes on the wire when posted, before its receive, as NCCL's "
                "receiving proxy allows (off by default: per operation as the GPU host's truths, but their "
                "iterations 3% fast; docs/network-model.md)");
+  app.add_option("--launch-order", f.launch_in_order,
+                 "true (default): a rank's communication ops start in the order it issued them, whatever their "
+                 "stream, and a send or receive once the collectives issued before it have ended, as the GPU "
+                 "host's truths show; false: each stream on its own (docs/network-model.md, \"Launch order\")");
   app.add_option("--nccl-algo", f.nccl_algo,
                  "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
                  "(prism run passes the ranks' NCCL_ALGO)");

@@ -154,6 +154,40 @@ TEST_CASE("a send is done once the connection's buffers hold its last byte, its 
   CHECK(m.SendHeldTime(prism::Bytes(1 << 20), true) == m.PointToPointTime(prism::Bytes(1 << 20), true));
 }
 
+// NCCL's launch order (docs/network-model.md, "Launch order"): rank 0 issues
+// all-reduce C1 (stream 1), 10 us of compute (stream 0), all-reduce C2
+// (stream 1), then a 1 MiB send to rank 2 (stream 0); rank 1 is C1 and C2's
+// other member; rank 2 receives, then computes 1 ms. The send does not start
+// before C2 is issued (C1's end) and, a send behind a collective, not before
+// C2 has ended: rank 2's receive ends at 2 Tc + t_p2p. Each stream on its own
+// (--launch-order false), the send goes at 10 us, between the all-reduces.
+TEST_CASE("a rank's communication ops start in issue order; a send waits for the collectives issued before it",
+          "[daemon][engine][p2p][launch]") {
+  g::Program a, b, c;
+  for (g::Program* p : {&a, &b}) p->set_streams(2), p->add_comm_slot_names("dp");
+  a.add_comm_slot_names("pair");
+  c.set_streams(1), c.add_comm_slot_names("pair");
+  AddCollective(a, 0, 8 << 20, 1);
+  AddCompute(a, 10'000, 0);
+  AddCollective(a, 0, 8 << 20, 1);
+  AddP2P(a, true, 1, 1 << 20);  // slot 1: the pair {0, 2}, its peer comm rank 1
+  a.mutable_ops(3)->mutable_send()->set_comm_slot(1);
+  AddCollective(b, 0, 8 << 20, 1);
+  AddCollective(b, 0, 8 << 20, 1);
+  AddP2P(c, false, 0, 1 << 20);
+  AddCompute(c, 1'000'000);
+  const g::Graph gr = Custom(3, 1, {{0, 1}, {0, 2}}, {a, b, c}, {0, 1, 2}, {{0, 1}, {0}, {1}});
+  const auto m = ModelOf(gr);
+  const int64_t tc =
+      m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(8 << 20), prism::engine::CommShape{2, 2, 1, 1})
+          .count();
+  const int64_t tp = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
+  CHECK(IterationNs(gr) == 2 * tc + tp + 1'000'000);
+  SimulationOptions each_stream;
+  each_stream.nccl.launch_in_order = false;
+  CHECK(IterationNs(gr, each_stream) < 2 * tc + tp + 1'000'000 - tc / 2);
+}
+
 // A send that fits in the buffers goes on the wire when posted, not when its
 // receive is (NCCL's receiver posted its buffers when its host enqueued the
 // receive): the receive ends when the data is there, or when posted if later.

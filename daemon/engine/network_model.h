@@ -107,6 +107,11 @@ struct NcclBehaviour {
   // operation); off: when both sides are posted. docs/network-model.md,
   // "Send completion": per operation as the truths, iterations 3% fast.
   bool p2p_eager = false;
+  // A rank's communication ops start in the order it issued them, and a
+  // send or receive only once the collectives its rank issued before it
+  // have ended (launch_order.h; docs/network-model.md, "Launch order");
+  // false: each stream on its own (the model before 2026-12-02).
+  bool launch_in_order = true;
   // ALGORITHM_DEFAULT as NCCL's tuning resolves it (nccl_algorithm.h); false:
   // the model's own comparison of ring and tree times.
   bool nccl_choice = true;

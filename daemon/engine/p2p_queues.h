@@ -23,12 +23,16 @@ namespace prism::engine {
 // One side of a send/recv: `actor`'s op `op`, posted (issued) at `posted`;
 // a real send's (or an eager virtual send's) last byte left at `real_done`
 // (kNotReported: not yet; kInFlight: an eager virtual send on the wire).
+// `reached`: when its stream reached it, if it then waited to be issued
+// (launch order, launch_order.h): the op's start in reports and traces.
 struct PendingP2P {
   static constexpr Nanoseconds kNotReported{-1};
   static constexpr Nanoseconds kInFlight{-2};
   uint32_t actor, op;
   Nanoseconds posted;
   Nanoseconds real_done = kNotReported;
+  Nanoseconds reached = kNotReported;
+  Nanoseconds Started() const { return reached >= Nanoseconds(0) ? reached : posted; }
 };
 
 struct P2PMatch {

@@ -22,7 +22,8 @@ EngineOptions FixOptions(EngineOptions o) {
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
     : world_(world), model_(model), options_(FixOptions(options)),
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
-      p2p_(world), nics_(world, model, options.nic_model), accounting_(world, options_.iterations) {
+      p2p_(world), nics_(world, model, options.nic_model), launch_order_(world.programs),
+      accounting_(world, options_.iterations) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -91,30 +92,39 @@ void ReplayEngine::PrefetchNext() {
   accounting_.Prefetch(next->actor);
 }
 
-void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
+bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   const ProgramInfo& p = *state_[actor].program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
-  if (len == 0) return;
+  if (len == 0) return false;
   StreamState& st = Stream(actor, stream);
+  bool stepped = false;  // issued or counted an op
   while (st.iteration < options_.iterations) {
     const uint32_t k = ops[st.index];
     const OpInfo& op = p.ops[k];
     if (st.in_group) {
       if (op.kind == OpKind::kGroupEnd) {
-        if (st.inflight > 0) return;
-        if (WaitsForLaterCompletion(actor, stream, op)) return;
+        if (st.inflight > 0) return stepped;
+        if (WaitsForLaterCompletion(actor, stream, op)) return stepped;
         st.in_group = false;
         st.Step(len);
+        stepped = true;
         CountDone(actor, k);  // a group's start or end: done at once
         continue;
       }
     } else if (st.inflight > 0) {
-      return;
+      return stepped;
     }
-    if (!Ready(actor, op, k, st.iteration)) return;
-    if (WaitsForLaterCompletion(actor, stream, op)) return;
+    if (!Ready(actor, op, k, st.iteration)) return stepped;
+    if (WaitsForLaterCompletion(actor, stream, op)) return stepped;
+    if (LaunchWaits(actor, stream, k, st.iteration)) {
+      if (st.reached < Nanoseconds(0)) st.reached = now_;
+      return stepped;
+    }
+    reached_ = st.reached < Nanoseconds(0) ? now_ : st.reached;
+    st.reached = Nanoseconds(-1);
     st.Step(len);
+    stepped = true;
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
       CountDone(actor, k);  // a group's start or end: done at once
@@ -125,6 +135,30 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
       Issue(actor, k);
     }
   }
+  return stepped;
+}
+
+// NCCL's launch order (launch_order.h): a virtual rank's communication op
+// waits while another of its streams has not issued an earlier one; a send
+// or receive also while a collective issued before it is in flight.
+bool ReplayEngine::LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const {
+  const ActorState& s = state_[actor];
+  const OpKind kind = s.program->ops[k].kind;
+  if (!model_.nccl().launch_in_order || s.real || s.streams < 2 || !IsComm(kind)) return false;
+  const bool p2p = kind != OpKind::kCollective;
+  const auto program = static_cast<uint32_t>(s.program - world_.programs.data());
+  const LaunchOrder::Position mine{iteration, k};
+  for (uint32_t t = 0; t < s.streams; ++t) {
+    if (t == stream) continue;
+    const StreamState& other = streams_[s.stream_base + t];
+    const auto next = launch_order_.NextComm(program, t, other.iteration, other.index, options_.iterations);
+    if (next && *next < mine) return true;
+    if (p2p && other.inflight > 0) {
+      const auto last = launch_order_.LastIssued(program, t, other.iteration, other.index);
+      if (last && s.program->ops[last->op].kind == OpKind::kCollective && *last < mine) return true;
+    }
+  }
+  return false;
 }
 
 bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op) {
@@ -147,13 +181,20 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
 
 void ReplayEngine::Advance(uint32_t actor) {
   const uint32_t streams = state_[actor].streams;
-  for (uint32_t s = 0; s < streams; ++s) AdvanceStream(actor, s);
+  // Launch order: an op issued on one stream may let another stream's go,
+  // and an op counted done (a group's end) one that depends on it; pass
+  // again until no stream moves.
+  const bool again_if_moved = model_.nccl().launch_in_order && streams > 1;
+  for (bool again = true; again;) {
+    again = false;
+    for (uint32_t s = 0; s < streams; ++s) again |= AdvanceStream(actor, s) && again_if_moved;
+  }
 }
 
 void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];
-  accounting_.Started(actor, op, now_);
+  accounting_.Started(actor, op, reached_);
   switch (op.kind) {
     case OpKind::kCompute:
       if (!s.real) {
@@ -223,7 +264,7 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   }
   ++in.arrived;
   in.last = Max(in.last, now_);
-  in.waiters.push_back({actor, k, now_});
+  in.waiters.push_back({actor, k, reached_});
   if (s.real) {
     real_[actor]->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
@@ -388,12 +429,12 @@ void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
   // when posted, as NCCL's kernel is; its transfer still waits for the
   // receiver (SendHeldTime).
   const bool buffered = is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0);
-  if (buffered) Push(now_, actor, k, now_);
+  if (buffered) Push(now_, actor, k, reached_);
   // With p2p_eager, such a send to a virtual receiver between nodes goes on
   // the wire now, whether or not the receive is posted: NCCL's receiver
   // posted its buffers when its host enqueued the operation, ahead of its GPU.
   const bool eager = model_.nccl().p2p_eager && buffered && !same_node && !peer_real;
-  const PendingP2P mine{actor, k, now_};
+  const PendingP2P mine{actor, k, now_, PendingP2P::kNotReported, reached_};
   const P2PMatch m = eager ? p2p_.PostEagerSend(mine, op.p2p_desc)
                            : p2p_.Post(mine, op.p2p_desc, is_send, a.real, peer_real);
   switch (m.kind) {
@@ -448,7 +489,7 @@ void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, N
 // hop later, or when it was posted if that is later.
 void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
   const Nanoseconds end = Max(recv.posted, SatAdd(send.real_done, model_.HopLatency(same_node)));
-  Push(end, recv.actor, recv.op, recv.posted);
+  Push(end, recv.actor, recv.op, recv.Started());
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
 }
@@ -484,7 +525,7 @@ void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& 
                                       Nanoseconds end, bool same_node) {
   const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
   CompleteSend(send, op, start, same_node);
-  Push(end, recv.actor, recv.op, recv.posted);
+  Push(end, recv.actor, recv.op, recv.Started());
   if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
   if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
     trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
@@ -496,7 +537,7 @@ void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& 
 // in them whole and completed when posted (PostP2P).
 void ReplayEngine::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node) {
   const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
-  if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.posted);
+  if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.Started());
 }
 
 // An eager send's data arrived at `end` (its last byte left a hop earlier):
@@ -694,7 +735,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       handling_report_ = false;
       const uint32_t stream = e.op & ~kWakeFlag;
       Stream(e.actor, stream).wake_pending = false;
-      AdvanceStream(e.actor, stream);
+      if (AdvanceStream(e.actor, stream) && model_.nccl().launch_in_order) Advance(e.actor);
     } else {
       handling_report_ = false;
       Complete(e.actor, e.op, e.issued);

@@ -41,6 +41,7 @@
 #include "daemon/engine/calibration.h"
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/injected_events.h"
+#include "daemon/engine/launch_order.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_queues.h"
@@ -199,6 +200,7 @@ class ReplayEngine {
     uint32_t inflight = 0;
     bool in_group = false;
     bool wake_pending = false; // a kWakeFlag event is queued for it
+    Nanoseconds reached{-1};   // when it reached its next op, if launch order holds that op back
     void Step(uint64_t len) {
       if (++index == len) index = 0, ++iteration;
     }
@@ -263,7 +265,10 @@ class ReplayEngine {
   // streams) while this one is handled.
   void PrefetchNext();
   void Advance(uint32_t actor);
-  void AdvanceStream(uint32_t actor, uint32_t stream);
+  // Issues what the stream may issue now; true when it moved (another
+  // stream may then go: LaunchWaits, or a dependency on a group's end).
+  bool AdvanceStream(uint32_t actor, uint32_t stream);
+  bool LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const;
   // Whether a virtual stream's next op `op` must wait past now: a completion
   // it depends on was handled earlier but lies later in time (a paced run
   // handled a real rank's report at its past stamp). Then a wake-up is
@@ -349,6 +354,8 @@ class ReplayEngine {
   Calibration calibration_;
   InjectedEvents injected_;                          // ApplyInbox's batch (kept for its capacity)
   NicScheduler nics_;
+  LaunchOrder launch_order_;
+  Nanoseconds reached_;  // the op being issued: when its stream reached it (its start in reports and traces)
   std::vector<Transfer> transfers_;                  // by ticket; free ones listed in free_tickets_
   std::vector<uint32_t> free_tickets_;
   std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
