@@ -13,7 +13,8 @@ int64_t RealtimeNow() {
 }
 
 HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead,
-                             Nanoseconds step_cost, bool follow, Nanoseconds ring_answer_wait)
+                             Nanoseconds step_cost, bool follow, Nanoseconds ring_answer_wait,
+                             daemon::SessionRecorder* recorder)
     : graph_(std::move(graph)), pacer_([&] {
         engine::RealtimeOptions rt;
         rt.lookahead = lookahead;
@@ -27,6 +28,7 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   so.step_cost = step_cost;
   so.unmatched_ops_diverge = !follow;
   so.ring_answer_wait = ring_answer_wait;
+  so.recorder = recorder;
   so.iterations = engine::IterationsFor(graph_, 0).value_or(1);  // the engine's, as prismd's hybrid run gives both
   scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
   rpc::Hello hello;

@@ -28,9 +28,11 @@ class HybridHarness : public daemon::ScheduleSink {
   // `follow`: prismd --follow (unmatched operations are no divergence).
   // `ring_answer_wait`: HybridSchedulerOptions::ring_answer_wait (prismd's by
   // default; a test that must not see a hold for want of time gives seconds).
+  // `recorder` (nullable, outlives the harness): prismd --record-sessions.
   HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20),
                 Nanoseconds step_cost = Nanoseconds(0), bool follow = false,
-                Nanoseconds ring_answer_wait = daemon::HybridSchedulerOptions().ring_answer_wait);
+                Nanoseconds ring_answer_wait = daemon::HybridSchedulerOptions().ring_answer_wait,
+                daemon::SessionRecorder* recorder = nullptr);
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }

@@ -3,11 +3,17 @@
 // engine's virtual peers come back as operation schedules (docs/timing.md).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
 #include "daemon/engine/tree_pipeline.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "daemon/hybrid/session_recorder.h"
+#include "daemon/hybrid/session_replay.h"
 #include "test/daemon_test_graphs.h"
 #include "test/hybrid_harness.h"
 
@@ -422,4 +428,54 @@ TEST_CASE("a Simple tree all-reduce's virtual senders stream what NCCL's double 
   AddFinished(&f, 1, t + 100'000, t + 2'000'000);
   h.Feed(1, f);
   REQUIRE(h.Stop().ok());
+}
+
+TEST_CASE("a session recording keeps every batch and every schedule sent, replies and pushes, with its session",
+          "[hybrid]") {
+  // Since 2026-12-02 schedules are recorded outside the scheduler's lock (a
+  // reply after it is built, a push by the pusher thread), so that the
+  // engine thread never waits for the recording's file.
+  const std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(), "/prism-hybrid-rec-",
+                                        getpid(), ".jsonl");
+  auto recorder = prism::daemon::SessionRecorder::Open(path, RealtimeNow(), 0, {0}, "t");
+  REQUIRE(recorder.ok());
+  {
+    HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(0), false,
+                    prism::FromSeconds(5), recorder->get());
+    h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+    int batches = 0;
+    for (uint64_t seq = 0; seq < 2; ++seq) {
+      const prism::rpc::OpKey key = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, seq);
+      const int64_t t = RealtimeNow();
+      prism::rpc::EventBatch b;
+      AddStarted(&b, seq + 1, key, 0, 4, 1 << 20, t);
+      h.Feed(1, b), ++batches;
+      REQUIRE(h.WaitSchedule(key, std::chrono::seconds(5)).has_value());
+      prism::rpc::EventBatch m;  // per-message events only
+      m.add_events()->mutable_completed()->set_conn_id(7);
+      h.Feed(1, m), ++batches;
+      prism::rpc::EventBatch f;
+      AddFinished(&f, seq + 1, t + 100'000, RealtimeNow());
+      h.Feed(1, f), ++batches;
+    }
+    h.scheduler().Flush();
+    std::vector<prism::rpc::OpSchedule> sent;
+    for (const auto& s : h.AllSchedules())
+      if (!s.hold()) sent.push_back(s);
+    REQUIRE(h.Stop().ok());
+    recorder->reset();  // closes the file
+    auto rec = prism::daemon::ReadRecording(path);
+    REQUIRE(rec.ok());
+    int events = 0;
+    for (const auto& line : rec->lines) events += line.kind == prism::daemon::RecordedLine::kEvents ? 1 : 0;
+    CHECK(events == batches);
+    const auto recorded = prism::daemon::RecordedSchedules(*rec);
+    REQUIRE(recorded.size() == sent.size());
+    for (size_t i = 0; i < sent.size(); ++i) {
+      CHECK(recorded[i].session == 1);
+      CHECK(recorded[i].schedule.key().seq() == sent[i].key().seq());
+      CHECK(recorded[i].schedule.ready_ns() == sent[i].ready_ns());
+    }
+  }
+  std::filesystem::remove(path);
 }

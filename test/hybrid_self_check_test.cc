@@ -310,3 +310,35 @@ step: {microbatches: 4, layers: 2, fwd_us: 1500, bwd_us: 3000, optimizer_us: 100
   REQUIRE_FALSE(half.ok());
   CHECK_THAT(std::string(half.status().message()), Catch::Contains("needs rank and compute_scale"));
 }
+
+TEST_CASE("a model-exact real rank reports the algorithm the model played, NCCL's choice included", "[hybrid]") {
+  // 64 ranks, one GPU per node: the model plays NCCL's choice for the
+  // all-gathers (not the graph's "default"), and the stand-in real rank
+  // must report that, as its NCCL would (before 2026-12-02 it reported ring).
+  prism::testing::ClusterSpec cluster;
+  cluster.gpus_per_node = 1;
+  const g::Graph gr =
+      prism::testing::CollectiveGraph(64, g::ALLGATHER, 64 << 10, g::ALGORITHM_DEFAULT, 2, 1000, cluster);
+  auto sim = prism::engine::Simulate(gr, prism::engine::SimulationOptions());
+  REQUIRE(sim.ok());
+  std::string played;
+  for (const auto& row : sim->report.algorithms)
+    if (row.kind == "allgather") played = row.algorithm;
+  REQUIRE_FALSE(played.empty());
+  INFO("the model plays " << played);
+  auto rec = prism::daemon::ModelRecording(gr, {0}, 1'000'000'000);
+  REQUIRE(rec.ok());
+  int started = 0;
+  for (const auto& line : rec->lines) {
+    if (line.kind != prism::daemon::RecordedLine::kEvents) continue;
+    for (const auto& e : line.events.events()) {
+      if (!e.has_op_started()) continue;
+      ++started;
+      const prism::rpc::OpAlgorithm want = played == "Tree"  ? prism::rpc::OP_ALGO_TREE
+                                           : played == "PAT" ? prism::rpc::OP_ALGO_OTHER
+                                                             : prism::rpc::OP_ALGO_RING;
+      CHECK(e.op_started().algorithm() == want);
+    }
+  }
+  CHECK(started == 2);
+}

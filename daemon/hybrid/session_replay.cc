@@ -312,8 +312,11 @@ class ModelRankWriter {
   static uint64_t HashOf(uint32_t graph_comm) { return 0x5052000000000000ull + graph_comm; }  // "PR" + id
 
   // Appends (time, is_finish, event) for op `k` if it is a communication op.
+  // `played`: the algorithm the model played for a collective (what the real
+  // rank's NCCL would report), else the graph's.
   void Add(uint32_t k, int64_t start, int64_t end, uint64_t* next_op_id,
-           std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>>* out) {
+           std::vector<std::tuple<int64_t, int, uint32_t, rpc::Event>>* out,
+           graph::Algorithm played = graph::ALGORITHM_DEFAULT) {
     const graph::Op& op = program_->ops(static_cast<int>(k));
     rpc::OpStarted s;
     uint32_t comm = 0;
@@ -326,7 +329,7 @@ class ModelRankWriter {
       s.mutable_key()->set_peer(-1);
       const bool per_rank = kind == rpc::OP_ALL_GATHER || kind == rpc::OP_REDUCE_SCATTER;
       s.set_bytes(per_rank ? op.collective().bytes() / std::max(size, 1u) : op.collective().bytes());
-      const graph::Algorithm a = op.collective().algorithm();
+      const graph::Algorithm a = played != graph::ALGORITHM_DEFAULT ? played : op.collective().algorithm();
       s.set_algorithm(a == graph::ALGORITHM_TREE  ? rpc::OP_ALGO_TREE
                       : a == graph::ALGORITHM_PAT ? rpc::OP_ALGO_OTHER  // what the plugin reports for PAT
                                                   : rpc::OP_ALGO_RING);
@@ -396,6 +399,21 @@ class ModelRankWriter {
   std::map<std::tuple<uint32_t, uint32_t, bool>, uint64_t> p2p_seq_;  // (comm, global peer, is send)
 };
 
+// The algorithm the model plays for collective `op` of `actor` (NCCL's
+// choice where the graph leaves it open, as AlgorithmChoices reports it);
+// ALGORITHM_DEFAULT for other ops.
+graph::Algorithm PlayedAlgorithm(const engine::EngineWorld& world, const engine::NetworkModel& model, uint32_t actor,
+                                 uint32_t op) {
+  const engine::Actor& a = world.actors[actor];
+  const engine::OpInfo& info = world.programs[a.program].ops[op];
+  if (info.kind != engine::OpKind::kCollective || info.slot >= a.slot_comm.size()) return graph::ALGORITHM_DEFAULT;
+  if (info.algorithm != graph::ALGORITHM_DEFAULT) return info.algorithm;
+  const engine::CommShape& shape = world.comms[a.slot_comm[info.slot]].shape;
+  if (shape.ranks <= 1 || info.collective == graph::ALLTOALL) return graph::ALGORITHM_DEFAULT;
+  return model.nccl().nccl_choice ? model.ChooseNccl(info.collective, info.bytes, shape).algorithm
+                                  : model.Choose(info.collective, info.bytes, shape);
+}
+
 }  // namespace
 
 absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
@@ -418,6 +436,7 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
   // op itself can end earlier, once the connection's buffers held it.
   std::map<std::tuple<uint32_t, uint32_t, int64_t>, int64_t> arrived;
   for (const auto& f : sim->trace->flows()) arrived[{f.send_actor, f.send_op, f.send_start.count()}] = f.end.count();
+  const engine::NetworkModel model(engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()), nccl);
   for (uint32_t rank : real_ranks) {
     const uint32_t actor = sim->world->actor_of_rank[rank];
     ModelRankWriter writer(graph, rank);
@@ -429,7 +448,8 @@ absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::v
     for (const auto& r : ops) {
       const auto flow = arrived.find({r.actor, r.op, r.start.count()});
       const int64_t end = flow != arrived.end() ? flow->second : r.end.count();
-      writer.Add(r.op, start_realtime_ns + r.start.count(), start_realtime_ns + end, &next_op_id, &events);
+      writer.Add(r.op, start_realtime_ns + r.start.count(), start_realtime_ns + end, &next_op_id, &events,
+                 PlayedAlgorithm(*sim->world, model, actor, r.op));
     }
     for (uint32_t slot : graph.ranks(static_cast<int>(rank)).comm_slots()) comms.insert(slot);
   }
