@@ -162,7 +162,7 @@ TEST_CASE("a send is done once the connection's buffers hold its last byte, its 
 // C2 has ended: rank 2's receive ends at 2 Tc + t_p2p. Each stream on its own
 // (--launch-order false, the default), the send goes at 10 us, between the
 // all-reduces.
-TEST_CASE("a rank's communication ops start in issue order; a send waits for the collectives issued before it",
+TEST_CASE("a rank's communication ops start in issue order, a send after the collectives issued before it",
           "[daemon][engine][p2p][launch]") {
   g::Program a, b, c;
   for (g::Program* p : {&a, &b}) p->set_streams(2), p->add_comm_slot_names("dp");
