@@ -64,7 +64,7 @@ struct Flags {
   std::string step_cost_us = "auto";
   int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
   bool p2p_eager = false;
-  bool launch_in_order = true;
+  bool launch_in_order = false;
   std::string nccl_algo;
   std::string nccl_proto;
   std::string algorithm_choice = "nccl";
@@ -446,9 +446,9 @@ int main(int argc, char** argv) {
                "receiving proxy allows (off by default: per operation as the GPU host's truths, but their "
                "iterations 3% fast; docs/network-model.md)");
   app.add_option("--launch-order", f.launch_in_order,
-                 "true (default): a rank's communication ops start in the order it issued them, whatever their "
-                 "stream, and a send or receive once the collectives issued before it have ended, as the GPU "
-                 "host's truths show; false: each stream on its own (docs/network-model.md, \"Launch order\")");
+                 "true: a rank's communication ops start in the order it issued them, whatever their stream, and "
+                 "a send or receive once the collectives issued before it have ended, as the GPU host's truths "
+                 "show; false (default): each stream on its own (docs/network-model.md, \"Launch order\")");
   app.add_option("--nccl-algo", f.nccl_algo,
                  "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
                  "(prism run passes the ranks' NCCL_ALGO)");

@@ -160,8 +160,9 @@ TEST_CASE("a send is done once the connection's buffers hold its last byte, its 
 // other member; rank 2 receives, then computes 1 ms. The send does not start
 // before C2 is issued (C1's end) and, a send behind a collective, not before
 // C2 has ended: rank 2's receive ends at 2 Tc + t_p2p. Each stream on its own
-// (--launch-order false), the send goes at 10 us, between the all-reduces.
-TEST_CASE("a rank's communication ops start in issue order; a send waits for the collectives issued before it",
+// (--launch-order false, the default), the send goes at 10 us, between the
+// all-reduces.
+TEST_CASE("a rank's communication ops start in issue order, a send after the collectives issued before it",
           "[daemon][engine][p2p][launch]") {
   g::Program a, b, c;
   for (g::Program* p : {&a, &b}) p->set_streams(2), p->add_comm_slot_names("dp");
@@ -182,10 +183,10 @@ TEST_CASE("a rank's communication ops start in issue order; a send waits for the
       m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(8 << 20), prism::engine::CommShape{2, 2, 1, 1})
           .count();
   const int64_t tp = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
-  CHECK(IterationNs(gr) == 2 * tc + tp + 1'000'000);
-  SimulationOptions each_stream;
-  each_stream.nccl.launch_in_order = false;
-  CHECK(IterationNs(gr, each_stream) < 2 * tc + tp + 1'000'000 - tc / 2);
+  SimulationOptions in_order;
+  in_order.nccl.launch_in_order = true;
+  CHECK(IterationNs(gr, in_order) == 2 * tc + tp + 1'000'000);
+  CHECK(IterationNs(gr) < 2 * tc + tp + 1'000'000 - tc / 2);  // the default: each stream on its own
 }
 
 // A send that fits in the buffers goes on the wire when posted, not when its

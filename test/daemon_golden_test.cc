@@ -42,7 +42,7 @@ std::string TraceEvents(std::string json) {
 std::string Fingerprint(const g::Graph& graph, bool classes, NicModel nic, bool trace, uint64_t iterations,
                         bool nccl_choice = true,
                         prism::Bytes p2p_buffer = prism::engine::NcclBehaviour::kNcclP2pBuffer,
-                        bool launch_in_order = true) {
+                        bool launch_in_order = false) {
   prism::engine::SimulationOptions o;
   o.nccl.launch_in_order = launch_in_order;
   o.nccl.nccl_choice = nccl_choice;
@@ -76,8 +76,8 @@ std::string Fingerprint(const g::Graph& graph, bool classes, NicModel nic, bool 
 
 }  // namespace
 
-// Launch order (2026-12-02, docs/network-model.md "Launch order"): the
-// fingerprints before it are kept with it off; with it on, new ones.
+// Launch order (--launch-order true, 2026-12-02, docs/network-model.md
+// "Launch order"): off by default, the fingerprints before it; on, new ones.
 // Re-recorded on 2026-12-02 for the send completion at the connection's
 // buffers (docs/network-model.md, "Send completion"): the 50 MiB pipeline
 // sends end 48 MiB of wire time after they start, not with their receives.
@@ -88,31 +88,31 @@ TEST_CASE("golden: a 1F1B training graph, classes off, every NIC model, every ra
           "[daemon][golden]") {
   const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
   const prism::Bytes buffer = prism::engine::NcclBehaviour::kNcclP2pBuffer;
-  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, buffer, false) == "6a2e79582f7644e3");
-  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, buffer, false) == "7e3b826a5218e4d9");
-  CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2, true, buffer, false) == "c5b8bba269891327");
-  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, prism::Bytes(0), false) == "2c42974efaeac1c7");
-  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, prism::Bytes(0), false) == "312ba73ce8578533");
-  // Launch order (the default since 2026-12-02): the same iterations; ops
-  // held back start in the report and trace when their stream reached them,
-  // the pipeline sends wait for the DP collectives issued before them, so
-  // the per-op figures and timelines move, and queues and calendar agree.
-  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2) == "7e4dcbe0c0577786");
-  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2) == "7e4dcbe0c0577786");
-  CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2) == "0ab68fcf1f490ef4");
-  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, prism::Bytes(0)) == "d40ea9e20e745f7b");
-  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, prism::Bytes(0)) == "d40ea9e20e745f7b");
+  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2) == "6a2e79582f7644e3");
+  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2) == "7e3b826a5218e4d9");
+  CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2) == "c5b8bba269891327");
+  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, prism::Bytes(0)) == "2c42974efaeac1c7");
+  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, prism::Bytes(0)) == "312ba73ce8578533");
+  // With --launch-order true: the same iterations; ops held back start in
+  // the report and trace when their stream reached them, the pipeline sends
+  // wait for the DP collectives issued before them, so the per-op figures
+  // and timelines move, and queues and calendar agree.
+  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, buffer, true) == "7e4dcbe0c0577786");
+  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, buffer, true) == "7e4dcbe0c0577786");
+  CHECK(Fingerprint(graph, false, NicModel::kShared, true, 2, true, buffer, true) == "0ab68fcf1f490ef4");
+  CHECK(Fingerprint(graph, false, NicModel::kQueues, true, 2, true, prism::Bytes(0), true) == "d40ea9e20e745f7b");
+  CHECK(Fingerprint(graph, false, NicModel::kCalendar, true, 2, true, prism::Bytes(0), true) == "d40ea9e20e745f7b");
 }
 
 TEST_CASE("golden: the same graph with classes gives the same figures as before", "[daemon][golden]") {
   const g::Graph graph = prism::testing::TrainingGraph(prism::testing::SmallTrainingSpec());
   const prism::Bytes buffer = prism::engine::NcclBehaviour::kNcclP2pBuffer;
-  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, buffer, false) == "274e9e9385ae5eca");
-  CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2, true, buffer, false) == "e0b5f4c356db788e");
-  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, prism::Bytes(0), false) == "7aa0eb28fd554c6c");
-  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2) == "969672bb4202b34b");
-  CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2) == "969672bb4202b34b");
-  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, prism::Bytes(0)) == "f7e3c5ce168eca60");
+  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2) == "274e9e9385ae5eca");
+  CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2) == "e0b5f4c356db788e");
+  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, prism::Bytes(0)) == "7aa0eb28fd554c6c");
+  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, buffer, true) == "969672bb4202b34b");
+  CHECK(Fingerprint(graph, true, NicModel::kCalendar, true, 2, true, buffer, true) == "969672bb4202b34b");
+  CHECK(Fingerprint(graph, true, NicModel::kQueues, true, 2, true, prism::Bytes(0), true) == "f7e3c5ce168eca60");
 }
 
 TEST_CASE("golden: world collectives across nodes, classes off", "[daemon][golden]") {

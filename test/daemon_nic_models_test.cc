@@ -78,7 +78,7 @@ prism::graph::Graph Step(uint32_t iterations, uint32_t dp = 2, int64_t straggler
 }
 
 int64_t Iteration(const prism::graph::Graph& g, prism::engine::NicModel model, bool use_classes = true,
-                  bool launch_in_order = true) {
+                  bool launch_in_order = false) {
   prism::engine::SimulationOptions o;
   o.nic_model = model;
   o.nccl.launch_in_order = launch_in_order;
@@ -93,20 +93,19 @@ int64_t Iteration(const prism::graph::Graph& g, prism::engine::NicModel model, b
 TEST_CASE("engine, shared NIC model: a step's TP all-reduces no longer wait behind whole DP transfers",
           "[daemon][nic]") {
   const prism::graph::Graph g = Step(3);
-  const int64_t calendar = Iteration(g, prism::engine::NicModel::kCalendar, true, false);
-  const int64_t shared = Iteration(g, prism::engine::NicModel::kShared, true, false);
-  // bench/fidelity step-n8-2g5, each stream on its own (--launch-order
-  // false): 401.4 ms with the calendar (its GPU truths: 404.8 ms), 377.6 ms
-  // shared: sharing lets the TP all-reduces overlap the DP all-gather and
-  // reduce-scatter instead of queueing behind them.
+  const int64_t calendar = Iteration(g, prism::engine::NicModel::kCalendar, true);
+  const int64_t shared = Iteration(g, prism::engine::NicModel::kShared, true);
+  // bench/fidelity step-n8-2g5: 401.4 ms with the calendar (its GPU truths:
+  // 404.8 ms), 377.6 ms shared: sharing lets the TP all-reduces overlap the
+  // DP all-gather and reduce-scatter instead of queueing behind them.
   CHECK(calendar == Approx(401'397'881).margin(1'000));
   CHECK(shared == Approx(377'584'000).margin(100'000));
   // Deterministic, and the same with one actor per rank as per class.
-  CHECK(Iteration(g, prism::engine::NicModel::kShared, false, false) == shared);
-  // With launch order (the default) stage 1's last gradient send waits for
+  CHECK(Iteration(g, prism::engine::NicModel::kShared, false) == shared);
+  // With --launch-order true stage 1's last gradient send waits for
   // the DP reduce-scatters issued before it to end, what the TP all-reduces
   // gained by sharing is lost there: the calendar's figure.
-  CHECK(Iteration(g, prism::engine::NicModel::kShared, true) == calendar);
+  CHECK(Iteration(g, prism::engine::NicModel::kShared, true, true) == calendar);
   // Hybrid runs refuse it (they use queues or the calendar).
   prism::engine::SimulationOptions o;
   o.nic_model = prism::engine::NicModel::kShared;

@@ -109,9 +109,10 @@ struct NcclBehaviour {
   bool p2p_eager = false;
   // A rank's communication ops start in the order it issued them, and a
   // send or receive only once the collectives its rank issued before it
-  // have ended (launch_order.h; docs/network-model.md, "Launch order");
-  // false: each stream on its own (the model before 2026-12-02).
-  bool launch_in_order = true;
+  // have ended, as the GPU host's truths show (launch_order.h;
+  // docs/network-model.md, "Launch order"); false (the default): each
+  // stream on its own.
+  bool launch_in_order = false;
   // ALGORITHM_DEFAULT as NCCL's tuning resolves it (nccl_algorithm.h); false:
   // the model's own comparison of ring and tree times.
   bool nccl_choice = true;
