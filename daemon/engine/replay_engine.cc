@@ -25,7 +25,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     : world_(world), model_(model), options_(FixOptions(options)),
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
       nics_(world, model, options.nic_model), p2p_(world, model, nics_, queue_),
-      accounting_(world, options_.iterations) {
+      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -232,19 +232,14 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Real members finish it for real: virtual members finish when they do.
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
-    // theirs queues behind it); FinishMixed extends that to the real end.
+    // theirs queues behind it); MixedCollectives extends that to the real end.
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
       nics_.HoldCollective(comm, op, in.last, ModelTime(comm, op));
-    if (in.real_left == 0) FinishMixed(in);
-    else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
+    mixed_.AllArrived(comm, call, std::move(in), now_, horizon_);
     return;
   }
   Nanoseconds took = ModelTime(comm, op);
-  if (const auto measured = calibration_.Find(op, c.shape)) {
-    took = *measured;
-    ++stats_.calibrated_instances;
-    if (observer_) observer_->OnCalibratedCollective();
-  }
+  if (const auto measured = mixed_.Calibrated(op, c.shape)) took = *measured;
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
@@ -302,61 +297,16 @@ void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, N
   if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, end - in.last, op.bytes);
 }
 
-// Every member arrived and every real member finished: the virtual members
-// finish with the last real one. When the real duration is a clean
-// measurement of this collective -- the real members started after the
-// virtual ones were all there, had no other communication in flight
-// meanwhile (DP traffic overlapping a TP all-reduce shares the NIC), and no
-// virtual member's NIC was still busy with other traffic -- all-virtual
-// instances of the same kind, size and shape take it from now on. A
-// measurement stretched by other traffic would slow every all-virtual
-// instance (the hybrid self-check, test/hybrid_self_check_test.cc, catches
-// that).
-void ReplayEngine::FinishMixed(const Instance& in) {
-  const Nanoseconds end = Max(in.real_done, in.last_virtual);
-  if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
-  if (observer_) observer_->OnMixedCollective(in.real_done < in.last_virtual);
-  const Actor& first = world_.actors[in.first_actor];
-  const OpInfo& op = world_.programs[first.program].ops[in.first_op];
-  const uint32_t comm = first.slot_comm[op.slot];
-  const EngineComm& c = world_.comms[comm];
-  for (const Waiter& w : in.waiters)
-    if (!world_.actors[w.actor].real) queue_.Push(end, w.actor, w.op, w.issued);
-  // Its members' NICs stay busy until the real end, when later than the model's.
-  nics_.HoldMembersUntil(comm, now_, end, horizon_);
-  const Nanoseconds start = Max(in.real_started, in.last_virtual);
-  if (in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      nics_.VirtualMembersFreeBy(comm, start))
-    calibration_.Record(op, c.shape, in.real_done - start);
-  if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
-}
-
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started) {
   const auto open = real_[actor]->CollectiveDone(k, {at, started});
   if (!open) return;  // reported before the engine issued it: applied at issue
-  const RealRankOps::OpenCall oc = *open;
-  CommState& cs = comm_state_[oc.comm];
-  Instance* in = nullptr;
-  auto waiting = awaiting_real_.end();
-  if (oc.call >= cs.base) {
-    in = &cs.pending[oc.call - cs.base];  // some member has not arrived yet
-  } else {
-    waiting = awaiting_real_.find({oc.comm, oc.call});
-    if (waiting != awaiting_real_.end()) in = &waiting->second;
-  }
-  if (in != nullptr) {
-    // Other communication of this rank in flight now, or ended after this
-    // one's first send: its duration is not this collective's alone.
-    if (!accounting_.CommunicatedAlone(actor, started)) in->real_alone = false;
-    in->real_done = Max(in->real_done, at);
-    in->real_started = Max(in->real_started, started);
-    if (in->real_left > 0) --in->real_left;
-    if (waiting != awaiting_real_.end() && in->real_left == 0) {
-      FinishMixed(*in);
-      awaiting_real_.erase(waiting);
-    }
-  }
-  Complete(actor, k, oc.issued);  // now_ == at: this handler runs the report's event
+  CommState& cs = comm_state_[open->comm];
+  Instance* arriving = open->call >= cs.base ? &cs.pending[open->call - cs.base] : nullptr;  // a member is missing
+  // Other communication of this rank in flight now, or ended after this
+  // one's first send: its duration is not this collective's alone.
+  mixed_.RealMemberDone(open->comm, open->call, arriving, at, started, accounting_.CommunicatedAlone(actor, started),
+                        now_, horizon_);
+  Complete(actor, k, open->issued);  // now_ == at: this handler runs the report's event
 }
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at) {

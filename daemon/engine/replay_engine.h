@@ -38,10 +38,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "daemon/engine/calibration.h"
+#include "daemon/engine/collective_instance.h"
 #include "daemon/engine/engine_observer.h"
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/injected_events.h"
+#include "daemon/engine/mixed_collectives.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/p2p_transfers.h"
@@ -68,7 +69,11 @@ class ReplayEngine {
   ReplayEngine(const ReplayEngine&) = delete;
   ReplayEngine& operator=(const ReplayEngine&) = delete;
 
-  void SetObserver(EngineObserver* observer) { observer_ = observer, p2p_.SetObserver(observer); }
+  void SetObserver(EngineObserver* observer) {
+    observer_ = observer;
+    p2p_.SetObserver(observer);
+    mixed_.SetObserver(observer);
+  }
   void SetTraceRecorder(TraceRecorder* trace) { trace_ = trace, p2p_.SetTraceRecorder(trace); }
 
   // Replays every iteration. `pacer` (nullable) paces to the wall clock;
@@ -111,18 +116,8 @@ class ReplayEngine {
     uint32_t streams = 0;
     bool real = false;
   };
-  struct Waiter { uint32_t actor, op; Nanoseconds issued; };
-  struct Instance {
-    uint32_t arrived = 0, virtual_arrived = 0;
-    Nanoseconds last, last_virtual;      // latest arrival (all members / virtual ones)
-    uint32_t first_actor = 0, first_op = 0;
-    std::vector<Waiter> waiters;
-    uint32_t real_left = 0;              // real members that have not finished it
-    Nanoseconds real_done, real_started;
-    // No real member had other communication in flight while it ran: its
-    // real duration is the collective's own (see FinishMixed).
-    bool real_alone = true;
-  };
+  using Instance = CollectiveInstance;
+  using Waiter = CollectiveInstance::Waiter;
   // The last model time asked for on a communicator, and what it was asked for.
   struct ModelMemo {
     graph::CollectiveKind kind = graph::COLLECTIVE_KIND_UNSPECIFIED;
@@ -162,7 +157,6 @@ class ReplayEngine {
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
-  void FinishMixed(const Instance& in);
   uint32_t Park(uint32_t comm, Instance in);
   // Lets the transfers the NIC scheduler granted go on (grants_) and queues
   // its wake-ups (checks_).
@@ -210,9 +204,6 @@ class ReplayEngine {
   std::vector<SlotState> slots_;                     // per actor's comm slot (ActorState::slot_base)
   std::vector<std::unique_ptr<RealRankOps>> real_;   // per actor; real actors only
   std::vector<CommState> comm_state_;
-  // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
-  Calibration calibration_;
   InjectedEvents injected_;                          // ApplyInbox's batch (kept for its capacity)
   NicScheduler nics_;
   P2PTransfers p2p_;                                 // sends and receives, from issue to completion
@@ -223,6 +214,7 @@ class ReplayEngine {
   Nanoseconds horizon_;                              // latest event time handled (reports, lag)
   ReplayAccounting accounting_;
   ReplayStats& stats_ = accounting_.stats();        // the run's own figures (events, end, hybrid counts)
+  MixedCollectives mixed_;                           // collectives with real members; calibration
 };
 
 }  // namespace prism::engine
