@@ -10,7 +10,8 @@
 namespace prism::engine {
 namespace {
 
-static_assert(NicScheduler::kCheckGenerations == kFlowGenerationMask + 1, "a NIC wake-up's generation fits kFlowFlag's bits");
+static_assert(NicScheduler::kCheckGenerations == kFlowGenerationMask + 1,
+              "a NIC wake-up's generation fits kFlowFlag's bits");
 
 bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
 
