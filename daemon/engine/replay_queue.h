@@ -33,10 +33,8 @@ class ReplayQueue {
   void SetHandlingReport(bool handling) { handling_report_ = handling; }
 
   void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
-    if (pacer_ != nullptr && handling_report_) {
-      const Nanoseconds known = Max(time, pacer_->Now());
-      if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
-    }
+    if (pacer_ != nullptr && handling_report_) [[unlikely]]
+      StampIfLate(time, actor, op);
     queue_.Push(Event{time, actor, op, issued});
   }
 
@@ -61,6 +59,12 @@ class ReplayQueue {
   }
 
  private:
+  // Out of the hot path: only a paced run's report handling stamps.
+  [[gnu::noinline, gnu::cold]] void StampIfLate(Nanoseconds time, uint32_t actor, uint32_t op) {
+    const Nanoseconds known = Max(time, pacer_->Now());
+    if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
+  }
+
   RadixEventQueue queue_;
   absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   const WallClockPacer* pacer_ = nullptr;
