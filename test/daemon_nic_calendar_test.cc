@@ -89,7 +89,7 @@ TEST_CASE("nic scheduler: requests of one instant go shortest first, whatever th
     s.RequestPointToPoint(8, 0, 2, Nanoseconds(0), Nanoseconds(100));  // short, same transmit side
     CHECK(s.HasRequests());
     std::vector<prism::engine::NicGrant> done;
-    std::vector<Nanoseconds> checks;
+    std::vector<prism::engine::NicCheck> checks;
     s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
     CHECK_FALSE(s.HasRequests());
     REQUIRE(done.size() == 2);
@@ -111,16 +111,21 @@ TEST_CASE("nic scheduler: shared NICs report ends only as time passes", "[engine
   s.RequestPointToPoint(1, 0, 1, Nanoseconds(0), Nanoseconds(100));
   s.RequestPointToPoint(2, 0, 2, Nanoseconds(0), Nanoseconds(100));
   std::vector<prism::engine::NicGrant> done;
-  std::vector<Nanoseconds> checks;
+  std::vector<prism::engine::NicCheck> checks;
   s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
   CHECK(done.empty());
-  REQUIRE(checks.size() == 2);                    // one look per transfer started, the latest counts
-  CHECK(checks.back() == Nanoseconds(200));       // two share actor 0's transmit side: both take twice as long
-  CHECK(s.NextFinish() == Nanoseconds(200));
-  s.FinishBy(Nanoseconds(200), &done);
+  REQUIRE(checks.size() == 2);                    // one wake-up per transfer started, the latest counts
+  CHECK(checks.back().at == Nanoseconds(200));    // two share actor 0's transmit side: both take twice as long
+  const prism::engine::NicCheck stale = checks.front(), latest = checks.back();
+  CHECK(stale.generation != latest.generation);
+  checks.clear();
+  s.FinishBy(Nanoseconds(200), stale.generation, &done, &checks);  // replaced by the latest: nothing
+  CHECK(done.empty());
+  CHECK(checks.empty());
+  s.FinishBy(Nanoseconds(200), latest.generation, &done, &checks);
   REQUIRE(done.size() == 2);
   CHECK(done[0].ticket == 1);
   CHECK(done[0].start == Nanoseconds(0));
   CHECK(done[0].end == Nanoseconds(200));
-  CHECK(s.NextFinish() == Nanoseconds::Max());
+  CHECK(checks.empty());                          // nothing left in flight: no next wake-up
 }

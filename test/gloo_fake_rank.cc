@@ -10,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "daemon/gloo/gloo_keys.h"
+#include "daemon/rendezvous/gloo_keys.h"
 
 namespace prism::gloo::testing {
 namespace {
@@ -72,7 +72,7 @@ int64_t FakeGlooRank::SequenceFor(int peer, const RankRecord& theirs) const {
 RankRecord FakeGlooRank::Record(int rank) {
   auto it = records_.find(rank);
   if (it != records_.end()) return it->second;
-  auto r = DecodeRankRecord(store_.Get(RecordKey(o_.context, rank)));
+  auto r = DecodeRankRecord(store_.Get(rendezvous::RecordKey(o_.context, rank)));
   if (!r.ok()) throw Fail("record of rank " + std::to_string(rank) + ": " + std::string(r.status().message()));
   records_[rank] = *r;
   return *r;
@@ -94,7 +94,7 @@ void FakeGlooRank::Rendezvous() {
   if (!o_.lazy) {
     for (int j = 0; j < o_.size; ++j) mine.pair_sequences.push_back(MySequence(j));
   }
-  store_.Set(RecordKey(o_.context, o_.rank), EncodeRankRecord(mine));
+  store_.Set(rendezvous::RecordKey(o_.context, o_.rank), EncodeRankRecord(mine));
   if (o_.lazy) return;
   for (int j = 0; j < o_.size; ++j) {
     if (j != o_.rank) Record(j);

@@ -24,7 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
-#include "daemon/gloo/gloo_keys.h"
+#include "daemon/rendezvous/gloo_keys.h"
 #include "daemon/gloo/gloo_ranks.h"
 #include "daemon/gloo/gloo_wire.h"
 #include "daemon/store/store_server.h"
@@ -117,27 +117,27 @@ TEST_CASE("gloo wire: a rank record round-trips and a bad one is named", "[gloo]
 }
 
 TEST_CASE("gloo keys: PyTorch's Gloo record keys parse and NCCL id keys do not", "[gloo]") {
-  auto world = ParseGlooKey("/default_pg/0//cpu//0/3");
+  auto world = rendezvous::ParseGlooKey("/default_pg/0//cpu//0/3");
   REQUIRE(world);
   CHECK(world->group == "0");
   CHECK(world->device_type == "cpu");
   CHECK(world->rank == 3);
   CHECK(world->context == "/default_pg/0//cpu//0");
-  CHECK(RecordKey(world->context, 5) == "/default_pg/0//cpu//0/5");
-  auto sub = ParseGlooKey("/default_pg/0//66//cpu//0/1");  // issue 23's Megatron key
+  CHECK(rendezvous::RecordKey(world->context, 5) == "/default_pg/0//cpu//0/5");
+  auto sub = rendezvous::ParseGlooKey("/default_pg/0//66//cpu//0/1");  // issue 23's Megatron key
   REQUIRE(sub);
   CHECK(sub->group == "66");
   CHECK(sub->rank == 1);
-  auto store_eq = ParseGlooKey("/0//12//cuda//0/0");  // store=, backend="gloo" on cuda
+  auto store_eq = rendezvous::ParseGlooKey("/0//12//cuda//0/0");  // store=, backend="gloo" on cuda
   REQUIRE(store_eq);
   CHECK(store_eq->group == "12");
   CHECK(store_eq->device_type == "cuda");
-  auto hashed = ParseGlooKey("/worker/default_pg/0//ad56679d0d9ec5db6f1e8b5e0c6e6cc3b4a0b0e1//cpu//0/1");
+  auto hashed = rendezvous::ParseGlooKey("/worker/default_pg/0//ad56679d0d9ec5db6f1e8b5e0c6e6cc3b4a0b0e1//cpu//0/1");
   REQUIRE(hashed);
   CHECK(hashed->group == "ad56679d0d9ec5db6f1e8b5e0c6e6cc3b4a0b0e1");
-  CHECK_FALSE(ParseGlooKey("/default_pg/0//cuda//0"));    // an NCCL id
-  CHECK_FALSE(ParseGlooKey("/default_pg/0//3//cuda//0:1"));
-  CHECK_FALSE(ParseGlooKey("/store_based_barrier_key:1"));
+  CHECK_FALSE(rendezvous::ParseGlooKey("/default_pg/0//cuda//0"));    // an NCCL id
+  CHECK_FALSE(rendezvous::ParseGlooKey("/default_pg/0//3//cuda//0:1"));
+  CHECK_FALSE(rendezvous::ParseGlooKey("/store_based_barrier_key:1"));
 }
 
 TEST_CASE("gloo: an eager Gloo group of 8 with one real rank forms, and a barrier and an allreduce complete", "[gloo]") {

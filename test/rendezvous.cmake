@@ -3,6 +3,7 @@
 add_executable(rendezvous_tests
   ${CMAKE_CURRENT_LIST_DIR}/store_server_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/store_limits_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/store_table_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/rendezvous_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch_store_client.cc)
 target_link_libraries(rendezvous_tests PRIVATE prism_test_main prism_rendezvous prism_store prism_bootstrap_testlib)

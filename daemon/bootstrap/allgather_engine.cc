@@ -281,7 +281,7 @@ void AllGatherEngine::OnSliceReceived(LiveComm& comm, int slice, const uint8_t* 
   if (ag.virtual_filled || !comm.real[slice]) return;
   const uint64_t gen = c_.comms->job_gen();
   const bool ready = ReadyToFill(comm, slice);
-  if (gen != c_.comms->job_gen()) return;  // the split source failed the job
+  if (gen != c_.comms->job_gen()) return;  // a split it cannot follow failed the job
   if (ready) {
     const Bytes record = ag.slices[slice];
     FillVirtualSlices(comm, &record, slice);
@@ -298,7 +298,10 @@ bool AllGatherEngine::ReadyToFill(LiveComm& comm, int real_slice) {
   const AgState& ag = *comm.ag;
   if (ag.kind != AgKind::kSplitInfo) return true;
   if (comm.split.pending_calls.empty()) {
-    return c_.splits->OnRealSplitSlice(comm, real_slice, EveryRealSliceKnown(comm));
+    const absl::StatusOr<bool> ready = c_.splits->OnRealSplitSlice(comm, real_slice, EveryRealSliceKnown(comm));
+    if (ready.ok()) return *ready;
+    c_.comms->Fail(comm, std::string(ready.status().message()));
+    return false;
   }
   const PlanComm& call = c_.plan->comms[comm.split.pending_calls.front()];
   if (std::find(call.members.begin(), call.members.end(), comm.global[real_slice]) != call.members.end()) return true;

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/reporter.h"
 #include "graphgen/split_color.h"
 #include "spdlog/spdlog.h"
@@ -20,7 +19,7 @@ class PlannedSplits final : public SplitSource {
     c_.reporter->Diverge(absl::StrCat(parent.name, ": real rank ", real_rank,
                                       " started a split the plan does not list; virtual ranks pass NOCOLOR"));
   }
-  bool OnRealSplitSlice(LiveComm&, int, bool) override { return true; }
+  absl::StatusOr<bool> OnRealSplitSlice(LiveComm&, int, bool) override { return true; }
 
  private:
   Components& c_;
@@ -37,7 +36,7 @@ class FollowedSplits final : public SplitSource {
                   parent.split.split_count + 1);
   }
 
-  bool OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) override {
+  absl::StatusOr<bool> OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) override {
     const Bytes& slice = parent.ag->slices[real_slice];
     const int32_t key = ReadAt<int32_t>(slice.data(), 0);
     const int32_t color = ReadAt<int32_t>(slice.data(), 4);
@@ -51,10 +50,8 @@ class FollowedSplits final : public SplitSource {
                      return std::find(parent.global.begin(), parent.global.end(), m) != parent.global.end();
                    });
                  }), groups.end());
-    if (groups.size() != 1) {
-      c_.comms->Fail(parent, Unfollowable(parent, split, rank, key, color, groups));
-      return false;
-    }
+    if (groups.size() != 1)
+      return absl::FailedPreconditionError(Unfollowable(parent, split, rank, key, color, groups));
     PlanComm pc;
     pc.id = static_cast<uint32_t>(plan_->comms.size());
     pc.name = absl::StrCat(parent.plan_id == 0 ? "" : absl::StrCat(parent.name, "/"), "group", split, "[",

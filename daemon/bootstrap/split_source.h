@@ -47,8 +47,9 @@ class SplitSource {
   // known; `every_real_known`: every real rank with a virtual ring
   // neighbour has sent its own. May queue the call it shows on
   // parent.split.pending_calls. Returns true when the virtual slices may be
-  // filled now.
-  virtual bool OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) = 0;
+  // filled now; an error (its message says why) when the call cannot be
+  // followed: the caller fails the parent's job with it.
+  virtual absl::StatusOr<bool> OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) = 0;
 };
 
 // `plan` is the server's plan: FollowedSplits appends the calls it learns

@@ -2,7 +2,7 @@
 // ranks took part in, keyed by (kind, algorithm, bytes, shape); all-virtual
 // instances of the same key take the measured time instead of the model's.
 // The replay engine records a measurement only when it is clean (see
-// ReplayEngine::FinishMixed). Engine thread only.
+// MixedCollectives, mixed_collectives.h). Engine thread only.
 #ifndef PRISM_DAEMON_ENGINE_CALIBRATION_H_
 #define PRISM_DAEMON_ENGINE_CALIBRATION_H_
 

@@ -6,8 +6,8 @@
 // yardstick is this heap. Single-threaded (owned by one thread).
 //
 // An Event is 24 bytes: what the heap compares and the op's issue time. A
-// paced run's rare "learned late" stamp lives beside the queue, in the
-// engine (ReplayEngine::late_known_), not in every record.
+// paced run's rare "learned late" stamp lives beside the heap, in the
+// engine's queue (ReplayQueue, replay_queue.h), not in every record.
 #ifndef PRISM_DAEMON_ENGINE_EVENT_QUEUE_H_
 #define PRISM_DAEMON_ENGINE_EVENT_QUEUE_H_
 

@@ -44,17 +44,17 @@ void NicScheduler::RequestSend(uint32_t ticket, uint32_t src, Nanoseconds ready,
 }
 
 void NicScheduler::Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGrant>* done,
-                         std::vector<Nanoseconds>* shared_checks) {
+                         std::vector<NicCheck>* checks) {
   now_ = now;
   forget_before_ = horizon - kMemory;
   batch_.swap(requests_);  // both vectors keep their capacity
   std::stable_sort(batch_.begin(), batch_.end(),
                    [](const Request& a, const Request& b) { return a.duration < b.duration; });
-  for (const Request& r : batch_) GrantOne(r, done, shared_checks);
+  for (const Request& r : batch_) GrantOne(r, done, checks);
   batch_.clear();
 }
 
-void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<Nanoseconds>* shared_checks) {
+void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<NicCheck>* checks) {
   switch (r.kind) {
     case Request::Kind::kHold:
       ReserveCollective(r);
@@ -65,7 +65,7 @@ void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::
         for (uint32_t m : world_.comms[r.comm].members) directions.insert(directions.end(), {Tx(m), Rx(m)});
         std::sort(directions.begin(), directions.end());  // an actor standing for several members counts once
         directions.erase(std::unique(directions.begin(), directions.end()), directions.end());
-        StartShared(r, directions, shared_checks);
+        StartShared(r, directions, checks);
         return;
       }
       done->push_back({r.ticket, r.ready, ReserveCollective(r)});
@@ -77,7 +77,7 @@ void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::
         return;
       }
       if (shared_) {
-        StartShared(r, {Tx(r.src), Rx(r.dst)}, shared_checks);
+        StartShared(r, {Tx(r.src), Rx(r.dst)}, checks);
         return;
       }
       NicCalendar& tx = nics_[r.src].tx;
@@ -154,24 +154,28 @@ Nanoseconds NicScheduler::ReserveMembers(const EngineComm& c, Nanoseconds ready,
 }
 
 void NicScheduler::StartShared(const Request& r, const std::vector<uint32_t>& directions,
-                               std::vector<Nanoseconds>* checks) {
+                               std::vector<NicCheck>* checks) {
   const uint64_t id = shared_->Start(now_, r.kind == Request::Kind::kCollective ? r.duration : r.took, directions);
   shared_tickets_.emplace(id, std::make_pair(r.ticket, now_));
-  checks->push_back(NextFinish());
+  AddCheck(checks);
 }
 
-Nanoseconds NicScheduler::NextFinish() const {
-  if (!shared_) return Nanoseconds::Max();
-  return shared_->NextFinish();
+void NicScheduler::AddCheck(std::vector<NicCheck>* checks) {
+  const Nanoseconds at = shared_->NextFinish();
+  if (at == Nanoseconds::Max()) return;
+  check_generation_ = (check_generation_ + 1) % kCheckGenerations;  // earlier wake-ups are stale now
+  checks->push_back({at, check_generation_});
 }
 
-void NicScheduler::FinishBy(Nanoseconds now, std::vector<NicGrant>* done) {
-  if (!shared_) return;
+void NicScheduler::FinishBy(Nanoseconds now, uint32_t generation, std::vector<NicGrant>* done,
+                            std::vector<NicCheck>* checks) {
+  if (!shared_ || generation != check_generation_) return;
   for (uint64_t id : shared_->FinishBy(now)) {
     const auto it = shared_tickets_.find(id);
     done->push_back({it->second.first, it->second.second, now});
     shared_tickets_.erase(it);
   }
+  AddCheck(checks);
 }
 
 void NicScheduler::HoldMembersUntil(uint32_t comm, Nanoseconds now, Nanoseconds end, Nanoseconds horizon) {

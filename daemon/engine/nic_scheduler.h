@@ -50,6 +50,13 @@ struct NicGrant {
   Nanoseconds start, end;
 };
 
+// kShared: a wake-up the engine owes the scheduler at `at` (transfers in
+// flight may have finished by then); see FinishBy.
+struct NicCheck {
+  Nanoseconds at;
+  uint32_t generation;  // below NicScheduler::kCheckGenerations
+};
+
 class NicScheduler {
  public:
   NicScheduler(const EngineWorld& world, const NetworkModel& model, NicModel nic_model);
@@ -79,16 +86,19 @@ class NicScheduler {
   // `now`; `horizon` is the furthest time the engine has handled (older
   // reservations may be forgotten, see kMemory). Appends the grants whose
   // ends are known (all but kShared's) to `done`, in grant order. kShared:
-  // for each transfer it starts, appends to `shared_checks` when the first
-  // transfer in flight would finish right after that start (the engine
-  // looks at the latest only, FinishBy).
-  void Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGrant>* done,
-             std::vector<Nanoseconds>* shared_checks);
+  // for each transfer it starts, appends to `checks` when the first transfer
+  // in flight would finish right after that start.
+  void Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGrant>* done, std::vector<NicCheck>* checks);
 
-  // kShared: when the next transfer in flight finishes (Nanoseconds::Max()
-  // when none); FinishBy appends those finished by `now` in start order.
-  Nanoseconds NextFinish() const;
-  void FinishBy(Nanoseconds now, std::vector<NicGrant>* done);
+  // kShared: wake-up `generation` is due at `now`. Only the latest wake-up
+  // made counts (every later one replaces it): an earlier one does nothing.
+  // The latest appends the transfers finished by `now` to `done`, in start
+  // order, and the next wake-up, if any transfer is still in flight, to
+  // `checks`.
+  void FinishBy(Nanoseconds now, uint32_t generation, std::vector<NicGrant>* done, std::vector<NicCheck>* checks);
+  // Wake-up generations count modulo this (the engine keeps them in an
+  // event's op field, event_queue.h).
+  static constexpr uint32_t kCheckGenerations = 1u << 28;
 
   // Hybrid: a collective's members stay busy (both directions) until `end`
   // (its real end, when later than the model's).
@@ -117,7 +127,7 @@ class NicScheduler {
     NicCalendar tx, rx;
   };
 
-  void GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<Nanoseconds>* shared_checks);
+  void GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<NicCheck>* checks);
   // The end of collective request `r` by the calendar or queues model.
   Nanoseconds ReserveCollective(const Request& r);
   bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
@@ -125,7 +135,9 @@ class NicScheduler {
   // Reserves every member's both directions for `duration` from the first
   // instant >= `ready` at which all are free; returns that instant.
   Nanoseconds ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration);
-  void StartShared(const Request& r, const std::vector<uint32_t>& directions, std::vector<Nanoseconds>* checks);
+  void StartShared(const Request& r, const std::vector<uint32_t>& directions, std::vector<NicCheck>* checks);
+  // kShared: a new latest wake-up at the next finish, if any.
+  void AddCheck(std::vector<NicCheck>* checks);
   static uint32_t Tx(uint32_t actor) { return 2 * actor; }
   static uint32_t Rx(uint32_t actor) { return 2 * actor + 1; }
 
@@ -138,6 +150,7 @@ class NicScheduler {
   std::vector<Request> batch_;                  // Grant's working copy (kept for its capacity)
   std::vector<const NicCalendar*> calendars_;   // ReserveMembers' working list
   std::unique_ptr<SharedNics> shared_;          // kShared only
+  uint32_t check_generation_ = 0;               // of the latest wake-up made
   absl::flat_hash_map<uint64_t, std::pair<uint32_t, Nanoseconds>> shared_tickets_;  // flow id -> (ticket, start)
 };
 

@@ -10,6 +10,9 @@
 namespace prism::engine {
 namespace {
 
+static_assert(NicScheduler::kCheckGenerations == kFlowGenerationMask + 1,
+              "a NIC wake-up's generation fits kFlowFlag's bits");
+
 bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
 
 EngineOptions FixOptions(EngineOptions o) {
@@ -22,8 +25,8 @@ EngineOptions FixOptions(EngineOptions o) {
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
     : world_(world), model_(model), options_(FixOptions(options)),
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
-      p2p_(world), nics_(world, model, options.nic_model), launch_order_(world.programs),
-      accounting_(world, options_.iterations) {
+      nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
+      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -49,24 +52,6 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
     comm_state_[c].members = static_cast<uint32_t>(world_.comms[c].members.size());
     for (uint32_t m : world_.comms[c].members) comm_state_[c].real_members += world_.actors[m].real ? 1 : 0;
   }
-}
-
-// In paced runs an event that follows from a real rank's report may be due
-// before the report arrived: its lag counts from when the engine learned of
-// it. So do the events those push in turn before that moment (a virtual
-// member's next collective, reached at the real rank's reported end).
-void ReplayEngine::Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
-  if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) {
-    const Nanoseconds known = Max(time, handling_report_ ? pacer_->Now() : handling_known_);
-    if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
-  }
-  queue_.Push(Event{time, actor, op, issued});
-}
-
-Nanoseconds ReplayEngine::KnownAt(const Event& e) const {
-  if (late_known_.empty()) return e.time;
-  const auto it = late_known_.find({e.time.count(), e.actor, e.op});
-  return it == late_known_.end() ? e.time : it->second;
 }
 
 bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
@@ -174,7 +159,7 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   if (gate <= now_) return false;
   if (!st.wake_pending) {
     st.wake_pending = true;
-    Push(gate, actor, stream | kWakeFlag, gate);
+    queue_.Push(gate, actor, stream | kWakeFlag, gate);
   }
   return true;
 }
@@ -198,9 +183,9 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   switch (op.kind) {
     case OpKind::kCompute:
       if (!s.real) {
-        Push(SatAdd(now_, op.duration), actor, k, now_);
+        queue_.Push(SatAdd(now_, op.duration), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
-        Push(now_, actor, k, now_);  // the rank already moved past it
+        queue_.Push(now_, actor, k, now_);  // the rank already moved past it
       } else {
         StreamWait& w = stream_waits_[s.stream_base + op.stream];
         w.pending_compute = k, w.pending_issued = now_;
@@ -212,7 +197,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
     case OpKind::kSend:
     case OpKind::kRecv:
       if (s.real) real_[actor]->IssueP2P(k, now_);
-      PostP2P(actor, k, op.kind == OpKind::kSend);
+      p2p_.Post(actor, k, op.kind == OpKind::kSend, now_, reached_);
       break;
     default:
       break;
@@ -220,7 +205,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
   // Its report came before the engine got here: complete it now (at the
   // reported time, or now if that is in the engine's past for this op).
   if (const auto early = s.real && IsComm(op.kind) ? real_[actor]->TakeEarly(k) : std::nullopt)
-    Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
+    queue_.Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
@@ -288,32 +273,23 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Real members finish it for real: virtual members finish when they do.
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
-    // theirs queues behind it); FinishMixed extends that to the real end.
+    // theirs queues behind it); MixedCollectives extends that to the real end.
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
       nics_.HoldCollective(comm, op, in.last, ModelTime(comm, op));
-    if (in.real_left == 0) FinishMixed(in);
-    else awaiting_real_.emplace(std::make_pair(comm, call), std::move(in));
+    mixed_.AllArrived(comm, call, std::move(in), now_, horizon_);
     return;
   }
   Nanoseconds took = ModelTime(comm, op);
-  if (const auto measured = calibration_.Find(op, c.shape)) {
-    took = *measured;
-    ++stats_.calibrated_instances;
-    if (observer_) observer_->OnCalibratedCollective();
-  }
+  if (const auto measured = mixed_.Calibrated(op, c.shape)) took = *measured;
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
     const Nanoseconds ready = in.last;
-    Transfer t;
-    t.kind = Transfer::Kind::kCollective;
-    t.comm = comm;
-    t.instance = std::move(in);
-    nics_.RequestCollective(Park(std::move(t)), comm, op, ready, took);
+    nics_.RequestCollective(Park(comm, std::move(in)), comm, op, ready, took);
     return;
   }
   const Nanoseconds end = SatAdd(in.last, took);
-  for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
+  for (const Waiter& w : in.waiters) queue_.Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 
@@ -326,12 +302,12 @@ Nanoseconds ReplayEngine::ModelTime(uint32_t comm, const OpInfo& op) {
   return m.took;
 }
 
-uint32_t ReplayEngine::Park(Transfer t) {
+uint32_t ReplayEngine::Park(uint32_t comm, Instance in) {
   if (free_tickets_.empty())
     free_tickets_.push_back(static_cast<uint32_t>(transfers_.size())), transfers_.emplace_back();
   const uint32_t ticket = free_tickets_.back();
   free_tickets_.pop_back();
-  transfers_[ticket] = std::move(t);
+  transfers_[ticket] = {comm, std::move(in)};
   return ticket;
 }
 
@@ -340,231 +316,54 @@ void ReplayEngine::GrantNics() {
   checks_.clear();
   nics_.Grant(now_, horizon_, &grants_, &checks_);
   FinishGrants();
-  for (Nanoseconds at : checks_) ScheduleSharedCheck(at);
 }
 
 void ReplayEngine::FinishGrants() {
   for (const NicGrant& g : grants_) {
-    Transfer& t = transfers_[g.ticket];
-    switch (t.kind) {
-      case Transfer::Kind::kCollective: FinishCollectiveTransfer(t.comm, t.instance, g.end); break;
-      case Transfer::Kind::kPointToPoint: FinishPointToPoint(t.send, t.recv, g.start, g.end, false); break;
-      case Transfer::Kind::kVirtualToReal: FinishVirtualToReal(t.send, t.index, g.start, g.end, false); break;
-      case Transfer::Kind::kEagerSend: FinishEagerSend(t.send, g.start, g.end); break;
+    if (P2PTransfers::IsTicket(g.ticket)) {
+      p2p_.Finish(g, now_);
+      continue;
     }
+    CollectiveTransfer& t = transfers_[g.ticket];
+    FinishCollectiveTransfer(t.comm, t.instance, g.end);
     t.instance.waiters.clear();
     free_tickets_.push_back(g.ticket);
   }
+  for (const NicCheck& c : checks_) queue_.Push(c.at, kNoActor, kFlowFlag | c.generation, c.at);
 }
 
 void ReplayEngine::FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end) {
   const OpInfo& op = world_.programs[world_.actors[in.first_actor].program].ops[in.first_op];
-  for (const Waiter& w : in.waiters) Push(end, w.actor, w.op, w.issued);
+  for (const Waiter& w : in.waiters) queue_.Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, world_.comms[comm].kind, end - in.last, op.bytes);
-}
-
-// Every member arrived and every real member finished: the virtual members
-// finish with the last real one. When the real duration is a clean
-// measurement of this collective -- the real members started after the
-// virtual ones were all there, had no other communication in flight
-// meanwhile (DP traffic overlapping a TP all-reduce shares the NIC), and no
-// virtual member's NIC was still busy with other traffic -- all-virtual
-// instances of the same kind, size and shape take it from now on. A
-// measurement stretched by other traffic would slow every all-virtual
-// instance (the hybrid self-check, test/hybrid_self_check_test.cc, catches
-// that).
-void ReplayEngine::FinishMixed(const Instance& in) {
-  const Nanoseconds end = Max(in.real_done, in.last_virtual);
-  if (in.real_done < in.last_virtual) ++stats_.late_virtual_members;
-  if (observer_) observer_->OnMixedCollective(in.real_done < in.last_virtual);
-  const Actor& first = world_.actors[in.first_actor];
-  const OpInfo& op = world_.programs[first.program].ops[in.first_op];
-  const uint32_t comm = first.slot_comm[op.slot];
-  const EngineComm& c = world_.comms[comm];
-  for (const Waiter& w : in.waiters)
-    if (!world_.actors[w.actor].real) Push(end, w.actor, w.op, w.issued);
-  // Its members' NICs stay busy until the real end, when later than the model's.
-  nics_.HoldMembersUntil(comm, now_, end, horizon_);
-  const Nanoseconds start = Max(in.real_started, in.last_virtual);
-  if (in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      nics_.VirtualMembersFreeBy(comm, start))
-    calibration_.Record(op, c.shape, in.real_done - start);
-  if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 
 void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started) {
   const auto open = real_[actor]->CollectiveDone(k, {at, started});
   if (!open) return;  // reported before the engine issued it: applied at issue
-  const RealRankOps::OpenCall oc = *open;
-  CommState& cs = comm_state_[oc.comm];
-  Instance* in = nullptr;
-  auto waiting = awaiting_real_.end();
-  if (oc.call >= cs.base) {
-    in = &cs.pending[oc.call - cs.base];  // some member has not arrived yet
-  } else {
-    waiting = awaiting_real_.find({oc.comm, oc.call});
-    if (waiting != awaiting_real_.end()) in = &waiting->second;
-  }
-  if (in != nullptr) {
-    // Other communication of this rank in flight now, or ended after this
-    // one's first send: its duration is not this collective's alone.
-    if (!accounting_.CommunicatedAlone(actor, started)) in->real_alone = false;
-    in->real_done = Max(in->real_done, at);
-    in->real_started = Max(in->real_started, started);
-    if (in->real_left > 0) --in->real_left;
-    if (waiting != awaiting_real_.end() && in->real_left == 0) {
-      FinishMixed(*in);
-      awaiting_real_.erase(waiting);
-    }
-  }
-  Complete(actor, k, oc.issued);  // now_ == at: this handler runs the report's event
-}
-
-void ReplayEngine::PostP2P(uint32_t actor, uint32_t k, bool is_send) {
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
-  const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
-  const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  // A virtual send whose bytes all fit in the connection's buffers is done
-  // when posted, as NCCL's kernel is; its transfer still waits for the
-  // receiver (SendHeldTime).
-  const bool buffered = is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0);
-  if (buffered) Push(now_, actor, k, reached_);
-  // With p2p_eager, such a send to a virtual receiver between nodes goes on
-  // the wire now, whether or not the receive is posted: NCCL's receiver
-  // posted its buffers when its host enqueued the operation, ahead of its GPU.
-  const bool eager = model_.nccl().p2p_eager && buffered && !same_node && !peer_real;
-  const PendingP2P mine{actor, k, now_, PendingP2P::kNotReported, reached_};
-  const P2PMatch m = eager ? p2p_.PostEagerSend(mine, op.p2p_desc)
-                           : p2p_.Post(mine, op.p2p_desc, is_send, a.real, peer_real);
-  switch (m.kind) {
-    case P2PMatch::Kind::kWaiting: break;
-    case P2PMatch::Kind::kEager: {
-      Transfer t;
-      t.kind = Transfer::Kind::kEagerSend;
-      t.send = mine;
-      nics_.RequestPointToPoint(Park(std::move(t)), actor, a.peer_actor[op.p2p_desc], now_,
-                                model_.PointToPointTime(op.bytes, false));
-      break;
-    }
-    case P2PMatch::Kind::kMatched: MatchP2P(m.send, m.recv, same_node); break;
-    case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
-    case P2PMatch::Kind::kToReal: SendVirtualToReal(actor, k, m.index, same_node); break;
-  }
-}
-
-// A virtual sender does not wait for its real receiver (NCCL's senders never
-// do): it leaves when its NIC is free, completes once the connection's
-// buffers took its last byte (CompleteSend), and the observer tells the real
-// receiver when the first byte left.
-void ReplayEngine::SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node) {
-  const OpInfo& op = world_.programs[world_.actors[actor].program].ops[k];
-  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
-  const PendingP2P send{actor, k, now_};
-  if (same_node) {  // no NIC
-    FinishVirtualToReal(send, index, now_, SatAdd(now_, took), /*same_node=*/true);
-    return;
-  }
-  Transfer t;
-  t.kind = Transfer::Kind::kVirtualToReal;
-  t.send = send;
-  t.index = index;
-  nics_.RequestSend(Park(std::move(t)), actor, now_, took - model_.HopLatency(same_node), took);
-}
-
-void ReplayEngine::FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
-                                       bool same_node) {
-  const Actor& a = world_.actors[send.actor];
-  const OpInfo& op = world_.programs[a.program].ops[send.op];
-  CompleteSend(send, op, start, same_node);
-  const uint32_t comm = a.slot_comm[op.slot];
-  const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
-  if (observer_) {
-    observer_->OnVirtualSendToReal(comm, a.rep_rank, recv_rank, index, start, op.bytes);
-    observer_->OnPointToPoint(end - start, op.bytes);
-  }
-}
-
-// A real send's last byte left at send.real_done: the virtual receive ends a
-// hop later, or when it was posted if that is later.
-void ReplayEngine::DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
-  const Nanoseconds end = Max(recv.posted, SatAdd(send.real_done, model_.HopLatency(same_node)));
-  Push(end, recv.actor, recv.op, recv.Started());
-  if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
-    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
+  CommState& cs = comm_state_[open->comm];
+  Instance* arriving = open->call >= cs.base ? &cs.pending[open->call - cs.base] : nullptr;  // a member is missing
+  // Other communication of this rank in flight now, or ended after this
+  // one's first send: its duration is not this collective's alone.
+  mixed_.RealMemberDone(open->comm, open->call, arriving, at, started, accounting_.CommunicatedAlone(actor, started),
+                        now_, horizon_);
+  Complete(actor, k, open->issued);  // now_ == at: this handler runs the report's event
 }
 
 void ReplayEngine::RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at) {
   const auto issued = real_[actor]->P2PDone(k, {at, Nanoseconds(0)});
   if (!issued) return;  // reported before the engine issued it: applied at issue
-  const Actor& a = world_.actors[actor];
-  const OpInfo& op = world_.programs[a.program].ops[k];
-  const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
-  if (op.kind == OpKind::kSend && !peer_real)
-    if (const auto matched = p2p_.RealSendDone(actor, op.p2p_desc, at))
-      DeliverFromReal(matched->first, matched->second, a.peer_same_node[op.p2p_desc] != 0);
+  p2p_.RealOpDone(actor, k, at);
   Complete(actor, k, *issued);  // now_ == at: this handler runs the report's event
 }
 
-void ReplayEngine::MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node) {
-  const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  const Nanoseconds ready = Max(send.posted, recv.posted);
-  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
-  if (same_node) {  // no NIC
-    FinishPointToPoint(send, recv, ready, SatAdd(ready, took), /*same_node=*/true);
-    return;
-  }
-  Transfer t;  // between nodes: the sender's transmit and the receiver's receive direction
-  t.kind = Transfer::Kind::kPointToPoint;
-  t.send = send;
-  t.recv = recv;
-  nics_.RequestPointToPoint(Park(std::move(t)), send.actor, recv.actor, ready, took);
-}
-
-void ReplayEngine::FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start,
-                                      Nanoseconds end, bool same_node) {
-  const OpInfo& op = world_.programs[world_.actors[send.actor].program].ops[send.op];
-  CompleteSend(send, op, start, same_node);
-  Push(end, recv.actor, recv.op, recv.Started());
-  if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
-  if (trace_ && (trace_->Traces(send.actor) || trace_->Traces(recv.actor)))
-    trace_->RecordFlow(send.actor, send.op, recv.actor, recv.op, send.posted, recv.posted, end);
-}
-
-// A virtual send whose transfer started at `start` completes once the
-// connection's buffers took its last byte (SendHeldTime after the start;
-// never before now_: the shared NIC model grants at the end), unless it fit
-// in them whole and completed when posted (PostP2P).
-void ReplayEngine::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node) {
-  const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
-  if (held > Nanoseconds(0)) Push(Max(now_, SatAdd(start, held)), send.actor, send.op, send.Started());
-}
-
-// An eager send's data arrived at `end` (its last byte left a hop earlier):
-// its receive, if posted, ends then (DeliverFromReal), else when posted.
-void ReplayEngine::FinishEagerSend(const PendingP2P& send, Nanoseconds start, Nanoseconds end) {
-  const Actor& a = world_.actors[send.actor];
-  const OpInfo& op = world_.programs[a.program].ops[send.op];
-  if (observer_) observer_->OnPointToPoint(end - start, op.bytes);
-  const Nanoseconds left = end - model_.HopLatency(false);
-  if (const auto matched = p2p_.RealSendDone(send.actor, op.p2p_desc, left, /*eager=*/true))
-    DeliverFromReal(matched->first, matched->second, false);
-}
-
-void ReplayEngine::ScheduleSharedCheck(Nanoseconds at) {
-  if (at == Nanoseconds::Max()) return;
-  ++shared_generation_;  // earlier kFlowFlag events are stale now
-  Push(at, kNoActor, kFlowFlag | (shared_generation_ & kFlowGenerationMask), at);
-}
-
-// The shared transfers done by now_ complete as the calendar model's grants
-// would have at their end.
+// NicModel::kShared: the scheduler's wake-up; the transfers done by now_
+// complete as the calendar model's grants would have at their end.
 void ReplayEngine::FinishSharedTransfers(uint32_t generation) {
-  if (generation != (shared_generation_ & kFlowGenerationMask)) return;
   grants_.clear();
-  nics_.FinishBy(now_, &grants_);
+  checks_.clear();
+  nics_.FinishBy(now_, generation, &grants_, &checks_);
   FinishGrants();
-  ScheduleSharedCheck(nics_.NextFinish());
 }
 
 absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
@@ -572,7 +371,7 @@ absl::Status ReplayEngine::ApplyInbox(EngineInbox* inbox) {
   stop_ |= injected_.stop;
   input_ended_ |= injected_.ended;
   stats_.real_reports += injected_.reports;
-  for (const Event& e : injected_.events) Push(e.time, e.actor, e.op, e.issued);
+  for (const Event& e : injected_.events) queue_.Push(e.time, e.actor, e.op, e.issued);
   return s;
 }
 
@@ -666,7 +465,7 @@ void ReplayEngine::Progress(WallClockPacer* pacer) {
 }
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
-  pacer_ = pacer;
+  queue_.SetPacer(pacer);
   if (observer_) observer_->OnWorld(world_);
   for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
@@ -707,22 +506,17 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     const bool injected = (top.op & (kReachFlag | kCompleteFlag)) != 0;
     if (pacer && !injected) {  // reports carry their own (real, past) times: no waiting, no lag
       if (!pacer->WaitUntilDue(top.time, inbox)) continue;
-      if (auto s = pacer->RecordLag(Max(top.time, KnownAt(top))); !s.ok()) return s;
+      if (auto s = pacer->RecordLag(Max(top.time, queue_.KnownAt(top))); !s.ok()) return s;
     }
     const Event e = queue_.Pop();
     PrefetchNext();
-    handling_known_ = Nanoseconds(0);
-    if (!late_known_.empty()) {
-      handling_known_ = KnownAt(e);
-      late_known_.erase({e.time.count(), e.actor, e.op});
-    }
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
     ++events_;
     stats_.pending_sum += queue_.size();
-    handling_report_ = true;
+    queue_.SetHandlingReport(true);
     if (e.actor == kNoActor && (e.op & kFlowFlag)) {
-      handling_report_ = false;
+      queue_.SetHandlingReport(false);
       FinishSharedTransfers(e.op & kFlowGenerationMask);
     } else if (e.op & kReachFlag) {
       ReachOp(e.actor, e.op & ~kReachFlag);
@@ -732,15 +526,15 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       if (kind == OpKind::kCollective) RealCollectiveDone(e.actor, k, e.time, e.issued);
       else RealP2PDone(e.actor, k, e.time);
     } else if (e.op & kWakeFlag) {
-      handling_report_ = false;
+      queue_.SetHandlingReport(false);
       const uint32_t stream = e.op & ~kWakeFlag;
       Stream(e.actor, stream).wake_pending = false;
       if (AdvanceStream(e.actor, stream) && model_.nccl().launch_in_order) Advance(e.actor);
     } else {
-      handling_report_ = false;
+      queue_.SetHandlingReport(false);
       Complete(e.actor, e.op, e.issued);
     }
-    handling_report_ = false;
+    queue_.SetHandlingReport(false);
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
       Progress(pacer);

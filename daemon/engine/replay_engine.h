@@ -38,132 +38,24 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "daemon/engine/calibration.h"
+#include "daemon/engine/collective_instance.h"
+#include "daemon/engine/engine_observer.h"
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/injected_events.h"
 #include "daemon/engine/launch_order.h"
+#include "daemon/engine/mixed_collectives.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
-#include "daemon/engine/p2p_queues.h"
-#include "daemon/engine/radix_event_queue.h"
+#include "daemon/engine/p2p_transfers.h"
 #include "daemon/engine/real_rank_ops.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_accounting.h"
+#include "daemon/engine/replay_queue.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/trace_writer.h"
 #include "daemon/engine/world.h"
 
 namespace prism::engine {
-
-struct EngineProgress {
-  Nanoseconds emulated;
-  uint64_t events = 0;
-  uint64_t iterations_done = 0;
-  Nanoseconds lag;            // real-time mode: how far behind the wall clock
-  uint64_t ops_done = 0;      // op instances completed by the replayed actors
-  uint64_t ops_total = 0;     // ... of this many (every actor's ops times the iterations)
-};
-
-// Hybrid: where a real rank's program stands on one stream while the engine
-// has played everything it can and waits for the real ranks: the op it waits
-// at and that op's iteration; `reached`: the real rank started it (it waits
-// for its peers or its end), else the engine waits for the real rank to start
-// it (the next communication op on that stream).
-struct RealRankPosition {
-  uint32_t rank = 0;
-  uint32_t stream = 0;
-  uint32_t op = 0;
-  uint64_t iteration = 0;
-  bool reached = false;
-};
-
-// Callbacks on the engine thread; implementations must be quick and must not
-// call back into the engine.
-class EngineObserver {
- public:
-  virtual ~EngineObserver() = default;
-  // The world about to be replayed (first, before any other callback).
-  virtual void OnWorld(const EngineWorld& world) {}
-  virtual void OnProgress(const EngineProgress& progress) {}
-  virtual void OnIteration(uint64_t index, Nanoseconds duration) {}
-  // One engine-level collective instance (in class mode it stands for the
-  // instances of all ranks of the classes involved): network time from the
-  // last arrival to completion, bytes per rank.
-  virtual void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) {}
-  virtual void OnPointToPoint(Nanoseconds latency, Bytes bytes) {}
-  // An op of a real rank completed (at the time the inbox said).
-  virtual void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) {}
-  // Hybrid: every virtual member of collective instance `call` (0-based, all
-  // kinds counted) of engine communicator `comm` has arrived; the last at
-  // `arrived`. Only for communicators with real members.
-  virtual void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) {}
-  // Hybrid: virtual rank `send_rank` starts sending message `index` (0-based,
-  // per (comm, send_rank, recv_rank)) of `bytes` to real rank `recv_rank` on
-  // engine communicator `comm`; its first byte leaves at `ready`.
-  virtual void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
-                                   Nanoseconds ready, Bytes bytes) {}
-  // Hybrid: a collective with real members finished. `virtual_last`: its
-  // virtual members arrived after the real ones had finished, so they, not
-  // the real transfer, set its end (a late virtual rank, or real ranks the
-  // engine thinks are early).
-  virtual void OnMixedCollective(bool virtual_last) {}
-  // Hybrid: an all-virtual collective took a real measurement's duration
-  // instead of the model's (calibration, docs/timing.md).
-  virtual void OnCalibratedCollective() {}
-  // Hybrid: the engine has nothing left to play and has waited
-  // kAwaitReportAfter for the real ranks' reports; `positions` says where
-  // each real rank's program stands (a stall report's engine side). Repeated
-  // every kAwaitReportAfter while the wait lasts.
-  virtual void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) {}
-};
-
-inline constexpr std::chrono::milliseconds kAwaitReportAfter{1000};
-
-// Fans callbacks out to several observers (metrics, the hybrid bridge, ...).
-// Observers are not owned and must outlive the engine run.
-class ObserverList final : public EngineObserver {
- public:
-  void Add(EngineObserver* o) {
-    if (o != nullptr) observers_.push_back(o);
-  }
-  void OnWorld(const EngineWorld& w) override {
-    for (auto* o : observers_) o->OnWorld(w);
-  }
-  void OnProgress(const EngineProgress& p) override {
-    for (auto* o : observers_) o->OnProgress(p);
-  }
-  void OnIteration(uint64_t index, Nanoseconds d) override {
-    for (auto* o : observers_) o->OnIteration(index, d);
-  }
-  void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override {
-    for (auto* o : observers_) o->OnCollective(kind, comm, latency, bytes);
-  }
-  void OnPointToPoint(Nanoseconds latency, Bytes bytes) override {
-    for (auto* o : observers_) o->OnPointToPoint(latency, bytes);
-  }
-  void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
-    for (auto* o : observers_) o->OnRealRankOpComplete(rank, op, at);
-  }
-  void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
-    for (auto* o : observers_) o->OnVirtualMembersArrived(comm, call, arrived);
-  }
-  void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
-                           Nanoseconds ready, Bytes bytes) override {
-    for (auto* o : observers_) o->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
-  }
-  void OnMixedCollective(bool virtual_last) override {
-    for (auto* o : observers_) o->OnMixedCollective(virtual_last);
-  }
-  void OnCalibratedCollective() override {
-    for (auto* o : observers_) o->OnCalibratedCollective();
-  }
-  void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) override {
-    for (auto* o : observers_) o->OnAwaitingRealRanks(positions);
-  }
-
- private:
-  std::vector<EngineObserver*> observers_;
-};
 
 struct EngineOptions {
   uint64_t iterations = 1;
@@ -178,8 +70,12 @@ class ReplayEngine {
   ReplayEngine(const ReplayEngine&) = delete;
   ReplayEngine& operator=(const ReplayEngine&) = delete;
 
-  void SetObserver(EngineObserver* observer) { observer_ = observer; }
-  void SetTraceRecorder(TraceRecorder* trace) { trace_ = trace; }
+  void SetObserver(EngineObserver* observer) {
+    observer_ = observer;
+    p2p_.SetObserver(observer);
+    mixed_.SetObserver(observer);
+  }
+  void SetTraceRecorder(TraceRecorder* trace) { trace_ = trace, p2p_.SetTraceRecorder(trace); }
 
   // Replays every iteration. `pacer` (nullable) paces to the wall clock;
   // `inbox` (nullable) injects events; with real ranks Run waits on the inbox
@@ -222,18 +118,8 @@ class ReplayEngine {
     uint32_t streams = 0;
     bool real = false;
   };
-  struct Waiter { uint32_t actor, op; Nanoseconds issued; };
-  struct Instance {
-    uint32_t arrived = 0, virtual_arrived = 0;
-    Nanoseconds last, last_virtual;      // latest arrival (all members / virtual ones)
-    uint32_t first_actor = 0, first_op = 0;
-    std::vector<Waiter> waiters;
-    uint32_t real_left = 0;              // real members that have not finished it
-    Nanoseconds real_done, real_started;
-    // No real member had other communication in flight while it ran: its
-    // real duration is the collective's own (see FinishMixed).
-    bool real_alone = true;
-  };
+  using Instance = CollectiveInstance;
+  using Waiter = CollectiveInstance::Waiter;
   // The last model time asked for on a communicator, and what it was asked for.
   struct ModelMemo {
     graph::CollectiveKind kind = graph::COLLECTIVE_KIND_UNSPECIFIED;
@@ -249,15 +135,11 @@ class ReplayEngine {
     uint32_t real_members = 0;
     ModelMemo memo;
   };
-  // A transfer between nodes parked while the NIC scheduler holds its
-  // ticket (the index into transfers_): what its grant finishes.
-  struct Transfer {
-    enum class Kind : uint8_t { kCollective, kPointToPoint, kVirtualToReal, kEagerSend };
-    Kind kind = Kind::kCollective;
-    uint32_t comm = 0;                 // kCollective: the communicator
-    Instance instance;                 // kCollective: its members (waiters)
-    PendingP2P send{}, recv{};         // kPointToPoint; kVirtualToReal, kEagerSend: send
-    uint64_t index = 0;                // kVirtualToReal: message index on its queue
+  // A collective across nodes parked while the NIC scheduler holds its
+  // ticket (the index into transfers_): the members its grant finishes.
+  struct CollectiveTransfer {
+    uint32_t comm = 0;
+    Instance instance;
   };
 
   StreamState& Stream(uint32_t actor, uint32_t stream) { return streams_[state_[actor].stream_base + stream]; }
@@ -280,34 +162,18 @@ class ReplayEngine {
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
-  void FinishMixed(const Instance& in);
-  uint32_t Park(Transfer t);
-  // Lets the transfers the NIC scheduler granted go on (grants_, checks_).
+  uint32_t Park(uint32_t comm, Instance in);
+  // Lets the transfers the NIC scheduler granted go on (grants_) and queues
+  // its wake-ups (checks_).
   void GrantNics();
   void FinishGrants();
   void FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end);
-  void FinishPointToPoint(const PendingP2P& send, const PendingP2P& recv, Nanoseconds start, Nanoseconds end,
-                          bool same_node);
-  void FinishVirtualToReal(const PendingP2P& send, uint64_t index, Nanoseconds start, Nanoseconds end,
-                           bool same_node);
-  void CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node);
-  void FinishEagerSend(const PendingP2P& send, Nanoseconds start, Nanoseconds end);
-  // NicModel::kShared: a kFlowFlag event at `at` (the latest one counts);
-  // FinishSharedTransfers completes the transfers done by now_.
-  void ScheduleSharedCheck(Nanoseconds at);
+  // NicModel::kShared: a kFlowFlag event, the scheduler's wake-up (NicCheck).
   void FinishSharedTransfers(uint32_t generation);
   void RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started);
-  void PostP2P(uint32_t actor, uint32_t k, bool is_send);
-  void SendVirtualToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node);
-  void MatchP2P(const PendingP2P& send, const PendingP2P& recv, bool same_node);
-  void DeliverFromReal(const PendingP2P& send, const PendingP2P& recv, bool same_node);
   void RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at);
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
-  void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued);
-  // Paced runs: the emulated time the engine learned of `e` (its time, unless
-  // it followed from a real rank's report handled after that time).
-  Nanoseconds KnownAt(const Event& e) const;
   // The model's time of `op` on `comm` (remembered per communicator: a
   // communicator's instances mostly repeat one kind and size).
   Nanoseconds ModelTime(uint32_t comm, const OpInfo& op);
@@ -322,12 +188,7 @@ class ReplayEngine {
   EngineOptions options_;
   EngineObserver* observer_ = nullptr;
   TraceRecorder* trace_ = nullptr;
-  RadixEventQueue queue_;
-  // Paced runs: events of queue_ learned after their time, by (time, actor, op).
-  absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
-  WallClockPacer* pacer_ = nullptr;   // paced runs only (Run's argument)
-  bool handling_report_ = false;      // the current event is a real rank's report
-  Nanoseconds handling_known_;        // paced: when the engine learned of the current event (KnownAt)
+  ReplayQueue queue_;
   Nanoseconds now_;
   uint64_t events_ = 0;
   const bool has_real_;        // some actor is a real rank (hybrid)
@@ -348,22 +209,19 @@ class ReplayEngine {
   std::vector<SlotState> slots_;                     // per actor's comm slot (ActorState::slot_base)
   std::vector<std::unique_ptr<RealRankOps>> real_;   // per actor; real actors only
   std::vector<CommState> comm_state_;
-  P2PQueues p2p_;
-  // Mixed instances whose members all arrived, waiting for real members' reports; key (comm, call).
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Instance> awaiting_real_;
-  Calibration calibration_;
   InjectedEvents injected_;                          // ApplyInbox's batch (kept for its capacity)
   NicScheduler nics_;
   LaunchOrder launch_order_;
   Nanoseconds reached_;  // the op being issued: when its stream reached it (its start in reports and traces)
-  std::vector<Transfer> transfers_;                  // by ticket; free ones listed in free_tickets_
+  P2PTransfers p2p_;                                 // sends and receives, from issue to completion
+  std::vector<CollectiveTransfer> transfers_;        // by ticket; free ones listed in free_tickets_
   std::vector<uint32_t> free_tickets_;
   std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
-  std::vector<Nanoseconds> checks_;
-  uint32_t shared_generation_ = 0;                   // the one kFlowFlag event that is current
+  std::vector<NicCheck> checks_;
   Nanoseconds horizon_;                              // latest event time handled (reports, lag)
   ReplayAccounting accounting_;
   ReplayStats& stats_ = accounting_.stats();        // the run's own figures (events, end, hybrid counts)
+  MixedCollectives mixed_;                           // collectives with real members; calibration
 };
 
 }  // namespace prism::engine

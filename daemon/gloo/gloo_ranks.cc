@@ -11,6 +11,10 @@
 #include "spdlog/spdlog.h"
 
 namespace prism::gloo {
+
+using rendezvous::GlooKey;
+using rendezvous::ParseGlooKey;
+
 namespace {
 
 constexpr size_t kMaxErrors = 32;

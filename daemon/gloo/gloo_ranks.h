@@ -5,7 +5,7 @@
 // (gloo_wire.h, virtual_pair.h):
 //
 //  * a real rank SETs its rank record of a Gloo context
-//    (gloo_keys.h): prismd keeps it (its listener, its pair sequences);
+//    (rendezvous/gloo_keys.h): prismd keeps it (its listener, its pair sequences);
 //  * a real rank reads (WAIT/GET/MULTI_GET) the record of a group rank the
 //    graph plays virtually: prismd SETs that record (the highest address of
 //    the real rank's family, so the real rank is always the listening end
@@ -44,7 +44,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "daemon/bootstrap/bootstrap_service.h"
-#include "daemon/gloo/gloo_keys.h"
+#include "daemon/rendezvous/gloo_keys.h"
 #include "daemon/gloo/gloo_wire.h"
 #include "daemon/gloo/pair_pool.h"
 #include "daemon/gloo/virtual_pair.h"
@@ -110,19 +110,19 @@ class GlooRanks : public store::StoreObserver {
     std::set<std::pair<int64_t, int64_t>> dialled;  // (virtual, real) group ranks
   };
   GlooRanks(const bootstrap::BootstrapPlan& plan, GlooOptions options);
-  Context& ContextOf(const GlooKey& key);
-  void OnReadKey(const store::ClientInfo& client, const GlooKey& key);
+  Context& ContextOf(const rendezvous::GlooKey& key);
+  void OnReadKey(const store::ClientInfo& client, const rendezvous::GlooKey& key);
   // The group rank of a reader that set its record (by store client, or by
   // its RANK when it reads through another connection, e.g. a cloned store).
   std::optional<int64_t> ReaderRank(const store::ClientInfo& client, const Context& c) const;
-  absl::Status CheckRealRecord(const store::ClientInfo& client, const GlooKey& key, const Context& c,
+  absl::Status CheckRealRecord(const store::ClientInfo& client, const rendezvous::GlooKey& key, const Context& c,
                                const RankRecord& record) const;
-  absl::StatusOr<PairTarget> TargetFor(const GlooKey& key, const Context& c, int64_t real_rank) const;
-  std::string PairName(const GlooKey& key, const Context& c, int64_t virtual_rank, int64_t real_rank) const;
+  absl::StatusOr<PairTarget> TargetFor(const rendezvous::GlooKey& key, const Context& c, int64_t real_rank) const;
+  std::string PairName(const rendezvous::GlooKey& key, const Context& c, int64_t virtual_rank, int64_t real_rank) const;
   void Error(const std::string& message);  // mu_ held
   std::vector<bootstrap::WaitReport> Waits(const std::vector<store::BlockedWait>& blocked,
                                            std::chrono::steady_clock::time_point now) const;  // mu_ held
-  std::string WaitReason(const store::BlockedWait& b, const GlooKey& key, bootstrap::WaitReport* w) const;
+  std::string WaitReason(const store::BlockedWait& b, const rendezvous::GlooKey& key, bootstrap::WaitReport* w) const;
 
 
   const bootstrap::BootstrapPlan& plan_;

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/gloo/gloo_keys.h"
+#include "daemon/rendezvous/gloo_keys.h"
 #include "spdlog/spdlog.h"
 
 namespace prism::rendezvous {
@@ -200,7 +200,7 @@ std::vector<bootstrap::WaitReport> TorchRendezvous::WaitsLocked(Clock::time_poin
       if (now - b.since < options_.report_after) continue;
       std::vector<std::string> plain;
       for (const std::string& key : b.keys) {
-        if (!ParseNcclIdKey(key) && !gloo::ParseGlooKey(key)) plain.push_back(key);  // Gloo: daemon/gloo reports
+        if (!ParseNcclIdKey(key) && !ParseGlooKey(key)) plain.push_back(key);  // Gloo: daemon/gloo reports
       }
       if (plain.empty()) continue;
       bootstrap::WaitReport w;

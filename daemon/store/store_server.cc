@@ -13,7 +13,6 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/store/peer_process.h"
 #include "spdlog/spdlog.h"
@@ -307,16 +306,6 @@ void StoreServer::OnClientIo(Client* c, uint32_t events) {
   if (eof) Drop(c);
 }
 
-bool StoreServer::AllSet(const std::vector<std::string>& keys) const {
-  for (const std::string& k : keys) {
-    if (kv_.count(k) == 0) {
-      auto q = queues_.find(k);
-      if (q == queues_.end() || q->second.empty()) return false;
-    }
-  }
-  return true;
-}
-
 // Serves one request; false closes the connection.
 bool StoreServer::Serve(Client* c, const Request& q) {
   std::string reply;
@@ -330,51 +319,47 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       return c->validated || OnValidated(c);
     case Query::kPing: AppendU32(&reply, q.word); break;
     case Query::kSet:
-      if (!Storable(c, q.keys[0].size() + q.values[0].size(), StoredSize(q.keys[0]))) return false;
+      if (!Storable(c, q.keys[0].size() + q.values[0].size(), table_.StoredSize(q.keys[0]))) return false;
       ApplySet(q.keys[0], q.values[0]);
       if (observer_) observer_->OnSet(c->info, q.keys[0], q.values[0]);
       break;
     case Query::kCompareSet: {
-      auto it = kv_.find(q.keys[0]);
-      const bool unset = it == kv_.end();
-      if ((unset && q.values[0].empty()) || (!unset && it->second == q.values[0])) {
-        if (!Storable(c, q.keys[0].size() + q.values[1].size(), StoredSize(q.keys[0]))) return false;
+      const std::string* now = table_.Find(q.keys[0]);
+      if ((now == nullptr && q.values[0].empty()) || (now != nullptr && *now == q.values[0])) {
+        if (!Storable(c, q.keys[0].size() + q.values[1].size(), table_.StoredSize(q.keys[0]))) return false;
         ApplySet(q.keys[0], q.values[1]);
         if (observer_) observer_->OnSet(c->info, q.keys[0], q.values[1]);
         AppendValue(&reply, q.values[1]);
       } else {
-        AppendValue(&reply, unset ? q.values[0] : it->second);
+        AppendValue(&reply, now == nullptr ? q.values[0] : *now);
       }
       break;
     }
-    case Query::kGet: {
+    case Query::kGet:
       if (observer_) observer_->OnRead(c->info, q.keys);
-      auto it = kv_.find(q.keys[0]);
-      AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
+      AppendValue(&reply, table_.ValueOr(q.keys[0]));
       break;
-    }
     case Query::kAdd: {
-      int64_t sum = 0, old = 0;
-      auto it = kv_.find(q.keys[0]);
-      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &old)) old = 0;
+      int64_t sum = 0;
+      const int64_t old = table_.NumberAt(q.keys[0]);
       if (__builtin_add_overflow(old, q.number, &sum)) {
         spdlog::warn("store: client {} ({}): ADD {} to '{}' (now {}) leaves the 64-bit range; closing it",
                      c->info.id, c->info.address, q.number, q.keys[0], old);
         return false;
       }
-      if (!Storable(c, q.keys[0].size() + 20, StoredSize(q.keys[0]))) return false;
+      if (!Storable(c, q.keys[0].size() + 20, table_.StoredSize(q.keys[0]))) return false;
       ApplySet(q.keys[0], std::to_string(sum));
       AppendI64(&reply, sum);
       break;
     }
     case Query::kCheck:
-      AppendU8(&reply, static_cast<uint8_t>(AllSet(q.keys) ? CheckReply::kReady : CheckReply::kNotReady));
+      AppendU8(&reply, static_cast<uint8_t>(table_.AllSet(q.keys) ? CheckReply::kReady : CheckReply::kNotReady));
       break;
     case Query::kWait: {
       if (observer_) observer_->OnRead(c->info, q.keys);
       std::vector<std::string> unset;
       for (const std::string& k : q.keys) {
-        if (!AllSet({k})) unset.push_back(k);
+        if (!table_.AllSet({k})) unset.push_back(k);
       }
       if (unset.empty()) {
         AppendU8(&reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
@@ -388,37 +373,32 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       if (observer_) observer_->OnWait(c->info, unset);  // may Set() and so answer at once
       return c->fd >= 0;
     }
-    case Query::kNumKeys: AppendI64(&reply, static_cast<int64_t>(kv_.size())); break;
-    case Query::kDeleteKey: {
-      const bool had = kv_.count(q.keys[0]) != 0;
-      Forget(q.keys[0]);
-      AppendI64(&reply, had ? 1 : 0);
+    case Query::kNumKeys: AppendI64(&reply, static_cast<int64_t>(table_.keys())); break;
+    case Query::kDeleteKey:
+      AppendI64(&reply, table_.Forget(q.keys[0]) ? 1 : 0);
+      Publish();
       break;
-    }
     case Query::kAppend: {
-      auto it = kv_.find(q.keys[0]);
-      const std::string old = it == kv_.end() ? std::string() : it->second;
+      const std::string old = table_.ValueOr(q.keys[0]);
       if (old.size() + q.values[0].size() > kMaxValueBytes) {
         spdlog::warn("store: client {} ({}): APPEND to '{}' would make its value over the {} a value may hold; "
                      "closing it", c->info.id, c->info.address, q.keys[0], MiB(kMaxValueBytes));
         return false;
       }
-      if (!Storable(c, q.keys[0].size() + old.size() + q.values[0].size(), StoredSize(q.keys[0]))) return false;
+      if (!Storable(c, q.keys[0].size() + old.size() + q.values[0].size(), table_.StoredSize(q.keys[0])))
+        return false;
       ApplySet(q.keys[0], old + q.values[0]);
       break;
     }
     case Query::kMultiGet:
       if (observer_) observer_->OnRead(c->info, q.keys);
-      for (const std::string& k : q.keys) {
-        auto it = kv_.find(k);
-        AppendValue(&reply, it == kv_.end() ? std::string() : it->second);
-      }
+      for (const std::string& k : q.keys) AppendValue(&reply, table_.ValueOr(k));
       break;
     case Query::kMultiSet: {
       uint64_t adding = 0, removing = 0;
       for (size_t i = 0; i < q.keys.size(); ++i) {
         adding += q.keys[i].size() + q.values[i].size();
-        removing += StoredSize(q.keys[i]);
+        removing += table_.StoredSize(q.keys[i]);
       }
       if (!Storable(c, adding, removing)) return false;
       for (size_t i = 0; i < q.keys.size(); ++i) {
@@ -440,36 +420,24 @@ bool StoreServer::Serve(Client* c, const Request& q) {
       break;
     case Query::kQueuePush:
       if (!Storable(c, q.keys[0].size() + q.values[0].size(), 0)) return false;
-      stored_bytes_ += q.keys[0].size() + q.values[0].size();
-      queues_[q.keys[0]].push_back(q.values[0]);
+      table_.QueuePush(q.keys[0], q.values[0]);
       WakeWaiters(q.keys[0]);
       break;
     case Query::kQueuePop: {
-      auto& queue = queues_[q.keys[0]];
-      AppendI64(&reply, static_cast<int64_t>(queue.size()));
-      if (!queue.empty()) {
-        AppendValue(&reply, queue.front());
-        stored_bytes_ -= q.keys[0].size() + queue.front().size();
-        queue.pop_front();
-      }
+      const auto [length, front] = table_.QueuePop(q.keys[0]);
+      AppendI64(&reply, length);
+      if (front) AppendValue(&reply, *front);
       break;
     }
-    case Query::kQueueLen: {
-      auto it = queues_.find(q.keys[0]);
-      AppendI64(&reply, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-      break;
-    }
+    case Query::kQueueLen: AppendI64(&reply, table_.QueueLength(q.keys[0])); break;
     case Query::kListKeys:
-      AppendI64(&reply, static_cast<int64_t>(kv_.size()));
-      for (const auto& [k, v] : kv_) AppendValue(&reply, k);
+      AppendI64(&reply, static_cast<int64_t>(table_.keys()));
+      for (const auto& [k, v] : table_.values()) AppendValue(&reply, k);
       break;
     case Query::kBarrier: {
-      int64_t arrived = 1, old = 0;
-      auto it = kv_.find(q.keys[0]);
-      if (it != kv_.end() && absl::SimpleAtoi(it->second, &old) && old < std::numeric_limits<int64_t>::max()) {
-        arrived += old;
-      }
-      if (!Storable(c, q.keys[0].size() + 20, StoredSize(q.keys[0]))) return false;
+      int64_t arrived = 1;
+      if (const int64_t old = table_.NumberAt(q.keys[0]); old < std::numeric_limits<int64_t>::max()) arrived += old;
+      if (!Storable(c, q.keys[0].size() + 20, table_.StoredSize(q.keys[0]))) return false;
       c->barrier = q.keys[0];
       ApplySet(q.keys[0], std::to_string(arrived));
       if (arrived < q.number) return true;
@@ -492,7 +460,7 @@ bool StoreServer::Serve(Client* c, const Request& q) {
 // Counts what clients stored: the values prismd sets itself (Set(), e.g.
 // the records of thousands of virtual Gloo ranks) take no client's room.
 bool StoreServer::Storable(Client* c, uint64_t adding, uint64_t removing) {
-  const uint64_t held = stored_bytes_ - prismd_bytes_;
+  const uint64_t held = table_.client_bytes();
   const uint64_t after = held - std::min(removing, held) + adding;
   if (after <= options_.limits.max_stored_bytes) return true;
   spdlog::warn("store: client {} ({}): storing {} more bytes would take the store over its {} of keys and values "
@@ -501,26 +469,8 @@ bool StoreServer::Storable(Client* c, uint64_t adding, uint64_t removing) {
   return false;
 }
 
-uint64_t StoreServer::StoredSize(const std::string& key) const {
-  auto it = kv_.find(key);
-  return it == kv_.end() ? 0 : key.size() + it->second.size();
-}
-
-void StoreServer::Forget(const std::string& key) {
-  if (prismd_keys_.erase(key) != 0) prismd_bytes_ -= StoredSize(key);
-  stored_bytes_ -= StoredSize(key);
-  kv_.erase(key);
-  Publish();
-}
-
 void StoreServer::ApplySet(const std::string& key, const std::string& value, bool by_prismd) {
-  if (prismd_keys_.erase(key) != 0) prismd_bytes_ -= StoredSize(key);
-  stored_bytes_ = stored_bytes_ - StoredSize(key) + key.size() + value.size();
-  kv_[key] = value;
-  if (by_prismd) {
-    prismd_keys_.insert(key);
-    prismd_bytes_ += key.size() + value.size();
-  }
+  table_.Set(key, value, by_prismd);
   WakeWaiters(key);
   Publish();
 }
@@ -602,12 +552,8 @@ void StoreServer::Drop(Client* c) {
       return;
     }
     if (observer_) observer_->OnAllClientsGone();
-    kv_.clear();
-    queues_.clear();
+    table_.Clear();
     waiters_.clear();
-    stored_bytes_ = 0;
-    prismd_keys_.clear();
-    prismd_bytes_ = 0;
     spdlog::info("store: every client left; keys forgotten (next job starts clean)");
     Publish();
   });
@@ -628,8 +574,8 @@ void StoreServer::Publish() {
     ++(c->validated ? s.clients : s.unvalidated);
     if (c->waiting_for > 0) s.waits.push_back({c->info, c->wait_keys, c->wait_since});
   }
-  s.keys = kv_.size();
-  s.stored_bytes = stored_bytes_;
+  s.keys = table_.keys();
+  s.stored_bytes = table_.stored_bytes();
   s.accept_pauses = accept_pauses_;
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   snapshot_ = std::move(s);

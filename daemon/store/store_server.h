@@ -40,13 +40,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/net/event_loop.h"
+#include "daemon/store/store_table.h"
 #include "daemon/store/tcp_store_protocol.h"
 
 namespace prism::store {
@@ -168,10 +168,7 @@ class StoreServer {
   void Flush(Client* c);
   void Drop(Client* c);
   void ApplySet(const std::string& key, const std::string& value, bool by_prismd = false);
-  void Forget(const std::string& key);
-  uint64_t StoredSize(const std::string& key) const;  // key + value bytes, 0 when unset
   void WakeWaiters(const std::string& key);
-  bool AllSet(const std::vector<std::string>& keys) const;
   void Publish();
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -186,17 +183,13 @@ class StoreServer {
   size_t validated_ = 0;                    // open connections that sent VALIDATE
   std::deque<uint64_t> unvalidated_;        // ids in accept order (closed ones skipped lazily)
   size_t unvalidated_open_ = 0;
-  uint64_t stored_bytes_ = 0;               // keys + values + queued items
-  std::set<std::string> prismd_keys_;       // set by Set() (prismd), not since by a client
-  uint64_t prismd_bytes_ = 0;               // their keys + values: not counted against the clients
   uint64_t buffered_bytes_ = 0;             // Client::held summed
   bool listener_paused_ = false;
   bool cap_warned_ = false;                 // said the connection cap was reached (until below half)
   bool listener_exhausted_ = false;         // accept ran out of fds; said so once
   int accept_backoff_ms_ = 0;
   uint64_t accept_pauses_ = 0;
-  std::map<std::string, std::string> kv_;
-  std::map<std::string, std::deque<std::string>> queues_;
+  StoreTable table_;                        // keys, values, queues and their bytes
   std::map<std::string, std::vector<uint64_t>> waiters_;  // key -> clients waiting on it
   mutable std::mutex snapshot_mu_;
   StoreSnapshot snapshot_;

@@ -5,16 +5,17 @@
 // backend="gloo"), ProcessGroupGloo "<device index>" per Gloo context, and
 // Gloo the rank:
 //   [default_pg/]0//[<group>//]<device type>//<device index>/<rank>
-// NCCL id keys (daemon/rendezvous/torch_groups.h) never end in "/<rank>".
+// NCCL id keys (torch_groups.h) never end in "/<rank>". The rendezvous
+// leaves these keys' waits to daemon/gloo, which plays the Gloo ranks.
 // Pure functions; thread-safe.
-#ifndef PRISM_DAEMON_GLOO_GLOO_KEYS_H_
-#define PRISM_DAEMON_GLOO_GLOO_KEYS_H_
+#ifndef PRISM_DAEMON_RENDEZVOUS_GLOO_KEYS_H_
+#define PRISM_DAEMON_RENDEZVOUS_GLOO_KEYS_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-namespace prism::gloo {
+namespace prism::rendezvous {
 
 struct GlooKey {
   std::string key;          // as the store saw it
@@ -30,6 +31,6 @@ std::optional<GlooKey> ParseGlooKey(const std::string& store_key);
 // The store key of `rank`'s record in `context`.
 std::string RecordKey(const std::string& context, int64_t rank);
 
-}  // namespace prism::gloo
+}  // namespace prism::rendezvous
 
-#endif  // PRISM_DAEMON_GLOO_GLOO_KEYS_H_
+#endif  // PRISM_DAEMON_RENDEZVOUS_GLOO_KEYS_H_

@@ -1,4 +1,4 @@
-#include "daemon/gloo/gloo_keys.h"
+#include "daemon/rendezvous/gloo_keys.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
-namespace prism::gloo {
+namespace prism::rendezvous {
 namespace {
 
 bool AllDigits(absl::string_view s) {
@@ -71,4 +71,4 @@ std::optional<GlooKey> ParseGlooKey(const std::string& store_key) {
 
 std::string RecordKey(const std::string& context, int64_t rank) { return absl::StrCat(context, "/", rank); }
 
-}  // namespace prism::gloo
+}  // namespace prism::rendezvous
