@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/limits.h"
 #include "proto/graph.pb.h"
+#include "proto/graph_validate.h"
 
 namespace prism::graph {
 
@@ -68,22 +69,7 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
 // and communicator, and freed with its arena. On error `*out` is unspecified.
 absl::Status ReadGraphFileInto(const std::string& path, Graph* out, ReadOptions options = {});
 
-// Structural checks, on records or tables alike (graph::Topology::Of's
-// checks of the tables first): ids equal indices, every rank has a valid program and
-// one comm slot per program slot, communicator members are distinct valid
-// ranks and contain the ranks whose slots name them, split parents come
-// earlier, ops reference valid slots/streams/earlier ops, peers and roots are
-// in range, cluster sizes match the rank count, enum values (collective,
-// algorithm, dtype, communicator kinds) are known, GroupStart/GroupEnd pair up
-// on each stream (no nesting), and the k-th send from a rank to a peer on a
-// communicator has the size of that peer's k-th receive from it; and the
-// limits of common/limits.h hold (ranks, ops, streams, durations, sizes,
-// memory, link figures, per-rank state). Returns the first problem found:
-// InvalidArgument for a broken structure, OutOfRange (naming the limit) for a
-// figure beyond a limit.
-// Cost: linear in the graph (ranks x slots + membership + ops + distinct
-// send/recv sequences).
-absl::Status ValidateGraph(const Graph& graph);
+// ValidateGraph (the structure and the limits) is graph_validate.h's.
 
 }  // namespace prism::graph
 

@@ -1,0 +1,38 @@
+// Who belongs where: the checks of a graph's communicators, process groups
+// and ranks' comm slots (internal to proto/; graph_validate.h's ValidateGraph
+// runs them). Each works on records or tables alike through a Topology that
+// passed Topology::Of, and returns the first problem found (InvalidArgument,
+// or OutOfRange for a limit of common/limits.h). Pure functions; thread-safe.
+#ifndef PRISM_PROTO_GRAPH_MEMBERSHIP_H_
+#define PRISM_PROTO_GRAPH_MEMBERSHIP_H_
+
+#include "absl/status/status.h"
+#include "proto/graph.pb.h"
+#include "proto/graph_topology.h"
+
+namespace prism::graph::check {
+
+// Communicator ids equal indices, kinds are known, members are distinct
+// ranks of the world, split parents come earlier.
+absl::Status ValidateCommunicators(const Graph& g, const Topology& t);
+
+// Process groups, when present: entry 0 is the world communicator, the NCCL
+// entries name communicators 0, 1, 2, ... in order, Gloo entries list ranks
+// of the world, ascending.
+absl::Status ValidateProcessGroups(const Graph& g, const Topology& t);
+
+// Rank records (ids, programs, placement, slot counts) and slots naming
+// existing communicators. Contract: programs passed their own checks.
+absl::Status ValidateRanks(const Graph& g, const Topology& t);
+
+// What prismd allocates per rank is within limits::kMaxStateEntries.
+absl::Status ValidateRankState(const Graph& g, const Topology& t);
+
+// Every slot's communicator contains its rank; peers and roots are below
+// the smallest communicator size a slot maps to. Cost: linear in the
+// memberships. Contract: ValidateCommunicators and ValidateRanks passed.
+absl::Status ValidateMembership(const Graph& g, const Topology& t);
+
+}  // namespace prism::graph::check
+
+#endif  // PRISM_PROTO_GRAPH_MEMBERSHIP_H_
