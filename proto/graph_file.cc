@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/output_file.h"
 #include "proto/graph_check_errors.h"
+#include "proto/graph_rules.h"
 #include "proto/graph_topology.h"
 #include "proto/graph_validate.h"
 
@@ -162,7 +163,7 @@ absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Gra
   if (version < kGraphFormatVersionRecords || version > kGraphFormatVersion)
     return absl::InvalidArgumentError(absl::StrCat(std::string(origin), " has graph format version ", version,
                                                    ", this build reads versions ", kGraphFormatVersionRecords,
-                                                   " and ", kGraphFormatVersion,
+                                                   " to ", kGraphFormatVersion,
                                                    "; regenerate it with this build's prism-graphgen"));
   g.Clear();
   const std::string_view body = data.substr(kGraphHeaderBytes);
@@ -173,21 +174,28 @@ absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Gra
   if (version < FormatVersionFor(g))
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(origin), " has graph format version ", version, " in its header but holds format ",
-        FormatVersionFor(g), "'s tables; the file is corrupt: regenerate it with this build's prism-graphgen"));
-  if (auto s = ValidateGraph(g); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": ", s.message()));
-  if (!options.keep_tables && version > kGraphFormatVersionRecords) {
-    ExpandTables(g);
-    g.set_format_version(FormatVersionFor(g));  // records now: the version they would be written with
+        FormatVersionFor(g), "'s ", g.has_rules() ? "rules" : "tables",
+        "; the file is corrupt: regenerate it with this build's prism-graphgen"));
+  ValidateOptions checks;
+  if (g.has_rules()) {
+    if (auto s = CheckRules(g); !s.ok()) return absl::Status(s.code(), absl::StrCat(std::string(origin), ": ", s.message()));
+    ExpandRules(g);
+    checks.membership_proven = true;
   }
+  if (auto s = ValidateGraph(g, checks); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": ", s.message()));
+  if (!options.keep_tables) ExpandTables(g);
+  if (version > kGraphFormatVersionRecords)
+    g.set_format_version(FormatVersionFor(g));  // tables or records now: the version they would be written with
   return absl::OkStatus();
 }
 
 }  // namespace
 
 uint32_t FormatVersionFor(const Graph& graph) {
+  if (graph.has_rules()) return kGraphFormatVersion;
   const bool tables = graph.has_rank_table() || graph.has_communicator_table() || graph.has_process_group_table();
-  return tables ? kGraphFormatVersion : kGraphFormatVersionRecords;
+  return tables ? kGraphFormatVersionTables : kGraphFormatVersionRecords;
 }
 
 absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin, ReadOptions options) {

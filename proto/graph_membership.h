@@ -13,8 +13,9 @@
 namespace prism::graph::check {
 
 // Communicator ids equal indices, kinds are known, members are distinct
-// ranks of the world, split parents come earlier.
-absl::Status ValidateCommunicators(const Graph& g, const Topology& t);
+// ranks of the world (unless `members_proven`: graph_validate.h's
+// ValidateOptions), split parents come earlier.
+absl::Status ValidateCommunicators(const Graph& g, const Topology& t, bool members_proven = false);
 
 // Process groups, when present: entry 0 is the world communicator, the NCCL
 // entries name communicators 0, 1, 2, ... in order, Gloo entries list ranks
@@ -30,8 +31,9 @@ absl::Status ValidateRankState(const Graph& g, const Topology& t);
 
 // Every slot's communicator contains its rank; peers and roots are below
 // the smallest communicator size a slot maps to. Cost: linear in the
-// memberships. Contract: ValidateCommunicators and ValidateRanks passed.
-absl::Status ValidateMembership(const Graph& g, const Topology& t);
+// memberships (in the comm slots when `containment_proven`: the first check
+// is skipped). Contract: ValidateCommunicators and ValidateRanks passed.
+absl::Status ValidateMembership(const Graph& g, const Topology& t, bool containment_proven = false);
 
 }  // namespace prism::graph::check
 

@@ -58,9 +58,14 @@ class PeerResolver {
     for (uint32_t r = 0; r < t_.ranks(); ++r)
       for (const Target& t : programs[t_.program(r)].targets)
         if (std::get<2>(t)) wanted[t_.slots(r)[std::get<0>(t)]] = 1;
+    ascending_.assign(t_.communicators(), 0);
     for (uint32_t c = 0; c < t_.communicators(); ++c) {
       if (!wanted[c]) continue;
       const auto members = t_.members(c);
+      if (std::is_sorted(members.begin(), members.end())) {  // found by binary search, no entry
+        ascending_[c] = 1;
+        continue;
+      }
       for (size_t i = 0; i < members.size(); ++i) position_[Key(c, members[i])] = static_cast<uint32_t>(i);
     }
   }
@@ -71,17 +76,24 @@ class PeerResolver {
     const auto members = t_.members(comm);
     const uint64_t size = static_cast<uint64_t>(members.size());
     uint64_t target = peer % size;
-    if (relative) {
-      const auto it = position_.find(Key(comm, rank));
-      target = ((it == position_.end() ? 0 : it->second) + uint64_t{peer}) % size;
-    }
+    if (relative) target = (Position(comm, members, rank) + uint64_t{peer}) % size;
     return {comm, members[target]};
   }
 
  private:
   static uint64_t Key(uint32_t comm, uint32_t rank) { return (uint64_t{comm} << 32) | rank; }
+  // The rank's index in the communicator (0 when not a member).
+  uint32_t Position(uint32_t comm, absl::Span<const uint32_t> members, uint32_t rank) const {
+    if (ascending_[comm]) {
+      const auto it = std::lower_bound(members.begin(), members.end(), rank);
+      return it != members.end() && *it == rank ? static_cast<uint32_t>(it - members.begin()) : 0;
+    }
+    const auto it = position_.find(Key(comm, rank));
+    return it == position_.end() ? 0 : it->second;
+  }
   const Topology& t_;
-  absl::flat_hash_map<uint64_t, uint32_t> position_;
+  std::vector<uint8_t> ascending_;                    // per communicator: members ascend
+  absl::flat_hash_map<uint64_t, uint32_t> position_;  // others: (comm, rank) -> index
 };
 
 // Every rank's targets resolved once: (comm, peer) per target of its
@@ -104,12 +116,12 @@ class ResolvedTargets {
 };
 
 // Targets of `rank` (sends or receives) that resolve to (comm, peer).
-std::vector<uint32_t> TargetsTo(const ResolvedTargets& resolved, const ProgramTargets& program, uint32_t rank,
-                                bool sends, std::pair<uint32_t, uint32_t> to) {
-  std::vector<uint32_t> ids;
+// (Into `ids`, cleared first: kept for its capacity.)
+void TargetsTo(const ResolvedTargets& resolved, const ProgramTargets& program, uint32_t rank, bool sends,
+               std::pair<uint32_t, uint32_t> to, std::vector<uint32_t>& ids) {
+  ids.clear();
   for (uint32_t i = 0; i < program.targets.size(); ++i)
     if (std::get<3>(program.targets[i]) == sends && resolved.To(rank, i) == to) ids.push_back(i);
-  return ids;
 }
 
 // Whether (programs, send targets, receive targets) was compared already:
@@ -154,16 +166,17 @@ absl::Status ValidatePointToPoint(const Graph& g, const Topology& topology) {
   if (!any) return absl::OkStatus();
   const ResolvedTargets resolved(topology, programs, PeerResolver(topology, programs));
   ComparedPairs compared;  // (program, send targets, program, recv targets) already checked
+  std::vector<uint32_t> sends, recvs;
   for (uint32_t src = 0; src < topology.ranks(); ++src) {
     const uint32_t src_program = topology.program(src);
     const ProgramTargets& mine = programs[src_program];
     for (uint32_t t = 0; t < mine.targets.size(); ++t) {
       if (!std::get<3>(mine.targets[t])) continue;
       const auto [comm, dst] = resolved.To(src, t);
-      const std::vector<uint32_t> sends = TargetsTo(resolved, mine, src, true, {comm, dst});
+      TargetsTo(resolved, mine, src, true, {comm, dst}, sends);
       if (sends.front() != t) continue;  // this (comm, dst) was checked with an earlier target
       const uint32_t dst_program = topology.program(dst);
-      const std::vector<uint32_t> recvs = TargetsTo(resolved, programs[dst_program], dst, false, {comm, src});
+      TargetsTo(resolved, programs[dst_program], dst, false, {comm, src}, recvs);
       if (recvs.empty()) continue;  // no receive at all: the replay reports the stall
       if (!compared.Insert(src_program, dst_program, sends, recvs)) continue;
       const std::vector<P2POp> a = Sequence(mine, sends), b = Sequence(programs[dst_program], recvs);

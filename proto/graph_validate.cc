@@ -8,6 +8,7 @@
 #include "proto/graph_check_errors.h"
 #include "proto/graph_membership.h"
 #include "proto/graph_point_to_point.h"
+#include "proto/graph_rules.h"
 #include "proto/graph_topology.h"
 
 namespace prism::graph {
@@ -145,19 +146,41 @@ absl::Status ValidateProgram(const Program& p, int index) {
 }  // namespace
 
 absl::Status ValidateGraph(const Graph& g) {
+  if (!g.has_rules()) return ValidateGraph(g, ValidateOptions{});
+  if (auto s = CheckRules(g); !s.ok()) return s;
+  Graph expanded = g;
+  ExpandRules(expanded);
+  return ValidateGraph(expanded, ValidateOptions{.membership_proven = true});
+}
+
+absl::Status ValidateGraphInPlace(Graph& g) {
+  if (!g.has_rules()) return ValidateGraph(g, ValidateOptions{});
+  if (auto s = CheckRules(g); !s.ok()) return s;
+  GraphRules rules = g.rules();
+  ExpandRules(g);
+  const absl::Status s = ValidateGraph(g, ValidateOptions{.membership_proven = true});
+  g.clear_rank_table();
+  g.clear_communicator_table();
+  g.clear_process_group_table();
+  *g.mutable_rules() = std::move(rules);
+  return s;
+}
+
+absl::Status ValidateGraph(const Graph& g, ValidateOptions options) {
+  if (g.has_rules()) return Invalid("the graph's rules are not expanded (graph_rules.h's ExpandRules)");
   auto topology = Topology::Of(g);
   if (!topology.ok()) return topology.status();
   const Topology& t = *topology;
   if (t.ranks() == 0) return Invalid("no ranks");
   if (auto s = ValidateCluster(g, t); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
-  if (auto s = check::ValidateCommunicators(g, t); !s.ok()) return s;
+  if (auto s = check::ValidateCommunicators(g, t, options.membership_proven); !s.ok()) return s;
   if (auto s = check::ValidateProcessGroups(g, t); !s.ok()) return s;
   for (int i = 0; i < g.programs_size(); ++i)
     if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
   if (auto s = check::ValidateRanks(g, t); !s.ok()) return s;
   if (auto s = check::ValidateRankState(g, t); !s.ok()) return s;
-  if (auto s = check::ValidateMembership(g, t); !s.ok()) return s;
+  if (auto s = check::ValidateMembership(g, t, options.membership_proven); !s.ok()) return s;
   return check::ValidatePointToPoint(g, t);
 }
 

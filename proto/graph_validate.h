@@ -25,7 +25,23 @@ namespace prism::graph {
 // figure beyond a limit.
 // Cost: linear in the graph (ranks x slots + membership + ops + distinct
 // send/recv sequences).
+// A graph with rules (format 3) has them checked (graph_rules.h's
+// CheckRules) and the rest checked on a copy with the rules expanded.
 absl::Status ValidateGraph(const Graph& graph);
+
+// ValidateGraph for a graph the caller lends: rules are expanded in place
+// for the checks and put back after, so no copy of the programs is made.
+// On return the graph is as it was.
+absl::Status ValidateGraphInPlace(Graph& graph);
+
+struct ValidateOptions {
+  // The graph's tables were built by ExpandRules from rules that passed
+  // CheckRules: communicators hold distinct ranks of the world and every
+  // slot's communicator holds its rank by construction, so those two
+  // per-member checks are skipped (the rest is checked as above).
+  bool membership_proven = false;
+};
+absl::Status ValidateGraph(const Graph& graph, ValidateOptions options);
 
 }  // namespace prism::graph
 
