@@ -55,10 +55,10 @@ absl::Status CheckOutputFolder(const std::string& path) {
                                           "; create it or pass another path"));
 }
 
-// `g` is lent for the checks (a graph with rules is expanded and put back).
-int WriteGraph(prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
+int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
   if (auto s = CheckOutputFolder(path); !s.ok()) return Fail(err, kExitWriteFailed, s);
-  if (auto s = prism::graph::ValidateGraphInPlace(g); !s.ok()) {
+  // Rules: checked from the rules (the send/recv pairs by whoever reads the file).
+  if (auto s = prism::graph::ValidateGraphRules(g); !s.ok()) {
     if (absl::IsOutOfRange(s)) return BeyondLimits(err, s);
     return Fail(err, kExitWriteFailed, absl::InternalError(absl::StrCat("generated graph is invalid (a bug): ",
                                                                         std::string(s.message()))));

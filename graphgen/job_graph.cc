@@ -150,6 +150,8 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
   // dim); its slots are the world and the kinds whose groups hold the
   // stage's ranks (embedding groups hold only some stages).
   const CostModel cost(spec);
+  std::vector<pg::FamilyShape> shapes;  // per kind
+  for (uint32_t k = 0; k < kinds.size(); ++k) shapes.emplace_back(rules.families(static_cast<int>(k + 1)));
   for (uint32_t s = 0; s < p.pp; ++s) {
     const uint32_t representative = s * p.tp * p.cp * p.dp;  // tp=cp=dp=0 of stage s
     pg::RankBlock& block = *rules.add_blocks();
@@ -163,7 +165,7 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
     in.slot_names.push_back("world");
     for (uint32_t k = 0; k < kinds.size(); ++k) {
       if (kinds[k].gloo) continue;
-      if (pg::FamilyShape(rules.families(static_cast<int>(k + 1))).GroupOf(representative) == UINT32_MAX) continue;
+      if (shapes[k].GroupOf(representative) == UINT32_MAX) continue;
       block.add_slot_family(k + 1);
       in.slot_names.push_back(kinds[k].slot);
     }

@@ -64,7 +64,12 @@ GroupRule SelectStages(GroupRule pp, std::vector<uint32_t> values) {
 
 }  // namespace
 
-uint32_t GroupCount(const GroupRule& rule) { return prism::graph::FamilyShape(FamilyOf(rule)).groups(); }
+uint32_t GroupCount(const GroupRule& rule) {
+  uint64_t n = 1;
+  for (size_t d = 0; d < rule.radix.size(); ++d)
+    if (!(rule.member_dims >> d & 1)) n *= rule.radix[d];
+  return static_cast<uint32_t>(n);
+}
 
 RankGroups GroupsOf(const GroupRule& rule) {
   const prism::graph::FamilyShape shape(FamilyOf(rule));

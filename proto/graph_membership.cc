@@ -159,6 +159,10 @@ absl::Status ValidateMembership(const Graph& g, const Topology& t, bool containm
       m = std::min<uint32_t>(m, static_cast<uint32_t>(t.members(c).size()));
     }
   }
+  return ValidatePeersWithin(g, min_slot_size);
+}
+
+absl::Status ValidatePeersWithin(const Graph& g, const std::vector<std::vector<uint32_t>>& min_slot_size) {
   for (int i = 0; i < g.programs_size(); ++i) {
     const Program& p = g.programs(i);
     for (int k = 0; k < p.ops_size(); ++k) {
@@ -180,11 +184,20 @@ absl::Status ValidateMembership(const Graph& g, const Topology& t, bool containm
 // What prismd allocates per rank (comm slots, send/recv targets, bookkeeping)
 // is bounded before it allocates it.
 absl::Status ValidateRankState(const Graph& g, const Topology& t) {
+  const std::vector<uint64_t> p2p_ops = P2POpsPerProgram(g);
+  uint64_t entries = 0;
+  for (uint32_t r = 0; r < t.ranks(); ++r) entries += 2 + t.slots(r).size() + p2p_ops[t.program(r)];
+  return ValidateStateEntries(entries);
+}
+
+std::vector<uint64_t> P2POpsPerProgram(const Graph& g) {
   std::vector<uint64_t> p2p_ops(g.programs_size(), 0);
   for (int i = 0; i < g.programs_size(); ++i)
     for (const Op& op : g.programs(i).ops()) p2p_ops[i] += op.has_send() || op.has_recv();
-  uint64_t entries = 0;
-  for (uint32_t r = 0; r < t.ranks(); ++r) entries += 2 + t.slots(r).size() + p2p_ops[t.program(r)];
+  return p2p_ops;
+}
+
+absl::Status ValidateStateEntries(uint64_t entries) {
   if (entries > limits::kMaxStateEntries)
     return OverLimit(absl::StrCat("the ranks need ", entries, " state entries (comm slots and send/recv targets)"),
                      limits::kMaxStateEntries, " entries");

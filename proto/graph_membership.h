@@ -6,6 +6,9 @@
 #ifndef PRISM_PROTO_GRAPH_MEMBERSHIP_H_
 #define PRISM_PROTO_GRAPH_MEMBERSHIP_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "proto/graph.pb.h"
 #include "proto/graph_topology.h"
@@ -34,6 +37,14 @@ absl::Status ValidateRankState(const Graph& g, const Topology& t);
 // memberships (in the comm slots when `containment_proven`: the first check
 // is skipped). Contract: ValidateCommunicators and ValidateRanks passed.
 absl::Status ValidateMembership(const Graph& g, const Topology& t, bool containment_proven = false);
+
+// The parts of the two checks above that need no rank (graph_rules.h's
+// rule checks use them too): send/recv ops per program; OutOfRange when
+// `entries` passes limits::kMaxStateEntries; every op's peer or root below
+// min_slot_size[program][slot] (UINT32_MAX: no rank maps the slot).
+std::vector<uint64_t> P2POpsPerProgram(const Graph& g);
+absl::Status ValidateStateEntries(uint64_t entries);
+absl::Status ValidatePeersWithin(const Graph& g, const std::vector<std::vector<uint32_t>>& min_slot_size);
 
 }  // namespace prism::graph::check
 

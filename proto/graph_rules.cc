@@ -7,6 +7,7 @@
 #include "common/limits.h"
 #include "graphgen/split_color.h"
 #include "proto/graph_check_errors.h"
+#include "proto/graph_membership.h"
 
 namespace prism::graph {
 namespace {
@@ -19,6 +20,14 @@ uint64_t Groups(const GroupFamily& f) {
   uint64_t n = 1;
   for (int d = 0; d < f.radix_size(); ++d)
     if (!(f.member_dims() >> d & 1)) n *= f.radix(d);
+  return n;
+}
+
+// Ranks per group: the member radices' product (a select dim's selected values).
+uint64_t GroupSize(const GroupFamily& f) {
+  uint64_t n = 1;
+  for (int d = 0; d < f.radix_size(); ++d)
+    if (f.member_dims() >> d & 1) n *= f.select_dim() == static_cast<uint32_t>(d) + 1 ? f.select_size() : f.radix(d);
   return n;
 }
 
@@ -108,6 +117,35 @@ absl::Status CheckBlocks(const Graph& g) {
       if (auto s = CheckBlockSelected(rules.families(static_cast<int>(f)), first, block.ranks(), b); !s.ok()) return s;
     }
     first += block.ranks();
+  }
+  return absl::OkStatus();
+}
+
+// Process group 0 is communicator 0; the NCCL groups name the communicators
+// in order (tables keep only that order, so a numbering against it would
+// silently name other communicators there). One entry per process group.
+absl::Status CheckProcessGroupOrder(const GraphRules& rules, uint64_t groups) {
+  struct Owner {
+    int family = -1;
+    uint64_t group = 0;
+  };
+  std::vector<Owner> owner(groups);
+  for (int i = 0; i < rules.families_size(); ++i) {
+    const GroupFamily& f = rules.families(i);
+    for (uint64_t k = 0; k < Groups(f); ++k) owner[f.first_process_group() + k * f.process_group_stride()] = {i, k};
+  }
+  uint64_t next_comm = 0;
+  for (size_t k = 0; k < owner.size(); ++k) {
+    const GroupFamily& f = rules.families(owner[k].family);
+    if (f.gloo()) {
+      if (k == 0) return Invalid("process group 0 (PyTorch's default group) is not communicator 0");
+      continue;
+    }
+    const uint64_t comm = f.first_communicator() + owner[k].group * f.communicator_stride();
+    if (comm != next_comm)
+      return Invalid(absl::StrCat("process group ", k, " names communicator ", comm, ", expected ", next_comm,
+                                  " (NCCL groups name the communicators in creation order)"));
+    ++next_comm;
   }
   return absl::OkStatus();
 }
@@ -238,7 +276,30 @@ absl::Status CheckRules(const Graph& g) {
         !s.ok())
       return s;
   }
+  if (auto s = CheckProcessGroupOrder(rules, groups); !s.ok()) return s;
   return CheckBlocks(g);
+}
+
+absl::Status CheckRuleGroups(const Graph& g) {
+  const GraphRules& rules = g.rules();
+  for (const GroupFamily& f : rules.families())
+    if (!f.gloo() && f.split_of_first() && f.first_communicator() == 0)
+      return Invalid("communicator 0 is split from 0, which is not created before it");
+  // Per rank state, and peers and roots within the smallest group a slot names.
+  const std::vector<uint64_t> p2p_ops = check::P2POpsPerProgram(g);
+  std::vector<std::vector<uint32_t>> min_slot_size(g.programs_size());
+  for (int i = 0; i < g.programs_size(); ++i)
+    min_slot_size[i].assign(g.programs(i).comm_slot_names_size(), UINT32_MAX);
+  uint64_t entries = 0;
+  for (const RankBlock& b : rules.blocks()) {
+    entries += uint64_t{b.ranks()} * (2 + b.slot_family_size() + p2p_ops[b.program()]);
+    for (int s = 0; s < b.slot_family_size(); ++s) {
+      uint32_t& m = min_slot_size[b.program()][s];
+      m = static_cast<uint32_t>(std::min<uint64_t>(m, GroupSize(rules.families(static_cast<int>(b.slot_family(s))))));
+    }
+  }
+  if (auto s = check::ValidateStateEntries(entries); !s.ok()) return s;
+  return check::ValidatePeersWithin(g, min_slot_size);
 }
 
 }  // namespace prism::graph

@@ -64,11 +64,20 @@ uint32_t RulesProcessGroupCount(const GraphRules& rules);
 // rules; every family's radices multiply to the world size (the blocks'
 // ranks, at most limits::kMaxRanks) and its member and select dims exist;
 // the families' communicator and process group numbers are 0, 1, 2, ...
-// each once; every block names an existing program, one NCCL family per
+// each once, process group 0 is communicator 0 and the NCCL process groups
+// name the communicators in order; every block names an existing program, one NCCL family per
 // comm slot of it, and holds only ranks of the groups its families select.
 // Cost: families x (dims + groups + select values) + blocks x slots x
-// radix, plus one flag per communicator and process group.
+// radix, plus one entry per communicator and process group.
 absl::Status CheckRules(const Graph& graph);
+
+// What ValidateGraph checks of communicators, process groups and comm slots
+// beyond CheckRules, from the rules alone: no family splits communicator 0
+// from itself, the ranks' state entries are within
+// limits::kMaxStateEntries, and every op's peer or root is below the
+// smallest group its slot names. Contract: CheckRules(graph) passed. Cost:
+// families + blocks x slots + the programs' ops.
+absl::Status CheckRuleGroups(const Graph& graph);
 
 // Replaces the graph's rules by format 2's tables holding the same ranks,
 // communicators and process groups (names, kinds, split fields, Gloo

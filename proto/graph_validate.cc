@@ -32,9 +32,9 @@ absl::Status ValidateLink(const std::string& name, uint64_t bandwidth_bps, uint6
   return absl::OkStatus();
 }
 
-absl::Status ValidateCluster(const Graph& g, const Topology& t) {
-  if (static_cast<uint64_t>(t.ranks()) > limits::kMaxRanks)
-    return OverLimit(absl::StrCat("the world is ", t.ranks(), " ranks"), limits::kMaxRanks, " ranks");
+absl::Status ValidateCluster(const Graph& g, uint64_t ranks) {
+  if (ranks > limits::kMaxRanks)
+    return OverLimit(absl::StrCat("the world is ", ranks, " ranks"), limits::kMaxRanks, " ranks");
   const Cluster& cl = g.cluster();
   if (cl.nodes() == 0 || cl.gpus_per_node() == 0) return Invalid("cluster has zero nodes or GPUs per node");
   if (cl.gpus_per_node() > limits::kMaxGpusPerNode)
@@ -43,9 +43,9 @@ absl::Status ValidateCluster(const Graph& g, const Topology& t) {
     return OverLimit(absl::StrCat("the cluster has ", cl.nodes(), " nodes"), limits::kMaxRanks, " nodes");
   if (cl.nic().count() > limits::kMaxNicsPerNode)
     return OverLimit(absl::StrCat("a node has ", cl.nic().count(), " NICs"), limits::kMaxNicsPerNode, " NICs");
-  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < static_cast<uint64_t>(t.ranks()))
+  if (static_cast<uint64_t>(cl.nodes()) * cl.gpus_per_node() < ranks)
     return Invalid(absl::StrCat("cluster of ", cl.nodes(), "x", cl.gpus_per_node(), " GPUs cannot hold ",
-                                t.ranks(), " ranks"));
+                                ranks, " ranks"));
   if (cl.nic().count() > 0 && cl.nic().bandwidth_bps() == 0) return Invalid("NIC bandwidth is zero");
   if (auto s = ValidateLink("NIC", cl.nic().bandwidth_bps(), cl.nic().latency_ns()); !s.ok()) return s;
   return ValidateLink("intra-node link", cl.intra_node().bandwidth_bps(), cl.intra_node().latency_ns());
@@ -153,17 +153,14 @@ absl::Status ValidateGraph(const Graph& g) {
   return ValidateGraph(expanded, ValidateOptions{.membership_proven = true});
 }
 
-absl::Status ValidateGraphInPlace(Graph& g) {
-  if (!g.has_rules()) return ValidateGraph(g, ValidateOptions{});
+absl::Status ValidateGraphRules(const Graph& g) {
+  if (!g.has_rules()) return ValidateGraph(g);
   if (auto s = CheckRules(g); !s.ok()) return s;
-  GraphRules rules = g.rules();
-  ExpandRules(g);
-  const absl::Status s = ValidateGraph(g, ValidateOptions{.membership_proven = true});
-  g.clear_rank_table();
-  g.clear_communicator_table();
-  g.clear_process_group_table();
-  *g.mutable_rules() = std::move(rules);
-  return s;
+  if (auto s = ValidateCluster(g, RulesRankCount(g.rules())); !s.ok()) return s;
+  if (g.programs_size() == 0) return Invalid("no programs");
+  for (int i = 0; i < g.programs_size(); ++i)
+    if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
+  return CheckRuleGroups(g);
 }
 
 absl::Status ValidateGraph(const Graph& g, ValidateOptions options) {
@@ -172,7 +169,7 @@ absl::Status ValidateGraph(const Graph& g, ValidateOptions options) {
   if (!topology.ok()) return topology.status();
   const Topology& t = *topology;
   if (t.ranks() == 0) return Invalid("no ranks");
-  if (auto s = ValidateCluster(g, t); !s.ok()) return s;
+  if (auto s = ValidateCluster(g, t.ranks()); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
   if (auto s = check::ValidateCommunicators(g, t, options.membership_proven); !s.ok()) return s;
   if (auto s = check::ValidateProcessGroups(g, t); !s.ok()) return s;

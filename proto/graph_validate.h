@@ -29,10 +29,13 @@ namespace prism::graph {
 // CheckRules) and the rest checked on a copy with the rules expanded.
 absl::Status ValidateGraph(const Graph& graph);
 
-// ValidateGraph for a graph the caller lends: rules are expanded in place
-// for the checks and put back after, so no copy of the programs is made.
-// On return the graph is as it was.
-absl::Status ValidateGraphInPlace(Graph& graph);
+// For a graph with rules, what can be checked from the rules, the cluster and
+// the programs alone, in time that follows the families, blocks and ops, not
+// the ranks: everything ValidateGraph checks but the send/recv sizes of each
+// rank pair, which need every rank's peers (the readers of graph_file.h,
+// which run ValidateGraph, check those). prism-graphgen runs it before it
+// writes rules. A graph without rules gets ValidateGraph.
+absl::Status ValidateGraphRules(const Graph& graph);
 
 struct ValidateOptions {
   // The graph's tables were built by ExpandRules from rules that passed

@@ -199,3 +199,29 @@ TEST_CASE("rules that do not hold together are refused with a reason", "[graph][
     CHECK_THAT(Refusal(g), Catch::Contains("rule block 1 maps 3 comm slots, its program has 2"));
   }
 }
+
+TEST_CASE("the checks from the rules alone refuse what the full checks refuse, but send/recv pairs", "[graph][rules]") {
+  pg::Graph g = RuleGraph();
+  REQUIRE(pg::ValidateGraphRules(g).ok());
+  SECTION("a root beyond the smallest group its slot names") {
+    g.mutable_programs(1)->mutable_ops(0)->mutable_collective()->set_root(4);  // pp groups hold 4 ranks
+    for (const absl::Status& s : {pg::ValidateGraphRules(g), pg::ValidateGraph(g)}) {
+      CHECK(absl::IsInvalidArgument(s));
+      CHECK_THAT(std::string(s.message()), Catch::Contains("names peer/root 4 in a communicator of 4 ranks"));
+    }
+  }
+  SECTION("NCCL process groups out of the communicators' order") {
+    auto* pp = g.mutable_rules()->mutable_families(1);
+    auto* embd = g.mutable_rules()->mutable_families(2);
+    pp->set_first_communicator(2), embd->set_first_communicator(1);  // pg 1 (pp[0]) names communicator 2
+    for (const absl::Status& s : {pg::ValidateGraphRules(g), pg::ValidateGraph(g)})
+      CHECK_THAT(std::string(s.message()), Catch::Contains("process group 1 names communicator 2, expected 1"));
+  }
+  SECTION("a Gloo default group") {
+    auto* world = g.mutable_rules()->mutable_families(0);
+    auto* gloo = g.mutable_rules()->mutable_families(3);
+    world->set_first_process_group(6), gloo->set_first_process_group(0);  // Gloo groups 0 and 3
+    CHECK_THAT(std::string(pg::ValidateGraphRules(g).message()), Catch::Contains("process group 0"));
+    CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("process group 0"));
+  }
+}

@@ -145,8 +145,16 @@ absl::StatusOr<RankWorld> BuildRankWorld(const graph::Graph& g, graph::Topology 
     w.real[r] = 1;
   }
   const CommRankIndex index(g, t);
+  uint64_t slots = 0, peers = 0;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    slots += t.slots(r).size();
+    peers += w.programs[t.program(r)].p2p.size();
+  }
   w.slot_begin.reserve(ranks + uint64_t{1});
   w.peer_begin.reserve(ranks + uint64_t{1});
+  w.slot_canonical.reserve(slots);
+  w.peer.reserve(peers);
+  w.peer_same_node.reserve(peers);
   w.slot_begin.push_back(0);
   w.peer_begin.push_back(0);
   for (uint32_t r = 0; r < ranks; ++r) {
