@@ -178,7 +178,9 @@ absl::Status DecodeGraphInto(std::string_view data, std::string_view origin, Gra
         "; the file is corrupt: regenerate it with this build's prism-graphgen"));
   ValidateOptions checks;
   if (g.has_rules()) {
-    if (auto s = CheckRules(g); !s.ok()) return absl::Status(s.code(), absl::StrCat(std::string(origin), ": ", s.message()));
+    absl::Status s = CheckRules(g);
+    if (s.ok()) s = CheckRuleGroups(g);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(std::string(origin), ": ", s.message()));
     ExpandRules(g);
     checks.membership_proven = true;
   }

@@ -23,7 +23,8 @@ absl::Status ValidateCommunicators(const Graph& g, const Topology& t, bool membe
 // Process groups, when present: entry 0 is the world communicator, the NCCL
 // entries name communicators 0, 1, 2, ... in order, Gloo entries list ranks
 // of the world, ascending.
-absl::Status ValidateProcessGroups(const Graph& g, const Topology& t);
+// (The Gloo member checks are skipped when `members_proven`.)
+absl::Status ValidateProcessGroups(const Graph& g, const Topology& t, bool members_proven = false);
 
 // Rank records (ids, programs, placement, slot counts) and slots naming
 // existing communicators. Contract: programs passed their own checks.
@@ -34,9 +35,8 @@ absl::Status ValidateRankState(const Graph& g, const Topology& t);
 
 // Every slot's communicator contains its rank; peers and roots are below
 // the smallest communicator size a slot maps to. Cost: linear in the
-// memberships (in the comm slots when `containment_proven`: the first check
-// is skipped). Contract: ValidateCommunicators and ValidateRanks passed.
-absl::Status ValidateMembership(const Graph& g, const Topology& t, bool containment_proven = false);
+// memberships. Contract: ValidateCommunicators and ValidateRanks passed.
+absl::Status ValidateMembership(const Graph& g, const Topology& t);
 
 // The parts of the two checks above that need no rank (graph_rules.h's
 // rule checks use them too): send/recv ops per program; OutOfRange when

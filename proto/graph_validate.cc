@@ -148,6 +148,7 @@ absl::Status ValidateProgram(const Program& p, int index) {
 absl::Status ValidateGraph(const Graph& g) {
   if (!g.has_rules()) return ValidateGraph(g, ValidateOptions{});
   if (auto s = CheckRules(g); !s.ok()) return s;
+  if (auto s = CheckRuleGroups(g); !s.ok()) return s;
   Graph expanded = g;
   ExpandRules(expanded);
   return ValidateGraph(expanded, ValidateOptions{.membership_proven = true});
@@ -172,12 +173,14 @@ absl::Status ValidateGraph(const Graph& g, ValidateOptions options) {
   if (auto s = ValidateCluster(g, t.ranks()); !s.ok()) return s;
   if (g.programs_size() == 0) return Invalid("no programs");
   if (auto s = check::ValidateCommunicators(g, t, options.membership_proven); !s.ok()) return s;
-  if (auto s = check::ValidateProcessGroups(g, t); !s.ok()) return s;
+  if (auto s = check::ValidateProcessGroups(g, t, options.membership_proven); !s.ok()) return s;
   for (int i = 0; i < g.programs_size(); ++i)
     if (auto s = ValidateProgram(g.programs(i), i); !s.ok()) return s;
-  if (auto s = check::ValidateRanks(g, t); !s.ok()) return s;
-  if (auto s = check::ValidateRankState(g, t); !s.ok()) return s;
-  if (auto s = check::ValidateMembership(g, t, options.membership_proven); !s.ok()) return s;
+  if (!options.membership_proven) {  // else CheckRuleGroups checked them on the rules
+    if (auto s = check::ValidateRanks(g, t); !s.ok()) return s;
+    if (auto s = check::ValidateRankState(g, t); !s.ok()) return s;
+    if (auto s = check::ValidateMembership(g, t); !s.ok()) return s;
+  }
   return check::ValidatePointToPoint(g, t);
 }
 

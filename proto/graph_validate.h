@@ -39,9 +39,12 @@ absl::Status ValidateGraphRules(const Graph& graph);
 
 struct ValidateOptions {
   // The graph's tables were built by ExpandRules from rules that passed
-  // CheckRules: communicators hold distinct ranks of the world and every
-  // slot's communicator holds its rank by construction, so those two
-  // per-member checks are skipped (the rest is checked as above).
+  // CheckRules and CheckRuleGroups (graph_rules.h): communicators and Gloo
+  // groups hold distinct ranks of the world (ascending), every slot names an
+  // existing communicator that holds its rank, and the state entries, peers
+  // and roots were checked on the rules, so those per-rank and per-member
+  // checks are skipped (the rest is checked as above: the send/recv pairs
+  // rank by rank).
   bool membership_proven = false;
 };
 absl::Status ValidateGraph(const Graph& graph, ValidateOptions options);
