@@ -50,7 +50,7 @@ absl::StatusOr<std::string> EncodeSkeleton(const prism::graph::Graph& graph);
 absl::Status WriteTraceSet(const prism::graph::Graph& graph, const std::string& dir, const std::string& name);
 
 // Reads the trace set NAME in folder `dir` back into a graph, and validates
-// it (proto/graph_file.h's ValidateGraph). Errors name the file and node.
+// it (proto/graph_validate.h's ValidateGraph). Errors name the file and node.
 absl::StatusOr<prism::graph::Graph> ReadTraceSet(const std::string& dir, const std::string& name);
 
 // The trace set's name in `dir` when there is exactly one NAME.0.et there.

@@ -25,6 +25,7 @@
 #include "graphgen/signal_cleanup.h"
 #include "graphgen/yaml_reader.h"
 #include "proto/graph_file.h"
+#include "proto/graph_rules.h"
 #include "proto/graph_topology.h"
 
 namespace prism::graphgen {
@@ -56,7 +57,8 @@ absl::Status CheckOutputFolder(const std::string& path) {
 
 int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostream& out, std::ostream& err) {
   if (auto s = CheckOutputFolder(path); !s.ok()) return Fail(err, kExitWriteFailed, s);
-  if (auto s = prism::graph::ValidateGraph(g); !s.ok()) {
+  // Rules: checked from the rules (the send/recv pairs by whoever reads the file).
+  if (auto s = prism::graph::ValidateGraphRules(g); !s.ok()) {
     if (absl::IsOutOfRange(s)) return BeyondLimits(err, s);
     return Fail(err, kExitWriteFailed, absl::InternalError(absl::StrCat("generated graph is invalid (a bug): ",
                                                                         std::string(s.message()))));
@@ -68,22 +70,29 @@ int WriteGraph(const prism::graph::Graph& g, const std::string& path, std::ostre
   }
   if (absl::IsOutOfRange(written)) return BeyondLimits(err, written);
   if (!written.ok()) return Fail(err, kExitWriteFailed, written);
-  const auto topology = prism::graph::Topology::Of(g);  // ValidateGraph passed: the tables fit
-  out << "wrote " << path << ": " << (topology.ok() ? topology->ranks() : 0) << " ranks, " << g.programs_size()
-      << " programs, " << (topology.ok() ? topology->communicators() : 0) << " communicators\n";
+  uint32_t ranks = 0, communicators = 0;
+  if (g.has_rules()) {
+    ranks = prism::graph::RulesRankCount(g.rules());
+    communicators = prism::graph::RulesCommunicatorCount(g.rules());
+  } else if (const auto topology = prism::graph::Topology::Of(g); topology.ok()) {  // ValidateGraph passed
+    ranks = topology->ranks();
+    communicators = topology->communicators();
+  }
+  out << "wrote " << path << ": " << ranks << " ranks, " << g.programs_size() << " programs, " << communicators
+      << " communicators\n";
   return kExitOk;
 }
 
 int RunJob(const std::string& job_path, const std::string& output, std::ostream& out, std::ostream& err) {
   auto spec = ParseJobSpecFile(job_path);
   if (!spec.ok()) return Fail(err, kExitBadInput, spec.status());
-  auto graph = GenerateJobGraph(*spec, JobGraphForm::kTables);  // format 2: a large job as a few packed columns
+  auto graph = GenerateJobGraph(*spec, JobGraphForm::kRules);  // format 3: a job of any size as a few rules
   if (!graph.ok()) return Fail(err, kExitBadInput, graph.status());
   const int rc = WriteGraph(*graph, output, out, err);
   if (rc != kExitOk) return rc;
   // The graph is written either way (a simulation of it is still telling);
   // a peak over the GPU's memory is said on stderr and in inspect's JSON.
-  if (const std::string w = MemoryWarning(InspectGraph(*graph, false)); !w.empty())
+  if (const std::string w = MemoryWarning(InspectClasses(*graph)); !w.empty())
     err << "prism-graphgen: warning: memory: " << w << "\n";
   return rc;
 }

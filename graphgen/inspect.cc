@@ -289,6 +289,35 @@ absl::StatusOr<json> RankProgram(const pg::Graph& g, uint32_t rank) {
               {"name", p.name()},             {"slots", slots},   {"ops", std::move(ops)}};
 }
 
+namespace {
+
+json ClassesOf(const pg::Graph& g, const std::vector<uint64_t>& ranks_of, const std::vector<uint32_t>& first_rank) {
+  json classes = json::array();
+  for (int i = 0; i < g.programs_size(); ++i)
+    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i], g.cluster().gpu().memory_bytes()));
+  return classes;
+}
+
+}  // namespace
+
+json InspectClasses(const pg::Graph& g) {
+  std::vector<uint64_t> ranks_of(g.programs_size(), 0);
+  std::vector<uint32_t> first_rank(g.programs_size(), UINT32_MAX);
+  if (g.has_rules()) {
+    uint32_t first = 0;
+    for (const pg::RankBlock& b : g.rules().blocks()) {
+      if (b.program() < ranks_of.size()) {
+        ranks_of[b.program()] += b.ranks();
+        first_rank[b.program()] = std::min(first_rank[b.program()], first);
+      }
+      first += b.ranks();
+    }
+    return {{"classes", ClassesOf(g, ranks_of, first_rank)}, {"gpu_memory_bytes", g.cluster().gpu().memory_bytes()}};
+  }
+  const json all = InspectGraph(g, false);
+  return {{"classes", all.value("classes", json::array())}, {"gpu_memory_bytes", g.cluster().gpu().memory_bytes()}};
+}
+
 json InspectGraph(const pg::Graph& g, bool include_members) {
   const auto topology = pg::Topology::Of(g);
   if (!topology.ok()) return {{"schema", kInspectSchema}, {"error", std::string(topology.status().message())}};
@@ -301,9 +330,7 @@ json InspectGraph(const pg::Graph& g, bool include_members) {
     ++ranks_of[program];
     first_rank[program] = std::min(first_rank[program], g.has_rank_table() ? r : g.ranks(static_cast<int>(r)).rank());
   }
-  json classes = json::array();
-  for (int i = 0; i < g.programs_size(); ++i)
-    classes.push_back(ProgramClass(g.programs(i), ranks_of[i], first_rank[i], g.cluster().gpu().memory_bytes()));
+  json classes = ClassesOf(g, ranks_of, first_rank);
   const auto& l = g.layout();
   json attributes = json::object();
   for (const auto& [k, v] : g.job().attributes()) attributes[k] = v;

@@ -31,8 +31,14 @@ absl::StatusOr<nlohmann::json> RankProgram(const prism::graph::Graph& graph, uin
 // One line when a program class's peak memory (static + activations) is
 // above the GPU's memory: the worst one, how many more, and the job-file keys
 // that reduce it; empty when all fit or the graph gives no GPU memory.
-// `summary` is InspectGraph's.
+// `summary` is InspectGraph's, or InspectClasses'.
 std::string MemoryWarning(const nlohmann::json& summary);
+
+// InspectGraph's "classes" (one per program: its ranks, first rank, memory)
+// and "gpu_memory_bytes" alone, for any form of the graph (rules too, read
+// by their blocks: no rank or communicator walked). What prism-graphgen job
+// needs for its memory warning.
+nlohmann::json InspectClasses(const prism::graph::Graph& graph);
 
 // A human-readable rendering of InspectGraph(graph, false).
 std::string FormatInspectText(const nlohmann::json& summary);

@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graphgen/split_color.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "graphgen/cost_model.h"
 #include "graphgen/megatron_layout.h"
 #include "graphgen/program_builder.h"
+#include "proto/graph_rules.h"
 #include "proto/graph_topology.h"
 
 namespace prism::graphgen {
@@ -77,104 +77,57 @@ void FillLayout(const ParallelSpec& p, pg::Graph& g) {
   l->set_order("tp-cp-ep-dp-pp");
 }
 
-// Index of `text` in `list`, appended when absent (a handful of entries).
-uint32_t Intern(google::protobuf::RepeatedPtrField<std::string>& list, const std::string& text) {
-  for (int i = 0; i < list.size(); ++i)
-    if (list[i] == text) return static_cast<uint32_t>(i);
-  *list.Add() = text;
-  return static_cast<uint32_t>(list.size() - 1);
+pg::GroupFamily FamilyOf(const GroupRule& rule, pg::CommKind kind, const std::string& name, const std::string& desc) {
+  pg::GroupFamily f;
+  f.mutable_radix()->Add(rule.radix.begin(), rule.radix.end());
+  f.set_member_dims(rule.member_dims);
+  f.set_select_dim(rule.select_dim);
+  f.mutable_select()->Add(rule.select.begin(), rule.select.end());
+  f.set_kind(kind);
+  f.set_name(name);
+  f.set_desc(desc);
+  return f;
 }
 
-void AddTableCommunicator(pg::CommunicatorTable& t, pg::CommKind kind, const std::vector<uint32_t>& members,
-                          uint32_t prefix, uint32_t index, uint32_t split_parent, int32_t color) {
-  t.add_kind(kind);
-  t.add_size(static_cast<uint32_t>(members.size()));
-  t.mutable_members()->Add(members.begin(), members.end());
-  t.add_name_prefix(prefix);
-  t.add_name_index(index);
-  t.add_split_parent(split_parent);
-  t.add_split_color(color);
-  t.add_split_key(0);  // PyTorch: the member's index in the sorted group
-}
-
-void AddTableProcessGroup(pg::ProcessGroupTable& t, uint32_t desc, const std::vector<uint32_t>* gloo_members,
-                          uint32_t prefix, uint32_t index) {
-  t.add_desc(desc);
-  t.add_gloo_size(gloo_members ? static_cast<uint32_t>(gloo_members->size()) : 0);
-  if (gloo_members) t.mutable_gloo_members()->Add(gloo_members->begin(), gloo_members->end());
-  t.add_name_prefix(prefix);
-  t.add_name_index(index);
-}
-
-// Sizes every column once (a 131,072-rank job's columns hold millions of
-// entries: growing them by doubling copies and faults them in again).
-void ReserveTables(const std::vector<GroupKind>& kinds, uint32_t world, pg::CommunicatorTable& comms,
-                   pg::ProcessGroupTable& groups) {
-  uint64_t communicators = 1, members = world, process_groups = 1, gloo_members = 0;
+// The world (family 0: communicator 0, process group 0) and one family per
+// kind (family k + 1), numbered in creation order (CreationOrder: a
+// same_loop kind's group i right after group i of the kind it follows):
+// NCCL kinds as communicators split from the world, every kind (Gloo too)
+// as process groups.
+absl::Status AddFamilies(const std::vector<GroupKind>& kinds, uint32_t world, pg::GraphRules& rules) {
+  pg::GroupFamily& everyone =
+      *rules.add_families() = FamilyOf(GroupRule{{world}, 1, 0, {}}, pg::COMM_KIND_WORLD, "world", "");
+  everyone.set_plain_name(true);
   for (const GroupKind& kind : kinds) {
-    process_groups += kind.groups.size();
-    uint64_t entries = 0;
-    for (const auto& g : kind.groups) entries += g.size();
-    (kind.gloo ? gloo_members : members) += entries;
-    if (!kind.gloo) communicators += kind.groups.size();
+    pg::GroupFamily& f = *rules.add_families() = FamilyOf(kind.rule, kind.kind, kind.slot, kind.megatron_name);
+    f.set_gloo(kind.gloo);
+    f.set_split_of_first(!kind.gloo);  // PyTorch's new_group: a split of the world
   }
-  const int n = static_cast<int>(communicators);
-  comms.mutable_kind()->Reserve(n);
-  comms.mutable_size()->Reserve(n);
-  comms.mutable_members()->Reserve(static_cast<int>(members));
-  comms.mutable_name_prefix()->Reserve(n);
-  comms.mutable_name_index()->Reserve(n);
-  comms.mutable_split_parent()->Reserve(n);
-  comms.mutable_split_color()->Reserve(n);
-  comms.mutable_split_key()->Reserve(n);
-  const int k = static_cast<int>(process_groups);
-  groups.mutable_gloo_size()->Reserve(k);
-  groups.mutable_gloo_members()->Reserve(static_cast<int>(gloo_members));
-  groups.mutable_desc()->Reserve(k);
-  groups.mutable_name_prefix()->Reserve(k);
-  groups.mutable_name_index()->Reserve(k);
-}
-
-// Adds the world and every group in creation order, as format 2's tables:
-// NCCL groups as communicators, every group (Gloo too) as a process group.
-// Returns, per kind, the communicator id of each rank's group (UINT32_MAX
-// where not a member, and for Gloo kinds).
-std::vector<std::vector<uint32_t>> AddCommunicators(const std::vector<GroupKind>& kinds, uint32_t world,
-                                                    pg::Graph& g) {
-  pg::CommunicatorTable& comms = *g.mutable_communicator_table();
-  pg::ProcessGroupTable& groups = *g.mutable_process_group_table();
-  std::vector<uint32_t> everyone(world);
-  for (uint32_t r = 0; r < world; ++r) everyone[r] = r;
-  AddTableCommunicator(comms, pg::COMM_KIND_WORLD, everyone, Intern(*comms.mutable_name_prefixes(), "world"), 0,
-                       0, 0);
-  const uint32_t no_name = Intern(*groups.mutable_name_prefixes(), "");
-  AddTableProcessGroup(groups, Intern(*groups.mutable_descs(), ""), nullptr, no_name, 0);
-  // Per kind: its desc and its name prefix, in the tables' short lists.
-  std::vector<uint32_t> desc(kinds.size()), prefix(kinds.size());
-  for (size_t k = 0; k < kinds.size(); ++k) {
-    desc[k] = Intern(*groups.mutable_descs(), kinds[k].megatron_name);
-    prefix[k] = Intern(kinds[k].gloo ? *groups.mutable_name_prefixes() : *comms.mutable_name_prefixes(), kinds[k].slot);
-  }
-  ReserveTables(kinds, world, comms, groups);
-  std::vector<std::vector<uint32_t>> comm_of(kinds.size(), std::vector<uint32_t>(world, UINT32_MAX));
-  uint32_t next_id = 1;
-  for (const auto& [k, gi] : CreationOrder(kinds)) {
-    const GroupKind& kind = kinds[k];
-    const std::vector<uint32_t>& members = kind.groups[gi];
-    if (kind.gloo) {
-      AddTableProcessGroup(groups, desc[k], &members, prefix[k], gi + 1);
-      continue;
+  uint32_t next_comm = 1, next_group = 1;
+  for (uint32_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k].same_loop && k > 0) continue;  // numbered with the kind it follows
+    uint32_t end = k + 1;                       // kinds [k, end) share one loop
+    while (end < kinds.size() && kinds[end].same_loop) ++end;
+    const uint32_t groups = GroupCount(kinds[k].rule);
+    uint32_t nccl = 0;
+    for (uint32_t e = k; e < end; ++e) {
+      if (GroupCount(kinds[e].rule) != groups)
+        return absl::InternalError(absl::StrCat(kinds[e].slot, " is created in the loop of ", kinds[k].slot,
+                                                " but has another group count"));
+      nccl += kinds[e].gloo ? 0 : 1;
     }
-    AddTableProcessGroup(groups, desc[k], nullptr, no_name, 0);
-    const uint32_t id = next_id++;
-    // Members ascend (GroupsOf), as PyTorchSplitColor sorts them: hashed in place.
-    const int32_t color = std::is_sorted(members.begin(), members.end())
-                              ? PyTorchColorOfHash(PythonTupleHash(members))
-                              : PyTorchSplitColor(members);
-    AddTableCommunicator(comms, kind.kind, members, prefix[k], gi + 1, 1, color);  // split of communicator 0
-    for (uint32_t m : members) comm_of[k][m] = id;
+    for (uint32_t e = k, n = 0; e < end; ++e) {
+      pg::GroupFamily& f = *rules.mutable_families(static_cast<int>(e + 1));
+      f.set_first_process_group(next_group + (e - k));
+      f.set_process_group_stride(end - k);
+      if (kinds[e].gloo) continue;
+      f.set_first_communicator(next_comm + n++);
+      f.set_communicator_stride(nccl);
+    }
+    next_group += groups * (end - k);
+    next_comm += groups * nccl;
   }
-  return comm_of;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -190,22 +143,30 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
 
   const std::vector<GroupKind> kinds =
       p.minimal_groups ? MinimalGroupKinds(MegatronGroupKinds(p), spec) : MegatronGroupKinds(p);
-  const std::vector<std::vector<uint32_t>> comm_of = AddCommunicators(kinds, world, g);
+  pg::GraphRules& rules = *g.mutable_rules();
+  PRISM_RETURN_IF_ERROR(AddFamilies(kinds, world, rules));
 
-  // One program per pipeline stage; its slots are the kinds whose groups
-  // contain the stage's ranks (embedding groups hold only some stages).
+  // One program per pipeline stage (one block of ranks: pp is the slowest
+  // dim); its slots are the world and the kinds whose groups hold the
+  // stage's ranks (embedding groups hold only some stages).
   const CostModel cost(spec);
-  std::vector<std::vector<uint32_t>> stage_kinds(p.pp);
+  std::vector<pg::FamilyShape> shapes;  // per kind
+  for (uint32_t k = 0; k < kinds.size(); ++k) shapes.emplace_back(rules.families(static_cast<int>(k + 1)));
   for (uint32_t s = 0; s < p.pp; ++s) {
     const uint32_t representative = s * p.tp * p.cp * p.dp;  // tp=cp=dp=0 of stage s
+    pg::RankBlock& block = *rules.add_blocks();
+    block.set_ranks(world / p.pp);
+    block.set_program(s);
+    block.add_slot_family(0);
     StageInputs in;
     in.spec = &spec;
     in.cost = &cost;
     in.stage = s;
     in.slot_names.push_back("world");
     for (uint32_t k = 0; k < kinds.size(); ++k) {
-      if (kinds[k].gloo || comm_of[k][representative] == UINT32_MAX) continue;
-      stage_kinds[s].push_back(k);
+      if (kinds[k].gloo) continue;
+      if (shapes[k].GroupOf(representative) == UINT32_MAX) continue;
+      block.add_slot_family(k + 1);
       in.slot_names.push_back(kinds[k].slot);
     }
     in.dp_cp_size = uint64_t{p.dp} * p.cp;
@@ -214,25 +175,10 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
     prog.set_id(s);
     *g.add_programs() = std::move(prog);
   }
-
-  // Placement by the table's rule: node r / gpus_per_node (FillCluster).
-  pg::RankTable& ranks = *g.mutable_rank_table();
-  ranks.mutable_program()->Reserve(static_cast<int>(world));
-  uint64_t slots = 0;
-  for (uint32_t s = 0; s < p.pp; ++s) slots += uint64_t{world / p.pp} * (1 + stage_kinds[s].size());
-  ranks.mutable_comm_slots()->Reserve(static_cast<int>(slots));
-  for (uint32_t r = 0; r < world; ++r) {
-    const uint32_t stage = CoordsOf(p, r).pp;
-    ranks.add_program(stage);
-    ranks.add_comm_slots(0);
-    for (uint32_t k : stage_kinds[stage]) {
-      const uint32_t id = comm_of[k][r];
-      if (id == UINT32_MAX)
-        return absl::InternalError(absl::StrCat("rank ", r, " is not in a ", kinds[k].slot,
-                                                " group although its stage's first rank is"));
-      ranks.add_comm_slots(id);
-    }
-  }
+  if (form == JobGraphForm::kRules) return g;
+  if (auto s = pg::CheckRules(g); !s.ok())
+    return absl::InternalError(absl::StrCat("the job's rules are inconsistent (a bug): ", s.message()));
+  pg::ExpandRules(g);
   if (form == JobGraphForm::kRecords) pg::ExpandTables(g);
   return g;
 }

@@ -20,10 +20,12 @@
 namespace prism::graphgen {
 
 // How the graph holds its ranks, communicators and process groups:
-// records (Graph.ranks, ...) or format 2's tables (Graph.rank_table, ...;
-// placement by rule, node = rank / gpus_per_node). The same graph either
-// way: ExpandTables of the tables gives the records.
-enum class JobGraphForm { kRecords, kTables };
+// records (Graph.ranks, ...), format 2's tables (Graph.rank_table, ...;
+// placement by rule, node = rank / gpus_per_node) or format 3's rules
+// (Graph.rules: one family per group kind, one block per pipeline stage).
+// The same graph every way: ExpandRules of the rules gives the tables,
+// ExpandTables of the tables the records.
+enum class JobGraphForm { kRecords, kTables, kRules };
 
 // Contract: `spec` passed ValidateJobSpec (ParseJobSpec does that).
 absl::StatusOr<prism::graph::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm form = JobGraphForm::kRecords);

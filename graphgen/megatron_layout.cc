@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "proto/graph_rules.h"
+
 
 namespace prism::graphgen {
 namespace {
@@ -28,60 +30,55 @@ OrderedDims ExpertDims(const ParallelSpec& p) {
   return OrderedDims{{p.expert_tp, 1, p.ep, static_cast<uint32_t>(p.expert_dp()), p.pp}};
 }
 
-RankGroups GroupsOf(const OrderedDims& dims, std::string_view token) {
-  std::array<bool, 5> in_group{};
+GroupRule RuleOf(const OrderedDims& dims, std::string_view token) {
+  GroupRule rule;
+  rule.radix.assign(dims.size.begin(), dims.size.end());
   size_t start = 0;
   while (start <= token.size()) {
     size_t end = token.find('-', start);
     if (end == std::string_view::npos) end = token.size();
     const int i = DimIndex(token.substr(start, end - start));
-    if (i >= 0) in_group[i] = true;
+    if (i >= 0) rule.member_dims |= 1u << i;
     start = end + 1;
   }
-  // Stride of each dimension in the global rank (fastest first).
-  std::array<uint64_t, 5> stride{};
-  uint64_t s = 1;
-  for (int i = 0; i < 5; ++i) {
-    stride[i] = s;
-    s *= dims.size[i];
-  }
-  std::vector<int> member_dims, group_dims;
-  for (int i = 0; i < 5; ++i) (in_group[i] ? member_dims : group_dims).push_back(i);
-  uint64_t group_size = 1;
-  for (int i : member_dims) group_size *= dims.size[i];
-  const uint64_t groups = dims.world() / group_size;
-
-  RankGroups out(groups);
-  for (uint64_t g = 0; g < groups; ++g) {
-    uint64_t base = 0, rest = g;
-    for (int i : group_dims) {
-      base += (rest % dims.size[i]) * stride[i];
-      rest /= dims.size[i];
-    }
-    out[g].reserve(group_size);
-    for (uint64_t m = 0; m < group_size; ++m) {
-      uint64_t rank = base, r = m;
-      for (int i : member_dims) {
-        rank += (r % dims.size[i]) * stride[i];
-        r /= dims.size[i];
-      }
-      out[g].push_back(static_cast<uint32_t>(rank));
-    }
-  }
-  return out;
+  return rule;
 }
 
 namespace {
 
-// One singleton group per rank, in rank order: Megatron's GTP_WEIGHT_REMAT
-// groups with gtp_remat_size 1 (RankGenerator.get_ranks("gtp_remat")).
-RankGroups Singletons(uint64_t world) {
-  RankGroups out(world);
-  for (uint64_t r = 0; r < world; ++r) out[r] = {static_cast<uint32_t>(r)};
-  return out;
+prism::graph::GroupFamily FamilyOf(const GroupRule& rule) {
+  prism::graph::GroupFamily f;
+  f.mutable_radix()->Add(rule.radix.begin(), rule.radix.end());
+  f.set_member_dims(rule.member_dims);
+  f.set_select_dim(rule.select_dim);
+  f.mutable_select()->Add(rule.select.begin(), rule.select.end());
+  return f;
+}
+
+// Pipeline rule `pp` with member dim pp (the last) limited to `values`.
+GroupRule SelectStages(GroupRule pp, std::vector<uint32_t> values) {
+  pp.select_dim = static_cast<uint32_t>(pp.radix.size());
+  pp.select = std::move(values);
+  return pp;
 }
 
 }  // namespace
+
+uint32_t GroupCount(const GroupRule& rule) {
+  uint64_t n = 1;
+  for (size_t d = 0; d < rule.radix.size(); ++d)
+    if (!(rule.member_dims >> d & 1)) n *= rule.radix[d];
+  return static_cast<uint32_t>(n);
+}
+
+RankGroups GroupsOf(const GroupRule& rule) {
+  const prism::graph::FamilyShape shape(FamilyOf(rule));
+  RankGroups out(shape.groups());
+  for (uint32_t g = 0; g < shape.groups(); ++g) shape.Members(g, out[g]);
+  return out;
+}
+
+RankGroups GroupsOf(const OrderedDims& dims, std::string_view token) { return GroupsOf(RuleOf(dims, token)); }
 
 std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
   namespace pg = prism::graph;
@@ -89,65 +86,61 @@ std::vector<GroupKind> MegatronGroupKinds(const ParallelSpec& p) {
   const OrderedDims exp = ExpertDims(p);
   const bool v19 = p.megatron_version == MegatronVersion::kCoreV0_19;
   std::vector<GroupKind> kinds;
-  auto add = [&](std::string slot, std::string name, pg::CommKind kind, RankGroups groups) {
-    kinds.push_back(GroupKind{std::move(slot), std::move(name), kind, std::move(groups)});
+  auto add = [&](std::string slot, std::string name, pg::CommKind kind, GroupRule rule) {
+    kinds.push_back(GroupKind{std::move(slot), std::move(name), kind, std::move(rule)});
   };
   // The Gloo twin of the kind just added, created in the same loop.
   auto add_gloo = [&](std::string slot, std::string name) {
     if (!p.gloo_groups) return;
-    GroupKind twin{std::move(slot), std::move(name), pg::COMM_KIND_OTHER, kinds.back().groups};
+    GroupKind twin{std::move(slot), std::move(name), pg::COMM_KIND_OTHER, kinds.back().rule};
     twin.gloo = true;
     twin.same_loop = true;
     kinds.push_back(std::move(twin));
   };
-  auto add_same_loop = [&](std::string slot, std::string name, pg::CommKind kind, RankGroups groups) {
-    add(std::move(slot), std::move(name), kind, std::move(groups));
+  auto add_same_loop = [&](std::string slot, std::string name, pg::CommKind kind, GroupRule rule) {
+    add(std::move(slot), std::move(name), kind, std::move(rule));
     kinds.back().same_loop = true;
   };
 
-  if (v19) add("gtp", "GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, Singletons(dec.world()));
-  add("dp_cp", "DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_DP_CP, GroupsOf(dec, "dp-cp"));
+  if (v19) add("gtp", "GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, RuleOf(dec, ""));
+  add("dp_cp", "DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_DP_CP, RuleOf(dec, "dp-cp"));
   add_gloo("dp_cp_gloo", "DATA_PARALLEL_GROUP_WITH_CP_GLOO");
-  add("dp", "DATA_PARALLEL_GROUP", pg::COMM_KIND_DP, GroupsOf(dec, "dp"));
+  add("dp", "DATA_PARALLEL_GROUP", pg::COMM_KIND_DP, RuleOf(dec, "dp"));
   add_gloo("dp_gloo", "DATA_PARALLEL_GROUP_GLOO");
-  add("cp", "CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_CP, GroupsOf(dec, "cp"));
-  add("mp", "MODEL_PARALLEL_GROUP", pg::COMM_KIND_MP, GroupsOf(dec, "tp-pp"));
-  add("tp", "TENSOR_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP, GroupsOf(dec, "tp"));
+  add("cp", "CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_CP, RuleOf(dec, "cp"));
+  add("mp", "MODEL_PARALLEL_GROUP", pg::COMM_KIND_MP, RuleOf(dec, "tp-pp"));
+  add("tp", "TENSOR_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP, RuleOf(dec, "tp"));
 
   // Pipeline groups, each followed by its embedding (first and last stage)
   // and position-embedding (first stage) group: one loop in Megatron.
-  const RankGroups pipelines = GroupsOf(dec, "pp");
-  RankGroups embedding, position;
-  for (const auto& ranks : pipelines) {
-    embedding.push_back(ranks.size() == 1 ? ranks : std::vector<uint32_t>{ranks.front(), ranks.back()});
-    position.push_back({ranks.front()});
-  }
+  const GroupRule pipelines = RuleOf(dec, "pp");
+  // First and last stage (the one stage when pp is 1), and the first.
+  const GroupRule embedding = SelectStages(pipelines, p.pp == 1 ? std::vector<uint32_t>{0}
+                                                                 : std::vector<uint32_t>{0, p.pp - 1});
+  const GroupRule position = SelectStages(pipelines, {0});
   add("pp", "PIPELINE_MODEL_PARALLEL_GROUP", pg::COMM_KIND_PP, pipelines);
   add_same_loop("embd", "EMBEDDING_GROUP", pg::COMM_KIND_EMBEDDING, embedding);
   add_same_loop("pos_embd", "POSITION_EMBEDDING_GROUP", pg::COMM_KIND_POSITION_EMBEDDING, position);
 
-  add("tp_dp_cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_TP_DP_CP, GroupsOf(dec, "tp-dp-cp"));
-  add("tp_dp", "TENSOR_AND_DATA_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-dp"));
-  add("tp_cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_OTHER, GroupsOf(dec, "tp-cp"));
+  add("tp_dp_cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", pg::COMM_KIND_TP_DP_CP, RuleOf(dec, "tp-dp-cp"));
+  add("tp_dp", "TENSOR_AND_DATA_PARALLEL_GROUP", pg::COMM_KIND_OTHER, RuleOf(dec, "tp-dp"));
+  add("tp_cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", pg::COMM_KIND_OTHER, RuleOf(dec, "tp-cp"));
 
-  if (v19) add("egtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, Singletons(exp.world()));
-  add("ep", "EXPERT_MODEL_PARALLEL_GROUP", pg::COMM_KIND_EP, GroupsOf(exp, "ep"));
-  add("etp", "EXPERT_TENSOR_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_TP, GroupsOf(exp, "tp"));
-  add("tp_ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP_EP, GroupsOf(exp, "tp-ep"));
-  const RankGroups tp_ep_pp = GroupsOf(exp, "tp-ep-pp");
+  if (v19) add("egtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", pg::COMM_KIND_OTHER, RuleOf(exp, ""));
+  add("ep", "EXPERT_MODEL_PARALLEL_GROUP", pg::COMM_KIND_EP, RuleOf(exp, "ep"));
+  add("etp", "EXPERT_TENSOR_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_TP, RuleOf(exp, "tp"));
+  add("tp_ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", pg::COMM_KIND_TP_EP, RuleOf(exp, "tp-ep"));
+  const GroupRule tp_ep_pp = RuleOf(exp, "tp-ep-pp");
   add("tp_ep_pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", pg::COMM_KIND_OTHER, tp_ep_pp);
   if (v19) {
     add("tp_ep_pp_egtp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP", pg::COMM_KIND_OTHER, tp_ep_pp);
   }
-  add("edp", "EXPERT_DATA_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_DP, GroupsOf(exp, "dp"));
+  add("edp", "EXPERT_DATA_PARALLEL_GROUP", pg::COMM_KIND_EXPERT_DP, RuleOf(exp, "dp"));
   add_gloo("edp_gloo", "EXPERT_DATA_PARALLEL_GROUP_GLOO");
 
   // One distributed-optimizer instance: the union of all tp-ep-pp groups
   // (every rank), PyTorch orders members ascending.
-  std::vector<uint32_t> all;
-  for (const auto& g : tp_ep_pp) all.insert(all.end(), g.begin(), g.end());
-  std::sort(all.begin(), all.end());
-  add("dist_opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", pg::COMM_KIND_OTHER, RankGroups{all});
+  add("dist_opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", pg::COMM_KIND_OTHER, RuleOf(exp, "tp-cp-ep-dp-pp"));
   return kinds;
 }
 
@@ -173,9 +166,11 @@ std::vector<std::pair<uint32_t, uint32_t>> CreationOrder(const std::vector<Group
     if (kinds[k].same_loop && k > 0) continue;  // emitted with the kind it follows
     uint32_t end = k + 1;                       // kinds [k, end) share one loop
     while (end < kinds.size() && kinds[end].same_loop) ++end;
-    for (uint32_t g = 0; g < kinds[k].groups.size(); ++g)
+    std::vector<uint32_t> count(end - k);
+    for (uint32_t e = k; e < end; ++e) count[e - k] = GroupCount(kinds[e].rule);
+    for (uint32_t g = 0; g < count[0]; ++g)
       for (uint32_t e = k; e < end; ++e)
-        if (g < kinds[e].groups.size()) order.emplace_back(e, g);
+        if (g < count[e - k]) order.emplace_back(e, g);
   }
   return order;
 }

@@ -39,8 +39,25 @@ struct OrderedDims {
 OrderedDims DecoderDims(const ParallelSpec& p);
 OrderedDims ExpertDims(const ParallelSpec& p);
 
-// Groups for `token` ("tp", "dp-cp", "tp-ep-pp", ...) over `dims`. Tokens
-// name dimensions among tp, cp, ep, dp, pp. Contract: token is well formed.
+// A kind's groups as a rule over the ranks' mixed-radix layout: graph.proto's
+// GroupFamily fields (radix fastest first, member_dims, select_dim, select)
+// with the same meaning; proto/graph_rules.h computes the members.
+struct GroupRule {
+  std::vector<uint32_t> radix;
+  uint32_t member_dims = 0;           // bit d: dim d varies inside a group
+  uint32_t select_dim = 0;            // 0: none; d + 1: member dim d takes only `select`
+  std::vector<uint32_t> select;       // ascending
+};
+
+// The rule for `token` ("tp", "dp-cp", "tp-ep-pp", ...) over `dims`: a
+// group holds the ranks that differ only in the token's dimensions, members
+// ascend, groups are listed with the remaining dimensions enumerated
+// fastest-first. Tokens name dimensions among tp, cp, ep, dp, pp ("" gives
+// one group per rank). Contract: token is well formed.
+GroupRule RuleOf(const OrderedDims& dims, std::string_view token);
+uint32_t GroupCount(const GroupRule& rule);
+// The groups a rule gives, listed (members ascending, groups in order).
+RankGroups GroupsOf(const GroupRule& rule);
 RankGroups GroupsOf(const OrderedDims& dims, std::string_view token);
 
 // One kind of process group, e.g. all tensor-parallel groups.
@@ -48,7 +65,7 @@ struct GroupKind {
   std::string slot;                   // program slot name: "tp", "dp_cp", ... ("dp_gloo" for Gloo)
   std::string megatron_name;          // Megatron's group_desc, e.g. "TENSOR_MODEL_PARALLEL_GROUP"
   prism::graph::CommKind kind = prism::graph::COMM_KIND_UNSPECIFIED;
-  RankGroups groups;                  // in creation order, members ascending
+  GroupRule rule;                     // its groups, in creation order
   bool gloo = false;                  // backend="gloo": a PyTorch group, not an NCCL communicator
   // Created in the same loop as the kind before it: group i of this kind
   // comes right after group i of that kind (dp_cp then its Gloo twin; pp,

@@ -13,21 +13,24 @@
 #include "absl/status/statusor.h"
 #include "common/limits.h"
 #include "proto/graph.pb.h"
+#include "proto/graph_validate.h"
 
 namespace prism::graph {
 
 inline constexpr char kGraphMagic[8] = {'P', 'R', 'I', 'S', 'M', 'G', 'R', 'F'};
 // Format 1 holds ranks, communicators and process groups as records only;
-// format 2 (this build's newest) adds their tables (graph.proto). A file is
-// written with the oldest version that holds it (FormatVersionFor), so a
-// graph of records stays readable by builds that know only format 1.
+// format 2 adds their tables, format 3 (this build's newest) their rules
+// (graph.proto, graph_rules.h). A file is written with the oldest version
+// that holds it (FormatVersionFor), so a graph of records stays readable by
+// builds that know only format 1, one of tables by builds that know 2.
 inline constexpr uint32_t kGraphFormatVersionRecords = 1;
-inline constexpr uint32_t kGraphFormatVersion = 2;
+inline constexpr uint32_t kGraphFormatVersionTables = 2;
+inline constexpr uint32_t kGraphFormatVersion = 3;
 inline constexpr size_t kGraphHeaderBytes = 16;
 // Refuse files larger than this before reading them (hostile input).
 inline constexpr uint64_t kMaxGraphFileBytes = limits::kMaxGraphFileBytes;
 
-// 2 when `graph` holds any table, else 1.
+// 3 when `graph` holds rules, else 2 when it holds any table, else 1.
 uint32_t FormatVersionFor(const Graph& graph);
 
 // Serialises `graph` with the header (version FormatVersionFor(graph)); the
@@ -35,7 +38,8 @@ uint32_t FormatVersionFor(const Graph& graph);
 absl::StatusOr<std::string> EncodeGraph(const Graph& graph);
 
 struct ReadOptions {
-  // Keep format 2's tables as they are (read them through graph::Topology)
+  // Keep format 2's tables (format 3's rules are expanded into them) as
+  // they are (read them through graph::Topology)
   // instead of expanding them into records (graph_topology.h's
   // ExpandTables), which code reading Graph.ranks/.communicators/
   // .process_groups directly needs.
@@ -46,7 +50,10 @@ struct ReadOptions {
 // `origin` names the source in error messages (a path, "<memory>"). A graph
 // with more ranks, or a program with more ops, than common/limits.h allows is
 // refused (OutOfRange) by a scan of the bytes before the message is parsed.
-// Versions 1 and 2 are read; a version-1 header over tables is refused.
+// Versions 1 to 3 are read; a header older than what the message holds
+// (tables under version 1, rules under 1 or 2) is refused. Rules are
+// checked (graph_rules.h's CheckRules) and expanded into tables before the
+// rest is validated: the result never holds rules.
 absl::StatusOr<Graph> DecodeGraph(std::string_view data, std::string_view origin = "<memory>",
                                   ReadOptions options = {});
 
@@ -68,22 +75,7 @@ absl::StatusOr<Graph> ReadGraphFile(const std::string& path);
 // and communicator, and freed with its arena. On error `*out` is unspecified.
 absl::Status ReadGraphFileInto(const std::string& path, Graph* out, ReadOptions options = {});
 
-// Structural checks, on records or tables alike (graph::Topology::Of's
-// checks of the tables first): ids equal indices, every rank has a valid program and
-// one comm slot per program slot, communicator members are distinct valid
-// ranks and contain the ranks whose slots name them, split parents come
-// earlier, ops reference valid slots/streams/earlier ops, peers and roots are
-// in range, cluster sizes match the rank count, enum values (collective,
-// algorithm, dtype, communicator kinds) are known, GroupStart/GroupEnd pair up
-// on each stream (no nesting), and the k-th send from a rank to a peer on a
-// communicator has the size of that peer's k-th receive from it; and the
-// limits of common/limits.h hold (ranks, ops, streams, durations, sizes,
-// memory, link figures, per-rank state). Returns the first problem found:
-// InvalidArgument for a broken structure, OutOfRange (naming the limit) for a
-// figure beyond a limit.
-// Cost: linear in the graph (ranks x slots + membership + ops + distinct
-// send/recv sequences).
-absl::Status ValidateGraph(const Graph& graph);
+// ValidateGraph (the structure and the limits) is graph_validate.h's.
 
 }  // namespace prism::graph
 

@@ -1,5 +1,7 @@
 #include "proto/graph_topology.h"
 
+#include <bit>
+
 #include "absl/strings/str_cat.h"
 
 namespace prism::graph {
@@ -92,12 +94,16 @@ absl::Status IndexProcessGroupTable(const Graph& g, std::vector<uint64_t>& gloo_
 }  // namespace
 
 absl::StatusOr<Topology> Topology::Of(const Graph& g) {
+  if (g.has_rules())
+    return BadTable("the graph holds format 3's rules: expand them first (graph_rules.h's ExpandRules; "
+                    "graph_file.h's readers do)");
   Topology t;
   t.g_ = &g;
   t.rank_table_ = g.has_rank_table();
   t.comm_table_ = g.has_communicator_table();
   t.pg_table_ = g.has_process_group_table();
   t.gpus_per_node_ = g.cluster().gpus_per_node() == 0 ? 1 : g.cluster().gpus_per_node();
+  if (std::has_single_bit(t.gpus_per_node_)) t.node_shift_ = std::countr_zero(t.gpus_per_node_);
   if (t.rank_table_) {
     if (auto s = IndexRankTable(g, t.slot_begin_); !s.ok()) return s;
     t.ranks_ = static_cast<uint32_t>(g.rank_table().program_size());

@@ -26,7 +26,8 @@ namespace prism::graph {
 class Topology {
  public:
   // InvalidArgument (naming the table and the fix) when a list is held in
-  // both forms or a table's columns do not fit together. Cost: linear in
+  // both forms, a table's columns do not fit together, or the graph holds
+  // format 3's rules (graph_rules.h's ExpandRules turns them into tables). Cost: linear in
   // the ranks and communicators (prefix sums), no copy of the members.
   static absl::StatusOr<Topology> Of(const Graph& graph);
 
@@ -37,7 +38,10 @@ class Topology {
   uint32_t program(uint32_t r) const {
     return rank_table_ ? g_->rank_table().program(static_cast<int>(r)) : g_->ranks(static_cast<int>(r)).program();
   }
-  uint32_t node(uint32_t r) const { return rank_table_ ? r / gpus_per_node_ : g_->ranks(static_cast<int>(r)).node(); }
+  uint32_t node(uint32_t r) const {
+    if (!rank_table_) return g_->ranks(static_cast<int>(r)).node();
+    return node_shift_ >= 0 ? r >> node_shift_ : r / gpus_per_node_;
+  }
   uint32_t local_gpu(uint32_t r) const {
     return rank_table_ ? r % gpus_per_node_ : g_->ranks(static_cast<int>(r)).local_gpu();
   }
@@ -70,6 +74,7 @@ class Topology {
   bool rank_table_ = false, comm_table_ = false, pg_table_ = false;
   uint32_t ranks_ = 0, communicators_ = 0, process_groups_ = 0;
   uint32_t gpus_per_node_ = 1;
+  int node_shift_ = -1;  // log2(gpus_per_node_) when a power of two (node() without a division)
   std::vector<uint64_t> slot_begin_;    // rank table: rank -> first entry of comm_slots (ranks + 1)
   std::vector<uint64_t> member_begin_;  // communicator table: id -> first entry of members (+ 1)
   std::vector<uint64_t> gloo_begin_;    // process group table: group -> first Gloo member (+ 1)

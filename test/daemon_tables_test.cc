@@ -1,5 +1,6 @@
 // A job held as format 2's tables (what prismd --simulate reads, tables
-// kept) replays exactly as the same job held as records: report, every
+// kept; format 3's rules are read into them) replays exactly as the same
+// job held as records: report, every
 // traced rank's timeline, with classes and without.
 #include <catch2/catch.hpp>
 
@@ -58,14 +59,18 @@ TEST_CASE("a job's tables replay exactly as its records", "[daemon][tables]") {
 }
 
 TEST_CASE("prismd's read keeps a written job's tables and replays them", "[daemon][tables]") {
-  const g::Graph tables = Job("small-8", prism::graphgen::JobGraphForm::kTables);
-  const auto bytes = g::EncodeGraph(tables);
-  REQUIRE(bytes.ok());
-  auto kept = g::DecodeGraph(*bytes, "<memory>", {.keep_tables = true});
-  auto expanded = g::DecodeGraph(*bytes);
-  REQUIRE(kept.ok());
-  REQUIRE(expanded.ok());
-  CHECK(kept->has_communicator_table());
-  CHECK(expanded->communicators_size() > 0);
-  CHECK(Replay(*kept, true, {0, 7}) == Replay(*expanded, true, {0, 7}));
+  // Format 2 (tables as written) and format 3 (rules, expanded into tables on the read).
+  for (auto form : {prism::graphgen::JobGraphForm::kTables, prism::graphgen::JobGraphForm::kRules}) {
+    INFO("form " << static_cast<int>(form));
+    const auto bytes = g::EncodeGraph(Job("small-8", form));
+    REQUIRE(bytes.ok());
+    auto kept = g::DecodeGraph(*bytes, "<memory>", {.keep_tables = true});
+    auto expanded = g::DecodeGraph(*bytes);
+    REQUIRE(kept.ok());
+    REQUIRE(expanded.ok());
+    CHECK(kept->has_communicator_table());
+    CHECK(expanded->communicators_size() > 0);
+    CHECK(Replay(*kept, true, {0, 7}) == Replay(*expanded, true, {0, 7}));
+    CHECK(Replay(*kept, false, {0, 7}) == Replay(*expanded, false, {0, 7}));
+  }
 }

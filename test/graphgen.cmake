@@ -10,6 +10,7 @@ add_executable(graphgen_tests
   graphgen_inspect_test.cc
   graphgen_graph_test.cc
   graph_tables_test.cc
+  graph_rules_test.cc
   graphgen_user_program_test.cc
   graphgen_hostile_test.cc
   graphgen_memory_test.cc

@@ -67,7 +67,8 @@ class CommRankIndex {
 
  private:
   graph::Topology topology_;
-  absl::flat_hash_map<uint64_t, uint32_t> position_;  // (comm << 32 | rank) -> comm rank
+  std::vector<uint8_t> ascending_;                    // per communicator: members ascend (binary search)
+  absl::flat_hash_map<uint64_t, uint32_t> position_;  // others: (comm << 32 | rank) -> comm rank
 };
 
 }  // namespace prism::engine
