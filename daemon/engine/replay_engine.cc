@@ -95,14 +95,14 @@ void ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
     const OpInfo& op = p.ops[k];
     if (st.in_group && op.kind == OpKind::kGroupEnd) {
       if (st.inflight > 0) return;
-      if (WaitsForLaterCompletion(actor, stream, op)) return;
+      if (now_ < horizon_ && WaitsForLaterCompletion(actor, stream, op)) return;
       st.in_group = false;
       st.Step(len);
       CountDone(actor, k);  // a group's start or end: done at once
       continue;
     }
     if (!Ready(actor, op, k, st)) return;
-    if (WaitsForLaterCompletion(actor, stream, op)) return;
+    if (now_ < horizon_ && WaitsForLaterCompletion(actor, stream, op)) return;
     st.Step(len);
     if (op.kind == OpKind::kGroupStart) {
       st.in_group = true;
