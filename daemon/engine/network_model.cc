@@ -29,12 +29,6 @@ uint32_t CeilLog2(uint32_t v) {
 
 }  // namespace
 
-Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
-  const __int128 s = static_cast<__int128>(a.count()) + b.count();
-  return Nanoseconds(static_cast<int64_t>(std::min<__int128>(s, kMaxTimeNs)));
-}
-
 Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {
   if (bw.count() == 0 || den == 0) return Nanoseconds(kMaxTimeNs);
   // size * 8 * 1e9 * num fits in 128 bits for size < 2^64 and num < 2^31.

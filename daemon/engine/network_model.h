@@ -59,7 +59,11 @@ namespace prism::engine {
 inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
 
 // Saturating time arithmetic: hostile graphs must not overflow.
-Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b);
+inline Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
+  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
+  const __int128 s = static_cast<__int128>(a.count()) + b.count();
+  return Nanoseconds(static_cast<int64_t>(s < kMaxTimeNs ? s : __int128{kMaxTimeNs}));
+}
 
 // The cluster's link figures the engine's cost model reads (bandwidths,
 // latencies, NICs per node). Not the plugin's per-connection link shaper

@@ -9,8 +9,10 @@
 // from bucket 0 (time == last), and when that is empty moves the lowest
 // non-empty bucket down around its minimum. Each event moves down at most 64
 // times (a few, in practice), in sequential passes over short arrays instead
-// of a sift through a tree. Bucket 0 is a small heap by (actor, op), so that
-// equal-time events pop in the same order as from the 4-ary heap.
+// of a sift through a tree. Bucket 0 is sorted by (actor, op) when it is
+// filled (the rare event pushed at the current time is inserted in place), so
+// that equal-time events pop in the same order as from the 4-ary heap, each
+// pop taking the last element.
 //
 // Events earlier than last (a paced run handles a real rank's report at its
 // past time) go to an EventQueue of their own, which pops first: all of them
@@ -41,9 +43,8 @@ class RadixEventQueue {
       return;
     }
     const int b = BucketOf(k ^ last_);
-    if (b == 0) {
-      now_.push_back(e);
-      std::push_heap(now_.begin(), now_.end(), Later{});
+    if (b == 0) {  // at the current time: in place, before every later (actor, op)
+      now_.insert(std::upper_bound(now_.begin(), now_.end(), e, Later{}), e);
       return;
     }
     buckets_[b].push_back(e);
@@ -55,14 +56,14 @@ class RadixEventQueue {
   const Event& top() {
     if (!past_.empty()) return past_.top();
     if (now_.empty()) Refill();
-    return now_.front();
+    return now_.back();
   }
 
   // An event that will likely pop after the minimum has, when one is at hand
   // without moving events (for prefetching); null when none is.
   const Event* NextHint() const {
     if (!past_.empty()) return nullptr;
-    if (!now_.empty()) return &now_.front();
+    if (!now_.empty()) return &now_.back();
     if (nonempty_ == 0) return nullptr;
     const std::vector<Event>& lowest = buckets_[std::countr_zero(nonempty_) + 1];
     return lowest.size() == 1 ? &lowest.front() : nullptr;
@@ -73,7 +74,6 @@ class RadixEventQueue {
     --size_;
     if (!past_.empty()) return past_.Pop();
     if (now_.empty()) Refill();
-    std::pop_heap(now_.begin(), now_.end(), Later{});
     const Event e = now_.back();
     now_.pop_back();
     return e;
@@ -84,8 +84,8 @@ class RadixEventQueue {
   static uint64_t Key(Nanoseconds t) { return static_cast<uint64_t>(t.count()) ^ (uint64_t{1} << 63); }
   // 0 when equal, else 1 + the index of the highest differing bit (1..64).
   static int BucketOf(uint64_t diff) { return std::bit_width(diff); }
-  // Bucket 0's heap order: equal times, so (actor, op) decides; a max-heap
-  // comparator over "later" gives the earliest at the front.
+  // Bucket 0's order: equal times, so (actor, op) decides; sorted by "later"
+  // first, the earliest is at the back.
   struct Later {
     bool operator()(const Event& a, const Event& b) const {
       return (uint64_t{a.actor} << 32 | a.op) > (uint64_t{b.actor} << 32 | b.op);
@@ -111,11 +111,11 @@ class RadixEventQueue {
     }
     from.clear();
     nonempty_ &= ~(uint64_t{1} << (i - 1));
-    std::make_heap(now_.begin(), now_.end(), Later{});
+    std::sort(now_.begin(), now_.end(), Later{});
   }
 
   uint64_t last_ = 0;                          // Key of the latest minimum taken from the buckets
-  std::vector<Event> now_;                     // bucket 0: time == last_, a heap by (actor, op)
+  std::vector<Event> now_;                     // bucket 0: time == last_, by (actor, op), earliest last
   std::array<std::vector<Event>, 65> buckets_; // [b]: highest differing bit from last_ is b - 1 (b >= 1)
   uint64_t nonempty_ = 0;                      // bit b - 1: buckets_[b] holds events
   EventQueue past_;                            // events before last_ (paced runs' late reports)

@@ -11,6 +11,7 @@
 #ifndef PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 #define PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -66,6 +67,7 @@ class ReplayAccounting {
   };
   static_assert(sizeof(ActorTally) == 64, "one cache line per actor");
   void Account(ActorTally& t, Nanoseconds now);
+  static bool IsCommOp(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
   // The kind of the communicator behind `actor`'s comm slot `slot`.
   graph::CommKind SlotKind(uint32_t actor, uint32_t slot) const {
     return static_cast<graph::CommKind>(slot_kind_[slot_base_[actor] + slot]);
@@ -83,6 +85,69 @@ class ReplayAccounting {
   uint64_t ops_done_ = 0, ops_total_ = 0;
   ReplayStats stats_;
 };
+
+// The per-op calls below run for every event: defined here so that the
+// engine's loop can inline them.
+
+// Real ranks' reports may arrive out of the engine's time order: never count
+// a negative span.
+inline void ReplayAccounting::Account(ActorTally& t, Nanoseconds now) {
+  if (t.communicating > 0 && t.computing == 0 && now > t.last_change) {
+    t.exposed += now - t.last_change;
+    if (t.pipeline_p2p == t.communicating) t.pipeline_wait += now - t.last_change;
+  }
+  t.last_change = Max(t.last_change, now);
+}
+
+inline void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseconds now) {
+  ActorTally& t = actors_[actor];
+  Account(t, now);
+  if (op.kind == OpKind::kCompute) {
+    ++t.computing;
+    t.memory += op.memory_delta;
+    t.memory_peak = std::max(t.memory_peak, t.memory);
+  } else if (IsCommOp(op.kind)) {
+    ++t.communicating;
+    if (op.kind != OpKind::kCollective && SlotKind(actor, op.slot) == graph::COMM_KIND_PP) ++t.pipeline_p2p;
+  }
+}
+
+inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now) {
+  ActorTally& t = actors_[actor];
+  Account(t, now);
+  const __int128 w = weight_[actor];
+  const int64_t took = std::max<int64_t>(0, (now - issued).count());
+  if (op.kind == OpKind::kCompute) {
+    --t.computing;
+    stats_.compute_ns += w * took;
+    return;
+  }
+  if (!IsCommOp(op.kind)) return;
+  --t.communicating;
+  const graph::CommKind comm_kind = SlotKind(actor, op.slot);
+  if (op.kind != OpKind::kCollective && comm_kind == graph::COMM_KIND_PP) --t.pipeline_p2p;
+  t.last_comm_done = Max(t.last_comm_done, now);
+  const int kind = op.kind == OpKind::kSend   ? kOpKindSend
+                   : op.kind == OpKind::kRecv ? kOpKindRecv
+                                              : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
+  const int comm = comm_kind;  // clamped when stored
+  for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
+    k->time_ns += w * took;
+    k->ops += w;
+    k->bytes += w * op.bytes.count();
+  }
+}
+
+inline std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {
+  if (iteration >= iterations_) return std::nullopt;
+  ++ops_done_;
+  if (--iteration_left_[actor * iterations_ + iteration] != 0) return std::nullopt;
+  ++actor_iterations_done_[actor];
+  stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], now);
+  if (--iteration_actors_left_[iteration] != 0) return std::nullopt;
+  ++iterations_done_;
+  return iteration;
+}
 
 }  // namespace prism::engine
 

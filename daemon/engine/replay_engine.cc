@@ -54,16 +54,20 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
   }
 }
 
-bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const {
+inline bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, StreamState& st) {
   const ActorState& s = state_[actor];
   // A real rank's communication ops start when it says it reached them (its
   // own dependencies are real and already met then); its compute ops run
   // until it moves on.
-  if (s.real) return !IsComm(op.kind) || real_[actor]->reached(k) > iteration;
+  if (s.real) return !IsComm(op.kind) || real_[actor]->reached(k) > st.iteration;
   const ProgramInfo& p = *s.program;
   const uint32_t* done = done_.data() + s.done_base;
-  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i)
-    if (done[p.deps[i]] <= iteration) return false;
+  for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
+    if (done[p.deps[i]] <= st.iteration) {
+      st.blocked_on = p.deps[i];  // nothing changes for it until that count grows
+      return false;
+    }
+  }
   return true;
 }
 
@@ -78,30 +82,29 @@ void ReplayEngine::PrefetchNext() {
 }
 
 bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
+  StreamState& st = Stream(actor, stream);
+  // Waiting for its op in flight, or for a dependency (Ready would fail as before): nothing to read.
+  if (st.blocked_on != StreamState::kNotBlocked || (!st.in_group && st.inflight > 0)) return false;
   const ProgramInfo& p = *state_[actor].program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
   if (len == 0) return false;
-  StreamState& st = Stream(actor, stream);
   bool stepped = false;  // issued or counted an op
   while (st.iteration < options_.iterations) {
+    if (!st.in_group && st.inflight > 0) return stepped;
     const uint32_t k = ops[st.index];
     const OpInfo& op = p.ops[k];
-    if (st.in_group) {
-      if (op.kind == OpKind::kGroupEnd) {
-        if (st.inflight > 0) return stepped;
-        if (WaitsForLaterCompletion(actor, stream, op)) return stepped;
-        st.in_group = false;
-        st.Step(len);
-        stepped = true;
-        CountDone(actor, k);  // a group's start or end: done at once
-        continue;
-      }
-    } else if (st.inflight > 0) {
-      return stepped;
+    if (st.in_group && op.kind == OpKind::kGroupEnd) {
+      if (st.inflight > 0) return stepped;
+      if (now_ < horizon_ && WaitsForLaterCompletion(actor, stream, op)) return stepped;
+      st.in_group = false;
+      st.Step(len);
+      stepped = true;
+      CountDone(actor, k);  // a group's start or end: done at once
+      continue;
     }
-    if (!Ready(actor, op, k, st.iteration)) return stepped;
-    if (WaitsForLaterCompletion(actor, stream, op)) return stepped;
+    if (!Ready(actor, op, k, st)) return stepped;
+    if (now_ < horizon_ && WaitsForLaterCompletion(actor, stream, op)) return stepped;
     if (LaunchWaits(actor, stream, k, st.iteration)) {
       if (st.reached < Nanoseconds(0)) st.reached = now_;
       return stepped;
@@ -209,7 +212,10 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
 }
 
 void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
-  if (const auto all = accounting_.CountDone(actor, done_[state_[actor].done_base + k]++, now_); all && observer_)
+  const ActorState& s = state_[actor];
+  for (uint32_t i = 0; i < s.streams; ++i)  // a stream waiting for k may go on now
+    if (StreamState& st = streams_[s.stream_base + i]; st.blocked_on == k) st.blocked_on = StreamState::kNotBlocked;
+  if (const auto all = accounting_.CountDone(actor, done_[s.done_base + k]++, now_); all && observer_)
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
@@ -245,6 +251,10 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   Instance& in = cs.pending[index];
   if (in.arrived == 0) {
     in.first_actor = actor, in.first_op = k;
+    if (in.waiters.capacity() == 0 && !spare_waiters_.empty()) {
+      in.waiters = std::move(spare_waiters_.back());
+      spare_waiters_.pop_back();
+    }
     in.waiters.reserve(cs.members);
   }
   ++in.arrived;
@@ -261,6 +271,7 @@ void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   // The j-th instance completes only after every earlier one (members call in order).
   while (!cs.pending.empty() && cs.pending.front().arrived >= cs.members) {
     ResolveCollective(comm, cs.base, cs.pending.front());
+    Recycle(cs.pending.front().waiters);
     cs.pending.pop_front();
     ++cs.base;
   }
@@ -291,6 +302,12 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   const Nanoseconds end = SatAdd(in.last, took);
   for (const Waiter& w : in.waiters) queue_.Push(end, w.actor, w.op, w.issued);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
+}
+
+void ReplayEngine::Recycle(std::vector<Waiter>& waiters) {
+  if (waiters.capacity() == 0) return;  // moved on (a transfer, a mixed instance) or never used
+  waiters.clear();
+  spare_waiters_.push_back(std::move(waiters));
 }
 
 Nanoseconds ReplayEngine::ModelTime(uint32_t comm, const OpInfo& op) {
@@ -326,7 +343,7 @@ void ReplayEngine::FinishGrants() {
     }
     CollectiveTransfer& t = transfers_[g.ticket];
     FinishCollectiveTransfer(t.comm, t.instance, g.end);
-    t.instance.waiters.clear();
+    Recycle(t.instance.waiters);
     free_tickets_.push_back(g.ticket);
   }
   for (const NicCheck& c : checks_) queue_.Push(c.at, kNoActor, kFlowFlag | c.generation, c.at);

@@ -91,9 +91,13 @@ class ReplayEngine {
   // index `index` and `iteration` move together (no divisions in the hot
   // loop); its position is iteration * length + index.
   struct StreamState {
+    static constexpr uint32_t kNotBlocked = ~0u;
     uint64_t iteration = 0;
     uint32_t index = 0;
     uint32_t inflight = 0;
+    // A virtual stream whose next op waits for op `blocked_on`'s count to
+    // grow (Ready failed on it); CountDone clears it. kNotBlocked: none.
+    uint32_t blocked_on = kNotBlocked;
     bool in_group = false;
     bool wake_pending = false; // a kWakeFlag event is queued for it
     Nanoseconds reached{-1};   // when it reached its next op, if launch order holds that op back
@@ -156,12 +160,16 @@ class ReplayEngine {
   // handled a real rank's report at its past stamp). Then a wake-up is
   // queued for that time.
   bool WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op);
-  bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, uint64_t iteration) const;
+  // Whether op `k` (`op`), next on stream `st`, may start; a virtual stream
+  // that waits for a dependency remembers which (StreamState::blocked_on).
+  bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, StreamState& st);
   void Issue(uint32_t actor, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
+  // Empties `waiters` into spare_waiters_ (for the next instance).
+  void Recycle(std::vector<Waiter>& waiters);
   uint32_t Park(uint32_t comm, Instance in);
   // Lets the transfers the NIC scheduler granted go on (grants_) and queues
   // its wake-ups (checks_).
@@ -214,6 +222,9 @@ class ReplayEngine {
   LaunchOrder launch_order_;
   Nanoseconds reached_;  // the op being issued: when its stream reached it (its start in reports and traces)
   P2PTransfers p2p_;                                 // sends and receives, from issue to completion
+  // Emptied waiter lists of finished collective instances, kept for their
+  // capacity: a new instance takes one instead of allocating (Arrive).
+  std::vector<std::vector<Waiter>> spare_waiters_;
   std::vector<CollectiveTransfer> transfers_;        // by ticket; free ones listed in free_tickets_
   std::vector<uint32_t> free_tickets_;
   std::vector<NicGrant> grants_;                     // the scheduler's answers (kept for their capacity)
