@@ -1,6 +1,6 @@
-// BootstrapService (the public API, bootstrap_service.h) forwards to the
-// server (bootstrap_server.h); it is defined here, beside no other code, so
-// that the public header needs nothing above it.
+// BootstrapService (the public API, bootstrap_service.h) forwards every call
+// to the server (bootstrap_server.h). Its definitions sit here, above the
+// server, so that the public header needs nothing above it.
 #include "daemon/bootstrap/bootstrap_service.h"
 
 #include <memory>
