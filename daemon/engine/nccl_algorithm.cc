@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "daemon/engine/network_model.h"
+#include "daemon/engine/engine_time.h"
 
 namespace prism::engine {
 namespace {

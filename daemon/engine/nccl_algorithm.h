@@ -65,13 +65,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/units.h"
+#include "daemon/engine/link_figures.h"
 #include "daemon/engine/nccl_tuning.h"
 #include "proto/graph.pb.h"
 
 namespace prism::engine {
-
-struct LinkFigures;
-struct CommShape;
 
 // The algorithms and protocols NCCL may choose from (NCCL_ALGO, NCCL_PROTO).
 struct NcclAllowed {

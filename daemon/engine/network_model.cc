@@ -29,21 +29,6 @@ uint32_t CeilLog2(uint32_t v) {
 
 }  // namespace
 
-Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {
-  if (bw.count() == 0 || den == 0) return Nanoseconds(kMaxTimeNs);
-  // size * 8 * 1e9 * num fits in 128 bits for size < 2^64 and num < 2^31.
-  const unsigned __int128 bits = static_cast<unsigned __int128>(size.count()) * 8u * num;
-  const unsigned __int128 denom = static_cast<unsigned __int128>(den) * bw.count();
-  const unsigned __int128 limit = static_cast<unsigned __int128>(kMaxTimeNs) / 1000000000u;
-  if (bits / denom >= limit) return Nanoseconds(kMaxTimeNs);
-  return Clamp((bits * 1000000000u + denom - 1) / denom);
-}
-
-BitsPerSecond LinkFigures::GpuNicShare() const {
-  if (gpus_per_node == 0) return BitsPerSecond(0);
-  const unsigned __int128 total = static_cast<unsigned __int128>(nic_bw.count()) * nic_count;
-  return BitsPerSecond(static_cast<uint64_t>(std::min<unsigned __int128>(total / gpus_per_node, UINT64_MAX)));
-}
 
 LinkFigures NetworkModel::LinkFiguresFromCluster(const graph::Cluster& cluster) {
   LinkFigures m;

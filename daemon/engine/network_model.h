@@ -50,44 +50,12 @@
 
 #include "absl/status/statusor.h"
 #include "common/units.h"
+#include "daemon/engine/engine_time.h"
+#include "daemon/engine/link_figures.h"
 #include "daemon/engine/nccl_algorithm.h"
 #include "proto/graph.pb.h"
 
 namespace prism::engine {
-
-// Largest time the engine represents; every sum saturates here (~146 years).
-inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
-
-// Saturating time arithmetic: hostile graphs must not overflow.
-inline Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
-  const __int128 s = static_cast<__int128>(a.count()) + b.count();
-  return Nanoseconds(static_cast<int64_t>(s < kMaxTimeNs ? s : __int128{kMaxTimeNs}));
-}
-
-// The cluster's link figures the engine's cost model reads (bandwidths,
-// latencies, NICs per node). Not the plugin's per-connection link shaper
-// (plugin/link_model.h), which times one connection's messages.
-struct LinkFigures {
-  BitsPerSecond intra_bw;       // per GPU, inside a node
-  Nanoseconds intra_latency;
-  BitsPerSecond nic_bw;         // one NIC
-  uint32_t nic_count = 0;       // per node
-  uint32_t gpus_per_node = 1;
-  Nanoseconds nic_latency;
-  // NIC bandwidth one GPU owns: nic_count * nic_bw / gpus_per_node.
-  BitsPerSecond GpuNicShare() const;
-};
-
-// Placement of a communicator's members, all the model needs to know.
-struct CommShape {
-  uint32_t ranks = 1;
-  uint32_t nodes = 1;
-  uint32_t min_per_node = 1;    // fewest members on one of its nodes
-  uint32_t max_per_node = 1;
-  bool SpansNodes() const { return nodes > 1; }
-  auto operator<=>(const CommShape&) const = default;
-};
 
 // What the model follows of the job's NCCL: its cost per ring step (c above;
 // 0: the pure link model) and whether ALGORITHM_DEFAULT may resolve to the
@@ -208,9 +176,6 @@ inline constexpr uint64_t kNcclRingSlicesPerStep = 2;
 // `step_latency` one hop's latency plus NCCL's step cost, `hops` the ring's
 // steps, `slices` per step. Saturating.
 Nanoseconds RingStepBound(Nanoseconds wire, Nanoseconds step_latency, uint64_t hops, uint64_t slices);
-
-// Time to move size * num / den bytes at bw (rounded up), saturating.
-Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw);
 
 }  // namespace prism::engine
 

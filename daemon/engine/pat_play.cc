@@ -4,7 +4,7 @@
 #include <queue>
 #include <vector>
 
-#include "daemon/engine/network_model.h"
+#include "daemon/engine/engine_time.h"
 
 namespace prism::engine {
 namespace {

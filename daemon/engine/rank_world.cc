@@ -5,7 +5,9 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/engine/world.h"
+#include "common/limits.h"
+#include "daemon/engine/comm_rank_index.h"
+#include "daemon/engine/engine_time.h"
 
 namespace prism::engine {
 namespace {
@@ -53,8 +55,8 @@ absl::StatusOr<ProgramInfo> FlattenProgram(const graph::Program& p) {
   std::map<std::tuple<uint32_t, uint32_t, bool, bool>, int32_t> descs;
   uint32_t streams = 0;
   for (const graph::Op& op : p.ops()) streams = std::max(streams, op.stream() + 1);
-  if (streams > kMaxStreams)
-    return Invalid(absl::StrCat("program ", info.name, " uses stream ", streams - 1, "; at most ", kMaxStreams,
+  if (streams > limits::kMaxStreams)
+    return Invalid(absl::StrCat("program ", info.name, " uses stream ", streams - 1, "; at most ", limits::kMaxStreams,
                                 " streams are supported"));
   info.streams = streams;
   info.stream_ops.resize(streams);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/output_file.h"
+#include "daemon/engine/comm_rank_index.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_topology.h"

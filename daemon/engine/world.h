@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/limits.h"
+#include "daemon/engine/comm_rank_index.h"
 #include "daemon/engine/engine_world.h"
 #include "daemon/engine/network_model.h"
 #include "proto/graph.pb.h"
@@ -53,23 +54,6 @@ uint64_t EngineStateEntries(const EngineWorld& world, uint64_t iterations);
 
 absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkModel& model,
                                        const WorldOptions& options);
-
-// Position of ranks inside the communicators that P2P ops address.
-class CommRankIndex {
- public:
-  // Indexes every communicator some program's send/recv slot maps to.
-  // Contract: `graph` passed ValidateGraph; it outlives the index.
-  explicit CommRankIndex(const graph::Graph& graph);
-  // The same with the graph's Topology already built (records or tables).
-  CommRankIndex(const graph::Graph& graph, graph::Topology topology);
-  // The global rank that `rank` addresses through P2P desc `d` of its program.
-  uint32_t PeerRank(uint32_t rank, const P2PDesc& d) const;
-
- private:
-  graph::Topology topology_;
-  std::vector<uint8_t> ascending_;                    // per communicator: members ascend (binary search)
-  absl::flat_hash_map<uint64_t, uint32_t> position_;  // others: (comm << 32 | rank) -> comm rank
-};
 
 }  // namespace prism::engine
 
