@@ -125,81 +125,32 @@ void HybridScheduler::OnCommunicator(const CommDescription& c) {
   // Operations that a real rank reported on it before it was known (an
   // all-real communicator whose id reached its members before prismd's
   // store handler told the scheduler) wait no longer for the others.
-  const auto pending = pending_comms_.find(c.comm_hash);
-  if (pending == pending_comms_.end()) return;
-  PendingComm p = std::move(pending->second);
-  pending_comms_.erase(pending);
-  for (const auto& [sid, st] : p.started) parked_ops_.erase({sid, st.op_id()});
-  for (const auto& [sid, st] : p.started) HandleStarted(sid, st, nullptr);
-  for (const auto& [sid, f] : p.finished) HandleFinished(sid, f);
+  if (std::optional<ParkedOps> parked = comms_.TakeParked(c.comm_hash)) HandleParked(*parked, 0, nullptr);
 }
 
 void HybridScheduler::RegisterCommunicator(const CommDescription& c) {
   if (options_.recorder != nullptr) options_.recorder->Communicator(RealtimeNowNs(), c);
-  comm_of_hash_[c.comm_hash] = c;
-  if (c.graph_comm >= 0) hash_of_graph_comm_[c.graph_comm] = c.comm_hash;
-  bool all_real = !c.members.empty();
-  for (uint32_t m : c.members) all_real = all_real && programs_.IsReal(m);
-  if (all_real) all_real_hashes_.insert(c.comm_hash);
+  comms_.Bind(c);
+}
+
+void HybridScheduler::HandleParked(const ParkedOps& ops, SessionId id, rpc::ScheduleBatch* reply) {
+  for (const auto& [sid, st] : ops.started) HandleStarted(sid, st, sid == id ? reply : nullptr);
+  for (const auto& [sid, f] : ops.finished) HandleFinished(sid, f);
 }
 
 bool HybridScheduler::ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
   const auto me = session_rank_.find(id);
-  if (me == session_rank_.end() || me->second < 0 || !programs_.IsReal(static_cast<uint32_t>(me->second)))
-    return false;  // the session did not say which rank it is (RANK unset)
-  if (s.comm_size() < 2 || s.comm_rank() < 0 || s.comm_rank() >= s.comm_size() ||
-      static_cast<size_t>(s.comm_size()) > programs_.real_count())
-    return false;  // it has virtual members, which prismd's bootstrap would have seen
-  const uint64_t hash = s.key().comm_hash();
-  PendingComm& p = pending_comms_[hash];
-  p.size = s.comm_size();
-  p.members[s.comm_rank()] = static_cast<uint32_t>(me->second);
-  p.started.emplace_back(id, s);
-  parked_ops_[{id, s.op_id()}] = hash;
-  if (static_cast<int32_t>(p.members.size()) < p.size) return true;  // the other members will report too
-  PendingComm done = std::move(p);
-  pending_comms_.erase(hash);
-  for (const auto& [sid, st] : done.started) parked_ops_.erase({sid, st.op_id()});
-  CommDescription c;
-  c.comm_hash = hash;
-  for (const auto& [comm_rank, global] : done.members) c.members.push_back(global);
-  // Not told by the store (no PyTorch id for it): the graph communicator
-  // with these members, the first in creation order not bound to another
-  // NCCL communicator when several have them.
-  std::set<uint32_t> bound;
-  for (const auto& [graph_comm, bound_hash] : hash_of_graph_comm_)
-    if (graph_comm >= 0) bound.insert(static_cast<uint32_t>(graph_comm));
-  const auto found = programs_.AllRealCommunicator(c.members, bound);
-  if (found) {
-    c.graph_comm = found->id;
-    c.name = found->name;
-  } else {
-    c.name = absl::StrCat("real-only communicator ", hash);
-    Diverge(absl::StrCat("a communicator of real ranks ", absl::StrJoin(c.members, ","), " that the graph lacks",
-                         programs_.AllRealCommunicator(c.members) ? " (its communicators with these members are "
-                                                                    "bound to other NCCL communicators already)"
-                                                                  : "",
-                         "; its operations are not matched"));
-  }
-  RegisterCommunicator(c);
-  for (const auto& [sid, st] : done.started) HandleStarted(sid, st, sid == id ? reply : nullptr);
-  for (const auto& [sid, f] : done.finished) HandleFinished(sid, f);
+  CommunicatorBinding::Parking p = comms_.Park(id, me == session_rank_.end() ? -1 : me->second, s);
+  if (!p.parked || !p.complete) return p.parked;  // false: a divergence; true: the other members will report too
+  if (!p.divergence.empty()) Diverge(p.divergence);
+  RegisterCommunicator(*p.complete);
+  HandleParked(p.ops, id, reply);
   return true;
 }
 
 void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   std::lock_guard<std::mutex> lock(mu_);
-  real_views_.clear();
-  for (uint32_t rank = 0; rank < world.actor_of_rank.size(); ++rank) {
-    if (!programs_.IsReal(rank)) continue;
-    const engine::Actor& a = world.actors[world.actor_of_rank[rank]];
-    const std::vector<uint32_t> graph_slots = programs_.GraphSlots(rank);
-    for (size_t s = 0; s < a.slot_comm.size() && s < graph_slots.size(); ++s) {
-      auto& views = real_views_[a.slot_comm[s]];
-      const std::pair<uint32_t, uint32_t> view{rank, graph_slots[s]};
-      if (std::find(views.begin(), views.end(), view) == views.end()) views.push_back(view);
-    }
-  }
+  comms_.BindWorld(world);
 }
 
 HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& cluster) {
@@ -328,10 +279,9 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
 }
 
 void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply) {
-  const auto comm = comm_of_hash_.find(s.key().comm_hash());
-  if (comm == comm_of_hash_.end() && ParkOnAllRealComm(id, s, reply)) return;
-  if (comm == comm_of_hash_.end() || s.comm_rank() < 0 ||
-      static_cast<size_t>(s.comm_rank()) >= comm->second.members.size()) {
+  const CommDescription* comm = comms_.Find(s.key().comm_hash());
+  if (comm == nullptr && ParkOnAllRealComm(id, s, reply)) return;
+  if (comm == nullptr || s.comm_rank() < 0 || static_cast<size_t>(s.comm_rank()) >= comm->members.size()) {
     ++counters_.ops_unmatched;
     if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
     Diverge(absl::StrCat("an operation on communicator ", s.key().comm_hash(),
@@ -340,7 +290,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     if (reply != nullptr) Deliver(/*rank: unused with a reply*/ 0, OnTimeSchedule(s), reply);
     return;
   }
-  const CommDescription& c = comm->second;
+  const CommDescription& c = *comm;
   const uint32_t rank = c.members[static_cast<size_t>(s.comm_rank())];
   RealRank& rr = ranks_[rank];
   if (rr.session != id) {
@@ -393,7 +343,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     }
     if (PastReplay(id, s, rank, *op, Describe(s, c.name), reply)) return;
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
-    if (all_real_hashes_.count(c.comm_hash) != 0) {
+    if (comms_.AllReal(c.comm_hash)) {
       // No virtual member: nothing to schedule, the engine only follows it.
     } else if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
       Deliver(rank,
@@ -441,8 +391,7 @@ void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
   if (it == started_.end()) {
     // Waiting for an all-real communicator's other members, or not matched
     // (already a divergence), or from before a restart.
-    if (const auto parked = parked_ops_.find({id, f.op_id()}); parked != parked_ops_.end())
-      pending_comms_[parked->second].finished.emplace_back(id, f);
+    comms_.ParkFinished(id, f);
     return;
   }
   const StartedOp op = it->second;
@@ -513,9 +462,9 @@ void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId 
 
 void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto views = real_views_.find(comm);
-  if (views == real_views_.end()) return;
-  for (const auto& [rank, graph_comm] : views->second) {
+  const auto* views = comms_.RealViews(comm);
+  if (views == nullptr) return;
+  for (const auto& [rank, graph_comm] : *views) {
     RealRank& rr = ranks_[rank];
     const Slot slot{graph_comm, call};
     const auto started = rr.collective_started.find(slot);
@@ -538,13 +487,10 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
                                           Nanoseconds ready, Bytes bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   // The engine's communicator -> the graph communicator it is for the receiver.
-  const auto views = real_views_.find(comm);
-  if (views == real_views_.end()) return;
-  const auto view = std::find_if(views->second.begin(), views->second.end(),
-                                 [&](const auto& v) { return v.first == recv_rank; });
-  if (view == views->second.end()) return;
+  const std::optional<uint32_t> graph_comm = comms_.GraphCommOf(comm, recv_rank);
+  if (!graph_comm) return;
   RealRank& rr = ranks_[recv_rank];
-  const P2PSlot slot{view->second, send_rank, index};
+  const P2PSlot slot{*graph_comm, send_rank, index};
   const auto started = rr.recv_started.find(slot);
   if (started == rr.recv_started.end()) {
     rr.recv_ready[slot] = ready.count();

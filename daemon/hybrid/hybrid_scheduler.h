@@ -16,7 +16,8 @@
 //    and the operation's NCCL identity are known (the plugin decides each
 //    completion locally from them; ring collectives need none to proceed).
 //  * Communicators come from the bootstrap (OnCommunicator): NCCL commHash
-//    -> the graph's communicator and its members.
+//    -> the graph's communicator and its members (communicator_binding.h,
+//    which also binds those whose members are all real ranks).
 //
 // Threads: session stream threads call the ScheduleSource methods, the
 // bootstrap thread OnCommunicator, the engine thread the EngineObserver
@@ -45,6 +46,7 @@
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
 #include "daemon/engine/tree_pipeline.h"
+#include "daemon/hybrid/communicator_binding.h"
 #include "daemon/hybrid/divergence_watch.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/ring_answers.h"
@@ -189,23 +191,15 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     rpc::OpSchedule schedule;
   };
 
-  // An operation on a communicator whose members are all real ranks: prismd's
-  // bootstrap never saw it, so its members come from the real ranks' own
-  // reports (their session's global rank at the reported communicator rank).
-  // Reports wait here until every member has reported one.
-  struct PendingComm {
-    int32_t size = 0;
-    std::map<int32_t, uint32_t> members;  // communicator rank -> global rank
-    std::vector<std::pair<SessionId, rpc::OpStarted>> started;
-    std::vector<std::pair<SessionId, rpc::OpFinished>> finished;
-  };
-
   void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
   void HandleFinished(SessionId id, const rpc::OpFinished& f);
   // Locked helpers. True when `s` waits for (or completed) an all-real
-  // communicator's membership; false: it cannot be one (a divergence).
+  // communicator's membership (CommunicatorBinding::Park); false: it cannot
+  // be one (a divergence).
   bool ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
-  void RegisterCommunicator(const CommDescription& c);
+  void RegisterCommunicator(const CommDescription& c);  // recorded, then bound
+  // Handles parked reports again (`reply` for session `id`'s, if any).
+  void HandleParked(const ParkedOps& ops, SessionId id, rpc::ScheduleBatch* reply);
   // Locked helpers.
   rpc::OpSchedule OnTimeSchedule(const rpc::OpStarted& s) const;
   void Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
@@ -248,15 +242,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   mutable std::map<std::tuple<int, int, uint64_t, int>, engine::StreamShape> tree_shapes_;
   ScheduleSink* sink_ = nullptr;
   std::map<uint32_t, RealRank> ranks_;
-  std::unordered_map<uint64_t, CommDescription> comm_of_hash_;
-  std::map<int64_t, uint64_t> hash_of_graph_comm_;
+  CommunicatorBinding comms_{&programs_};  // NCCL and engine communicators -> graph communicators
   std::map<std::pair<SessionId, uint64_t>, StartedOp> started_;
   std::map<SessionId, int32_t> session_rank_;       // Hello.rank (-1: unknown)
-  std::unordered_map<uint64_t, PendingComm> pending_comms_;
-  std::map<std::pair<SessionId, uint64_t>, uint64_t> parked_ops_;  // (session, op id) -> comm hash
-  std::set<uint64_t> all_real_hashes_;              // communicators without virtual members
-  // Engine communicator -> (real rank, graph communicator) pairs it stands for.
-  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> real_views_;
   RingAnswers ring_answers_;
   uint64_t last_posted_ = 0;  // the number of this scheduler's latest inbox post
   Counters counters_;
