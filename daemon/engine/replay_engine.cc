@@ -130,9 +130,10 @@ bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
 // waits while another of its streams has not issued an earlier one; a send
 // or receive also while a collective issued before it is in flight.
 bool ReplayEngine::LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const {
+  if (!model_.nccl().launch_in_order) return false;  // the default: no per-op work
   const ActorState& s = state_[actor];
   const OpKind kind = s.program->ops[k].kind;
-  if (!model_.nccl().launch_in_order || s.real || s.streams < 2 || !IsComm(kind)) return false;
+  if (s.real || s.streams < 2 || !IsComm(kind)) return false;
   const bool p2p = kind != OpKind::kCollective;
   const auto program = static_cast<uint32_t>(s.program - world_.programs.data());
   const LaunchOrder::Position mine{iteration, k};
