@@ -107,11 +107,13 @@ int Fail(const absl::Status& s, int code = kExitFailed) {
   return code;
 }
 
-// --step-cost-us: "auto" (the measured figure for NCCL 2.28's Simple ring,
-// nccl_tuning.h) or microseconds, 0 to 1000.
-absl::Status StepCostOption(const std::string& flag, prism::engine::SimulationOptions* o) {
+// --step-cost-us: "auto" (the graph's measured figure, else the one for
+// NCCL 2.28's Simple ring; nccl_tuning.h) or microseconds, 0 to 1000.
+absl::Status StepCostOption(const std::string& flag, const prism::graph::Graph& g,
+                            prism::engine::SimulationOptions* o) {
   if (flag == "auto") {
-    const prism::engine::StepCost c = prism::engine::DefaultNcclStepCost();
+    const prism::engine::StepCost c =
+        prism::engine::GraphNcclStepCost(g.cluster()).value_or(prism::engine::DefaultNcclStepCost());
     o->nccl.step_cost = c.cost;
     o->step_cost_source = c.measured;
     return absl::OkStatus();
@@ -142,7 +144,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   } else if (f.nic_model != "queues") {
     return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar or shared"));
   }
-  PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, &o));
+  PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, g, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
   o.nccl.p2p_eager = f.p2p_eager;
   o.nccl.launch_in_order = f.launch_in_order;
@@ -434,8 +436,9 @@ int main(int argc, char** argv) {
                  "in a gap common to them) or shared (transfers in flight share each NIC equally; --simulate "
                  "only)");
   app.add_option("--step-cost-us", f.step_cost_us,
-                 "NCCL's own cost per ring step beyond the link latency, in us, or auto (the figure measured "
-                 "for NCCL 2.28's Simple ring; docs/network-model.md)");
+                 "NCCL's own cost per ring step beyond the link latency, in us, or auto (the graph's figure, "
+                 "measured by prism capture, else the one measured for NCCL 2.28's Simple ring; "
+                 "docs/network-model.md)");
   app.add_option("--p2p-buffer-kib", f.p2p_buffer_kib,
                  "what a p2p connection between nodes holds in flight, KiB: a send is done once its last byte is in "
                  "it, as NCCL's is (default 2048: 2 channels x 8 steps x 128 KiB; 0: a send ends with its receive; "

@@ -165,6 +165,40 @@ pg::Program ProgramOf(const Role& role, const std::vector<Recording>& recs,
   return p;
 }
 
+// NCCL's step cost measured on the recorded ranks (their headers), per
+// protocol and algorithm: one rank's figure as it is, several ranks' as the
+// mean weighted by the operations each was fitted from.
+void AddStepCosts(const std::vector<Recording>& recs, pg::Cluster& cluster) {
+  std::map<std::pair<std::string, int>, std::vector<std::pair<uint32_t, const pg::NcclStepCost*>>> by_kind;
+  for (const Recording& r : recs)
+    for (const pg::NcclStepCost& e : r.header.nccl_step_costs())
+      by_kind[{e.protocol(), e.algorithm()}].push_back({r.header.rank(), &e});
+  for (const auto& [kind, entries] : by_kind) {
+    pg::NcclStepCost* out = cluster.add_nccl_step_costs();
+    if (entries.size() == 1) {
+      *out = *entries.front().second;
+      continue;
+    }
+    unsigned __int128 weighted = 0;
+    uint64_t ops = 0;
+    std::vector<std::string> ranks, figures;
+    for (const auto& [rank, e] : entries) {
+      const uint64_t w = std::max<uint32_t>(e->ops(), 1);
+      weighted += static_cast<unsigned __int128>(e->cost_ns()) * w;
+      ops += w;
+      ranks.push_back(absl::StrCat(rank));
+      figures.push_back(absl::StrCat(rank, ": ", e->cost_ns() / 1000.0, " us of ", e->ops(), " ops"));
+    }
+    out->set_protocol(kind.first);
+    out->set_algorithm(static_cast<pg::Algorithm>(kind.second));
+    out->set_cost_ns(static_cast<uint64_t>((weighted + ops / 2) / ops));
+    out->set_ops(static_cast<uint32_t>(std::min<uint64_t>(ops, UINT32_MAX)));
+    out->set_source(absl::StrCat("measured by prism capture on ranks ", absl::StrJoin(ranks, ", "), ", ", ops,
+                                 " ops (NCCL ", kind.first, " ring; the ranks' figures weighted by their ops: ",
+                                 absl::StrJoin(figures, "; "), ")"));
+  }
+}
+
 }  // namespace
 
 std::string RankList(const std::vector<uint32_t>& ranks) {
@@ -239,6 +273,7 @@ absl::StatusOr<Extrapolation> Extrapolate(std::vector<Recording> recs, const Ext
   auto& attrs = *g.mutable_job()->mutable_attributes();
   attrs.insert({"iterations", "1"});
   FillCluster(options.cluster, world, g);
+  AddStepCosts(recs, *g.mutable_cluster());
   for (const pg::Communicator& c : comms) {
     pg::Communicator* added = g.add_communicators();
     *added = c;

@@ -51,6 +51,13 @@ StepCost NcclStepCost(int release, NcclProtocol protocol, graph::Algorithm algor
           std::string(stand_in.measured) + " (standing in: no figure measured for this release, protocol and algorithm)"};
 }
 
+std::optional<StepCost> GraphNcclStepCost(const graph::Cluster& cluster) {
+  for (const graph::NcclStepCost& e : cluster.nccl_step_costs())
+    if (absl::AsciiStrToUpper(e.protocol()) == "SIMPLE" && e.algorithm() == graph::ALGORITHM_RING)
+      return StepCost{Nanoseconds(static_cast<int64_t>(e.cost_ns())), e.source()};
+  return std::nullopt;
+}
+
 absl::StatusOr<NcclAlgorithms> ParseNcclAlgo(const std::string& value) {
   NcclAlgorithms a;
   a.text = value;

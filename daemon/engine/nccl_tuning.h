@@ -16,6 +16,7 @@
 #ifndef PRISM_DAEMON_ENGINE_NCCL_TUNING_H_
 #define PRISM_DAEMON_ENGINE_NCCL_TUNING_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,13 @@ StepCost NcclStepCost(int release, NcclProtocol protocol, graph::Algorithm algor
 // Simple ring, the protocol and algorithm of bandwidth-bound training
 // collectives.
 inline StepCost DefaultNcclStepCost() { return NcclStepCost(0, NcclProtocol::kSimple, graph::ALGORITHM_RING); }
+
+// The figure a graph carries (Cluster.nccl_step_costs: measured on the
+// job's real ranks by prism capture): its Simple ring entry, the protocol and
+// algorithm the model's ring times are (network_model.h), with the entry's
+// source; none when the graph has no such entry. prismd uses it before
+// DefaultNcclStepCost, --step-cost-us before both.
+std::optional<StepCost> GraphNcclStepCost(const graph::Cluster& cluster);
 
 // The algorithms a job's NCCL may choose from, as NCCL_ALGO says (NCCL's
 // syntax: a comma-separated list such as "Ring,Tree", or "^Tree" for all but

@@ -3,8 +3,9 @@
 // recording (session_capture.h), for prism-graphgen extrapolate.
 //
 //   prism-session-capture SESSIONS.rec --graph G -o DIR [--skip-iterations N]
-//   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N] [--torch-trace TDIR]
-//       a prismd --follow run (follow_capture.h); TDIR: prism capture's torch traces (torch_trace.h)
+//   prism-session-capture SESSIONS.rec -o DIR [--skip-iterations N] [--torch-trace TDIR] [--world-graph W]
+//       a prismd --follow run (follow_capture.h); TDIR: prism capture's torch traces (torch_trace.h);
+//       W: the world graph prismd ran with (its links: NCCL's step cost is fitted only with it)
 //   prism-session-capture SESSIONS.rec --slim OUT.rec
 //       writes only what a follow capture reads of SESSIONS.rec (FollowCaptureInput) to a new file
 //
@@ -13,11 +14,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/session_capture.h"
+#include "daemon/hybrid/step_cost_fit.h"
 #include "graphgen/capture_recording.h"
 #include "proto/graph_file.h"
 
@@ -45,11 +48,31 @@ bool Write(const std::string& path, const prism::graphgen::Recording& rec) {
   return static_cast<bool>(f);
 }
 
+// NCCL's step cost fitted from rank `rank`'s ring collectives (step_cost_fit.h)
+// into its header; prints what was fitted. `graph`: the graph prismd ran with.
+void FitStepCost(const std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>& timings,
+                 const prism::graph::Graph& graph, prism::graphgen::Recording& rec) {
+  const uint32_t rank = rec.header.rank();
+  const auto it = timings.find(rank);
+  const auto fits = prism::daemon::FitStepCost(it != timings.end() ? it->second
+                                                                   : std::vector<prism::daemon::RingOpTiming>{},
+                                               graph.cluster());
+  for (auto& e : prism::daemon::StepCostEntries(fits, rank)) *rec.header.add_nccl_step_costs() = std::move(e);
+  std::cout << prism::daemon::DescribeFits(fits, rank) << "\n";
+}
+
 // A prismd --follow run: the real ranks' operations and communicators
 // become the programs (follow_capture.h).
-int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip, const std::string& torch_dir) {
+int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip, const std::string& torch_dir,
+                  const std::string& world_graph) {
   auto recording = prism::daemon::ReadRecording(sessions);
   if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
+  std::optional<prism::graph::Graph> world;
+  if (!world_graph.empty()) {
+    auto read = prism::graph::ReadGraphFile(world_graph);
+    if (!read.ok()) return Fail(2, std::string(read.status().message()));
+    world = std::move(*read);
+  }
   std::map<uint32_t, prism::daemon::TorchTrace> traces;
   if (!torch_dir.empty()) {
     auto read = prism::daemon::ReadTorchTraces(torch_dir);
@@ -59,8 +82,11 @@ int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t 
   auto capture = prism::daemon::CaptureFromFollow(*recording, skip, torch_dir.empty() ? nullptr : &traces);
   if (!capture.ok()) return Fail(2, std::string(capture.status().message()));
   if (auto s = MakeFolder(dir); !s.ok()) return Fail(1, std::string(s.message()));
+  const auto timings = world ? prism::daemon::RingOpTimings(*recording, *world)
+                              : std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>{};
   for (size_t i = 0; i < capture->recordings.size(); ++i) {
-    const auto& rec = capture->recordings[i];
+    auto& rec = capture->recordings[i];
+    if (world) FitStepCost(timings, *world, rec);
     const std::string path = absl::StrCat(dir, "/rank-", rec.header.rank(), ".capture.jsonl");
     if (!Write(path, rec)) return Fail(1, "cannot write " + path);
     std::cout << capture->summary[i] << "; wrote " << path << "\n";
@@ -87,7 +113,7 @@ int Slim(const std::string& sessions, const std::string& out) {
 int main(int argc, char** argv) {
   CLI::App app{"capture recordings of a hybrid run's real ranks, compute measured from prismd --record-sessions "
                "(docs/capture.md)", "prism-session-capture"};
-  std::string sessions, graph_path, dir, torch_dir, slim;
+  std::string sessions, graph_path, dir, torch_dir, slim, world_graph;
   uint64_t skip = 1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
   app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
@@ -100,14 +126,20 @@ int main(int argc, char** argv) {
   app.add_option("--torch-trace", torch_dir,
                  "a prismd --follow run only: the folder of the real ranks' torch-rank-<r>.jsonl (prism capture's "
                  "torch trace): order, streams, dependencies and memory from the program's calls");
+  app.add_option("--world-graph", world_graph,
+                 "a prismd --follow run only: the world graph prismd ran with; its links let NCCL's step cost be "
+                 "fitted from the real ranks' ring collectives (with --graph, that graph's are used)");
   CLI11_PARSE(app, argc, argv);
   if (!slim.empty()) {
-    if (!graph_path.empty() || !torch_dir.empty() || !dir.empty())
-      return Fail(2, "--slim writes a recording and captures nothing: leave out -o, --graph and --torch-trace");
+    if (!graph_path.empty() || !torch_dir.empty() || !dir.empty() || !world_graph.empty())
+      return Fail(2, "--slim writes a recording and captures nothing: leave out -o, --graph, --torch-trace and "
+                     "--world-graph");
     return Slim(sessions, slim);
   }
   if (dir.empty()) return Fail(2, "-o FOLDER is required (the folder to create for rank-<r>.capture.jsonl)");
-  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir);
+  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir, world_graph);
+  if (!world_graph.empty())
+    return Fail(2, "--world-graph goes with a prismd --follow run (no --graph): with --graph, its links are used");
   if (!torch_dir.empty()) return Fail(2, "--torch-trace goes with a prismd --follow run (no --graph): a run with a "
                                          "graph takes streams and dependencies from the graph");
 
@@ -119,6 +151,7 @@ int main(int argc, char** argv) {
   if (!measured.ok()) return Fail(2, std::string(measured.status().message()));
   if (measured->empty()) return Fail(2, sessions + ": no real rank reported an operation of the graph's");
   if (auto s = MakeFolder(dir); !s.ok()) return Fail(1, std::string(s.message()));
+  const auto timings = prism::daemon::RingOpTimings(*recording, *graph);
   for (const prism::daemon::MeasuredRank& m : *measured) {
     auto rec = prism::graphgen::RecordingFromGraph(*graph, m.rank);
     if (!rec.ok()) return Fail(2, std::string(rec.status().message()));
@@ -135,6 +168,7 @@ int main(int argc, char** argv) {
     }
     rec->header.set_source(absl::StrCat("prism-session-capture ", sessions, ": ", measured_ops, " of ", computes,
                                         " compute ops measured"));
+    FitStepCost(timings, *graph, *rec);
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
     if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops

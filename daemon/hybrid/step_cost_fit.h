@@ -1,0 +1,87 @@
+// NCCL's per-step cost, fitted from a real rank's own ring collectives in a
+// session recording (prismd --record-sessions; docs/network-model.md,
+// "NCCL's step cost", and docs/capture.md, "NCCL's step cost, measured").
+//
+// The model times a ring of h steps that moves W of wire time per member as
+//   h * (W/(h k) + L + c) + (k-1) * W/(h k)        (network_model.h)
+// with k slices per step (2 for NCCL's Simple protocol, 1 for LL and LL128),
+// L the hop latency and c NCCL's own cost per step. The plugin reports each
+// operation's first send and its end (OpFinished), so for one operation
+//   c = (duration - trail) / h - W/(h k) - L,   trail = (k-1) * W/(h k).
+// Only latency-bound rings say anything about c: an operation is used when
+// its ring has at least kMinFitSteps steps and a step's wire time W/h is at
+// most the hop latency plus the standing figure (DefaultNcclStepCost), so
+// that the latency and NCCL's cost make up half the step or more; and when
+// no other operation of the rank with network traffic overlapped it (two
+// operations share the NIC and NCCL's proxy thread). The figure per
+// protocol (ring only) is the median of the used operations' c; a protocol
+// with fewer than kMinFitOps such operations, or whose median is negative
+// (steps that carry no data are not paced like the others), gets none, and
+// the fit says why.
+//
+// In a hybrid run a receive from a virtual peer is held to the ring's
+// lockstep floor (L + the run's c per step, plugin/arrival.h), so a figure
+// fitted there is at least the run's c minus a slice; docs/capture.md says
+// what that means for the refine loop. Pure functions; thread-safe.
+#ifndef PRISM_DAEMON_HYBRID_STEP_COST_FIT_H_
+#define PRISM_DAEMON_HYBRID_STEP_COST_FIT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "daemon/engine/link_figures.h"
+#include "daemon/hybrid/session_recorder.h"
+#include "proto/graph.pb.h"
+
+namespace prism::daemon {
+
+inline constexpr uint32_t kMinFitOps = 8;
+inline constexpr uint64_t kMinFitSteps = 15;
+
+// One operation of a real rank with its network traffic, as the plugin
+// reported it (OpStarted, OpFinished).
+struct RingOpTiming {
+  graph::CollectiveKind kind = graph::ALLREDUCE;  // meaningful when `collective`
+  bool collective = false;                        // a ring all-reduce, all-gather or reduce-scatter
+  std::string protocol;                           // NCCL's name, upper case ("SIMPLE", "LL", "LL128")
+  engine::CommShape shape;
+  Bytes bytes;                                    // the graph's full-buffer convention
+  Nanoseconds first_send;                         // 0: sent nothing through the plugin
+  Nanoseconds end;
+};
+
+// Per real rank (global rank), every operation that reported a first send
+// and an end, in the recording's order. `placement` gives each rank's node
+// (its ranks; or rank / gpus_per_node when it has none); an operation on a
+// communicator the recording does not name is left out.
+std::map<uint32_t, std::vector<RingOpTiming>> RingOpTimings(const Recording& recording,
+                                                            const graph::Graph& placement);
+
+struct StepCostFit {
+  std::string protocol;
+  std::optional<Nanoseconds> cost;  // none: refused (detail says why)
+  uint32_t ring_ops = 0;            // ring collectives of this protocol seen
+  uint32_t used_ops = 0;            // the latency-bound, non-overlapped ones the figure comes from
+  Nanoseconds p10, p90;             // of the used operations' c
+  std::string detail;               // which operations were used, or why none is given
+};
+
+// One fit per protocol that ran a ring collective on the rank, protocols by
+// name. `cluster`: the links the run played (the graph prismd ran with).
+std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const graph::Cluster& cluster);
+
+// The fits that gave a figure, as the capture header's and the graph's
+// entries: source "measured by prism capture on rank R, N ops (...)".
+std::vector<graph::NcclStepCost> StepCostEntries(const std::vector<StepCostFit>& fits, uint32_t rank);
+
+// One line for a person: "step cost, rank R: SIMPLE ring 9.80 us per step
+// (median of N latency-bound ring ops, p10 .. p90 ..); LL ring: none (...)".
+std::string DescribeFits(const std::vector<StepCostFit>& fits, uint32_t rank);
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_HYBRID_STEP_COST_FIT_H_

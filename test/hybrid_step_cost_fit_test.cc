@@ -1,0 +1,361 @@
+// NCCL's step cost fitted by prism capture (daemon/hybrid/step_cost_fit.h):
+// synthetic recordings of a real rank's ring collectives timed with a known
+// cost per step, the fit's refusals, the figure carried by the capture
+// header into the extrapolated graph and back from the graph file, and
+// prismd playing it (docs/capture.md, "NCCL's step cost, measured").
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/nccl_tuning.h"
+#include "daemon/engine/network_model.h"
+#include "daemon/hybrid/step_cost_fit.h"
+#include "graphgen/capture_recording.h"
+#include "graphgen/extrapolate.h"
+#include "nlohmann/json.hpp"
+#include "proto/graph_file.h"
+
+namespace {
+
+namespace g = prism::graph;
+using prism::Bytes;
+using prism::Nanoseconds;
+using prism::daemon::RecordedLine;
+using prism::daemon::Recording;
+
+constexpr uint64_t kComm = 77;
+
+// N nodes of one GPU, one 10 Gbit/s NIC of 10 us each.
+g::Cluster TenGig(uint32_t nodes) {
+  g::Cluster c;
+  c.set_nodes(nodes);
+  c.set_gpus_per_node(1);
+  c.mutable_nic()->set_count(1);
+  c.mutable_nic()->set_bandwidth_bps(10'000'000'000);
+  c.mutable_nic()->set_latency_ns(10'000);
+  c.mutable_intra_node()->set_bandwidth_bps(900'000'000'000);
+  c.mutable_intra_node()->set_latency_ns(1'000);
+  return c;
+}
+
+struct SyntheticOp {
+  prism::rpc::OpKind kind = prism::rpc::OP_ALL_GATHER;
+  std::string protocol = "SIMPLE";
+  uint64_t bytes_per_member = 4096;  // NCCL's count * type size (all-gather: per member)
+  int64_t c_ns = 8'000;              // the per-step cost its duration is made with
+  int64_t start_ns = 0;              // first send; 0: right after the previous op plus 1 ms
+  int64_t duration_ns = 0;           // 0: the model's ring time with c_ns
+};
+
+// The model's ring time of `op` with step cost c: h (W/(hk) + L + c) + (k-1) W/(hk).
+int64_t RingDuration(const SyntheticOp& op, uint32_t n) {
+  const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(TenGig(n)));
+  const prism::engine::CommShape shape{n, n, 1, 1};
+  const auto kind = op.kind == prism::rpc::OP_ALL_REDUCE ? g::ALLREDUCE : g::ALLGATHER;
+  const uint64_t bytes = op.kind == prism::rpc::OP_ALL_REDUCE ? op.bytes_per_member : op.bytes_per_member * n;
+  const int64_t h = op.kind == prism::rpc::OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+  const int64_t step = model.RingWireTime(kind, Bytes(bytes), shape).count() / h;
+  const int64_t k = op.protocol == "SIMPLE" ? 2 : 1;
+  const int64_t slice = step / k;
+  return h * (slice + 10'000 + op.c_ns) + (step - slice);
+}
+
+// Rank 0's operations on a world communicator of n members, as the plugin reports them.
+Recording RecordingOf(uint32_t n, const std::vector<SyntheticOp>& ops) {
+  Recording rec;
+  rec.graph = "follow:world";
+  RecordedLine comm{RecordedLine::kCommunicator};
+  comm.comm.comm_hash = kComm;
+  comm.comm.graph_comm = 0;
+  comm.comm.name = "world";
+  for (uint32_t r = 0; r < n; ++r) comm.comm.members.push_back(r);
+  rec.lines.push_back(comm);
+  int64_t at = 1'000'000'000;
+  uint64_t id = 0;
+  for (const SyntheticOp& op : ops) {
+    RecordedLine l{RecordedLine::kEvents};
+    l.session = 1;
+    const int64_t start = op.start_ns ? op.start_ns : at + 1'000'000;
+    const int64_t duration = op.duration_ns ? op.duration_ns : RingDuration(op, n);
+    auto* s = l.events.add_events()->mutable_op_started();
+    s->set_op_id(++id);
+    s->mutable_key()->set_comm_hash(kComm);
+    s->mutable_key()->set_kind(op.kind);
+    s->mutable_key()->set_seq(id);
+    s->mutable_key()->set_peer(-1);
+    s->set_comm_rank(0);
+    s->set_comm_size(static_cast<int32_t>(n));
+    s->set_bytes(op.bytes_per_member);
+    s->set_algo_name("RING");
+    s->set_proto_name(op.protocol);
+    s->set_at_ns(static_cast<uint64_t>(start - 5'000));
+    auto* f = l.events.add_events()->mutable_op_finished();
+    f->set_op_id(id);
+    f->set_first_send_ns(static_cast<uint64_t>(start));
+    f->set_end_ns(static_cast<uint64_t>(start + duration));
+    rec.lines.push_back(l);
+    at = start + duration;
+  }
+  return rec;
+}
+
+std::vector<prism::daemon::StepCostFit> Fit(uint32_t n, const std::vector<SyntheticOp>& ops) {
+  g::Graph placement;
+  *placement.mutable_cluster() = TenGig(n);
+  const auto timings = prism::daemon::RingOpTimings(RecordingOf(n, ops), placement);
+  REQUIRE(timings.count(0) == 1);
+  return prism::daemon::FitStepCost(timings.at(0), placement.cluster());
+}
+
+// Ten all-gathers over 1024 ranks (4 KiB per member: 3.3 us of wire per
+// step, latency-bound), per-step costs 7 to 9 us around 8 us, and one
+// warm-up operation at 50 us.
+std::vector<SyntheticOp> TenAllGathers() {
+  std::vector<SyntheticOp> ops;
+  for (int64_t c : {50'000, 7'000, 9'000, 7'500, 8'500, 8'000, 7'800, 8'200, 8'000, 7'900, 8'100}) {
+    SyntheticOp op;
+    op.c_ns = c;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+std::string TempPath(const std::string& name) { return "/tmp/prism-step-cost-test-" + std::to_string(getpid()) + name; }
+
+std::pair<int, std::string> Prismd(const std::string& args) {
+  const std::string out = TempPath(".out");
+  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>&1").c_str());
+  std::ifstream f(out);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(out.c_str());
+  return {WEXITSTATUS(rc), text};
+}
+
+}  // namespace
+
+TEST_CASE("step cost: the fit gives back the per-step cost a latency-bound ring was timed with",
+          "[step_cost][capture]") {
+  const auto fits = Fit(1024, TenAllGathers());
+  REQUIRE(fits.size() == 1);
+  CHECK(fits[0].protocol == "SIMPLE");
+  REQUIRE(fits[0].cost.has_value());
+  CHECK(*fits[0].cost == Nanoseconds(8'000));  // the median: the warm-up outlier does not move it
+  CHECK(fits[0].used_ops == 11);
+  CHECK(fits[0].ring_ops == 11);
+  CHECK(fits[0].p10 == Nanoseconds(7'500));
+  CHECK(fits[0].p90 == Nanoseconds(9'000));
+  const auto entries = prism::daemon::StepCostEntries(fits, 0);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].cost_ns() == 8'000);
+  CHECK(entries[0].ops() == 11);
+  CHECK(entries[0].algorithm() == g::ALGORITHM_RING);
+  CHECK(entries[0].source().rfind("measured by prism capture on rank 0, 11 ops (NCCL SIMPLE ring, median of 11 "
+                                  "latency-bound ring all-gathers of 11",
+                                  0) == 0);
+  // All-reduces (2(n-1) steps) and LL (one slice per step) fit the same way, each protocol on its own.
+  std::vector<SyntheticOp> mixed;
+  for (int i = 0; i < 8; ++i) {
+    SyntheticOp ar;
+    ar.kind = prism::rpc::OP_ALL_REDUCE;
+    ar.bytes_per_member = 1 << 20;
+    ar.c_ns = 11'000;
+    mixed.push_back(ar);
+    SyntheticOp ll;
+    ll.protocol = "LL";
+    ll.bytes_per_member = 64;
+    ll.c_ns = 3'000;
+    mixed.push_back(ll);
+  }
+  const auto two = Fit(2048, mixed);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].protocol == "LL");
+  REQUIRE(two[0].cost.has_value());
+  CHECK(*two[0].cost == Nanoseconds(3'000));
+  CHECK(two[1].protocol == "SIMPLE");
+  REQUIRE(two[1].cost.has_value());
+  CHECK(*two[1].cost == Nanoseconds(11'000));
+  CHECK(prism::daemon::DescribeFits(two, 0).find("SIMPLE ring 11.00 us per step (median of 8 latency-bound ring "
+                                                 "all-reduces of 8") != std::string::npos);
+}
+
+TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and overlapped ones give no figure",
+          "[step_cost][capture]") {
+  std::vector<SyntheticOp> seven = TenAllGathers();
+  seven.resize(7);
+  auto fits = Fit(1024, seven);
+  REQUIRE(fits.size() == 1);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("7 latency-bound ring operations of 7, fewer than the 8 a fit needs") !=
+        std::string::npos);
+  CHECK(prism::daemon::StepCostEntries(fits, 0).empty());
+
+  // 1 MiB per member over 16 ranks: 839 us of wire per step, bandwidth-bound; rings of 8: too short.
+  std::vector<SyntheticOp> wide(10);
+  for (SyntheticOp& op : wide) op.bytes_per_member = 1 << 20;
+  fits = Fit(16, wide);
+  REQUIRE(fits.size() == 1);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("0 on rings of under 16 members, 10 bandwidth-bound") != std::string::npos);
+  fits = Fit(8, TenAllGathers());
+  CHECK(fits[0].detail.find("11 on rings of under 16 members") != std::string::npos);
+
+  // Two operations in flight together share the NIC: both left out.
+  std::vector<SyntheticOp> overlapping = TenAllGathers();
+  SyntheticOp extra;
+  extra.start_ns = 1'000'000'000 + 1'000'000 + 100'000;  // inside the first operation
+  extra.c_ns = 60'000;  // ends after the first one: the next starts after both
+  overlapping.insert(overlapping.begin() + 1, extra);
+  fits = Fit(1024, overlapping);
+  REQUIRE(fits[0].cost.has_value());
+  CHECK(fits[0].used_ops == 10);
+  CHECK(fits[0].detail.find("2 overlapping another operation") != std::string::npos);
+
+  // Steps that are not paced by NCCL's step (faster than the link latency): no figure.
+  std::vector<SyntheticOp> empty(8);
+  for (SyntheticOp& op : empty) op.c_ns = -6'000;
+  fits = Fit(1024, empty);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("below 0") != std::string::npos);
+}
+
+TEST_CASE("step cost: the capture header's figure goes into the extrapolated graph and back from its file",
+          "[step_cost][capture]") {
+  // A one-rank world-ring program; its recording carries rank 0's figure.
+  g::Graph job;
+  *job.mutable_cluster() = TenGig(4);
+  job.mutable_job()->set_name("ring");
+  job.mutable_job()->set_world_size(4);
+  (*job.mutable_job()->mutable_attributes())["iterations"] = "1";
+  auto* world = job.add_communicators();
+  world->set_id(0);
+  world->set_name("world");
+  world->mutable_init();
+  auto* prog = job.add_programs();
+  prog->set_id(0);
+  prog->set_name("p");
+  prog->set_streams(1);
+  prog->add_comm_slot_names("world");
+  auto* op = prog->add_ops()->mutable_collective();
+  op->set_kind(g::ALLGATHER);
+  op->set_bytes(4096);
+  for (uint32_t r = 0; r < 4; ++r) {
+    world->add_members(r);
+    auto* rank = job.add_ranks();
+    rank->set_rank(r);
+    rank->set_node(r);
+    rank->add_comm_slots(0);
+  }
+  auto rec0 = prism::graphgen::RecordingFromGraph(job, 0);
+  REQUIRE(rec0.ok());
+  auto rec2 = prism::graphgen::RecordingFromGraph(job, 2);
+  REQUIRE(rec2.ok());
+  const auto fits = Fit(1024, TenAllGathers());
+  for (auto& e : prism::daemon::StepCostEntries(fits, 0)) *rec0->header.add_nccl_step_costs() = e;
+
+  // Written and parsed back in the recording format.
+  auto parsed = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(*rec0), "rank-0");
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->header.nccl_step_costs_size() == 1);
+
+  auto one = prism::graphgen::Extrapolate({*parsed, *rec2}, {});
+  REQUIRE(one.ok());
+  REQUIRE(one->graph.cluster().nccl_step_costs_size() == 1);
+  CHECK(one->graph.cluster().nccl_step_costs(0).cost_ns() == 8'000);
+  CHECK(one->graph.cluster().nccl_step_costs(0).source().rfind("measured by prism capture on rank 0, 11 ops", 0) ==
+        0);
+  // Two recorded ranks with figures: the mean weighted by their operations.
+  g::NcclStepCost other = parsed->header.nccl_step_costs(0);
+  other.set_cost_ns(12'000);
+  other.set_ops(33);
+  *rec2->header.add_nccl_step_costs() = other;
+  auto both = prism::graphgen::Extrapolate({*parsed, *rec2}, {});
+  REQUIRE(both.ok());
+  REQUIRE(both->graph.cluster().nccl_step_costs_size() == 1);
+  CHECK(both->graph.cluster().nccl_step_costs(0).cost_ns() == 11'000);  // (8 * 11 + 12 * 33) / 44
+  CHECK(both->graph.cluster().nccl_step_costs(0).ops() == 44);
+  CHECK(both->graph.cluster().nccl_step_costs(0).source().rfind("measured by prism capture on ranks 0, 2, 44 ops",
+                                                                0) == 0);
+
+  // The graph file keeps it, and prismd's choice reads it.
+  auto encoded = g::EncodeGraph(one->graph);
+  REQUIRE(encoded.ok());
+  auto decoded = g::DecodeGraph(*encoded);
+  REQUIRE(decoded.ok());
+  REQUIRE(decoded->cluster().nccl_step_costs_size() == 1);
+  const auto chosen = prism::engine::GraphNcclStepCost(decoded->cluster());
+  REQUIRE(chosen.has_value());
+  CHECK(chosen->cost == Nanoseconds(8'000));
+  CHECK(chosen->measured == decoded->cluster().nccl_step_costs(0).source());
+  CHECK_FALSE(prism::engine::GraphNcclStepCost(job.cluster()).has_value());  // none: prismd's table
+}
+
+TEST_CASE("step cost: prismd --simulate plays the graph's measured figure unless --step-cost-us overrides it",
+          "[step_cost][capture]") {
+  // A 1024-rank world ring all-gather of 4 MiB (latency-bound: 3.3 us of wire per step).
+  const std::string plain = TempPath("-plain.graph"), measured = TempPath("-measured.graph");
+  g::Graph gr;
+  *gr.mutable_cluster() = TenGig(1024);
+  gr.mutable_job()->set_name("ring");
+  gr.mutable_job()->set_world_size(1024);
+  (*gr.mutable_job()->mutable_attributes())["iterations"] = "1";
+  auto* world = gr.add_communicators();
+  world->set_name("world");
+  world->mutable_init();
+  auto* prog = gr.add_programs();
+  prog->set_name("p");
+  prog->set_streams(1);
+  prog->add_comm_slot_names("world");
+  auto* op = prog->add_ops()->mutable_collective();
+  op->set_kind(g::ALLGATHER);
+  op->set_bytes(4ull << 20);
+  op->set_algorithm(g::ALGORITHM_RING);
+  for (uint32_t r = 0; r < 1024; ++r) {
+    world->add_members(r);
+    auto* rank = gr.add_ranks();
+    rank->set_rank(r);
+    rank->set_node(r);
+    rank->add_comm_slots(0);
+  }
+  REQUIRE(g::WriteGraphFile(gr, plain).ok());
+  auto* e = gr.mutable_cluster()->add_nccl_step_costs();
+  e->set_protocol("SIMPLE");
+  e->set_algorithm(g::ALGORITHM_RING);
+  e->set_cost_ns(6'000);
+  e->set_ops(40);
+  e->set_source("measured by prism capture on rank 0, 40 ops");
+  REQUIRE(g::WriteGraphFile(gr, measured).ok());
+
+  auto [rc1, text1] = Prismd("--graph " + plain + " --simulate --json --metrics-address none");
+  REQUIRE(rc1 == 0);
+  const auto j1 = nlohmann::json::parse(text1);
+  CHECK(j1["nccl_step_cost_us"].get<double>() == 12.5);  // prismd's table, as before
+  auto [rc2, text2] = Prismd("--graph " + measured + " --simulate --json --metrics-address none");
+  REQUIRE(rc2 == 0);
+  const auto j2 = nlohmann::json::parse(text2);
+  CHECK(j2["nccl_step_cost_us"].get<double>() == 6.0);
+  CHECK(j2["nccl_step_cost_source"] == "measured by prism capture on rank 0, 40 ops");
+  // 1023 steps each 6.5 us shorter: 6.65 ms less.
+  CHECK(j1["iteration_time_s"].get<double>() - j2["iteration_time_s"].get<double>() == Approx(1023 * 6.5e-6).epsilon(0.01));
+  auto [rc3, text3] = Prismd("--graph " + measured + " --simulate --json --metrics-address none --step-cost-us 12.5");
+  REQUIRE(rc3 == 0);
+  const auto j3 = nlohmann::json::parse(text3);
+  CHECK(j3["nccl_step_cost_source"] == "--step-cost-us");
+  CHECK(j3["iteration_time_s"].get<double>() == j1["iteration_time_s"].get<double>());
+  const std::string trace = TempPath(".json");
+  auto [rc4, text4] = Prismd("--graph " + measured + " --simulate --metrics-address none --trace " + trace);
+  REQUIRE(rc4 == 0);
+  CHECK(text4.find("NCCL step cost: 6.00 us per ring step (measured by prism capture on rank 0, 40 ops)") !=
+        std::string::npos);
+  std::ifstream trace_in(trace);
+  const auto tj = nlohmann::json::parse(trace_in);
+  CHECK(tj["metadata"]["nccl_step_cost_source"] == "measured by prism capture on rank 0, 40 ops");
+  std::remove(trace.c_str());
+  std::remove(plain.c_str());
+  std::remove(measured.c_str());
+}
