@@ -19,6 +19,13 @@
 //     is held at once, as before 2026-12-02).
 //   --report-delay-us: how long after its stamp a report reaches prismd
 //     (default 50: the plugin's PRISM_EVENT_FLUSH_US batching).
+//   --enqueue-ahead-us: how far ahead of its GPU the rank's host enqueues
+//     each operation (NCCL reports it then; default 0). A real training
+//     loop's host runs ahead by whole layers.
+//   --push-delay-us: how long a schedule takes to reach the plugin (gRPC;
+//     default 0).
+//   --forecast on|off: HybridSchedulerOptions::forecast (default on; off:
+//     every ring waits for its members' schedule, as before 2026-12-02).
 //
 // The stand-in real ranks run exactly as `prismd --simulate` plays them
 // (ModelRecording): each operation's OpStarted and OpFinished reach the
@@ -34,8 +41,11 @@
 // evenly over [max(start, ready), end] of the operation (a ring: one per
 // step and channel; a stream: one per 512 KiB and channel), and a receive
 // whose time comes before its schedule was sent completes when it comes
-// (a held ring and a STREAM receive wait for the schedule). The gRPC trip of
-// a schedule and NCCL's polling of test() are not in it: this is prismd's part.
+// (a held ring and a STREAM receive wait for the schedule; a forecast,
+// OpSchedule.after, releases them as the schedule does). A schedule's gRPC
+// trip is --push-delay-us; NCCL's polling of test() is not in it.
+// "TP all-reduces ... wait per op": all-reduces over 2 ranks, their first
+// receive's wait for prismd, per operation.
 //
 // Output: one line per run, then its lag histogram.
 #include <algorithm>
@@ -45,6 +55,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <time.h>
@@ -109,6 +120,11 @@ struct LateReceives {
   uint64_t receives = 0, late = 0;
   uint64_t held = 0;  // ring collectives held (OpSchedule.hold)
   double late_s = 0;
+  // All-reduces over 2 ranks (TP2): how many, and how long their first
+  // receive waited in all (the operation's own wait for prismd).
+  uint64_t tp_ops = 0;
+  double tp_wait_s = 0;
+  std::map<std::string, double> late_s_by_kind;  // OpKind name (ALL_REDUCE over 2 ranks: "TP")
 };
 
 // When a hold (OpSchedule.hold) for each operation was sent, by KeyOf.
@@ -118,40 +134,93 @@ std::map<std::string, int64_t> HoldsOf(const SessionReplayResult& r) {
   return out;
 }
 
+// When the first forecast (OpSchedule.after) for each operation was sent.
+std::map<std::string, int64_t> ForecastsOf(const SessionReplayResult& r) {
+  std::map<std::string, int64_t> out;
+  for (const auto& f : r.forecasts) out.emplace(KeyOf(f.session, f.schedule.key()), f.sent_ns);
+  return out;
+}
+
 // A STREAM receive waits for its schedule; a MIRROR receive only under a
 // hold (from when the hold came; before it, and without one, the virtual
 // members count as on time).
-LateReceives LateFromSchedules(const SessionReplayResult& r, const std::map<std::string, RecordedOp>& ops) {
+// A schedule reaches the plugin `push_ns` after it was sent (gRPC); a
+// forecast (OpSchedule.after) releases the receives as the plain schedule
+// does, whichever comes first. `gpu_start`: when each operation's transfers
+// began (its OpStarted stamp may be earlier: --enqueue-ahead-us).
+LateReceives LateFromSchedules(const SessionReplayResult& r, const std::map<std::string, RecordedOp>& ops,
+                               const std::map<std::string, int64_t>& gpu_start, int64_t push_ns) {
   LateReceives out;
   const std::map<std::string, int64_t> holds = HoldsOf(r);
+  const std::map<std::string, int64_t> forecasts = ForecastsOf(r);
+  std::set<std::string> seen;
   for (const auto& sched : r.schedules) {
     const std::string key = KeyOf(sched.session, sched.schedule.key());
     const auto it = ops.find(key);
-    if (it == ops.end() || it->second.end_ns == 0) continue;
+    if (it == ops.end() || it->second.end_ns == 0 || !seen.insert(key).second) continue;
     const RecordedOp& op = it->second;
+    int64_t release = sched.sent_ns;
+    if (const auto f = forecasts.find(key); f != forecasts.end()) release = std::min(release, f->second);
+    release += push_ns;
     int64_t waits_from = std::numeric_limits<int64_t>::min();
     if (sched.schedule.mode() == prism::rpc::OpSchedule::MIRROR) {
       const auto hold = holds.find(key);
-      waits_from = hold == holds.end() ? std::numeric_limits<int64_t>::max() : hold->second;
-      if (hold != holds.end()) ++out.held;
+      waits_from = hold == holds.end() || hold->second >= release - push_ns ? std::numeric_limits<int64_t>::max()
+                                                                            : hold->second + push_ns;
+      if (waits_from != std::numeric_limits<int64_t>::max()) ++out.held;
     }
-    const int64_t from = std::max<int64_t>(static_cast<int64_t>(op.started.at_ns()),
-                                           static_cast<int64_t>(sched.schedule.ready_ns()));
+    const auto g = gpu_start.find(key);
+    const int64_t start = g != gpu_start.end() ? g->second : static_cast<int64_t>(op.started.at_ns());
+    const int64_t from = std::max<int64_t>(start, static_cast<int64_t>(sched.schedule.ready_ns()));
+    const bool tp = op.started.key().kind() == prism::rpc::OP_ALL_REDUCE && op.started.comm_size() == 2;
+    bool first = true;
     const int64_t span = std::max<int64_t>(0, op.end_ns - from);
     const uint64_t m = ReceivesPerChannel(sched.schedule, op.started);
     const uint64_t channels = static_cast<uint64_t>(std::max<uint32_t>(op.started.channels(), 1));
     for (uint64_t k = 0; k < m; ++k) {
       const int64_t done = from + static_cast<int64_t>(static_cast<double>(span) * static_cast<double>(k + 1) /
                                                        static_cast<double>(m));
-      const int64_t late = sched.sent_ns - done;
+      const int64_t late = release - done;
       out.receives += channels;
       if (late > 0 && done >= waits_from) {
         out.late += channels;
         out.late_s += static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
+        if (tp && first) out.tp_wait_s += static_cast<double>(late) * 1e-9;
+        out.late_s_by_kind[tp ? std::string("TP") : prism::rpc::OpKind_Name(op.started.key().kind()).substr(3)] +=
+            static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
       }
+      first = false;
     }
+    out.tp_ops += tp ? 1 : 0;
   }
   return out;
+}
+
+// The host runs ahead of its GPU (NCCL reports an operation when it is
+// enqueued): each OpStarted is stamped and reported up to `ahead_ns` before
+// the operation's transfers begin, in the rank's order. Returns when each
+// operation's transfers began (by KeyOf).
+std::map<std::string, int64_t> EnqueueAhead(Recording* rec, int64_t ahead_ns) {
+  std::map<std::string, int64_t> gpu_start;
+  std::map<uint64_t, int64_t> last;  // per session, the previous enqueue
+  for (RecordedLine& line : rec->lines) {
+    if (line.kind != RecordedLine::kEvents) continue;
+    for (auto& e : *line.events.mutable_events()) {
+      if (!e.has_op_started()) continue;
+      prism::rpc::OpStarted* st = e.mutable_op_started();
+      const int64_t at = static_cast<int64_t>(st->at_ns());
+      gpu_start[KeyOf(line.session, st->key())] = at;
+      int64_t& prev = last[line.session];
+      // Not before the run's start (the communicators are announced then).
+      const int64_t enqueued = std::min(at, std::max({prev, at - ahead_ns, rec->start_realtime_ns}));
+      prev = enqueued;
+      st->set_at_ns(static_cast<uint64_t>(enqueued));
+      line.at -= at - enqueued;
+    }
+  }
+  std::stable_sort(rec->lines.begin(), rec->lines.end(),
+                   [](const RecordedLine& a, const RecordedLine& b) { return a.at < b.at; });
+  return gpu_start;
 }
 
 // The plugin's per-message events for every operation of `rec` (what NCCL's
@@ -227,7 +296,8 @@ int64_t WallRealtimeNs() {
 int Usage() {
   std::fprintf(stderr,
                "usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US] [--lookahead-ms MS] "
-               "[--report-delay-us US] [--record FILE] [--message-events on|off] [--ring-answer-wait-us US] "
+               "[--report-delay-us US] [--enqueue-ahead-us US] [--push-delay-us US] [--forecast on|off] [--record FILE] "
+               "[--message-events on|off] [--ring-answer-wait-us US] "
                "GRAPH RANKS [RANKS ...]   (RANKS e.g. 0 or 0,1)\n");
   return 2;
 }
@@ -241,6 +311,9 @@ int main(int argc, char** argv) {
   bool message_events = true;
   std::string record_path;  // --record: prismd --record-sessions's file
   int64_t ring_answer_wait_us = -1;  // -1: prismd's
+  double enqueue_ahead_us = 0;       // the host's run-ahead (0: OpStarted at the transfers' start)
+  double push_delay_us = 0;          // a schedule's trip to the plugin
+  bool forecast = true;              // --forecast off: as before 2026-12-02
   const int64_t flush_ns = 50'000;
   std::string algo = "Ring";
   prism::engine::NcclBehaviour nccl;
@@ -256,7 +329,10 @@ int main(int argc, char** argv) {
     if (flag == "--ring-answer-wait-us" && absl::SimpleAtoi(value, &ring_answer_wait_us) && ring_answer_wait_us >= 0)
       continue;
     if (flag == "--message-events" && (value == "on" || value == "off")) { message_events = value == "on"; continue; }
+    if (flag == "--forecast" && (value == "on" || value == "off")) { forecast = value == "on"; continue; }
     if (flag == "--report-delay-us" && absl::SimpleAtod(value, &report_delay_us) && report_delay_us >= 0) continue;
+    if (flag == "--enqueue-ahead-us" && absl::SimpleAtod(value, &enqueue_ahead_us) && enqueue_ahead_us >= 0) continue;
+    if (flag == "--push-delay-us" && absl::SimpleAtod(value, &push_delay_us) && push_delay_us >= 0) continue;
     if (flag == "--step-cost-us" && absl::SimpleAtod(value, &us) && us >= 0) {
       nccl.step_cost = Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       continue;
@@ -290,6 +366,9 @@ int main(int argc, char** argv) {
     if (!rec.ok()) { std::fprintf(stderr, "%s\n", rec.status().ToString().c_str()); return 1; }
     rec->iterations = iterations;
     const uint64_t messages = message_events ? AddMessageTraffic(&*rec, flush_ns) : 0;
+    const std::map<std::string, RecordedOp> ops = OpsOf(*rec);  // stamped where the transfers begin
+    const std::map<std::string, int64_t> gpu_start =
+        EnqueueAhead(&*rec, static_cast<int64_t>(enqueue_ahead_us * 1000.0));
     for (RecordedLine& line : rec->lines)  // reports reach prismd one flush after their stamps
       if (line.kind == RecordedLine::kEvents) line.at += static_cast<int64_t>(report_delay_us * 1000.0);
     const auto wall0 = std::chrono::steady_clock::now();
@@ -304,13 +383,14 @@ int main(int argc, char** argv) {
     po.lookahead = Nanoseconds(lookahead_ms * 1'000'000);
     po.nccl = nccl;
     po.recorder = recorder.get();
+    po.forecast = forecast;
     if (ring_answer_wait_us >= 0) po.ring_answer_wait = Nanoseconds(ring_answer_wait_us * 1000);
     auto r = prism::daemon::ReplaySessionsPaced(*graph, *rec, po);
     if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     Nanoseconds played(0);
     for (Nanoseconds t : r->iteration_times) played += t;
-    const LateReceives late = LateFromSchedules(*r, OpsOf(*rec));
+    const LateReceives late = LateFromSchedules(*r, ops, gpu_start, static_cast<int64_t>(push_delay_us * 1000.0));
     const double per_iteration_s = r->iteration_times.empty() ? 0 : late.late_s / r->iteration_times.size();
     const double iteration_s = r->iteration_times.empty() ? 0 : played.count() * 1e-9 / r->iteration_times.size();
     std::printf(
@@ -322,7 +402,14 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(late.late),
         static_cast<unsigned long long>(late.receives), per_iteration_s * 1e3,
         iteration_s > 0 ? 100.0 * per_iteration_s / iteration_s : 0.0, iteration_s * 1e3, wall);
-    std::printf("  lag histogram (upper bound us: events):");
+    std::printf("  forecasts %zu (%llu missed) | TP all-reduces (2 ranks) %llu, wait per op %.1f us\n",
+                r->forecasts.size(), static_cast<unsigned long long>(r->forecast_misses),
+                static_cast<unsigned long long>(late.tp_ops),
+                late.tp_ops > 0 ? late.tp_wait_s * 1e6 / static_cast<double>(late.tp_ops) : 0.0);
+    std::printf("  late receives per iteration by kind (ms):");
+    for (const auto& [kind, seconds] : late.late_s_by_kind)
+      std::printf(" %s %.3f", kind.c_str(), r->iteration_times.empty() ? 0.0 : seconds * 1e3 / r->iteration_times.size());
+    std::printf("\n  lag histogram (upper bound us: events):");
     for (size_t b = 0; b < prism::engine::WallClockPacer::kLagBuckets; ++b) {
       if (r->lags.counts[b] == 0) continue;
       if (b + 1 < prism::engine::WallClockPacer::kLagBuckets)

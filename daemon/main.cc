@@ -90,6 +90,7 @@ struct Flags {
   std::vector<std::string> bootstrap_allow;
   int64_t lookahead_ms = 0;
   std::string ring_hold = "on";
+  std::string ring_forecast = "on";
   std::string on_divergence = "stop";
   int64_t stall_after_s = 5;
   std::string record_sessions;
@@ -337,6 +338,7 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   h.trace_path = f.trace;
   h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
   h.ring_hold = f.ring_hold == "on";
+  h.ring_forecast = f.ring_forecast == "on";
   h.record_sessions_path = f.record_sessions;
   auto on_divergence = prism::daemon::ParseOnDivergence(f.on_divergence);
   if (!on_divergence.ok()) return Fail(on_divergence.status(), kExitUsage);
@@ -486,6 +488,10 @@ int main(int argc, char** argv) {
   app.add_option("--ring-hold", f.ring_hold,
                  "hybrid: on (default): a real rank's ring collective whose virtual members have not reached it in "
                  "the engine waits for them (the plugin holds its receives); off: they count as on time")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--ring-forecast", f.ring_forecast,
+                 "hybrid: on (default): a real rank's collective whose virtual members only compute after its own "
+                 "previous one gets its schedule ahead, relative to that one's end; off: it waits for the members")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--on-divergence", f.on_divergence,
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "

@@ -278,6 +278,11 @@ void PutOpSchedule(const rpc::OpSchedule& r, OpScheduleBook* book) {
   s.unmatched = r.unmatched();
   s.step_cost_ns = static_cast<int64_t>(r.step_cost_ns());
   s.hold = r.hold();
+  if (r.has_after()) {
+    s.has_after = true;
+    s.after = OpKey{r.after().comm_hash(), static_cast<OpKind>(r.after().kind()), r.after().seq(), r.after().peer()};
+    s.after_delay_ns = static_cast<int64_t>(r.after_delay_ns());
+  }
   book->Put(key, s);
 }
 

@@ -23,7 +23,7 @@ void OpRelay::OnOpStarted(const OpInfo& info) {
 }
 
 void OpRelay::OnOpFinished(const OpInfo& info, const OpSummary& summary) {
-  if (env_->schedules != nullptr) env_->schedules->Finish(OpKey::Of(info));
+  if (env_->schedules != nullptr) env_->schedules->Finish(OpKey::Of(info), summary.end_ns);
   if (!env_->settings->daemon_configured) return;
   SessionEvent e;
   e.kind = SessionEvent::kOpFinished;

@@ -7,17 +7,27 @@
 #ifndef PRISM_PLUGIN_OP_SCHEDULES_H_
 #define PRISM_PLUGIN_OP_SCHEDULES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 
 #include "plugin/arrival.h"
 #include "plugin/op_tracker.h"
 
 namespace prism::plugin {
+
+// The identity prismd and the plugin both give an operation.
+struct OpKey {
+  uint64_t comm_hash = 0;
+  OpKind kind = OpKind::kUnknown;
+  uint64_t seq = 0;
+  int32_t peer = -1;
+  static OpKey Of(const OpInfo& info) { return OpKey{info.comm_hash, info.kind, info.seq, info.peer}; }
+  auto operator<=>(const OpKey&) const = default;
+};
 
 // How a virtual peer's messages of one operation are timed (see the proto).
 struct OpSchedule {
@@ -29,16 +39,11 @@ struct OpSchedule {
   int64_t step_cost_ns = 0;          // MIRROR: the virtual members' cost per ring step beyond the latency
   bool unmatched = false;
   bool hold = false;                 // MIRROR: virtual members not there yet: wait for the next schedule
-};
-
-// The identity prismd and the plugin both give an operation.
-struct OpKey {
-  uint64_t comm_hash = 0;
-  OpKind kind = OpKind::kUnknown;
-  uint64_t seq = 0;
-  int32_t peer = -1;
-  static OpKey Of(const OpInfo& info) { return OpKey{info.comm_hash, info.kind, info.seq, info.peer}; }
-  auto operator<=>(const OpKey&) const = default;
+  // A forecast: the virtual members are ready at max(ready_ns, E +
+  // after_delay_ns), E = this process's end of operation `after`.
+  bool has_after = false;
+  OpKey after;
+  int64_t after_delay_ns = 0;
 };
 
 class OpScheduleBook {
@@ -63,6 +68,19 @@ class OpScheduleBook {
     if (it == book_.end()) return std::nullopt;
     return it->second;
   }
+  // A forecast made plain: ready_ns = max(ready_ns, E + after_delay_ns) once
+  // operation `after` has ended here (E: its end as Finish was told); false
+  // while it has not (or its end was forgotten: kFinishedKept). Anything
+  // else is left as it is (true).
+  bool ResolveAfter(OpSchedule* s) const {
+    if (!s->has_after) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = finished_.find(s->after);
+    if (it == finished_.end()) return false;
+    s->ready_ns = std::max(s->ready_ns, it->second + s->after_delay_ns);
+    s->has_after = false;
+    return true;
+  }
   // Times one receive of operation `key` on its virtual sender's link,
   // which every connection of the operation shares (its channels leave
   // through one NIC), and on the receiving connection's own FIFO link
@@ -75,12 +93,13 @@ class OpScheduleBook {
     *conn_wire_end = a.wire_end;
     return a;
   }
-  // The operation ended: forget its schedule (a late one is dropped).
-  void Finish(const OpKey& key) {
+  // The operation ended at `end_ns` (CLOCK_REALTIME, OpFinished.end_ns):
+  // forget its schedule (a late one is dropped); its end anchors forecasts.
+  void Finish(const OpKey& key, int64_t end_ns = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     book_.erase(key);
     sender_wire_end_.erase(key);
-    if (!finished_.insert(key).second) return;
+    if (!finished_.emplace(key, end_ns).second) return;
     finished_order_.push_back(key);
     if (finished_order_.size() > kFinishedKept) {  // forget the oldest
       finished_.erase(finished_order_.front());
@@ -111,7 +130,7 @@ class OpScheduleBook {
   mutable std::mutex mu_;
   std::map<OpKey, OpSchedule> book_;
   std::map<OpKey, Nanoseconds> sender_wire_end_;  // per operation, until Finish
-  std::set<OpKey> finished_;
+  std::map<OpKey, int64_t> finished_;  // its end
   std::deque<OpKey> finished_order_;
   uint64_t puts_ = 0;
   Nanoseconds ring_step_cost_{0};

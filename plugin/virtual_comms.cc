@@ -467,11 +467,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     out = ResolveExplicit(req, slot, explicit_schedule);
     if (out == Outcome::kWait) conn_->PutSchedule(slot.seq, explicit_schedule);  // keep it for the next try
   } else if (slot.op.valid()) {
-    // The operation NCCL actually ran decides the form (prismd's engine
-    // cannot know NCCL's algorithm choice); the schedule gives the times.
-    const std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
-    // PRISM_RING_WAITS_FOR_SCHEDULE: a ring receive, too, waits until the
-    // engine has seen its virtual members reach the operation.
+    // The operation NCCL ran decides the form; the schedule gives the times.
+    std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
+    if (s && !env_.schedules->ResolveAfter(&*s)) return Outcome::kWait;  // a forecast: its anchor has not ended
+    // PRISM_RING_WAITS_FOR_SCHEDULE: a ring receive, too, waits for its members' schedule.
     // PAT: mirrored per dimension when the proxy op's peer names one, else STREAM.
     const bool mirror = slot.op.op->info().mirror_kind() || PatDimensionOf(slot.op) >= 0;
     if (mirror && s && s->hold) out = Outcome::kWait;  // prismd: the virtual members are not there yet
@@ -537,7 +536,9 @@ void VirtualRecvComm::WarnWaiting(const RecvRequest& req, const Slot& slot) {
                            "the real rank is ahead of them; see prismd's /status)"
                          : "for prismd's schedule (is prismd's engine behind, or is this operation missing from "
                            "the graph? see prismd's log)";
-  if (mirrored && info.mirror_kind()) {
+  if (std::optional<OpSchedule> f = sched; f && !env_.schedules->ResolveAfter(&*f)) {
+    why = "for this rank's end of its operation seq " + std::to_string(f->after.seq) + " (prismd's forecast)";
+  } else if (mirrored && info.mirror_kind()) {
     why = std::string("for this rank's own send of the same ring step") + kHostHint + "; " + MirrorProgress(slot);
   } else if (mirrored && dim >= 0) {
     const int n = std::max(1, info.comm_size);

@@ -109,6 +109,26 @@ TEST_CASE("a ring whose virtual members are still computing when the real rank s
   REQUIRE(h.Stop().ok());
 }
 
+namespace {
+
+// The newest schedule for `key` that is (`forecast`) or is not a forecast
+// (OpSchedule.after), waiting up to `timeout`.
+std::optional<prism::rpc::OpSchedule> WaitKind(HybridHarness& h, const prism::rpc::OpKey& key, bool forecast,
+                                               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  do {
+    const std::vector<prism::rpc::OpSchedule> all = h.AllSchedules();
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+      if (it->key().seq() == key.seq() && it->key().kind() == key.kind() && !it->hold() &&
+          it->has_after() == forecast)
+        return *it;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return std::nullopt;
+}
+
+}  // namespace
+
 TEST_CASE("a ring the real rank enqueues before its previous one ended is not held: its members wait for the real "
           "rank, and their schedule follows its end", "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce"}, 4, 2), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(0), false,
@@ -129,16 +149,65 @@ TEST_CASE("a ring the real rank enqueues before its previous one ended is not he
   prism::rpc::EventBatch b2;
   AddStarted(&b2, 2, second, 0, 4, 1 << 20, RealtimeNow());
   h.Feed(1, b2);
-  CHECK_FALSE(h.WaitSchedule(second, std::chrono::milliseconds(50), /*holds=*/true).has_value());
+  // Since 2026-12-02 the engine forecasts it instead: nothing lies between
+  // the two, so the members reach the second when the first ends
+  // (OpSchedule.after; "a ring whose virtual members only compute ..." below).
+  const auto early = h.WaitSchedule(second, std::chrono::milliseconds(50), /*holds=*/true);
+  CHECK((!early || (!early->hold() && early->has_after())));
   // The first ends: the members reach the second, and their schedule comes.
   prism::rpc::EventBatch f;
   AddFinished(&f, 1, t + 100'000, RealtimeNow());
   h.Feed(1, f);
-  const auto s = h.WaitSchedule(second, std::chrono::seconds(5), /*holds=*/true);
+  const auto s = WaitKind(h, second, /*forecast=*/false, std::chrono::seconds(5));
   REQUIRE(s.has_value());
   CHECK_FALSE(s->hold());
   CHECK(s->ready_ns() > 0);
   CHECK(h.scheduler().counters().holds == 0);
+  REQUIRE(h.Stop().ok());
+}
+
+TEST_CASE("a ring whose virtual members only compute after the real rank's previous ring gets a forecast from that "
+          "ring's end before it ends: no hold, no wait for the report", "[hybrid][forecast]") {
+  // TP2: real rank 0 and virtual rank 1, 5 ms of compute before each
+  // all-reduce. Rank 1 reaches all-reduce 1 at max(its arrival at
+  // all-reduce 0, rank 0's end of it) + 5 ms: the engine says so as soon as
+  // all-reduce 0 has all its members, long before rank 0 reports its end.
+  constexpr int64_t kCompute = 5'000'000;
+  HybridHarness h(CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 3, kCompute), {0},
+                  prism::Nanoseconds(0));
+  h.Communicator(kWorldHash, 0, {0, 1});
+  const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, first, 0, 2, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  const auto s0 = h.WaitSchedule(first, std::chrono::seconds(5));
+  REQUIRE(s0.has_value());
+  // The host enqueues the second all-reduce while the first runs.
+  prism::rpc::EventBatch b2;
+  AddStarted(&b2, 2, second, 0, 2, 1 << 20, RealtimeNow());
+  h.Feed(1, b2);
+  const auto f = WaitKind(h, second, /*forecast=*/true, std::chrono::seconds(2));
+  REQUIRE(f.has_value());  // before the first has ended
+  CHECK(f->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK(f->after().seq() == 0);
+  CHECK(f->after().kind() == prism::rpc::OP_ALL_REDUCE);
+  CHECK(f->after().comm_hash() == kWorldHash);
+  CHECK(f->after_delay_ns() == static_cast<uint64_t>(kCompute));
+  CHECK(f->ready_ns() == s0->ready_ns() + kCompute);  // at the latest from its own arrival at the first
+  const uint64_t holds = h.scheduler().counters().holds;
+  // The first ends: the members' own schedule follows at their arrival, at
+  // the time the forecast gave; the second is never held.
+  const int64_t end = RealtimeNow();
+  prism::rpc::EventBatch done;
+  AddFinished(&done, 1, end - 100'000, end);
+  h.Feed(1, done);
+  const auto plain = WaitKind(h, second, /*forecast=*/false, std::chrono::seconds(5));
+  REQUIRE(plain.has_value());
+  CHECK(plain->ready_ns() == std::max<uint64_t>(f->ready_ns(), static_cast<uint64_t>(end) + f->after_delay_ns()));
+  CHECK(h.scheduler().counters().holds == holds);
+  CHECK(h.scheduler().counters().forecasts >= 1);
+  CHECK(h.scheduler().counters().forecast_misses == 0);
   REQUIRE(h.Stop().ok());
 }
 
@@ -450,7 +519,7 @@ TEST_CASE("a session recording keeps every batch and every schedule sent, replie
       prism::rpc::EventBatch b;
       AddStarted(&b, seq + 1, key, 0, 4, 1 << 20, t);
       h.Feed(1, b), ++batches;
-      REQUIRE(h.WaitSchedule(key, std::chrono::seconds(5)).has_value());
+      REQUIRE(WaitKind(h, key, /*forecast=*/false, std::chrono::seconds(5)).has_value());
       prism::rpc::EventBatch m;  // per-message events only
       m.add_events()->mutable_completed()->set_conn_id(7);
       h.Feed(1, m), ++batches;
@@ -461,7 +530,7 @@ TEST_CASE("a session recording keeps every batch and every schedule sent, replie
     h.scheduler().Flush();
     std::vector<prism::rpc::OpSchedule> sent;
     for (const auto& s : h.AllSchedules())
-      if (!s.hold()) sent.push_back(s);
+      if (!s.hold() && !s.has_after()) sent.push_back(s);  // forecasts are recorded, but read apart
     REQUIRE(h.Stop().ok());
     recorder->reset();  // closes the file
     auto rec = prism::daemon::ReadRecording(path);

@@ -5,6 +5,9 @@
 // itself, which would show up as error against every ground truth.
 #include <catch2/catch.hpp>
 
+#include "graphgen/job_graph.h"
+#include "graphgen/job_spec.h"
+
 #include <filesystem>
 
 #include "daemon/engine/simulation.h"
@@ -77,6 +80,7 @@ void CheckSelfConsistent(const g::Graph& graph, const std::vector<uint32_t>& rea
   REQUIRE(replay.ok());
   CHECK(replay->ops_unmatched == 0);
   CHECK(replay->divergences == 0);
+  CHECK(replay->forecast_misses == 0);  // every forecast the members' own arrival (docs/timing.md)
   REQUIRE(model.size() >= 2);
   REQUIRE(replay->iteration_times.size() + 1 >= model.size());
   for (size_t i = 0; i + 1 < model.size(); ++i) {
@@ -341,4 +345,32 @@ TEST_CASE("a model-exact real rank reports the algorithm the model played, NCCL'
     }
   }
   CHECK(started == 2);
+}
+
+TEST_CASE("forecasts: with model-exact real ranks, Megatron-core's TP rings are forecast from the rank's previous "
+          "ring, and every forecast is the members' arrival", "[hybrid][self-check][forecast]") {
+  auto spec = prism::graphgen::ParseJobSpecFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/gpt-8.yaml");
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateJobGraph(*spec);
+  REQUIRE(graph.ok());
+  (*graph->mutable_job()->mutable_attributes())["iterations"] = "3";
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 4}}) {
+    auto rec = d::ModelRecording(*graph, real, kStart);
+    REQUIRE(rec.ok());
+    auto replay = d::ReplaySessions(*graph, *rec);
+    INFO(replay.status().message());
+    REQUIRE(replay.ok());
+    uint64_t tp_rings = 0;  // the real ranks' all-reduces over 2 ranks (TP2)
+    for (const auto& line : rec->lines)
+      if (line.kind == d::RecordedLine::kEvents)
+        for (const auto& e : line.events.events())
+          tp_rings += e.has_op_started() && e.op_started().key().kind() == prism::rpc::OP_ALL_REDUCE &&
+                      e.op_started().comm_size() == 2;
+    INFO(real.size() << " real rank(s): " << replay->forecasts.size() << " forecasts, " << tp_rings << " TP rings");
+    // An unpaced replay applies most reports before the members arrive (no
+    // forecast needed then); those it forecasts must hold to the nanosecond.
+    CHECK(replay->forecasts.size() > 0);
+    CHECK(replay->forecasts.size() <= tp_rings);
+    CHECK(replay->forecast_misses == 0);
+  }
 }

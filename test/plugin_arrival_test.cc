@@ -474,6 +474,35 @@ TEST_CASE("virtual recv: a MIRROR receive under prismd's hold waits until the me
   CheckArrival(ring.Finish().end_ns, sched.ready_ns + 4096 / 4 + 15'000'000, posted_by);
 }
 
+TEST_CASE("virtual recv: a forecast MIRROR receive waits for this rank's own end of the operation it runs from, "
+          "then times from that end, with no schedule to wait for", "[plugin][unit][arrival][forecast]") {
+  Rig rig;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  OneStepRing ring(&rig, 1);
+  const OpKey key = OpKey::Of(ring.send_tag().op->info());
+  const OpKey before{key.comm_hash, key.kind, 0, key.peer};  // this rank's previous all-reduce, still running
+  const int64_t sent = OwnSend(&send, ring.send_tag(), 4096);
+  OpSchedule forecast;
+  forecast.mode = OpSchedule::Mode::kMirror;
+  forecast.ready_ns = sent - 10'000'000;  // the members' own part: early
+  forecast.has_after = true;
+  forecast.after = before;
+  forecast.after_delay_ns = 20'000'000;  // they compute 20 ms after that all-reduce ends
+  forecast.link_bits_per_second = 4 * 8'000'000'000ull;
+  forecast.link_latency_ns = 15'000'000;
+  rig.book.Put(key, forecast);
+  std::vector<char> buf(8192);
+  const MessageTag tag = ring.recv_tag();
+  Request* r = PostReceive(&recv, &buf, &tag);
+  CHECK(StaysPending(r, 30));  // the previous all-reduce has not ended here: the members cannot be there
+  const int64_t end = sent;    // it ends (as this process's relay tells the book)
+  rig.book.Finish(before, end);
+  const int64_t posted_by = WallNowNs();
+  CHECK(WaitDone(r) == 4096);
+  CheckArrival(ring.Finish().end_ns, end + 20'000'000 + 4096 / 4 + 15'000'000, posted_by);
+}
+
 TEST_CASE("virtual recv: MIRROR waits for the own send of the same step", "[plugin][unit][arrival]") {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);

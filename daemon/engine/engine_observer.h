@@ -62,6 +62,14 @@ class EngineObserver {
   // kinds counted) of engine communicator `comm` has arrived; the last at
   // `arrived`. Only for communicators with real members.
   virtual void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) {}
+  // Hybrid, ahead of OnVirtualMembersArrived for the same instance: the
+  // virtual members of instance `call` of `comm` will all have arrived at
+  // max(floor, E + after_end), E being the end that the one real member of
+  // instance `after_call` of `after_comm` (all of whose members arrived, but
+  // whose real member has not reported yet) will report. Nothing but the
+  // virtual members' modelled compute lies between (arrival_forecast.cc).
+  virtual void OnVirtualMembersForecast(uint32_t comm, uint64_t call, uint32_t after_comm, uint64_t after_call,
+                                        Nanoseconds floor, Nanoseconds after_end) {}
   // Hybrid: virtual rank `send_rank` starts sending message `index` (0-based,
   // per (comm, send_rank, recv_rank)) of `bytes` to real rank `recv_rank` on
   // engine communicator `comm`; its first byte leaves at `ready`.
@@ -111,6 +119,10 @@ class ObserverList final : public EngineObserver {
   }
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
     for (auto* o : observers_) o->OnVirtualMembersArrived(comm, call, arrived);
+  }
+  void OnVirtualMembersForecast(uint32_t comm, uint64_t call, uint32_t after_comm, uint64_t after_call,
+                                Nanoseconds floor, Nanoseconds after_end) override {
+    for (auto* o : observers_) o->OnVirtualMembersForecast(comm, call, after_comm, after_call, floor, after_end);
   }
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override {

@@ -168,6 +168,25 @@ class ReplayEngine {
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
+  // Hybrid (arrival_forecast.cc): instance `call` of `comm`, whose one real
+  // member has not reported yet, has all its members. Where each virtual
+  // member has only modelled compute between it and its next collective,
+  // the same for all of them, tells the observer when that collective's
+  // virtual members arrive as a function of the real member's end
+  // (OnVirtualMembersForecast): the real rank can time its receives of that
+  // collective without waiting for the engine.
+  void ForecastNextArrival(uint32_t comm, uint64_t call, const Instance& in);
+  // The next collective of virtual `actor` after collective op `k` (issued,
+  // still in flight), when only compute whose other dependencies are done
+  // lies between: its communicator and call, and its arrival as
+  // max(*floor, S + *after) for S = when `actor` completes op `k`, given
+  // that S >= `from`. False otherwise.
+  struct NextArrival {
+    uint32_t comm = 0;
+    uint64_t call = 0;
+    Nanoseconds floor, after;
+  };
+  bool ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out) const;
   // Empties `waiters` into spare_waiters_ (for the next instance).
   void Recycle(std::vector<Waiter>& waiters);
   uint32_t Park(uint32_t comm, Instance in);

@@ -70,6 +70,10 @@ class IterationCounter final : public EngineObserver {
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
     if (next_) next_->OnVirtualMembersArrived(comm, call, arrived);
   }
+  void OnVirtualMembersForecast(uint32_t comm, uint64_t call, uint32_t after_comm, uint64_t after_call,
+                                Nanoseconds floor, Nanoseconds after_end) override {
+    if (next_) next_->OnVirtualMembersForecast(comm, call, after_comm, after_call, floor, after_end);
+  }
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index, Nanoseconds ready,
                            Bytes bytes) override {
     if (next_) next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);

@@ -192,6 +192,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   so.step_cost = options.engine.nccl.step_cost;
   so.unmatched_ops_diverge = !options.control.follow_real_ranks;
   so.hold_early_rings = options.ring_hold && !options.control.follow_real_ranks;
+  so.forecast = options.ring_forecast;
   so.iterations = options.engine.iterations;
   std::unique_ptr<SessionRecorder> recorder;
   if (!options.record_sessions_path.empty()) {

@@ -40,6 +40,8 @@ struct HybridOptions {
   // Hold a real rank's ring collective until the engine's virtual members
   // reach it (HybridSchedulerOptions::hold_early_rings; prismd --ring-hold).
   bool ring_hold = true;
+  // Forecast schedules (HybridSchedulerOptions::forecast; prismd --ring-forecast).
+  bool ring_forecast = true;
   // How long a stall (HybridScheduler::StallReport) lasts before prismd
   // reports it, as a divergence; 0: never.
   Nanoseconds stall_after = FromSeconds(5);

@@ -205,8 +205,9 @@ void HybridScheduler::Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBat
   ++counters_.schedules_pushed;
   if (pushed_metric_ != nullptr) pushed_metric_->Increment();
   const double lead = (static_cast<double>(s.ready_ns()) - static_cast<double>(RealtimeNowNs())) * 1e-9;
-  if (lead < 0) ++counters_.schedules_late;
-  if (lead_metric_ != nullptr && s.ready_ns() > 0) lead_metric_->Observe(std::max(0.0, lead));
+  const bool forecast = s.has_after();  // its time runs from the rank's own end of `after`: never late
+  if (lead < 0 && !forecast) ++counters_.schedules_late;
+  if (lead_metric_ != nullptr && s.ready_ns() > 0 && !forecast) lead_metric_->Observe(std::max(0.0, lead));
   if (reply != nullptr) {
     *reply->add_ops() = std::move(s);
     return;
@@ -343,8 +344,13 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     }
     if (PastReplay(id, s, rank, *op, Describe(s, c.name), reply)) return;
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
+    const auto forecast = rr.collective_forecast.find(slot);
     if (comms_.AllReal(c.comm_hash)) {
       // No virtual member: nothing to schedule, the engine only follows it.
+    } else if (RememberAnchor(rr, slot, key); forecast != rr.collective_forecast.end() &&
+               DeliverForecast(rank, rr, slot, Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s),
+                                                       StreamShapeOf(s), *op}, forecast->second, reply)) {
+      rr.collective_forecast.erase(forecast);
     } else if (auto ready = rr.collective_ready.find(slot); ready != rr.collective_ready.end()) {
       Deliver(rank,
               Schedule(key, MirrorKind(s) ? rpc::OpSchedule::MIRROR : rpc::OpSchedule::STREAM, ready->second,
@@ -376,7 +382,10 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
   const uint64_t order = ring_answers_.Started(rank);
-  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, order};
+  started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, order,
+                                        IsPointToPoint(key.kind()) || c.graph_comm < 0
+                                            ? std::nullopt
+                                            : std::optional<Slot>(Slot{static_cast<uint32_t>(c.graph_comm), op->call})};
   const Nanoseconds at = pacer_ ? pacer_->EmulatedFromRealtime(s.at_ns()) : Nanoseconds(0);
   if (defer_ring) ring_answers_.Defer(rank, order, *defer_ring, at);
   last_posted_ = inbox_->Post(engine::RankReachedOp{rank, op->op, at});
@@ -401,6 +410,7 @@ void HybridScheduler::HandleFinished(SessionId id, const rpc::OpFinished& f) {
   const Nanoseconds first = f.first_send_ns() > 0 && pacer_ ? pacer_->EmulatedFromRealtime(f.first_send_ns())
                                                             : Nanoseconds(0);
   ring_answers_.Finished(op.rank, op.order, end);
+  if (op.slot) EndAnchor(ranks_[op.rank], *op.slot, static_cast<int64_t>(f.end_ns()));
   last_posted_ = inbox_->Post(engine::RankCompletedOp{op.rank, op.op, end, first});
   if (status_ != nullptr) status_->UpdateRealRank(op.rank, true, absl::StrCat("finished ", op.what));
 }
@@ -469,6 +479,7 @@ void HybridScheduler::OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nano
     const Slot slot{graph_comm, call};
     const auto started = rr.collective_started.find(slot);
     if (started == rr.collective_started.end()) {
+      if (ForecastArrived(rank, rr, slot, arrived)) continue;  // its forecast went out: the plain schedule now
       rr.collective_ready[slot] = arrived.count();  // the plugin has not reported the operation yet
       continue;
     }
@@ -498,67 +509,6 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
   }
   Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count(), started->second.stream), nullptr);
   rr.recv_started.erase(started);
-}
-
-std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  const int64_t now = RealtimeNowNs();
-  for (const auto& [rank, rr] : ranks_)
-    for (const auto& [slot, started] : rr.recv_started)
-      if (now - started.since_ns > older_than.count())
-        out.push_back(absl::StrCat("real rank ", rank, " waits ", (now - started.since_ns) / 1000000,
-                                   " ms for virtual rank ", std::get<1>(slot), "'s send #", std::get<2>(slot), " (",
-                                   started.what,
-                                   "): the engine has not played that send yet (is a virtual rank stuck? see the "
-                                   "replay's state on /status)"));
-  return out;
-}
-
-void HybridScheduler::OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) {
-  std::lock_guard<std::mutex> lock(mu_);
-  awaiting_ = EngineAwaiting{RealtimeNowNs(), positions};
-}
-
-std::optional<std::string> HybridScheduler::StallReport(Nanoseconds quiet_for) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t last_report_ns = last_report_ns_.load(std::memory_order_relaxed);
-  if (!awaiting_ || awaiting_->at_ns < last_report_ns) return std::nullopt;  // reports came since it said so
-  const int64_t now = RealtimeNowNs();
-  if (now - last_report_ns < quiet_for.count()) return std::nullopt;
-  std::map<uint32_t, const Started*> oldest;  // per real rank, what has waited longest for the engine's time
-  for (const uint32_t rank : programs_.RealRanks()) {
-    const auto it = ranks_.find(rank);
-    // A real rank that has not started an operation yet (still starting up) or whose session ended.
-    if (it == ranks_.end() || it->second.session == 0) return std::nullopt;
-    const RealRank& rr = it->second;
-    const Started* o = nullptr;
-    auto older = [&o](const Started& st) {
-      if (o == nullptr || st.since_ns < o->since_ns) o = &st;
-    };
-    for (const auto& [slot, st] : rr.collective_started) older(st);
-    for (const auto& [slot, st] : rr.recv_started) older(st);
-    if (o == nullptr) return std::nullopt;  // it may yet start what the engine waits for, or end what it is in
-    oldest[rank] = o;
-  }
-  if (oldest.empty()) return std::nullopt;
-  std::string text = absl::StrCat("the real ranks and the replay wait for each other (no report for ",
-                                  (now - last_report_ns) / 1000000, " ms)");
-  for (const auto& [rank, st] : oldest) {
-    absl::StrAppend(&text, "; real rank ", rank, " is in ", st->what, " (graph op ", st->op.op, " ",
-                    programs_.OpName(rank, st->op.op), ", iteration ", st->op.iteration, ") since ",
-                    (now - st->since_ns) / 1000000, " ms, waiting for its virtual peers");
-    bool said = false;
-    for (const engine::RealRankPosition& p : awaiting_->positions) {
-      if (p.rank != rank) continue;
-      absl::StrAppend(&text, said ? "; and" : ", while the replay", p.reached ? " has it in op " : " waits for it to start op ",
-                      p.op, " (", programs_.OpName(rank, p.op), ") of iteration ", p.iteration,
-                      p.reached ? ", waiting for that op's peers" : "", " on stream ", p.stream);
-      said = true;
-    }
-    if (!said) absl::StrAppend(&text, ", while the replay has finished that rank's program");
-  }
-  return text;
 }
 
 void HybridScheduler::PusherMain() {

@@ -92,6 +92,12 @@ struct HybridSchedulerOptions {
   // none of the rank's earlier operations is in flight. 0: the hold at once
   // (unpaced replays of recordings, where the engine runs after the input).
   Nanoseconds ring_answer_wait = FromMilliseconds(2);
+  // A collective whose virtual members only compute between the real rank's
+  // previous collective and it gets its schedule ahead, as a function of the
+  // rank's own end of that one (OpSchedule.after; EngineObserver::
+  // OnVirtualMembersForecast). False: it waits for the members' arrival
+  // (prismd --ring-forecast off; what a hybrid run did before 2026-12-02).
+  bool forecast = true;
   // Iterations the engine replays (0: no bound). A real rank's operation of
   // a later iteration can never get its virtual peers (the replay is over):
   // a divergence naming prismd's --iterations, timed as if on time.
@@ -119,6 +125,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // EngineObserver (engine thread).
   void OnWorld(const engine::EngineWorld& world) override;
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override;
+  void OnVirtualMembersForecast(uint32_t comm, uint64_t call, uint32_t after_comm, uint64_t after_call,
+                                Nanoseconds floor, Nanoseconds after_end) override;
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
   void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
@@ -152,6 +160,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint64_t schedules_pushed = 0, schedules_late = 0;  // late: pushed after the time they give
     uint64_t divergences = 0;
     uint64_t holds = 0;  // ring collectives the real rank reached before their virtual members
+    uint64_t forecasts = 0;        // schedules sent ahead, relative to the rank's own end of an earlier op
+    uint64_t forecast_misses = 0;  // the members then arrived at another time than forecast
   };
   Counters counters() const;
 
@@ -167,8 +177,25 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     engine::StreamShape stream;    // how the virtual senders stream it (StreamShapeOf)
     ProgramOp op;          // the graph op it was matched to (a stall report names it)
   };
+  // The engine's forecast (OnVirtualMembersForecast) of a collective's
+  // virtual arrival: max(floor, end of the rank's `after` + after_end), emulated.
+  struct Forecast {
+    int64_t floor = 0, after_end = 0;
+    Slot after;
+  };
+  // A collective of the rank that can anchor a forecast: its key, and its
+  // end once reported (CLOCK_REALTIME; 0: in flight).
+  struct Anchor {
+    rpc::OpKey key;
+    int64_t end_ns = 0;
+  };
   struct RealRank {
     SessionId session = 0;                          // its operations' session (0: none yet)
+    std::map<Slot, Forecast> collective_forecast;   // engine: forecast, the plugin has not reported the op yet
+    // Forecast sent; the members' own schedule follows at their arrival.
+    std::map<Slot, std::pair<Started, Forecast>> forecast_sent;
+    std::map<Slot, Anchor> anchors;                 // its latest collectives (kMaxAnchors)
+    std::deque<Slot> anchor_order;
     std::vector<rpc::OpSchedule> queued;            // ready before the session was known
     std::map<Slot, int64_t> collective_ready;       // engine: virtual members arrived (emulated ns)
     std::map<Slot, Started> collective_started;     // plugin: operation started, no engine time yet
@@ -180,6 +207,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint32_t op = 0;
     std::string what;  // for /status
     uint64_t order = 0;  // RingAnswers::Started
+    std::optional<Slot> slot;  // a collective: its slot (anchors)
   };
   // The engine's last OnAwaitingRealRanks: when, and the real ranks' positions.
   struct EngineAwaiting {
@@ -221,6 +249,18 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
   engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
+  // The forecast schedule of the rank's started collective `st`; nullopt
+  // when its anchor is unknown (never reported, or long gone).
+  std::optional<rpc::OpSchedule> ForecastSchedule(const RealRank& rr, const Started& st, const Forecast& f);
+  // Sends it (reply or push) and remembers it until the members arrive;
+  // false when there is none.
+  bool DeliverForecast(uint32_t rank, RealRank& rr, const Slot& slot, const Started& st, const Forecast& f,
+                       rpc::ScheduleBatch* reply);
+  void RememberAnchor(RealRank& rr, const Slot& slot, const rpc::OpKey& key);
+  void EndAnchor(RealRank& rr, const Slot& slot, int64_t end_ns);
+  // The members of `slot` arrived at `arrived`: if its forecast went out,
+  // checks it (forecast_misses), sends the plain schedule and returns true.
+  bool ForecastArrived(uint32_t rank, RealRank& rr, const Slot& slot, Nanoseconds arrived);
   // A MIRROR hold for `key` into `reply` (not counted as a schedule).
   void Hold(const rpc::OpKey& key, rpc::ScheduleBatch* reply) const;
   // Answers the rings RingAnswers has due: waits (mu_ released) up to

@@ -27,14 +27,14 @@ class CollectingSink final : public ScheduleSink {
   bool PushSchedules(SessionId id, rpc::ScheduleBatch batch) override {
     const int64_t now = Now();
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& s : *batch.mutable_ops())  // holds apart: they are not recorded either
-      (s.hold() ? holds_ : out_).push_back(SessionSchedule{id, std::move(s), now});
+    for (auto& s : *batch.mutable_ops())  // holds apart: they are not recorded either; forecasts apart
+      Of(s).push_back(SessionSchedule{id, std::move(s), now});
     return true;
   }
   void Add(SessionId id, const rpc::ScheduleBatch& reply) {
     const int64_t now = Now();
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& s : reply.ops()) (s.hold() ? holds_ : out_).push_back(SessionSchedule{id, s, now});
+    for (const auto& s : reply.ops()) Of(s).push_back(SessionSchedule{id, s, now});
   }
   std::vector<SessionSchedule> Take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,8 +44,15 @@ class CollectingSink final : public ScheduleSink {
     std::lock_guard<std::mutex> lock(mu_);
     return std::move(holds_);
   }
+  std::vector<SessionSchedule> TakeForecasts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(forecasts_);
+  }
 
  private:
+  std::vector<SessionSchedule>& Of(const rpc::OpSchedule& s) {
+    return s.hold() ? holds_ : s.has_after() ? forecasts_ : out_;
+  }
   int64_t Now() const {
     if (!stamp_) return 0;
     timespec ts{};
@@ -55,7 +62,7 @@ class CollectingSink final : public ScheduleSink {
 
   const bool stamp_;
   std::mutex mu_;
-  std::vector<SessionSchedule> out_, holds_;
+  std::vector<SessionSchedule> out_, holds_, forecasts_;
 };
 
 std::string KeyText(uint64_t session, const rpc::OpKey& k) {
@@ -142,11 +149,13 @@ SessionReplayResult Collect(const engine::SimulationResult& result, HybridSchedu
   SessionReplayResult out;
   out.schedules = sink->Take();
   out.holds = sink->TakeHolds();
+  out.forecasts = sink->TakeForecasts();
   const HybridScheduler::Counters c = scheduler->counters();
   out.ops_matched = c.ops_matched;
   out.ops_unmatched = c.ops_unmatched;
   out.divergences = c.divergences;
   out.schedules_late = c.schedules_late;
+  out.forecast_misses = c.forecast_misses;
   out.engine_finished = !result.report.stopped;
   out.iteration_times = result.report.iteration_times;
   // Emulated time 0 is the recording's start (moved to now in a paced replay).
@@ -222,6 +231,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   HybridSchedulerOptions so = ReplaySchedulerOptions(graph, recording);
   so.step_cost = options.nccl.step_cost;  // as prismd's (hybrid_run.cc)
   so.ring_answer_wait = options.ring_answer_wait.value_or(HybridSchedulerOptions().ring_answer_wait);
+  so.forecast = options.forecast;
   so.recorder = options.recorder;
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, nullptr, nullptr, so);
   std::thread feeder([&] {  // each line when its time comes
@@ -241,12 +251,13 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   SessionReplayResult out = Collect(*result, &scheduler, &sink);
   out.lags = pacer.Lags();
   out.max_lag = pacer.max_lag();
-  for (SessionSchedule& s : out.schedules) {  // back to the recording's clock
-    uint64_t t = s.schedule.ready_ns();
-    Shift(&t, -shift);
-    s.schedule.set_ready_ns(t);
-    s.sent_ns -= shift;
-  }
+  for (std::vector<SessionSchedule>* list : {&out.schedules, &out.forecasts})
+    for (SessionSchedule& s : *list) {  // back to the recording's clock
+      uint64_t t = s.schedule.ready_ns();
+      Shift(&t, -shift);
+      s.schedule.set_ready_ns(t);
+      s.sent_ns -= shift;
+    }
   for (SessionSchedule& s : out.holds) s.sent_ns -= shift;
   return out;
 }
@@ -254,7 +265,8 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
 std::vector<SessionSchedule> RecordedSchedules(const Recording& recording) {
   std::vector<SessionSchedule> out;
   for (const RecordedLine& line : recording.lines)
-    if (line.kind == RecordedLine::kSchedule) out.push_back(SessionSchedule{line.session, line.schedule});
+    if (line.kind == RecordedLine::kSchedule && !line.schedule.has_after())  // forecasts apart, as replayed
+      out.push_back(SessionSchedule{line.session, line.schedule});
   return out;
 }
 

@@ -46,6 +46,10 @@ struct SessionSchedule {
 struct SessionReplayResult {
   std::vector<SessionSchedule> schedules;  // in the order the scheduler sent them
   std::vector<SessionSchedule> holds;      // OpSchedule.hold replies, apart (not in `schedules`)
+  // Forecasts (OpSchedule.after), apart: the plain schedule of the same
+  // operation follows each at its members' arrival, in `schedules`.
+  std::vector<SessionSchedule> forecasts;
+  uint64_t forecast_misses = 0;  // HybridScheduler::Counters
   std::vector<Nanoseconds> iteration_times;  // the engine's, every iteration it completed
   uint64_t ops_matched = 0, ops_unmatched = 0, divergences = 0;
   uint64_t schedules_late = 0;  // sent after the time they give (meaningful in a paced replay)
@@ -79,6 +83,7 @@ struct PacedReplayOptions {
   // ring the engine has not yet seen its members reach at once, as prismd
   // did before 2026-12-02.
   std::optional<Nanoseconds> ring_answer_wait;
+  bool forecast = true;  // HybridSchedulerOptions::forecast
 };
 
 // Replays `recording` as the live run met it: the engine paced to the wall
