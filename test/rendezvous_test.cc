@@ -26,8 +26,10 @@
 #include "daemon/rendezvous/torch_rendezvous.h"
 #include "daemon/store/store_server.h"
 #include "graphgen/split_color.h"
+#include "proto/graph_file.h"
 #include "test/bootstrap_fake_rank.h"
 #include "test/bootstrap_test_util.h"
+#include "test/graphgen_test_util.h"
 #include "test/torch_store_client.h"
 
 namespace prism::rendezvous {
@@ -111,7 +113,20 @@ struct StartupCase {
   bool pairs = false;          // lazy: lone send/recv with both ring neighbours
   bool gloo_between = false;   // the program makes a Gloo group after each NCCL group (Megatron's dp ones)
   bool follow = false;         // prismd --follow: its plan is the world only, colors are PyTorch's
+  bool split_group = false;    // eager: one split_group call makes the tp groups, one the dp groups
 };
+
+// The calls of an eager start-up as PyTorch makes them (DeriveSplitCalls):
+// with split_group the groups of each kind are one call, colored as c10d does.
+void EagerCalls(const StartupCase& sc, BootstrapPlan& plan) {
+  if (sc.split_group) {
+    for (uint32_t c = 1; c < plan.comms.size(); ++c) {
+      plan.comms[c].color = graphgen::SplitGroupColor(plan.comms[c].members);
+      plan.comms[c].same_call = c != 1 && c != static_cast<uint32_t>(sc.n / sc.tp) + 1;  // tp[0], dp[0] start calls
+    }
+  }
+  bootstrap::DeriveSplitCalls(plan);
+}
 
 // The plan's process-group list when a Gloo group with the same members
 // follows each NCCL group: PyTorch group 2g+1 is communicator g+1, 2g+2 Gloo.
@@ -168,7 +183,21 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
   const auto groups = Groups(sc.n, sc.tp);
   std::vector<std::unique_ptr<FakeRealRank>> comms;
   auto world = CommFromStore(store, IdKey(sc.prefix, "0", "0"), rank, sc.n, rank);
-  if (sc.eager) {  // init_process_group(device_id=...): world now; new_group = ncclCommSplit of it
+  if (sc.eager && sc.split_group) {  // split_group(split_ranks=<every group of a kind>): one call per kind
+    const size_t tp_groups = static_cast<size_t>(sc.n / sc.tp);
+    for (const auto& [first, end] : {std::pair<size_t, size_t>{0, tp_groups}, {tp_groups, groups.size()}}) {
+      int32_t color = -1, key = static_cast<int32_t>(rank);  // c10d's NOCOLOR split passes the rank as key
+      for (size_t g = first; g < end; ++g) {
+        const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
+        if (it == groups[g].end()) continue;
+        color = graphgen::SplitGroupColor(groups[g]);
+        key = static_cast<int32_t>(it - groups[g].begin());
+      }
+      auto child = world->Split(color, key);
+      if ((color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
+      if (child) comms.push_back(std::move(child));
+    }
+  } else if (sc.eager) {  // init_process_group(device_id=...): world now; new_group = ncclCommSplit of it
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto it = std::find(groups[g].begin(), groups[g].end(), static_cast<uint32_t>(rank));
       const bool member = it != groups[g].end();
@@ -177,6 +206,9 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
                                 member ? static_cast<int32_t>(it - groups[g].begin()) : 0);
       if (member != (child != nullptr)) throw std::runtime_error("split membership");
       if (child) comms.push_back(std::move(child));
+      // new_group(backend="gloo") after it: c10d has the non-members split the world with NOCOLOR (the
+      // default group's NCCL backend is the split source), the members build Gloo only.
+      if (sc.gloo_between && !member && world->Split(-1, rank) != nullptr) throw std::runtime_error("gloo split");
     }
   } else {  // lazy: one communicator per group at its first collective, keyed by the group number
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -202,6 +234,7 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
 void RunCase(const StartupCase& sc) {
   BootstrapPlan plan = sc.follow ? bootstrap::WorldPlan(sc.n, 8, sc.real) : PlanFor(sc.n, sc.tp, sc.real);
   if (sc.gloo_between) AddGlooBetween(plan);
+  if (sc.eager && !sc.follow) EagerCalls(sc, plan);
   Prismd prismd(std::move(plan), sc.follow);
   std::vector<int> real(sc.real.begin(), sc.real.end());
   const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
@@ -337,6 +370,39 @@ TEST_CASE("start-up: lazy, a Gloo group after each NCCL group (group numbers ski
   }
 }
 
+// Megatron-core's Gloo twins with device_id: a rank makes one split call of
+// the world per NCCL group and per Gloo group it is not in, so its k-th call
+// meets other ranks' k-th calls of other groups (every rank passes NOCOLOR
+// in some of them); prismd's virtual ranks must make the same calls.
+TEST_CASE("start-up: eager, a Gloo group after each NCCL group (its non-members split, its members do not)",
+          "[rendezvous][startup]") {
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{5}, {3, 12}}) {
+    StartupCase sc;
+    sc.prefix = "default_pg/";
+    sc.eager = true;
+    sc.real = real;
+    sc.gloo_between = true;
+    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
+    RunCase(sc);
+  }
+}
+
+// torch.distributed.split_group (DeviceMesh on an eager default group): one
+// ncclCommSplit call makes every group of a kind, each rank passing its own
+// group's color (c10d's genNcclSplitColor); two real ranks in different
+// groups of one call each get their group with its virtual members.
+TEST_CASE("start-up: eager, split_group makes several groups in one split call", "[rendezvous][startup]") {
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 9}, {3, 12}}) {
+    StartupCase sc;
+    sc.prefix = "default_pg/";
+    sc.eager = true;
+    sc.real = real;
+    sc.split_group = true;
+    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
+    RunCase(sc);
+  }
+}
+
 TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once", "[rendezvous][startup]") {
   StartupCase sc;
   sc.prefix = "default_pg/";
@@ -404,7 +470,12 @@ TEST_CASE("lazy: two real ranks alone in twin groups (same members) are each bou
   for (const auto& e : reports.errors) UNSCOPED_INFO(e);
   CHECK(reports.errors.empty());
   std::map<uint64_t, daemon::CommDescription> told;  // commHash -> what prismd told the scheduler
-  for (const daemon::CommDescription& c : prismd.broker.communicators()) told[c.comm_hash] = c;
+  // Eager: prismd tells it when its side of the split ends, which may be after the real ranks' side.
+  Eventually([&] {
+    told.clear();
+    for (const daemon::CommDescription& c : prismd.broker.communicators()) told[c.comm_hash] = c;
+    return told.count(hash_of[pp]) == 1 && told.count(hash_of[embd]) == 1;
+  });
   for (const uint32_t group : {pp, embd}) {
     INFO("plan communicator " << group);
     REQUIRE(told.count(hash_of[group]) == 1);
@@ -426,6 +497,21 @@ TEST_CASE("follow: eager start-up with groups no graph lists (prismd --follow)",
       INFO("prefix '" << prefix << "', real " << real[0] << (real.size() > 1 ? "+" : ""));
       RunCase(sc);
     }
+  }
+}
+
+// DeviceMesh's split_group on an eager default group without a graph: real
+// ranks in different groups of one call each bring their group's color;
+// prismd learns one call with a child per real rank's group.
+TEST_CASE("follow: split_group with real ranks in different groups of one call", "[rendezvous][startup][follow]") {
+  for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {0, 9}, {3, 12}}) {
+    StartupCase sc;
+    sc.prefix = "default_pg/";
+    sc.real = real;
+    sc.follow = true;
+    sc.split_group = true;
+    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
+    RunCase(sc);
   }
 }
 
@@ -519,6 +605,128 @@ TEST_CASE("bootstrap reports what a communicator's init waits for", "[rendezvous
   CHECK(w.waits_for.find("real rank(s) 5") != std::string::npos);
   init.join();
   service.Stop();
+}
+
+// A job graph of prism-graphgen (process_groups: megatron, Gloo groups on)
+// in records form, as prismd reads it.
+prism::graph::Graph MegatronRecords(const prism::graph::Graph& generated) {
+  auto bytes = prism::graph::EncodeGraph(generated);
+  REQUIRE(bytes.ok());
+  auto graph = prism::graph::DecodeGraph(*bytes);
+  REQUIRE(graph.ok());
+  return *std::move(graph);
+}
+
+// What rank `rank` passes to its k-th ncclCommSplit of the world when the
+// program makes the graph's process groups with device_id (PyTorch 2.11's
+// c10d, one rank's view): per NCCL group its color and key if a member,
+// NOCOLOR if not; per Gloo group NOCOLOR if not a member, nothing if one.
+struct RankSplit {
+  int32_t color = -1, key = 0;
+  uint32_t comm = 0;  // the graph's communicator when a member
+};
+std::vector<RankSplit> EagerSplitsOf(const prism::graph::Graph& g, uint32_t rank) {
+  std::vector<RankSplit> out;
+  for (int k = 1; k < g.process_groups_size(); ++k) {
+    const auto& pg = g.process_groups(k);
+    if (pg.backend() == prism::graph::ProcessGroup::GLOO) {
+      if (std::find(pg.members().begin(), pg.members().end(), rank) == pg.members().end())
+        out.push_back({-1, static_cast<int32_t>(rank), 0});
+      continue;
+    }
+    const auto& c = g.communicators(static_cast<int>(pg.communicator()));
+    const auto it = std::find(c.members().begin(), c.members().end(), rank);
+    if (it == c.members().end()) {
+      out.push_back({-1, static_cast<int32_t>(rank), 0});
+    } else {
+      out.push_back({c.split().color(), c.split().key() + static_cast<int32_t>(it - c.members().begin()), c.id()});
+    }
+  }
+  return out;
+}
+
+// prismd's split calls of the world against every listed rank's own
+// sequence: the k-th call holds the rank's group exactly where the rank
+// passes its color, and no group of the rank where it passes NOCOLOR.
+void CheckCallsAgainstRanks(const prism::graph::Graph& g, const std::vector<uint32_t>& ranks) {
+  auto plan = bootstrap::PlanFromGraph(g, {});
+  REQUIRE(plan.ok());
+  std::vector<const bootstrap::PlanSplitCall*> world_calls;
+  for (const auto& call : plan->split_calls) {
+    if (call.parent == 0) world_calls.push_back(&call);
+  }
+  for (uint32_t rank : ranks) {
+    INFO("rank " << rank);
+    const std::vector<RankSplit> splits = EagerSplitsOf(g, rank);
+    REQUIRE(splits.size() == world_calls.size());
+    for (size_t k = 0; k < splits.size(); ++k) {
+      std::optional<uint32_t> holder;
+      for (uint32_t child : world_calls[k]->children) {
+        const auto& m = plan->comms[child].members;
+        if (std::find(m.begin(), m.end(), rank) != m.end()) holder = child;
+      }
+      INFO("split call #" << k + 1);
+      if (splits[k].color == -1) {
+        CHECK(!holder.has_value());
+      } else {
+        CHECK(holder == std::optional<uint32_t>(splits[k].comm));
+      }
+    }
+  }
+}
+
+TEST_CASE("eager Megatron-core: prismd's split calls are each rank's own (Gloo twins included) at 64 and 1024 ranks",
+          "[rendezvous][startup][megatron]") {
+  CheckCallsAgainstRanks(MegatronRecords(prism::graphgen::testing::GraphOf(
+                             prism::graphgen::testing::SmallJobYaml("{tp: 2, pp: 2, dp: 16}"))),
+                         {0, 1, 5, 32, 33, 63});
+  CheckCallsAgainstRanks(MegatronRecords(prism::graphgen::testing::GraphOfFile(
+                             std::string(PRISM_EXAMPLES_DIR) + "/megatron/gpt-1024.yaml")),
+                         {0, 1, 511, 512, 1023});
+}
+
+TEST_CASE("eager Megatron-core at 8192 ranks: prismd's split calls are each rank's own", "[.][megatron][8192]") {
+  CheckCallsAgainstRanks(MegatronRecords(prism::graphgen::testing::GraphOfFile(
+                             std::string(PRISM_EXAMPLES_DIR) + "/megatron/gpt-8192.yaml")),
+                         {0, 4096, 8191});
+}
+
+// Megatron-core's initialize_model_parallel with device_id at 64 ranks (TP2
+// PP2 DP16, Gloo groups on): the fake real ranks split the world as PyTorch
+// does for every group of the graph (EagerSplitsOf) against prismd playing
+// the other ranks.
+TEST_CASE("eager Megatron-core start-up at 64 ranks against fake real ranks (Gloo groups on)",
+          "[rendezvous][startup][megatron]") {
+  const prism::graph::Graph g = MegatronRecords(
+      prism::graphgen::testing::GraphOf(prism::graphgen::testing::SmallJobYaml("{tp: 2, pp: 2, dp: 16}")));
+  const int n = static_cast<int>(g.ranks_size());
+  REQUIRE(n == 64);
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 33}}) {
+    INFO("real " << real[0] << (real.size() > 1 ? "+33" : ""));
+    auto plan = bootstrap::PlanFromGraph(g, real);
+    REQUIRE(plan.ok());
+    Prismd prismd(*std::move(plan));
+    std::vector<int> ranks(real.begin(), real.end());
+    const auto errors = bootstrap::testing::RunRealRanks(ranks, [&](int rank) {
+      TorchStoreClient store(prismd.store->port());
+      auto world = CommFromStore(store, IdKey("default_pg/", "0", "0"), rank, n, rank);
+      std::vector<std::unique_ptr<FakeRealRank>> children;
+      for (const RankSplit& s : EagerSplitsOf(g, static_cast<uint32_t>(rank))) {
+        auto child = world->Split(s.color, s.key);
+        if ((s.color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
+        if (child) children.push_back(std::move(child));
+      }
+      for (auto& c : children) c->Destroy();
+      world->Destroy();
+    });
+    for (const auto& e : errors) UNSCOPED_INFO(e);
+    CHECK(errors.empty());
+    REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+    const auto st = prismd.bootstrap->Stats();
+    for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
+    CHECK(st.divergences == 0);
+    CHECK(st.jobs_failed == 0);
+  }
 }
 
 }  // namespace

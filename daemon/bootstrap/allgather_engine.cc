@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/bootstrap/split_layout.h"
 #include "daemon/bootstrap/split_source.h"
 #include "daemon/bootstrap/comm_table.h"
 #include "daemon/bootstrap/reporter.h"
@@ -145,22 +146,24 @@ void AllGatherEngine::Arm(LiveComm& comm, AgKind kind) {
   Pump(comm);
 }
 
-void AllGatherEngine::FillVirtualSlices(LiveComm& comm, const Bytes* real_record, int real_slice) {
+void AllGatherEngine::FillVirtualSlices(LiveComm& comm, const Bytes* real_record) {
   AgState& ag = *comm.ag;
   const WireProfile& p = *c_.profile;
   const BootstrapPlan& plan = *c_.plan;
-  const PlanComm* call = nullptr;
-  int32_t split_color = 0;
+  // A split: each virtual rank passes the color and key of the pending
+  // call's child that holds it. A child's color is the plan's, or the one a
+  // real member passed (same group, the framework's color); a real
+  // non-member (NOCOLOR) tells nothing.
+  SplitLayout layout;
+  std::vector<int32_t> child_color;
   if (ag.kind == AgKind::kSplitInfo && !comm.split.pending_calls.empty()) {
-    call = &plan.comms[comm.split.pending_calls.front()];
-    split_color = call->color;
-    // A real member's own color wins over the plan's (same group, the
-    // framework's color); a real non-member (NOCOLOR) tells nothing.
-    if (real_record != nullptr && real_slice >= 0) {
-      const int32_t real_color = ReadAt<int32_t>(real_record->data(), 4);
-      const bool real_is_member =
-          std::find(call->members.begin(), call->members.end(), comm.global[real_slice]) != call->members.end();
-      if (real_is_member && real_color != kSplitNoColor) split_color = real_color;
+    const std::vector<uint32_t>& call = comm.split.pending_calls.front();
+    layout = LayoutOfCall(comm, call, plan);
+    for (uint32_t child : call) child_color.push_back(plan.comms[child].color);
+    for (int r = 0; r < comm.n; ++r) {
+      if (!comm.real[r] || !ag.known[r] || layout.child[r] < 0) continue;
+      const int32_t real_color = ReadAt<int32_t>(ag.slices[r].data(), 4);
+      if (real_color != kSplitNoColor) child_color[layout.child[r]] = real_color;
     }
   }
   const BootstrapConfig& cfg = *c_.config;
@@ -182,16 +185,9 @@ void AllGatherEngine::FillVirtualSlices(LiveComm& comm, const Bytes* real_record
       case AgKind::kTopoInfo: ag.slices[v] = MakeTopoInfo(p, topo_tmpl, who, comm.node_of[v]); break;
       case AgKind::kRingConnect: ag.slices[v] = MakeRingConnectRecord(p, real_record); break;
       case AgKind::kSplitInfo: {
-        int32_t key = 0, color = kSplitNoColor;
-        if (call != nullptr) {
-          for (size_t i = 0; i < call->members.size(); ++i) {
-            if (call->members[i] == comm.global[v]) {
-              key = call->key0 + static_cast<int32_t>(i);
-              color = split_color;
-            }
-          }
-        }
-        ag.slices[v] = MakeSplitInfo(key, color);
+        const bool in_child = !layout.child.empty() && layout.child[v] >= 0;
+        ag.slices[v] = MakeSplitInfo(in_child ? layout.key[v] : 0,
+                                     in_child ? child_color[layout.child[v]] : kSplitNoColor);
         break;
       }
     }
@@ -284,28 +280,35 @@ void AllGatherEngine::OnSliceReceived(LiveComm& comm, int slice, const uint8_t* 
   if (gen != c_.comms->job_gen()) return;  // a split it cannot follow failed the job
   if (ready) {
     const Bytes record = ag.slices[slice];
-    FillVirtualSlices(comm, &record, slice);
+    FillVirtualSlices(comm, &record);
   }
 }
 
 // Virtual slices are filled from the first real record, except in a split
-// all-gather, where a real non-member's record (NOCOLOR) does not tell the
-// group's color: wait for a real member's record, or for every real rank
-// that has a virtual ring neighbour (their own slices reach prismd at step 0
-// without waiting, so this cannot deadlock). Without a pending call the
-// split source decides (split_source.h).
+// all-gather, where a real non-member's record (NOCOLOR) does not tell a
+// group's color: wait for a real member's record in every child of the call
+// that has a real member, or for every real rank that has a virtual ring
+// neighbour (their own slices reach prismd at step 0 without waiting, so
+// this cannot deadlock). Without a pending call the split source decides
+// (split_source.h).
 bool AllGatherEngine::ReadyToFill(LiveComm& comm, int real_slice) {
   const AgState& ag = *comm.ag;
   if (ag.kind != AgKind::kSplitInfo) return true;
-  if (comm.split.pending_calls.empty()) {
+  if (comm.split.pending_calls.empty() || c_.splits->Learning(comm)) {
     const absl::StatusOr<bool> ready = c_.splits->OnRealSplitSlice(comm, real_slice, EveryRealSliceKnown(comm));
     if (ready.ok()) return *ready;
     c_.comms->Fail(comm, std::string(ready.status().message()));
     return false;
   }
-  const PlanComm& call = c_.plan->comms[comm.split.pending_calls.front()];
-  if (std::find(call.members.begin(), call.members.end(), comm.global[real_slice]) != call.members.end()) return true;
-  return EveryRealSliceKnown(comm);
+  const std::vector<uint32_t>& call = comm.split.pending_calls.front();
+  const SplitLayout layout = LayoutOfCall(comm, call, *c_.plan);
+  std::vector<char> real_member(call.size(), 0), real_known(call.size(), 0);
+  for (int r = 0; r < comm.n; ++r) {
+    if (!comm.real[r] || layout.child[r] < 0) continue;
+    real_member[layout.child[r]] = 1;
+    real_known[layout.child[r]] |= ag.known[r];
+  }
+  return real_member == real_known || EveryRealSliceKnown(comm);
 }
 
 bool AllGatherEngine::EveryRealSliceKnown(const LiveComm& comm) const {

@@ -53,7 +53,7 @@ class AllGatherEngine {
   bool TryArmReactive(LiveComm& comm, RingLink& link, Conn& conn);
   void PumpLinkOut(LiveComm& comm, RingLink& l);
   void ParseLinkIn(LiveComm& comm, RingLink& l, Conn& conn);
-  void FillVirtualSlices(LiveComm& comm, const Bytes* real_record, int real_slice = -1);
+  void FillVirtualSlices(LiveComm& comm, const Bytes* real_record);
   bool ReadyToFill(LiveComm& comm, int real_slice);
   bool EveryRealSliceKnown(const LiveComm& comm) const;
   void OnSliceReceived(LiveComm& comm, int slice, const uint8_t* data, int32_t from_real);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "proto/graph.pb.h"
+#include "spdlog/spdlog.h"
 
 namespace prism::bootstrap {
 
@@ -52,6 +53,14 @@ absl::Status ValidatePlan(const BootstrapPlan& plan) {
       }
     }
   }
+  for (const PlanSplitCall& call : plan.split_calls) {
+    for (uint32_t child : call.children) {
+      if (child >= plan.comms.size() || plan.comms[child].parent != call.parent) {
+        return absl::InvalidArgumentError(absl::StrCat("a split call of communicator ", call.parent,
+                                                       " makes communicator ", child, ", which is not its child"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -69,6 +78,7 @@ absl::StatusOr<BootstrapPlan> PlanFromGraph(const prism::graph::Graph& graph,
       pc.parent = c.split().parent();
       pc.color = c.split().color();
       pc.key0 = c.split().key();
+      pc.same_call = c.split().same_call();
     }
     plan.comms.push_back(std::move(pc));
   }
@@ -82,6 +92,11 @@ absl::StatusOr<BootstrapPlan> PlanFromGraph(const prism::graph::Graph& graph,
     plan.process_groups.push_back(std::move(pg));
   }
   PRISM_RETURN_IF_ERROR(ValidatePlan(plan));
+  const std::string unfit = DeriveSplitCalls(plan);
+  if (!unfit.empty()) {
+    spdlog::warn("bootstrap: with device_id (eager start-up) PyTorch's split calls of this graph's groups do not "
+                 "line up across ranks, so NCCL would hang without Prism too: {}", unfit);
+  }
   return plan;
 }
 
@@ -110,6 +125,7 @@ uint32_t AddSplit(BootstrapPlan& plan, uint32_t parent, std::vector<uint32_t> me
   c.color = color;
   c.key0 = key0;
   plan.comms.push_back(std::move(c));
+  plan.split_calls.push_back(PlanSplitCall{parent, {plan.comms.back().id}});
   return plan.comms.back().id;
 }
 

@@ -1,6 +1,7 @@
 #include "daemon/bootstrap/comm_split.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/allgather_engine.h"
@@ -9,6 +10,19 @@
 #include "daemon/bootstrap/reporter.h"
 
 namespace prism::bootstrap {
+namespace {
+
+std::string ExpectedChildren(const BootstrapPlan& plan, const std::optional<std::vector<uint32_t>>& call) {
+  if (!call) return "no split";
+  if (call->empty()) return "a split where every rank passes NOCOLOR";
+  std::string names;
+  for (size_t i = 0; i < call->size() && i < 3; ++i)
+    absl::StrAppend(&names, i == 0 ? "" : " or ", plan.comms[(*call)[i]].name);
+  if (call->size() > 3) absl::StrAppend(&names, " or ", call->size() - 3, " more");
+  return names;
+}
+
+}  // namespace
 
 void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
   const AgState& ag = *parent.ag;
@@ -16,11 +30,12 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
   const WireProfile& p = *c_.profile;
   SplitProgress& split = parent.split;
   ++split.split_count;
-  std::optional<uint32_t> call;
+  std::optional<std::vector<uint32_t>> call;  // the plan ids of the call's children
   if (!split.pending_calls.empty()) {
-    call = split.pending_calls.front();
+    call = std::move(split.pending_calls.front());
     split.pending_calls.pop_front();
   }
+  std::set<uint32_t> live_children;  // of the call
   // color -> [(key, parent rank)]
   std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> groups;
   for (int r = 0; r < parent.n; ++r) {
@@ -30,17 +45,21 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
   }
   split.children_by_color.clear();
   split.msgs_pending = 0;
-  bool planned_child_live = false;
   for (auto& [color, list] : groups) {
     std::sort(list.begin(), list.end());
     std::vector<uint32_t> members;
     for (auto& [key, r] : list) members.push_back(parent.global[r]);
     PlanComm pc;
-    // The planned group: same color, or the plan's members under the color a
-    // real member chose (frameworks derive colors themselves).
-    const bool planned = call && (plan.comms[*call].color == color || plan.comms[*call].members == members);
+    // The planned child: same color, or the plan's members under the color
+    // a real member chose (frameworks derive colors themselves).
+    std::optional<uint32_t> planned_id;
+    for (uint32_t id : call ? *call : std::vector<uint32_t>{}) {
+      if (plan.comms[id].color == color || plan.comms[id].members == members) planned_id = id;
+      if (plan.comms[id].members == members) break;
+    }
+    const bool planned = planned_id.has_value();
     if (planned) {
-      pc = plan.comms[*call];
+      pc = plan.comms[*planned_id];
       if (pc.members != members) {
         c_.reporter->Diverge(absl::StrCat(parent.name, ": split #", split.split_count, " color ", color, " produced ",
                                           members.size(), " members differing from the plan's ", pc.name, " (",
@@ -48,8 +67,7 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
       }
     } else {
       c_.reporter->Diverge(absl::StrCat(parent.name, ": split #", split.split_count, " color ", color,
-                                        " is not in the plan (expected ",
-                                        call ? plan.comms[*call].name : std::string("no split"), ")"));
+                                        " is not in the plan (expected ", ExpectedChildren(plan, call), ")"));
       pc.id = static_cast<uint32_t>(plan.comms.size());  // unplanned
       pc.name = absl::StrCat(parent.name, "/split", split.split_count, "/color", color);
     }
@@ -73,7 +91,7 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     }
     LiveComm& child = c_.comms->Create(pc, members, hash, hash, parent.live_id);
     split.children_by_color[color] = child.live_id;
-    planned_child_live |= planned;
+    if (planned) live_children.insert(pc.id);
     // COMMSPLIT: every virtual child rank with a real predecessor sends it its
     // child ring address; every one with a real successor waits for its.
     for (int v = 0; v < child.n; ++v) {
@@ -91,7 +109,9 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     }
     c_.allgather->QueueOps(child, p.split_child_ops);
   }
-  if (call && !planned_child_live) c_.comms->MarkPlanDone(*call);
+  for (uint32_t id : call ? *call : std::vector<uint32_t>{}) {
+    if (live_children.count(id) == 0) c_.comms->MarkPlanDone(id);
+  }
 }
 
 void SplitCoordinator::OnSplitMessage(LiveComm& parent, const PendingMsg& m) {

@@ -94,7 +94,7 @@ struct RootProgress {
 
 struct SplitProgress {
   int32_t split_count = 0;
-  std::deque<uint32_t> pending_calls;       // plan ids, one per ncclCommSplit call
+  std::deque<std::vector<uint32_t>> pending_calls;  // per ncclCommSplit call, the plan ids of its children
   std::vector<PendingMsg> early_msgs;
   std::map<int32_t, uint32_t> children_by_color;  // of the latest split
   int msgs_pending = 0;                     // COMMSPLIT messages still expected

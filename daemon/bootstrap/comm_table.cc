@@ -149,8 +149,8 @@ LiveComm& CommTable::Create(const PlanComm& pc, std::vector<uint32_t> members, u
     if (!comm.real[(r + 1) % comm.n]) c_.starts->LinkVirtualNeighbour(comm, (r + 1) % comm.n, true);
     if (!comm.real[(r + comm.n - 1) % comm.n]) c_.starts->LinkVirtualNeighbour(comm, (r + comm.n - 1) % comm.n, false);
   }
-  for (const PlanComm& child : plan.comms) {
-    if (child.parent && *child.parent == pc.id) comm.split.pending_calls.push_back(child.id);
+  for (const PlanSplitCall& call : plan.split_calls) {
+    if (call.parent == pc.id) comm.split.pending_calls.push_back(call.children);
   }
   if (pc.id < live_of_plan_.size()) live_of_plan_[pc.id] = comm.live_id;
   spdlog::info("bootstrap: {} (commHash {:#x}): {} ranks, {} real", comm.name, comm.hash, comm.n, comm.num_real);

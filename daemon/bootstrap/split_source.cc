@@ -1,6 +1,7 @@
 #include "daemon/bootstrap/split_source.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +21,7 @@ class PlannedSplits final : public SplitSource {
                                       " started a split the plan does not list; virtual ranks pass NOCOLOR"));
   }
   absl::StatusOr<bool> OnRealSplitSlice(LiveComm&, int, bool) override { return true; }
+  bool Learning(const LiveComm&) const override { return false; }
 
  private:
   Components& c_;
@@ -29,7 +31,12 @@ class FollowedSplits final : public SplitSource {
  public:
   FollowedSplits(Components& c, BootstrapPlan* plan) : c_(c), plan_(plan), planned_(plan->comms.size()) {}
 
-  void StartJob() override { plan_->comms.resize(planned_); }
+  void StartJob() override {
+    plan_->comms.resize(planned_);
+    open_.reset();
+  }
+
+  bool Learning(const LiveComm& parent) const override { return open_ && IsOpen(parent); }
 
   void OnSplitWithoutCall(LiveComm& parent, int32_t real_rank) override {
     spdlog::debug("bootstrap: {}: real rank {} starts split #{} (followed)", parent.name, real_rank,
@@ -43,6 +50,13 @@ class FollowedSplits final : public SplitSource {
     if (color == kSplitNoColor) return every_real_known;  // a real member may still come
     const uint32_t rank = parent.global[real_slice];
     const int split = parent.split.split_count + 1;
+    const bool open = open_ && IsOpen(parent);
+    if (open) {  // a child of this call may hold the rank already (another real member's)
+      for (uint32_t id : parent.split.pending_calls.front()) {
+        const std::vector<uint32_t>& m = plan_->comms[id].members;
+        if (std::find(m.begin(), m.end(), rank) != m.end()) return every_real_known;
+      }
+    }
     std::vector<std::vector<uint32_t>> groups =
         GroupsOfColor(static_cast<uint32_t>(plan_->ranks.size()), rank, key, color);
     groups.erase(std::remove_if(groups.begin(), groups.end(), [&](const std::vector<uint32_t>& g) {
@@ -62,9 +76,14 @@ class FollowedSplits final : public SplitSource {
     pc.key0 = 0;
     spdlog::info("bootstrap: follow: {} split #{}: real rank {} (key {}, color {}) is in {} ranks {}", parent.name,
                  split, rank, key, color, pc.members.size(), Describe(pc.members));
-    parent.split.pending_calls.push_back(pc.id);
+    if (open) {
+      parent.split.pending_calls.front().push_back(pc.id);
+    } else {
+      parent.split.pending_calls.push_back({pc.id});
+      open_ = OpenCall{parent.live_id, split};
+    }
     plan_->comms.push_back(std::move(pc));
-    return true;
+    return every_real_known;  // another real rank may be in another group of this call
   }
 
  private:
@@ -85,9 +104,20 @@ class FollowedSplits final : public SplitSource {
                         "ranges (docs/capture.md)");
   }
 
+  // The split call being learnt: its parent and the parent's split number.
+  struct OpenCall {
+    uint32_t parent = 0;
+    int split = 0;
+  };
+  bool IsOpen(const LiveComm& parent) const {
+    return open_->parent == parent.live_id && open_->split == parent.split.split_count + 1 &&
+           !parent.split.pending_calls.empty();
+  }
+
   Components& c_;
   BootstrapPlan* plan_;
   size_t planned_;
+  std::optional<OpenCall> open_;
 };
 
 }  // namespace

@@ -12,7 +12,10 @@
 //    and its split_group (DeviceMesh on an eager default group) c10d's
 //    hash-combine color of the ranks with the same key
 //    (graphgen/split_color.h), so the group is the rank set of either color
-//    that holds the real rank at that key. FollowedSplits searches the sets a
+//    that holds the real rank at that key (every real rank's: real ranks
+//    in different groups of one split_group call give one call with a
+//    child each; the virtual slices wait for every real rank's slice, which
+//    comes at step 0). FollowedSplits searches the sets a
 //    layout of contiguous or strided groups makes (arithmetic progressions of
 //    global ranks: Megatron's and DeviceMesh's tensor, data, pipeline,
 //    context and expert groups) and appends the one whose hash gives the
@@ -50,6 +53,11 @@ class SplitSource {
   // filled now; an error (its message says why) when the call cannot be
   // followed: the caller fails the parent's job with it.
   virtual absl::StatusOr<bool> OnRealSplitSlice(LiveComm& parent, int real_slice, bool every_real_known) = 0;
+  // True while the source still learns the running split call of `parent`
+  // from its real slices (the call it queued may gain children: real ranks
+  // in different groups of one split_group call): the caller then asks
+  // OnRealSplitSlice for every real slice, not the queued call.
+  virtual bool Learning(const LiveComm& parent) const = 0;
 };
 
 // `plan` is the server's plan: FollowedSplits appends the calls it learns
