@@ -13,12 +13,6 @@
 namespace prism::daemon {
 namespace {
 
-int64_t RealtimeNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 bool MirrorKind(const rpc::OpStarted& s) {
   const rpc::OpKind k = s.key().kind();
   return s.algorithm() == rpc::OP_ALGO_RING &&
@@ -50,6 +44,12 @@ prometheus::Histogram::BucketBoundaries LeadBuckets() {
 }
 
 }  // namespace
+
+int64_t HybridScheduler::RealtimeNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox* inbox,
                                  const engine::WallClockPacer* pacer, server::StatusBoard* status,
