@@ -20,6 +20,8 @@
 //   op   rank  op_index  kind  label  start_us  end_us
 //   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
 //   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us
+//   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us
+//     (a forecast: ready at max(ready, the rank's end of op `after` + delay); docs/timing.md)
 //   rsched (the same for the schedules the replay sent; sent_us 0)
 //   conn session  conn_id  is_send  at_us
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
@@ -159,9 +161,13 @@ int main(int argc, char** argv) {
   for (const auto& line : rec->lines) {
     if (line.kind == prism::daemon::RecordedLine::kSchedule) {
       const auto& s = line.schedule;
-      std::printf("sched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)line.session,
-                  Us(line.at, origin), s.key().kind(), (unsigned long long)s.key().seq(), s.key().peer(),
-                  static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
+      std::printf("%s\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f", s.has_after() ? "fsched" : "sched",
+                  (unsigned long long)line.session, Us(line.at, origin), s.key().kind(),
+                  (unsigned long long)s.key().seq(), s.key().peer(), static_cast<int>(s.mode()),
+                  Us(static_cast<int64_t>(s.ready_ns()), origin));
+      if (s.has_after())
+        std::printf("\t%d\t%llu\t%.1f", s.after().kind(), (unsigned long long)s.after().seq(), s.after_delay_ns() / 1000.0);
+      std::printf("\n");
     }
     if (line.kind != prism::daemon::RecordedLine::kEvents) continue;
     for (const auto& e : line.events.events()) {

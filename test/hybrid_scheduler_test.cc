@@ -194,7 +194,9 @@ TEST_CASE("a ring whose virtual members only compute after the real rank's previ
   CHECK(f->after().kind() == prism::rpc::OP_ALL_REDUCE);
   CHECK(f->after().comm_hash() == kWorldHash);
   CHECK(f->after_delay_ns() == static_cast<uint64_t>(kCompute));
-  CHECK(f->ready_ns() == s0->ready_ns() + kCompute);  // at the latest from its own arrival at the first
+  // Not before the members' arrival at the first + 5 ms (later when the
+  // real rank reached the first after them: the engine issued it then).
+  CHECK(f->ready_ns() >= s0->ready_ns() + kCompute);
   const uint64_t holds = h.scheduler().counters().holds;
   // The first ends: the members' own schedule follows at their arrival, at
   // the time the forecast gave; the second is never held.
@@ -207,6 +209,95 @@ TEST_CASE("a ring whose virtual members only compute after the real rank's previ
   CHECK(plain->ready_ns() == std::max<uint64_t>(f->ready_ns(), static_cast<uint64_t>(end) + f->after_delay_ns()));
   CHECK(h.scheduler().counters().holds == holds);
   CHECK(h.scheduler().counters().forecasts >= 1);
+  CHECK(h.scheduler().counters().forecast_misses == 0);
+  REQUIRE(h.Stop().ok());
+}
+
+namespace {
+
+// Ranks 0 (real), 1 and 2 on one node. Rank 0: an all-reduce X on {0, 2},
+// then M on {0, 1}, 5 ms of compute, N on {0, 1}; rank 1: M, 5 ms, N;
+// rank 2: X.
+g::Graph AnchorGraph() {
+  g::Graph g;
+  g.mutable_job()->set_name("anchor-test");
+  g.mutable_job()->set_world_size(3);
+  g::Cluster* cl = g.mutable_cluster();
+  cl->set_gpus_per_node(8), cl->set_nodes(1);
+  cl->mutable_nic()->set_count(8), cl->mutable_nic()->set_bandwidth_bps(400'000'000'000ull);
+  cl->mutable_nic()->set_latency_ns(5'000);
+  cl->mutable_intra_node()->set_bandwidth_bps(3'600'000'000'000ull), cl->mutable_intra_node()->set_latency_ns(1'000);
+  const std::vector<std::vector<uint32_t>> members = {{0, 2}, {0, 1}};
+  for (uint32_t c = 0; c < 2; ++c) {
+    g::Communicator* comm = g.add_communicators();
+    comm->set_id(c), comm->set_kind(c == 0 ? g::COMM_KIND_DP : g::COMM_KIND_TP), comm->set_name(c == 0 ? "a" : "b");
+    comm->mutable_init();
+    for (uint32_t m : members[c]) comm->add_members(m);
+  }
+  auto all_reduce = [](g::Program* p, uint32_t slot) {
+    g::Op* op = p->add_ops();
+    op->mutable_collective()->set_comm_slot(slot), op->mutable_collective()->set_kind(g::ALLREDUCE);
+    op->mutable_collective()->set_bytes(1 << 20), op->mutable_collective()->set_dtype(g::BF16);
+  };
+  auto compute = [](g::Program* p) {
+    g::Op* op = p->add_ops();
+    op->mutable_compute()->set_duration_ns(5'000'000), op->mutable_compute()->set_label("compute");
+  };
+  const std::vector<std::vector<uint32_t>> slots = {{0, 1}, {1}, {0}};  // communicators per program's slot
+  for (uint32_t r = 0; r < 3; ++r) {
+    g::Program* p = g.add_programs();
+    p->set_id(r), p->set_name(absl::StrCat("p", r)), p->set_streams(1);
+    for (uint32_t c : slots[r]) p->add_comm_slot_names(c == 0 ? "a" : "b");
+    if (r == 0) all_reduce(p, 0);
+    if (r < 2) all_reduce(p, r == 0 ? 1 : 0), compute(p), all_reduce(p, r == 0 ? 1 : 0);
+    if (r == 2) all_reduce(p, 0);
+    g::Rank* rk = g.add_ranks();
+    rk->set_rank(r), rk->set_program(r), rk->set_node(0), rk->set_local_gpu(r);
+    for (uint32_t c : slots[r]) rk->add_comm_slots(c);
+  }
+  return g;
+}
+
+void SleepUntilRealtime(int64_t t) {
+  while (RealtimeNow() < t) std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+}  // namespace
+
+TEST_CASE("a forecast runs from the real member's issue too: the engine completes its ring no earlier than it "
+          "issued it, after the rank's earlier operation ended", "[hybrid][forecast]") {
+  HybridHarness h(AnchorGraph(), {0}, prism::Nanoseconds(0));
+  constexpr uint64_t kHashA = 0xa, kHashB = 0xb;
+  h.Communicator(kHashA, 0, {0, 2});
+  h.Communicator(kHashB, 1, {0, 1});
+  const prism::rpc::OpKey x = Key(kHashA, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey m = Key(kHashB, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey n = Key(kHashB, prism::rpc::OP_ALL_REDUCE, 1);
+  const int64_t t0 = RealtimeNow();
+  prism::rpc::EventBatch started;  // the host enqueues all three
+  AddStarted(&started, 1, x, 0, 2, 1 << 20, t0);
+  AddStarted(&started, 2, m, 0, 2, 1 << 20, t0);
+  AddStarted(&started, 3, n, 0, 2, 1 << 20, t0);
+  h.Feed(1, started);
+  // M's report comes first (its transfers ended at t0 + 1 ms), X's after:
+  // X ended at t0 + 2 ms. The engine issues the rank's M only then, and
+  // its virtual member 1 (there since the start) ends M at t0 + 2 ms.
+  SleepUntilRealtime(t0 + 1'500'000);
+  prism::rpc::EventBatch m_done;
+  AddFinished(&m_done, 2, t0 + 500'000, t0 + 1'000'000);
+  h.Feed(1, m_done);
+  SleepUntilRealtime(t0 + 3'000'000);
+  prism::rpc::EventBatch x_done;
+  AddFinished(&x_done, 1, t0 + 100'000, t0 + 2'000'000);
+  h.Feed(1, x_done);
+  const auto f = WaitKind(h, n, /*forecast=*/true, std::chrono::seconds(2));
+  REQUIRE(f.has_value());
+  const auto plain = WaitKind(h, n, /*forecast=*/false, std::chrono::seconds(5));
+  REQUIRE(plain.has_value());
+  CHECK(plain->ready_ns() == static_cast<uint64_t>(t0 + 7'000'000));  // t0 + 2 ms + 5 ms of compute
+  // What the plugin makes of the forecast with its own end of M (t0 + 1 ms).
+  CHECK(std::max<uint64_t>(f->ready_ns(), static_cast<uint64_t>(t0 + 1'000'000) + f->after_delay_ns()) ==
+        plain->ready_ns());
   CHECK(h.scheduler().counters().forecast_misses == 0);
   REQUIRE(h.Stop().ok());
 }

@@ -21,12 +21,15 @@
 namespace prism::engine {
 namespace {
 
-// Ops a forecast walks at most per virtual member (the event loop pays it).
-constexpr int kMaxChainOps = 256;
+// Ops a forecast walks at most per virtual member, and over all of them
+// (the event loop pays it: a DP ring at 8192 ranks has 2047 virtual members).
+constexpr int kMaxChainOps = 64;
+constexpr int kMaxForecastOps = 1 << 14;
 
 }  // namespace
 
-bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out) const {
+bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out,
+                                         int* budget) const {
   const ActorState& s = state_[actor];
   if (s.real) return false;
   const ProgramInfo& p = *s.program;
@@ -40,7 +43,7 @@ bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds
   // ended by its last completion.
   Nanoseconds floor = Max(from, stream_waits_[s.stream_base + stream].last_done), after(0);
   uint64_t pos = st.Pos(len);
-  for (int walked = 0; walked < kMaxChainOps && pos < total; ++walked, ++pos) {
+  for (int walked = 0; walked < kMaxChainOps && pos < total && --*budget >= 0; ++walked, ++pos) {
     const uint32_t j = ops[pos % len];
     const OpInfo& op = p.ops[j];
     const uint64_t iteration = pos / len;
@@ -71,13 +74,14 @@ void ReplayEngine::ForecastNextArrival(uint32_t comm, uint64_t call, const Insta
   if (model_.nccl().launch_in_order || comm_state_[comm].real_members != 1) return;
   std::optional<NextArrival> next;
   uint32_t forecast = 0;  // virtual members of M forecast
+  int budget = kMaxForecastOps;
   for (const Waiter& w : in.waiters) {
     if (state_[w.actor].real) continue;
     NextArrival a;
     // The virtual members end M at max(E, every member's arrival): the
     // real member's report applies at its own time, but not before the
     // engine issued its op (Issue), which may wait for its earlier reports.
-    if (!ChainToNextCollective(w.actor, w.op, in.last, &a)) return;
+    if (!ChainToNextCollective(w.actor, w.op, in.last, &a, &budget)) return;
     if (next && (next->comm != a.comm || next->call != a.call)) return;  // not one next collective
     if (!next) next = a;
     next->floor = Max(next->floor, a.floor);

@@ -180,13 +180,14 @@ class ReplayEngine {
   // still in flight), when only compute whose other dependencies are done
   // lies between: its communicator and call, and its arrival as
   // max(*floor, S + *after) for S = when `actor` completes op `k`, given
-  // that S >= `from`. False otherwise.
+  // that S >= `from`. False otherwise, or once it walked `*budget` ops
+  // (counted down).
   struct NextArrival {
     uint32_t comm = 0;
     uint64_t call = 0;
     Nanoseconds floor, after;
   };
-  bool ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out) const;
+  bool ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out, int* budget) const;
   // Empties `waiters` into spare_waiters_ (for the next instance).
   void Recycle(std::vector<Waiter>& waiters);
   uint32_t Park(uint32_t comm, Instance in);

@@ -279,10 +279,13 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   const HybridScheduler::Counters c = scheduler.counters();
   std::fprintf(stderr,
                "prismd: hybrid: %llu real-rank operations matched, %llu unmatched, %llu finished; %llu schedules "
-               "sent (%llu after the time they give); %llu divergences\n",
+               "sent (%llu after the time they give); %llu divergences; %llu forecasts (%llu missed), %llu rings "
+               "held\n",
                static_cast<unsigned long long>(c.ops_matched), static_cast<unsigned long long>(c.ops_unmatched),
                static_cast<unsigned long long>(c.ops_finished), static_cast<unsigned long long>(c.schedules_pushed),
-               static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences));
+               static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences),
+               static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
+               static_cast<unsigned long long>(c.holds));
   std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {

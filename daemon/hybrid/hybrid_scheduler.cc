@@ -13,12 +13,6 @@
 namespace prism::daemon {
 namespace {
 
-int64_t RealtimeNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 bool MirrorKind(const rpc::OpStarted& s) {
   const rpc::OpKind k = s.key().kind();
   return s.algorithm() == rpc::OP_ALGO_RING &&
@@ -50,6 +44,12 @@ prometheus::Histogram::BucketBoundaries LeadBuckets() {
 }
 
 }  // namespace
+
+int64_t HybridScheduler::RealtimeNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox* inbox,
                                  const engine::WallClockPacer* pacer, server::StatusBoard* status,
@@ -344,10 +344,12 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     }
     if (PastReplay(id, s, rank, *op, Describe(s, c.name), reply)) return;
     const Slot slot{static_cast<uint32_t>(c.graph_comm), op->call};
+    const bool all_real = comms_.AllReal(c.comm_hash);
+    if (!all_real) RememberAnchor(rr, slot, key);  // a forecast of its next collective may run from its end
     const auto forecast = rr.collective_forecast.find(slot);
-    if (comms_.AllReal(c.comm_hash)) {
+    if (all_real) {
       // No virtual member: nothing to schedule, the engine only follows it.
-    } else if (RememberAnchor(rr, slot, key); forecast != rr.collective_forecast.end() &&
+    } else if (forecast != rr.collective_forecast.end() &&
                DeliverForecast(rank, rr, slot, Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s),
                                                        StreamShapeOf(s), *op}, forecast->second, reply)) {
       rr.collective_forecast.erase(forecast);

@@ -219,6 +219,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     rpc::OpSchedule schedule;
   };
 
+  static int64_t RealtimeNowNs();  // CLOCK_REALTIME, ns since the epoch
   void HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::ScheduleBatch* reply);
   void HandleFinished(SessionId id, const rpc::OpFinished& f);
   // Locked helpers. True when `s` waits for (or completed) an all-real

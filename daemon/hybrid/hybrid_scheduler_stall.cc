@@ -1,20 +1,9 @@
 // HybridScheduler's reports of waits: receives stuck for their virtual
 // sender, and stalls (hybrid_scheduler.h).
-#include <time.h>
-
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
 
 namespace prism::daemon {
-namespace {
-
-int64_t RealtimeNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 std::vector<std::string> HybridScheduler::StuckReceives(Nanoseconds older_than) const {
   std::lock_guard<std::mutex> lock(mu_);
