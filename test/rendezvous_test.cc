@@ -729,5 +729,54 @@ TEST_CASE("eager Megatron-core start-up at 64 ranks against fake real ranks (Glo
   }
 }
 
+// process_groups: split_group (graphgen): each kind one split_group call. The
+// fake real ranks make one split of the world per call, passing their own
+// group's color (the graph's) and index, NOCOLOR where no group of the call
+// holds them.
+TEST_CASE("eager split_group job graph at 16 ranks against fake real ranks", "[rendezvous][startup]") {
+  const prism::graph::Graph g = MegatronRecords(prism::graphgen::testing::GraphOf(
+      prism::graphgen::testing::SmallJobYaml("{tp: 2, pp: 2, dp: 4, process_groups: split_group}")));
+  std::vector<std::vector<uint32_t>> calls;  // communicators per call
+  for (int c = 1; c < g.communicators_size(); ++c) {
+    if (!g.communicators(c).split().same_call()) calls.emplace_back();
+    calls.back().push_back(static_cast<uint32_t>(c));
+  }
+  REQUIRE(calls.size() == 4);  // dp_cp, tp, pp, embd
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 5}}) {
+    INFO("real " << real[0] << (real.size() > 1 ? "+5" : ""));
+    auto plan = bootstrap::PlanFromGraph(g, real);
+    REQUIRE(plan.ok());
+    Prismd prismd(*std::move(plan));
+    std::vector<int> ranks(real.begin(), real.end());
+    const auto errors = bootstrap::testing::RunRealRanks(ranks, [&](int rank) {
+      TorchStoreClient store(prismd.store->port());
+      auto world = CommFromStore(store, IdKey("default_pg/", "0", "0"), rank, g.ranks_size(), rank);
+      std::vector<std::unique_ptr<FakeRealRank>> children;
+      for (const std::vector<uint32_t>& call : calls) {
+        int32_t color = -1, key = rank;
+        for (uint32_t c : call) {
+          const auto& comm = g.communicators(static_cast<int>(c));
+          const auto it = std::find(comm.members().begin(), comm.members().end(), static_cast<uint32_t>(rank));
+          if (it == comm.members().end()) continue;
+          color = comm.split().color();
+          key = comm.split().key() + static_cast<int32_t>(it - comm.members().begin());
+        }
+        auto child = world->Split(color, key);
+        if ((color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
+        if (child) children.push_back(std::move(child));
+      }
+      for (auto& c : children) c->Destroy();
+      world->Destroy();
+    });
+    for (const auto& e : errors) UNSCOPED_INFO(e);
+    CHECK(errors.empty());
+    REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+    const auto st = prismd.bootstrap->Stats();
+    for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
+    CHECK(st.divergences == 0);
+    CHECK(st.jobs_failed == 0);
+  }
+}
+
 }  // namespace
 }  // namespace prism::rendezvous
