@@ -232,6 +232,18 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
   world->Destroy();
 }
 
+// The fake real ranks got through (`errors` empty) and prismd's job ended
+// without a divergence or a failure.
+void CheckJobClean(const Prismd& prismd, const std::vector<std::string>& errors) {
+  for (const auto& e : errors) UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+  const auto st = prismd.bootstrap->Stats();
+  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
+  CHECK(st.divergences == 0);
+  CHECK(st.jobs_failed == 0);
+}
+
 void RunCase(const StartupCase& sc) {
   BootstrapPlan plan = sc.follow ? bootstrap::WorldPlan(sc.n, 8, sc.real) : PlanFor(sc.n, sc.tp, sc.real);
   if (sc.gloo_between) AddGlooBetween(plan);
@@ -241,13 +253,8 @@ void RunCase(const StartupCase& sc) {
   const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
     RunRealRank(sc, prismd.store->port(), rank);
   });
-  for (const auto& e : errors) UNSCOPED_INFO(e);
-  CHECK(errors.empty());
-  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+  CheckJobClean(prismd, errors);
   const auto st = prismd.bootstrap->Stats();
-  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
-  CHECK(st.divergences == 0);
-  CHECK(st.jobs_failed == 0);
   CHECK(st.comms_destroyed == st.comms_initialized);
   const auto reports = prismd.rendezvous->Reports();
   for (const auto& e : reports.errors) UNSCOPED_INFO(e);
@@ -708,13 +715,7 @@ void RunGraphSplits(const prism::graph::Graph& g, const std::vector<uint32_t>& r
     for (auto& c : children) c->Destroy();
     world->Destroy();
   });
-  for (const auto& e : errors) UNSCOPED_INFO(e);
-  CHECK(errors.empty());
-  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
-  const auto st = prismd.bootstrap->Stats();
-  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
-  CHECK(st.divergences == 0);
-  CHECK(st.jobs_failed == 0);
+  CheckJobClean(prismd, errors);
 }
 
 // Megatron-core's initialize_model_parallel with device_id at 64 ranks (TP2
