@@ -345,6 +345,23 @@ TEST_CASE("group rule: with a process-group list, Gloo groups take PyTorch numbe
   CHECK(std::string(beyond.status().message()).find("lists only 20 groups") != std::string::npos);
 }
 
+// split_group's children are one PyTorch group number: a Gloo group after
+// one split_group call making tp[0] and tp[1] is group 2, not 3.
+TEST_CASE("group rule: one split_group call's groups take one PyTorch number", "[rendezvous]") {
+  BootstrapPlan plan = PlanFor(16, 8, {0});
+  plan.comms[2].same_call = true;  // tp[1] with tp[0]
+  AddGlooBetween(plan);            // world, tp[0], tp[0]_gloo, tp[1], tp[1]_gloo, ...
+  std::swap(plan.process_groups[2], plan.process_groups[3]);  // world, tp[0], tp[1], tp[0]_gloo, ...
+  GroupResolver groups(plan);
+  auto gloo = groups.Resolve("2");
+  REQUIRE(gloo.ok());
+  CHECK(gloo->gloo);
+  CHECK(gloo->name == "tp[0]_gloo (PyTorch group 2)");
+  auto dp0 = groups.Resolve("4");  // world, tp (one call), tp[0]_gloo, tp[1]_gloo, dp[0]
+  REQUIRE(dp0.ok());
+  CHECK(dp0->plan_id == 3);
+}
+
 // Every set of real ranks, with store= keys and with env:// ones.
 void RunBothKeyStyles(bool eager, const std::vector<std::vector<uint32_t>>& real_sets) {
   for (const std::string prefix : {"", "default_pg/"}) {
