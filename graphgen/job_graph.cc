@@ -35,7 +35,7 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
   a["expert_tp"] = absl::StrCat(p.expert_tp);
   a["expert_dp"] = absl::StrCat(p.expert_dp());
   a["grad_dtype"] = p.grads_fp32 ? "fp32" : "bf16";
-  a["process_groups"] = p.minimal_groups ? "minimal" : "megatron";
+  a["process_groups"] = p.split_group_calls ? "split_group" : p.minimal_groups ? "minimal" : "megatron";
   if (!p.minimal_groups) {
     a["megatron_version"] = MegatronVersionName(p.megatron_version);
     a["gloo_groups"] = p.gloo_groups ? "true" : "false";
@@ -94,7 +94,8 @@ pg::GroupFamily FamilyOf(const GroupRule& rule, pg::CommKind kind, const std::st
 // same_loop kind's group i right after group i of the kind it follows):
 // NCCL kinds as communicators split from the world, every kind (Gloo too)
 // as process groups.
-absl::Status AddFamilies(const std::vector<GroupKind>& kinds, uint32_t world, pg::GraphRules& rules) {
+absl::Status AddFamilies(const std::vector<GroupKind>& kinds, uint32_t world, bool split_group_calls,
+                         pg::GraphRules& rules) {
   pg::GroupFamily& everyone =
       *rules.add_families() = FamilyOf(GroupRule{{world}, 1, 0, {}}, pg::COMM_KIND_WORLD, "world", "");
   everyone.set_plain_name(true);
@@ -102,6 +103,7 @@ absl::Status AddFamilies(const std::vector<GroupKind>& kinds, uint32_t world, pg
     pg::GroupFamily& f = *rules.add_families() = FamilyOf(kind.rule, kind.kind, kind.slot, kind.megatron_name);
     f.set_gloo(kind.gloo);
     f.set_split_of_first(!kind.gloo);  // PyTorch's new_group: a split of the world
+    f.set_split_group(split_group_calls && !kind.gloo);
   }
   uint32_t next_comm = 1, next_group = 1;
   for (uint32_t k = 0; k < kinds.size(); ++k) {
@@ -141,10 +143,13 @@ absl::StatusOr<pg::Graph> GenerateJobGraph(const JobSpec& spec, JobGraphForm for
   FillCluster(spec.cluster, spec.parallel.world(), g);
   FillLayout(p, g);
 
-  const std::vector<GroupKind> kinds =
+  std::vector<GroupKind> kinds =
       p.minimal_groups ? MinimalGroupKinds(MegatronGroupKinds(p), spec) : MegatronGroupKinds(p);
+  if (p.split_group_calls) {  // one split_group call per kind: its groups one after another
+    for (GroupKind& k : kinds) k.same_loop = false;
+  }
   pg::GraphRules& rules = *g.mutable_rules();
-  PRISM_RETURN_IF_ERROR(AddFamilies(kinds, world, rules));
+  PRISM_RETURN_IF_ERROR(AddFamilies(kinds, world, p.split_group_calls, rules));
 
   // One program per pipeline stage (one block of ranks: pp is the slowest
   // dim); its slots are the world and the kinds whose groups hold the

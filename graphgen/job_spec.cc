@@ -80,11 +80,13 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   if (grad_dtype != "fp32" && grad_dtype != "bf16")
     return KeyError(r.PathOf("grad_dtype"), absl::StrCat("must be fp32 or bf16, got '", Excerpt(grad_dtype), "'"));
   p.grads_fp32 = grad_dtype == "fp32";
-  std::string groups = p.minimal_groups ? "minimal" : "megatron";
+  std::string groups = p.split_group_calls ? "split_group" : p.minimal_groups ? "minimal" : "megatron";
   PRISM_RETURN_IF_ERROR(r.GetString("process_groups", groups));
-  if (groups != "megatron" && groups != "minimal")
-    return KeyError(r.PathOf("process_groups"), absl::StrCat("must be megatron or minimal, got '", groups, "'"));
-  p.minimal_groups = groups == "minimal";
+  if (groups != "megatron" && groups != "minimal" && groups != "split_group")
+    return KeyError(r.PathOf("process_groups"),
+                    absl::StrCat("must be megatron, minimal or split_group, got '", groups, "'"));
+  p.minimal_groups = groups != "megatron";
+  p.split_group_calls = groups == "split_group";
   std::string version = MegatronVersionName(p.megatron_version);
   PRISM_RETURN_IF_ERROR(r.GetString("megatron_version", version));
   auto parsed_version = ParseMegatronVersion(version);

@@ -72,6 +72,10 @@ struct ParallelSpec {
   // hand-written PyTorch program creates them; the grad-norm all-reduce of the
   // distributed optimizer then runs on the world group).
   bool minimal_groups = false;
+  // With minimal_groups: each kind's groups are made by one
+  // torch.distributed.split_group call (parallel.process_groups: split_group,
+  // as DeviceMesh makes them on an eagerly started default group).
+  bool split_group_calls = false;
   // Which Megatron-core's group plan `process_groups: megatron` follows
   // (parallel.megatron_version) and whether it has Megatron's Gloo groups
   // (parallel.gloo_groups, Megatron's create_gloo_process_groups, default true).

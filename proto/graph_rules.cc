@@ -282,9 +282,14 @@ absl::Status CheckRules(const Graph& g) {
 
 absl::Status CheckRuleGroups(const Graph& g) {
   const GraphRules& rules = g.rules();
-  for (const GroupFamily& f : rules.families())
+  for (const GroupFamily& f : rules.families()) {
     if (!f.gloo() && f.split_of_first() && f.first_communicator() == 0)
       return Invalid("communicator 0 is split from 0, which is not created before it");
+    if (f.split_group() && (f.gloo() || !f.split_of_first() || f.communicator_stride() > 1 ||
+                            f.process_group_stride() > 1))
+      return Invalid(absl::StrCat("family ", f.name(), " is one split_group call but not an NCCL split of the "
+                                  "world with consecutive communicators and process groups"));
+  }
   // Per rank state, and peers and roots within the smallest group a slot names.
   const std::vector<uint64_t> p2p_ops = check::P2POpsPerProgram(g);
   std::vector<std::vector<uint32_t>> min_slot_size(g.programs_size());

@@ -103,6 +103,9 @@ void ExpandCommunicators(const GraphRules& rules, const std::vector<FamilyShape>
   uint32_t* split_parent = Sized(t.mutable_split_parent(), n);
   int32_t* split_color = Sized(t.mutable_split_color(), n);
   int32_t* split_key = Sized(t.mutable_split_key(), n);
+  bool any_split_group = false;
+  for (const GroupFamily& f : rules.families()) any_split_group |= f.split_group();
+  bool* same_call = any_split_group ? Sized(t.mutable_split_same_call(), n) : nullptr;
   uint32_t* out = Sized(t.mutable_members(), members);
   for (uint64_t c = 0; c < n; ++c) {
     const Owner& o = owner[c];
@@ -115,11 +118,16 @@ void ExpandCommunicators(const GraphRules& rules, const std::vector<FamilyShape>
     split_parent[c] = f.split_of_first() ? 1 : 0;
     split_key[c] = 0;  // PyTorch's index of members[0] in the sorted group
     graphgen::PythonTupleHasher hash;  // members ascend: PyTorch's sorted tuple, hashed as they come
+    graphgen::SplitGroupHasher split_group_hash;
     for (uint32_t m = 0; m < shape.group_size(); ++m) {
       *out = shape.Member(o.group, m);
+      split_group_hash.Add(*out);
       hash.Add(*out++);
     }
-    split_color[c] = f.split_of_first() ? graphgen::PyTorchColorOfHash(hash.Value()) : 0;
+    split_color[c] = !f.split_of_first() ? 0
+                     : f.split_group()   ? split_group_hash.Color()
+                                         : graphgen::PyTorchColorOfHash(hash.Value());
+    if (same_call != nullptr) same_call[c] = f.split_of_first() && f.split_group() && o.group > 0;
   }
 }
 

@@ -62,7 +62,8 @@ absl::Status IndexCommunicatorTable(const Graph& g, std::vector<uint64_t>& membe
     return BadTable("the graph holds its communicators both as records and as a communicator table");
   const int n = t.kind_size();
   if (t.size_size() != n || t.name_prefix_size() != n || t.name_index_size() != n || t.split_parent_size() != n ||
-      t.split_color_size() != n || t.split_key_size() != n)
+      t.split_color_size() != n || t.split_key_size() != n ||
+      (t.split_same_call_size() != 0 && t.split_same_call_size() != n))
     return BadTable("the communicator table's columns differ in length");
   if (!PrefixSums(t.size(), static_cast<uint64_t>(t.members_size()), member_begin))
     return BadTable(absl::StrCat("the communicator table's sizes do not add up to its ", t.members_size(),
@@ -168,6 +169,12 @@ int32_t Topology::split_color(uint32_t c) const {
                      : g_->communicators(static_cast<int>(c)).split().color();
 }
 
+bool Topology::split_same_call(uint32_t c) const {
+  if (!comm_table_) return g_->communicators(static_cast<int>(c)).split().same_call();
+  const CommunicatorTable& t = g_->communicator_table();
+  return c < static_cast<uint32_t>(t.split_same_call_size()) && t.split_same_call(static_cast<int>(c));
+}
+
 int32_t Topology::split_key(uint32_t c) const {
   return comm_table_ ? g_->communicator_table().split_key(static_cast<int>(c))
                      : g_->communicators(static_cast<int>(c)).split().key();
@@ -248,6 +255,7 @@ void ExpandTables(Graph& g) {
         split->set_parent(t.split_parent(c));
         split->set_color(t.split_color(c));
         split->set_key(t.split_key(c));
+        split->set_same_call(t.split_same_call(c));
       }
     }
     if (g.has_process_group_table()) {

@@ -56,6 +56,7 @@ class Topology {
   uint32_t split_parent(uint32_t c) const;  // valid when is_split
   int32_t split_color(uint32_t c) const;
   int32_t split_key(uint32_t c) const;
+  bool split_same_call(uint32_t c) const;  // SplitCreation.same_call
 
   bool process_group_is_gloo(uint32_t k) const;  // records: any backend but NCCL
   // NCCL groups: the communicator it names. Records: its field; tables: the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graphgen/job_spec.h"
+#include "graphgen/split_color.h"
 #include "proto/graph_file.h"
 #include "test/graphgen_test_util.h"
 
@@ -86,4 +87,38 @@ TEST_CASE("process groups: the graph file refuses a list that does not follow th
   auto short_list = g;
   short_list.mutable_process_groups()->RemoveLast();
   CHECK_FALSE(prism::graph::ValidateGraph(short_list).ok());
+}
+
+// process_groups: split_group: each kind's groups are one split_group call
+// (DeviceMesh on an eager default group): consecutive communicators, c10d's
+// colors, same_call on every group of the kind after its first.
+TEST_CASE("process groups: split_group makes each kind one split call with c10d's colors", "[graphgen][groups]") {
+  const auto rules = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 4, process_groups: split_group}"));
+  CHECK(rules.job().attributes().at("process_groups") == "split_group");
+  auto bytes = pg::EncodeGraph(rules);
+  REQUIRE(bytes.ok());
+  auto g = pg::DecodeGraph(*bytes);
+  REQUIRE(g.ok());
+  int calls = 0;
+  std::string previous_kind;
+  for (int c = 1; c < g->communicators_size(); ++c) {
+    const auto& comm = g->communicators(c);
+    INFO(comm.name());
+    REQUIRE(comm.has_split());
+    const std::string kind = comm.name().substr(0, comm.name().find('['));
+    CHECK(comm.split().same_call() == (kind == previous_kind));  // a kind's groups follow each other
+    calls += kind != previous_kind;
+    previous_kind = kind;
+    CHECK(comm.split().color() ==
+          prism::graphgen::SplitGroupColor({comm.members().begin(), comm.members().end()}));
+  }
+  CHECK(calls == 4);  // dp_cp, tp, pp, embd (tied embeddings); mp only without the distributed optimizer
+  // minimal: new_group's colors, one call per group.
+  auto plain = pg::DecodeGraph(*pg::EncodeGraph(GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 4, process_groups: minimal}"))));
+  REQUIRE(plain.ok());
+  for (int c = 1; c < plain->communicators_size(); ++c) {
+    const auto& comm = plain->communicators(c);
+    CHECK_FALSE(comm.split().same_call());
+    CHECK(comm.split().color() == prism::graphgen::PyTorchSplitColor({comm.members().begin(), comm.members().end()}));
+  }
 }

@@ -74,7 +74,7 @@ TEST_CASE("process_groups: minimal adds cp, mp, ep and edp only where used", "[g
 TEST_CASE("process_groups: a bad value names the key", "[graphgen][groups]") {
   auto spec = prism::graphgen::ParseJobSpec(SmallJobYaml("{tp: 2, process_groups: some}"));
   REQUIRE_FALSE(spec.ok());
-  CHECK(std::string(spec.status().message()).find("parallel.process_groups: must be megatron or minimal") !=
+  CHECK(std::string(spec.status().message()).find("parallel.process_groups: must be megatron, minimal or split_group") !=
         std::string::npos);
 }
 

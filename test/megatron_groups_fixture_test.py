@@ -106,6 +106,27 @@ class MegatronGroupPlan(unittest.TestCase):
                 if call.get("group_count") is not None:
                     self.assertEqual(call["group_count"], call["n"] + 1, f"{path}: call {call['n']}")
 
+    def test_eager_split_calls_line_up(self):
+        """With device_id, PyTorch 2.11 has every rank split the world once per NCCL group (NOCOLOR
+        outside it) and once per Gloo group it is not in (its members do not split): each table's
+        calls must give every rank as many splits, and every NCCL group's members must reach its
+        split at the same position, or Megatron's eager start-up hangs in NCCL without Prism too.
+        prismd lays its calls out the same way (daemon/bootstrap/split_calls.cc)."""
+        for path in sorted(glob.glob(os.path.join(FIXTURES, "*", "*.json*"))):
+            table = load(path)
+            world = table["world"]
+            skipped = [0] * world  # Gloo groups so far that hold the rank
+            made = 0
+            for n, backend, members, _, _ in table_groups(table):
+                made += 1
+                if backend == "gloo":
+                    for m in members:
+                        skipped[m] += 1
+                    continue
+                positions = {made - skipped[m] for m in members}
+                self.assertEqual(len(positions), 1, f"{path}: group {n}'s members split at {sorted(positions)}")
+            self.assertEqual(len({made - k for k in skipped}), 1, f"{path}: ranks make different split counts")
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

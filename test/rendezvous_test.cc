@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -231,6 +232,18 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
   world->Destroy();
 }
 
+// The fake real ranks got through (`errors` empty) and prismd's job ended
+// without a divergence or a failure.
+void CheckJobClean(const Prismd& prismd, const std::vector<std::string>& errors) {
+  for (const auto& e : errors) UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+  const auto st = prismd.bootstrap->Stats();
+  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
+  CHECK(st.divergences == 0);
+  CHECK(st.jobs_failed == 0);
+}
+
 void RunCase(const StartupCase& sc) {
   BootstrapPlan plan = sc.follow ? bootstrap::WorldPlan(sc.n, 8, sc.real) : PlanFor(sc.n, sc.tp, sc.real);
   if (sc.gloo_between) AddGlooBetween(plan);
@@ -240,17 +253,22 @@ void RunCase(const StartupCase& sc) {
   const auto errors = bootstrap::testing::RunRealRanks(real, [&](int rank) {
     RunRealRank(sc, prismd.store->port(), rank);
   });
-  for (const auto& e : errors) UNSCOPED_INFO(e);
-  CHECK(errors.empty());
-  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
+  CheckJobClean(prismd, errors);
   const auto st = prismd.bootstrap->Stats();
-  for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
-  CHECK(st.divergences == 0);
-  CHECK(st.jobs_failed == 0);
   CHECK(st.comms_destroyed == st.comms_initialized);
   const auto reports = prismd.rendezvous->Reports();
   for (const auto& e : reports.errors) UNSCOPED_INFO(e);
   CHECK(reports.errors.empty());
+}
+
+// RunCase for each set of real ranks, eager with env:// keys unless `sc` says otherwise.
+void RunForReals(StartupCase sc, const std::vector<std::vector<uint32_t>>& reals) {
+  sc.prefix = "default_pg/";
+  for (const std::vector<uint32_t>& real : reals) {
+    sc.real = real;
+    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
+    RunCase(sc);
+  }
 }
 
 TEST_CASE("key grammar: PyTorch 2.11's NCCL id keys", "[rendezvous]") {
@@ -327,6 +345,23 @@ TEST_CASE("group rule: with a process-group list, Gloo groups take PyTorch numbe
   CHECK(std::string(beyond.status().message()).find("lists only 20 groups") != std::string::npos);
 }
 
+// split_group's children are one PyTorch group number: a Gloo group after
+// one split_group call making tp[0] and tp[1] is group 2, not 3.
+TEST_CASE("group rule: one split_group call's groups take one PyTorch number", "[rendezvous]") {
+  BootstrapPlan plan = PlanFor(16, 8, {0});
+  plan.comms[2].same_call = true;  // tp[1] with tp[0]
+  AddGlooBetween(plan);            // world, tp[0], tp[0]_gloo, tp[1], tp[1]_gloo, ...
+  std::swap(plan.process_groups[2], plan.process_groups[3]);  // world, tp[0], tp[1], tp[0]_gloo, ...
+  GroupResolver groups(plan);
+  auto gloo = groups.Resolve("2");
+  REQUIRE(gloo.ok());
+  CHECK(gloo->gloo);
+  CHECK(gloo->name == "tp[0]_gloo (PyTorch group 2)");
+  auto dp0 = groups.Resolve("4");  // world, tp (one call), tp[0]_gloo, tp[1]_gloo, dp[0]
+  REQUIRE(dp0.ok());
+  CHECK(dp0->plan_id == 3);
+}
+
 // Every set of real ranks, with store= keys and with env:// ones.
 void RunBothKeyStyles(bool eager, const std::vector<std::vector<uint32_t>>& real_sets) {
   for (const std::string prefix : {"", "default_pg/"}) {
@@ -376,15 +411,9 @@ TEST_CASE("start-up: lazy, a Gloo group after each NCCL group (group numbers ski
 // in some of them); prismd's virtual ranks must make the same calls.
 TEST_CASE("start-up: eager, a Gloo group after each NCCL group (its non-members split, its members do not)",
           "[rendezvous][startup]") {
-  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{5}, {3, 12}}) {
-    StartupCase sc;
-    sc.prefix = "default_pg/";
-    sc.eager = true;
-    sc.real = real;
-    sc.gloo_between = true;
-    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
-    RunCase(sc);
-  }
+  StartupCase sc;
+  sc.gloo_between = true;
+  RunForReals(sc, {{0}, {5}, {3, 12}});
 }
 
 // torch.distributed.split_group (DeviceMesh on an eager default group): one
@@ -392,15 +421,9 @@ TEST_CASE("start-up: eager, a Gloo group after each NCCL group (its non-members 
 // group's color (c10d's genNcclSplitColor); two real ranks in different
 // groups of one call each get their group with its virtual members.
 TEST_CASE("start-up: eager, split_group makes several groups in one split call", "[rendezvous][startup]") {
-  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 9}, {3, 12}}) {
-    StartupCase sc;
-    sc.prefix = "default_pg/";
-    sc.eager = true;
-    sc.real = real;
-    sc.split_group = true;
-    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
-    RunCase(sc);
-  }
+  StartupCase sc;
+  sc.split_group = true;
+  RunForReals(sc, {{0}, {0, 9}, {3, 12}});
 }
 
 TEST_CASE("start-up: 64 ranks, two real ranks, lazy, many communicators at once", "[rendezvous][startup]") {
@@ -504,15 +527,10 @@ TEST_CASE("follow: eager start-up with groups no graph lists (prismd --follow)",
 // ranks in different groups of one call each bring their group's color;
 // prismd learns one call with a child per real rank's group.
 TEST_CASE("follow: split_group with real ranks in different groups of one call", "[rendezvous][startup][follow]") {
-  for (std::vector<uint32_t> real : {std::vector<uint32_t>{0}, {0, 9}, {3, 12}}) {
-    StartupCase sc;
-    sc.prefix = "default_pg/";
-    sc.real = real;
-    sc.follow = true;
-    sc.split_group = true;
-    INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
-    RunCase(sc);
-  }
+  StartupCase sc;
+  sc.follow = true;
+  sc.split_group = true;
+  RunForReals(sc, {{0}, {0, 9}, {3, 12}});
 }
 
 TEST_CASE("follow: a lazily started group is refused naming device_id, not left waiting", "[rendezvous][follow]") {
@@ -691,41 +709,76 @@ TEST_CASE("eager Megatron-core at 8192 ranks: prismd's split calls are each rank
                          {0, 4096, 8191});
 }
 
+// Fake real ranks `real` of graph `g` make the world from the store, then
+// the world splits `splits(rank)` gives (color -1: NOCOLOR), against prismd
+// playing the other ranks: no error, divergence or failed job.
+using WorldSplits = std::vector<std::pair<int32_t, int32_t>>;  // (color, key) per ncclCommSplit of the world
+void RunGraphSplits(const prism::graph::Graph& g, const std::vector<uint32_t>& real,
+                    const std::function<WorldSplits(int)>& splits) {
+  INFO("real " << real[0] << (real.size() > 1 ? "+" : ""));
+  auto plan = bootstrap::PlanFromGraph(g, real);
+  REQUIRE(plan.ok());
+  Prismd prismd(*std::move(plan));
+  std::vector<int> ranks(real.begin(), real.end());
+  const auto errors = bootstrap::testing::RunRealRanks(ranks, [&](int rank) {
+    TorchStoreClient store(prismd.store->port());
+    auto world = CommFromStore(store, IdKey("default_pg/", "0", "0"), rank, g.ranks_size(), rank);
+    std::vector<std::unique_ptr<FakeRealRank>> children;
+    for (const auto& [color, key] : splits(rank)) {
+      auto child = world->Split(color, key);
+      if ((color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
+      if (child) children.push_back(std::move(child));
+    }
+    for (auto& c : children) c->Destroy();
+    world->Destroy();
+  });
+  CheckJobClean(prismd, errors);
+}
+
 // Megatron-core's initialize_model_parallel with device_id at 64 ranks (TP2
 // PP2 DP16, Gloo groups on): the fake real ranks split the world as PyTorch
-// does for every group of the graph (EagerSplitsOf) against prismd playing
-// the other ranks.
+// does for every group of the graph (EagerSplitsOf).
 TEST_CASE("eager Megatron-core start-up at 64 ranks against fake real ranks (Gloo groups on)",
           "[rendezvous][startup][megatron]") {
   const prism::graph::Graph g = MegatronRecords(
       prism::graphgen::testing::GraphOf(prism::graphgen::testing::SmallJobYaml("{tp: 2, pp: 2, dp: 16}")));
-  const int n = static_cast<int>(g.ranks_size());
-  REQUIRE(n == 64);
+  REQUIRE(g.ranks_size() == 64);
   for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 33}}) {
-    INFO("real " << real[0] << (real.size() > 1 ? "+33" : ""));
-    auto plan = bootstrap::PlanFromGraph(g, real);
-    REQUIRE(plan.ok());
-    Prismd prismd(*std::move(plan));
-    std::vector<int> ranks(real.begin(), real.end());
-    const auto errors = bootstrap::testing::RunRealRanks(ranks, [&](int rank) {
-      TorchStoreClient store(prismd.store->port());
-      auto world = CommFromStore(store, IdKey("default_pg/", "0", "0"), rank, n, rank);
-      std::vector<std::unique_ptr<FakeRealRank>> children;
-      for (const RankSplit& s : EagerSplitsOf(g, static_cast<uint32_t>(rank))) {
-        auto child = world->Split(s.color, s.key);
-        if ((s.color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
-        if (child) children.push_back(std::move(child));
-      }
-      for (auto& c : children) c->Destroy();
-      world->Destroy();
+    RunGraphSplits(g, real, [&](int rank) {
+      WorldSplits out;
+      for (const RankSplit& s : EagerSplitsOf(g, static_cast<uint32_t>(rank))) out.push_back({s.color, s.key});
+      return out;
     });
-    for (const auto& e : errors) UNSCOPED_INFO(e);
-    CHECK(errors.empty());
-    REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_completed >= 1; }));
-    const auto st = prismd.bootstrap->Stats();
-    for (const auto& d : st.recent_divergences) UNSCOPED_INFO(d);
-    CHECK(st.divergences == 0);
-    CHECK(st.jobs_failed == 0);
+  }
+}
+
+// process_groups: split_group (graphgen): each kind one split_group call. The
+// fake real ranks make one split of the world per call, passing their own
+// group's color (the graph's) and index, NOCOLOR where no group of the call
+// holds them.
+TEST_CASE("eager split_group job graph at 16 ranks against fake real ranks", "[rendezvous][startup]") {
+  const prism::graph::Graph g = MegatronRecords(prism::graphgen::testing::GraphOf(
+      prism::graphgen::testing::SmallJobYaml("{tp: 2, pp: 2, dp: 4, process_groups: split_group}")));
+  std::vector<std::vector<uint32_t>> calls;  // communicators per call
+  for (int c = 1; c < g.communicators_size(); ++c) {
+    if (!g.communicators(c).split().same_call()) calls.emplace_back();
+    calls.back().push_back(static_cast<uint32_t>(c));
+  }
+  REQUIRE(calls.size() == 4);  // dp_cp, tp, pp, embd
+  for (const std::vector<uint32_t>& real : {std::vector<uint32_t>{0}, std::vector<uint32_t>{0, 5}}) {
+    RunGraphSplits(g, real, [&](int rank) {
+      WorldSplits out;
+      for (const std::vector<uint32_t>& call : calls) {
+        out.push_back({-1, rank});
+        for (uint32_t c : call) {
+          const auto& comm = g.communicators(static_cast<int>(c));
+          const auto it = std::find(comm.members().begin(), comm.members().end(), static_cast<uint32_t>(rank));
+          if (it != comm.members().end())
+            out.back() = {comm.split().color(), comm.split().key() + static_cast<int32_t>(it - comm.members().begin())};
+        }
+      }
+      return out;
+    });
   }
 }
 

@@ -35,6 +35,8 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     call = std::move(split.pending_calls.front());
     split.pending_calls.pop_front();
   }
+  const std::vector<uint32_t> no_children;
+  const std::vector<uint32_t>& children = call ? *call : no_children;
   std::set<uint32_t> live_children;  // of the call
   // color -> [(key, parent rank)]
   std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> groups;
@@ -53,7 +55,7 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     // The planned child: same color, or the plan's members under the color
     // a real member chose (frameworks derive colors themselves).
     std::optional<uint32_t> planned_id;
-    for (uint32_t id : call ? *call : std::vector<uint32_t>{}) {
+    for (uint32_t id : children) {
       if (plan.comms[id].color == color || plan.comms[id].members == members) planned_id = id;
       if (plan.comms[id].members == members) break;
     }
@@ -109,7 +111,7 @@ void SplitCoordinator::OnSplitGathered(LiveComm& parent) {
     }
     c_.allgather->QueueOps(child, p.split_child_ops);
   }
-  for (uint32_t id : call ? *call : std::vector<uint32_t>{}) {
+  for (uint32_t id : children) {
     if (live_children.count(id) == 0) c_.comms->MarkPlanDone(id);
   }
 }

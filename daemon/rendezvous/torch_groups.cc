@@ -71,10 +71,27 @@ std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
   return std::nullopt;
 }
 
-GroupResolver::GroupResolver(const bootstrap::BootstrapPlan& plan) : plan_(plan) {}
+GroupResolver::GroupResolver(const bootstrap::BootstrapPlan& plan) : plan_(plan) {
+  // The children of one split_group call are one PyTorch group number (a
+  // member's); the list holds each of them.
+  bool joined = false;
+  for (const bootstrap::PlanProcessGroup& g : plan.process_groups)
+    joined |= !g.gloo && g.comm < plan.comms.size() && plan.comms[g.comm].same_call;
+  if (!joined) return;
+  for (uint32_t k = 0; k < plan.process_groups.size(); ++k) {
+    const bootstrap::PlanProcessGroup& g = plan.process_groups[k];
+    if (k > 0 && !g.gloo && plan.comms[g.comm].same_call && !plan.process_groups[k - 1].gloo) continue;
+    entry_of_number_.push_back(k);
+  }
+}
 
 uint32_t GroupResolver::GroupCount() const {
+  if (!entry_of_number_.empty()) return static_cast<uint32_t>(entry_of_number_.size());
   return static_cast<uint32_t>(plan_.process_groups.empty() ? plan_.comms.size() : plan_.process_groups.size());
+}
+
+uint32_t GroupResolver::EntryOf(uint32_t number) const {
+  return entry_of_number_.empty() ? number : entry_of_number_[number];
 }
 
 std::vector<uint32_t> GroupResolver::SortedMembers(uint32_t k) const {
@@ -82,7 +99,7 @@ std::vector<uint32_t> GroupResolver::SortedMembers(uint32_t k) const {
   if (plan_.process_groups.empty()) {
     sorted = plan_.comms[k].members;
   } else {
-    const bootstrap::PlanProcessGroup& g = plan_.process_groups[k];
+    const bootstrap::PlanProcessGroup& g = plan_.process_groups[EntryOf(k)];
     sorted = g.gloo ? g.members : plan_.comms[g.comm].members;
   }
   std::sort(sorted.begin(), sorted.end());
@@ -124,6 +141,7 @@ absl::StatusOr<ResolvedGroup> GroupResolver::Resolve(const std::string& group) c
     }
     k = static_cast<uint32_t>(number);
   }
+  k = EntryOf(k);  // from here on: the process-group list's entry
   ResolvedGroup r;
   const std::string number_note = absl::StrCat(" (PyTorch group ", group.substr(0, 12), ")");
   if (!plan_.process_groups.empty() && plan_.process_groups[k].gloo) {

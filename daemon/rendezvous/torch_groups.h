@@ -18,6 +18,7 @@
 // first). A hashed name is the SHA-1 of "<sorted members joined by _>_<n>"
 // (n = process groups the rank had made before); it matches the group with
 // those members.
+// The children of one split_group call (same_call) are one group number.
 // Limits: a program that makes groups the graph does not list or in another
 // order shifts the numbering; the group's members then disagree with the
 // real ranks' check-ins and prismd names the mismatch. Pure functions and
@@ -73,9 +74,16 @@ class GroupResolver {
  private:
   // Groups PyTorch numbers: the process-group list, or the communicators.
   uint32_t GroupCount() const;
+  // The process-group list's entry of PyTorch group `number`.
+  uint32_t EntryOf(uint32_t number) const;
   std::vector<uint32_t> SortedMembers(uint32_t k) const;
   absl::StatusOr<uint32_t> ResolveHashed(const std::string& name) const;
   const bootstrap::BootstrapPlan& plan_;
+  // Empty: group k is entry k. Else the entry of each group number, where
+  // one split_group call's children (SplitCreation.same_call) share the
+  // number of the first (a member's view: a rank in none of them numbers
+  // its later groups one lower, which the rule cannot know).
+  std::vector<uint32_t> entry_of_number_;
 };
 
 }  // namespace prism::rendezvous
