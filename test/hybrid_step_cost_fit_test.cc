@@ -5,7 +5,6 @@
 // prismd playing it (docs/capture.md, "NCCL's step cost, measured").
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +19,8 @@
 #include "graphgen/extrapolate.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
+#include "test/daemon_test_graphs.h"
+#include "test/run_command.h"
 
 namespace {
 
@@ -129,12 +130,18 @@ std::vector<SyntheticOp> TenAllGathers() {
 std::string TempPath(const std::string& name) { return "/tmp/prism-step-cost-test-" + std::to_string(getpid()) + name; }
 
 std::pair<int, std::string> Prismd(const std::string& args) {
-  const std::string out = TempPath(".out");
-  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>&1").c_str());
-  std::ifstream f(out);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::remove(out.c_str());
-  return {WEXITSTATUS(rc), text};
+  return prism::testing::RunCommand(std::string(PRISMD_PATH) + " " + args, TempPath(".out"));
+}
+
+// A world ring all-gather of `bytes` over `ranks` nodes of one GPU on TenGig's links.
+g::Graph WorldAllGather(uint32_t ranks, uint64_t bytes) {
+  prism::testing::ClusterSpec links;
+  links.gpus_per_node = 1;
+  links.nics_per_node = 1;
+  links.nic_bps = 10'000'000'000;
+  links.nic_latency_ns = 10'000;
+  g::Graph gr = prism::testing::CollectiveGraph(ranks, g::ALLGATHER, bytes, g::ALGORITHM_RING, 1, 0, links);
+  return gr;
 }
 
 }  // namespace
@@ -226,31 +233,8 @@ TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and over
 
 TEST_CASE("step cost: the capture header's figure goes into the extrapolated graph and back from its file",
           "[step_cost][capture]") {
-  // A one-rank world-ring program; its recording carries rank 0's figure.
-  g::Graph job;
-  *job.mutable_cluster() = TenGig(4);
-  job.mutable_job()->set_name("ring");
-  job.mutable_job()->set_world_size(4);
-  (*job.mutable_job()->mutable_attributes())["iterations"] = "1";
-  auto* world = job.add_communicators();
-  world->set_id(0);
-  world->set_name("world");
-  world->mutable_init();
-  auto* prog = job.add_programs();
-  prog->set_id(0);
-  prog->set_name("p");
-  prog->set_streams(1);
-  prog->add_comm_slot_names("world");
-  auto* op = prog->add_ops()->mutable_collective();
-  op->set_kind(g::ALLGATHER);
-  op->set_bytes(4096);
-  for (uint32_t r = 0; r < 4; ++r) {
-    world->add_members(r);
-    auto* rank = job.add_ranks();
-    rank->set_rank(r);
-    rank->set_node(r);
-    rank->add_comm_slots(0);
-  }
+  // A world-ring program on 4 ranks; rank 0's recording carries its figure.
+  const g::Graph job = WorldAllGather(4, 4096);
   auto rec0 = prism::graphgen::RecordingFromGraph(job, 0);
   REQUIRE(rec0.ok());
   auto rec2 = prism::graphgen::RecordingFromGraph(job, 2);
@@ -299,29 +283,7 @@ TEST_CASE("step cost: prismd --simulate plays the graph's measured figure unless
           "[step_cost][capture]") {
   // A 1024-rank world ring all-gather of 4 MiB (latency-bound: 3.3 us of wire per step).
   const std::string plain = TempPath("-plain.graph"), measured = TempPath("-measured.graph");
-  g::Graph gr;
-  *gr.mutable_cluster() = TenGig(1024);
-  gr.mutable_job()->set_name("ring");
-  gr.mutable_job()->set_world_size(1024);
-  (*gr.mutable_job()->mutable_attributes())["iterations"] = "1";
-  auto* world = gr.add_communicators();
-  world->set_name("world");
-  world->mutable_init();
-  auto* prog = gr.add_programs();
-  prog->set_name("p");
-  prog->set_streams(1);
-  prog->add_comm_slot_names("world");
-  auto* op = prog->add_ops()->mutable_collective();
-  op->set_kind(g::ALLGATHER);
-  op->set_bytes(4ull << 20);
-  op->set_algorithm(g::ALGORITHM_RING);
-  for (uint32_t r = 0; r < 1024; ++r) {
-    world->add_members(r);
-    auto* rank = gr.add_ranks();
-    rank->set_rank(r);
-    rank->set_node(r);
-    rank->add_comm_slots(0);
-  }
+  g::Graph gr = WorldAllGather(1024, 4ull << 20);
   REQUIRE(g::WriteGraphFile(gr, plain).ok());
   auto* e = gr.mutable_cluster()->add_nccl_step_costs();
   e->set_protocol("SIMPLE");
