@@ -54,7 +54,7 @@ struct SyntheticOp {
   int64_t duration_ns = 0;           // 0: the model's ring time with c_ns
 };
 
-// The model's ring time of `op` with step cost c: h (W/(hk) + L + c) + (k-1) W/(hk).
+// The model's ring time of `op` with step cost c: h (W/(2h) + L + c) + W/(2h).
 int64_t RingDuration(const SyntheticOp& op, uint32_t n) {
   const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(TenGig(n)));
   const prism::engine::CommShape shape{n, n, 1, 1};
@@ -62,8 +62,7 @@ int64_t RingDuration(const SyntheticOp& op, uint32_t n) {
   const uint64_t bytes = op.kind == prism::rpc::OP_ALL_REDUCE ? op.bytes_per_member : op.bytes_per_member * n;
   const int64_t h = op.kind == prism::rpc::OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const int64_t step = model.RingWireTime(kind, Bytes(bytes), shape).count() / h;
-  const int64_t k = op.protocol == "SIMPLE" ? 2 : 1;
-  const int64_t slice = step / k;
+  const int64_t slice = step / 2;  // the model's two slices per step, whatever the protocol
   return h * (slice + 10'000 + op.c_ns) + (step - slice);
 }
 
@@ -106,12 +105,13 @@ Recording RecordingOf(uint32_t n, const std::vector<SyntheticOp>& ops) {
   return rec;
 }
 
-std::vector<prism::daemon::StepCostFit> Fit(uint32_t n, const std::vector<SyntheticOp>& ops) {
+std::vector<prism::daemon::StepCostFit> Fit(uint32_t n, const std::vector<SyntheticOp>& ops,
+                                            Nanoseconds run_step_cost = Nanoseconds(0)) {
   g::Graph placement;
   *placement.mutable_cluster() = TenGig(n);
   const auto timings = prism::daemon::RingOpTimings(RecordingOf(n, ops), placement);
   REQUIRE(timings.count(0) == 1);
-  return prism::daemon::FitStepCost(timings.at(0), placement.cluster());
+  return prism::daemon::FitStepCost(timings.at(0), placement.cluster(), run_step_cost);
 }
 
 // Ten all-gathers over 1024 ranks (4 KiB per member: 3.3 us of wire per
@@ -165,7 +165,7 @@ TEST_CASE("step cost: the fit gives back the per-step cost a latency-bound ring 
   CHECK(entries[0].source().rfind("measured by prism capture on rank 0, 11 ops (NCCL SIMPLE ring, median of 11 "
                                   "latency-bound ring all-gathers of 11",
                                   0) == 0);
-  // All-reduces (2(n-1) steps) and LL (one slice per step) fit the same way, each protocol on its own.
+  // All-reduces (2(n-1) steps) and LL fit the same way (the model's formula), each protocol on its own.
   std::vector<SyntheticOp> mixed;
   for (int i = 0; i < 8; ++i) {
     SyntheticOp ar;
@@ -223,12 +223,41 @@ TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and over
   CHECK(fits[0].used_ops == 10);
   CHECK(fits[0].detail.find("2 overlapping another operation") != std::string::npos);
 
-  // Steps that are not paced by NCCL's step (faster than the link latency): no figure.
-  std::vector<SyntheticOp> empty(8);
-  for (SyntheticOp& op : empty) op.c_ns = -6'000;
+  // Steps faster than the link latency, and steps that carry no data: no figure.
+  std::vector<SyntheticOp> fast(8);
+  for (SyntheticOp& op : fast) op.c_ns = -6'000;
+  fits = Fit(1024, fast);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("8 of 8 latency-bound ring operations came out below the 0.00 us per step") !=
+        std::string::npos);
+  std::vector<SyntheticOp> empty(10);
+  for (SyntheticOp& op : empty) op.bytes_per_member = 32;
   fits = Fit(1024, empty);
   CHECK_FALSE(fits[0].cost.has_value());
-  CHECK(fits[0].detail.find("below 0") != std::string::npos);
+  CHECK(fits[0].detail.find("10 with under 64 bytes per step") != std::string::npos);
+}
+
+TEST_CASE("step cost: operations the run's lockstep floor may have paced only bound the figure",
+          "[step_cost][capture]") {
+  // A run that played 12.5 us: rings at 11 us per step came out under it (the plugin's floor is
+  // L + 12.5 us per step, the model's a slice more): no figure, and why.
+  std::vector<SyntheticOp> under(10);
+  for (SyntheticOp& op : under) op.c_ns = 11'000;
+  auto fits = Fit(1024, under, Nanoseconds(12'500));
+  REQUIRE(fits.size() == 1);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("10 of 10 latency-bound ring operations came out below the 12.50 us per step the "
+                            "run played") != std::string::npos);
+  CHECK(fits[0].detail.find("--step-cost-us 0") != std::string::npos);
+  // Rings slower than the run's figure were paced by the real rank itself: measured.
+  std::vector<SyntheticOp> over(10);
+  for (SyntheticOp& op : over) op.c_ns = 14'000;
+  over[0].c_ns = 12'000;  // one under: left out, not enough to refuse
+  fits = Fit(1024, over, Nanoseconds(12'500));
+  REQUIRE(fits[0].cost.has_value());
+  CHECK(*fits[0].cost == Nanoseconds(14'000));
+  CHECK(fits[0].used_ops == 9);
+  CHECK(fits[0].detail.find("1 below the run's own 12.50 us") != std::string::npos);
 }
 
 TEST_CASE("step cost: the capture header's figure goes into the extrapolated graph and back from its file",
@@ -277,6 +306,18 @@ TEST_CASE("step cost: the capture header's figure goes into the extrapolated gra
   CHECK(chosen->cost == Nanoseconds(8'000));
   CHECK(chosen->measured == decoded->cluster().nccl_step_costs(0).source());
   CHECK_FALSE(prism::engine::GraphNcclStepCost(job.cluster()).has_value());  // none: prismd's table
+  // No Simple ring entry (every ring ran LL): the ring entry fitted from the most operations.
+  g::Cluster ll = job.cluster();
+  for (uint32_t ops : {5u, 40u, 7u}) {
+    auto* e = ll.add_nccl_step_costs();
+    e->set_protocol(ops == 7 ? "LL128" : "LL");
+    e->set_algorithm(g::ALGORITHM_RING);
+    e->set_cost_ns(1000 * ops);
+    e->set_ops(ops);
+    e->set_source("fit " + std::to_string(ops));
+  }
+  CHECK(prism::engine::GraphNcclStepCost(ll)->cost == Nanoseconds(40'000));
+  CHECK(prism::engine::GraphNcclStepCost(ll)->measured == "fit 40");
 }
 
 TEST_CASE("step cost: prismd --simulate plays the graph's measured figure unless --step-cost-us overrides it",
