@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/hybrid/step_cost_fit.h"
 #include "graphgen/capture_recording.h"
+#include "graphgen/cli.h"
 #include "graphgen/extrapolate.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
@@ -294,6 +297,36 @@ TEST_CASE("step cost: the capture header's figure goes into the extrapolated gra
   CHECK(both->graph.cluster().nccl_step_costs(0).ops() == 44);
   CHECK(both->graph.cluster().nccl_step_costs(0).source().rfind("measured by prism capture on ranks 0, 2, 44 ops",
                                                                 0) == 0);
+
+  // prism-graphgen extrapolate with a graph's cluster (what prism capture passes: the world graph):
+  // the recordings' figure wins over that cluster's (none here), which is kept otherwise.
+  const std::string dir = TempPath("-recordings"), cluster = TempPath("-cluster.graph"), out = TempPath("-x.graph");
+  std::filesystem::create_directory(dir);
+  std::ofstream(dir + "/rank-0.capture.jsonl") << prism::graphgen::EncodeRecording(*parsed);
+  g::Graph cluster_graph = job;
+  REQUIRE(g::WriteGraphFile(cluster_graph, cluster).ok());
+  std::ostringstream cli_out, cli_err;
+  REQUIRE(prism::graphgen::RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", cluster, "-o", out},
+                                          cli_out, cli_err) == 0);
+  auto written = g::ReadGraphFile(out);
+  REQUIRE(written.ok());
+  REQUIRE(written->cluster().nccl_step_costs_size() == 1);
+  CHECK(written->cluster().nccl_step_costs(0).cost_ns() == 8'000);
+  std::remove(out.c_str());
+  auto bare = *rec0;  // no figure of its own: the cluster graph's stands
+  bare.header.clear_nccl_step_costs();
+  std::ofstream(dir + "/rank-0.capture.jsonl") << prism::graphgen::EncodeRecording(bare);
+  *cluster_graph.mutable_cluster()->add_nccl_step_costs() = other;
+  const std::string cluster2 = TempPath("-cluster2.graph");
+  REQUIRE(g::WriteGraphFile(cluster_graph, cluster2).ok());
+  REQUIRE(prism::graphgen::RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", cluster2, "-o", out},
+                                          cli_out, cli_err) == 0);
+  written = g::ReadGraphFile(out);
+  REQUIRE(written.ok());
+  REQUIRE(written->cluster().nccl_step_costs_size() == 1);
+  CHECK(written->cluster().nccl_step_costs(0).cost_ns() == 12'000);
+  for (const std::string& f : {out, cluster, cluster2, dir + "/rank-0.capture.jsonl"}) std::remove(f.c_str());
+  std::filesystem::remove(dir);
 
   // The graph file keeps it, and prismd's choice reads it.
   auto encoded = g::EncodeGraph(one->graph);
