@@ -262,7 +262,11 @@ int RunExtrapolate(const std::vector<std::string>& inputs, const std::string& cl
           "--cluster ", cluster_file, ": its cluster has ", graph_cluster->nodes(), " nodes of ", gpn,
           " GPUs; the recordings' ", world, " ranks need ", (world + gpn - 1) / gpn, " (give a graph of this world "
           "size, or a YAML file's cluster: keys)")));
-    *result->graph.mutable_cluster() = *graph_cluster;
+    // NCCL's step cost measured on the recorded ranks wins over the cluster graph's.
+    prism::graph::Cluster cluster = *graph_cluster;
+    if (result->graph.cluster().nccl_step_costs_size() > 0)
+      *cluster.mutable_nccl_step_costs() = result->graph.cluster().nccl_step_costs();
+    *result->graph.mutable_cluster() = cluster;
     for (auto& rank : *result->graph.mutable_ranks()) {
       rank.set_node(rank.rank() / graph_cluster->gpus_per_node());
       rank.set_local_gpu(rank.rank() % graph_cluster->gpus_per_node());

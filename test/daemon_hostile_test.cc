@@ -18,6 +18,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "common/limits.h"
+#include "test/run_command.h"
 #include "daemon/engine/simulation.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
@@ -50,12 +51,7 @@ g::Graph TwoComms() {
 std::string TempPath(const std::string& name) { return "/tmp/prism-daemon-test-" + std::to_string(getpid()) + name; }
 
 std::pair<int, std::string> Prismd(const std::string& args) {
-  const std::string out = TempPath(".out");
-  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>&1").c_str());
-  std::ifstream f(out);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::remove(out.c_str());
-  return {WEXITSTATUS(rc), text};
+  return prism::testing::RunCommand(std::string(PRISMD_PATH) + " " + args, TempPath(".out"));
 }
 
 }  // namespace

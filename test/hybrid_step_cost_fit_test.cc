@@ -5,11 +5,12 @@
 // prismd playing it (docs/capture.md, "NCCL's step cost, measured").
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,12 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/hybrid/step_cost_fit.h"
 #include "graphgen/capture_recording.h"
+#include "graphgen/cli.h"
 #include "graphgen/extrapolate.h"
 #include "nlohmann/json.hpp"
 #include "proto/graph_file.h"
+#include "test/daemon_test_graphs.h"
+#include "test/run_command.h"
 
 namespace {
 
@@ -53,7 +57,7 @@ struct SyntheticOp {
   int64_t duration_ns = 0;           // 0: the model's ring time with c_ns
 };
 
-// The model's ring time of `op` with step cost c: h (W/(hk) + L + c) + (k-1) W/(hk).
+// The model's ring time of `op` with step cost c: h (W/(2h) + L + c) + W/(2h).
 int64_t RingDuration(const SyntheticOp& op, uint32_t n) {
   const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(TenGig(n)));
   const prism::engine::CommShape shape{n, n, 1, 1};
@@ -61,8 +65,7 @@ int64_t RingDuration(const SyntheticOp& op, uint32_t n) {
   const uint64_t bytes = op.kind == prism::rpc::OP_ALL_REDUCE ? op.bytes_per_member : op.bytes_per_member * n;
   const int64_t h = op.kind == prism::rpc::OP_ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const int64_t step = model.RingWireTime(kind, Bytes(bytes), shape).count() / h;
-  const int64_t k = op.protocol == "SIMPLE" ? 2 : 1;
-  const int64_t slice = step / k;
+  const int64_t slice = step / 2;  // the model's two slices per step, whatever the protocol
   return h * (slice + 10'000 + op.c_ns) + (step - slice);
 }
 
@@ -105,12 +108,13 @@ Recording RecordingOf(uint32_t n, const std::vector<SyntheticOp>& ops) {
   return rec;
 }
 
-std::vector<prism::daemon::StepCostFit> Fit(uint32_t n, const std::vector<SyntheticOp>& ops) {
+std::vector<prism::daemon::StepCostFit> Fit(uint32_t n, const std::vector<SyntheticOp>& ops,
+                                            Nanoseconds run_step_cost = Nanoseconds(0)) {
   g::Graph placement;
   *placement.mutable_cluster() = TenGig(n);
   const auto timings = prism::daemon::RingOpTimings(RecordingOf(n, ops), placement);
   REQUIRE(timings.count(0) == 1);
-  return prism::daemon::FitStepCost(timings.at(0), placement.cluster());
+  return prism::daemon::FitStepCost(timings.at(0), placement.cluster(), run_step_cost);
 }
 
 // Ten all-gathers over 1024 ranks (4 KiB per member: 3.3 us of wire per
@@ -129,12 +133,18 @@ std::vector<SyntheticOp> TenAllGathers() {
 std::string TempPath(const std::string& name) { return "/tmp/prism-step-cost-test-" + std::to_string(getpid()) + name; }
 
 std::pair<int, std::string> Prismd(const std::string& args) {
-  const std::string out = TempPath(".out");
-  const int rc = std::system((std::string(PRISMD_PATH) + " " + args + " >" + out + " 2>&1").c_str());
-  std::ifstream f(out);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::remove(out.c_str());
-  return {WEXITSTATUS(rc), text};
+  return prism::testing::RunCommand(std::string(PRISMD_PATH) + " " + args, TempPath(".out"));
+}
+
+// A world ring all-gather of `bytes` over `ranks` nodes of one GPU on TenGig's links.
+g::Graph WorldAllGather(uint32_t ranks, uint64_t bytes) {
+  prism::testing::ClusterSpec links;
+  links.gpus_per_node = 1;
+  links.nics_per_node = 1;
+  links.nic_bps = 10'000'000'000;
+  links.nic_latency_ns = 10'000;
+  g::Graph gr = prism::testing::CollectiveGraph(ranks, g::ALLGATHER, bytes, g::ALGORITHM_RING, 1, 0, links);
+  return gr;
 }
 
 }  // namespace
@@ -158,7 +168,7 @@ TEST_CASE("step cost: the fit gives back the per-step cost a latency-bound ring 
   CHECK(entries[0].source().rfind("measured by prism capture on rank 0, 11 ops (NCCL SIMPLE ring, median of 11 "
                                   "latency-bound ring all-gathers of 11",
                                   0) == 0);
-  // All-reduces (2(n-1) steps) and LL (one slice per step) fit the same way, each protocol on its own.
+  // All-reduces (2(n-1) steps) and LL fit the same way (the model's formula), each protocol on its own.
   std::vector<SyntheticOp> mixed;
   for (int i = 0; i < 8; ++i) {
     SyntheticOp ar;
@@ -216,41 +226,47 @@ TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and over
   CHECK(fits[0].used_ops == 10);
   CHECK(fits[0].detail.find("2 overlapping another operation") != std::string::npos);
 
-  // Steps that are not paced by NCCL's step (faster than the link latency): no figure.
-  std::vector<SyntheticOp> empty(8);
-  for (SyntheticOp& op : empty) op.c_ns = -6'000;
+  // Steps faster than the link latency, and steps that carry no data: no figure.
+  std::vector<SyntheticOp> fast(8);
+  for (SyntheticOp& op : fast) op.c_ns = -6'000;
+  fits = Fit(1024, fast);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("8 of 8 latency-bound ring operations came out below the 0.00 us per step") !=
+        std::string::npos);
+  std::vector<SyntheticOp> empty(10);
+  for (SyntheticOp& op : empty) op.bytes_per_member = 32;
   fits = Fit(1024, empty);
   CHECK_FALSE(fits[0].cost.has_value());
-  CHECK(fits[0].detail.find("below 0") != std::string::npos);
+  CHECK(fits[0].detail.find("10 with under 64 bytes per step") != std::string::npos);
+}
+
+TEST_CASE("step cost: operations the run's lockstep floor may have paced only bound the figure",
+          "[step_cost][capture]") {
+  // A run that played 12.5 us: rings at 11 us per step came out under it (the plugin's floor is
+  // L + 12.5 us per step, the model's a slice more): no figure, and why.
+  std::vector<SyntheticOp> under(10);
+  for (SyntheticOp& op : under) op.c_ns = 11'000;
+  auto fits = Fit(1024, under, Nanoseconds(12'500));
+  REQUIRE(fits.size() == 1);
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("10 of 10 latency-bound ring operations came out below the 12.50 us per step the "
+                            "run played") != std::string::npos);
+  CHECK(fits[0].detail.find("--step-cost-us 0") != std::string::npos);
+  // Rings slower than the run's figure were paced by the real rank itself: measured.
+  std::vector<SyntheticOp> over(10);
+  for (SyntheticOp& op : over) op.c_ns = 14'000;
+  over[0].c_ns = 12'000;  // one under: left out, not enough to refuse
+  fits = Fit(1024, over, Nanoseconds(12'500));
+  REQUIRE(fits[0].cost.has_value());
+  CHECK(*fits[0].cost == Nanoseconds(14'000));
+  CHECK(fits[0].used_ops == 9);
+  CHECK(fits[0].detail.find("1 below the run's own 12.50 us") != std::string::npos);
 }
 
 TEST_CASE("step cost: the capture header's figure goes into the extrapolated graph and back from its file",
           "[step_cost][capture]") {
-  // A one-rank world-ring program; its recording carries rank 0's figure.
-  g::Graph job;
-  *job.mutable_cluster() = TenGig(4);
-  job.mutable_job()->set_name("ring");
-  job.mutable_job()->set_world_size(4);
-  (*job.mutable_job()->mutable_attributes())["iterations"] = "1";
-  auto* world = job.add_communicators();
-  world->set_id(0);
-  world->set_name("world");
-  world->mutable_init();
-  auto* prog = job.add_programs();
-  prog->set_id(0);
-  prog->set_name("p");
-  prog->set_streams(1);
-  prog->add_comm_slot_names("world");
-  auto* op = prog->add_ops()->mutable_collective();
-  op->set_kind(g::ALLGATHER);
-  op->set_bytes(4096);
-  for (uint32_t r = 0; r < 4; ++r) {
-    world->add_members(r);
-    auto* rank = job.add_ranks();
-    rank->set_rank(r);
-    rank->set_node(r);
-    rank->add_comm_slots(0);
-  }
+  // A world-ring program on 4 ranks; rank 0's recording carries its figure.
+  const g::Graph job = WorldAllGather(4, 4096);
   auto rec0 = prism::graphgen::RecordingFromGraph(job, 0);
   REQUIRE(rec0.ok());
   auto rec2 = prism::graphgen::RecordingFromGraph(job, 2);
@@ -282,6 +298,36 @@ TEST_CASE("step cost: the capture header's figure goes into the extrapolated gra
   CHECK(both->graph.cluster().nccl_step_costs(0).source().rfind("measured by prism capture on ranks 0, 2, 44 ops",
                                                                 0) == 0);
 
+  // prism-graphgen extrapolate with a graph's cluster (what prism capture passes: the world graph):
+  // the recordings' figure wins over that cluster's (none here), which is kept otherwise.
+  const std::string dir = TempPath("-recordings"), cluster = TempPath("-cluster.graph"), out = TempPath("-x.graph");
+  std::filesystem::create_directory(dir);
+  std::ofstream(dir + "/rank-0.capture.jsonl") << prism::graphgen::EncodeRecording(*parsed);
+  g::Graph cluster_graph = job;
+  REQUIRE(g::WriteGraphFile(cluster_graph, cluster).ok());
+  std::ostringstream cli_out, cli_err;
+  REQUIRE(prism::graphgen::RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", cluster, "-o", out},
+                                          cli_out, cli_err) == 0);
+  auto written = g::ReadGraphFile(out);
+  REQUIRE(written.ok());
+  REQUIRE(written->cluster().nccl_step_costs_size() == 1);
+  CHECK(written->cluster().nccl_step_costs(0).cost_ns() == 8'000);
+  std::remove(out.c_str());
+  auto bare = *rec0;  // no figure of its own: the cluster graph's stands
+  bare.header.clear_nccl_step_costs();
+  std::ofstream(dir + "/rank-0.capture.jsonl") << prism::graphgen::EncodeRecording(bare);
+  *cluster_graph.mutable_cluster()->add_nccl_step_costs() = other;
+  const std::string cluster2 = TempPath("-cluster2.graph");
+  REQUIRE(g::WriteGraphFile(cluster_graph, cluster2).ok());
+  REQUIRE(prism::graphgen::RunGraphgenCli({"prism-graphgen", "extrapolate", dir, "--cluster", cluster2, "-o", out},
+                                          cli_out, cli_err) == 0);
+  written = g::ReadGraphFile(out);
+  REQUIRE(written.ok());
+  REQUIRE(written->cluster().nccl_step_costs_size() == 1);
+  CHECK(written->cluster().nccl_step_costs(0).cost_ns() == 12'000);
+  for (const std::string& f : {out, cluster, cluster2, dir + "/rank-0.capture.jsonl"}) std::remove(f.c_str());
+  std::filesystem::remove(dir);
+
   // The graph file keeps it, and prismd's choice reads it.
   auto encoded = g::EncodeGraph(one->graph);
   REQUIRE(encoded.ok());
@@ -293,35 +339,25 @@ TEST_CASE("step cost: the capture header's figure goes into the extrapolated gra
   CHECK(chosen->cost == Nanoseconds(8'000));
   CHECK(chosen->measured == decoded->cluster().nccl_step_costs(0).source());
   CHECK_FALSE(prism::engine::GraphNcclStepCost(job.cluster()).has_value());  // none: prismd's table
+  // No Simple ring entry (every ring ran LL): the ring entry fitted from the most operations.
+  g::Cluster ll = job.cluster();
+  for (uint32_t ops : {5u, 40u, 7u}) {
+    auto* e = ll.add_nccl_step_costs();
+    e->set_protocol(ops == 7 ? "LL128" : "LL");
+    e->set_algorithm(g::ALGORITHM_RING);
+    e->set_cost_ns(1000 * ops);
+    e->set_ops(ops);
+    e->set_source("fit " + std::to_string(ops));
+  }
+  CHECK(prism::engine::GraphNcclStepCost(ll)->cost == Nanoseconds(40'000));
+  CHECK(prism::engine::GraphNcclStepCost(ll)->measured == "fit 40");
 }
 
 TEST_CASE("step cost: prismd --simulate plays the graph's measured figure unless --step-cost-us overrides it",
           "[step_cost][capture]") {
   // A 1024-rank world ring all-gather of 4 MiB (latency-bound: 3.3 us of wire per step).
   const std::string plain = TempPath("-plain.graph"), measured = TempPath("-measured.graph");
-  g::Graph gr;
-  *gr.mutable_cluster() = TenGig(1024);
-  gr.mutable_job()->set_name("ring");
-  gr.mutable_job()->set_world_size(1024);
-  (*gr.mutable_job()->mutable_attributes())["iterations"] = "1";
-  auto* world = gr.add_communicators();
-  world->set_name("world");
-  world->mutable_init();
-  auto* prog = gr.add_programs();
-  prog->set_name("p");
-  prog->set_streams(1);
-  prog->add_comm_slot_names("world");
-  auto* op = prog->add_ops()->mutable_collective();
-  op->set_kind(g::ALLGATHER);
-  op->set_bytes(4ull << 20);
-  op->set_algorithm(g::ALGORITHM_RING);
-  for (uint32_t r = 0; r < 1024; ++r) {
-    world->add_members(r);
-    auto* rank = gr.add_ranks();
-    rank->set_rank(r);
-    rank->set_node(r);
-    rank->add_comm_slots(0);
-  }
+  g::Graph gr = WorldAllGather(1024, 4ull << 20);
   REQUIRE(g::WriteGraphFile(gr, plain).ok());
   auto* e = gr.mutable_cluster()->add_nccl_step_costs();
   e->set_protocol("SIMPLE");

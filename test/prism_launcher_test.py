@@ -409,6 +409,7 @@ import sys
 if "--help" in sys.argv:
     print("--torch-trace TEXT  the real ranks' torch traces")
     print("--world-graph TEXT  the world graph prismd ran with")
+    print("--run-step-cost-us FLOAT  the step cost prismd played")
     sys.exit(0)
 open({calls!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
 sys.exit(2)
@@ -434,12 +435,15 @@ sys.exit(2)
         self.assertIn(f"--torch-trace {os.path.join(out_dir, 'torch')}", called)
         # The world graph prismd played: NCCL's step cost is fitted on its links.
         self.assertIn(f"--world-graph {os.path.join(out_dir, 'world.graph')}", called)
+        # prismd --follow measured with no lockstep floor beyond the link latency, and said so.
+        self.assertIn("--run-step-cost-us 0", called)
         self.assertTrue(os.path.isfile(os.path.join(out_dir, "torch", "torch-rank-5.jsonl")))
         # An older prism-session-capture (no --torch-trace in its help): the traces are kept, not handed over.
         with open(tool) as f:
             text = f.read()
         with open(tool, "w") as f:
-            f.write(text.replace("--torch-trace TEXT", "--graph TEXT").replace("--world-graph TEXT", "-o TEXT"))
+            f.write(text.replace("--torch-trace TEXT", "--graph TEXT").replace("--world-graph TEXT", "-o TEXT")
+                    .replace("--run-step-cost-us FLOAT", "-o TEXT"))
         os.remove(calls)
         older = [os.path.join(self.tmp, "capture-traced-2") if c == out_dir else c for c in cmd]
         out = subprocess.run(older, capture_output=True, text=True, timeout=120)
@@ -449,6 +453,7 @@ sys.exit(2)
             called = f.read()
         self.assertNotIn("--torch-trace", called)
         self.assertNotIn("--world-graph", called)
+        self.assertNotIn("--run-step-cost-us", called)
 
     def test_the_plugins_link_is_the_graphs_nic(self):
         graph = os.path.join(self.tmp, "nic.graph")

@@ -52,10 +52,15 @@ StepCost NcclStepCost(int release, NcclProtocol protocol, graph::Algorithm algor
 }
 
 std::optional<StepCost> GraphNcclStepCost(const graph::Cluster& cluster) {
-  for (const graph::NcclStepCost& e : cluster.nccl_step_costs())
-    if (absl::AsciiStrToUpper(e.protocol()) == "SIMPLE" && e.algorithm() == graph::ALGORITHM_RING)
+  const graph::NcclStepCost* best = nullptr;
+  for (const graph::NcclStepCost& e : cluster.nccl_step_costs()) {
+    if (e.algorithm() != graph::ALGORITHM_RING) continue;
+    if (absl::AsciiStrToUpper(e.protocol()) == "SIMPLE")
       return StepCost{Nanoseconds(static_cast<int64_t>(e.cost_ns())), e.source()};
-  return std::nullopt;
+    if (best == nullptr || e.ops() > best->ops()) best = &e;
+  }
+  if (best == nullptr) return std::nullopt;
+  return StepCost{Nanoseconds(static_cast<int64_t>(best->cost_ns())), best->source()};
 }
 
 absl::StatusOr<NcclAlgorithms> ParseNcclAlgo(const std::string& value) {

@@ -45,8 +45,10 @@ inline StepCost DefaultNcclStepCost() { return NcclStepCost(0, NcclProtocol::kSi
 
 // The figure a graph carries (Cluster.nccl_step_costs: measured on the
 // job's real ranks by prism capture): its Simple ring entry, the protocol and
-// algorithm the model's ring times are (network_model.h), with the entry's
-// source; none when the graph has no such entry. prismd uses it before
+// algorithm the model's ring times are (network_model.h), else its ring entry
+// fitted from the most operations (a job whose rings all ran LL; the fit
+// uses the model's formula whatever the protocol), with the entry's source;
+// none when the graph has no ring entry. prismd uses it before
 // DefaultNcclStepCost, --step-cost-us before both.
 std::optional<StepCost> GraphNcclStepCost(const graph::Cluster& cluster);
 

@@ -18,6 +18,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "daemon/engine/nccl_tuning.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/session_capture.h"
 #include "daemon/hybrid/step_cost_fit.h"
@@ -48,23 +49,39 @@ bool Write(const std::string& path, const prism::graphgen::Recording& rec) {
   return static_cast<bool>(f);
 }
 
+// The step cost the run's prismd played: --run-step-cost-us, else what
+// prismd's "auto" takes for `graph` (its figure, else the table's).
+prism::Nanoseconds RunStepCost(double run_step_cost_us, const prism::graph::Graph& graph) {
+  if (run_step_cost_us >= 0) return prism::Nanoseconds(static_cast<int64_t>(run_step_cost_us * 1000.0 + 0.5));
+  return prism::engine::GraphNcclStepCost(graph.cluster()).value_or(prism::engine::DefaultNcclStepCost()).cost;
+}
+
 // NCCL's step cost fitted from rank `rank`'s ring collectives (step_cost_fit.h)
 // into its header; prints what was fitted. `graph`: the graph prismd ran with.
 void FitStepCost(const std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>& timings,
-                 const prism::graph::Graph& graph, prism::graphgen::Recording& rec) {
+                 const prism::graph::Graph& graph, prism::Nanoseconds run_step_cost,
+                 prism::graphgen::Recording& rec) {
   const uint32_t rank = rec.header.rank();
   const auto it = timings.find(rank);
   const auto fits = prism::daemon::FitStepCost(it != timings.end() ? it->second
                                                                    : std::vector<prism::daemon::RingOpTiming>{},
-                                               graph.cluster());
+                                               graph.cluster(), run_step_cost);
   for (auto& e : prism::daemon::StepCostEntries(fits, rank)) *rec.header.add_nccl_step_costs() = std::move(e);
   std::cout << prism::daemon::DescribeFits(fits, rank) << "\n";
+  if (rec.header.nccl_step_costs_size() > 0 || graph.cluster().nccl_step_costs_size() == 0) return;
+  // No figure of its own (a refine round whose rings its graph's figure may have paced): that figure stands.
+  for (const prism::graph::NcclStepCost& e : graph.cluster().nccl_step_costs()) {
+    prism::graph::NcclStepCost* kept = rec.header.add_nccl_step_costs();
+    *kept = e;
+    if (e.source().rfind("kept: ", 0) != 0) kept->set_source("kept: " + e.source());
+  }
+  std::cout << "step cost, rank " << rank << ": the run's graph's figure stands\n";
 }
 
 // A prismd --follow run: the real ranks' operations and communicators
 // become the programs (follow_capture.h).
 int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t skip, const std::string& torch_dir,
-                  const std::string& world_graph) {
+                  const std::string& world_graph, double run_step_cost_us) {
   auto recording = prism::daemon::ReadRecording(sessions);
   if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
   std::optional<prism::graph::Graph> world;
@@ -86,7 +103,7 @@ int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t 
                               : std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>{};
   for (size_t i = 0; i < capture->recordings.size(); ++i) {
     auto& rec = capture->recordings[i];
-    if (world) FitStepCost(timings, *world, rec);
+    if (world) FitStepCost(timings, *world, RunStepCost(run_step_cost_us, *world), rec);
     const std::string path = absl::StrCat(dir, "/rank-", rec.header.rank(), ".capture.jsonl");
     if (!Write(path, rec)) return Fail(1, "cannot write " + path);
     std::cout << capture->summary[i] << "; wrote " << path << "\n";
@@ -115,6 +132,7 @@ int main(int argc, char** argv) {
                "(docs/capture.md)", "prism-session-capture"};
   std::string sessions, graph_path, dir, torch_dir, slim, world_graph;
   uint64_t skip = 1;
+  double run_step_cost_us = -1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
   app.add_option("--graph", graph_path, "the graph the run used (leave out for a prismd --follow run)");
   app.add_option("-o,--output", dir, "folder to create for rank-<r>.capture.jsonl");
@@ -129,6 +147,11 @@ int main(int argc, char** argv) {
   app.add_option("--world-graph", world_graph,
                  "a prismd --follow run only: the world graph prismd ran with; its links let NCCL's step cost be "
                  "fitted from the real ranks' ring collectives (with --graph, that graph's are used)");
+  app.add_option("--run-step-cost-us", run_step_cost_us,
+                 "the step cost the run's prismd played (its --step-cost-us; default: what its auto takes, the "
+                 "graph's figure else the table's): operations the plugin's lockstep floor may have paced are "
+                 "left out of the fit")
+      ->check(CLI::Range(0.0, 1000.0));
   CLI11_PARSE(app, argc, argv);
   if (!slim.empty()) {
     if (!graph_path.empty() || !torch_dir.empty() || !dir.empty() || !world_graph.empty())
@@ -137,7 +160,7 @@ int main(int argc, char** argv) {
     return Slim(sessions, slim);
   }
   if (dir.empty()) return Fail(2, "-o FOLDER is required (the folder to create for rank-<r>.capture.jsonl)");
-  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir, world_graph);
+  if (graph_path.empty()) return FromFollowRun(sessions, dir, skip, torch_dir, world_graph, run_step_cost_us);
   if (!world_graph.empty())
     return Fail(2, "--world-graph goes with a prismd --follow run (no --graph): with --graph, its links are used");
   if (!torch_dir.empty()) return Fail(2, "--torch-trace goes with a prismd --follow run (no --graph): a run with a "
@@ -168,7 +191,7 @@ int main(int argc, char** argv) {
     }
     rec->header.set_source(absl::StrCat("prism-session-capture ", sessions, ": ", measured_ops, " of ", computes,
                                         " compute ops measured"));
-    FitStepCost(timings, *graph, *rec);
+    FitStepCost(timings, *graph, RunStepCost(run_step_cost_us, *graph), *rec);
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
     if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops

@@ -104,12 +104,13 @@ std::map<uint32_t, std::vector<RingOpTiming>> RingOpTimings(const Recording& rec
   return out;
 }
 
-std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const graph::Cluster& cluster) {
+std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const graph::Cluster& cluster,
+                                     Nanoseconds run_step_cost) {
   const engine::NetworkModel model(engine::NetworkModel::LinkFiguresFromCluster(cluster));
   const Nanoseconds standing = engine::DefaultNcclStepCost().cost;
   const std::vector<bool> overlapped = Overlapped(ops);
   struct Group {
-    uint32_t ring = 0, short_ring = 0, bandwidth_bound = 0, overlapped = 0;
+    uint32_t ring = 0, short_ring = 0, bandwidth_bound = 0, overlapped = 0, empty = 0, held = 0;
     std::vector<Nanoseconds> c;
     std::set<std::string> kinds;
   };
@@ -133,15 +134,24 @@ std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const
       ++g.bandwidth_bound;
       continue;
     }
+    if (op.bytes.count() / n < kMinFitChunkBytes) {
+      ++g.empty;
+      continue;
+    }
     if (overlapped[i]) {
       ++g.overlapped;
       continue;
     }
-    const int64_t k = op.protocol == "SIMPLE" ? static_cast<int64_t>(engine::kNcclRingSlicesPerStep) : 1;
-    const int64_t slice = step / k;
+    // The model's formula whatever the protocol: the figure is the model's c.
+    const int64_t slice = step / static_cast<int64_t>(engine::kNcclRingSlicesPerStep);
     const int64_t trail = step - slice;
     const int64_t duration = (op.end - op.first_send).count();
-    g.c.push_back(Nanoseconds((duration - trail) / static_cast<int64_t>(h) - slice - latency.count()));
+    const Nanoseconds c((duration - trail) / static_cast<int64_t>(h) - slice - latency.count());
+    if (c < run_step_cost) {  // the run's lockstep floor may have paced it: c is only bounded
+      ++g.held;
+      continue;
+    }
+    g.c.push_back(c);
     g.kinds.insert(op.kind == graph::ALLREDUCE ? "all-reduces" : op.kind == graph::ALLGATHER ? "all-gathers"
                                                                                             : "reduce-scatters");
   }
@@ -151,27 +161,32 @@ std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const
     f.protocol = protocol;
     f.ring_ops = g.ring;
     f.used_ops = static_cast<uint32_t>(g.c.size());
-    const std::string left_out =
-        absl::StrCat("left out: ", g.short_ring, " on rings of under ", kMinFitSteps + 1, " members, ",
-                     g.bandwidth_bound, " bandwidth-bound, ", g.overlapped, " overlapping another operation");
+    const std::string left_out = absl::StrCat(
+        "left out: ", g.short_ring, " on rings of under ", kMinFitSteps + 1, " members, ", g.bandwidth_bound,
+        " bandwidth-bound, ", g.empty, " with under ", kMinFitChunkBytes, " bytes per step, ", g.overlapped,
+        " overlapping another operation, ", g.held,
+        absl::StrFormat(" below the run's own %.2f us (its lockstep floor may have paced them)",
+                        Us(run_step_cost)));
+    if (g.held > 0 && 3 * g.held > g.c.size()) {
+      f.detail = absl::StrFormat(
+          "none: %u of %u latency-bound ring operations came out below the %.2f us per step the run played "
+          "(over a quarter): the plugin's lockstep floor (the link latency plus that figure per step) may have "
+          "paced them, so NCCL's own cost is about that figure or lower and this run cannot say how much; "
+          "capture with prismd's --step-cost-us 0 to measure it (%s)",
+          g.held, g.held + static_cast<uint32_t>(g.c.size()), Us(run_step_cost), left_out);
+      fits.push_back(std::move(f));
+      continue;
+    }
     if (g.c.size() < kMinFitOps) {
       f.detail = absl::StrCat("none: ", g.c.size(), " latency-bound ring operations of ", g.ring,
                               ", fewer than the ", kMinFitOps, " a fit needs (", left_out, ")");
       fits.push_back(std::move(f));
       continue;
     }
-    const Nanoseconds median = Quantile(g.c, 0.5);
+    f.cost = Quantile(g.c, 0.5);  // every used c is at least run_step_cost, so not negative
     f.p10 = Quantile(g.c, 0.1);
     f.p90 = Quantile(g.c, 0.9);
     const std::string spread = absl::StrFormat("p10 %.2f us, p90 %.2f us", Us(f.p10), Us(f.p90));
-    if (median < Nanoseconds(0)) {
-      f.detail = absl::StrFormat("none: the median of %u latency-bound ring operations is %.2f us, below 0 (%s): "
-                                 "their steps are not paced by NCCL's step",
-                                 f.used_ops, Us(median), spread);
-      fits.push_back(std::move(f));
-      continue;
-    }
-    f.cost = median;
     f.detail = absl::StrCat("median of ", f.used_ops, " latency-bound ring ", absl::StrJoin(g.kinds, " and "),
                             " of ", g.ring, ", ", spread, "; ", left_out);
     fits.push_back(std::move(f));

@@ -4,25 +4,32 @@
 //
 // The model times a ring of h steps that moves W of wire time per member as
 //   h * (W/(h k) + L + c) + (k-1) * W/(h k)        (network_model.h)
-// with k slices per step (2 for NCCL's Simple protocol, 1 for LL and LL128),
-// L the hop latency and c NCCL's own cost per step. The plugin reports each
-// operation's first send and its end (OpFinished), so for one operation
-//   c = (duration - trail) / h - W/(h k) - L,   trail = (k-1) * W/(h k).
-// Only latency-bound rings say anything about c: an operation is used when
-// its ring has at least kMinFitSteps steps and a step's wire time W/h is at
-// most the hop latency plus the standing figure (DefaultNcclStepCost), so
-// that the latency and NCCL's cost make up half the step or more; and when
-// no other operation of the rank with network traffic overlapped it (two
-// operations share the NIC and NCCL's proxy thread). The figure per
-// protocol (ring only) is the median of the used operations' c; a protocol
-// with fewer than kMinFitOps such operations, or whose median is negative
-// (steps that carry no data are not paced like the others), gets none, and
-// the fit says why.
+// with k = 2 slices per step (NCCL's Simple ring; the model times every
+// protocol so), L the hop latency and c NCCL's own cost per step. The plugin
+// reports each operation's first send and its end (OpFinished), so for one
+// operation
+//   c = (duration - trail) / h - W/(h k) - L,   trail = (k-1) * W/(h k),
+// the c with which the model's formula gives the measured duration (for LL,
+// which moves a step in one transfer of twice the bytes, that holds the
+// difference too). Only latency-bound rings say anything about c: an
+// operation is used when its ring has at least kMinFitSteps steps, a step's
+// wire time W/h is at most the hop latency plus the standing figure
+// (DefaultNcclStepCost), so that the latency and NCCL's cost make up half
+// the step or more, its steps carry kMinFitChunkBytes or more per member
+// (steps that carry no data are not paced like the others), and no other
+// operation of the rank with network traffic overlapped it (two operations
+// share the NIC and NCCL's proxy thread).
 //
 // In a hybrid run a receive from a virtual peer is held to the ring's
-// lockstep floor (L + the run's c per step, plugin/arrival.h), so a figure
-// fitted there is at least the run's c minus a slice; docs/capture.md says
-// what that means for the refine loop. Pure functions; thread-safe.
+// lockstep floor, L + the run's c per step (plugin/arrival.h); the model
+// charges a slice more per step. An operation whose c comes out below the
+// run's was possibly paced by that floor and only bounds NCCL's cost from
+// above: it is left out, and when such operations are over a quarter of the
+// used and left-out ones the protocol gets no figure (capture with prismd's --step-cost-us 0 to
+// measure below the floor). The figure per protocol (ring only) is the
+// median of the used operations' c; a protocol with fewer than kMinFitOps
+// of them gets none, and the fit says why.
+// Pure functions; thread-safe.
 #ifndef PRISM_DAEMON_HYBRID_STEP_COST_FIT_H_
 #define PRISM_DAEMON_HYBRID_STEP_COST_FIT_H_
 
@@ -41,6 +48,7 @@ namespace prism::daemon {
 
 inline constexpr uint32_t kMinFitOps = 8;
 inline constexpr uint64_t kMinFitSteps = 15;
+inline constexpr uint64_t kMinFitChunkBytes = 64;
 
 // One operation of a real rank with its network traffic, as the plugin
 // reported it (OpStarted, OpFinished).
@@ -71,8 +79,10 @@ struct StepCostFit {
 };
 
 // One fit per protocol that ran a ring collective on the rank, protocols by
-// name. `cluster`: the links the run played (the graph prismd ran with).
-std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const graph::Cluster& cluster);
+// name. `cluster`: the links the run played (the graph prismd ran with);
+// `run_step_cost`: the step cost that run played (its lockstep floor).
+std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const graph::Cluster& cluster,
+                                     Nanoseconds run_step_cost);
 
 // The fits that gave a figure, as the capture header's and the graph's
 // entries: source "measured by prism capture on rank R, N ops (...)".

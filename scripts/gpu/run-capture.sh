@@ -122,7 +122,7 @@ capture_round() {
     --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$2.log" 2>&1 || rc=$?
   echo "prism capture exit $rc (log $2.log)"
-  grep -E "^rank [0-9]+:|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
+  grep -E "^rank [0-9]+:|^step cost, rank|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
 }
 
@@ -134,7 +134,7 @@ capture_follow() {
     --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" --log-dir "$1-logs" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$1.log" 2>&1 || rc=$?
   echo "prism capture (no graph: prismd --follow) exit $rc (log $1.log)"
-  grep -E "^rank [0-9]+:|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
+  grep -E "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
   echo "  groups prismd followed: $(grep -ac 'follow: world split' "$1-logs/prismd.log" 2> /dev/null || true)"
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$1-logs/rank$r.log") s"; done
 }

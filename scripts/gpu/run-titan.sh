@@ -171,7 +171,7 @@ if [[ " $STAGES " == *" capture "* ]]; then
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
   [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/capture-status.json")"
-  grep -aE "^rank [0-9]+:|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
+  grep -aE "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
   say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
     "; splits seen: $(grep -acE 'split #' "$work/capture-logs/prismd.log" 2> /dev/null || true)"
   for r in ${slice//,/ }; do
@@ -207,7 +207,7 @@ try:
 except ValueError:
     print('?')")
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $first steady $prev s -> $now s, change $change%"
-    grep -aE "^rank [0-9]+:.*compute|^measured:" "$dir.log" | sed 's/^/  /' | tee -a "$summary"
+    grep -aE "^rank [0-9]+:.*compute|^step cost, rank|^measured:" "$dir.log" | sed 's/^/  /' | tee -a "$summary"
     [[ -f $dir/captured.graph ]] || { say "  round $k captured nothing; stopping"; last_error "$dir.log" | tee -a "$summary"; break; }
     prev_graph="$dir/captured.graph"; prev=$now
     [[ $change != "?" ]] && "$py" -c "import sys; sys.exit(0 if $change < 0.5 else 1)" && { say "  stable (< 0.5%)"; break; }
