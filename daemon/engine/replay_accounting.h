@@ -67,6 +67,12 @@ class ReplayAccounting {
   };
   static_assert(sizeof(ActorTally) == 64, "one cache line per actor");
   void Account(ActorTally& t, Nanoseconds now);
+  // sum += w * v in 128 bits; without a multiplication for an actor of one rank.
+  template <typename V>
+  static void AddWeighted(__int128& sum, uint64_t w, V v) {
+    if (w == 1) sum += v;
+    else sum += static_cast<__int128>(w) * v;
+  }
   static bool IsCommOp(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
   // The kind of the communicator behind `actor`'s comm slot `slot`.
   graph::CommKind SlotKind(uint32_t actor, uint32_t slot) const {
@@ -115,11 +121,11 @@ inline void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseco
 inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
-  const __int128 w = weight_[actor];
+  const uint64_t w = weight_[actor];
   const int64_t took = std::max<int64_t>(0, (now - issued).count());
   if (op.kind == OpKind::kCompute) {
     --t.computing;
-    stats_.compute_ns += w * took;
+    AddWeighted(stats_.compute_ns, w, took);
     return;
   }
   if (!IsCommOp(op.kind)) return;
@@ -132,9 +138,9 @@ inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanosecond
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
   const int comm = comm_kind;  // clamped when stored
   for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-    k->time_ns += w * took;
+    AddWeighted(k->time_ns, w, took);
     k->ops += w;
-    k->bytes += w * op.bytes.count();
+    AddWeighted(k->bytes, w, op.bytes.count());
   }
 }
 
