@@ -29,8 +29,9 @@ namespace prism::engine {
 class NicCalendar {
  public:
   // The earliest instant >= `t` from which this direction is free for
-  // `duration` (> 0) nanoseconds. O(log n) to find the first reservation
-  // that ends after `t`, then one step per reservation it must skip.
+  // `duration` (> 0) nanoseconds. O(1) when the first reservation that
+  // ends after `t` is among the last few, else O(log n) to find it; then one
+  // step per reservation it must skip.
   Nanoseconds NextFree(Nanoseconds t, Nanoseconds duration) const;
 
   // Marks [start, end) busy, merged with the reservations it touches; nothing
@@ -46,6 +47,7 @@ class NicCalendar {
 
  private:
   std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;  // disjoint, sorted by start
+  Nanoseconds first_end_;   // busy_.front().second when busy_ holds any (read without its line)
   Nanoseconds latest_end_;
 };
 

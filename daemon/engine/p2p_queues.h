@@ -79,7 +79,10 @@ class P2PQueues {
   P2PMatch MeetEagerSend(const PendingP2P& recv, Queue& q);
 
   std::vector<Queue> queues_;                    // one per (communicator, src, dst)
-  std::vector<std::vector<uint32_t>> queue_of_;  // per actor, per P2P desc: index into queues_
+  Queue& QueueOf(uint32_t actor, int32_t desc) { return queues_[queue_of_[desc_base_[actor] + desc]]; }
+
+  std::vector<uint32_t> queue_of_;    // per actor's P2P desc (from desc_base_[actor]): index into queues_
+  std::vector<uint32_t> desc_base_;   // per actor
 };
 
 }  // namespace prism::engine
