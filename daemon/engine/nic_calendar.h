@@ -43,11 +43,13 @@ class NicCalendar {
   Nanoseconds LatestEnd() const { return latest_end_; }
 
   // Reservations held now (for tests).
-  size_t size() const { return busy_.size(); }
+  size_t size() const { return busy_.size() - head_; }
 
  private:
-  std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;  // disjoint, sorted by start
-  Nanoseconds first_end_;   // busy_.front().second when busy_ holds any (read without its line)
+  // Disjoint, sorted by start; those before head_ are forgotten.
+  std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;
+  size_t head_ = 0;
+  Nanoseconds head_end_;    // busy_[head_].second while head_ < busy_.size() (read without its line)
   Nanoseconds latest_end_;
 };
 

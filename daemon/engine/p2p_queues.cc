@@ -12,13 +12,13 @@ P2PQueues::P2PQueues(const EngineWorld& world) {
   desc_base_.resize(world.actors.size());
   for (uint32_t a = 0; a < world.actors.size(); ++a) {
     const Actor& actor = world.actors[a];
-    desc_base_[a] = static_cast<uint32_t>(queue_of_.size());
+    desc_base_[a] = static_cast<uint32_t>(links_.size());
     for (size_t d = 0; d < world.programs[actor.program].p2p.size(); ++d) {
       const P2PDesc& desc = world.programs[actor.program].p2p[d];
       const uint32_t comm = actor.slot_comm[desc.slot], peer = actor.peer_actor[d];
       const auto key = desc.is_send ? std::make_tuple(comm, a, peer) : std::make_tuple(comm, peer, a);
       const auto it = ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first;
-      queue_of_.push_back(it->second);
+      links_.push_back(Link{it->second, peer, actor.peer_same_node[d] != 0, world.actors[peer].real});
     }
   }
   queues_.resize(ids.size());
