@@ -21,6 +21,7 @@ It FromBack(It begin, It end, Before before) {
 }  // namespace
 
 Nanoseconds NicCalendar::NextFree(Nanoseconds t, Nanoseconds duration) const {
+  if (latest_end_ <= t) return t;  // free since its last reservation (the last one held ends there)
   // Skip the reservations over by t.
   auto it = FromBack(busy_.begin() + head_, busy_.end(), [t](const auto& b) { return b.second <= t; });
   for (; it != busy_.end(); ++it) {

@@ -12,6 +12,7 @@
 #define PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -52,7 +53,8 @@ class ReplayAccounting {
 
   ReplayStats& stats() { return stats_; }
   const ReplayStats& stats() const { return stats_; }
-  // Copies the per-actor figures into stats() (after the run).
+  // Copies the per-actor figures into stats() and sums by_op and by_comm
+  // (after the run).
   const ReplayStats& Close();
 
  private:
@@ -87,6 +89,9 @@ class ReplayAccounting {
   std::vector<uint32_t> iteration_left_;       // [actor * iterations_ + i]: op instances of iteration i not over
   std::vector<uint64_t> actor_iterations_done_;  // per actor
   std::vector<uint64_t> iteration_actors_left_;
+  // Per (op kind, communicator kind): one row updated per op end; Close()
+  // sums them into stats_.by_op and stats_.by_comm.
+  std::array<KindTotals, kOpKinds * kCommKinds> by_pair_{};
   uint64_t iterations_done_ = 0;
   uint64_t ops_done_ = 0, ops_total_ = 0;
   ReplayStats stats_;
@@ -136,12 +141,10 @@ inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanosecond
   const int kind = op.kind == OpKind::kSend   ? kOpKindSend
                    : op.kind == OpKind::kRecv ? kOpKindRecv
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-  const int comm = comm_kind;  // clamped when stored
-  for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-    AddWeighted(k->time_ns, w, took);
-    k->ops += w;
-    AddWeighted(k->bytes, w, op.bytes.count());
-  }
+  KindTotals& k = by_pair_[kind * kCommKinds + comm_kind];  // the kind is clamped when stored
+  AddWeighted(k.time_ns, w, took);
+  k.ops += w;
+  AddWeighted(k.bytes, w, op.bytes.count());
 }
 
 inline std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {

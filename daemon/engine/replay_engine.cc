@@ -78,6 +78,7 @@ void ReplayEngine::PrefetchNext() {
   const ActorState& s = state_[next->actor];
   __builtin_prefetch(&done_[s.done_base + next->op], 1);
   __builtin_prefetch(&streams_[s.stream_base], 1);
+  __builtin_prefetch(&slots_[s.slot_base], 1);
   __builtin_prefetch(&s.program->ops[next->op]);
   accounting_.Prefetch(next->actor);
 }
