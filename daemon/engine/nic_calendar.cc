@@ -40,9 +40,11 @@ void NicCalendar::Reserve(Nanoseconds start, Nanoseconds end, Nanoseconds forget
     if (2 * head_ >= busy_.size()) busy_.erase(busy_.begin(), busy_.begin() + head_), head_ = 0;
   }
   if (end <= start) return;
+  const bool after_all = latest_end_ < start;  // every reservation ended before it: appended
   latest_end_ = Max(latest_end_, end);
   // The reservations [start, end) touches merge with it.
-  auto first = FromBack(busy_.begin() + head_, busy_.end(), [start](const auto& b) { return b.second < start; });
+  auto first = after_all ? busy_.end()
+                         : FromBack(busy_.begin() + head_, busy_.end(), [start](const auto& b) { return b.second < start; });
   auto last = first;
   while (last != busy_.end() && last->first <= end) {
     start = Min(start, last->first);

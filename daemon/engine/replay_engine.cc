@@ -73,14 +73,16 @@ inline bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, St
 }
 
 void ReplayEngine::PrefetchNext() {
-  const Event* next = queue_.NextHint(kPrefetchAhead);
-  if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
-  const ActorState& s = state_[next->actor];
-  __builtin_prefetch(&done_[s.done_base + next->op], 1);
-  __builtin_prefetch(&streams_[s.stream_base], 1);
-  __builtin_prefetch(&slots_[s.slot_base], 1);
-  __builtin_prefetch(&s.program->ops[next->op]);
-  accounting_.Prefetch(next->actor);
+  auto prefetch = [this](const Event* next) {
+    if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
+    const ActorState& s = state_[next->actor];
+    __builtin_prefetch(&done_[s.done_base + next->op], 1);
+    __builtin_prefetch(&streams_[s.stream_base], 1);
+    __builtin_prefetch(&slots_[s.slot_base], 1);
+    __builtin_prefetch(&s.program->ops[next->op]);
+    accounting_.Prefetch(next->actor);
+  };
+  prefetch(queue_.NextHint(kPrefetchAhead));
 }
 
 bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
