@@ -6,7 +6,7 @@
 // layers per stage; test/daemon_test_graphs.h) rank by rank (no equivalence
 // classes), then runs a loop that pops and pushes the same number of events
 // on a 4-ary heap of the engine's own Event records (EventQueue, the queue
-// the engine itself used until 2026-12-02; it now uses RadixEventQueue,
+// the engine itself used until 2026-12-02; it now uses InstantEventQueue,
 // which pops in the same order), holding as many pending events as the
 // engine's queue held on average (ReplayStats::pending_sum), each follow-up
 // a pseudo-random 1..1024 ns later, and again holding only 16 (a heap that
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "world: %s\n", std::string(world.status().message()).c_str());
     return 1;
   }
-  std::printf("engine: ReplayEngine, classes off, %zu actors, its own queue (RadixEventQueue); yardstick: a bare loop "
+  std::printf("engine: ReplayEngine, classes off, %zu actors, its own queue (InstantEventQueue); yardstick: a bare loop "
               "that pops one event and pushes one on a 4-ary heap (EventQueue) of the same %zu-byte Event records, as "
               "many events as the engine handled; CPU time of this thread\n",
               world->actors.size(), sizeof(prism::engine::Event));

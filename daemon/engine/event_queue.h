@@ -1,7 +1,7 @@
 // The replay engine's event record, and a 4-ary min-heap of them ordered by
 // (time, actor, op), so that equal-time events are handled in a fixed order
-// and a replay is deterministic. The engine's own queue is RadixEventQueue
-// (radix_event_queue.h), which pops in this heap's order and keeps one of
+// and a replay is deterministic. The engine's own queue is InstantEventQueue
+// (instant_event_queue.h), which pops in this heap's order and keeps one of
 // these for events earlier than its latest pop; bench/engine_rate_bench's
 // yardstick is this heap. Single-threaded (owned by one thread).
 //

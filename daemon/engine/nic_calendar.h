@@ -29,8 +29,9 @@ namespace prism::engine {
 class NicCalendar {
  public:
   // The earliest instant >= `t` from which this direction is free for
-  // `duration` (> 0) nanoseconds. O(log n) to find the first reservation
-  // that ends after `t`, then one step per reservation it must skip.
+  // `duration` (> 0) nanoseconds. O(1) when the first reservation that
+  // ends after `t` is among the last few, else O(log n) to find it; then one
+  // step per reservation it must skip.
   Nanoseconds NextFree(Nanoseconds t, Nanoseconds duration) const;
 
   // Marks [start, end) busy, merged with the reservations it touches; nothing
@@ -42,10 +43,13 @@ class NicCalendar {
   Nanoseconds LatestEnd() const { return latest_end_; }
 
   // Reservations held now (for tests).
-  size_t size() const { return busy_.size(); }
+  size_t size() const { return busy_.size() - head_; }
 
  private:
-  std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;  // disjoint, sorted by start
+  // Disjoint, sorted by start; those before head_ are forgotten.
+  std::vector<std::pair<Nanoseconds, Nanoseconds>> busy_;
+  size_t head_ = 0;
+  Nanoseconds head_end_;    // busy_[head_].second while head_ < busy_.size() (read without its line)
   Nanoseconds latest_end_;
 };
 

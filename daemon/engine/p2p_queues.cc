@@ -9,22 +9,23 @@ namespace prism::engine {
 P2PQueues::P2PQueues(const EngineWorld& world) {
   // Dense ids for the (communicator, src, dst) queues.
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> ids;
-  queue_of_.resize(world.actors.size());
+  desc_base_.resize(world.actors.size());
   for (uint32_t a = 0; a < world.actors.size(); ++a) {
     const Actor& actor = world.actors[a];
+    desc_base_[a] = static_cast<uint32_t>(links_.size());
     for (size_t d = 0; d < world.programs[actor.program].p2p.size(); ++d) {
       const P2PDesc& desc = world.programs[actor.program].p2p[d];
       const uint32_t comm = actor.slot_comm[desc.slot], peer = actor.peer_actor[d];
       const auto key = desc.is_send ? std::make_tuple(comm, a, peer) : std::make_tuple(comm, peer, a);
       const auto it = ids.try_emplace(key, static_cast<uint32_t>(ids.size())).first;
-      queue_of_[a].push_back(it->second);
+      links_.push_back(Link{it->second, peer, actor.peer_same_node[d] != 0, world.actors[peer].real});
     }
   }
   queues_.resize(ids.size());
 }
 
 P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, bool real, bool peer_real) {
-  Queue& q = queues_[queue_of_[mine.actor][desc]];
+  Queue& q = QueueOf(mine.actor, desc);
   P2PMatch m;
   if (real) {
     if (!is_send || peer_real) return m;
@@ -63,7 +64,7 @@ P2PMatch P2PQueues::Post(const PendingP2P& mine, int32_t desc, bool is_send, boo
 }
 
 P2PMatch P2PQueues::PostEagerSend(const PendingP2P& mine, int32_t desc) {
-  Queue& q = queues_[queue_of_[mine.actor][desc]];
+  Queue& q = QueueOf(mine.actor, desc);
   P2PMatch m;
   if (!q.recvs.empty()) {
     m.kind = P2PMatch::Kind::kMatched;
@@ -99,7 +100,7 @@ P2PMatch P2PQueues::MeetEagerSend(const PendingP2P& recv, Queue& q) {
 
 std::optional<std::pair<PendingP2P, PendingP2P>> P2PQueues::RealSendDone(uint32_t actor, int32_t desc, Nanoseconds at,
                                                                          bool eager) {
-  Queue& q = queues_[queue_of_[actor][desc]];
+  Queue& q = QueueOf(actor, desc);
   const Nanoseconds pending = eager ? PendingP2P::kInFlight : PendingP2P::kNotReported;
   if (!q.awaiting.empty() && q.awaiting.front().first.actor == actor) {
     auto pair = q.awaiting.front();  // the oldest matched send is this one

@@ -11,7 +11,6 @@
 #define PRISM_DAEMON_ENGINE_P2P_QUEUES_H_
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -48,9 +47,44 @@ struct P2PMatch {
   uint64_t index = 0;  // kToReal: the message's index on its (communicator, src, dst), from 0
 };
 
+// A first-in first-out list in one vector, popped at a head index (emptied
+// once all are popped, so that it keeps its capacity): a queue's few
+// entries lie together, where std::deque spreads them over blocks.
+template <typename T>
+class Fifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  T& front() { return items_[head_]; }
+  template <typename... A>
+  void emplace_back(A&&... a) { items_.emplace_back(std::forward<A>(a)...); }
+  void push_back(const T& v) { items_.push_back(v); }
+  void pop_front() {
+    if (++head_ == items_.size()) {
+      items_.clear(), head_ = 0;
+    } else if (head_ >= 32 && 2 * head_ >= items_.size()) {  // never drained: drop the popped half
+      items_.erase(items_.begin(), items_.begin() + head_), head_ = 0;
+    }
+  }
+  typename std::vector<T>::iterator begin() { return items_.begin() + head_; }
+  typename std::vector<T>::iterator end() { return items_.end(); }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+};
+
 class P2PQueues {
  public:
   explicit P2PQueues(const EngineWorld& world);
+
+  // What a P2P desc of an actor's program leads to: its peer, whether on
+  // the same node, whether the peer is a real rank (flat, beside its queue).
+  struct Link {
+    uint32_t queue = 0;  // index into queues_
+    uint32_t peer = 0;
+    bool same_node = false, peer_real = false;
+  };
+  const Link& LinkOf(uint32_t actor, int32_t desc) const { return links_[desc_base_[actor] + desc]; }
 
   // `mine` was posted through P2P desc `desc` of its actor's program.
   // `real`, `peer_real`: whether its actor and the peer are real ranks.
@@ -72,14 +106,17 @@ class P2PQueues {
 
  private:
   struct Queue {
-    std::deque<PendingP2P> sends, recvs;
-    std::deque<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv) matched
+    Fifo<PendingP2P> sends, recvs;
+    Fifo<std::pair<PendingP2P, PendingP2P>> awaiting;  // (real send, virtual recv) matched
     uint64_t virtual_to_real = 0;  // messages a virtual sender started to a real receiver
   };
   P2PMatch MeetEagerSend(const PendingP2P& recv, Queue& q);
 
   std::vector<Queue> queues_;                    // one per (communicator, src, dst)
-  std::vector<std::vector<uint32_t>> queue_of_;  // per actor, per P2P desc: index into queues_
+  Queue& QueueOf(uint32_t actor, int32_t desc) { return queues_[LinkOf(actor, desc).queue]; }
+
+  std::vector<Link> links_;           // per actor's P2P desc (from desc_base_[actor])
+  std::vector<uint32_t> desc_base_;   // per actor
 };
 
 }  // namespace prism::engine

@@ -9,8 +9,8 @@ P2PTransfers::P2PTransfers(const EngineWorld& world, const NetworkModel& model, 
 void P2PTransfers::Post(uint32_t actor, uint32_t k, bool is_send, Nanoseconds now, Nanoseconds reached) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
-  const bool same_node = a.peer_same_node[op.p2p_desc] != 0;
-  const bool peer_real = world_.actors[a.peer_actor[op.p2p_desc]].real;
+  const P2PQueues::Link& link = queues_.LinkOf(actor, op.p2p_desc);
+  const bool same_node = link.same_node, peer_real = link.peer_real;
   // A virtual send whose bytes all fit in the connection's buffers is done
   // when posted, as NCCL's kernel is; its transfer still waits for the
   // receiver (SendHeldTime).
@@ -26,7 +26,7 @@ void P2PTransfers::Post(uint32_t actor, uint32_t k, bool is_send, Nanoseconds no
   switch (m.kind) {
     case P2PMatch::Kind::kWaiting: break;
     case P2PMatch::Kind::kEager:
-      nics_.RequestPointToPoint(Park({Parked::Kind::kEager, mine}), actor, a.peer_actor[op.p2p_desc], now,
+      nics_.RequestPointToPoint(Park({Parked::Kind::kEager, mine}), actor, link.peer, now,
                                 model_.PointToPointTime(op.bytes, false));
       break;
     case P2PMatch::Kind::kMatched: Match(m.send, m.recv, same_node, now); break;

@@ -51,6 +51,17 @@ bool ReplayAccounting::Finished() const {
 }
 
 const ReplayStats& ReplayAccounting::Close() {
+  stats_.by_op = {}, stats_.by_comm = {};
+  for (int kind = 0; kind < kOpKinds; ++kind) {
+    for (int comm = 0; comm < kCommKinds; ++comm) {
+      const KindTotals& p = by_pair_[kind * kCommKinds + comm];
+      for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
+        k->time_ns += p.time_ns;
+        k->ops += p.ops;
+        k->bytes += p.bytes;
+      }
+    }
+  }
   for (size_t a = 0; a < actors_.size(); ++a) {
     stats_.actor_exposed[a] = actors_[a].exposed;
     stats_.actor_pipeline_wait[a] = actors_[a].pipeline_wait;

@@ -12,6 +12,7 @@
 #define PRISM_DAEMON_ENGINE_REPLAY_ACCOUNTING_H_
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -52,7 +53,8 @@ class ReplayAccounting {
 
   ReplayStats& stats() { return stats_; }
   const ReplayStats& stats() const { return stats_; }
-  // Copies the per-actor figures into stats() (after the run).
+  // Copies the per-actor figures into stats() and sums by_op and by_comm
+  // (after the run).
   const ReplayStats& Close();
 
  private:
@@ -67,6 +69,12 @@ class ReplayAccounting {
   };
   static_assert(sizeof(ActorTally) == 64, "one cache line per actor");
   void Account(ActorTally& t, Nanoseconds now);
+  // sum += w * v in 128 bits; without a multiplication for an actor of one rank.
+  template <typename V>
+  static void AddWeighted(__int128& sum, uint64_t w, V v) {
+    if (w == 1) sum += v;
+    else sum += static_cast<__int128>(w) * v;
+  }
   static bool IsCommOp(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
   // The kind of the communicator behind `actor`'s comm slot `slot`.
   graph::CommKind SlotKind(uint32_t actor, uint32_t slot) const {
@@ -81,6 +89,9 @@ class ReplayAccounting {
   std::vector<uint32_t> iteration_left_;       // [actor * iterations_ + i]: op instances of iteration i not over
   std::vector<uint64_t> actor_iterations_done_;  // per actor
   std::vector<uint64_t> iteration_actors_left_;
+  // Per (op kind, communicator kind): one row updated per op end; Close()
+  // sums them into stats_.by_op and stats_.by_comm.
+  std::array<KindTotals, kOpKinds * kCommKinds> by_pair_{};
   uint64_t iterations_done_ = 0;
   uint64_t ops_done_ = 0, ops_total_ = 0;
   ReplayStats stats_;
@@ -115,11 +126,11 @@ inline void ReplayAccounting::Started(uint32_t actor, const OpInfo& op, Nanoseco
 inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now) {
   ActorTally& t = actors_[actor];
   Account(t, now);
-  const __int128 w = weight_[actor];
+  const uint64_t w = weight_[actor];
   const int64_t took = std::max<int64_t>(0, (now - issued).count());
   if (op.kind == OpKind::kCompute) {
     --t.computing;
-    stats_.compute_ns += w * took;
+    AddWeighted(stats_.compute_ns, w, took);
     return;
   }
   if (!IsCommOp(op.kind)) return;
@@ -130,12 +141,10 @@ inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanosecond
   const int kind = op.kind == OpKind::kSend   ? kOpKindSend
                    : op.kind == OpKind::kRecv ? kOpKindRecv
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-  const int comm = comm_kind;  // clamped when stored
-  for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-    k->time_ns += w * took;
-    k->ops += w;
-    k->bytes += w * op.bytes.count();
-  }
+  KindTotals& k = by_pair_[kind * kCommKinds + comm_kind];  // the kind is clamped when stored
+  AddWeighted(k.time_ns, w, took);
+  k.ops += w;
+  AddWeighted(k.bytes, w, op.bytes.count());
 }
 
 inline std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {

@@ -25,6 +25,7 @@ EngineOptions FixOptions(EngineOptions o) {
 ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, EngineOptions options)
     : world_(world), model_(model), options_(FixOptions(options)),
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
+      launch_in_order_(model.nccl().launch_in_order),
       nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
       accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_) {
   state_.resize(world_.actors.size());
@@ -72,20 +73,26 @@ inline bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, St
 }
 
 void ReplayEngine::PrefetchNext() {
-  const Event* next = queue_.NextHint();
-  if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
-  const ActorState& s = state_[next->actor];
-  __builtin_prefetch(&done_[s.done_base + next->op], 1);
-  __builtin_prefetch(&streams_[s.stream_base], 1);
-  __builtin_prefetch(&s.program->ops[next->op]);
-  accounting_.Prefetch(next->actor);
+  auto prefetch = [this](const Event* next) {
+    if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
+    const ActorState& s = state_[next->actor];
+    __builtin_prefetch(&done_[s.done_base + next->op], 1);
+    __builtin_prefetch(&streams_[s.stream_base], 1);
+    __builtin_prefetch(&slots_[s.slot_base], 1);
+    __builtin_prefetch(&s.program->ops[next->op]);
+    accounting_.Prefetch(next->actor);
+  };
+  prefetch(queue_.NextHint(kPrefetchAhead));
 }
 
 bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   StreamState& st = Stream(actor, stream);
-  // Waiting for its op in flight, or for a dependency (Ready would fail as before): nothing to read.
-  if (st.blocked_on != StreamState::kNotBlocked || (!st.in_group && st.inflight > 0)) return false;
-  const ProgramInfo& p = *state_[actor].program;
+  return st.Movable(options_.iterations) && MoveStream(actor, stream, st);
+}
+
+bool ReplayEngine::MoveStream(uint32_t actor, uint32_t stream, StreamState& st) {
+  const ActorState& s = state_[actor];
+  const ProgramInfo& p = *s.program;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size();
   if (len == 0) return false;
@@ -105,7 +112,7 @@ bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
     }
     if (!Ready(actor, op, k, st)) return stepped;
     if (now_ < horizon_ && WaitsForLaterCompletion(actor, stream, op)) return stepped;
-    if (LaunchWaits(actor, stream, k, st.iteration)) {
+    if (launch_in_order_ && LaunchWaits(actor, stream, k, st.iteration)) {
       if (st.reached < Nanoseconds(0)) st.reached = now_;
       return stepped;
     }
@@ -120,7 +127,8 @@ bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
       CountDone(actor, k);  // stray end: nothing to wait for
     } else {
       ++st.inflight;
-      Issue(actor, k);
+      Issue(actor, s, op, k);
+      if (!st.in_group) return true;  // waits for it
     }
   }
   return stepped;
@@ -130,7 +138,6 @@ bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
 // waits while another of its streams has not issued an earlier one; a send
 // or receive also while a collective issued before it is in flight.
 bool ReplayEngine::LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const {
-  if (!model_.nccl().launch_in_order) return false;  // the default: no per-op work
   const ActorState& s = state_[actor];
   const OpKind kind = s.program->ops[k].kind;
   if (s.real || s.streams < 2 || !IsComm(kind)) return false;
@@ -168,21 +175,23 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   return true;
 }
 
-void ReplayEngine::Advance(uint32_t actor) {
-  const uint32_t streams = state_[actor].streams;
+inline void ReplayEngine::Advance(uint32_t actor) {
+  const ActorState& a = state_[actor];
+  StreamState* const st = streams_.data() + a.stream_base;  // streams_ never grows
+  bool moved = false;
+  for (uint32_t s = 0; s < a.streams; ++s)
+    if (st[s].Movable(options_.iterations)) moved |= MoveStream(actor, s, st[s]);
   // Launch order: an op issued on one stream may let another stream's go,
   // and an op counted done (a group's end) one that depends on it; pass
   // again until no stream moves.
-  const bool again_if_moved = model_.nccl().launch_in_order && streams > 1;
-  for (bool again = true; again;) {
-    again = false;
-    for (uint32_t s = 0; s < streams; ++s) again |= AdvanceStream(actor, s) && again_if_moved;
+  while (moved && launch_in_order_ && a.streams > 1) [[unlikely]] {
+    moved = false;
+    for (uint32_t s = 0; s < a.streams; ++s)
+      if (st[s].Movable(options_.iterations)) moved |= MoveStream(actor, s, st[s]);
   }
 }
 
-void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
-  const ActorState& s = state_[actor];
-  const OpInfo& op = s.program->ops[k];
+void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k) {
   accounting_.Started(actor, op, reached_);
   switch (op.kind) {
     case OpKind::kCompute:
@@ -212,7 +221,7 @@ void ReplayEngine::Issue(uint32_t actor, uint32_t k) {
     queue_.Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
 }
 
-void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
+inline void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   for (uint32_t i = 0; i < s.streams; ++i)  // a stream waiting for k may go on now
     if (StreamState& st = streams_[s.stream_base + i]; st.blocked_on == k) st.blocked_on = StreamState::kNotBlocked;
@@ -533,27 +542,11 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     horizon_ = Max(horizon_, now_);
     ++events_;
     stats_.pending_sum += queue_.size();
-    queue_.SetHandlingReport(true);
-    if (e.actor == kNoActor && (e.op & kFlowFlag)) {
-      queue_.SetHandlingReport(false);
-      FinishSharedTransfers(e.op & kFlowGenerationMask);
-    } else if (e.op & kReachFlag) {
-      ReachOp(e.actor, e.op & ~kReachFlag);
-    } else if (e.op & kCompleteFlag) {
-      const uint32_t k = e.op & ~kCompleteFlag;
-      const OpKind kind = world_.programs[world_.actors[e.actor].program].ops[k].kind;
-      if (kind == OpKind::kCollective) RealCollectiveDone(e.actor, k, e.time, e.issued);
-      else RealP2PDone(e.actor, k, e.time);
-    } else if (e.op & kWakeFlag) {
-      queue_.SetHandlingReport(false);
-      const uint32_t stream = e.op & ~kWakeFlag;
-      Stream(e.actor, stream).wake_pending = false;
-      if (AdvanceStream(e.actor, stream) && model_.nccl().launch_in_order) Advance(e.actor);
+    if ((e.op & (kReachFlag | kCompleteFlag | kWakeFlag | kFlowFlag)) == 0) [[likely]] {
+      Complete(e.actor, e.op, e.issued);  // an op's end: most events
     } else {
-      queue_.SetHandlingReport(false);
-      Complete(e.actor, e.op, e.issued);
+      HandleFlagged(e);
     }
-    queue_.SetHandlingReport(false);
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
       Progress(pacer);
@@ -566,6 +559,32 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   Progress(pacer);
   if (stop_) return absl::CancelledError("replay stopped on request");
   return absl::OkStatus();
+}
+
+// An injected report, a wake-up, a shared NIC check (or an op's end whose
+// index has a flag's bit).
+void ReplayEngine::HandleFlagged(const Event& e) {
+  queue_.SetHandlingReport(true);
+  if (e.actor == kNoActor && (e.op & kFlowFlag)) {
+    queue_.SetHandlingReport(false);
+    FinishSharedTransfers(e.op & kFlowGenerationMask);
+  } else if (e.op & kReachFlag) {
+    ReachOp(e.actor, e.op & ~kReachFlag);
+  } else if (e.op & kCompleteFlag) {
+    const uint32_t k = e.op & ~kCompleteFlag;
+    const OpKind kind = world_.programs[world_.actors[e.actor].program].ops[k].kind;
+    if (kind == OpKind::kCollective) RealCollectiveDone(e.actor, k, e.time, e.issued);
+    else RealP2PDone(e.actor, k, e.time);
+  } else if (e.op & kWakeFlag) {
+    queue_.SetHandlingReport(false);
+    const uint32_t stream = e.op & ~kWakeFlag;
+    Stream(e.actor, stream).wake_pending = false;
+    if (AdvanceStream(e.actor, stream) && launch_in_order_) Advance(e.actor);
+  } else {
+    queue_.SetHandlingReport(false);
+    Complete(e.actor, e.op, e.issued);
+  }
+  queue_.SetHandlingReport(false);
 }
 
 }  // namespace prism::engine

@@ -101,6 +101,11 @@ class ReplayEngine {
     bool in_group = false;
     bool wake_pending = false; // a kWakeFlag event is queued for it
     Nanoseconds reached{-1};   // when it reached its next op, if launch order holds that op back
+    // Whether AdvanceStream may move it: not waiting for its op in flight
+    // or for a dependency (Ready would fail as before), not at its end.
+    bool Movable(uint64_t iterations) const {
+      return blocked_on == kNotBlocked && (in_group || inflight == 0) && iteration < iterations;
+    }
     void Step(uint64_t len) {
       if (++index == len) index = 0, ++iteration;
     }
@@ -147,13 +152,18 @@ class ReplayEngine {
   };
 
   StreamState& Stream(uint32_t actor, uint32_t stream) { return streams_[state_[actor].stream_base + stream]; }
-  // Asks for the lines the next event will read (its actor's counters and
-  // streams) while this one is handled.
+  // Asks for the lines an event kPrefetchAhead places behind the next one
+  // will read (its actor's counters and streams), early enough for them to
+  // come from memory while the events before it are handled.
   void PrefetchNext();
+  static constexpr size_t kPrefetchAhead = 4;
   void Advance(uint32_t actor);
   // Issues what the stream may issue now; true when it moved (another
   // stream may then go: LaunchWaits, or a dependency on a group's end).
   bool AdvanceStream(uint32_t actor, uint32_t stream);
+  // AdvanceStream for a stream `st` known Movable.
+  bool MoveStream(uint32_t actor, uint32_t stream, StreamState& st);
+  // NCCL's launch order holds op `k` back (only when launch_in_order_).
   bool LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const;
   // Whether a virtual stream's next op `op` must wait past now: a completion
   // it depends on was handled earlier but lies later in time (a paced run
@@ -163,7 +173,8 @@ class ReplayEngine {
   // Whether op `k` (`op`), next on stream `st`, may start; a virtual stream
   // that waits for a dependency remembers which (StreamState::blocked_on).
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, StreamState& st);
-  void Issue(uint32_t actor, uint32_t k);
+  // Starts op `k` (`op`) of `actor` (`s`).
+  void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
   void CountDone(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
@@ -198,6 +209,8 @@ class ReplayEngine {
   void FinishCollectiveTransfer(uint32_t comm, const Instance& in, Nanoseconds end);
   // NicModel::kShared: a kFlowFlag event, the scheduler's wake-up (NicCheck).
   void FinishSharedTransfers(uint32_t generation);
+  // Run's handling of an event with a flag (kReachFlag, kCompleteFlag, kWakeFlag, kFlowFlag).
+  void HandleFlagged(const Event& e);
   void RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at, Nanoseconds started);
   void RealP2PDone(uint32_t actor, uint32_t k, Nanoseconds at);
   void ReachOp(uint32_t actor, uint32_t k);
@@ -220,6 +233,7 @@ class ReplayEngine {
   Nanoseconds now_;
   uint64_t events_ = 0;
   const bool has_real_;        // some actor is a real rank (hybrid)
+  const bool launch_in_order_;  // the model's nccl().launch_in_order (launch_order.h)
   bool stop_ = false;
   bool input_ended_ = false;  // EndOfInput seen: no more reports will come
   std::vector<ActorState> state_;                    // per actor

@@ -1,6 +1,6 @@
 // The replay engine's future events, and when a paced run learned of them.
 //
-// The events lie in a RadixEventQueue (radix_event_queue.h: popped by
+// The events lie in an InstantEventQueue (instant_event_queue.h: popped by
 // (time, actor, op)). In a paced hybrid run the engine handles a real rank's
 // report at the report's own, possibly past, time; an event that follows
 // from it may then be due before the engine could know of it. Such an event
@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/units.h"
 #include "daemon/engine/event_queue.h"
-#include "daemon/engine/radix_event_queue.h"
+#include "daemon/engine/instant_event_queue.h"
 #include "daemon/engine/realtime.h"
 
 namespace prism::engine {
@@ -41,8 +41,8 @@ class ReplayQueue {
   bool empty() const { return queue_.empty(); }
   size_t size() const { return queue_.size(); }
   const Event& top() { return queue_.top(); }
-  // The event after top() when cheap to tell (RadixEventQueue::NextHint), else nullptr.
-  const Event* NextHint() const { return queue_.NextHint(); }
+  // The event after top() when cheap to tell (InstantEventQueue::NextHint), else nullptr.
+  const Event* NextHint(size_t ahead = 0) const { return queue_.NextHint(ahead); }
   // Takes top() (and forgets its learned-late stamp). Until the next Pop,
   // the events pushed before the moment the engine learned of it are
   // stamped with that moment too (a virtual member's next collective,
@@ -72,7 +72,7 @@ class ReplayQueue {
     if (known != time) late_known_[{time.count(), actor, op}] = known;  // keys are unique in the queue
   }
 
-  RadixEventQueue queue_;
+  InstantEventQueue queue_;
   absl::flat_hash_map<std::tuple<int64_t, uint32_t, uint32_t>, Nanoseconds> late_known_;
   const WallClockPacer* pacer_ = nullptr;
   bool handling_report_ = false;
