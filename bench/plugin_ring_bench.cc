@@ -1,4 +1,4 @@
-// Ring all-reduce traffic between R processes through libnccl-net-prism.so,
+// Ring all-reduce or all-gather traffic between R processes through libnccl-net-prism.so,
 // beside the same traffic over plain TCP moved the way NCCL's Socket
 // transport moves it on an interface where it starts no helper threads
 // (loopback, NCCL_SOCKET_NTHREADS unset): one socket per connection, a 4-byte
@@ -6,23 +6,29 @@
 //
 //   plugin_ring_bench [--ranks 2,8] [--channels 2] [--sizes 1,8,32] [--iters 5]
 //                     [--repeat 3] [--step-bytes 524288] [--plugin PATH]
+//                     [--op allreduce|allgather] [--load N] [--only plugin|tcp]
 //                     [--env K=V]...
 //
 // Every rank is one process with one driver thread that plays NCCL's proxy:
 // per channel one send comm to the next rank and one receive comm from the
 // previous, at most 8 (NCCL_STEPS) requests in flight per direction, only the
 // oldest tested. An all-reduce of S MiB moves, per channel, 2(R-1) ring
-// steps of S/(channels*R) bytes, each cut into messages of at most
+// steps of S/(channels*R) bytes (an all-gather of S MiB of output, R-1
+// such steps), each cut into messages of at most
 // --step-bytes (NCCL's NET step: NCCL_BUFFSIZE 4 MiB / 8); the send of
 // message i of step s waits for the receive of message i of step s-1 (the
 // reduction or copy the GPU does in between is left out). Each row: the
 // slowest rank's wall time per all-reduce and the CPU time of all ranks
 // together (user + system, every thread: syscalls, copies, spinning, wake-
-// ups), each the median of --repeat runs with plugin and TCP alternated, and
+// ups), each the median of --repeat runs with plugin and TCP alternated (the
+// plugin first in odd-numbered runs, TCP first in even-numbered ones), and
 // the ratios TCP/plugin (above 1: the plugin is faster / cheaper). On a
 // host with fewer cores than busy threads the CPU time is the steadier
 // figure: the wall time then measures the scheduler as much as the transport.
 // --env settings go to the plugin's processes (e.g. PRISM_PROGRESS_THREADS=-1).
+// --load N runs N busy threads in the parent while the ranks run (both
+// transports alike): a host whose cores are all taken, as on a GPU host
+// where every rank's Python thread and NCCL's proxy thread spin.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -32,6 +38,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +46,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/tcp_loopback.h"
@@ -234,17 +242,18 @@ struct RingShape {
   int ranks = 2;
   int channels = 2;
   size_t step_bytes = 512u << 10;
+  bool all_gather = false;  // R-1 ring steps per channel, not 2(R-1)
 };
 
-// One all-reduce of `bytes` on every channel, as this rank sees it.
-void AllReduce(Transport& t, const RingShape& shape, size_t bytes, const char* send_buf,
-               char* recv_area) {
+// One all-reduce (all-gather) of `bytes` on every channel, as this rank sees it.
+void RingOp(Transport& t, const RingShape& shape, size_t bytes, const char* send_buf,
+            char* recv_area) {
   const size_t chunk = std::max<size_t>(1, bytes / (static_cast<size_t>(shape.channels) * shape.ranks));
   const int per_step = static_cast<int>((chunk + shape.step_bytes - 1) / shape.step_bytes);
   std::vector<ChannelRun> runs(shape.channels);
   for (ChannelRun& c : runs) {
     c.per_step = per_step;
-    c.msgs = 2 * (shape.ranks - 1) * per_step;
+    c.msgs = (shape.all_gather ? 1 : 2) * (shape.ranks - 1) * per_step;
     c.size = (chunk + per_step - 1) / per_step;
   }
   for (bool busy = true; busy;) {
@@ -357,11 +366,11 @@ int WorkerMain(const std::string& plugin, RingShape shape) {
     int iters = 0;
     std::sscanf(line.c_str(), "RUN %15s %zu %d", kind, &bytes, &iters);
     Transport& t = std::string(kind) == "tcp" ? *tcp : *plugin_t;
-    AllReduce(t, shape, bytes, send_buf.data(), recv_area.data());  // warm-up
+    RingOp(t, shape, bytes, send_buf.data(), recv_area.data());  // warm-up
     std::cout << "WARM" << std::endl;
     Expect("GO");
     const int64_t start = NowNs(), cpu_start = prism::bench::ProcessCpuNs();
-    for (int i = 0; i < iters; ++i) AllReduce(t, shape, bytes, send_buf.data(), recv_area.data());
+    for (int i = 0; i < iters; ++i) RingOp(t, shape, bytes, send_buf.data(), recv_area.data());
     std::cout << "TIME " << (NowNs() - start) << " " << (prism::bench::ProcessCpuNs() - cpu_start) << std::endl;
   }
   plugin_t.reset();
@@ -388,7 +397,7 @@ class Ring {
       workers_.push_back(std::make_unique<prism::testing::ChildProcess>(
           std::vector<std::string>{self, "--worker", plugin, std::to_string(r),
                                    std::to_string(shape.ranks), std::to_string(shape.channels),
-                                   std::to_string(shape.step_bytes)},
+                                   std::to_string(shape.step_bytes), shape.all_gather ? "allgather" : "allreduce"},
           env));
     }
     std::vector<std::string> hello;
@@ -442,12 +451,15 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 7 && std::string(argv[1]) == "--worker") {
-      RingShape shape{std::stoi(argv[4]), std::stoi(argv[5]), std::stoull(argv[6])};
+    if (argc >= 8 && std::string(argv[1]) == "--worker") {
+      RingShape shape{std::stoi(argv[4]), std::stoi(argv[5]), std::stoull(argv[6]),
+                      std::string(argv[7]) == "allgather"};
       return WorkerMain(argv[2], shape);
     }
     std::string plugin = PRISM_PLUGIN_SO, rank_list = "2,8", size_list = "1,8,32";
-    int channels = 2, iters = 5, repeat = 3;
+    int channels = 2, iters = 5, repeat = 3, load = 0;
+    bool all_gather = false;
+    std::string only;  // --only plugin|tcp: one transport (e.g. under perf record)
     size_t step_bytes = 512u << 10;
     std::vector<std::string> env;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -460,27 +472,51 @@ int main(int argc, char** argv) {
       else if (k == "--repeat") repeat = std::max(1, std::stoi(v));
       else if (k == "--step-bytes") step_bytes = std::stoull(v);
       else if (k == "--env") env.push_back(v);
+      else if (k == "--op" && (v == "allreduce" || v == "allgather")) all_gather = v == "allgather";
+      else if (k == "--load") load = std::max(0, std::stoi(v));
+      else if (k == "--only" && (v == "plugin" || v == "tcp")) only = v;
       else throw PluginError("unknown option " + k);
     }
     char exe[4096] = {};
     if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) <= 0) return 1;
     std::string env_text;
     for (const std::string& e : env) env_text += " " + e;
-    std::printf("plugin_ring_bench: %s%s; %d channel(s), messages of at most %zu B, %d in flight, "
-                "loopback, %ld CPUs; %d all-reduces per run, median of %d runs\n",
-                plugin.c_str(), env_text.c_str(), channels, step_bytes, kSteps,
-                sysconf(_SC_NPROCESSORS_ONLN), iters, repeat);
-    std::printf("\n                         wall time per all-reduce     CPU time per all-reduce (all ranks)\n");
-    std::printf("ranks  all-reduce  message B   plugin us     tcp us  tcp/plugin   plugin us     tcp us  tcp/plugin\n");
+    const char* op = all_gather ? "all-gather" : "all-reduce";
+    std::printf("plugin_ring_bench: %s%s; %s, %d channel(s), messages of at most %zu B, %d in flight, "
+                "loopback, %ld CPUs, %d busy thread(s) beside; %d %ss per run, median of %d runs\n",
+                plugin.c_str(), env_text.c_str(), op, channels, step_bytes, kSteps,
+                sysconf(_SC_NPROCESSORS_ONLN), load, iters, op, repeat);
+    std::printf("\n                         wall time per %s     CPU time per %s (all ranks)\n", op, op);
+    std::printf("ranks  %s  message B   plugin us     tcp us  tcp/plugin   plugin us     tcp us  tcp/plugin\n", op);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> spinners;
+    for (int i = 0; i < load; ++i) {
+      spinners.emplace_back([&stop] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+      });
+    }
+    struct Joiner {
+      std::atomic<bool>* stop;
+      std::vector<std::thread>* threads;
+      ~Joiner() {
+        stop->store(true);
+        for (std::thread& t : *threads) t.join();
+      }
+    } joiner{&stop, &spinners};
     for (const std::string& rs : Split(rank_list, ',')) {
-      RingShape shape{std::stoi(rs), channels, step_bytes};
+      RingShape shape{std::stoi(rs), channels, step_bytes, all_gather};
       Ring ring(exe, plugin, shape, env);
       for (const std::string& ss : Split(size_list, ',')) {
         const size_t bytes = static_cast<size_t>(std::stod(ss) * (1u << 20));
         std::vector<double> p, t, pc, tc;
         for (int i = 0; i < repeat; ++i) {
-          const Ring::Figures a = ring.Run("plugin", bytes, iters);
-          const Ring::Figures b = ring.Run("tcp", bytes, iters);
+          // Which goes first alternates, so that neither always follows the other's run.
+          const bool tcp_first = i % 2 == 1;
+          Ring::Figures a{1, 1}, b{1, 1};
+          if (tcp_first && only != "plugin") b = ring.Run("tcp", bytes, iters);
+          if (only != "tcp") a = ring.Run("plugin", bytes, iters);
+          if (!tcp_first && only != "plugin") b = ring.Run("tcp", bytes, iters);
           p.push_back(a.wall_ns);
           pc.push_back(a.cpu_ns);
           t.push_back(b.wall_ns);

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -21,6 +22,24 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 void Tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// One non-blocking read (`read()` returns what recv/recvmsg return), EINTR
+// retried: bytes read, 0 on EAGAIN, -1 at end of stream or on error.
+template <typename Read>
+long RetryRead(Read&& read, std::string* why) {
+  for (;;) {
+    const ssize_t n = read();
+    if (n > 0) return n;
+    if (n == 0) {
+      *why = "peer closed the connection";
+      return -1;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    *why = Errno("recv from peer");
+    return -1;
+  }
 }
 
 sockaddr_in MakeAddr(uint32_t ipv4_be, uint16_t port_be) {
@@ -139,18 +158,15 @@ long WriteSome(int fd, const void* buf, size_t len, std::string* why) {
 }
 
 long ReadSome(int fd, void* buf, size_t len, std::string* why) {
-  for (;;) {
-    ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
-    if (n > 0) return n;
-    if (n == 0) {
-      *why = "peer closed the connection";
-      return -1;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    *why = Errno("recv from peer");
-    return -1;
-  }
+  return RetryRead([&] { return recv(fd, buf, len, MSG_DONTWAIT); }, why);
+}
+
+long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t second_len, std::string* why) {
+  iovec iov[2] = {{first, first_len}, {second, second_len}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = second_len > 0 ? 2 : 1;
+  return RetryRead([&] { return recvmsg(fd, &msg, MSG_DONTWAIT); }, why);
 }
 
 std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be) {

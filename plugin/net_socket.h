@@ -32,6 +32,8 @@ int AcceptOne(int listen_fd, bool* again, std::string* why);
 // -1 on error or (for reads) end of stream (`*why` says which).
 long WriteSome(int fd, const void* buf, size_t len, std::string* why);
 long ReadSome(int fd, void* buf, size_t len, std::string* why);
+// ReadSome into `first` then `second` (each {pointer, length}) in one recvmsg.
+long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t second_len, std::string* why);
 
 std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be);
 

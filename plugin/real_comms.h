@@ -44,6 +44,28 @@
 namespace prism::plugin {
 
 inline constexpr int kMaxGroupedRecvs = 8;
+// One sendmsg takes queued items (headers, payload chunks) of a socket until
+// it holds kSendBatchBytes or kMaxSendIov items: many small messages per
+// syscall, one large message per syscall (as NCCL Socket sends them). On a
+// CPU-loaded host, 2 ranks streaming 512 KiB messages used 10-20% less CPU
+// than with up to 8 such messages per sendmsg (docs/plugin.md).
+inline constexpr int kMaxSendIov = 16;
+inline constexpr size_t kSendBatchBytes = 256 * 1024;
+
+// Fills `iov` (room for kMaxSendIov) for the next sendmsg from a socket's
+// queue of items (each with `ptr` and `left`), by the rule above; returns
+// how many it filled.
+template <typename Queue>
+int GatherSendIov(const Queue& q, iovec* iov) {
+  int n = 0;
+  size_t batched = 0;
+  for (auto it = q.begin(); it != q.end() && n < kMaxSendIov && batched < kSendBatchBytes; ++it, ++n) {
+    iov[n].iov_base = const_cast<char*>(it->ptr);
+    iov[n].iov_len = it->left;
+    batched += it->left;
+  }
+  return n;
+}
 
 // State shared by both directions: the broken flag and its reason. The
 // first Set wins; any thread may call it (the proxy thread and the progress

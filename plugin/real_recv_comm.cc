@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "plugin/clock.h"
@@ -185,15 +186,23 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
     if (LeaveToHelper()) return true;  // a bulk payload: the progress thread reads it
     if (!q.empty()) {
       ReadItem& r = q.front();
-      long got = ReadSome(fds_[sock], r.ptr, r.left, &why);
+      // Socket 0's bytes after its last queued item are the next message's
+      // header: the same recvmsg reads what has come of it (while data
+      // streams, one syscall per message fewer). header_got_ is 0 whenever
+      // items are queued (a header is read only into an empty queue).
+      const bool header_too = sock == 0 && q.size() == 1 && !eof_ && header_got_ == 0;
+      long got = header_too ? ReadSome2(fds_[0], r.ptr, r.left, &header_, sizeof(MessageHeader), &why)
+                            : ReadSome(fds_[sock], r.ptr, r.left, &why);
       if (got < 0) {
         failure_.Set(why + " (" + peer_ + ")");
         return false;
       }
       if (got == 0) return true;
       *progressed = true;
-      r.ptr += got;
-      r.left -= static_cast<size_t>(got);
+      const size_t payload = std::min(static_cast<size_t>(got), r.left);
+      header_got_ += static_cast<size_t>(got) - payload;
+      r.ptr += payload;
+      r.left -= payload;
       if (r.left > 0) continue;
       RecvRequest* req = r.req;
       const int slot = r.slot;

@@ -98,15 +98,10 @@ bool RealSendComm::StartRequest(SendRequest* req) {
 bool RealSendComm::Pump(size_t sock, bool* progressed) {
   std::deque<WriteItem>& q = queues_[sock];
   while (!q.empty()) {
-    iovec iov[16];
-    int n = 0;
-    for (auto it = q.begin(); it != q.end() && n < 16; ++it, ++n) {
-      iov[n].iov_base = const_cast<char*>(it->ptr);
-      iov[n].iov_len = it->left;
-    }
+    iovec iov[kMaxSendIov];
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = n;
+    msg.msg_iovlen = GatherSendIov(q, iov);  // small messages together, a large one alone
     ssize_t sent = sendmsg(fds_[sock], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;

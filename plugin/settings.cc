@@ -34,7 +34,7 @@ constexpr EnvParam kParams[] = {
     {"PRISM_GDR", "0", "1: advertise NCCL_PTR_CUDA; GPU buffers are copied via libcudart"},
     {"PRISM_DMABUF", "0", "1: advertise NCCL_PTR_DMABUF too (regMrDmaBuf; copies like PRISM_GDR)"},
     {"PRISM_SOCKET_IFADDR", "", "IPv4 address real peers dial; empty: first non-loopback, else 127.0.0.1"},
-    {"PRISM_SOCKS_PER_COMM", "2", "TCP sockets per real-peer connection (1..16)"},
+    {"PRISM_SOCKS_PER_COMM", "1", "TCP sockets per real-peer connection (1..16); 1: NCCL Socket's count where it starts no helper threads"},
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include "plugin/comm.h"
 #include "plugin/daemon_session.h"
 #include "plugin/link_model.h"
+#include "plugin/real_comms.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
 
@@ -55,6 +57,34 @@ TEST_CASE("chunks cover the message exactly once", "[plugin][unit]") {
   }
 }
 
+// NCCL's Simple steps (512 KiB) queued behind each other go out one per
+// sendmsg: batched, they cost more CPU per byte on a loaded host
+// (docs/plugin.md, "Per-message cost"); small messages still share one.
+TEST_CASE("real sends: one large message per sendmsg, small ones batched", "[plugin][unit]") {
+  struct Item {
+    const char* ptr;
+    size_t left;
+  };
+  static const char bytes[1] = {0};
+  iovec iov[prism::plugin::kMaxSendIov];
+  std::deque<Item> large;
+  for (int m = 0; m < 4; ++m) {
+    large.push_back(Item{bytes, 32});          // header
+    large.push_back(Item{bytes, 512 * 1024});  // payload
+  }
+  CHECK(prism::plugin::GatherSendIov(large, iov) == 2);
+  CHECK(iov[1].iov_len == 512 * 1024);
+  std::deque<Item> partly_sent{{bytes, 1000}, {bytes, 32}, {bytes, 512 * 1024}};
+  CHECK(prism::plugin::GatherSendIov(partly_sent, iov) == 3);  // the rest of one, then the next
+  std::deque<Item> small;
+  for (int m = 0; m < 20; ++m) {
+    small.push_back(Item{bytes, 32});
+    small.push_back(Item{bytes, 4096});
+  }
+  CHECK(prism::plugin::GatherSendIov(small, iov) == prism::plugin::kMaxSendIov);
+  CHECK(prism::plugin::GatherSendIov(std::deque<Item>{}, iov) == 0);
+}
+
 TEST_CASE("settings: bad numbers fall back to defaults with a warning", "[plugin][unit]") {
   setenv("PRISM_SOCKS_PER_COMM", "lots", 1);
   setenv("PRISM_LINK_GBPS", "8", 1);
@@ -64,7 +94,7 @@ TEST_CASE("settings: bad numbers fall back to defaults with a warning", "[plugin
   unsetenv("PRISM_SOCKS_PER_COMM");
   unsetenv("PRISM_LINK_GBPS");
   unsetenv("PRISM_RECV_FILL");
-  CHECK(s.socks_per_comm == 2);
+  CHECK(s.socks_per_comm == 1);
   CHECK(warnings.find("PRISM_SOCKS_PER_COMM") != std::string::npos);
   CHECK(s.link_bits_per_second == 8'000'000'000ull);
   CHECK(s.recv_fill == prism::plugin::RecvFill::kPattern);
