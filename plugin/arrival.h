@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/ring_step.h"
+#include "common/time_math.h"
 #include "common/units.h"
 
 namespace prism::plugin {
@@ -49,10 +51,12 @@ struct ArrivalInput {
   // kMirror, the ring's lockstep floor (used when ring_start > 0): every
   // member had arrived at ring_start; this message belongs to ring step
   // `ring_step` (0-based, RingStepOfMessage); each step costs the virtual
-  // members `step_cost` beyond the link latency (NCCL's step cost c).
+  // members `step_cost` beyond the link latency (NCCL's step cost c) and
+  // `step_wire` of wire time per member (the model's W/h: RingStepWireOf).
   Nanoseconds ring_start;
   uint32_t ring_step = 0;
   Nanoseconds step_cost;
+  Nanoseconds step_wire;
 };
 
 struct Arrival {
@@ -66,8 +70,8 @@ struct Arrival {
 //   kMirror:    done = max(own_send_done + L,
 //                          max(ready, wire_end) + T + L when ready > 0
 //                          and ready + T > own_send_done, i.e. late,
-//                          ring_start + ring_step * (L + c) + L when
-//                          ring_start > 0: the lockstep floor);
+//                          RingFloor(in) when ring_start > 0: the
+//                          lockstep floor, below);
 //               wire_end' = max(wire_end, done - L) (the sender's link
 //               was busy until that message's last byte left; a sender
 //               that arrived late sends its messages back to back from
@@ -79,11 +83,22 @@ struct Arrival {
 //
 // The lockstep floor: what reaches this rank at ring step s left a virtual
 // member at its step s, which that member took once its step s-1 had
-// arrived, and so on back to the ring's start: s hops of L + c, then the
-// last hop's L. This rank's own sends cannot stand in for that chain when
+// arrived, and so on back to the ring's start: s + 1 hops of the model's
+// step, as prismd's model times the ring (common/ring_step.h), less the
+// first hop's c, which this rank paid before its own first send (ring_start):
+//   RingFloor = ring_start + RingStepsTime(W/h, L + c, s + 1, k) - c
+//             = ring_start + s * (W/(h k) + L + c) + W/(h k) + L + (k-1) W/(h k)
+// so the floor of a ring's last step is ring_start - c plus the model's ring
+// time. This rank's own sends cannot stand in for that chain when
 // its NCCL does not wait for data between steps (an LL step whose chunk is
 // empty: a 4-byte all-reduce over 8192 ranks moves its one element through
 // 16,381 hops while the real rank's own empty steps take 5 us each).
+inline Nanoseconds RingFloor(const ArrivalInput& in) {
+  const Nanoseconds chain = RingStepsTime(in.step_wire, SatAdd(in.link.latency, in.step_cost),
+                                          uint64_t{in.ring_step} + 1, kNcclRingSlicesPerStep);
+  return SatAdd(in.ring_start, chain - in.step_cost);
+}
+
 inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   const Nanoseconds wire = WireTime(in.bytes, in.link.bandwidth);
   const Nanoseconds latency = in.link.latency;
@@ -97,7 +112,7 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
       if (in.ready > Nanoseconds(0) && in.ready + wire > in.own_send_done)
         a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
       if (in.ring_start > Nanoseconds(0))
-        a.done = Max(a.done, in.ring_start + (latency + in.step_cost) * static_cast<int64_t>(in.ring_step) + latency);
+        a.done = Max(a.done, RingFloor(in));
       a.wire_end = Max(wire_end, a.done - latency);
       break;
     case ArrivalForm::kStream:
@@ -118,9 +133,21 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
 // in kRingSlicesPerSimpleStep transfers (chunk steps / slice steps =
 // (NCCL_STEPS/2) / (NCCL_STEPS/4) for all-reduce, all-gather and
 // reduce-scatter); an LL or LL128 step is one transfer.
-inline constexpr uint32_t kRingSlicesPerSimpleStep = 2;
+inline constexpr uint32_t kRingSlicesPerSimpleStep = kNcclRingSlicesPerStep;
 inline uint32_t RingStepOfMessage(bool simple_protocol, uint32_t message) {
   return simple_protocol ? message / kRingSlicesPerSimpleStep : message;
+}
+
+// W/h of a ring all-reduce (`all_reduce`), all-gather or reduce-scatter of
+// `bytes` (NCCL's count times the datatype's size: per rank for all-gather
+// and reduce-scatter) over `n` members on links of `bandwidth`, as prismd's
+// model times it (NetworkModel::RingWireTime over the ring's steps):
+// all-reduce 2(n-1)/n * bytes over 2(n-1) steps, the others (n-1) * bytes
+// over n-1 steps. 0 for a ring of one member or an infinitely fast link.
+inline Nanoseconds RingStepWireOf(bool all_reduce, uint64_t bytes, uint64_t n, BitsPerSecond bandwidth) {
+  if (n < 2 || bandwidth.count() == 0) return Nanoseconds(0);
+  if (all_reduce) return RingStepWire(FractionTransferTime(Bytes(bytes), 2 * (n - 1), n, bandwidth), 2 * (n - 1));
+  return RingStepWire(FractionTransferTime(Bytes(bytes), n - 1, 1, bandwidth), n - 1);
 }
 
 // PAT (NCCL's binomial-tree all-gather and reduce-scatter, one rank per

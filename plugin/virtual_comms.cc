@@ -414,7 +414,8 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   // The ring's lockstep (arrival.h): it starts once every member arrived,
   // the virtual ones at the schedule's ready time (on time without one),
   // and each step costs them the link latency plus NCCL's step cost (the
-  // schedule's, else what prismd's Welcome said). Rings only: a PAT step's
+  // schedule's, else what prismd's Welcome said) and the model's wire time
+  // of a step, W/h (the op's bytes on the link). Rings only: a PAT step's
   // chain is not the ring's.
   if (env_.settings->ring_lockstep && form == ArrivalForm::kMirror) {
     const OpRecord& op = *slot.op.op;
@@ -422,6 +423,8 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
     in.ring_step = RingStepOfMessage(op.info().protocol == LineProtocol::kSimple,
                                      static_cast<uint32_t>(std::max(0, slot.op.step)));
     in.step_cost = sched != nullptr ? Nanoseconds(sched->step_cost_ns) : env_.schedules->ring_step_cost();
+    in.step_wire = RingStepWireOf(op.info().kind == OpKind::kAllReduce, op.info().bytes,
+                                  static_cast<uint64_t>(std::max(1, op.info().comm_size)), in.link.bandwidth);
   }
   slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;

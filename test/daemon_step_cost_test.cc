@@ -6,6 +6,7 @@
 
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/network_model.h"
+#include "plugin/arrival.h"
 
 namespace {
 
@@ -143,4 +144,72 @@ TEST_CASE("the default step cost is the measured NCCL 2.28.9 Simple ring figure"
       prism::engine::NcclStepCost(23007, prism::engine::NcclProtocol::kLL, prism::graph::ALGORITHM_TREE);
   CHECK(other.cost == Nanoseconds(12'500));
   CHECK(other.measured.find("standing in") != std::string::npos);
+}
+
+// The hybrid's lockstep floor (plugin/arrival.h) against --simulate's ring
+// time (NetworkModel::CollectiveTime) for the same operation: a latency-bound
+// ring whose real rank's own NCCL is faster than the model's step (it sends a
+// step every 2 us), so the floor alone paces its receives from the virtual
+// predecessor. The ring's members arrived at t0; the real rank's first send
+// went out one step cost later (ring_start = t0 + c: it paid its own c
+// before it). The last step's receive then completes the model's ring time
+// after t0, and each step's receive one model step (W/(h k) + L + c) after
+// the previous one; for Simple (two transfers a step) and LL (one) alike.
+TEST_CASE("the hybrid's lockstep floor of a latency-bound ring is --simulate's ring time",
+          "[daemon][network][step_cost][lockstep]") {
+  using prism::plugin::ArrivalForm;
+  using prism::plugin::ArrivalInput;
+  using prism::plugin::ResolveArrival;
+  using prism::plugin::RingStepOfMessage;
+  using prism::plugin::RingStepWireOf;
+  constexpr int64_t kT0 = 1'000'000'000;
+  const Nanoseconds c(12'500);
+  NcclBehaviour with_cost;
+  with_cost.step_cost = c;
+  const NetworkModel model(TenGig(), with_cost);
+  struct Case {
+    prism::graph::CollectiveKind kind;
+    uint64_t bytes;  // NCCL's count * datatype size (per rank for all-gather, reduce-scatter)
+    uint32_t n;
+  };
+  // TorchTitan FSDP2's world rings: all-gathers of 4612 B per member,
+  // reduce-scatters of 9224 B, all-reduces of 228 B (2(n-1) steps).
+  for (const Case& op : {Case{prism::graph::ALLGATHER, 4612, 1024}, Case{prism::graph::REDUCESCATTER, 9224, 1024},
+                         Case{prism::graph::ALLREDUCE, 228, 1024}, Case{prism::graph::ALLGATHER, 4612, 8192}}) {
+    const bool all_reduce = op.kind == prism::graph::ALLREDUCE;
+    const uint64_t steps = all_reduce ? 2 * (op.n - 1) : op.n - 1;
+    const Bytes size(all_reduce ? op.bytes : op.bytes * op.n);  // the graph's: output (AG), input (RS)
+    const Nanoseconds simulate =
+        model.CollectiveTime(op.kind, prism::graph::ALGORITHM_RING, size, Spread(op.n));
+    const Nanoseconds step_wire = RingStepWireOf(all_reduce, op.bytes, op.n, TenGig().nic_bw);
+    if (op.kind == prism::graph::ALLGATHER && op.n == 1024) {
+      // W = ceil(1023 * 4612 * 8 / 10) ns = 3,774,442 ns, W/h = 3689 ns, a
+      // slice 1844 ns: 1023 * (1844 + 10,000 + 12,500) + (3689 - 1844).
+      CHECK(step_wire == Nanoseconds(3689));
+      CHECK(simulate == Nanoseconds(1023 * (1844 + 10'000 + 12'500) + (3689 - 1844)));
+    }
+    CHECK(step_wire == prism::RingStepWire(model.RingWireTime(op.kind, size, Spread(op.n)), steps));
+    for (const bool simple : {true, false}) {
+      CAPTURE(op.kind, op.n, simple);
+      const uint32_t per_step = simple ? prism::plugin::kRingSlicesPerSimpleStep : 1;
+      auto floor_of = [&](uint32_t message) {
+        ArrivalInput in;
+        in.form = ArrivalForm::kMirror;
+        in.bytes = Bytes(simple ? op.bytes / 2 : 2 * op.bytes);
+        in.ready = Nanoseconds(kT0);
+        in.own_send_done = Nanoseconds(kT0 + c.count() + 2'000 * (message / per_step));
+        in.link = {TenGig().nic_bw, TenGig().nic_latency};
+        in.ring_start = Nanoseconds(kT0) + c;
+        in.ring_step = RingStepOfMessage(simple, message);
+        in.step_cost = c;
+        in.step_wire = step_wire;
+        return ResolveArrival(in, Nanoseconds(0)).done - Nanoseconds(kT0);
+      };
+      const uint32_t last = static_cast<uint32_t>(steps * per_step - 1);
+      CHECK(floor_of(last) == simulate);
+      const Nanoseconds model_step = Nanoseconds(step_wire.count() / 2) + TenGig().nic_latency + c;
+      CHECK(floor_of(last) - floor_of(last - per_step) == model_step);
+      CHECK(floor_of(per_step) - floor_of(0) == model_step);
+    }
+  }
 }

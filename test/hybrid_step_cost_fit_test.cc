@@ -242,8 +242,7 @@ TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and over
 
 TEST_CASE("step cost: operations the run's lockstep floor may have paced only bound the figure",
           "[step_cost][capture]") {
-  // A run that played 12.5 us: rings at 11 us per step came out under it (the plugin's floor is
-  // L + 12.5 us per step, the model's a slice more): no figure, and why.
+  // A run that played 12.5 us: rings at 11 us per step came out under it: no figure, and why.
   std::vector<SyntheticOp> under(10);
   for (SyntheticOp& op : under) op.c_ns = 11'000;
   auto fits = Fit(1024, under, Nanoseconds(12'500));
@@ -261,6 +260,17 @@ TEST_CASE("step cost: operations the run's lockstep floor may have paced only bo
   CHECK(*fits[0].cost == Nanoseconds(14'000));
   CHECK(fits[0].used_ops == 9);
   CHECK(fits[0].detail.find("1 below the run's own 12.50 us") != std::string::npos);
+  // Rings the floor paced: the model's ring with the run's 12.5 us from the first send, less the
+  // first step's c (paid before it), plus 20 us of the real rank's own after the last receive.
+  std::vector<SyntheticOp> floor(10);
+  for (SyntheticOp& op : floor) {
+    op.c_ns = 12'500;
+    op.duration_ns = RingDuration(op, 1024) - 12'500 + 20'000;
+  }
+  fits = Fit(1024, floor, Nanoseconds(12'500));
+  CHECK_FALSE(fits[0].cost.has_value());
+  CHECK(fits[0].detail.find("10 of 10 latency-bound ring operations came out below the 12.50 us") !=
+        std::string::npos);
 }
 
 TEST_CASE("step cost: the capture header's figure goes into the extrapolated graph and back from its file",

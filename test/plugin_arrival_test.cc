@@ -109,7 +109,7 @@ TEST_CASE("arrival: MIRROR, ring of 2 channels: max(own send + L, ready + bytes/
   }
 }
 
-TEST_CASE("arrival: MIRROR, the ring's lockstep floor: start + s (L + c) + L when this rank's own steps are faster",
+TEST_CASE("arrival: MIRROR, the ring's lockstep floor: start + s (W/2h + L + c) + L + W/h when this rank's own steps are faster",
           "[plugin][unit][arrival]") {
   // A latency-bound ring: this rank's NCCL sends an empty step every 2 us
   // (an LL step with no data waits for nothing), the virtual members pay
@@ -125,6 +125,17 @@ TEST_CASE("arrival: MIRROR, the ring's lockstep floor: start + s (L + c) + L whe
     const Arrival a = Resolve(in, wire_end);
     CHECK(a.done.count() == kStart + static_cast<int64_t>(s) * (kL + kC) + kL);
     wire_end = a.wire_end.count();
+  }
+  // The same ring moving 4 KB per step at 1 byte/ns (W/h = 4096 ns): the
+  // model's step adds a slice (2048 ns) a step and the last step's second
+  // slice (2048 ns): start + s (W/2h + L + c) + W/2h + L + W/2h.
+  for (uint32_t s = 0; s < 64; ++s) {
+    ArrivalInput in = Input(ArrivalForm::kMirror, 0, 0, kStart - 1'000, kStart + s * 2'000);
+    in.ring_start = Nanoseconds(kStart);
+    in.ring_step = s;
+    in.step_cost = Nanoseconds(kC);
+    in.step_wire = Nanoseconds(4096);
+    CHECK(Resolve(in, 0).done.count() == kStart + static_cast<int64_t>(s) * (2048 + kL + kC) + 2048 + kL + 2048);
   }
   // A bandwidth-bound ring: own steps 100 us apart, the own send paces it.
   for (uint32_t s = 0; s < 8; ++s) {
@@ -554,8 +565,9 @@ std::vector<void*> LlAllReduceTask(Rig* rig, size_t count) {
 
 // An LL ring all-reduce of 4 steps on one channel whose own empty steps all
 // leave at once; each receive k must wait for the ring's lockstep,
-// first send + k (L + c) + L, with c = 2 ms from the schedule (or, without
-// one, from prismd's Welcome).
+// first send + k (L + c) + L and the model's wire per step (RingFloor: one
+// element, a nanosecond of wire a step at 1 byte/ns), with c = 2 ms from
+// the schedule (or, without one, from prismd's Welcome).
 void CheckLockstep(bool with_schedule) {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
@@ -593,12 +605,20 @@ void CheckLockstep(bool with_schedule) {
     CHECK(WaitDone(r) == 16);
     CHECK(WallNowNs() >= first_posted + k * (kOwnLatency + kStepCost) + kOwnLatency);
   }
+  const prism::plugin::OpInfo& info = op->info();
+  const Nanoseconds step_wire = prism::plugin::RingStepWireOf(true, info.bytes, info.comm_size,
+                                                              prism::BitsPerSecond(kOwnBits));
+  CHECK(step_wire > Nanoseconds(0));
   for (FakeSub* s : {&sub_send, &sub_recv}) {
     rig.nccl.StopStep(s, 0);
     rig.nccl.StopProxyOp(s);
   }
   REQUIRE(rig.listener.count > 0);
-  CHECK(rig.listener.last.end_ns == first_posted + (kSteps - 1) * (kOwnLatency + kStepCost) + kOwnLatency);
+  const Nanoseconds floor =
+      prism::RingStepsTime(step_wire, Nanoseconds(kOwnLatency + kStepCost), kSteps, prism::kNcclRingSlicesPerStep) -
+      Nanoseconds(kStepCost);
+  CHECK(rig.listener.last.end_ns == first_posted + floor.count());
+  CHECK(floor.count() >= (kSteps - 1) * (kOwnLatency + kStepCost) + kOwnLatency + step_wire.count() / 2);
 }
 
 TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the ring's lockstep, not only the own send",

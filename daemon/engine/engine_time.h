@@ -6,32 +6,14 @@
 
 #include <cstdint>
 
-#include "common/units.h"
+#include "common/time_math.h"
 
 namespace prism::engine {
 
-// Largest time the engine represents; every sum saturates here (~146 years).
-inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
-
-// Saturating time arithmetic: hostile graphs must not overflow.
-inline Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
-  const __int128 s = static_cast<__int128>(a.count()) + b.count();
-  return Nanoseconds(static_cast<int64_t>(s < kMaxTimeNs ? s : __int128{kMaxTimeNs}));
-}
-
-// Time to move size * num / den bytes at bw (rounded up), saturating:
-//   ceil(size * 8 * num * 1e9 / (den * bw)) ns, capped at kMaxTimeNs.
-inline Nanoseconds FractionTransferTime(Bytes size, uint64_t num, uint64_t den, BitsPerSecond bw) {
-  if (bw.count() == 0 || den == 0) return Nanoseconds(kMaxTimeNs);
-  // size * 8 * 1e9 * num fits in 128 bits for size < 2^64 and num < 2^31.
-  const unsigned __int128 bits = static_cast<unsigned __int128>(size.count()) * 8u * num;
-  const unsigned __int128 denom = static_cast<unsigned __int128>(den) * bw.count();
-  const unsigned __int128 limit = static_cast<unsigned __int128>(kMaxTimeNs) / 1000000000u;
-  if (bits / denom >= limit) return Nanoseconds(kMaxTimeNs);
-  const unsigned __int128 ns = (bits * 1000000000u + denom - 1) / denom;
-  return Nanoseconds(ns >= static_cast<unsigned __int128>(kMaxTimeNs) ? kMaxTimeNs : static_cast<int64_t>(ns));
-}
+// The engine's names for common/time_math.h.
+using prism::FractionTransferTime;
+using prism::kMaxTimeNs;
+using prism::SatAdd;
 
 }  // namespace prism::engine
 

@@ -106,13 +106,7 @@ Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape&
 }
 
 Nanoseconds RingStepBound(Nanoseconds wire, Nanoseconds step_latency, uint64_t hops, uint64_t slices) {
-  if (hops == 0) return Nanoseconds(0);
-  slices = std::max<uint64_t>(slices, 1);
-  const Nanoseconds per_step = Nanoseconds(wire.count() / static_cast<int64_t>(hops));
-  const Nanoseconds slice = Nanoseconds(per_step.count() / static_cast<int64_t>(slices));
-  // Each step forwards its first slice one step latency after it arrived;
-  // the rest of the last step's wire time trails it.
-  return SatAdd(Times(SatAdd(slice, step_latency), hops), per_step - slice);
+  return RingStepsTime(RingStepWire(wire, hops), step_latency, hops, slices);
 }
 
 Nanoseconds NetworkModel::Tree(Bytes size, const CommShape& shape) const {

@@ -49,6 +49,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "common/ring_step.h"
 #include "common/units.h"
 #include "daemon/engine/engine_time.h"
 #include "daemon/engine/link_figures.h"
@@ -168,13 +169,13 @@ class NetworkModel {
 // say; NCCL ran 2 on the fidelity bench's one-NIC nodes).
 inline constexpr int kModelTreeChannels = 2;
 
-// Slices per ring step in NCCL 2.28's Simple ring all-reduce, all-gather and
-// reduce-scatter (chunk steps / slice steps = (NCCL_STEPS/2) / (NCCL_STEPS/4)).
-inline constexpr uint64_t kNcclRingSlicesPerStep = 2;
+// Slices per ring step (common/ring_step.h).
+using prism::kNcclRingSlicesPerStep;
 
 // RingStepBound above: `wire` the ring's whole wire time per member,
 // `step_latency` one hop's latency plus NCCL's step cost, `hops` the ring's
-// steps, `slices` per step. Saturating.
+// steps, `slices` per step; RingStepsTime(W/h, step_latency, hops, slices)
+// of common/ring_step.h, which the plugin's lockstep floor shares. Saturating.
 Nanoseconds RingStepBound(Nanoseconds wire, Nanoseconds step_latency, uint64_t hops, uint64_t slices);
 
 }  // namespace prism::engine

@@ -147,7 +147,7 @@ std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const
     const int64_t trail = step - slice;
     const int64_t duration = (op.end - op.first_send).count();
     const Nanoseconds c((duration - trail) / static_cast<int64_t>(h) - slice - latency.count());
-    if (c < run_step_cost) {  // the run's lockstep floor may have paced it: c is only bounded
+    if (c < run_step_cost + kFloorHeldMargin) {  // the run's lockstep floor may have paced it: c is only bounded
       ++g.held;
       continue;
     }
@@ -165,15 +165,15 @@ std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const
         "left out: ", g.short_ring, " on rings of under ", kMinFitSteps + 1, " members, ", g.bandwidth_bound,
         " bandwidth-bound, ", g.empty, " with under ", kMinFitChunkBytes, " bytes per step, ", g.overlapped,
         " overlapping another operation, ", g.held,
-        absl::StrFormat(" below the run's own %.2f us (its lockstep floor may have paced them)",
-                        Us(run_step_cost)));
+        absl::StrFormat(" below the run's own %.2f us + %.2f (its lockstep floor may have paced them)",
+                        Us(run_step_cost), Us(kFloorHeldMargin)));
     if (g.held > 0 && 3 * g.held > g.c.size()) {
       f.detail = absl::StrFormat(
           "none: %u of %u latency-bound ring operations came out below the %.2f us per step the run played "
-          "(over a quarter): the plugin's lockstep floor (the link latency plus that figure per step) may have "
+          "(+ %.2f; over a quarter): the plugin's lockstep floor (the link latency plus that figure per step) may have "
           "paced them, so NCCL's own cost is about that figure or lower and this run cannot say how much; "
           "capture with prismd's --step-cost-us 0 to measure it (%s)",
-          g.held, g.held + static_cast<uint32_t>(g.c.size()), Us(run_step_cost), left_out);
+          g.held, g.held + static_cast<uint32_t>(g.c.size()), Us(run_step_cost), Us(kFloorHeldMargin), left_out);
       fits.push_back(std::move(f));
       continue;
     }

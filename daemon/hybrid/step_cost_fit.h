@@ -21,10 +21,13 @@
 // share the NIC and NCCL's proxy thread).
 //
 // In a hybrid run a receive from a virtual peer is held to the ring's
-// lockstep floor, L + the run's c per step (plugin/arrival.h); the model
-// charges a slice more per step. An operation whose c comes out below the
-// run's was possibly paced by that floor and only bounds NCCL's cost from
-// above: it is left out, and when such operations are over a quarter of the
+// lockstep floor, the model's step W/(2h) + L + c with the run's c
+// (plugin/arrival.h, common/ring_step.h): an operation the floor paced comes
+// out at the run's c (less c/h: the real rank paid its first c before its
+// first send; plus what its NCCL took after the last receive, over h). An
+// operation whose c comes out below the run's plus kFloorHeldMargin was
+// possibly paced by that floor and only bounds NCCL's cost from above: it
+// is left out, and when such operations are over a quarter of the
 // used and left-out ones the protocol gets no figure (capture with prismd's --step-cost-us 0 to
 // measure below the floor). The figure per protocol (ring only) is the
 // median of the used operations' c; a protocol with fewer than kMinFitOps
@@ -49,6 +52,10 @@ namespace prism::daemon {
 inline constexpr uint32_t kMinFitOps = 8;
 inline constexpr uint64_t kMinFitSteps = 15;
 inline constexpr uint64_t kMinFitChunkBytes = 64;
+// Per step above the run's c within which an operation counts as paced by
+// the lockstep floor (the real rank's work after its last receive, spread
+// over the ring's steps).
+inline constexpr Nanoseconds kFloorHeldMargin{250};
 
 // One operation of a real rank with its network traffic, as the plugin
 // reported it (OpStarted, OpFinished).
