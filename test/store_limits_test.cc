@@ -213,6 +213,9 @@ TEST_CASE("store: what prismd sets itself takes no room from the clients' stored
   auto server = StartStore(limits);
   TorchStoreClient client(server->port());
   for (int i = 0; i < 8; ++i) server->Set("/virtual" + std::to_string(i), std::string(256 << 10, 'v'));  // 2 MiB
+  // prismd's Set is posted to the store's loop: wait until all eight are in,
+  // so that the client's requests below meet them.
+  REQUIRE(Eventually([&] { return server->Snapshot().keys == 8; }));
   client.Set("real", std::string(100 << 10, 'r'));
   CHECK(client.NumKeys() == 9);  // still connected
   client.Set("virtual0", "now the client's");  // a client takes a key over: it counts as the client's
