@@ -164,15 +164,18 @@ TEST_CASE("follow: the torch trace gives a capture the program's order, streams,
   const auto& r = capture->recordings[0];
   std::vector<std::string> ops;
   for (const g::Op& op : r.ops) ops.push_back(Describe(op));
-  // Compute: before the first op, from the previous iteration's stream-0 end
-  // (3600 us, the first all-gather's start) to 11000 us; the send first, as
+  // Compute: before the first op, from the end of the all-gathers the
+  // previous iteration waited for at its end (4400 us; the graph's 0 us op
+  // waits for them) to 11000 us, so that the graph's iteration is the
+  // program's 10 ms (from the first all-gather's start, 3600 us, as before
+  // 2026-12-02, it charged the all-gathers twice: 10.8 ms); the send first, as
   // the program called it; the reduce-scatter's compute cut at its start;
   // the world all-reduce's from the reduce-scatter's end (it waited); none
   // before the second all-gather (its stream held it). The all-gathers,
   // waited for at the iteration's end, hold the next iteration: a 0 us op on
   // stream 0 waits for them.
   CHECK(ops == std::vector<std::string>{
-                   "s0 compute 7400us mem -100", "s0 ALLREDUCE c1 BF16",
+                   "s0 compute 6600us mem -100", "s0 ALLREDUCE c1 BF16",
                    "s0 compute 300us mem 200",   "s0 group_start", "s0 send c1 p1", "s0 recv c1 p1", "s0 group_end",
                    "s0 compute 300us mem 300",   "s1 REDUCESCATTER c5 FP32 <7",
                    "s0 compute 500us mem 100",   "s0 ALLREDUCE c1 BF16",

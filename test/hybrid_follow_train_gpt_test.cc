@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/hybrid/follow_capture.h"
+#include "daemon/hybrid/session_capture.h"
 #include "daemon/hybrid/torch_trace.h"
 #include "graphgen/capture_recording.h"
 #include "daemon/engine/nccl_tuning.h"
@@ -408,15 +409,95 @@ TEST_CASE("follow capture: a GPU-host capture of train_gpt.py at 1024 ranks equa
   CHECK(traces->count(0) == 1);
   CHECK(traces->count(512) == 1);
   const g::Graph captured = CheckCaptureOfTrainGpt1024(*sessions, *traces);
-  // The check run on the GPU host (the README): `prism run --graph
-  // captured.graph --ranks 5` of the graph this capture gives, real rank 5
-  // (not in the slice): steady iteration 0.5773 s (train_gpt.py's own times,
-  // mean of iterations 1..9), 0 divergences. A recorded figure, not a time
-  // taken here: the captured graph, simulated as prismd --simulate does,
-  // must stay within 2% of what the hybrid run measured with it.
-  constexpr double kHybridSteadySeconds = 0.5773;
+  // The check run on the GPU host (the README), `prism run --graph
+  // captured.graph --ranks 5`, ran the graph this capture gave before
+  // 2026-12-02's fix of the iteration's first compute (follow_program.h):
+  // steady 0.5773 s against 0.5817 s simulated. That graph charged every
+  // rank the parameter all-gathers twice (44 ms on rank 0, 51 ms on rank
+  // 512); this one does not, and simulates 47 ms faster. Its hybrid run is
+  // not recorded yet: the figure below is the simulation's own (prismd
+  // --simulate is deterministic), held so that a change of the capture's
+  // compute shows, not a measured time.
+  constexpr double kSimulatedSeconds = 0.5346;
   const double simulated = PrismdRingIteration(captured);
-  INFO("captured graph: " << simulated << " s per iteration (simulated, prismd --simulate --nccl-algo Ring); "
-                          "the hybrid check run on the GPU host: " << kHybridSteadySeconds << " s");
-  CHECK(simulated == Approx(kHybridSteadySeconds).epsilon(0.02));
+  INFO("captured graph: " << simulated << " s per iteration (simulated, prismd --simulate --nccl-algo Ring)");
+  CHECK(simulated == Approx(kSimulatedSeconds).epsilon(0.01));
+}
+
+namespace {
+
+// `sessions` (a prismd --follow run's) as a hybrid run of `captured` would
+// have recorded it: the same operations and times, its communicators named
+// and numbered as the graph's (the k-th recorded group of some members is
+// the graph's k-th communicator of those members).
+prism::daemon::Recording AsRunOf(const prism::daemon::Recording& sessions, const g::Graph& captured) {
+  std::map<std::vector<uint32_t>, std::vector<uint32_t>> ids;  // members -> graph ids, in order
+  for (const g::Communicator& c : captured.communicators())
+    ids[{c.members().begin(), c.members().end()}].push_back(c.id());
+  std::map<std::vector<uint32_t>, size_t> used;
+  prism::daemon::Recording out = sessions;
+  out.graph = captured.job().name();
+  for (RecordedLine& l : out.lines) {
+    if (l.kind != RecordedLine::kCommunicator) continue;
+    const auto& candidates = ids[l.comm.members];
+    const size_t k = used[l.comm.members]++;
+    REQUIRE(k < candidates.size());
+    l.comm.graph_comm = candidates[k];
+    l.comm.name = captured.communicators(static_cast<int>(candidates[k])).name();
+  }
+  return out;
+}
+
+}  // namespace
+
+// A refine round (prism capture --graph of the captured graph) measures the
+// real ranks' compute between their operations per block of communication
+// (session_capture.h); the capture without a graph measured it per
+// operation (follow_program.h). Both must read the same recording alike, or
+// the refine loop's first round moves the compute that the capture put in
+// the graph. On the GPU host (2026-12-02, main b945b5c, run-capture.sh
+// with REFINE=2) the capture put 0.0652 s per iteration on rank 0 and the
+// refine rounds measured 0.0166 s: the capture's first compute op of the
+// iteration (train_gpt.py's embedding and first layer, 2 ms) was measured
+// from the grad-norm all-reduce, across the parameter all-gathers the
+// iteration ends waiting for (40 ms), which the graph charges as well.
+TEST_CASE("follow capture: a refine round's measure of the GPU-host capture of train_gpt.py at 1024 ranks finds "
+          "the compute the capture put in its graph",
+          "[hybrid][follow][capture][torch]") {
+  const std::string dir = std::string(PRISM_HYBRID_FIXTURES) + "/../capture/train-gpt-1024-follow";
+  auto sessions = prism::daemon::ReadRecording(dir + "/sessions.rec");
+  REQUIRE(sessions.ok());
+  auto traces = prism::daemon::ReadTorchTraces(dir + "/torch");
+  REQUIRE(traces.ok());
+  const g::Graph captured = CheckCaptureOfTrainGpt1024(*sessions, *traces);
+  auto measured = prism::daemon::MeasureCompute(captured, AsRunOf(*sessions, captured), 1);
+  INFO(measured.status().message());
+  REQUIRE(measured.ok());
+  REQUIRE(measured->size() == 2);
+  for (const prism::daemon::MeasuredRank& m : *measured) {
+    const g::Program& p = captured.programs(static_cast<int>(captured.ranks(static_cast<int>(m.rank)).program()));
+    uint64_t in_graph = 0, refined = 0, first = 0, computes = 0, measured_ops = 0, longest_after_first = 0;
+    for (int i = 0; i < p.ops_size(); ++i) {
+      if (!p.ops(i).has_compute()) continue;
+      const uint64_t d = p.ops(i).compute().duration_ns();
+      in_graph += d;
+      refined += m.compute_ns[static_cast<size_t>(i)].value_or(d);
+      ++computes, measured_ops += m.compute_ns[static_cast<size_t>(i)].has_value();
+      if (computes > 1) longest_after_first = std::max(longest_after_first, d);
+      if (computes == 1) first = d;
+    }
+    INFO("rank " << m.rank << ": the capture's compute " << in_graph << " ns per iteration, a refine round's "
+                 << refined << " ns (" << measured_ops << " of " << computes << " compute ops measured); the first "
+                 << "compute op " << first << " ns, the longest other " << longest_after_first << " ns");
+    CHECK(m.matched_ops == (m.rank == 0 ? 860 : 980));
+    CHECK(static_cast<double>(refined) == Approx(static_cast<double>(in_graph)).epsilon(0.01));
+    // what runs between the iteration's all-gathers and its first operation
+    CHECK(first < 5'000'000);
+    // train_gpt.py's layers take 0.1 to 0.9 ms between two operations; rank
+    // 0's last reduce-scatter, queued behind the one before it on its stream,
+    // started 90 us after that one's end in one iteration of nine and was
+    // charged the queue's 63 ms as compute (7 ms in the mean) when each
+    // iteration decided alone whether its stream held it
+    CHECK(longest_after_first < 1'000'000);
+  }
 }

@@ -20,9 +20,13 @@
 //  * compute: on stream 0, the GPU time between stream-0 operations (from
 //    the previous one's end, or the end of the operations it waited for, to
 //    the next start), cut where an operation of another stream started in
-//    between (unless that one started within 50 us of the end of the one
-//    before it on its stream: then its stream held it, and the time goes to
-//    the next cut);
+//    between (unless, in most iterations, that one started within 50 us of
+//    the end of the one before it on its stream: then its stream held it,
+//    and the time goes to the next cut; an iteration where it was held
+//    against the rule measures nothing up to the next stream-0 op). The
+//    iteration's first compute runs from the end of the operations the
+//    previous iteration waited for at its end (the graph's 0 us op waits for
+//    them), not from its last stream-0 op;
 //  * memory: the allocator's allocated bytes at each call, averaged over
 //    the iterations measured: the program starts the iteration with the
 //    allocation at its last call (static memory), and the compute op before
