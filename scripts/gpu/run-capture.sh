@@ -15,7 +15,8 @@
 #
 # Usage: scripts/gpu/run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]   (from the repository root)
 #   N: 8, 1024 (default) or 8192; SLICE: real ranks of the capture (default: 0 and the first
-#   rank of the second stage, N/2); OTHER: the real rank of the check run (default 5).
+#   rank of the second stage, N/2); OTHER: the real rank(s) of the check run (default 5; e.g. 5,517:
+#   a rank of each stage, pipeline peers, so that no pipeline send or receive has a virtual peer).
 # BUNDLE_DIR: scripts/bundle-runtime.sh output with prismd, libnccl-net-prism.so,
 #   prism-graphgen and prism-session-capture, plus graphs/train-gpt-N.graph as for
 #   scripts/gpu/run-train-gpt.sh (its header says how to make them).
@@ -167,7 +168,7 @@ done
 echo "== 2. the captured graph's operations against the job graph's (durations left out$(
   [[ $follow == 1 ]] && echo "; communication only: a capture without a graph has its own compute ops"))"
 if [[ -f $graph ]]; then
-  for r in 0 1 $((n / 2)) "$other" $((n - 1)); do
+  for r in 0 1 $((n / 2)) ${other//,/ } $((n - 1)); do
     "$py" - "$gg" "$graph" "$captured" "$r" "$follow" <<'PY'
 import json, subprocess, sys
 gg, a, b, r, follow = sys.argv[1:]
@@ -200,8 +201,10 @@ rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
   -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$OUT/check.log" 2>&1 || rc=$?
-echo "  exit $rc; steady iteration $(steady "$OUT/check-logs/rank$other.log") s; train_gpt.py ops check:" \
-  "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$other.log" 2> /dev/null || true) match line(s)"
+for r in ${other//,/ }; do
+  echo "  exit $rc; rank $r: steady iteration $(steady "$OUT/check-logs/rank$r.log") s; train_gpt.py ops check:" \
+    "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$r.log" 2> /dev/null || true) match line(s)"
+done
 echo "  prismd.log lines about divergences: $(grep -acE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null || true)"
 grep -aE "diverg" "$OUT/check-logs/prismd.log" 2> /dev/null | tail -2 | sed 's/^/  prismd| /'
 echo "results in $OUT"
