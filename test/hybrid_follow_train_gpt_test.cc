@@ -500,4 +500,23 @@ TEST_CASE("follow capture: a refine round's measure of the GPU-host capture of t
     // iteration decided alone whether its stream held it
     CHECK(longest_after_first < 1'000'000);
   }
+  // The refine step on that measure (prism-session-capture --graph, then
+  // extrapolate): its graph simulates as the capture's, a fixed point of the
+  // loop (before the fix: 0.5817 s captured, 0.5706 s refined).
+  std::vector<prism::graphgen::Recording> rounds;
+  for (const prism::daemon::MeasuredRank& m : *measured) {
+    auto rec = prism::graphgen::RecordingFromGraph(captured, m.rank);
+    REQUIRE(rec.ok());
+    for (size_t i = 0; i < rec->ops.size(); ++i)
+      if (m.compute_ns[i]) rec->ops[i].mutable_compute()->set_duration_ns(*m.compute_ns[i]);
+    rounds.push_back(*rec);
+  }
+  prism::graphgen::ExtrapolationOptions options;
+  options.cluster = prism::graphgen::testing::SpecOf(ExampleText("train-gpt-1024.yaml")).cluster;
+  auto refined = prism::graphgen::Extrapolate(rounds, options);
+  INFO(refined.status().message());
+  REQUIRE(refined.ok());
+  const double before = PrismdRingIteration(captured), after = PrismdRingIteration(refined->graph);
+  INFO("simulated: the capture's graph " << before << " s, the refine round's " << after << " s");
+  CHECK(after == Approx(before).epsilon(0.005));
 }
