@@ -140,6 +140,17 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // Inside StepInner on the proxy thread once bulk is in flight: stop and
   // leave the comm to the progress thread (a receive's bulk payload).
   bool LeaveToHelper() const { return stepping_on_caller_ && bulk_in_flight(); }
+  // A request of this direction completed and is due now (a shaped one not
+  // due yet is no news for NCCL); step lock held.
+  void NoteCompleted() { completed_in_step_ = true; }
+  // Inside StepInner on NCCL's proxy thread (isend/irecv/test) once a
+  // request completed in this call: stop and return to NCCL, which tells the
+  // GPU at once; the next call moves the next message. NCCL Socket's test()
+  // moves no further than the request it tests either. Reading (or writing)
+  // on into the next messages first kept that news, and the proxy thread's
+  // other connections, waiting for up to 7 more messages' copies. A progress
+  // thread never stops early (it tells nobody; test() reads ready_at).
+  bool ReturnToCaller() const { return stepping_on_caller_ && completed_in_step_; }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
   bool Broken(const char* direction);
@@ -155,6 +166,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
   bool registered_ = false;
   std::mutex step_mu_;               // held by whichever thread steps the comm
   bool stepping_on_caller_ = false;  // guarded by step_mu_
+  bool completed_in_step_ = false;   // guarded by step_mu_: NoteCompleted in this StepInner
   std::atomic<int> bulk_{0};         // bulk messages posted or matched, not yet moved
 };
 
