@@ -150,7 +150,10 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // on into the next messages first kept that news, and the proxy thread's
   // other connections, waiting for up to 7 more messages' copies. A progress
   // thread never stops early (it tells nobody; test() reads ready_at).
-  bool ReturnToCaller() const { return stepping_on_caller_ && completed_in_step_; }
+  // PRISM_RETURN_ON_COMPLETE=0 turns this off.
+  bool ReturnToCaller() const {
+    return stepping_on_caller_ && completed_in_step_ && env_.settings->return_on_complete;
+  }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
   bool Broken(const char* direction);
