@@ -10,7 +10,8 @@
 // in flight on the comm is at most PRISM_INLINE_BYTES (a receive: the size
 // its header announces; the proxy thread reads headers): a message goes out in the isend that posts it when the socket
 // takes it, and a receive completes in the test() that reads its last byte,
-// with no hand-over to another thread and no wake-up. A larger ("bulk")
+// with no hand-over to another thread and no wake-up; a call returns once
+// one request completed (PRISM_RETURN_ON_COMPLETE). A larger ("bulk")
 // message is moved by the comm's progress thread (ProgressEngine, picked by the context's
 // ProgressEnginePool), so that the bulk of several comms moves in parallel;
 // while one is in flight the proxy thread leaves the comm to it. A progress
