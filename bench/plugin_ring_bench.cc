@@ -6,7 +6,8 @@
 //
 //   plugin_ring_bench [--ranks 2,8] [--channels 2] [--sizes 1,8,32] [--iters 5]
 //                     [--repeat 3] [--step-bytes 524288] [--plugin PATH]
-//                     [--op allreduce|allgather] [--load N] [--only plugin|tcp]
+//                     [--op allreduce|allgather|sendrecv] [--load N] [--only plugin|tcp]
+//                     [--gpu-us US]
 //                     [--env K=V]...
 //
 // Every rank is one process with one driver thread that plays NCCL's proxy:
@@ -14,10 +15,12 @@
 // previous, at most 8 (NCCL_STEPS) requests in flight per direction, only the
 // oldest tested. An all-reduce of S MiB moves, per channel, 2(R-1) ring
 // steps of S/(channels*R) bytes (an all-gather of S MiB of output, R-1
-// such steps), each cut into messages of at most
+// such steps; a send/recv of S MiB, one step of S/channels bytes that
+// no receive holds back, as NCCL's ring of batch_isend_irecv), each cut into messages of at most
 // --step-bytes (NCCL's NET step: NCCL_BUFFSIZE 4 MiB / 8); the send of
-// message i of step s waits for the receive of message i of step s-1 (the
-// reduction or copy the GPU does in between is left out). Each row: the
+// message i of step s waits for the receive of message i of step s-1, and
+// --gpu-us more for the reduction or copy the GPU does in between (0: left
+// out), counted from when test() said the receive was done. Each row: the
 // slowest rank's wall time per all-reduce and the CPU time of all ranks
 // together (user + system, every thread: syscalls, copies, spinning, wake-
 // ups), each the median of --repeat runs with plugin and TCP alternated (the
@@ -40,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -204,18 +208,22 @@ struct ChannelRun {
   int per_step = 0;   // messages per ring step
   size_t size = 0;
   int sent = 0, send_done = 0, recvd = 0, recv_done = 0;
+  std::vector<int64_t> recv_at;  // when each receive was seen done (--gpu-us)
   void* sreq[kSteps] = {};
   void* rreq[kSteps] = {};
 };
 
 // Moves what it can on channel `ch` without blocking; true when it did anything.
-bool PumpChannel(Transport& t, int ch, ChannelRun& c, const char* send_buf, char* recv_slots) {
+// A send that waits for a receive goes `gpu_ns` after that receive was seen
+// done (the GPU's reduction or copy in between; 0: at once).
+bool PumpChannel(Transport& t, int ch, ChannelRun& c, const char* send_buf, char* recv_slots, int64_t gpu_ns) {
   bool moved = false;
   while (c.send_done < c.sent && t.Test(c.sreq[c.send_done % kSteps])) {
     ++c.send_done;
     moved = true;
   }
   while (c.recv_done < c.recvd && t.Test(c.rreq[c.recv_done % kSteps])) {
+    if (gpu_ns > 0) c.recv_at[c.recv_done] = NowNs();
     ++c.recv_done;
     moved = true;
   }
@@ -228,7 +236,8 @@ bool PumpChannel(Transport& t, int ch, ChannelRun& c, const char* send_buf, char
     moved = true;
   }
   // Step s's message i goes once step s-1's message i has arrived.
-  while (c.sent < c.msgs && c.sent - c.send_done < kSteps && c.sent < c.recv_done + c.per_step) {
+  while (c.sent < c.msgs && c.sent - c.send_done < kSteps && c.sent < c.recv_done + c.per_step &&
+         (gpu_ns == 0 || c.sent < c.per_step || NowNs() >= c.recv_at[c.sent - c.per_step] + gpu_ns)) {
     void* r = t.Isend(ch, send_buf, c.size);
     if (r == nullptr) break;
     c.sreq[c.sent % kSteps] = r;
@@ -243,18 +252,37 @@ struct RingShape {
   int channels = 2;
   size_t step_bytes = 512u << 10;
   bool all_gather = false;  // R-1 ring steps per channel, not 2(R-1)
+  bool send_recv = false;   // one step: S/channels bytes to the next rank, none waits for a receive
+  int64_t gpu_ns = 0;       // --gpu-us: from a receive seen done to the send that waits for it
 };
+
+RingShape ShapeFor(const std::string& op, int ranks, int channels, size_t step_bytes, int64_t gpu_ns) {
+  RingShape s{ranks, channels, step_bytes};
+  s.gpu_ns = gpu_ns;
+  s.all_gather = op == "allgather";
+  s.send_recv = op == "sendrecv";
+  return s;
+}
+
+const char* OpName(const RingShape& s) { return s.send_recv ? "sendrecv" : s.all_gather ? "allgather" : "allreduce"; }
+
+// Bytes one channel moves per ring step of an operation of `bytes`.
+size_t StepChunk(const RingShape& shape, size_t bytes) {
+  const size_t parts = static_cast<size_t>(shape.channels) * (shape.send_recv ? 1 : shape.ranks);
+  return std::max<size_t>(1, bytes / parts);
+}
 
 // One all-reduce (all-gather) of `bytes` on every channel, as this rank sees it.
 void RingOp(Transport& t, const RingShape& shape, size_t bytes, const char* send_buf,
             char* recv_area) {
-  const size_t chunk = std::max<size_t>(1, bytes / (static_cast<size_t>(shape.channels) * shape.ranks));
+  const size_t chunk = StepChunk(shape, bytes);
   const int per_step = static_cast<int>((chunk + shape.step_bytes - 1) / shape.step_bytes);
   std::vector<ChannelRun> runs(shape.channels);
   for (ChannelRun& c : runs) {
     c.per_step = per_step;
-    c.msgs = (shape.all_gather ? 1 : 2) * (shape.ranks - 1) * per_step;
+    c.msgs = shape.send_recv ? per_step : (shape.all_gather ? 1 : 2) * (shape.ranks - 1) * per_step;
     c.size = (chunk + per_step - 1) / per_step;
+    c.recv_at.assign(static_cast<size_t>(c.msgs), 0);
   }
   for (bool busy = true; busy;) {
     busy = false;
@@ -262,7 +290,7 @@ void RingOp(Transport& t, const RingShape& shape, size_t bytes, const char* send
     for (int ch = 0; ch < shape.channels; ++ch) {
       ChannelRun& c = runs[ch];
       char* slots = recv_area + static_cast<size_t>(ch) * kSteps * shape.step_bytes;
-      moved = PumpChannel(t, ch, c, send_buf, slots) || moved;
+      moved = PumpChannel(t, ch, c, send_buf, slots, shape.gpu_ns) || moved;
       busy = busy || c.send_done < c.msgs || c.recv_done < c.msgs;
     }
     if (busy && !moved) sched_yield();  // as NCCL's proxy thread does when idle
@@ -323,7 +351,7 @@ std::string Expect(const std::string& word) {
   return line.substr(word.size());
 }
 
-// Worker: one rank (argv: plugin, rank, ranks, channels, step bytes).
+// Worker: one rank (argv: plugin, rank, ranks, channels, step bytes, op, GPU ns).
 int WorkerMain(const std::string& plugin, RingShape shape) {
   PluginDriver drv(plugin);
   void* ctx = drv.Init();
@@ -397,7 +425,7 @@ class Ring {
       workers_.push_back(std::make_unique<prism::testing::ChildProcess>(
           std::vector<std::string>{self, "--worker", plugin, std::to_string(r),
                                    std::to_string(shape.ranks), std::to_string(shape.channels),
-                                   std::to_string(shape.step_bytes), shape.all_gather ? "allgather" : "allreduce"},
+                                   std::to_string(shape.step_bytes), OpName(shape), std::to_string(shape.gpu_ns)},
           env));
     }
     std::vector<std::string> hello;
@@ -451,14 +479,15 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 8 && std::string(argv[1]) == "--worker") {
-      RingShape shape{std::stoi(argv[4]), std::stoi(argv[5]), std::stoull(argv[6]),
-                      std::string(argv[7]) == "allgather"};
+    if (argc >= 9 && std::string(argv[1]) == "--worker") {
+      const RingShape shape =
+          ShapeFor(argv[7], std::stoi(argv[4]), std::stoi(argv[5]), std::stoull(argv[6]), std::stoll(argv[8]));
       return WorkerMain(argv[2], shape);
     }
     std::string plugin = PRISM_PLUGIN_SO, rank_list = "2,8", size_list = "1,8,32";
     int channels = 2, iters = 5, repeat = 3, load = 0;
-    bool all_gather = false;
+    int64_t gpu_ns = 0;
+    std::string op_arg = "allreduce";
     std::string only;  // --only plugin|tcp: one transport (e.g. under perf record)
     size_t step_bytes = 512u << 10;
     std::vector<std::string> env;
@@ -472,8 +501,9 @@ int main(int argc, char** argv) {
       else if (k == "--repeat") repeat = std::max(1, std::stoi(v));
       else if (k == "--step-bytes") step_bytes = std::stoull(v);
       else if (k == "--env") env.push_back(v);
-      else if (k == "--op" && (v == "allreduce" || v == "allgather")) all_gather = v == "allgather";
+      else if (k == "--op" && (v == "allreduce" || v == "allgather" || v == "sendrecv")) op_arg = v;
       else if (k == "--load") load = std::max(0, std::stoi(v));
+      else if (k == "--gpu-us") gpu_ns = std::llround(std::max(0.0, std::stod(v)) * 1e3);
       else if (k == "--only" && (v == "plugin" || v == "tcp")) only = v;
       else throw PluginError("unknown option " + k);
     }
@@ -481,7 +511,8 @@ int main(int argc, char** argv) {
     if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) <= 0) return 1;
     std::string env_text;
     for (const std::string& e : env) env_text += " " + e;
-    const char* op = all_gather ? "all-gather" : "all-reduce";
+    const RingShape op_shape = ShapeFor(op_arg, 2, channels, step_bytes, gpu_ns);
+    const char* op = op_shape.send_recv ? "send/recv" : op_shape.all_gather ? "all-gather" : "all-reduce";
     std::printf("plugin_ring_bench: %s%s; %s, %d channel(s), messages of at most %zu B, %d in flight, "
                 "loopback, %ld CPUs, %d busy thread(s) beside; %d %ss per run, median of %d runs\n",
                 plugin.c_str(), env_text.c_str(), op, channels, step_bytes, kSteps,
@@ -505,7 +536,7 @@ int main(int argc, char** argv) {
       }
     } joiner{&stop, &spinners};
     for (const std::string& rs : Split(rank_list, ',')) {
-      RingShape shape{std::stoi(rs), channels, step_bytes, all_gather};
+      const RingShape shape = ShapeFor(op_arg, std::stoi(rs), channels, step_bytes, gpu_ns);
       Ring ring(exe, plugin, shape, env);
       for (const std::string& ss : Split(size_list, ',')) {
         const size_t bytes = static_cast<size_t>(std::stod(ss) * (1u << 20));
@@ -522,7 +553,7 @@ int main(int argc, char** argv) {
           t.push_back(b.wall_ns);
           tc.push_back(b.cpu_ns);
         }
-        const size_t chunk = std::max<size_t>(1, bytes / (static_cast<size_t>(channels) * shape.ranks));
+        const size_t chunk = StepChunk(shape, bytes);
         const size_t per = (chunk + step_bytes - 1) / step_bytes;
         const double pm = Median(p) / 1e3, tm = Median(t) / 1e3;
         const double pcm = Median(pc) / 1e3, tcm = Median(tc) / 1e3;

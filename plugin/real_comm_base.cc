@@ -37,7 +37,8 @@ void RealCommBase::Advance() {
     std::unique_lock<std::mutex> lock(step_mu_, std::try_to_lock);
     // Not owned: the progress thread is stepping; the next test() retries.
     if (lock.owns_lock() && !failure_.broken()) {
-      stepping_on_caller_ = engine_ != nullptr;
+      stepping_on_caller_ = true;
+      completed_in_step_ = false;
       StepInline(this, [this](bool* progressed) { StepInner(progressed); });
       stepping_on_caller_ = false;
     }

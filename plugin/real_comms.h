@@ -10,7 +10,8 @@
 // in flight on the comm is at most PRISM_INLINE_BYTES (a receive: the size
 // its header announces; the proxy thread reads headers): a message goes out in the isend that posts it when the socket
 // takes it, and a receive completes in the test() that reads its last byte,
-// with no hand-over to another thread and no wake-up. A larger ("bulk")
+// with no hand-over to another thread and no wake-up; a call returns once
+// one request completed (PRISM_RETURN_ON_COMPLETE). A larger ("bulk")
 // message is moved by the comm's progress thread (ProgressEngine, picked by the context's
 // ProgressEnginePool), so that the bulk of several comms moves in parallel;
 // while one is in flight the proxy thread leaves the comm to it. A progress
@@ -140,6 +141,20 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // Inside StepInner on the proxy thread once bulk is in flight: stop and
   // leave the comm to the progress thread (a receive's bulk payload).
   bool LeaveToHelper() const { return stepping_on_caller_ && bulk_in_flight(); }
+  // A request of this direction completed and is due now (a shaped one not
+  // due yet is no news for NCCL); step lock held.
+  void NoteCompleted() { completed_in_step_ = true; }
+  // Inside StepInner on NCCL's proxy thread (isend/irecv/test) once a
+  // request completed in this call: stop and return to NCCL, which tells the
+  // GPU at once; the next call moves the next message. NCCL Socket's test()
+  // moves no further than the request it tests either. Reading (or writing)
+  // on into the next messages first kept that news, and the proxy thread's
+  // other connections, waiting for up to 7 more messages' copies. A progress
+  // thread never stops early (it tells nobody; test() reads ready_at).
+  // PRISM_RETURN_ON_COMPLETE=0 turns this off.
+  bool ReturnToCaller() const {
+    return stepping_on_caller_ && completed_in_step_ && env_.settings->return_on_complete;
+  }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
   bool Broken(const char* direction);
@@ -155,6 +170,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
   bool registered_ = false;
   std::mutex step_mu_;               // held by whichever thread steps the comm
   bool stepping_on_caller_ = false;  // guarded by step_mu_
+  bool completed_in_step_ = false;   // guarded by step_mu_: NoteCompleted in this StepInner
   std::atomic<int> bulk_{0};         // bulk messages posted or matched, not yet moved
 };
 

@@ -127,6 +127,7 @@ bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
     const int64_t now = WallNowNs();
     if (env_.link_hold != nullptr) env_.link_hold->RecordLanded(now, req->deliver_ns, req->posted_ns);
     req->ready_at.store(std::max<int64_t>(now, req->deliver_ns), std::memory_order_release);
+    if (req->deliver_ns <= now) NoteCompleted();  // due now: NCCL may hear of it
   }
   return true;
 }
@@ -184,6 +185,7 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   std::deque<ReadItem>& q = queues_[sock];
   for (;;) {
     if (LeaveToHelper()) return true;  // a bulk payload: the progress thread reads it
+    if (ReturnToCaller()) return true;  // a receive completed: NCCL hears of it first
     if (!q.empty()) {
       ReadItem& r = q.front();
       // Socket 0's bytes after its last queued item are the next message's

@@ -97,7 +97,7 @@ bool RealSendComm::StartRequest(SendRequest* req) {
 
 bool RealSendComm::Pump(size_t sock, bool* progressed) {
   std::deque<WriteItem>& q = queues_[sock];
-  while (!q.empty()) {
+  while (!q.empty() && !ReturnToCaller()) {
     iovec iov[kMaxSendIov];
     msghdr msg{};
     msg.msg_iov = iov;
@@ -122,8 +122,9 @@ bool RealSendComm::Pump(size_t sock, bool* progressed) {
       q.pop_front();
       if (--req->items_left == 0) {
         if (req->bulk) EndBulk();
-        req->ready_at.store(std::max<int64_t>(WallNowNs(), req->wire_done_ns),
-                            std::memory_order_release);
+        const int64_t now = WallNowNs();
+        req->ready_at.store(std::max<int64_t>(now, req->wire_done_ns), std::memory_order_release);
+        if (req->wire_done_ns <= now) NoteCompleted();  // due now: NCCL may hear of it
       }
     }
   }

@@ -55,6 +55,7 @@ struct Settings {
   int progress_threads = 0;           // per context; 0: one per comm; -1: inline (kInlineProgress)
   uint64_t inline_bytes = 0;          // PRISM_INLINE_BYTES: larger messages go to the progress thread
   uint64_t idle_inline_bytes = 0;     // PRISM_IDLE_INLINE_BYTES: the same while cores are idle; 0: off
+  bool return_on_complete = true;     // PRISM_RETURN_ON_COMPLETE: a proxy-thread step stops at a completion
   int64_t connect_timeout_ms = 0;
   bool daemon_configured = false;     // PRISM_DAEMON set explicitly
   std::string daemon_address;

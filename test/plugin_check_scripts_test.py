@@ -8,11 +8,14 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECK = os.path.join(HERE, "..", "scripts", "gpu", "run-plugin-check.sh")
+sys.path.insert(0, os.path.join(HERE, "..", "scripts", "gpu"))
+import plugin_check_ratios  # noqa: E402
 
 # Rank 0 reports a time from its settings: Socket 200 us; the plugin
 # PRISM_INLINE_BYTES us when set, else 100 us.
@@ -84,6 +87,16 @@ class PluginCheckScripts(unittest.TestCase):
             text, docs = self.run_check(tmp, {"PRISM_CHECK_NIC_MBPS": "plugin"})
             self.assertEqual(docs["prism-w2"]["nic"], "unset")
             self.assertIn("plugin NIC speed: the plugin's PRISM_NIC_SPEED_MBPS", text)
+
+
+class SteadyTime(unittest.TestCase):
+    def test_one_stalled_round_does_not_decide(self):
+        # Five rounds of a 1 MiB operation, one hit by a 17 ms stall.
+        self.assertEqual(plugin_check_ratios.steady_time([0.0008, 0.0041, 0.0009, 0.0008, 0.0007]), 0.0008)
+        self.assertEqual(plugin_check_ratios.steady_time([0.002, 0.001]), 0.0015)
+        self.assertEqual(plugin_check_ratios.steady_time([0.003]), 0.003)
+        with self.assertRaises(ValueError):
+            plugin_check_ratios.steady_time([])
 
 
 if __name__ == "__main__":

@@ -171,6 +171,47 @@ TEST_CASE("shaped real peers, no progress threads: test() of a receive not due y
   }
 }
 
+TEST_CASE("real peers, no progress threads: test() of a receive returns once it is complete, before the messages "
+          "behind it are read",
+          "[plugin][unit][hold]") {
+  // As NCCL Socket's test(): NCCL hears of a completed receive (and tells the
+  // GPU) before the proxy thread copies the next messages.
+  const bool return_on_complete = GENERATE(true, false);
+  INFO("PRISM_RETURN_ON_COMPLETE " << return_on_complete);
+  LinkHoldStats stats;
+  Pair p(&stats, prism::plugin::kInlineProgress, 0);
+  p.settings.return_on_complete = return_on_complete;
+  std::vector<char> first(kPayload, 0), second(kPayload, 0);
+  const std::vector<char> payload(kPayload, static_cast<char>(0xAB));
+  const size_t size = kPayload;
+  const int tag = 7;
+  MessageTag none;
+  void* rreq[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    void* data = (i == 0 ? first : second).data();
+    REQUIRE(p.recv->Irecv(1, &data, &size, &tag, nullptr, &none, &rreq[i]) == prism_ncclSuccess);
+  }
+  for (int i = 0; i < 2; ++i) {  // both receives posted, then both messages into the socket
+    Posted sent;
+    REQUIRE(p.send->Isend(const_cast<char*>(payload.data()), size, tag, nullptr, none, &sent.sreq) ==
+            prism_ncclSuccess);
+    FinishSend(sent);
+  }
+  const int64_t deadline = WallNowNs() + 10'000'000'000;  // a hang guard, not a timing bound
+  auto wait = [&](void* req) {
+    int done = 0;
+    while (!done && WallNowNs() < deadline) REQUIRE(static_cast<Request*>(req)->Test(&done, nullptr) == prism_ncclSuccess);
+    REQUIRE(done);
+  };
+  wait(rreq[0]);
+  CHECK(static_cast<unsigned char>(first[kPayload - 1]) == 0xAB);
+  // Still in the socket; with PRISM_RETURN_ON_COMPLETE=0 read by the same test().
+  CHECK((second[0] == 0) == return_on_complete);
+  wait(rreq[1]);
+  CHECK(static_cast<unsigned char>(second[0]) == 0xAB);
+  CHECK(static_cast<unsigned char>(second[kPayload - 1]) == 0xAB);
+}
+
 TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as it arrives (nothing to hold it for)",
           "[plugin][unit][hold]") {
   // One progress thread moves the bytes (Settings' inline_bytes is 0 here),

@@ -15,6 +15,18 @@ import os
 import re
 import sys
 
+def steady_time(round_times):
+    """An operation's time from its timed rounds (each the slowest rank's mean
+    per iteration): the median, so that a stall in one round (a thread that
+    lost its core for milliseconds) does not decide a ratio."""
+    ordered = sorted(round_times)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no rounds")
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 TUNING = re.compile(r"(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+) channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
 
 

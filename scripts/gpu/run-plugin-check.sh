@@ -18,7 +18,9 @@
 #   BUNDLE_DIR: output of scripts/bundle-runtime.sh (holds libnccl-net-prism.so)
 #               default: $PRISM_BUNDLE or <repo>/build/prism-runtime
 # Env: OUT (results directory; default /tmp/prism-plugin-check-<time>),
-#      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS,
+#      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS (iterations
+#        per timed round, 5), PRISM_CHECK_ROUNDS (timed rounds, 5; an
+#        operation's time is the median round, plugin_pytorch.py),
 #      PRISM_CHECK_NIC_MBPS (default: as above; a variant's own
 #        PRISM_NIC_SPEED_MBPS wins),
 #      PRISM_VARIANTS (default "prism"): space-separated plugin runs, each
