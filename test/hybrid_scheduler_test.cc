@@ -109,6 +109,36 @@ TEST_CASE("a ring whose virtual members are still computing when the real rank s
   REQUIRE(h.Stop().ok());
 }
 
+// The same for NCCL's PAT (issue 22): the plugin times a PAT receive from
+// the members' arrival (PAT's floor), so an early one waits for their
+// schedule as a ring does. Before 2026-12-02 a PAT operation got no hold and
+// its receives, resolved before the schedule came, took late members as on
+// time.
+TEST_CASE("a PAT all-gather whose virtual members are still computing when the real rank starts it gets a hold, "
+          "then their schedule", "[hybrid]") {
+  HybridHarness h(CollectiveGraph(4, g::ALLGATHER, 1 << 20, g::ALGORITHM_PAT, 1, 50'000'000), {0},
+                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const prism::rpc::OpKey pat = Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0);
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, pat, 0, 4, (1 << 20) / 4, RealtimeNow(), /*ring=*/false);
+  prism::rpc::OpStarted* started = b.mutable_events(0)->mutable_op_started();
+  started->set_algorithm(prism::rpc::OP_ALGO_OTHER);  // what the plugin reports for PAT
+  started->set_algo_name("PAT");
+  started->set_proto_name("SIMPLE");
+  h.Feed(1, b);
+  const auto held = h.WaitSchedule(pat, std::chrono::milliseconds(0), /*holds=*/true);
+  REQUIRE(held.has_value());
+  CHECK(held->hold());
+  CHECK(h.scheduler().counters().holds == 1);
+  const auto s = h.WaitSchedule(pat, std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK_FALSE(s->hold());
+  CHECK(s->mode() == prism::rpc::OpSchedule::STREAM);
+  CHECK(s->ready_ns() > 0);
+  REQUIRE(h.Stop().ok());
+}
+
 namespace {
 
 // The newest schedule for `key` that is (`forecast`) or is not a forecast
