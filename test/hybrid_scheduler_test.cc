@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
@@ -85,13 +86,25 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
 
+namespace {
+
+// Real rank 0 of 4 and a graph whose members compute 50 ms before one
+// `kind` collective (`algorithm`); the real rank's compute is real and took
+// no time: it is ahead of them.
+std::unique_ptr<HybridHarness> AheadOfMembers(g::CollectiveKind kind, g::Algorithm algorithm) {
+  auto h = std::make_unique<HybridHarness>(CollectiveGraph(4, kind, 1 << 20, algorithm, 1, 50'000'000),
+                                           std::vector<uint32_t>{0}, prism::FromMilliseconds(20),
+                                           prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h->Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  return h;
+}
+
+}  // namespace
+
 TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
           "schedule", "[hybrid]") {
-  // The members compute 50 ms before the all-reduce; the real rank's compute
-  // is real and took no time: it is ahead of them.
-  HybridHarness h(CollectiveGraph(4, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 1, 50'000'000), {0},
-                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
-  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  std::unique_ptr<HybridHarness> harness = AheadOfMembers(g::ALLREDUCE, g::ALGORITHM_DEFAULT);
+  HybridHarness& h = *harness;
   const prism::rpc::OpKey ring = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, ring, 0, 4, 1 << 20, RealtimeNow());
@@ -116,9 +129,8 @@ TEST_CASE("a ring whose virtual members are still computing when the real rank s
 // time.
 TEST_CASE("a PAT all-gather whose virtual members are still computing when the real rank starts it gets a hold, "
           "then their schedule", "[hybrid]") {
-  HybridHarness h(CollectiveGraph(4, g::ALLGATHER, 1 << 20, g::ALGORITHM_PAT, 1, 50'000'000), {0},
-                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
-  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  std::unique_ptr<HybridHarness> harness = AheadOfMembers(g::ALLGATHER, g::ALGORITHM_PAT);
+  HybridHarness& h = *harness;
   const prism::rpc::OpKey pat = Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0);
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, pat, 0, 4, (1 << 20) / 4, RealtimeNow(), /*ring=*/false);
