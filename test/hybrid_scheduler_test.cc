@@ -99,6 +99,25 @@ std::unique_ptr<HybridHarness> AheadOfMembers(g::CollectiveKind kind, g::Algorit
   return h;
 }
 
+// Feeds `started` (the real rank starts `key` ahead of its members): it must
+// get a hold at once, then the members' schedule in `mode` replacing it.
+void CheckHoldThenSchedule(HybridHarness& h, const prism::rpc::EventBatch& started, const prism::rpc::OpKey& key,
+                           prism::rpc::OpSchedule::Mode mode) {
+  h.Feed(1, started);
+  const auto held = h.WaitSchedule(key, std::chrono::milliseconds(0), /*holds=*/true);
+  REQUIRE(held.has_value());
+  CHECK(held->hold());
+  CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
+  CHECK(h.scheduler().counters().holds == 1);
+  // The members arrive: their schedule replaces the hold.
+  const auto s = h.WaitSchedule(key, std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK_FALSE(s->hold());
+  CHECK(s->mode() == mode);
+  CHECK(s->ready_ns() > 0);
+  REQUIRE(h.Stop().ok());
+}
+
 }  // namespace
 
 TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
@@ -108,18 +127,7 @@ TEST_CASE("a ring whose virtual members are still computing when the real rank s
   const prism::rpc::OpKey ring = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, ring, 0, 4, 1 << 20, RealtimeNow());
-  h.Feed(1, b);
-  const auto held = h.WaitSchedule(ring, std::chrono::milliseconds(0), /*holds=*/true);
-  REQUIRE(held.has_value());
-  CHECK(held->hold());
-  CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
-  CHECK(h.scheduler().counters().holds == 1);
-  // The members arrive: their schedule replaces the hold.
-  const auto s = h.WaitSchedule(ring, std::chrono::seconds(5));
-  REQUIRE(s.has_value());
-  CHECK_FALSE(s->hold());
-  CHECK(s->ready_ns() > 0);
-  REQUIRE(h.Stop().ok());
+  CheckHoldThenSchedule(h, b, ring, prism::rpc::OpSchedule::MIRROR);
 }
 
 // The same for NCCL's PAT (issue 22): the plugin times a PAT receive from
@@ -138,17 +146,7 @@ TEST_CASE("a PAT all-gather whose virtual members are still computing when the r
   started->set_algorithm(prism::rpc::OP_ALGO_OTHER);  // what the plugin reports for PAT
   started->set_algo_name("PAT");
   started->set_proto_name("SIMPLE");
-  h.Feed(1, b);
-  const auto held = h.WaitSchedule(pat, std::chrono::milliseconds(0), /*holds=*/true);
-  REQUIRE(held.has_value());
-  CHECK(held->hold());
-  CHECK(h.scheduler().counters().holds == 1);
-  const auto s = h.WaitSchedule(pat, std::chrono::seconds(5));
-  REQUIRE(s.has_value());
-  CHECK_FALSE(s->hold());
-  CHECK(s->mode() == prism::rpc::OpSchedule::STREAM);
-  CHECK(s->ready_ns() > 0);
-  REQUIRE(h.Stop().ok());
+  CheckHoldThenSchedule(h, b, pat, prism::rpc::OpSchedule::STREAM);
 }
 
 namespace {
