@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <memory>
+#include <string>
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
@@ -88,22 +88,24 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
 
 namespace {
 
-// Real rank 0 of 4 and a graph whose members compute 50 ms before one
-// `kind` collective (`algorithm`); the real rank's compute is real and took
-// no time: it is ahead of them.
-std::unique_ptr<HybridHarness> AheadOfMembers(g::CollectiveKind kind, g::Algorithm algorithm) {
-  auto h = std::make_unique<HybridHarness>(CollectiveGraph(4, kind, 1 << 20, algorithm, 1, 50'000'000),
-                                           std::vector<uint32_t>{0}, prism::FromMilliseconds(20),
-                                           prism::Nanoseconds(0), false, prism::FromSeconds(5));
-  h->Communicator(kWorldHash, 0, {0, 1, 2, 3});
-  return h;
-}
-
-// Feeds `started` (the real rank starts `key` ahead of its members): it must
-// get a hold at once, then the members' schedule in `mode` replacing it.
-void CheckHoldThenSchedule(HybridHarness& h, const prism::rpc::EventBatch& started, const prism::rpc::OpKey& key,
-                           prism::rpc::OpSchedule::Mode mode) {
-  h.Feed(1, started);
+// Real rank 0 of 4 starts one `kind` collective (`algorithm` in the graph;
+// NCCL's name `nccl_algo` in its report, as the plugin passes it on) ahead of
+// its members, who compute 50 ms before it while the real rank's compute is
+// real and took no time: it must get a hold at once, then the members'
+// schedule in `mode` replacing it.
+void CheckEarlyStartHeld(g::CollectiveKind kind, g::Algorithm algorithm, prism::rpc::OpKind op, uint64_t bytes,
+                         const std::string& nccl_algo, prism::rpc::OpSchedule::Mode mode) {
+  HybridHarness h(CollectiveGraph(4, kind, 1 << 20, algorithm, 1, 50'000'000), {0}, prism::FromMilliseconds(20),
+                  prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const prism::rpc::OpKey key = Key(kWorldHash, op, 0);
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, key, 0, 4, bytes, RealtimeNow(), /*ring=*/nccl_algo == "RING");
+  prism::rpc::OpStarted* started = b.mutable_events(0)->mutable_op_started();
+  if (nccl_algo != "RING") started->set_algorithm(prism::rpc::OP_ALGO_OTHER);  // the plugin's for PAT
+  started->set_algo_name(nccl_algo);
+  started->set_proto_name("SIMPLE");
+  h.Feed(1, b);
   const auto held = h.WaitSchedule(key, std::chrono::milliseconds(0), /*holds=*/true);
   REQUIRE(held.has_value());
   CHECK(held->hold());
@@ -122,12 +124,8 @@ void CheckHoldThenSchedule(HybridHarness& h, const prism::rpc::EventBatch& start
 
 TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
           "schedule", "[hybrid]") {
-  std::unique_ptr<HybridHarness> harness = AheadOfMembers(g::ALLREDUCE, g::ALGORITHM_DEFAULT);
-  HybridHarness& h = *harness;
-  const prism::rpc::OpKey ring = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
-  prism::rpc::EventBatch b;
-  AddStarted(&b, 1, ring, 0, 4, 1 << 20, RealtimeNow());
-  CheckHoldThenSchedule(h, b, ring, prism::rpc::OpSchedule::MIRROR);
+  CheckEarlyStartHeld(g::ALLREDUCE, g::ALGORITHM_DEFAULT, prism::rpc::OP_ALL_REDUCE, 1 << 20, "RING",
+                      prism::rpc::OpSchedule::MIRROR);
 }
 
 // The same for NCCL's PAT (issue 22): the plugin times a PAT receive from
@@ -137,16 +135,8 @@ TEST_CASE("a ring whose virtual members are still computing when the real rank s
 // time.
 TEST_CASE("a PAT all-gather whose virtual members are still computing when the real rank starts it gets a hold, "
           "then their schedule", "[hybrid]") {
-  std::unique_ptr<HybridHarness> harness = AheadOfMembers(g::ALLGATHER, g::ALGORITHM_PAT);
-  HybridHarness& h = *harness;
-  const prism::rpc::OpKey pat = Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0);
-  prism::rpc::EventBatch b;
-  AddStarted(&b, 1, pat, 0, 4, (1 << 20) / 4, RealtimeNow(), /*ring=*/false);
-  prism::rpc::OpStarted* started = b.mutable_events(0)->mutable_op_started();
-  started->set_algorithm(prism::rpc::OP_ALGO_OTHER);  // what the plugin reports for PAT
-  started->set_algo_name("PAT");
-  started->set_proto_name("SIMPLE");
-  CheckHoldThenSchedule(h, b, pat, prism::rpc::OpSchedule::STREAM);
+  CheckEarlyStartHeld(g::ALLGATHER, g::ALGORITHM_PAT, prism::rpc::OP_ALL_GATHER, (1 << 20) / 4, "PAT",
+                      prism::rpc::OpSchedule::STREAM);
 }
 
 namespace {
