@@ -21,3 +21,9 @@ add_dependencies(plugin_ring_bench nccl-net-prism)
 
 add_executable(ll_fill_bench ${CMAKE_CURRENT_SOURCE_DIR}/ll_fill_bench.cc)
 target_link_libraries(ll_fill_bench PRIVATE prism_plugin_core)
+
+# pat_hybrid_bench: a real rank's PAT collective against virtual peers, the
+# plugin's PAT rule (and floor) against prismd's play (test/pat_stand_in.h).
+add_executable(pat_hybrid_bench ${CMAKE_CURRENT_SOURCE_DIR}/pat_hybrid_bench.cc)
+target_include_directories(pat_hybrid_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(pat_hybrid_bench PRIVATE prism_plugin_core)

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
+#include "common/pat_schedule.h"
 #include "common/ring_step.h"
 #include "common/time_math.h"
 #include "common/units.h"
@@ -57,6 +59,9 @@ struct ArrivalInput {
   uint32_t ring_step = 0;
   Nanoseconds step_cost;
   Nanoseconds step_wire;
+  // kPatMirror, PAT's floor (used when > 0): the receive does not complete
+  // before it (PatFloor, below).
+  Nanoseconds pat_floor;
 };
 
 struct Arrival {
@@ -76,7 +81,8 @@ struct Arrival {
 //               was busy until that message's last byte left; a sender
 //               that arrived late sends its messages back to back from
 //               ready, at link rate, not all at once)
-//   kPatMirror: as kMirror (the own send of the receive's dimension, below)
+//   kPatMirror: as kMirror (the own send of the receive's dimension, below),
+//               with PatFloor(...) (in.pat_floor, when > 0) for the floor
 //   kStream:    wire_end' = max(ready, wire_end) + T;   done = wire_end' + L
 //   kPlainLink: wire_end' = max(posted, wire_end) + T;  done = wire_end' + L
 // and in every form done is not before posted.
@@ -113,6 +119,8 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
         a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
       if (in.ring_start > Nanoseconds(0))
         a.done = Max(a.done, RingFloor(in));
+      if (in.pat_floor > Nanoseconds(0))
+        a.done = Max(a.done, in.pat_floor);
       a.wire_end = Max(wire_end, a.done - latency);
       break;
     case ArrivalForm::kStream:
@@ -178,6 +186,23 @@ inline int PatDimension(bool all_gather, bool is_send, int rank, int nranks, int
   int d = 0;
   while ((1 << d) < distance) ++d;
   return d;
+}
+
+// PAT's floor: what reaches this rank as its k-th message on dimension d
+// left its virtual sender as that sender's own k-th message on d, which in
+// prismd's model (common/pat_schedule.h) left the wire at play.sent[d][k]
+// after every member arrived (`start`): the chain of dimensions before it,
+// each hop at the model's L + c. So the receive is not done before
+//   PatFloor = start + play.sent[d][k] + L
+// (the rank's own k-th send on d stands in for it only while its NCCL pays
+// the model's c per message: a real rank faster per step than the model
+// would otherwise pull its virtual peers along). 0 (no floor) where the
+// play has no such message.
+inline Nanoseconds PatFloor(const PatPlay& play, Nanoseconds start, int dim, int64_t step, Nanoseconds latency) {
+  if (dim < 0 || step < 0 || static_cast<size_t>(dim) >= play.sent.size()) return Nanoseconds(0);
+  const std::vector<Nanoseconds>& sent = play.sent[static_cast<size_t>(dim)];
+  if (static_cast<size_t>(step) >= sent.size()) return Nanoseconds(0);
+  return SatAdd(SatAdd(start, sent[static_cast<size_t>(step)]), latency);
 }
 
 // Bytes a STREAM virtual sender puts into one receive step of `posted_size`

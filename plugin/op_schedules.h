@@ -16,6 +16,7 @@
 
 #include "plugin/arrival.h"
 #include "plugin/op_tracker.h"
+#include "plugin/pat_plays.h"
 
 namespace prism::plugin {
 
@@ -124,6 +125,8 @@ class OpScheduleBook {
     std::lock_guard<std::mutex> lock(mu_);
     return ring_step_cost_;
   }
+  // The model's PAT plays, per shape (PAT's floor; its own lock).
+  PatPlays& pat_plays() { return pat_plays_; }
 
  private:
   static constexpr size_t kFinishedKept = 4096;
@@ -134,6 +137,7 @@ class OpScheduleBook {
   std::deque<OpKey> finished_order_;
   uint64_t puts_ = 0;
   Nanoseconds ring_step_cost_{0};
+  PatPlays pat_plays_;
 };
 
 }  // namespace prism::plugin

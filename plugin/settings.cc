@@ -76,7 +76,8 @@ constexpr EnvParam kParams[] = {
     {"PRISM_RING_LOCKSTEP", "1",
      "1: a ring (MIRROR) receive from a virtual peer completes no earlier than the ring's lockstep allows "
      "(every step one link latency plus prismd's NCCL step cost after the last member arrived); 0: this rank's "
-     "own send of the same step alone paces it"},
+     "own send of the same step alone paces it; a PAT receive no earlier than prismd's play of its message "
+     "(PAT's floor)"},
 };
 
 const char* RawValue(const EnvParam& p) {

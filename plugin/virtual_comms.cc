@@ -406,8 +406,9 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   // the virtual ones at the schedule's ready time (on time without one),
   // and each step costs them the link latency plus NCCL's step cost (the
   // schedule's, else what prismd's Welcome said) and the model's wire time
-  // of a step, W/h (the op's bytes on the link). Rings only: a PAT step's
-  // chain is not the ring's.
+  // of a step, W/h (the op's bytes on the link). PAT has its own chain
+  // (PatFloorOf).
+  if (env_.settings->ring_lockstep && form == ArrivalForm::kPatMirror) in.pat_floor = PatFloorOf(slot, in, sched);
   if (env_.settings->ring_lockstep && form == ArrivalForm::kMirror) {
     const OpRecord& op = *slot.op.op;
     in.ring_start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));

@@ -133,6 +133,13 @@ class VirtualRecvComm final : public NetComm {
   uint64_t RingAllReduceBound(const Slot& slot) const;
   Outcome ResolveExplicit(RecvRequest& req, Slot& slot, const Schedule& s);
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
+  // PAT's floor (arrival.h, PatFloor) of a PAT receive timed by `in` and the
+  // schedule `s` (null: none): prismd's play of the operation as NCCL ran it
+  // here (ranks, bytes, channels) on the link of `in`, each message at the
+  // link's latency plus the model's step cost, from when every member
+  // arrived (the schedule's ready time, else this rank's first send).
+  // 0 (none) when the receive has no dimension or the link no bandwidth.
+  Nanoseconds PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s) const;
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
   void ResolvePlainLink(RecvRequest& req, Slot& slot);
   uint64_t StreamBytes(const Slot& slot);

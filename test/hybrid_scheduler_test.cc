@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "graphgen/fidelity_graph.h"
@@ -85,28 +86,57 @@ TEST_CASE("a real rank's all-reduces get MIRROR schedules once the virtual membe
   CHECK(h.scheduler().counters().ops_unmatched == 0);
 }
 
-TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
-          "schedule", "[hybrid]") {
-  // The members compute 50 ms before the all-reduce; the real rank's compute
-  // is real and took no time: it is ahead of them.
-  HybridHarness h(CollectiveGraph(4, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 1, 50'000'000), {0},
-                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
+namespace {
+
+// Real rank 0 of 4 starts one `kind` collective (`algorithm` in the graph;
+// NCCL's name `nccl_algo` in its report, as the plugin passes it on) ahead of
+// its members, who compute 50 ms before it while the real rank's compute is
+// real and took no time: it must get a hold at once, then the members'
+// schedule in `mode` replacing it.
+void CheckEarlyStartHeld(g::CollectiveKind kind, g::Algorithm algorithm, prism::rpc::OpKind op, uint64_t bytes,
+                         const std::string& nccl_algo, prism::rpc::OpSchedule::Mode mode) {
+  HybridHarness h(CollectiveGraph(4, kind, 1 << 20, algorithm, 1, 50'000'000), {0}, prism::FromMilliseconds(20),
+                  prism::Nanoseconds(0), false, prism::FromSeconds(5));
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
-  const prism::rpc::OpKey ring = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey key = Key(kWorldHash, op, 0);
   prism::rpc::EventBatch b;
-  AddStarted(&b, 1, ring, 0, 4, 1 << 20, RealtimeNow());
+  AddStarted(&b, 1, key, 0, 4, bytes, RealtimeNow(), /*ring=*/nccl_algo == "RING");
+  prism::rpc::OpStarted* started = b.mutable_events(0)->mutable_op_started();
+  if (nccl_algo != "RING") started->set_algorithm(prism::rpc::OP_ALGO_OTHER);  // the plugin's for PAT
+  started->set_algo_name(nccl_algo);
+  started->set_proto_name("SIMPLE");
   h.Feed(1, b);
-  const auto held = h.WaitSchedule(ring, std::chrono::milliseconds(0), /*holds=*/true);
+  const auto held = h.WaitSchedule(key, std::chrono::milliseconds(0), /*holds=*/true);
   REQUIRE(held.has_value());
   CHECK(held->hold());
   CHECK(held->mode() == prism::rpc::OpSchedule::MIRROR);
   CHECK(h.scheduler().counters().holds == 1);
   // The members arrive: their schedule replaces the hold.
-  const auto s = h.WaitSchedule(ring, std::chrono::seconds(5));
+  const auto s = h.WaitSchedule(key, std::chrono::seconds(5));
   REQUIRE(s.has_value());
   CHECK_FALSE(s->hold());
+  CHECK(s->mode() == mode);
   CHECK(s->ready_ns() > 0);
   REQUIRE(h.Stop().ok());
+}
+
+}  // namespace
+
+TEST_CASE("a ring whose virtual members are still computing when the real rank starts it gets a hold, then their "
+          "schedule", "[hybrid]") {
+  CheckEarlyStartHeld(g::ALLREDUCE, g::ALGORITHM_DEFAULT, prism::rpc::OP_ALL_REDUCE, 1 << 20, "RING",
+                      prism::rpc::OpSchedule::MIRROR);
+}
+
+// The same for NCCL's PAT (issue 22): the plugin times a PAT receive from
+// the members' arrival (PAT's floor), so an early one waits for their
+// schedule as a ring does. Before 2026-12-02 a PAT operation got no hold and
+// its receives, resolved before the schedule came, took late members as on
+// time.
+TEST_CASE("a PAT all-gather whose virtual members are still computing when the real rank starts it gets a hold, "
+          "then their schedule", "[hybrid]") {
+  CheckEarlyStartHeld(g::ALLGATHER, g::ALGORITHM_PAT, prism::rpc::OP_ALL_GATHER, (1 << 20) / 4, "PAT",
+                      prism::rpc::OpSchedule::STREAM);
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #include "plugin/op_tracker.h"
 #include "plugin/real_comms.h"
 #include "plugin/virtual_comms.h"
+#include "test/pat_stand_in.h"
 #include "test/plugin_fake_nccl.h"
 
 namespace {
@@ -1188,6 +1189,58 @@ int64_t MirrorOf(const MessageTag& tag) {
   return sent;
 }
 
+// Rank 0 of 8's PAT all-gather on channel 0 of `task`: dimension d sends to
+// 0 - 2^d (7, 6, 4) and receives from 0 + 2^d (1, 2, 4), kSteps[d] proxy
+// steps each way (proxy.cc's count at 8 ranks, one piece per message), every
+// step started and every receive of `piece` bytes posted (the proxy posts
+// them ahead); connection ids from `first_conn`.
+struct PatAllGather8 {
+  static constexpr int kSteps[3] = {4, 2, 1};
+  PatAllGather8(Rig* rig, void* task, size_t piece, uint64_t first_conn) : rig_(rig), piece_(piece), mine(piece) {
+    buffers.reserve(7);
+    for (int d = 0; d < 3; ++d) {
+      to[d].sub = rig->nccl.Sub(task, 0, 8 - (1 << d), kSteps[d], 1, true);
+      from[d].sub = rig->nccl.Sub(task, 0, 1 << d, kSteps[d], 1, false);
+      send_comms.push_back(std::make_unique<VirtualSendComm>(rig->env, rig->session, first_conn + d, 0));
+      recv_comms.push_back(std::make_unique<VirtualRecvComm>(rig->env, rig->session, first_conn + 10 + d, 0));
+      for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
+        rig->nccl.StartProxyOp(s);
+        for (int k = 0; k < kSteps[d]; ++k) rig->nccl.StartStep(s, k);
+      }
+      for (int k = 0; k < kSteps[d]; ++k) {
+        buffers.emplace_back(piece, 'x');
+        const MessageTag tag = FakeNccl::Transfer(&from[d].sub, k);
+        REQUIRE(prism::plugin::PatDimensionOf(tag) == d);
+        from[d].receives.push_back(PostReceive(recv_comms[d].get(), &buffers.back(), &tag));
+      }
+    }
+  }
+  // This rank's next send on dimension d (its piece `mine`).
+  void Send(int d) {
+    void* request = nullptr;
+    REQUIRE(send_comms[d]->Isend(mine.data(), piece_, 0, nullptr, FakeNccl::Transfer(&to[d].sub, sent[d]++),
+                                 &request) == prism_ncclSuccess);
+    REQUIRE(request != nullptr);
+  }
+  // NCCL's proxy ends every step and the operation.
+  void Stop() {
+    for (int d = 0; d < 3; ++d) {
+      for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
+        for (int k = 0; k < kSteps[d]; ++k) rig_->nccl.StopStep(s, k);
+        rig_->nccl.StopProxyOp(s);
+      }
+    }
+  }
+  Rig* rig_;
+  size_t piece_;
+  std::vector<char> mine;
+  std::vector<std::unique_ptr<VirtualSendComm>> send_comms;
+  std::vector<std::unique_ptr<VirtualRecvComm>> recv_comms;
+  PatConn to[3], from[3];
+  std::vector<std::vector<char>> buffers;
+  int sent[3] = {0, 0, 0};
+};
+
 }  // namespace
 
 // Rank 0 of 8, a PAT all-gather of 64 KiB per rank and channel (1 MiB over
@@ -1206,42 +1259,16 @@ TEST_CASE("virtual recv: a PAT all-gather at 8 ranks, NCCL's order: each receive
           "[plugin][unit][arrival][pat]") {
   Rig rig(8, 0);
   rig.settings.recv_fill = prism::plugin::RecvFill::kOwn;
+  // The mirror alone: one channel of two is played, so this rank's NIC is
+  // twice as fast as the model's shared one, and PAT's floor would win.
+  rig.settings.ring_lockstep = false;
   constexpr size_t kPiece = 64 * 1024;
   std::vector<void*> tasks = PatAllGatherTask(&rig, 9, 2 * kPiece, 2);  // bytes per rank, 2 channels
-  // Dimension d: sends to 0 - 2^d (7, 6, 4), receives from 0 + 2^d (1, 2, 4).
-  const int steps[3] = {4, 2, 1};
-  std::vector<std::unique_ptr<VirtualSendComm>> send_comms;
-  std::vector<std::unique_ptr<VirtualRecvComm>> recv_comms;
-  PatConn to[3], from[3];
-  std::vector<std::vector<char>> buffers;
-  buffers.reserve(7);
-  for (int d = 0; d < 3; ++d) {
-    to[d].sub = rig.nccl.Sub(tasks[0], 0, 8 - (1 << d), steps[d], 1, true);
-    from[d].sub = rig.nccl.Sub(tasks[0], 0, 1 << d, steps[d], 1, false);
-    send_comms.push_back(std::make_unique<VirtualSendComm>(rig.env, rig.session, 10 + d, 0));
-    recv_comms.push_back(std::make_unique<VirtualRecvComm>(rig.env, rig.session, 20 + d, 0));
-    for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
-      rig.nccl.StartProxyOp(s);
-      for (int k = 0; k < steps[d]; ++k) rig.nccl.StartStep(s, k);
-    }
-    for (int k = 0; k < steps[d]; ++k) {  // the proxy posts its receives ahead
-      buffers.emplace_back(kPiece, 'x');
-      const MessageTag tag = FakeNccl::Transfer(&from[d].sub, k);
-      REQUIRE(prism::plugin::PatDimensionOf(tag) == d);
-      from[d].receives.push_back(PostReceive(recv_comms[d].get(), &buffers.back(), &tag));
-    }
-  }
-  std::vector<char> mine(kPiece);
-  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<char>(i * 7 + 3);
-  int sent[3] = {0, 0, 0};
-  auto send = [&](int d) {
-    void* request = nullptr;
-    REQUIRE(send_comms[d]->Isend(mine.data(), kPiece, 0, nullptr, FakeNccl::Transfer(&to[d].sub, sent[d]++),
-                                 &request) == prism_ncclSuccess);
-    REQUIRE(request != nullptr);
-  };
+  PatAllGather8 pat(&rig, tasks[0], kPiece, 10);
+  for (size_t i = 0; i < pat.mine.size(); ++i) pat.mine[i] = static_cast<char>(i * 7 + 3);
+  auto send = [&](int d) { pat.Send(d); };
   auto receive = [&](int d, int k) {
-    CheckDoneOnArrival(from[d].receives[k], MirrorOf(FakeNccl::Transfer(&from[d].sub, k)) + kOwnLatency);
+    CheckDoneOnArrival(pat.from[d].receives[k], MirrorOf(FakeNccl::Transfer(&pat.from[d].sub, k)) + kOwnLatency);
   };
   send(2);
   send(1);
@@ -1256,14 +1283,10 @@ TEST_CASE("virtual recv: a PAT all-gather at 8 ranks, NCCL's order: each receive
   for (int k = 0; k < 4; ++k) receive(0, k);
   // Every virtual peer sent this rank's own chunk (homogeneous ranks): the
   // first 4 KiB of its first send, whatever that send's size.
-  for (const std::vector<char>& b : buffers) CHECK(std::equal(mine.begin(), mine.begin() + 4096, b.begin()));
-  const int64_t last_send = MirrorOf(FakeNccl::Transfer(&to[0].sub, 3));
-  for (int d = 0; d < 3; ++d) {
-    for (FakeSub* s : {&to[d].sub, &from[d].sub}) {
-      for (int k = 0; k < steps[d]; ++k) rig.nccl.StopStep(s, k);
-      rig.nccl.StopProxyOp(s);
-    }
-  }
+  for (const std::vector<char>& b : pat.buffers)
+    CHECK(std::equal(pat.mine.begin(), pat.mine.begin() + 4096, b.begin()));
+  const int64_t last_send = MirrorOf(FakeNccl::Transfer(&pat.to[0].sub, 3));
+  pat.Stop();
   REQUIRE(rig.listener.count > 0);
   // The operation ends with dimension 0's last message: the mirror of this
   // rank's last send, plus L.
@@ -1278,6 +1301,9 @@ TEST_CASE("virtual recv: a PAT receive mirrors an own send that went to a real p
           "[plugin][unit][arrival][pat]") {
   Rig rig(8, 1);
   rig.settings.min_chunk_bytes = 262144;  // one socket, one chunk
+  // The mirror alone: the message NCCL aggregates (4 pieces) is sent here
+  // without the receives it waits for, so PAT's floor would win.
+  rig.settings.ring_lockstep = false;
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
   int fds[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
@@ -1408,4 +1434,100 @@ TEST_CASE("virtual recv: a ring receive that waits long for its own send names t
     rig.nccl.StopStep(s, 0);
     rig.nccl.StopProxyOp(s);
   }
+}
+
+// ---- PAT's floor (issue 22): a real rank's PAT against prismd's play ----
+
+// The CPU stand-in (test/pat_stand_in.h): the real rank's NCCL sends as the
+// play does, its receives from virtual peers timed by the plugin's rule.
+// Without PAT's floor the mirror lets a real rank that pays less than the
+// model's c per message pull its virtual peers along, and virtual members
+// that arrive late are not charged once this rank's own sends went early
+// (a reduce-scatter's first messages wait for nothing); with it every
+// receive completes no earlier than the model's arrival of its message and
+// the operation ends when the play ends.
+TEST_CASE("arrival: PAT's floor keeps a real rank's PAT operation at prismd's play",
+          "[plugin][unit][arrival][pat]") {
+  using prism::testing::PatStandIn;
+  using prism::testing::PlayPatStandIn;
+  const auto us = [](int64_t v) { return Nanoseconds(v * 1000); };
+  const Nanoseconds c(12'500);
+  struct Case {
+    bool all_gather;
+    uint32_t ranks;
+    uint64_t bytes;
+    double gbps;
+    int64_t latency_us;
+    Nanoseconds real_c;
+    Nanoseconds late;
+  };
+  const Case cases[] = {
+      {false, 2048, 17ull << 20, 10, 10, c, us(2000)},   // late members, a reduce-scatter
+      {true, 8, 1ull << 20, 2.5, 10, c, us(1000)},       // late members, an all-gather
+      {true, 8192, 64ull << 20, 100, 5, Nanoseconds(0), Nanoseconds(0)},  // a rank faster per message
+      {false, 8192, 64ull << 20, 100, 5, Nanoseconds(0), us(1000)},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.all_gather, k.ranks, k.bytes, k.real_c.count(), k.late.count());
+    PatStandIn p;
+    p.model = prism::PatShape{k.all_gather, k.ranks, Bytes(k.bytes), 2,
+                              prism::BitsPerSecond(static_cast<uint64_t>(k.gbps * 1e9)), us(k.latency_us) + c};
+    p.link_latency = us(k.latency_us);
+    p.real_step_cost = k.real_c;
+    p.members_late = k.late;
+    p.floor = false;
+    const auto open = PlayPatStandIn(p);
+    p.floor = true;
+    const auto floored = PlayPatStandIn(p);
+    REQUIRE(open.has_value());
+    REQUIRE(floored.has_value());
+    // The departure the floor removes: the mirror alone ends early.
+    CHECK(open->end < floored->end);
+    CHECK(open->worst_early > Nanoseconds(0));
+    // With it: no receive before the model's arrival of its message, and the
+    // end is the play's (its last hop's c is the real rank's own).
+    CHECK(floored->worst_early == Nanoseconds(0));
+    CHECK(floored->end == floored->model_end - c + k.real_c);
+  }
+}
+
+// Through the plugin's receive path (VirtualRecvComm): rank 0 of 8, a PAT
+// all-gather of 64 KiB per rank and channel over 2 channels (one played),
+// prismd's schedule giving the virtual members' arrival and a step cost of
+// 50 ms. Dimension 1's second message (the piece rank 2 received from rank
+// 6 on dimension 2 and forwards) reaches this rank, in the model, two hops
+// after the members arrived: start + 2w + 2L + c (the play's sent[1][1] + L).
+// This rank forwards its own the moment its receive completes (c = 0 here),
+// so the mirror alone completes it 50 ms earlier.
+TEST_CASE("virtual recv: a PAT receive completes no earlier than prismd's play of its message",
+          "[plugin][unit][arrival][pat]") {
+  Rig rig(8, 0);
+  constexpr size_t kPiece = 64 * 1024;
+  constexpr int64_t kStepCost = 50'000'000;
+  std::vector<void*> tasks = PatAllGatherTask(&rig, 11, 2 * kPiece, 2);
+  PatAllGather8 pat(&rig, tasks[0], kPiece, 30);
+  const MessageTag first = FakeNccl::Transfer(&pat.to[2].sub, 0);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;  // prismd's schedule for a PAT operation
+  sched.ready_ns = WallNowNs() + 2'000'000;
+  sched.link_bits_per_second = kOwnBits;
+  sched.link_latency_ns = kOwnLatency;
+  sched.step_cost_ns = kStepCost;
+  rig.book.Put(OpKey::Of(first.op->info()), sched);
+  pat.Send(2);
+  pat.Send(1);
+  REQUIRE(WaitDone(pat.from[2].receives[0]) == static_cast<int>(kPiece));
+  pat.Send(1);  // forwards dimension 2's piece at once
+  REQUIRE(WaitDone(pat.from[1].receives[0]) == static_cast<int>(kPiece));
+  REQUIRE(WaitDone(pat.from[1].receives[1]) == static_cast<int>(kPiece));
+  const int64_t completed = WallNowNs();
+  const std::optional<prism::PatPlay> play = prism::PlayPatSchedule(
+      prism::PatShape{true, 8, Bytes(2 * kPiece * 8), 2, prism::BitsPerSecond(kOwnBits),
+                      Nanoseconds(kOwnLatency + kStepCost)});
+  REQUIRE(play.has_value());
+  REQUIRE(play->sent[1].size() == 2);
+  const int64_t w = static_cast<int64_t>(2 * kPiece * 8 / (kOwnBits / 1'000'000'000));  // both channels on the NIC
+  CHECK(play->sent[1][1].count() == 2 * w + kOwnLatency + kStepCost);
+  CHECK(completed >= sched.ready_ns + play->sent[1][1].count() + kOwnLatency);
+  pat.Stop();
 }

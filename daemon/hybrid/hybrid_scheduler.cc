@@ -19,6 +19,16 @@ bool MirrorKind(const rpc::OpStarted& s) {
          (k == rpc::OP_ALL_REDUCE || k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER);
 }
 
+// NCCL's PAT all-gather or reduce-scatter: the plugin times its receives
+// from virtual peers by this rank's own sends per dimension (kPatMirror)
+// from the members' arrival (PAT's floor), so, as a ring, one the real rank
+// starts before the engine has seen its virtual members arrive is held
+// until their schedule: without it the plugin would count them on time.
+bool PatKind(const rpc::OpStarted& s) {
+  const rpc::OpKind k = s.key().kind();
+  return s.algo_name() == "PAT" && (k == rpc::OP_ALL_GATHER || k == rpc::OP_REDUCE_SCATTER);
+}
+
 bool IsPointToPoint(rpc::OpKind k) { return k == rpc::OP_SEND || k == rpc::OP_RECV; }
 
 std::string Describe(const rpc::OpStarted& s, const std::string& comm) {
@@ -362,7 +372,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
     } else {
       rr.collective_started[slot] =
           Started{key, RealtimeNowNs(), Describe(s, c.name), MirrorKind(s), StreamShapeOf(s), *op};
-      if (MirrorKind(s) && options_.hold_early_rings && reply != nullptr) {
+      if ((MirrorKind(s) || PatKind(s)) && options_.hold_early_rings && reply != nullptr) {
         if (options_.ring_answer_wait > Nanoseconds(0) && pacer_ != nullptr) {
           defer_ring = slot;  // answered once the engine knows (AnswerRings)
         } else {

@@ -79,7 +79,8 @@ struct HybridSchedulerOptions {
   // False with prismd --follow: the graph has no program of the real ranks,
   // so an operation it lacks is expected (timed on time, not a divergence).
   bool unmatched_ops_diverge = true;
-  // A ring collective (MIRROR) the real rank starts before the engine has
+  // A ring collective (MIRROR), or a PAT all-gather or reduce-scatter
+  // (NCCL's "PAT"), the real rank starts before the engine has
   // seen its virtual members reach it gets a hold (OpSchedule.hold) in the
   // reply: the plugin keeps its receives from virtual peers until the
   // members' schedule comes. False: such receives take the virtual members

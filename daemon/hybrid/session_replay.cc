@@ -345,6 +345,7 @@ class ModelRankWriter {
       s.set_algorithm(a == graph::ALGORITHM_TREE  ? rpc::OP_ALGO_TREE
                       : a == graph::ALGORITHM_PAT ? rpc::OP_ALGO_OTHER  // what the plugin reports for PAT
                                                   : rpc::OP_ALGO_RING);
+      if (a == graph::ALGORITHM_PAT) s.set_algo_name("PAT");  // and NCCL's name, as the plugin passes it on
     } else if (op.has_send() || op.has_recv()) {
       const bool send = op.has_send();
       comm = slots_[send ? op.send().comm_slot() : op.recv().comm_slot()];

@@ -1,12 +1,12 @@
-#include "daemon/engine/pat_play.h"
+#include "common/pat_schedule.h"
 
 #include <algorithm>
 #include <queue>
 #include <vector>
 
-#include "daemon/engine/engine_time.h"
+#include "common/time_math.h"
 
-namespace prism::engine {
+namespace prism {
 namespace {
 
 uint32_t CeilLog2(uint64_t v) {
@@ -18,19 +18,12 @@ uint32_t CeilLog2(uint64_t v) {
 // Lowest set bit of a non-zero offset; `dims` for 0 (a rank's own piece).
 uint32_t LowBit(uint64_t s, uint32_t dims) { return s == 0 ? dims : static_cast<uint32_t>(__builtin_ctzll(s)); }
 
-struct Message {
-  uint64_t bytes = 0;
-  uint64_t priority = 0;            // lower first among the ready
-  uint32_t dim = 0;
-  int64_t ready = 0;                // when its inputs have arrived
-  uint32_t waiting_for = 0;         // input messages not yet sent
-  std::vector<uint32_t> feeds;      // messages waiting for this one
-};
+using Message = PatMessage;
 
 // The messages one rank sends, per loop, with what each waits for.
 class PatMessages {
  public:
-  PatMessages(const PatOperation& op, const PatCut& cut) : op_(op), cut_(cut) {
+  PatMessages(const PatShape& op, const PatCut& cut) : op_(op), cut_(cut) {
     blocks_ = (((uint64_t{1} << cut.dims) / cut.group_spacing) + cut.per_message - 1) / cut.per_message;
     slots_per_dim_ = cut.group_spacing * blocks_;
   }
@@ -40,7 +33,7 @@ class PatMessages {
     for (uint64_t loop = 0; loop < cut_.loops; ++loop) {
       const uint64_t bytes = std::min(cut_.chunk.count(), cut_.piece - loop * cut_.chunk.count());
       index_.assign(cut_.dims * slots_per_dim_, -1);
-      const bool gather = op_.kind == graph::ALLGATHER;
+      const bool gather = op_.all_gather;
       for (uint32_t i = 0; i < cut_.dims; ++i) {
         // Inputs come from higher dimensions (all-gather) or lower ones (reduce-scatter).
         const uint32_t dim = gather ? cut_.dims - 1 - i : i;
@@ -59,14 +52,14 @@ class PatMessages {
   // Whether this rank sends piece s on dimension dim.
   bool Sends(uint64_t s, uint32_t dim) const {
     const uint64_t step = uint64_t{1} << dim;
-    if (op_.kind == graph::ALLGATHER) return LowBit(s, cut_.dims) > dim && s + step < op_.ranks;
+    if (op_.all_gather) return LowBit(s, cut_.dims) > dim && s + step < op_.ranks;
     return s != 0 && LowBit(s, cut_.dims) == dim;
   }
 
   // The messages (of this rank, by the mirror) piece s on dim waits for.
   std::vector<uint32_t> InputsOf(uint64_t s, uint32_t dim) const {
     std::vector<uint32_t> in;
-    if (op_.kind == graph::ALLGATHER) {
+    if (op_.all_gather) {
       if (s == 0) return in;
       const uint32_t d = LowBit(s, cut_.dims);
       in.push_back(static_cast<uint32_t>(index_[Slot(d, s - (uint64_t{1} << d))]));
@@ -95,8 +88,8 @@ class PatMessages {
     if (id < 0) {
       id = static_cast<int32_t>(out.size());
       Message m;
-      const uint64_t dim_rank = op_.kind == graph::ALLGATHER ? cut_.dims - 1 - dim : dim;
-      const uint64_t order = op_.kind == graph::ALLGATHER ? seq : 0xffffffffu - seq;
+      const uint64_t dim_rank = op_.all_gather ? cut_.dims - 1 - dim : dim;
+      const uint64_t order = op_.all_gather ? seq : 0xffffffffu - seq;
       m.priority = (loop << 40) | (dim_rank << 32) | order;
       m.dim = dim;
       ++seq;
@@ -110,23 +103,30 @@ class PatMessages {
     std::vector<uint32_t>& feeds = out[input].feeds;
     if (!feeds.empty() && feeds.back() == m) return;  // the message's earlier pieces came the same way
     feeds.push_back(m);
-    ++out[m].waiting_for;
+    ++out[m].inputs;
   }
 
-  const PatOperation& op_;
+  const PatShape& op_;
   const PatCut& cut_;
   uint64_t blocks_ = 1;
   uint64_t slots_per_dim_ = 1;
   std::vector<int32_t> index_;  // message id per (dim, group, block); -1: none yet
 };
 
-// One NIC, the earliest-ready message first (its priority among equals).
-int64_t SendAll(std::vector<Message>& msgs, const PatOperation& op) {
+// One NIC, the earliest-ready message first (its priority among equals);
+// each message's wire end into `sent` by dimension.
+Nanoseconds SendAll(const std::vector<Message>& msgs, const PatShape& op, uint32_t dims,
+                    std::vector<std::vector<Nanoseconds>>* sent) {
   using Entry = std::pair<int64_t, uint64_t>;  // (key, id)
   std::priority_queue<std::pair<Entry, uint32_t>, std::vector<std::pair<Entry, uint32_t>>, std::greater<>> waiting;
   std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>, std::greater<>> ready;
-  for (uint32_t i = 0; i < msgs.size(); ++i)
-    if (msgs[i].waiting_for == 0) waiting.push({{0, msgs[i].priority}, i});
+  std::vector<int64_t> ready_at(msgs.size(), 0);  // when its inputs have arrived
+  std::vector<uint32_t> waiting_for(msgs.size(), 0);
+  for (uint32_t i = 0; i < msgs.size(); ++i) {
+    waiting_for[i] = msgs[i].inputs;
+    if (msgs[i].inputs == 0) waiting.push({{0, msgs[i].priority}, i});
+  }
+  sent->assign(dims, {});
   const int64_t latency = op.step_latency.count();
   int64_t now = 0, last_end = 0;
   while (!waiting.empty() || !ready.empty()) {
@@ -144,30 +144,30 @@ int64_t SendAll(std::vector<Message>& msgs, const PatOperation& op) {
     const Message& m = msgs[id];
     now = SatAdd(Nanoseconds(now), FractionTransferTime(Bytes(m.bytes), op.channels, 1, op.bandwidth)).count();
     last_end = now;
+    (*sent)[m.dim].push_back(Nanoseconds(now));
     const int64_t arrives = SatAdd(Nanoseconds(now), Nanoseconds(latency)).count();
     for (uint32_t f : m.feeds) {
-      Message& next = msgs[f];
-      next.ready = std::max(next.ready, arrives);
-      if (--next.waiting_for == 0) waiting.push({{next.ready, next.priority}, f});
+      ready_at[f] = std::max(ready_at[f], arrives);
+      if (--waiting_for[f] == 0) waiting.push({{ready_at[f], msgs[f].priority}, f});
     }
   }
-  return SatAdd(Nanoseconds(last_end), Nanoseconds(latency)).count();
+  return SatAdd(Nanoseconds(last_end), Nanoseconds(latency));
 }
 
 }  // namespace
 
-Bytes PatChunkBytes(graph::CollectiveKind kind, Bytes bytes, uint32_t channels) {
-  const uint64_t factor = kind == graph::ALLGATHER ? 32 : 16;
+Bytes PatChunk(bool all_gather, Bytes bytes, uint32_t channels) {
+  const uint64_t factor = all_gather ? 32 : 16;
   uint64_t chunk = 512 * 1024;
   while (chunk * std::max<uint32_t>(channels, 1) * factor > bytes.count() && chunk > 64 * 1024) chunk /= 2;
   return Bytes(chunk);
 }
 
-PatCut CutPat(const PatOperation& op) {
+PatCut CutPatShape(const PatShape& op) {
   PatCut c;
   const uint64_t n = std::max<uint32_t>(op.ranks, 1);
   const uint64_t channels = std::max<uint32_t>(op.channels, 1);
-  c.chunk = PatChunkBytes(op.kind, op.bytes, op.channels);
+  c.chunk = PatChunk(op.all_gather, op.bytes, op.channels);
   c.dims = CeilLog2(n);
   c.piece = (op.bytes.count() + n * channels - 1) / (n * channels);
   c.loops = std::max<uint64_t>((c.piece + c.chunk.count() - 1) / c.chunk.count(), 1);
@@ -179,20 +179,26 @@ PatCut CutPat(const PatOperation& op) {
   return c;
 }
 
-std::vector<uint64_t> PatMessagesPerDimension(const PatOperation& op) {
-  const PatCut cut = CutPat(op);
-  std::vector<uint64_t> per_dim(cut.dims, 0);
-  if (op.ranks <= 1 || cut.loops * op.ranks > kMaxPlayedPatMessages) return per_dim;
-  for (const Message& m : PatMessages(op, cut).Build()) ++per_dim[m.dim];
+std::vector<PatMessage> PatRankMessages(const PatShape& op) {
+  if (op.ranks <= 1) return {};
+  const PatCut cut = CutPatShape(op);
+  if (cut.loops * op.ranks > kMaxPlayedPatMessages) return {};
+  return PatMessages(op, cut).Build();
+}
+
+std::vector<uint64_t> PatMessagesPerDim(const PatShape& op) {
+  std::vector<uint64_t> per_dim(CutPatShape(op).dims, 0);
+  for (const Message& m : PatRankMessages(op)) ++per_dim[m.dim];
   return per_dim;
 }
 
-std::optional<Nanoseconds> PlayPat(const PatOperation& op) {
-  if (op.ranks <= 1) return Nanoseconds(0);
-  const PatCut cut = CutPat(op);
-  if (cut.loops * op.ranks > kMaxPlayedPatMessages) return std::nullopt;
-  std::vector<Message> msgs = PatMessages(op, cut).Build();
-  return Nanoseconds(SendAll(msgs, op));
+std::optional<PatPlay> PlayPatSchedule(const PatShape& op) {
+  if (op.ranks <= 1) return PatPlay{};
+  const std::vector<Message> msgs = PatRankMessages(op);
+  if (msgs.empty()) return std::nullopt;
+  PatPlay play;
+  play.end = SendAll(msgs, op, CutPatShape(op).dims, &play.sent);
+  return play;
 }
 
-}  // namespace prism::engine
+}  // namespace prism

@@ -1,0 +1,28 @@
+// PAT's floor of a virtual receive (VirtualRecvComm::PatFloorOf): prismd's
+// play of the PAT operation the real rank's NCCL runs (common/pat_schedule.h),
+// the earliest each of its receives from virtual peers may complete.
+#include <algorithm>
+#include <memory>
+
+#include "plugin/virtual_comms.h"
+
+namespace prism::plugin {
+
+Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s) const {
+  const OpRecord& op = *slot.op.op;
+  const OpInfo& info = op.info();
+  const int dim = PatDimensionOf(slot.op);
+  if (dim < 0 || info.comm_size < 2 || in.link.bandwidth.count() == 0) return Nanoseconds(0);
+  // NCCL counts an all-gather's and a reduce-scatter's bytes per rank; the
+  // play takes the all-gather's output, the reduce-scatter's input.
+  const uint64_t ranks = static_cast<uint64_t>(info.comm_size);
+  const Nanoseconds c = s != nullptr && s->step_cost_ns > 0 ? Nanoseconds(s->step_cost_ns) : env_.schedules->ring_step_cost();
+  const PatShape shape{info.kind == OpKind::kAllGather, static_cast<uint32_t>(ranks), Bytes(info.bytes * ranks),
+                       std::max<uint32_t>(info.channels, 1), in.link.bandwidth, SatAdd(in.link.latency, c)};
+  const std::shared_ptr<const PatPlay> play = env_.schedules->pat_plays().Of(shape);
+  if (play == nullptr) return Nanoseconds(0);
+  const Nanoseconds start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
+  return PatFloor(*play, start, dim, slot.op.step, in.link.latency);
+}
+
+}  // namespace prism::plugin
