@@ -16,7 +16,6 @@
 #include "common/ring_step.h"
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/network_model.h"
-#include "daemon/engine/simulation.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "daemon/hybrid/step_cost_fit.h"
@@ -26,6 +25,7 @@
 #include "graphgen/extrapolate.h"
 #include "proto/graph_file.h"
 #include "test/daemon_test_graphs.h"
+#include "test/hybrid_harness.h"
 
 namespace g = prism::graph;
 using prism::Nanoseconds;
@@ -34,28 +34,11 @@ namespace {
 
 const std::string kTitan = std::string(PRISM_HYBRID_FIXTURES) + "/../capture/titan-1024-fsdp-follow";
 
-// prismd --simulate --iterations 4 --nccl-algo Ring with the graph's step
-// cost (else the table's): the mean of iterations 1..3, in seconds.
 double Simulated(const g::Graph& graph) {
-  prism::engine::SimulationOptions o;
-  o.iterations = 4;
-  const prism::engine::StepCost cost =
-      prism::engine::GraphNcclStepCost(graph.cluster()).value_or(prism::engine::DefaultNcclStepCost());
-  o.nccl.step_cost = cost.cost;
-  o.step_cost_source = cost.measured;
-  auto algorithms = prism::engine::ParseNcclAlgo("Ring");
-  REQUIRE(algorithms.ok());
-  o.nccl.ring = algorithms->ring;
-  o.nccl.tree = algorithms->tree;
-  o.nccl.pat = algorithms->pat;
-  o.nccl_algo = "Ring";
-  auto r = prism::engine::Simulate(graph, o);
-  INFO((r.ok() ? "" : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  REQUIRE(r->report.iteration_times.size() == 4);
-  double sum = 0;
-  for (size_t i = 1; i < 4; ++i) sum += static_cast<double>(r->report.iteration_times[i].count()) / 1e9;
-  return sum / 3;
+  auto seconds = prism::testing::SimulatedRingSeconds(graph);
+  INFO((seconds.ok() ? "" : std::string(seconds.status().message())));
+  REQUIRE(seconds.ok());
+  return *seconds;
 }
 
 // prism-graphgen extrapolate RECORDINGS --cluster CLUSTER_GRAPH, as prism capture runs it.
