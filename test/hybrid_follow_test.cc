@@ -383,3 +383,37 @@ TEST_CASE("follow: TorchTitan FSDP2+TP's DeviceMesh groups at 1024 ranks complet
   CHECK(OpsOf(x->graph, 5, false) == OpsOf(x->graph, 0, false));
   CHECK(OpsOf(x->graph, 5, false).front() == "ALLREDUCE 1048576 on 128 ranks incl. 1");
 }
+
+TEST_CASE("own pace: a follow capture gives each collective the real rank's mean time, not when another real "
+          "rank shares it or a neighbour overlapped it",
+          "[hybrid][follow][capture][own_pace]") {
+  // Two real ranks (0, 8), 4 iterations of: an all-reduce on {0, 1}, a send to 8, a reduce-scatter and
+  // an all-gather on {0, 2, 4, 6}, and an all-reduce on {0, 8} (both real); each op 200 us.
+  prism::daemon::Recording rec = FollowRecording(4, /*embedding=*/true);
+  // Rank 0's operation of `kind` in iteration `it` ends `ns` later.
+  const auto stretch = [&](prism::rpc::OpKind kind, int it, int64_t ns) {
+    int seen = 0;
+    for (auto& l : rec.lines) {
+      if (l.kind != prism::daemon::RecordedLine::kEvents || l.session != 1) continue;
+      auto* e = l.events.mutable_events();
+      if (e->size() < 2 || e->Get(0).op_started().key().kind() != kind || seen++ != it) continue;
+      auto* f = e->Mutable(1)->mutable_op_finished();
+      f->set_end_ns(f->end_ns() + static_cast<uint64_t>(ns));
+    }
+  };
+  const auto paces = [&] {
+    auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+    REQUIRE(capture.ok());
+    std::vector<uint64_t> out;
+    for (const g::Op& op : capture->recordings[0].ops)
+      if (op.has_collective()) out.push_back(op.collective().measured_ns());
+    return out;
+  };
+  // Iteration 2's all-gather takes 500 us: the mean of 200, 500 and 200.
+  stretch(prism::rpc::OP_ALL_GATHER, 2, 300'000);
+  CHECK(paces() == std::vector<uint64_t>{200'000, 200'000, 300'000, 0});  // the shared all-reduce: none
+  // A neighbour's overlap: iteration 1's reduce-scatter ends after the all-gather's first send.
+  stretch(prism::rpc::OP_REDUCE_SCATTER, 1, 2'000'000);
+  CHECK(paces() == std::vector<uint64_t>{200'000, 200'000, 350'000, 0});  // iteration 1's pair left out
+}
+

@@ -264,24 +264,10 @@ double SimulatedIteration(const g::Graph& graph) {
 // `prismd --graph G --simulate --iterations 4 --nccl-algo Ring` (prismd's
 // default step cost), the mean of iterations 1..3.
 double PrismdRingIteration(const g::Graph& graph) {
-  prism::engine::SimulationOptions o;
-  o.iterations = 4;
-  const prism::engine::StepCost cost = prism::engine::DefaultNcclStepCost();
-  o.nccl.step_cost = cost.cost;
-  o.step_cost_source = cost.measured;
-  auto algorithms = prism::engine::ParseNcclAlgo("Ring");
-  REQUIRE(algorithms.ok());
-  o.nccl.ring = algorithms->ring;
-  o.nccl.tree = algorithms->tree;
-  o.nccl.pat = algorithms->pat;
-  o.nccl_algo = "Ring";
-  auto r = prism::engine::Simulate(graph, o);
-  INFO((r.ok() ? "" : std::string(r.status().message())));
-  REQUIRE(r.ok());
-  REQUIRE(r->report.iteration_times.size() == 4);
-  double sum = 0;
-  for (size_t i = 1; i < 4; ++i) sum += static_cast<double>(r->report.iteration_times[i].count()) / 1e9;
-  return sum / 3;
+  auto seconds = prism::testing::SimulatedRingSeconds(graph);  // no step cost in the graph: the table's
+  INFO((seconds.ok() ? "" : std::string(seconds.status().message())));
+  REQUIRE(seconds.ok());
+  return *seconds;
 }
 
 // Returns the captured graph.

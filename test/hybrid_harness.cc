@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include "daemon/engine/nccl_tuning.h"
 #include "daemon/hybrid/real_rank_programs.h"
 
 namespace prism::testing {
@@ -134,6 +135,26 @@ void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int6
   f->set_op_id(op_id);
   f->set_first_send_ns(static_cast<uint64_t>(first_send_ns));
   f->set_end_ns(static_cast<uint64_t>(end_ns));
+}
+
+absl::StatusOr<double> SimulatedRingSeconds(const graph::Graph& graph) {
+  engine::SimulationOptions o;
+  o.iterations = 4;
+  const engine::StepCost cost = engine::GraphNcclStepCost(graph.cluster()).value_or(engine::DefaultNcclStepCost());
+  o.nccl.step_cost = cost.cost;
+  o.step_cost_source = cost.measured;
+  auto algorithms = engine::ParseNcclAlgo("Ring");
+  if (!algorithms.ok()) return algorithms.status();
+  o.nccl.ring = algorithms->ring;
+  o.nccl.tree = algorithms->tree;
+  o.nccl.pat = algorithms->pat;
+  o.nccl_algo = "Ring";
+  auto r = engine::Simulate(graph, o);
+  if (!r.ok()) return r.status();
+  if (r->report.iteration_times.size() != 4) return absl::InternalError("not 4 iterations");
+  double sum = 0;
+  for (size_t i = 1; i < 4; ++i) sum += static_cast<double>(r->report.iteration_times[i].count()) / 1e9;
+  return sum / 3;
 }
 
 }  // namespace prism::testing

@@ -80,6 +80,11 @@ void AddStarted(rpc::EventBatch* b, uint64_t op_id, const rpc::OpKey& key, int32
 void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int64_t end_ns);
 int64_t RealtimeNow();
 
+// prismd --simulate --iterations 4 --nccl-algo Ring of `graph`, with the
+// graph's step cost (else the table's): the mean of iterations 1..3, in
+// seconds.
+absl::StatusOr<double> SimulatedRingSeconds(const graph::Graph& graph);
+
 }  // namespace prism::testing
 
 #endif  // PRISM_TEST_HYBRID_HARNESS_H_

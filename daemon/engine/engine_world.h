@@ -27,7 +27,7 @@ struct OpInfo {
   graph::CollectiveKind collective = graph::COLLECTIVE_KIND_UNSPECIFIED;
   graph::Algorithm algorithm = graph::ALGORITHM_DEFAULT;
   int64_t memory_delta = 0;
-  Nanoseconds duration;          // compute
+  Nanoseconds duration;          // compute; a collective: its measured own pace (0: none), a floor
   Bytes bytes;
   uint32_t deps_begin = 0, deps_end = 0;  // range in ProgramInfo::deps
 };

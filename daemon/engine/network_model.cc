@@ -80,6 +80,13 @@ Nanoseconds NetworkModel::StepLatency(const CommShape& shape) const {
   return SatAdd(HopLatency(shape), nccl_.step_cost);
 }
 
+bool NetworkModel::LatencyBoundRing(CollectiveKind kind, Bytes size, const CommShape& shape) const {
+  if (kind != graph::ALLREDUCE && kind != graph::ALLGATHER && kind != graph::REDUCESCATTER) return false;
+  const uint64_t n = shape.ranks, steps = kind == graph::ALLREDUCE ? 2 * (n - 1) : n - 1;
+  if (n < 2 || steps < kLatencyBoundMinSteps || !CheckShape(shape).ok()) return false;
+  return RingStepWire(RingWireTime(kind, size, shape), steps) <= StepLatency(shape);
+}
+
 Nanoseconds NetworkModel::RingWireTime(CollectiveKind kind, Bytes size, const CommShape& shape) const {
   const uint64_t n = shape.ranks;
   if (n <= 1) return Nanoseconds(0);

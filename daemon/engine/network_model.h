@@ -132,6 +132,14 @@ class NetworkModel {
   // NicModel::kQueues).
   Nanoseconds RingWireTime(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
 
+  // Whether `kind` of `size` on `shape` is a long latency-bound ring: an
+  // all-reduce, all-gather or reduce-scatter of kLatencyBoundMinSteps steps
+  // or more whose step carries at most StepLatency of wire (latency and
+  // NCCL's step cost are half its step or more). The engine takes a captured
+  // collective's own pace for those (graph.proto CollectiveOp.measured_ns).
+  static constexpr uint64_t kLatencyBoundMinSteps = 15;
+  bool LatencyBoundRing(graph::CollectiveKind kind, Bytes size, const CommShape& shape) const;
+
   // Ring bottleneck bandwidth and per-step latency for `shape` (the link's
   // latency; StepLatency adds NCCL's step cost c to it, for rings).
   BitsPerSecond RingBandwidth(const CommShape& shape) const;

@@ -31,6 +31,7 @@ OpInfo FlattenOp(const graph::Op& op) {
       o.collective = op.collective().kind();
       o.algorithm = op.collective().algorithm();
       o.bytes = Bytes(op.collective().bytes());
+      o.duration = Nanoseconds(static_cast<int64_t>(std::min<uint64_t>(op.collective().measured_ns(), kMaxTimeNs)));
       break;
     case graph::Op::kSend:
       o.kind = OpKind::kSend;

@@ -324,10 +324,11 @@ void ReplayEngine::Recycle(std::vector<Waiter>& waiters) {
 Nanoseconds ReplayEngine::ModelTime(uint32_t comm, const OpInfo& op) {
   ModelMemo& m = comm_state_[comm].memo;
   if (!m.valid || m.kind != op.collective || m.algorithm != op.algorithm || m.bytes != op.bytes) {
-    m = ModelMemo{op.collective, op.algorithm, op.bytes,
-                  model_.CollectiveTime(op.collective, op.algorithm, op.bytes, world_.comms[comm].shape), true};
+    const CommShape& shape = world_.comms[comm].shape;
+    m = ModelMemo{op.collective, op.algorithm, op.bytes, model_.CollectiveTime(op.collective, op.algorithm, op.bytes, shape),
+                  true, model_.LatencyBoundRing(op.collective, op.bytes, shape)};
   }
-  return m.took;
+  return m.paced ? std::max(m.took, op.duration) : m.took;  // a captured ring's own pace (graph.proto measured_ns)
 }
 
 uint32_t ReplayEngine::Park(uint32_t comm, Instance in) {

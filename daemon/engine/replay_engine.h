@@ -136,6 +136,7 @@ class ReplayEngine {
     Bytes bytes;
     Nanoseconds took;
     bool valid = false;
+    bool paced = false;  // a long latency-bound ring: a captured own pace counts (ModelTime)
   };
   struct CommState {
     uint32_t members = 0;
@@ -216,7 +217,8 @@ class ReplayEngine {
   void ReachOp(uint32_t actor, uint32_t k);
   bool NextCommReached(uint32_t actor, uint32_t stream) const;
   // The model's time of `op` on `comm` (remembered per communicator: a
-  // communicator's instances mostly repeat one kind and size).
+  // communicator's instances mostly repeat one kind and size); for a long
+  // latency-bound ring, at least the op's measured own pace (OpInfo::duration).
   Nanoseconds ModelTime(uint32_t comm, const OpInfo& op);
   absl::Status ApplyInbox(EngineInbox* inbox);
   absl::Status StallError() const;

@@ -202,6 +202,15 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     }
   }
   FollowCapture out;
+  for (auto& [rank, seen] : ops) {  // which of its communicators have another real rank
+    std::map<uint32_t, bool> shared;
+    for (SeenOp& s : seen) {
+      auto [it, fresh] = shared.emplace(s.comm, false);
+      if (fresh)
+        for (uint32_t m : (*comms)[s.comm].members()) it->second |= m != rank && ops.count(m) != 0;
+      s.shared = it->second;
+    }
+  }
   for (auto& [rank, seen] : ops) {
     // Program order: the enqueue times (events of one session arrive in
     // batches, and a rank's communicators run on streams of their own), or

@@ -354,6 +354,31 @@ bool InFlightWithNext(const std::vector<SeenOp>& ops, size_t first, size_t perio
   return m > 0 && 2 * over > m;
 }
 
+// Whether ops[i]'s transfers overlapped those of the operation before or
+// after it (two operations share the NIC and NCCL's proxy thread: neither
+// time is its own).
+bool OverlapsNeighbour(const std::vector<SeenOp>& ops, size_t i) {
+  const SeenOp& s = ops[i];
+  for (size_t k = i > 0 ? i - 1 : i; k <= i + 1 && k < ops.size(); ++k)
+    if (k != i && ops[k].first_send != 0 && ops[k].first_send < s.end && s.first_send < ops[k].end) return true;
+  return false;
+}
+
+// Position j's own pace: the mean over the measured iterations of its
+// first send to its end, where it overlapped no neighbour (0 when no
+// iteration qualifies). The mean, not the median: a hybrid run takes the
+// larger of the model's time and the real rank's, so its expected time is
+// the mean's where the real rank's is the larger.
+uint64_t OwnPace(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its, size_t j) {
+  uint64_t sum = 0, n = 0;
+  for (size_t it = from; it < its; ++it) {
+    const size_t i = first + it * period + j;
+    if (const SeenOp& s = ops[i]; !s.shared && s.first_send != 0 && s.end > s.first_send && !OverlapsNeighbour(ops, i))
+      sum += s.end - s.first_send, ++n;
+  }
+  return n == 0 ? 0 : sum / n;
+}
+
 }  // namespace
 
 FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, size_t period, uint64_t skip) {
@@ -391,7 +416,9 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
     const bool starts_group =
         by_calls ? bool(shape.batch_start[j]) : InFlightWithNext(ops, first, period, from, its, j);
     if (!in_group && starts_group) w.Bracket(true, group_stream = shape.stream[j]), in_group = true;
-    w.Operation(j, OpOf(s), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
+    graph::Op op = OpOf(s);
+    if (op.has_collective()) op.mutable_collective()->set_measured_ns(OwnPace(ops, first, period, from, its, j));
+    w.Operation(j, std::move(op), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
   }
   if (in_group) w.Bracket(false, group_stream);
   if (!shape.waits_at_end.empty()) w.Compute(0, 0, shape.waits_at_end);  // the next iteration waits for them

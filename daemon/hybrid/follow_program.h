@@ -60,6 +60,7 @@ struct SeenOp {
   int32_t root = -1;
   uint64_t at = 0, first_send = 0, end = 0;
   const TorchCall* call = nullptr;  // the torch.distributed call it came from (torch trace), if known
+  bool shared = false;     // another real rank is in its communicator (its time may include waiting for it)
   bool SameOp(const SeenOp& o) const {
     return kind == o.kind && comm == o.comm && bytes == o.bytes && peer == o.peer && root == o.root;
   }
@@ -91,7 +92,11 @@ struct FollowProgram {
 };
 
 // One iteration of `ops` (from `first`, `period` long; at least two
-// periods), compute measured over the iterations from max(skip, 1).
+// periods), compute measured over the iterations from max(skip, 1). A
+// collective whose communicator has no other real rank carries its own pace
+// (CollectiveOp.measured_ns): the mean of its first send to its end over
+// those iterations where its transfers overlapped no neighbour's; virtual peers mirror at once in a follow run, so that is
+// the real rank's NCCL alone.
 FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, size_t period, uint64_t skip);
 
 }  // namespace prism::daemon

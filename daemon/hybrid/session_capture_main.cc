@@ -57,25 +57,22 @@ prism::Nanoseconds RunStepCost(double run_step_cost_us, const prism::graph::Grap
 }
 
 // NCCL's step cost fitted from rank `rank`'s ring collectives (step_cost_fit.h)
-// into its header; prints what was fitted. `graph`: the graph prismd ran with.
+// into its header; prints what was fitted. `graph`: the graph prismd ran with;
+// `graph_round`: a run with a graph (not --follow), which keeps that graph's
+// figure (RoundStepCosts).
 void FitStepCost(const std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>& timings,
                  const prism::graph::Graph& graph, prism::Nanoseconds run_step_cost,
-                 prism::graphgen::Recording& rec) {
+                 prism::graphgen::Recording& rec, bool graph_round) {
   const uint32_t rank = rec.header.rank();
   const auto it = timings.find(rank);
   const auto fits = prism::daemon::FitStepCost(it != timings.end() ? it->second
                                                                    : std::vector<prism::daemon::RingOpTiming>{},
                                                graph.cluster(), run_step_cost);
-  for (auto& e : prism::daemon::StepCostEntries(fits, rank)) *rec.header.add_nccl_step_costs() = std::move(e);
+  bool kept = false;
+  for (auto& e : prism::daemon::RoundStepCosts(fits, rank, graph.cluster(), graph_round, &kept))
+    *rec.header.add_nccl_step_costs() = std::move(e);
   std::cout << prism::daemon::DescribeFits(fits, rank) << "\n";
-  if (rec.header.nccl_step_costs_size() > 0 || graph.cluster().nccl_step_costs_size() == 0) return;
-  // No figure of its own (a refine round whose rings its graph's figure may have paced): that figure stands.
-  for (const prism::graph::NcclStepCost& e : graph.cluster().nccl_step_costs()) {
-    prism::graph::NcclStepCost* kept = rec.header.add_nccl_step_costs();
-    *kept = e;
-    if (e.source().rfind("kept: ", 0) != 0) kept->set_source("kept: " + e.source());
-  }
-  std::cout << "step cost, rank " << rank << ": the run's graph's figure stands\n";
+  if (kept) std::cout << "step cost, rank " << rank << ": the run's graph's figure stands\n";
 }
 
 // A prismd --follow run: the real ranks' operations and communicators
@@ -103,7 +100,7 @@ int FromFollowRun(const std::string& sessions, const std::string& dir, uint64_t 
                               : std::map<uint32_t, std::vector<prism::daemon::RingOpTiming>>{};
   for (size_t i = 0; i < capture->recordings.size(); ++i) {
     auto& rec = capture->recordings[i];
-    if (world) FitStepCost(timings, *world, RunStepCost(run_step_cost_us, *world), rec);
+    if (world) FitStepCost(timings, *world, RunStepCost(run_step_cost_us, *world), rec, false);
     const std::string path = absl::StrCat(dir, "/rank-", rec.header.rank(), ".capture.jsonl");
     if (!Write(path, rec)) return Fail(1, "cannot write " + path);
     std::cout << capture->summary[i] << "; wrote " << path << "\n";
@@ -191,7 +188,7 @@ int main(int argc, char** argv) {
     }
     rec->header.set_source(absl::StrCat("prism-session-capture ", sessions, ": ", measured_ops, " of ", computes,
                                         " compute ops measured"));
-    FitStepCost(timings, *graph, RunStepCost(run_step_cost_us, *graph), *rec);
+    FitStepCost(timings, *graph, RunStepCost(run_step_cost_us, *graph), *rec, true);
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
     if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops

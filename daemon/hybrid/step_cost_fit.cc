@@ -210,6 +210,19 @@ std::vector<graph::NcclStepCost> StepCostEntries(const std::vector<StepCostFit>&
   return out;
 }
 
+std::vector<graph::NcclStepCost> RoundStepCosts(const std::vector<StepCostFit>& fits, uint32_t rank,
+                                                const graph::Cluster& run_cluster, bool graph_round, bool* kept) {
+  std::vector<graph::NcclStepCost> out;
+  if (!graph_round || run_cluster.nccl_step_costs_size() == 0) out = StepCostEntries(fits, rank);
+  *kept = out.empty() && run_cluster.nccl_step_costs_size() > 0;
+  if (!*kept) return out;
+  for (const graph::NcclStepCost& e : run_cluster.nccl_step_costs()) {
+    graph::NcclStepCost& k = out.emplace_back(e);
+    if (e.source().rfind("kept: ", 0) != 0) k.set_source("kept: " + e.source());
+  }
+  return out;
+}
+
 std::string DescribeFits(const std::vector<StepCostFit>& fits, uint32_t rank) {
   if (fits.empty()) return absl::StrCat("step cost, rank ", rank, ": none (no ring collective went through the plugin)");
   std::vector<std::string> parts;

@@ -95,6 +95,17 @@ std::vector<StepCostFit> FitStepCost(const std::vector<RingOpTiming>& ops, const
 // entries: source "measured by prism capture on rank R, N ops (...)".
 std::vector<graph::NcclStepCost> StepCostEntries(const std::vector<StepCostFit>& fits, uint32_t rank);
 
+// A capture round's header entries: the fits' figures; none of its own, or
+// a graph round (`graph_round`: the run played a graph, not --follow) whose
+// graph has a figure: the run graph's (`run_cluster`), sources marked
+// "kept: ". A graph round's rings were held to the lockstep floor with that
+// figure, so only the operations slower than the floor fit, and their pace is
+// their own (CollectiveOp.measured_ns), not the ring's: fitting them would
+// raise the figure round after round (docs/capture.md, "Refine rounds").
+// `kept`: whether the run graph's figure was taken.
+std::vector<graph::NcclStepCost> RoundStepCosts(const std::vector<StepCostFit>& fits, uint32_t rank,
+                                                const graph::Cluster& run_cluster, bool graph_round, bool* kept);
+
 // One line for a person: "step cost, rank R: SIMPLE ring 9.80 us per step
 // (median of N latency-bound ring ops, p10 .. p90 ..); LL ring: none (...)".
 std::string DescribeFits(const std::vector<StepCostFit>& fits, uint32_t rank);
