@@ -200,7 +200,7 @@ TEST_CASE("own pace: TorchTitan FSDP2 at 1024 ranks: --simulate of the captured 
   CHECK(std::abs(refined / simulated - 1) < 0.005);
 }
 
-TEST_CASE("own pace: a graph round keeps its graph's step cost; a follow round takes its fit",
+TEST_CASE("own pace: a graph round keeps its graph's step cost and a follow round takes its fit",
           "[hybrid][step_cost][own_pace]") {
   TitanCapture t = CaptureTitan();
   const auto timings = prism::daemon::RingOpTimings(t.sessions, t.world).at(0);
