@@ -286,6 +286,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
                static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences),
                static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
                static_cast<unsigned long long>(c.holds));
+  std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
   std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {

@@ -48,6 +48,7 @@
 #include "daemon/engine/tree_pipeline.h"
 #include "daemon/hybrid/communicator_binding.h"
 #include "daemon/hybrid/divergence_watch.h"
+#include "daemon/hybrid/late_receives.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/ring_answers.h"
 #include "daemon/hybrid/session_recorder.h"
@@ -130,6 +131,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
   void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
+  void OnIteration(uint64_t index, Nanoseconds duration) override;
 
   // A stall: the engine has nothing left to play and waits for the real
   // ranks, while every real rank is inside a matched NCCL operation that
@@ -164,6 +166,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint64_t forecast_misses = 0;  // the members then arrived at another time than forecast
   };
   Counters counters() const;
+  // The real ranks' late receives so far, by cause, start-up apart (late_receives.h).
+  LateReceives::Totals late_receives() const { return late_receives_.totals(); }
 
  private:
   // Where an engine time for a real rank's operation waits for the other half.
@@ -303,7 +307,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   prometheus::Counter* unmatched_metric_ = nullptr;
   prometheus::Counter* pushed_metric_ = nullptr;
   prometheus::Histogram* lead_metric_ = nullptr;
-  prometheus::Histogram* late_receive_metric_ = nullptr;
+  LateReceives late_receives_;  // prism_hybrid_receive_late_seconds
 };
 
 }  // namespace prism::daemon
