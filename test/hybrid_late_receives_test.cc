@@ -2,9 +2,13 @@
 // receives by cause, the start-up iteration apart from the steady ones.
 #include <catch2/catch.hpp>
 
+#include <time.h>
+
 #include <string>
 
 #include "daemon/hybrid/late_receives.h"
+#include "daemon/hybrid/session_replay.h"
+#include "test/daemon_test_graphs.h"
 
 namespace prism::daemon {
 namespace {
@@ -14,6 +18,12 @@ void AddReceive(rpc::EventBatch* b, int64_t at_ns, uint64_t late_ns, bool waited
   c->set_at_ns(static_cast<uint64_t>(at_ns));
   c->set_late_ns(late_ns);
   c->set_waited_for_schedule(waited);
+}
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -59,6 +69,33 @@ TEST_CASE("late receives: the start-up iteration apart, steady ones by cause, pe
 TEST_CASE("late receives: before a steady iteration completed the line says so", "[hybrid][late]") {
   LateReceives late(nullptr);
   CHECK(LateReceives::Line(late.totals()).rfind("late receives: no steady iteration completed", 0) == 0);
+}
+
+TEST_CASE("engine lag: the steady iterations' histogram is the pacer's less its snapshot at the first "
+          "iteration's end", "[hybrid][late]") {
+  using H = engine::WallClockPacer::LagHistogram;
+  H earlier, now;
+  earlier.counts[0] = 90, earlier.counts[5] = 10, earlier.total = 100, earlier.sum_s = 1.0;
+  now.counts[0] = 190, now.counts[5] = 10, now.counts[8] = 1, now.total = 201, now.sum_s = 1.5;
+  const H d = now.Since(earlier);
+  CHECK(d.total == 101);
+  CHECK(d.counts[0] == 100);
+  CHECK(d.counts[5] == 0);
+  CHECK(d.counts[8] == 1);
+  CHECK(d.sum_s == Approx(0.5));
+  CHECK(d.QuantileUpper(0.99) == engine::WallClockPacer::kLagBounds[0]);  // the start-up's tail is gone
+  CHECK(now.QuantileUpper(0.99) == engine::WallClockPacer::kLagBounds[5]);
+
+  // A paced replay (as prismd) snapshots it when the engine's first iteration ends.
+  graph::Graph graph = testing::CollectiveGraph(8, graph::ALLREDUCE, 1 << 20, graph::ALGORITHM_RING, 4, 1'000'000);
+  (*graph.mutable_job()->mutable_attributes())["iterations"] = "3";
+  auto rec = ModelRecording(graph, {0}, RealtimeNs());
+  REQUIRE(rec.ok());
+  auto r = ReplaySessionsPaced(graph, *rec);
+  REQUIRE(r.ok());
+  REQUIRE(r->steady_lags.has_value());
+  CHECK(r->steady_lags->total > 0);
+  CHECK(r->steady_lags->total < r->lags.total);
 }
 
 }  // namespace prism::daemon

@@ -440,6 +440,15 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
 
 void HybridScheduler::OnIteration(uint64_t index, Nanoseconds duration) {
   late_receives_.OnIteration(index, duration, RealtimeNowNs());
+  if (index != 0 || pacer_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  lags_at_steady_ = pacer_->Lags();
+}
+
+std::optional<engine::WallClockPacer::LagHistogram> HybridScheduler::SteadyLags() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!lags_at_steady_ || pacer_ == nullptr) return std::nullopt;
+  return pacer_->Lags().Since(*lags_at_steady_);
 }
 
 void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply) {

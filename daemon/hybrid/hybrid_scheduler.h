@@ -168,6 +168,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   Counters counters() const;
   // The real ranks' late receives so far, by cause, start-up apart (late_receives.h).
   LateReceives::Totals late_receives() const { return late_receives_.totals(); }
+  // The engine's lag since its first iteration ended (the steady
+  // iterations); nullopt before that, or without a pacer.
+  std::optional<engine::WallClockPacer::LagHistogram> SteadyLags() const;
 
  private:
   // Where an engine time for a real rank's operation waits for the other half.
@@ -308,6 +311,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   prometheus::Counter* pushed_metric_ = nullptr;
   prometheus::Histogram* lead_metric_ = nullptr;
   LateReceives late_receives_;  // prism_hybrid_receive_late_seconds
+  std::optional<engine::WallClockPacer::LagHistogram> lags_at_steady_;  // the pacer's at iteration 0's end (mu_)
 };
 
 }  // namespace prism::daemon
