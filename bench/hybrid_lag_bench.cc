@@ -45,7 +45,12 @@
 // OpSchedule.after, releases them as the schedule does). A schedule's gRPC
 // trip is --push-delay-us; NCCL's polling of test() is not in it.
 // "TP all-reduces ... wait per op": all-reduces over 2 ranks, their first
-// receive's wait for prismd, per operation.
+// receive's wait for prismd, per operation. "steady iterations": the same
+// late receives without the start-up iteration (those timed before the
+// engine's first iteration ended), split into held rings' and late
+// schedules'; what prismd's exit line calls "waiting for prismd's
+// schedule". NCCL's test() cadence (the exit line's other cause) is not
+// played here.
 //
 // Output: one line per run, then its lag histogram.
 #include <algorithm>
@@ -125,6 +130,12 @@ struct LateReceives {
   uint64_t tp_ops = 0;
   double tp_wait_s = 0;
   std::map<std::string, double> late_s_by_kind;  // OpKind name (ALL_REDUCE over 2 ranks: "TP")
+  // Apart: the start-up iteration (receives before the engine's first
+  // iteration ended); the steady ones by cause: a held ring's receives, and
+  // receives whose schedule came after their time (STREAM, or a ring whose
+  // hold came before its schedule was sent).
+  double startup_s = 0, steady_held_s = 0, steady_late_schedule_s = 0;
+  uint64_t steady_held = 0, steady_late_schedule = 0;
 };
 
 // When a hold (OpSchedule.hold) for each operation was sent, by KeyOf.
@@ -149,7 +160,7 @@ std::map<std::string, int64_t> ForecastsOf(const SessionReplayResult& r) {
 // does, whichever comes first. `gpu_start`: when each operation's transfers
 // began (its OpStarted stamp may be earlier: --enqueue-ahead-us).
 LateReceives LateFromSchedules(const SessionReplayResult& r, const std::map<std::string, RecordedOp>& ops,
-                               const std::map<std::string, int64_t>& gpu_start, int64_t push_ns) {
+                               const std::map<std::string, int64_t>& gpu_start, int64_t push_ns, int64_t startup_end) {
   LateReceives out;
   const std::map<std::string, int64_t> holds = HoldsOf(r);
   const std::map<std::string, int64_t> forecasts = ForecastsOf(r);
@@ -186,8 +197,13 @@ LateReceives LateFromSchedules(const SessionReplayResult& r, const std::map<std:
         out.late += channels;
         out.late_s += static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
         if (tp && first) out.tp_wait_s += static_cast<double>(late) * 1e-9;
+        const double seconds = static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
         out.late_s_by_kind[tp ? std::string("TP") : prism::rpc::OpKind_Name(op.started.key().kind()).substr(3)] +=
-            static_cast<double>(late) * 1e-9 * static_cast<double>(channels);
+            seconds;
+        const bool held = waits_from != std::numeric_limits<int64_t>::min();
+        if (done < startup_end) out.startup_s += seconds;
+        else if (held) out.steady_held_s += seconds, out.steady_held += channels;
+        else out.steady_late_schedule_s += seconds, out.steady_late_schedule += channels;
       }
       first = false;
     }
@@ -390,7 +406,10 @@ int main(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     Nanoseconds played(0);
     for (Nanoseconds t : r->iteration_times) played += t;
-    const LateReceives late = LateFromSchedules(*r, ops, gpu_start, static_cast<int64_t>(push_delay_us * 1000.0));
+    const int64_t startup_end =
+        rec->start_realtime_ns + (r->iteration_times.empty() ? 0 : r->iteration_times.front().count());
+    const LateReceives late =
+        LateFromSchedules(*r, ops, gpu_start, static_cast<int64_t>(push_delay_us * 1000.0), startup_end);
     const double per_iteration_s = r->iteration_times.empty() ? 0 : late.late_s / r->iteration_times.size();
     const double iteration_s = r->iteration_times.empty() ? 0 : played.count() * 1e-9 / r->iteration_times.size();
     std::printf(
@@ -406,6 +425,21 @@ int main(int argc, char** argv) {
                 r->forecasts.size(), static_cast<unsigned long long>(r->forecast_misses),
                 static_cast<unsigned long long>(late.tp_ops),
                 late.tp_ops > 0 ? late.tp_wait_s * 1e6 / static_cast<double>(late.tp_ops) : 0.0);
+    if (r->iteration_times.size() > 1) {
+      const double steady_n = static_cast<double>(r->iteration_times.size() - 1);
+      const double steady_ms = (played - r->iteration_times.front()).count() * 1e-6 / steady_n;
+      const double steady_late_ms = (late.steady_held_s + late.steady_late_schedule_s) * 1e3 / steady_n;
+      if (r->steady_lags)
+        std::printf("  steady iterations: lag p50 <=%.0f us p99 <=%.0f us over %llu events\n",
+                    Us(r->steady_lags->QuantileUpper(0.5)), Us(r->steady_lags->QuantileUpper(0.99)),
+                    static_cast<unsigned long long>(r->steady_lags->total));
+      std::printf("  steady iterations (%zu of %.1f ms): late receives %.3f ms per iteration (%.3f%%): held rings "
+                  "%.3f ms (%llu receives), late schedules %.3f ms (%llu); start-up iteration %.3f ms\n",
+                  r->iteration_times.size() - 1, steady_ms, steady_late_ms,
+                  steady_ms > 0 ? 100.0 * steady_late_ms / steady_ms : 0.0, late.steady_held_s * 1e3 / steady_n,
+                  static_cast<unsigned long long>(late.steady_held), late.steady_late_schedule_s * 1e3 / steady_n,
+                  static_cast<unsigned long long>(late.steady_late_schedule), late.startup_s * 1e3);
+    }
     std::printf("  late receives per iteration by kind (ms):");
     for (const auto& [kind, seconds] : late.late_s_by_kind)
       std::printf(" %s %.3f", kind.c_str(), r->iteration_times.empty() ? 0.0 : seconds * 1e3 / r->iteration_times.size());

@@ -147,6 +147,11 @@ void DaemonSession::Emit(const SessionEvent& e) {
   if (first) cv_.notify_one();
 }
 
+std::vector<SessionEvent> DaemonSession::PendingEvents() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
 std::shared_ptr<ConnState> DaemonSession::Conn(uint64_t conn_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<ConnState>& c = conns_[conn_id];
@@ -229,6 +234,7 @@ void ToProto(const SessionEvent& e, rpc::Event* out) {
       m->set_channel(e.channel);
       m->set_step(e.step);
       m->set_late_ns(static_cast<uint64_t>(e.late_ns));
+      m->set_waited_for_schedule(e.waited_for_schedule);
       break;
     }
     case SessionEvent::kOpStarted:

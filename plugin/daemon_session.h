@@ -85,6 +85,7 @@ struct SessionEvent {
   uint32_t channel = 0;
   uint32_t step = 0;
   int64_t late_ns = 0;           // kCompleted of a receive: completed this much after its schedule
+  bool waited_for_schedule = false;  // kCompleted of a receive: it waited for prismd's schedule
   std::shared_ptr<const OpInfo> op;  // kOpStarted/kOpFinished
   OpSummary summary;             // kOpFinished
 };
@@ -109,6 +110,9 @@ class DaemonSession {
   void Start();
 
   void Emit(const SessionEvent& e);
+  // A copy of the events not yet written to prismd (tests: a session never
+  // started keeps every event it was given).
+  std::vector<SessionEvent> PendingEvents();
   // The state of connection `conn_id` (created on first use).
   std::shared_ptr<ConnState> Conn(uint64_t conn_id);
   void ForgetConn(uint64_t conn_id);

@@ -76,11 +76,19 @@ class OpScheduleBook {
   bool ResolveAfter(OpSchedule* s) const {
     if (!s->has_after) return true;
     std::lock_guard<std::mutex> lock(mu_);
-    const auto it = finished_.find(s->after);
-    if (it == finished_.end()) return false;
-    s->ready_ns = std::max(s->ready_ns, it->second + s->after_delay_ns);
-    s->has_after = false;
-    return true;
+    return ResolveAfterLocked(s);
+  }
+  // Get, with a forecast made plain (ResolveAfter) and written back, so that
+  // the operation's later receives find it plain: one lock and one lookup
+  // per receive. `*anchor_pending`: the schedule is a forecast whose anchor
+  // has not ended here yet (returned as it is).
+  std::optional<OpSchedule> GetResolved(const OpKey& key, bool* anchor_pending) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *anchor_pending = false;
+    auto it = book_.find(key);
+    if (it == book_.end()) return std::nullopt;
+    if (it->second.has_after && !ResolveAfterLocked(&it->second)) *anchor_pending = true;
+    return it->second;
   }
   // Times one receive of operation `key` on its virtual sender's link,
   // which every connection of the operation shares (its channels leave
@@ -130,6 +138,13 @@ class OpScheduleBook {
 
  private:
   static constexpr size_t kFinishedKept = 4096;
+  bool ResolveAfterLocked(OpSchedule* s) const {
+    const auto it = finished_.find(s->after);
+    if (it == finished_.end()) return false;
+    s->ready_ns = std::max(s->ready_ns, it->second + s->after_delay_ns);
+    s->has_after = false;
+    return true;
+  }
   mutable std::mutex mu_;
   std::map<OpKey, OpSchedule> book_;
   std::map<OpKey, Nanoseconds> sender_wire_end_;  // per operation, until Finish

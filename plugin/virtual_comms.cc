@@ -415,8 +415,13 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
     in.ring_step = RingStepOfMessage(op.info().protocol == LineProtocol::kSimple,
                                      static_cast<uint32_t>(std::max(0, slot.op.step)));
     in.step_cost = sched != nullptr ? Nanoseconds(sched->step_cost_ns) : env_.schedules->ring_step_cost();
-    in.step_wire = RingStepWireOf(op.info().kind == OpKind::kAllReduce, op.info().bytes,
+    const uint64_t bps = static_cast<uint64_t>(in.link.bandwidth.count());
+    if (step_wire_op_ != op.info().id || step_wire_bps_ != bps) {
+      step_wire_op_ = op.info().id, step_wire_bps_ = bps;
+      step_wire_ = RingStepWireOf(op.info().kind == OpKind::kAllReduce, op.info().bytes,
                                   static_cast<uint64_t>(std::max(1, op.info().comm_size)), in.link.bandwidth);
+    }
+    in.step_wire = step_wire_;
   }
   slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;
@@ -463,8 +468,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     if (out == Outcome::kWait) conn_->PutSchedule(slot.seq, explicit_schedule);  // keep it for the next try
   } else if (slot.op.valid()) {
     // The operation NCCL ran decides the form; the schedule gives the times.
-    std::optional<OpSchedule> s = env_.schedules->Get(OpKey::Of(slot.op.op->info()));
-    if (s && !env_.schedules->ResolveAfter(&*s)) return Outcome::kWait;  // a forecast: its anchor has not ended
+    // A forecast is made plain once, in the book (its later receives find it plain).
+    bool anchor_pending = false;
+    std::optional<OpSchedule> s = env_.schedules->GetResolved(OpKey::Of(slot.op.op->info()), &anchor_pending);
+    if (anchor_pending) return Outcome::kWait;  // a forecast: its anchor has not ended
     // PRISM_RING_WAITS_FOR_SCHEDULE: a ring receive, too, waits for its members' schedule.
     // PAT: mirrored per dimension when the proxy op's peer names one, else STREAM.
     const bool mirror = slot.op.op->info().mirror_kind() || PatDimensionOf(slot.op) >= 0;
@@ -472,6 +479,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     else if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
     else if (s && !mirror) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
+    if (out == Outcome::kWait && (!s || s->hold)) slot.waited_for_schedule = true;
   } else {
     ResolvePlainLink(req, slot);
   }
@@ -530,6 +538,7 @@ Result VirtualRecvComm::RecvRequest::Test(int* done, int* sizes) {
     if (s.op.valid()) s.op.op->RecordReceive(done_at, s.bytes);
     SessionEvent e = MessageEvent(SessionEvent::kCompleted, c.conn_id_, s.seq, s.bytes, done_at, s.op);
     e.late_ns = now - done_at;
+    e.waited_for_schedule = s.waited_for_schedule;
     c.session_->Emit(e);
     s.op = MessageTag{};  // drop the operation reference now
   }

@@ -100,6 +100,9 @@ class VirtualRecvComm final : public NetComm {
     uint64_t step = 0;         // the connection's absolute step (flags)
     bool bytes_exact = false;  // `bytes` is the message's wire size (MIRROR: my own send's)
     bool resolved = false;     // completion time computed
+    // A test() found its operation's schedule missing or held: the receive
+    // waited for prismd (Completed.waited_for_schedule).
+    bool waited_for_schedule = false;
     uint64_t bytes = 0;
     int64_t done_at = 0;
   };
@@ -172,6 +175,11 @@ class VirtualRecvComm final : public NetComm {
   Nanoseconds wire_end_;           // the modelled virtual sender's link
   uint64_t stream_op_ = 0;         // operation whose bytes stream_bytes_ counts
   uint64_t stream_bytes_ = 0;
+  // The model's W/h of a MIRROR ring (RingStepWireOf), once per operation
+  // and link bandwidth, not per message.
+  uint64_t step_wire_op_ = 0;
+  uint64_t step_wire_bps_ = 0;
+  Nanoseconds step_wire_{0};
   // The last LL/LL128 receive this comm filled (WarnWaiting names it).
   struct LastFill {
     uint64_t seq = 0;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,7 @@ using prism::plugin::Arrival;
 using prism::plugin::ArrivalForm;
 using prism::plugin::ArrivalInput;
 using prism::plugin::ResolveArrival;
+using prism::plugin::SessionEvent;
 using prism::plugin::StreamStepBytes;
 using prism::plugin::VirtualLink;
 using prism::plugin::WireTime;
@@ -304,6 +306,15 @@ struct Rig {
   FakeNccl nccl;
 };
 
+// Completed.waited_for_schedule of the latest receive completed on
+// connection `conn` among the session's unsent events; nullopt: none.
+std::optional<bool> ReceiveWaitedForSchedule(DaemonSession* session, uint64_t conn) {
+  std::optional<bool> out;
+  for (const SessionEvent& e : session->PendingEvents())
+    if (e.kind == SessionEvent::kCompleted && e.id == conn) out = e.waited_for_schedule;
+  return out;
+}
+
 // irecv of one buffer of `size` bytes tagged `tag`; the request.
 Request* PostReceive(VirtualRecvComm* comm, std::vector<char>* buf, const MessageTag* tag) {
   void* data = buf->data();
@@ -484,6 +495,34 @@ TEST_CASE("virtual recv: a MIRROR receive under prismd's hold waits until the me
   const int64_t posted_by = WallNowNs();
   CHECK(WaitDone(r) == 4096);
   CheckArrival(ring.Finish().end_ns, sched.ready_ns + 4096 / 4 + 15'000'000, posted_by);
+  CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(true));  // prismd's late_ns cause
+}
+
+TEST_CASE("schedule book: a forecast is made plain once, in the book, when its anchor has ended",
+          "[plugin][unit][forecast]") {
+  OpScheduleBook book;
+  const OpKey key{7, OpKind::kAllReduce, 3, -1}, anchor{7, OpKind::kAllReduce, 2, -1};
+  OpSchedule forecast;
+  forecast.ready_ns = 1'000;
+  forecast.has_after = true;
+  forecast.after = anchor;
+  forecast.after_delay_ns = 500;
+  book.Put(key, forecast);
+  bool pending = false;
+  REQUIRE(book.GetResolved(key, &pending).has_value());
+  CHECK(pending);  // the anchor has not ended here
+  CHECK(book.Get(key)->has_after);
+  book.Finish(anchor, 9'000);
+  const std::optional<OpSchedule> s = book.GetResolved(key, &pending);
+  REQUIRE(s.has_value());
+  CHECK_FALSE(pending);
+  CHECK(s->ready_ns == 9'500);
+  // Written back: the operation's later receives find it plain (no second lookup of the anchor).
+  CHECK_FALSE(book.Get(key)->has_after);
+  CHECK(book.Get(key)->ready_ns == 9'500);
+  bool none = true;
+  CHECK_FALSE(book.GetResolved(OpKey{7, OpKind::kAllGather, 3, -1}, &none).has_value());
+  CHECK_FALSE(none);
 }
 
 TEST_CASE("virtual recv: a forecast MIRROR receive waits for this rank's own end of the operation it runs from, "
@@ -550,6 +589,8 @@ TEST_CASE("virtual recv: MIRROR with a late ready time: ready + bytes/B + L on t
   CHECK(WaitDone(r) == 4096);
   CheckArrival(ring.Finish().end_ns, std::max(sent + 15'000'000, sched.ready_ns + 4096 / 4 + 15'000'000),
                posted_by);
+  // Its schedule was there: it did not wait for prismd (any lateness is NCCL's test()).
+  CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(false));
 }
 
 // A ring all-reduce (seq 1) of `count` floats under LL, started and

@@ -104,12 +104,23 @@ void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::
 
 Nanoseconds NicScheduler::ReserveCollective(const Request& r) {
   const EngineComm& c = world_.comms[r.comm];
-  if (QueuesOnTx(*r.op, c)) {
-    const Nanoseconds wire = Min(r.duration, model_.RingWireTime(r.op->collective, r.op->bytes, c.shape));
+  if (const TxWire& tw = TxWireOf(*r.op, c); tw.queues) {
+    const Nanoseconds wire = Min(r.duration, tw.wire);
     const Nanoseconds sent = QueueOnMembersTx(c, r.ready, wire);
     return Max(SatAdd(r.ready, r.duration), SatAdd(sent, r.duration - wire));
   }
   return SatAdd(ReserveMembers(c, r.ready, r.duration), r.duration);
+}
+
+const NicScheduler::TxWire& NicScheduler::TxWireOf(const OpInfo& op, const EngineComm& c) {
+  const TxWireKey key{op.collective, op.algorithm, op.bytes.count(), c.shape};
+  if (!tx_wire_ || !(tx_wire_->first == key)) {
+    TxWire w;
+    w.queues = QueuesOnTx(op, c);
+    if (w.queues) w.wire = model_.RingWireTime(op.collective, op.bytes, c.shape);
+    tx_wire_.emplace(key, w);
+  }
+  return tx_wire_->second;
 }
 
 bool NicScheduler::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -131,6 +132,16 @@ class NicScheduler {
   // The end of collective request `r` by the calendar or queues model.
   Nanoseconds ReserveCollective(const Request& r);
   bool QueuesOnTx(const OpInfo& op, const EngineComm& c) const;
+  // QueuesOnTx and the ring's wire time (NetworkModel::RingWireTime) of a
+  // collective, kept for the last (kind, algorithm, bytes, shape) asked: a
+  // grant at 8192 ranks takes thousands of alike collectives at one instant
+  // (every TP pair's all-reduce), and choosing NCCL's algorithm for each
+  // held the engine for a millisecond.
+  struct TxWire {
+    bool queues = false;
+    Nanoseconds wire;
+  };
+  const TxWire& TxWireOf(const OpInfo& op, const EngineComm& c);
   Nanoseconds QueueOnMembersTx(const EngineComm& c, Nanoseconds ready, Nanoseconds wire);
   // Reserves every member's both directions for `duration` from the first
   // instant >= `ready` at which all are free; returns that instant.
@@ -152,6 +163,14 @@ class NicScheduler {
   std::unique_ptr<SharedNics> shared_;          // kShared only
   uint32_t check_generation_ = 0;               // of the latest wake-up made
   absl::flat_hash_map<uint64_t, std::pair<uint32_t, Nanoseconds>> shared_tickets_;  // flow id -> (ticket, start)
+  struct TxWireKey {
+    graph::CollectiveKind kind{};
+    graph::Algorithm algorithm{};
+    uint64_t bytes = 0;
+    CommShape shape;
+    bool operator==(const TxWireKey&) const = default;
+  };
+  std::optional<std::pair<TxWireKey, TxWire>> tx_wire_;  // TxWireOf's last answer
 };
 
 }  // namespace prism::engine

@@ -86,6 +86,14 @@ Nanoseconds WallClockPacer::LagHistogram::QuantileUpper(double q) const {
   return Nanoseconds::Max();
 }
 
+WallClockPacer::LagHistogram WallClockPacer::LagHistogram::Since(const LagHistogram& earlier) const {
+  LagHistogram d;
+  for (size_t i = 0; i < kLagBuckets; ++i) d.counts[i] = counts[i] - std::min(counts[i], earlier.counts[i]);
+  d.total = total - std::min(total, earlier.total);
+  d.sum_s = std::max(0.0, sum_s - earlier.sum_s);
+  return d;
+}
+
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
   if (inbox != nullptr) inbox->MarkCaughtUp(t);  // the engine handles events in time order
   const Nanoseconds due = t - options_.lookahead;

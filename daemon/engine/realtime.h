@@ -173,6 +173,10 @@ class WallClockPacer {
     // Upper bound of the bucket holding quantile q in (0, 1]; 0 when empty,
     // Nanoseconds::Max() in the last (unbounded) bucket.
     Nanoseconds QuantileUpper(double q) const;
+    // The events recorded after `earlier`, a snapshot of the same pacer
+    // (the steady iterations: Lags() less its snapshot at the first
+    // iteration's end).
+    LagHistogram Since(const LagHistogram& earlier) const;
   };
   LagHistogram Lags() const;
 

@@ -499,8 +499,10 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
   const auto run_start = std::chrono::steady_clock::now();
-  // Waiting for the real ranks with nothing to play: when the observer was last told (or the wait began).
-  std::optional<std::chrono::steady_clock::time_point> awaiting_told;
+  // Waiting for the real ranks with nothing to play: when the observer was last told (or the wait began);
+  // a plain time point and a flag (GCC 12 took an optional's for "may be used uninitialized").
+  std::chrono::steady_clock::time_point awaiting_told{};
+  bool awaiting = false;
   while (!stop_) {
     // Leaving the current instant: grant the NIC requests made at it together.
     if (nics_.HasRequests() && (queue_.empty() || queue_.top().time != now_)) {
@@ -508,7 +510,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       continue;
     }
     if (inbox && inbox->HasPending()) {
-      awaiting_told.reset();
+      awaiting = false;
       if (auto s = ApplyInbox(inbox); !s.ok()) return s;
       continue;
     }
@@ -520,8 +522,8 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       }
       if (has_real_ && inbox) {
         const auto now = std::chrono::steady_clock::now();
-        if (!awaiting_told) awaiting_told = now;
-        if (observer_ && now - *awaiting_told >= kAwaitReportAfter) {
+        if (!awaiting) awaiting_told = now, awaiting = true;
+        if (observer_ && now - awaiting_told >= kAwaitReportAfter) {
           observer_->OnAwaitingRealRanks(RealRankPositions());
           awaiting_told = now;
         }

@@ -85,13 +85,18 @@ class LagExporter {
   engine::WallClockPacer::LagHistogram last_;
 };
 
-std::string LagSummary(const engine::WallClockPacer& pacer) {
+// The whole run's lag, then the steady iterations' (after the first ended).
+std::string LagSummary(const engine::WallClockPacer& pacer, const HybridScheduler& scheduler) {
   const auto h = pacer.Lags();
   auto us = [](Nanoseconds t) {
     return t == Nanoseconds::Max() ? std::string(">1 s") : absl::StrCat("<=", t.count() / 1000, " us");
   };
-  return absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpper(0.5)), ", p99 ",
-                      us(h.QuantileUpper(0.99)), ", max ", pacer.max_lag().count() / 1000, " us");
+  std::string out = absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpper(0.5)), ", p99 ",
+                                 us(h.QuantileUpper(0.99)), ", max ", pacer.max_lag().count() / 1000, " us");
+  if (const auto steady = scheduler.SteadyLags())
+    absl::StrAppend(&out, " (steady iterations: ", steady->total, " events, p50 ", us(steady->QuantileUpper(0.5)),
+                    ", p99 ", us(steady->QuantileUpper(0.99)), ")");
+  return out;
 }
 
 // Receives that wait on the engine for long, as /status alerts and log lines.
@@ -286,7 +291,8 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
                static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences),
                static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
                static_cast<unsigned long long>(c.holds));
-  std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer).c_str(), cpu,
+  std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
+  std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer, scheduler).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {
     std::fprintf(stderr, "%s", result->report.ToText().c_str());

@@ -64,7 +64,8 @@ int64_t HybridScheduler::RealtimeNowNs() {
 HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox* inbox,
                                  const engine::WallClockPacer* pacer, server::StatusBoard* status,
                                  server::Metrics* metrics, HybridSchedulerOptions options)
-    : programs_(std::move(programs)), inbox_(inbox), pacer_(pacer), status_(status), options_(options) {
+    : programs_(std::move(programs)), inbox_(inbox), pacer_(pacer), status_(status), options_(options),
+      late_receives_(metrics) {
   if (metrics != nullptr) {
     auto& ops = prometheus::BuildCounter()
                     .Name("prism_hybrid_ops_total")
@@ -82,11 +83,6 @@ HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox*
                         .Help("How far ahead of the time it gives a schedule was sent (0: late)")
                         .Register(*metrics->registry())
                         .Add({}, LeadBuckets());
-    late_receive_metric_ = &prometheus::BuildHistogram()
-                                .Name("prism_hybrid_receive_late_seconds")
-                                .Help("How much later than its schedule a receive from a virtual peer completed")
-                                .Register(*metrics->registry())
-                                .Add({}, LeadBuckets());
   }
   pusher_ = std::thread([this] { PusherMain(); });
 }
@@ -435,11 +431,8 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   // Per-message events take no lock: the engine thread's observer calls wait
   // on mu_, and a batch holds thousands of them at 8192 ranks.
   bool operations = false;
-  for (const rpc::Event& e : batch.events()) {
-    operations |= e.has_op_started() || e.has_op_finished();
-    if (late_receive_metric_ != nullptr && e.has_completed() && e.completed().late_ns() > 0)
-      late_receive_metric_->Observe(static_cast<double>(e.completed().late_ns()) * 1e-9);
-  }
+  for (const rpc::Event& e : batch.events()) operations |= e.has_op_started() || e.has_op_finished();
+  late_receives_.Add(batch);
   if (batch.events_size() > 0) last_report_ns_.store(RealtimeNowNs(), std::memory_order_relaxed);
   if (!operations) return;
   std::unique_lock<std::mutex> lock(mu_);
@@ -453,6 +446,19 @@ void HybridScheduler::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::
   if (options_.recorder != nullptr)
     for (const rpc::OpSchedule& s : reply->ops())
       if (!s.hold()) options_.recorder->Schedule(RealtimeNowNs(), id, s);
+}
+
+void HybridScheduler::OnIteration(uint64_t index, Nanoseconds duration) {
+  late_receives_.OnIteration(index, duration, RealtimeNowNs());
+  if (index != 0 || pacer_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  lags_at_steady_ = pacer_->Lags();
+}
+
+std::optional<engine::WallClockPacer::LagHistogram> HybridScheduler::SteadyLags() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!lags_at_steady_ || pacer_ == nullptr) return std::nullopt;
+  return pacer_->Lags().Since(*lags_at_steady_);
 }
 
 void HybridScheduler::AnswerRings(std::unique_lock<std::mutex>* lock, SessionId id, rpc::ScheduleBatch* reply) {

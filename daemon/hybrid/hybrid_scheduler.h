@@ -48,6 +48,7 @@
 #include "daemon/engine/tree_pipeline.h"
 #include "daemon/hybrid/communicator_binding.h"
 #include "daemon/hybrid/divergence_watch.h"
+#include "daemon/hybrid/late_receives.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/hybrid/ring_answers.h"
 #include "daemon/hybrid/session_recorder.h"
@@ -131,6 +132,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
   void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
+  void OnIteration(uint64_t index, Nanoseconds duration) override;
 
   // A stall: the engine has nothing left to play and waits for the real
   // ranks, while every real rank is inside a matched NCCL operation that
@@ -165,6 +167,11 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint64_t forecast_misses = 0;  // the members then arrived at another time than forecast
   };
   Counters counters() const;
+  // The real ranks' late receives so far, by cause, start-up apart (late_receives.h).
+  LateReceives::Totals late_receives() const { return late_receives_.totals(); }
+  // The engine's lag since its first iteration ended (the steady
+  // iterations); nullopt before that, or without a pacer.
+  std::optional<engine::WallClockPacer::LagHistogram> SteadyLags() const;
 
  private:
   // Where an engine time for a real rank's operation waits for the other half.
@@ -304,7 +311,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   prometheus::Counter* unmatched_metric_ = nullptr;
   prometheus::Counter* pushed_metric_ = nullptr;
   prometheus::Histogram* lead_metric_ = nullptr;
-  prometheus::Histogram* late_receive_metric_ = nullptr;
+  LateReceives late_receives_;  // prism_hybrid_receive_late_seconds
+  std::optional<engine::WallClockPacer::LagHistogram> lags_at_steady_;  // the pacer's at iteration 0's end (mu_)
 };
 
 }  // namespace prism::daemon

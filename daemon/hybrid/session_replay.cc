@@ -250,6 +250,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   if (!result.ok()) return result.status();
   SessionReplayResult out = Collect(*result, &scheduler, &sink);
   out.lags = pacer.Lags();
+  out.steady_lags = scheduler.SteadyLags();
   out.max_lag = pacer.max_lag();
   for (std::vector<SessionSchedule>* list : {&out.schedules, &out.forecasts})
     for (SessionSchedule& s : *list) {  // back to the recording's clock

@@ -60,6 +60,7 @@ struct SessionReplayResult {
   std::vector<uint32_t> actor_of_rank;
   // A paced replay's engine lag (prism_engine_event_lag_seconds); empty unpaced.
   engine::WallClockPacer::LagHistogram lags;
+  std::optional<engine::WallClockPacer::LagHistogram> steady_lags;  // after the first iteration ended
   Nanoseconds max_lag;
 };
 
