@@ -24,6 +24,7 @@ send/recv by communicator and peer), means per iteration in ms:
 
   iterations K  hybrid X ms  model Y ms  gap Z ms (P%)
   stream S  kind  ops-per-iteration  added-ms  (duration hybrid - model, ms)
+  stream S ends G  (its last op's gap, ms: the sum of its lines' added-ms)
   top  iteration op kind added-ms  (the 12 ops that added most)
 
 Exit 0; 2 on bad use or when a side has fewer iterations than --skip + 1.
@@ -109,6 +110,7 @@ def main():
     dur = collections.defaultdict(float)     # (stream, desc) -> hybrid - model duration, us
     count = collections.Counter()
     top = []
+    stream_end = collections.defaultdict(float)  # stream -> its last op's gap, summed over the iterations
     h_total = m_total = 0.0
     for k in its:
         hs, ms = start_of(h_ends, k), start_of(m_ends, k)
@@ -128,6 +130,8 @@ def main():
             count[key] += 1
             top.append((gap - last[stream], k, op, key[1]))
             last[stream] = gap
+        for stream, g in last.items():
+            stream_end[stream] += g
     n = len(its)
     gap = (h_total - m_total) / n
     print(f"iterations {n}  hybrid {h_total / n / 1000:.3f} ms  model {m_total / n / 1000:.3f} ms  "
@@ -135,6 +139,8 @@ def main():
     for key in sorted(added, key=lambda x: (x[0], -abs(added[x]))):
         print(f"stream {key[0]}  {key[1]}  {count[key] / n:.1f}  {added[key] / n / 1000:+.3f}  "
               f"({dur[key] / n / 1000:+.3f})")
+    for stream in sorted(stream_end):
+        print(f"stream {stream} ends {stream_end[stream] / n / 1000:+.3f}")
     for a, k, op, d in sorted(top, key=lambda x: -x[0])[:12]:
         print(f"top  {k}  {op}  {d}  {a / 1000:+.3f}")
     return 0

@@ -4,8 +4,9 @@ its graph made with prism-graphgen fidelity): a model recording of rank 0
 (`model:0`, the real rank exactly as --simulate plays it) has no gap, op kind
 by op kind; the recorded hybrid run of rank 0 (step-n8-hybrid1-causal.rec)
 has its replay's gap over the model (+1.021 ms of 129.487 ms per iteration,
-28 iterations after the first), and the pipeline receive from the virtual
-stage is the op that adds most.
+28 iterations after the first), each stream's shares add up to its
+last op's gap, and the pipeline receive from the virtual stage is the op
+that adds most.
 
   hybrid_gap_test.py PRISM_GRAPHGEN HYBRID_EXPLAIN"""
 import os
@@ -39,23 +40,27 @@ def main(graphgen, explain):
                        capture_output=True)
         model = gap(graphgen, explain, graph, "model:0")
         expect(model[0].endswith("gap 0.000 ms (+0.00%)"), f"the model against itself: {model[0]!r}")
-        shares = [l for l in model if l.startswith("stream ")]
+        shares = [l for l in model if l.startswith("stream ") and " ends " not in l]
         expect(len(shares) >= 4, f"op kinds of rank 0: {shares}")
         expect(all(re.search(r"  [+-]0\.000  \([+-]0\.000\)$", l) for l in shares), f"no share: {shares}")
 
         hybrid = gap(graphgen, explain, graph, os.path.join(FIX, "step-n8-hybrid1-causal.rec"))
         expect(hybrid[0] == "iterations 28  hybrid 130.508 ms  model 129.487 ms  gap 1.021 ms (+0.79%)",
                f"the recorded run: {hybrid[0]!r}")
-        kinds = {l.split("  ")[1] for l in hybrid if l.startswith("stream ")}
+        kinds = {l.split("  ")[1] for l in hybrid if l.startswith("stream ") and " ends " not in l}
         expect({"allreduce tp[0] 2097152 B", "send pp[0] peer 4", "recv pp[0] peer 4"} <= kinds, f"kinds: {kinds}")
+        for stream in ("0", "1"):
+            shares = [float(l.split("  ")[3]) for l in hybrid if l.startswith(f"stream {stream}  ")]
+            end = [float(l.split()[-1]) for l in hybrid if l.startswith(f"stream {stream} ends ")]
+            expect(len(end) == 1 and abs(sum(shares) - end[0]) < 0.005,
+                   f"stream {stream}: its shares {shares} add up to its last op's gap {end}")
         top = [l for l in hybrid if l.startswith("top ")]
         expect(top and "recv pp[0] peer 4" in top[0], f"the op that adds most: {top[:1]}")
     print("ok")
-    return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    if len(sys.argv) == 3:
+        main(*sys.argv[1:])
+    else:
+        sys.exit(__doc__)
