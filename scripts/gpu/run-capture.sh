@@ -202,7 +202,7 @@ done
 
 [[ ${SKIP_CHECK:-0} == 1 ]] && { echo "== 4. skipped (SKIP_CHECK=1)"; echo "results in $OUT"; exit 0; }
 echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
-rc=0; mkdir -p "$OUT/check-logs"
+rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
   --prismd-arg=--record-sessions --prismd-arg="$OUT/check-logs/sessions.rec" \
