@@ -4,7 +4,10 @@ capture of train_gpt.py at 1024 ranks (test/fixtures/capture/train-gpt-1024-foll
 itself slimmed): slimming it again keeps every line and writes the same bytes;
 the slimmed copy captures the same recordings, byte for byte; an existing
 output file, a recording of a run with a graph and -o next to --slim are
-refused with their reason and exit status.
+refused with their reason and exit status. --ops-only (what a replay reads:
+communicators, schedules, the operations' events; no per-message event) takes
+a run with a graph (test/fixtures/hybrid/step-n8-hybrid1-causal.rec, which has
+no per-message event) and keeps it byte for byte.
 
   session_capture_slim_test.py PRISM_SESSION_CAPTURE"""
 import os
@@ -15,6 +18,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "capture", "train-gpt-1024-follow")
 NOT_FOLLOW = os.path.join(HERE, "fixtures", "hybrid", "step-smoke-hybrid1.rec")
+GRAPH_RUN = os.path.join(HERE, "fixtures", "hybrid", "step-n8-hybrid1-causal.rec")
 
 
 def run(tool, *args):
@@ -53,6 +57,15 @@ def main(tool):
         expect(r.returncode == 2 and "not of a prismd --follow run" in r.stderr,
                f"a run with a graph: {r.returncode} {r.stderr!r}")
         expect(not os.path.exists(os.path.join(tmp, "x.rec")), "nothing written for a refused recording")
+        ops = os.path.join(tmp, "ops.rec")
+        r = run(tool, GRAPH_RUN, "--ops-only", ops)
+        whole = sum(1 for _ in open(GRAPH_RUN)) - 1
+        expect(r.returncode == 0 and f"{whole} of {whole} lines" in r.stdout,
+               f"--ops-only of a run with a graph: {r.returncode} {r.stdout!r} {r.stderr!r}")
+        expect(open(ops, "rb").read() == open(GRAPH_RUN, "rb").read(),
+               "a fixture without per-message events is kept byte for byte")
+        r = run(tool, GRAPH_RUN, "--ops-only", os.path.join(tmp, "z.rec"), "-o", os.path.join(tmp, "d"))
+        expect(r.returncode == 2 and "leave out" in r.stderr, f"-o with --ops-only: {r.returncode} {r.stderr!r}")
         r = run(tool, rec, "--slim", os.path.join(tmp, "y.rec"), "-o", os.path.join(tmp, "c"))
         expect(r.returncode == 2 and "leave out -o" in r.stderr, f"-o with --slim: {r.returncode} {r.stderr!r}")
     print("ok")

@@ -8,6 +8,9 @@
 //       W: the world graph prismd ran with (its links: NCCL's step cost is fitted only with it)
 //   prism-session-capture SESSIONS.rec --slim OUT.rec
 //       writes only what a follow capture reads of SESSIONS.rec (FollowCaptureInput) to a new file
+//   prism-session-capture SESSIONS.rec --ops-only OUT.rec
+//       any run: writes what a replay reads (communicators, operation starts and ends, schedules;
+//       KeepOperationEvents) to a new file: a hybrid check run's recording small enough to keep
 //
 // Exit: 0; 2 bad input; 1 the output could not be written.
 #include <filesystem>
@@ -21,6 +24,7 @@
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/session_capture.h"
+#include "daemon/hybrid/session_replay.h"
 #include "daemon/hybrid/step_cost_fit.h"
 #include "graphgen/capture_recording.h"
 #include "proto/graph_file.h"
@@ -122,12 +126,23 @@ int Slim(const std::string& sessions, const std::string& out) {
   return 0;
 }
 
+// --ops-only: what a replay reads of `sessions` (any run), into the new file `out`.
+int OpsOnly(const std::string& sessions, const std::string& out) {
+  auto recording = prism::daemon::ReadRecording(sessions);
+  if (!recording.ok()) return Fail(2, std::string(recording.status().message()));
+  const prism::daemon::Recording kept = prism::daemon::KeepOperationEvents(*recording);
+  if (auto s = prism::daemon::WriteRecording(out, kept); !s.ok()) return Fail(1, std::string(s.message()));
+  std::cout << "wrote " << out << ": " << kept.lines.size() << " of " << recording->lines.size()
+            << " lines (communicators, schedules, operation starts and ends)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"capture recordings of a hybrid run's real ranks, compute measured from prismd --record-sessions "
                "(docs/capture.md)", "prism-session-capture"};
-  std::string sessions, graph_path, dir, torch_dir, slim, world_graph;
+  std::string sessions, graph_path, dir, torch_dir, slim, ops_only, world_graph;
   uint64_t skip = 1;
   double run_step_cost_us = -1;
   app.add_option("sessions", sessions, "prismd --record-sessions file")->required();
@@ -137,6 +152,10 @@ int main(int argc, char** argv) {
       "--slim", slim, "instead of capturing: write what a prismd --follow run's capture reads of SESSIONS "
                       "(communicators, operation starts and ends) to this new file: a small recording that "
                       "captures the same");
+  app.add_option("--ops-only", ops_only,
+                 "instead of capturing: write what a replay reads of SESSIONS, of any run (communicators, schedules, "
+                 "operation starts and ends; no per-message events) to this new file: for bench/hybrid_explain and "
+                 "bench/hybrid_gap.py");
   app.add_option("--skip-iterations", skip, "iterations left out of the mean (warm-up; default 1)");
   app.add_option("--torch-trace", torch_dir,
                  "a prismd --follow run only: the folder of the real ranks' torch-rank-<r>.jsonl (prism capture's "
@@ -150,6 +169,12 @@ int main(int argc, char** argv) {
                  "left out of the fit")
       ->check(CLI::Range(0.0, 1000.0));
   CLI11_PARSE(app, argc, argv);
+  if (!ops_only.empty()) {
+    if (!slim.empty() || !graph_path.empty() || !torch_dir.empty() || !dir.empty() || !world_graph.empty())
+      return Fail(2, "--ops-only writes a recording and captures nothing: leave out --slim, -o, --graph, "
+                     "--torch-trace and --world-graph");
+    return OpsOnly(sessions, ops_only);
+  }
   if (!slim.empty()) {
     if (!graph_path.empty() || !torch_dir.empty() || !dir.empty() || !world_graph.empty())
       return Fail(2, "--slim writes a recording and captures nothing: leave out -o, --graph, --torch-trace and "

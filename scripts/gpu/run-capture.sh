@@ -11,7 +11,11 @@
 #      iteration, mean of iterations 1..3);
 #   4. prism run --graph captured.graph --ranks OTHER (a rank the slice did not
 #      include): exit status, iterations, steady iteration time, the ops check
-#      of train_gpt.py, prismd's divergences.
+#      of train_gpt.py, prismd's divergences; prismd records the run's sessions
+#      (OUT/check-logs/sessions.rec) and prism-session-capture --ops-only keeps what a
+#      replay reads (check-logs/sessions.ops.rec, ~1 MB): where the real rank's iteration
+#      runs longer than --simulate's, per op kind, is then `bench/hybrid_gap.py --graphgen
+#      G --step-cost-us US --ring-only captured.graph sessions.ops.rec OTHER` on any machine.
 #
 # Usage: scripts/gpu/run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]   (from the repository root)
 #   N: 8, 1024 (default) or 8192; SLICE: real ranks of the capture (default: 0 and the first
@@ -80,6 +84,7 @@ pack() {
     for l in "$c"-logs/*.log; do [[ -f $l ]] && mkdir -p "$d/$b-logs" && tail -n 200 "$l" > "$d/$b-logs/$(basename "$l")"; done
   done
   [[ -f $OUT/check.log ]] && tail -n 300 "$OUT/check.log" > "$d/check.log"
+  [[ -f $OUT/check-logs/sessions.ops.rec ]] && cp "$OUT/check-logs/sessions.ops.rec" "$d/check-sessions.ops.rec"
   tar czf "$PACK" -C "$d" . && echo "packed $(du -h "$PACK" | cut -f1) into $PACK"
   rm -rf "$d"
 }
@@ -200,7 +205,11 @@ echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice di
 rc=0
 env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+  --prismd-arg=--record-sessions --prismd-arg="$OUT/check-logs/sessions.rec" \
   -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$OUT/check.log" 2>&1 || rc=$?
+# what a replay reads of it (no per-message events: ~1 MB of tens): bench/hybrid_gap.py's input
+[[ -f $OUT/check-logs/sessions.rec ]] && "$bundle/prism-session-capture" "$OUT/check-logs/sessions.rec" \
+  --ops-only "$OUT/check-logs/sessions.ops.rec" 2>&1 | sed 's/^/  /'
 for r in ${other//,/ }; do
   echo "  exit $rc; rank $r: steady iteration $(steady "$OUT/check-logs/rank$r.log") s; train_gpt.py ops check:" \
     "$(grep -c '"ops-check".*"match": *true' "$OUT/check-logs/rank$r.log" 2> /dev/null || true) match line(s)"

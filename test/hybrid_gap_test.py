@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""bench/hybrid_gap.py on the step-n8 fixture (test/fixtures/hybrid/step-n8.yaml,
+its graph made with prism-graphgen fidelity): a model recording of rank 0
+(`model:0`, the real rank exactly as --simulate plays it) has no gap, op kind
+by op kind; the recorded hybrid run of rank 0 (step-n8-hybrid1-causal.rec)
+has its replay's gap over the model (+1.021 ms of 129.487 ms per iteration,
+28 iterations after the first), each stream's shares add up to its
+last op's gap, and the pipeline receive from the virtual stage is the op
+that adds most.
+
+  hybrid_gap_test.py PRISM_GRAPHGEN HYBRID_EXPLAIN"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures", "hybrid")
+GAP = os.path.join(HERE, "..", "bench", "hybrid_gap.py")
+
+
+def expect(cond, what):
+    if not cond:
+        print("FAILED:", what)
+        sys.exit(1)
+
+
+def gap(graphgen, explain, graph, source):
+    r = subprocess.run([sys.executable, GAP, "--explain", explain, "--graphgen", graphgen, graph, source, "0"],
+                       capture_output=True, text=True, timeout=300)
+    expect(r.returncode == 0, f"hybrid_gap.py {source}: exit {r.returncode}: {r.stderr}")
+    return r.stdout.splitlines()
+
+
+def main(graphgen, explain):
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, "step-n8.graph")
+        subprocess.run([graphgen, "fidelity", os.path.join(FIX, "step-n8.yaml"), "-o", graph], check=True,
+                       capture_output=True)
+        model = gap(graphgen, explain, graph, "model:0")
+        expect(model[0].endswith("gap 0.000 ms (+0.00%)"), f"the model against itself: {model[0]!r}")
+        shares = [l for l in model if l.startswith("stream ") and " ends " not in l]
+        expect(len(shares) >= 4, f"op kinds of rank 0: {shares}")
+        expect(all(re.search(r"  [+-]0\.000  \([+-]0\.000\)$", l) for l in shares), f"no share: {shares}")
+
+        hybrid = gap(graphgen, explain, graph, os.path.join(FIX, "step-n8-hybrid1-causal.rec"))
+        expect(hybrid[0] == "iterations 28  hybrid 130.508 ms  model 129.487 ms  gap 1.021 ms (+0.79%)",
+               f"the recorded run: {hybrid[0]!r}")
+        kinds = {l.split("  ")[1] for l in hybrid if l.startswith("stream ") and " ends " not in l}
+        expect({"allreduce tp[0] 2097152 B", "send pp[0] peer 4", "recv pp[0] peer 4"} <= kinds, f"kinds: {kinds}")
+        for stream in ("0", "1"):
+            shares = [float(l.split("  ")[3]) for l in hybrid if l.startswith(f"stream {stream}  ")]
+            end = [float(l.split()[-1]) for l in hybrid if l.startswith(f"stream {stream} ends ")]
+            expect(len(end) == 1 and abs(sum(shares) - end[0]) < 0.005,
+                   f"stream {stream}: its shares {shares} add up to its last op's gap {end}")
+        top = [l for l in hybrid if l.startswith("top ")]
+        expect(top and "recv pp[0] peer 4" in top[0], f"the op that adds most: {top[:1]}")
+    print("ok")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3:
+        main(*sys.argv[1:])
+    else:
+        sys.exit(__doc__)
