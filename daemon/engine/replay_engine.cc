@@ -191,7 +191,7 @@ inline void ReplayEngine::Advance(uint32_t actor) {
   }
 }
 
-void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k) {
+[[gnu::always_inline]] inline void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k) {
   accounting_.Started(actor, op, reached_);
   switch (op.kind) {
     case OpKind::kCompute:
@@ -530,11 +530,12 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       }
       return StallError();
     }
-    const Event& top = queue_.top();
-    const bool injected = (top.op & (kReachFlag | kCompleteFlag)) != 0;
-    if (pacer && !injected) {  // reports carry their own (real, past) times: no waiting, no lag
-      if (!pacer->WaitUntilDue(top.time, inbox)) continue;
-      if (auto s = pacer->RecordLag(Max(top.time, queue_.KnownAt(top))); !s.ok()) return s;
+    if (pacer) {
+      const Event& top = queue_.top();
+      if ((top.op & (kReachFlag | kCompleteFlag)) == 0) {  // reports carry their own (real, past) times: no waiting, no lag
+        if (!pacer->WaitUntilDue(top.time, inbox)) continue;
+        if (auto s = pacer->RecordLag(Max(top.time, queue_.KnownAt(top))); !s.ok()) return s;
+      }
     }
     const Event e = queue_.Pop();
     PrefetchNext();

@@ -30,7 +30,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -41,6 +40,7 @@
 #include "daemon/engine/collective_instance.h"
 #include "daemon/engine/engine_observer.h"
 #include "daemon/engine/event_queue.h"
+#include "daemon/engine/fifo.h"
 #include "daemon/engine/injected_events.h"
 #include "daemon/engine/launch_order.h"
 #include "daemon/engine/mixed_collectives.h"
@@ -140,7 +140,7 @@ class ReplayEngine {
   struct CommState {
     uint32_t members = 0;
     uint64_t base = 0;
-    std::deque<Instance> pending;
+    Fifo<Instance> pending;  // calls base, base + 1, ...: some member has not arrived
     uint32_t real_members = 0;
     ModelMemo memo;
   };
