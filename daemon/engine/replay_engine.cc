@@ -175,12 +175,15 @@ bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, cons
   return true;
 }
 
-inline void ReplayEngine::Advance(uint32_t actor) {
+inline void ReplayEngine::Advance(uint32_t actor, uint32_t done) {
   const ActorState& a = state_[actor];
   StreamState* const st = streams_.data() + a.stream_base;  // streams_ never grows
   bool moved = false;
-  for (uint32_t s = 0; s < a.streams; ++s)
+  for (uint32_t s = 0; s < a.streams; ++s) {
+    // CountDone's pass, folded in: no stream before s reads st[s].blocked_on.
+    if (st[s].blocked_on == done) st[s].blocked_on = StreamState::kNotBlocked;
     if (st[s].Movable(options_.iterations)) moved |= MoveStream(actor, s, st[s]);
+  }
   // Launch order: an op issued on one stream may let another stream's go,
   // and an op counted done (a group's end) one that depends on it; pass
   // again until no stream moves.
@@ -225,11 +228,16 @@ inline void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   for (uint32_t i = 0; i < s.streams; ++i)  // a stream waiting for k may go on now
     if (StreamState& st = streams_[s.stream_base + i]; st.blocked_on == k) st.blocked_on = StreamState::kNotBlocked;
+  Tally(actor, k);
+}
+
+inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
+  const ActorState& s = state_[actor];
   if (const auto all = accounting_.CountDone(actor, done_[s.done_base + k]++, now_); all && observer_)
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
-void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
+[[gnu::always_inline]] inline void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];
   accounting_.Ended(actor, op, issued, now_);
@@ -242,8 +250,8 @@ void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
     Nanoseconds& last = stream_waits_[s.stream_base + op.stream].last_done;
     last = Max(last, now_);
   }
-  CountDone(actor, k);
-  Advance(actor);
+  Tally(actor, k);
+  Advance(actor, k);  // CountDone's pass over the streams, in Advance's
 }
 
 void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {

@@ -157,7 +157,10 @@ class ReplayEngine {
   // come from memory while the events before it are handled.
   void PrefetchNext();
   static constexpr size_t kPrefetchAhead = 4;
-  void Advance(uint32_t actor);
+  // Moves every stream of `actor` that may move; first frees a stream
+  // waiting for op `done` (StreamState::blocked_on; kNotBlocked: none), as
+  // CountDone would.
+  void Advance(uint32_t actor, uint32_t done = StreamState::kNotBlocked);
   // Issues what the stream may issue now; true when it moved (another
   // stream may then go: LaunchWaits, or a dependency on a group's end).
   bool AdvanceStream(uint32_t actor, uint32_t stream);
@@ -176,7 +179,12 @@ class ReplayEngine {
   // Starts op `k` (`op`) of `actor` (`s`).
   void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
+  // One more instance of op k of `actor` is done: streams waiting for it
+  // are freed (not moved), then Tally.
   void CountDone(uint32_t actor, uint32_t k);
+  // CountDone without freeing streams: the op's count, the accounting, the
+  // observer's OnIteration.
+  void Tally(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   // Hybrid (arrival_forecast.cc): instance `call` of `comm`, whose one real
