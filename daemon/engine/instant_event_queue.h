@@ -36,7 +36,7 @@ class InstantEventQueue {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
 
-  void Push(const Event& e) {
+  [[gnu::always_inline]] void Push(const Event& e) {
     ++size_;
     const int64_t t = e.time.count();
     if (t > last_) [[likely]] {

@@ -32,7 +32,7 @@ class ReplayQueue {
   // pushes meanwhile may be learned late.
   void SetHandlingReport(bool handling) { handling_report_ = handling; }
 
-  void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
+  [[gnu::always_inline]] void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
     if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) [[unlikely]]
       StampIfLate(time, actor, op);
     queue_.Push(Event{time, actor, op, issued});
