@@ -1,9 +1,9 @@
 // Simulated collective graphs against closed-form ring and tree times of the
 // same link model (formulas written here independently of the engine).
-#include <limits>
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/simulation.h"
