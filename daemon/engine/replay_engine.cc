@@ -254,7 +254,7 @@ inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
   Advance(actor, k);  // CountDone's pass over the streams, in Advance's
 }
 
-void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
+[[gnu::always_inline]] inline void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];
   const SlotState& slot = slots_[s.slot_base + op.slot];
