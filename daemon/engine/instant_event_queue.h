@@ -61,14 +61,6 @@ class InstantEventQueue {
     return now_[next_];
   }
 
-  // An event that will likely pop after the minimum has, when one is at hand
-  // without moving events (for prefetching); null when none is.
-  // `ahead` (0: the next one) events after it.
-  const Event* NextHint(size_t ahead = 0) const {
-    if (past_size_ != 0 || now_size_ - next_ <= ahead) return nullptr;
-    return &now_[next_ + ahead];
-  }
-
   // Removes and returns the minimum; the queue must not be empty.
   Event Pop() {
     --size_;

@@ -72,19 +72,6 @@ inline bool ReplayEngine::Ready(uint32_t actor, const OpInfo& op, uint32_t k, St
   return true;
 }
 
-void ReplayEngine::PrefetchNext() {
-  auto prefetch = [this](const Event* next) {
-    if (next == nullptr || next->actor == kNoActor || (next->op & (kReachFlag | kCompleteFlag | kWakeFlag))) return;
-    const ActorState& s = state_[next->actor];
-    __builtin_prefetch(&done_[s.done_base + next->op], 1);
-    __builtin_prefetch(&streams_[s.stream_base], 1);
-    __builtin_prefetch(&slots_[s.slot_base], 1);
-    __builtin_prefetch(&s.program->ops[next->op]);
-    accounting_.Prefetch(next->actor);
-  };
-  prefetch(queue_.NextHint(kPrefetchAhead));
-}
-
 bool ReplayEngine::AdvanceStream(uint32_t actor, uint32_t stream) {
   StreamState& st = Stream(actor, stream);
   return st.Movable(options_.iterations) && MoveStream(actor, stream, st);
@@ -546,7 +533,6 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
       }
     }
     const Event e = queue_.Pop();
-    PrefetchNext();
     now_ = e.time;
     horizon_ = Max(horizon_, now_);
     ++events_;

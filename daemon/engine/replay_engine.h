@@ -152,11 +152,6 @@ class ReplayEngine {
   };
 
   StreamState& Stream(uint32_t actor, uint32_t stream) { return streams_[state_[actor].stream_base + stream]; }
-  // Asks for the lines an event kPrefetchAhead places behind the next one
-  // will read (its actor's counters and streams), early enough for them to
-  // come from memory while the events before it are handled.
-  void PrefetchNext();
-  static constexpr size_t kPrefetchAhead = 4;
   // Moves every stream of `actor` that may move; first frees a stream
   // waiting for op `done` (StreamState::blocked_on; kNotBlocked: none), as
   // CountDone would.

@@ -41,8 +41,6 @@ class ReplayQueue {
   bool empty() const { return queue_.empty(); }
   size_t size() const { return queue_.size(); }
   const Event& top() { return queue_.top(); }
-  // The event after top() when cheap to tell (InstantEventQueue::NextHint), else nullptr.
-  const Event* NextHint(size_t ahead = 0) const { return queue_.NextHint(ahead); }
   // Takes top() (and forgets its learned-late stamp). Until the next Pop,
   // the events pushed before the moment the engine learned of it are
   // stamped with that moment too (a virtual member's next collective,
