@@ -106,7 +106,19 @@ class InstantEventQueue {
     next_ = 0;
     now_size_ = now_.size();
     if (cached_time_ == last_) cached_time_ = kNone;
-    if (!std::is_sorted(now_.begin(), now_.end(), Before{})) std::sort(now_.begin(), now_.end(), Before{});
+    if (!InOrder(now_)) std::sort(now_.begin(), now_.end(), Before{});
+  }
+
+  // Whether `events` are by (actor, op) already (std::is_sorted, with each
+  // key computed once).
+  static bool InOrder(const std::vector<Event>& events) {
+    uint64_t previous = 0;
+    for (const Event& e : events) {
+      const uint64_t key = Order(e);
+      if (key < previous) return false;
+      previous = key;
+    }
+    return true;
   }
 
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();

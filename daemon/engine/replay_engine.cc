@@ -174,7 +174,7 @@ inline void ReplayEngine::Advance(uint32_t actor, uint32_t done) {
   // Launch order: an op issued on one stream may let another stream's go,
   // and an op counted done (a group's end) one that depends on it; pass
   // again until no stream moves.
-  while (moved && launch_in_order_ && a.streams > 1) [[unlikely]] {
+  while (launch_in_order_ && moved && a.streams > 1) [[unlikely]] {
     moved = false;
     for (uint32_t s = 0; s < a.streams; ++s)
       if (st[s].Movable(options_.iterations)) moved |= MoveStream(actor, s, st[s]);
