@@ -36,6 +36,7 @@ class InstantEventQueue {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
 
+  // Inlined into the engine's pushes (ReplayQueue::Push): one per event.
   [[gnu::always_inline]] void Push(const Event& e) {
     ++size_;
     const int64_t t = e.time.count();

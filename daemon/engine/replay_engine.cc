@@ -181,6 +181,7 @@ inline void ReplayEngine::Advance(uint32_t actor, uint32_t done) {
   }
 }
 
+// Inlined into MoveStream (its one caller): the call cost a fifth of Issue.
 [[gnu::always_inline]] inline void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k) {
   accounting_.Started(actor, op, reached_);
   switch (op.kind) {
@@ -224,6 +225,8 @@ inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
     observer_->OnIteration(*all, accounting_.IterationTime(*all));
 }
 
+// Inlined into Run, which calls it for most events (about 20 instructions
+// per event less; callgrind, engine_rate_bench).
 [[gnu::always_inline]] inline void ReplayEngine::Complete(uint32_t actor, uint32_t k, Nanoseconds issued) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];
@@ -241,6 +244,7 @@ inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
   Advance(actor, k);  // CountDone's pass over the streams, in Advance's
 }
 
+// Inlined into MoveStream (through Issue) as Complete into Run.
 [[gnu::always_inline]] inline void ReplayEngine::Arrive(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];

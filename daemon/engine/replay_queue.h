@@ -32,6 +32,8 @@ class ReplayQueue {
   // pushes meanwhile may be learned late.
   void SetHandlingReport(bool handling) { handling_report_ = handling; }
 
+  // Inlined where the engine pushes (with InstantEventQueue::Push): most
+  // events push one follow-up.
   [[gnu::always_inline]] void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
     if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) [[unlikely]]
       StampIfLate(time, actor, op);
