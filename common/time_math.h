@@ -15,10 +15,13 @@ namespace prism {
 inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
 
 // Saturating time arithmetic: hostile graphs must not overflow.
+// The exact sum, capped at kMaxTimeNs from above; a sum below INT64_MIN
+// wraps (as the exact sum cast to int64_t would). Without 128-bit
+// arithmetic: the engine adds a time for most events.
 inline Nanoseconds SatAdd(Nanoseconds a, Nanoseconds b) {
-  // 128-bit: 2^62 + 2^62 is already beyond int64_t.
-  const __int128 s = static_cast<__int128>(a.count()) + b.count();
-  return Nanoseconds(static_cast<int64_t>(s < kMaxTimeNs ? s : __int128{kMaxTimeNs}));
+  int64_t s = 0;
+  if (__builtin_add_overflow(a.count(), b.count(), &s)) return Nanoseconds(a.count() > 0 ? kMaxTimeNs : s);
+  return Nanoseconds(s < kMaxTimeNs ? s : kMaxTimeNs);
 }
 
 // Time to move size * num / den bytes at bw (rounded up), saturating:

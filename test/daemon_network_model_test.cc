@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/simulation.h"
@@ -153,6 +154,12 @@ TEST_CASE("saturating time sums stay at the clock limit instead of wrapping", "[
   CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs), prism::Nanoseconds(kMaxTimeNs)).count() == kMaxTimeNs);
   CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs - 1), prism::Nanoseconds(1)).count() == kMaxTimeNs);
   CHECK(SatAdd(prism::Nanoseconds(5), prism::Nanoseconds(7)).count() == 12);
+  // Beyond int64_t (SatAdd adds in 64 bits and checks the overflow).
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  CHECK(SatAdd(prism::Nanoseconds(kMax64), prism::Nanoseconds(kMax64)).count() == kMaxTimeNs);
+  CHECK(SatAdd(prism::Nanoseconds(kMax64), prism::Nanoseconds(-1)).count() == kMaxTimeNs);
+  CHECK(SatAdd(prism::Nanoseconds(-5), prism::Nanoseconds(-7)).count() == -12);
+  CHECK(SatAdd(prism::Nanoseconds(kMaxTimeNs), prism::Nanoseconds(-kMaxTimeNs)).count() == 0);
 }
 
 // One rank per node (each rank its own NIC, as the fidelity bench runs):

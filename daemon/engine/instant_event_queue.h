@@ -36,7 +36,8 @@ class InstantEventQueue {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
 
-  void Push(const Event& e) {
+  // Inlined into the engine's pushes (ReplayQueue::Push): one per event.
+  [[gnu::always_inline]] void Push(const Event& e) {
     ++size_;
     const int64_t t = e.time.count();
     if (t > last_) [[likely]] {
@@ -46,32 +47,29 @@ class InstantEventQueue {
     }
     if (t == last_) {  // at the current time: in place, after every earlier (actor, op)
       now_.insert(std::upper_bound(now_.begin() + static_cast<ptrdiff_t>(next_), now_.end(), e, Before{}), e);
+      ++now_size_;
       return;
     }
+    ++past_size_;
     past_.Push(e);
   }
 
   // The minimum; the queue must not be empty. Not const: it may make the
   // earliest instant the current one (the minimum stays the same).
   const Event& top() {
-    if (!past_.empty()) [[unlikely]] return past_.top();
-    if (next_ == now_.size()) [[unlikely]] Refill();
+    if (past_size_ != 0) [[unlikely]] return past_.top();
+    if (next_ == now_size_) [[unlikely]] Refill();
     return now_[next_];
-  }
-
-  // An event that will likely pop after the minimum has, when one is at hand
-  // without moving events (for prefetching); null when none is.
-  // `ahead` (0: the next one) events after it.
-  const Event* NextHint(size_t ahead = 0) const {
-    if (!past_.empty() || now_.size() - next_ <= ahead) return nullptr;
-    return &now_[next_ + ahead];
   }
 
   // Removes and returns the minimum; the queue must not be empty.
   Event Pop() {
     --size_;
-    if (!past_.empty()) [[unlikely]] return past_.Pop();
-    if (next_ == now_.size()) [[unlikely]] Refill();
+    if (past_size_ != 0) [[unlikely]] {
+      --past_size_;
+      return past_.Pop();
+    }
+    if (next_ == now_size_) [[unlikely]] Refill();
     return now_[next_++];
   }
 
@@ -107,14 +105,28 @@ class InstantEventQueue {
     now_.swap(lists_[list]);  // the list keeps the emptied vector's capacity
     spare_.push_back(list);
     next_ = 0;
+    now_size_ = now_.size();
     if (cached_time_ == last_) cached_time_ = kNone;
-    if (!std::is_sorted(now_.begin(), now_.end(), Before{})) std::sort(now_.begin(), now_.end(), Before{});
+    if (!InOrder(now_)) std::sort(now_.begin(), now_.end(), Before{});
+  }
+
+  // Whether `events` are by (actor, op) already (std::is_sorted, with each
+  // key computed once).
+  static bool InOrder(const std::vector<Event>& events) {
+    uint64_t previous = 0;
+    for (const Event& e : events) {
+      const uint64_t key = Order(e);
+      if (key < previous) return false;
+      previous = key;
+    }
+    return true;
   }
 
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
   int64_t last_ = kNone;                    // the current instant's time (no push lies at kNone: never earlier)
   std::vector<Event> now_;                  // the current instant, by (actor, op); [next_, end) pending
   size_t next_ = 0;
+  size_t now_size_ = 0;                     // now_.size(), kept (the hot checks need no division by sizeof(Event))
   std::vector<std::vector<Event>> lists_;   // pending instants' events, in push order; spare_ lists empty
   std::vector<uint32_t> spare_;
   absl::flat_hash_map<int64_t, uint32_t> index_;  // pending instant's time -> its list in lists_
@@ -122,6 +134,7 @@ class InstantEventQueue {
   int64_t cached_time_ = kNone;             // the instant of the latest push after last_, and its list
   uint32_t cached_ = 0;
   EventQueue past_;                         // events before last_ (paced runs' late reports)
+  size_t past_size_ = 0;                    // past_.size(), kept as now_size_
   size_t size_ = 0;
 };
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/engine/fifo.h"
 #include "daemon/engine/world.h"
 
 namespace prism::engine {
@@ -45,32 +46,6 @@ struct P2PMatch {
   Kind kind = Kind::kWaiting;
   PendingP2P send{}, recv{};
   uint64_t index = 0;  // kToReal: the message's index on its (communicator, src, dst), from 0
-};
-
-// A first-in first-out list in one vector, popped at a head index (emptied
-// once all are popped, so that it keeps its capacity): a queue's few
-// entries lie together, where std::deque spreads them over blocks.
-template <typename T>
-class Fifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  T& front() { return items_[head_]; }
-  template <typename... A>
-  void emplace_back(A&&... a) { items_.emplace_back(std::forward<A>(a)...); }
-  void push_back(const T& v) { items_.push_back(v); }
-  void pop_front() {
-    if (++head_ == items_.size()) {
-      items_.clear(), head_ = 0;
-    } else if (head_ >= 32 && 2 * head_ >= items_.size()) {  // never drained: drop the popped half
-      items_.erase(items_.begin(), items_.begin() + head_), head_ = 0;
-    }
-  }
-  typename std::vector<T>::iterator begin() { return items_.begin() + head_; }
-  typename std::vector<T>::iterator end() { return items_.end(); }
-
- private:
-  std::vector<T> items_;
-  size_t head_ = 0;
 };
 
 class P2PQueues {

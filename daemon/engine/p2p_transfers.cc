@@ -6,6 +6,13 @@ P2PTransfers::P2PTransfers(const EngineWorld& world, const NetworkModel& model, 
                            ReplayQueue& queue)
     : world_(world), model_(model), nics_(nics), queue_(queue), queues_(world) {}
 
+const P2PTransfers::SizeTimes& P2PTransfers::TimesOf(Bytes bytes, bool same_node) {
+  SizeTimes& t = times_[same_node ? 1 : 0];
+  if (!t.valid || t.bytes != bytes)
+    t = SizeTimes{bytes, model_.PointToPointTime(bytes, same_node), model_.SendHeldTime(bytes, same_node), true};
+  return t;
+}
+
 void P2PTransfers::Post(uint32_t actor, uint32_t k, bool is_send, Nanoseconds now, Nanoseconds reached) {
   const Actor& a = world_.actors[actor];
   const OpInfo& op = world_.programs[a.program].ops[k];
@@ -14,7 +21,7 @@ void P2PTransfers::Post(uint32_t actor, uint32_t k, bool is_send, Nanoseconds no
   // A virtual send whose bytes all fit in the connection's buffers is done
   // when posted, as NCCL's kernel is; its transfer still waits for the
   // receiver (SendHeldTime).
-  const bool buffered = is_send && !a.real && model_.SendHeldTime(op.bytes, same_node) == Nanoseconds(0);
+  const bool buffered = is_send && !a.real && TimesOf(op.bytes, same_node).send_held == Nanoseconds(0);
   if (buffered) queue_.Push(now, actor, k, reached);
   // With p2p_eager, such a send to a virtual receiver between nodes goes on
   // the wire now, whether or not the receive is posted: NCCL's receiver
@@ -27,7 +34,7 @@ void P2PTransfers::Post(uint32_t actor, uint32_t k, bool is_send, Nanoseconds no
     case P2PMatch::Kind::kWaiting: break;
     case P2PMatch::Kind::kEager:
       nics_.RequestPointToPoint(Park({Parked::Kind::kEager, mine}), actor, link.peer, now,
-                                model_.PointToPointTime(op.bytes, false));
+                                TimesOf(op.bytes, false).point_to_point);
       break;
     case P2PMatch::Kind::kMatched: Match(m.send, m.recv, same_node, now); break;
     case P2PMatch::Kind::kDeliver: DeliverFromReal(m.send, m.recv, same_node); break;
@@ -66,7 +73,7 @@ void P2PTransfers::Finish(const NicGrant& g, Nanoseconds now) {
 void P2PTransfers::Match(const PendingP2P& send, const PendingP2P& recv, bool same_node, Nanoseconds now) {
   const OpInfo& op = OpOf(send.actor, send.op);
   const Nanoseconds ready = Max(send.posted, recv.posted);
-  const Nanoseconds took = model_.PointToPointTime(op.bytes, same_node);
+  const Nanoseconds took = TimesOf(op.bytes, same_node).point_to_point;
   if (same_node) {  // no NIC
     FinishPair(send, recv, ready, SatAdd(ready, took), /*same_node=*/true, now);
     return;
@@ -80,7 +87,7 @@ void P2PTransfers::Match(const PendingP2P& send, const PendingP2P& recv, bool sa
 // buffers took its last byte (CompleteSend), and the observer tells the real
 // receiver when the first byte left.
 void P2PTransfers::SendToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node, Nanoseconds now) {
-  const Nanoseconds took = model_.PointToPointTime(OpOf(actor, k).bytes, same_node);
+  const Nanoseconds took = TimesOf(OpOf(actor, k).bytes, same_node).point_to_point;
   const PendingP2P send{actor, k, now};
   if (same_node) {  // no NIC
     FinishToReal(send, index, now, SatAdd(now, took), /*same_node=*/true, now);
@@ -128,7 +135,7 @@ void P2PTransfers::FinishPair(const PendingP2P& send, const PendingP2P& recv, Na
 // in them whole and completed when posted (Post).
 void P2PTransfers::CompleteSend(const PendingP2P& send, const OpInfo& op, Nanoseconds start, bool same_node,
                                 Nanoseconds now) {
-  const Nanoseconds held = model_.SendHeldTime(op.bytes, same_node);
+  const Nanoseconds held = TimesOf(op.bytes, same_node).send_held;
   if (held > Nanoseconds(0)) queue_.Push(Max(now, SatAdd(start, held)), send.actor, send.op, send.Started());
 }
 

@@ -71,6 +71,15 @@ class P2PTransfers {
     uint64_t index = 0;         // kToReal: message index on its queue
   };
 
+  // The model's point-to-point time and SendHeldTime of `bytes`, within a
+  // node or between nodes; the last size asked for each is remembered (a
+  // pipeline's sends and receives repeat one size).
+  struct SizeTimes {
+    Bytes bytes;
+    Nanoseconds point_to_point, send_held;
+    bool valid = false;
+  };
+  const SizeTimes& TimesOf(Bytes bytes, bool same_node);
   uint32_t Park(const Parked& p);
   void Match(const PendingP2P& send, const PendingP2P& recv, bool same_node, Nanoseconds now);
   void SendToReal(uint32_t actor, uint32_t k, uint64_t index, bool same_node, Nanoseconds now);
@@ -94,6 +103,7 @@ class P2PTransfers {
   P2PQueues queues_;
   std::vector<Parked> parked_;          // by ticket (without kTicketFlag); free ones in free_
   std::vector<uint32_t> free_;
+  SizeTimes times_[2];                  // TimesOf's memo: [0] between nodes, [1] within a node
 };
 
 }  // namespace prism::engine

@@ -34,12 +34,6 @@ class ReplayAccounting {
   // Returns the iteration when that made every actor finish it.
   std::optional<uint64_t> CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
 
-  // Asks for `actor`'s lines ahead of its next Started/Ended/CountDone.
-  void Prefetch(uint32_t actor) const {
-    __builtin_prefetch(&actors_[actor], 1);
-    __builtin_prefetch(&iteration_left_[actor * iterations_], 1);
-  }
-
   // Whether `actor` has had no other communication in flight since
   // `started` (> 0) besides the one op it is ending now.
   bool CommunicatedAlone(uint32_t actor, Nanoseconds started) const;

@@ -30,7 +30,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -41,6 +40,7 @@
 #include "daemon/engine/collective_instance.h"
 #include "daemon/engine/engine_observer.h"
 #include "daemon/engine/event_queue.h"
+#include "daemon/engine/fifo.h"
 #include "daemon/engine/injected_events.h"
 #include "daemon/engine/launch_order.h"
 #include "daemon/engine/mixed_collectives.h"
@@ -141,7 +141,7 @@ class ReplayEngine {
   struct CommState {
     uint32_t members = 0;
     uint64_t base = 0;
-    std::deque<Instance> pending;
+    Fifo<Instance> pending;  // calls base, base + 1, ...: some member has not arrived
     uint32_t real_members = 0;
     ModelMemo memo;
   };
@@ -153,12 +153,10 @@ class ReplayEngine {
   };
 
   StreamState& Stream(uint32_t actor, uint32_t stream) { return streams_[state_[actor].stream_base + stream]; }
-  // Asks for the lines an event kPrefetchAhead places behind the next one
-  // will read (its actor's counters and streams), early enough for them to
-  // come from memory while the events before it are handled.
-  void PrefetchNext();
-  static constexpr size_t kPrefetchAhead = 4;
-  void Advance(uint32_t actor);
+  // Moves every stream of `actor` that may move; first frees a stream
+  // waiting for op `done` (StreamState::blocked_on; kNotBlocked: none), as
+  // CountDone would.
+  void Advance(uint32_t actor, uint32_t done = StreamState::kNotBlocked);
   // Issues what the stream may issue now; true when it moved (another
   // stream may then go: LaunchWaits, or a dependency on a group's end).
   bool AdvanceStream(uint32_t actor, uint32_t stream);
@@ -177,7 +175,12 @@ class ReplayEngine {
   // Starts op `k` (`op`) of `actor` (`s`).
   void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
+  // One more instance of op k of `actor` is done: streams waiting for it
+  // are freed (not moved), then Tally.
   void CountDone(uint32_t actor, uint32_t k);
+  // CountDone without freeing streams: the op's count, the accounting, the
+  // observer's OnIteration.
+  void Tally(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
   // Hybrid (arrival_forecast.cc): instance `call` of `comm`, whose one real

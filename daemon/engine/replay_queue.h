@@ -32,7 +32,9 @@ class ReplayQueue {
   // pushes meanwhile may be learned late.
   void SetHandlingReport(bool handling) { handling_report_ = handling; }
 
-  void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
+  // Inlined where the engine pushes (with InstantEventQueue::Push): most
+  // events push one follow-up.
+  [[gnu::always_inline]] void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
     if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) [[unlikely]]
       StampIfLate(time, actor, op);
     queue_.Push(Event{time, actor, op, issued});
@@ -41,8 +43,6 @@ class ReplayQueue {
   bool empty() const { return queue_.empty(); }
   size_t size() const { return queue_.size(); }
   const Event& top() { return queue_.top(); }
-  // The event after top() when cheap to tell (InstantEventQueue::NextHint), else nullptr.
-  const Event* NextHint(size_t ahead = 0) const { return queue_.NextHint(ahead); }
   // Takes top() (and forgets its learned-late stamp). Until the next Pop,
   // the events pushed before the moment the engine learned of it are
   // stamped with that moment too (a virtual member's next collective,
