@@ -47,14 +47,21 @@ def free_port():
 
 
 def load_launcher():
-    """scripts/prism as a module (it has no .py suffix)."""
+    """The launcher as one namespace: scripts/prism (a module with no .py suffix) and the names of its
+    package beside it, scripts/prism_launcher (common, run, capture)."""
+    import importlib
     import importlib.machinery
     import importlib.util
-    loader = importlib.machinery.SourceFileLoader("prism_launcher", PRISM)
-    spec = importlib.util.spec_from_loader("prism_launcher", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    import types
+    loader = importlib.machinery.SourceFileLoader("prism_script", PRISM)
+    spec = importlib.util.spec_from_loader("prism_script", loader)
+    script = importlib.util.module_from_spec(spec)
+    loader.exec_module(script)  # puts scripts/ on sys.path
+    names = {}
+    for part in ("common", "run", "capture"):
+        names.update(vars(importlib.import_module("prism_launcher." + part)))
+    names.update(vars(script))
+    return types.SimpleNamespace(**names)
 
 
 def read_lines_until(proc, stop, seconds=60):
@@ -146,7 +153,8 @@ class DryRun(unittest.TestCase):
 
     def test_prismd_follows_the_ranks_nccl_algo(self):
         code = ("import importlib.machinery as m, sys, json; sys.argv=['prism'];"
-                f"mod=m.SourceFileLoader('prism_cli', {PRISM!r}).load_module();"
+                f"m.SourceFileLoader('prism_cli', {PRISM!r}).load_module();"
+                "import prism_launcher.run as mod;"
                 "print(json.dumps([mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, []),"
                 " mod.nccl_algo_args({}, []),"
                 " mod.nccl_algo_args({'NCCL_ALGO': 'Ring'}, ['--nccl-algo=Tree']),"
