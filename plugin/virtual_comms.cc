@@ -9,6 +9,7 @@
 #include "plugin/arrival.h"
 #include "plugin/clock.h"
 #include "plugin/modelled_link.h"
+#include "plugin/ring_loops.h"
 
 namespace prism::plugin {
 namespace {
@@ -418,8 +419,17 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
     const uint64_t bps = static_cast<uint64_t>(in.link.bandwidth.count());
     if (step_wire_op_ != op.info().id || step_wire_bps_ != bps) {
       step_wire_op_ = op.info().id, step_wire_bps_ = bps;
-      step_wire_ = RingStepWireOf(op.info().kind == OpKind::kAllReduce, op.info().bytes,
-                                  static_cast<uint64_t>(std::max(1, op.info().comm_size)), in.link.bandwidth);
+      const bool all_reduce = op.info().kind == OpKind::kAllReduce;
+      const uint64_t n = static_cast<uint64_t>(std::max(1, op.info().comm_size));
+      step_wire_ = RingStepWireOf(all_reduce, op.info().bytes, n, in.link.bandwidth);
+      // A Simple ring NCCL runs in several loops takes loops x the model's
+      // steps, each 1/loops of its wire (ring_loops.h); LL and LL128 as before.
+      if (op.info().protocol == LineProtocol::kSimple) {
+        const uint64_t loops = RingLoopsOf(all_reduce, op.info().bytes, n,
+                                           static_cast<uint64_t>(std::max<int>(1, op.info().channels)),
+                                           kRingSlicesPerSimpleStep, bytes);
+        step_wire_ = Nanoseconds(step_wire_.count() / static_cast<int64_t>(loops));
+      }
     }
     in.step_wire = step_wire_;
   }

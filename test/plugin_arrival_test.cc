@@ -27,6 +27,7 @@
 #include "plugin/op_schedules.h"
 #include "plugin/op_tracker.h"
 #include "plugin/real_comms.h"
+#include "plugin/ring_loops.h"
 #include "plugin/virtual_comms.h"
 #include "test/pat_stand_in.h"
 #include "test/plugin_fake_nccl.h"
@@ -671,6 +672,68 @@ TEST_CASE("virtual recv: a scheduled LL ring receive of step s waits for the rin
 TEST_CASE("virtual recv: without a schedule the ring's lockstep takes the step cost prismd's Welcome gave",
           "[plugin][unit][arrival]") {
   CheckLockstep(false);
+}
+
+// A Simple ring all-reduce of 8 MiB over 2 members on one channel, in
+// transfers of 1 MiB: NCCL's chunk is 2 slices, a loop of 2 chunks covers
+// 4 MiB, so NCCL runs the ring's 2 steps twice (4 steps, 8 transfers), each
+// step moving half a model step (4 MiB). The lockstep floor of the last
+// transfer is the model's ring time with each step's wire halved; charged
+// the whole model step per NCCL step (before 2026-12-02) the floor grew with
+// the loops: the tied-embedding all-reduce of train_gpt.py (32 MiB, 2
+// members, 4 loops) ended 60.6 ms after its first send against the model's
+// 26.9 ms.
+TEST_CASE("virtual recv: a Simple ring NCCL runs in several loops: each step's floor carries its share of the model's step",
+          "[plugin][unit][arrival]") {
+  Rig rig(2, 1);
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeColl c;
+  c.seq = 1;
+  c.count = 2 * 1024 * 1024;  // 8 MiB of floats
+  std::vector<void*> tasks = rig.nccl.StartTasks({c}, {});
+  rig.nccl.StopTasks(tasks);
+  constexpr int kTransfers = 8;
+  constexpr size_t kMessage = 1024 * 1024;
+  constexpr int64_t kStepCost = 2'000'000;
+  FakeSub sub_send = rig.nccl.Sub(tasks[0], 0, 0, kTransfers, 1, true);
+  FakeSub sub_recv = rig.nccl.Sub(tasks[0], 0, 0, kTransfers, 1, false);
+  for (FakeSub* s : {&sub_send, &sub_recv}) rig.nccl.StartProxyOp(s);
+  for (int k = 0; k < kTransfers; ++k) {
+    rig.nccl.StartStep(&sub_send, k);
+    OwnSend(&send, FakeNccl::Transfer(&sub_send, k), kMessage);
+  }
+  const std::shared_ptr<prism::plugin::OpRecord> op = FakeNccl::Transfer(&sub_send, 0).op;
+  const int64_t first_posted = op->FirstSendPostedNs();
+  REQUIRE(first_posted > 0);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kMirror;
+  sched.ready_ns = first_posted - 1'000'000;  // the virtual member was there first
+  sched.step_cost_ns = kStepCost;
+  rig.book.Put(OpKey::Of(op->info()), sched);
+  // NCCL keeps its receives posted ahead (the two of a step complete together).
+  std::vector<std::vector<char>> bufs(kTransfers, std::vector<char>(kMessage));
+  std::vector<MessageTag> tags(kTransfers);
+  std::vector<Request*> posted;
+  for (int k = 0; k < kTransfers; ++k) {
+    rig.nccl.StartStep(&sub_recv, k);
+    tags[k] = FakeNccl::Transfer(&sub_recv, k);
+    posted.push_back(PostReceive(&recv, &bufs[k], &tags[k]));
+  }
+  for (Request* r : posted) CHECK(WaitDone(r) == static_cast<int>(kMessage));
+  for (FakeSub* s : {&sub_send, &sub_recv}) {
+    rig.nccl.StopStep(s, 0);
+    rig.nccl.StopProxyOp(s);
+  }
+  REQUIRE(rig.listener.count > 0);
+  const prism::plugin::OpInfo& info = op->info();
+  CHECK(info.bytes == 8u * 1024 * 1024);
+  CHECK(prism::plugin::RingLoopsOf(true, info.bytes, 2, 1, prism::plugin::kRingSlicesPerSimpleStep, kMessage) == 2);
+  const Nanoseconds model_step = prism::plugin::RingStepWireOf(true, info.bytes, 2, prism::BitsPerSecond(kOwnBits));
+  const Nanoseconds floor = prism::RingStepsTime(Nanoseconds(model_step.count() / 2), Nanoseconds(kOwnLatency + kStepCost),
+                                                 kTransfers / 2, prism::kNcclRingSlicesPerStep) -
+                            Nanoseconds(kStepCost);
+  CHECK(rig.listener.last.end_ns == first_posted + floor.count());
 }
 
 TEST_CASE("virtual recv: a ring op is mirrored even when prismd expected STREAM", "[plugin][unit][arrival]") {
