@@ -27,3 +27,8 @@ target_link_libraries(ll_fill_bench PRIVATE prism_plugin_core)
 add_executable(pat_hybrid_bench ${CMAKE_CURRENT_SOURCE_DIR}/pat_hybrid_bench.cc)
 target_include_directories(pat_hybrid_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(pat_hybrid_bench PRIVATE prism_plugin_core)
+
+# ring_floor_bench: the ring's lockstep floor (plugin/arrival.h) against a
+# real rank whose own step varies around the model's (PRISM_RING_FLOOR).
+add_executable(ring_floor_bench ${CMAKE_CURRENT_SOURCE_DIR}/ring_floor_bench.cc)
+target_include_directories(ring_floor_bench PRIVATE ${PROJECT_SOURCE_DIR})

@@ -59,6 +59,9 @@ struct ArrivalInput {
   uint32_t ring_step = 0;
   Nanoseconds step_cost;
   Nanoseconds step_wire;
+  // The first ring step the floor holds (PRISM_RING_FLOOR): 0, every step
+  // (model, the default); RingLastStep(...), only the ring's last step (end).
+  uint32_t ring_floor_from = 0;
   // kPatMirror, PAT's floor (used when > 0): the receive does not complete
   // before it (PatFloor, below).
   Nanoseconds pat_floor;
@@ -99,6 +102,17 @@ struct Arrival {
 // its NCCL does not wait for data between steps (an LL step whose chunk is
 // empty: a 4-byte all-reduce over 8192 ranks moves its one element through
 // 16,381 hops while the real rank's own empty steps take 5 us each).
+//
+// Which steps it holds (in.ring_floor_from, PRISM_RING_FLOOR). model (0, the
+// default): every step. Each receive is then the later of this rank's own
+// pace and the model's, so a step this rank takes longer than the model's
+// delays every later one while the steps it takes faster wait for the floor:
+// its lag behind the model is a walk held at zero, and the ring ends at the
+// model's time plus the largest lag the rank built up (with steps that vary
+// around the model's, on average about sigma * sqrt(2 h / pi) for h steps of
+// spread sigma). end (RingLastStep): only the ring's last step; the rank's
+// faster steps pay back its slower ones and the ring ends at the later of
+// the model's time and the rank's own (bench/ring_floor_bench.cc).
 inline Nanoseconds RingFloor(const ArrivalInput& in) {
   const Nanoseconds chain = RingStepsTime(in.step_wire, SatAdd(in.link.latency, in.step_cost),
                                           uint64_t{in.ring_step} + 1, kNcclRingSlicesPerStep);
@@ -117,7 +131,7 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
       // the own send alone paces it (no queueing behind other channels).
       if (in.ready > Nanoseconds(0) && in.ready + wire > in.own_send_done)
         a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
-      if (in.ring_start > Nanoseconds(0))
+      if (in.ring_start > Nanoseconds(0) && in.ring_step >= in.ring_floor_from)
         a.done = Max(a.done, RingFloor(in));
       if (in.pat_floor > Nanoseconds(0))
         a.done = Max(a.done, in.pat_floor);
@@ -144,6 +158,16 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
 inline constexpr uint32_t kRingSlicesPerSimpleStep = kNcclRingSlicesPerStep;
 inline uint32_t RingStepOfMessage(bool simple_protocol, uint32_t message) {
   return simple_protocol ? message / kRingSlicesPerSimpleStep : message;
+}
+
+// The last ring step (0-based) of a ring all-reduce (`all_reduce`: 2(n-1)
+// steps), all-gather or reduce-scatter (n-1 steps) over `n` members: where
+// PRISM_RING_FLOOR=end holds the ring (0 for a ring of one member). A Simple operation larger than one of NCCL's loops takes more
+// steps than that; the floor holds each of them (RingFloor of its step).
+inline uint32_t RingLastStep(bool all_reduce, uint64_t n) {
+  if (n < 2) return 0;
+  const uint64_t steps = all_reduce ? 2 * (n - 1) : n - 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(steps - 1, UINT32_MAX));
 }
 
 // W/h of a ring all-reduce (`all_reduce`), all-gather or reduce-scatter of

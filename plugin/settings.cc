@@ -78,6 +78,10 @@ constexpr EnvParam kParams[] = {
      "(every step one link latency plus prismd's NCCL step cost after the last member arrived); 0: this rank's "
      "own send of the same step alone paces it; a PAT receive no earlier than prismd's play of its message "
      "(PAT's floor)"},
+    {"PRISM_RING_FLOOR", "model",
+     "which steps of a ring the lockstep floor (PRISM_RING_LOCKSTEP=1) holds: model (every step at the model's "
+     "time from the ring's start) | end (only the ring's last step: this rank's faster steps pay back its slower "
+     "ones, the ring ends at the later of the model's time and this rank's own)"},
 };
 
 const char* RawValue(const EnvParam& p) {
@@ -211,6 +215,10 @@ Settings LoadSettings(std::string* warnings) {
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
   s.ring_waits_for_schedule = r.Int("PRISM_RING_WAITS_FOR_SCHEDULE", 0, 1) == 1;
   s.ring_lockstep = r.Int("PRISM_RING_LOCKSTEP", 0, 1) == 1;
+  const std::string floor = r.String("PRISM_RING_FLOOR");
+  if (floor != "model" && floor != "end" && warnings != nullptr)
+    *warnings += "PRISM_RING_FLOOR='" + floor + "' is not model|end; using model\n";
+  s.ring_floor_end = floor == "end";
   // Not a Prism setting: the launcher's rank, only reported to prismd.
   const char* rank = std::getenv("RANK");
   s.rank = rank != nullptr ? std::atoi(rank) : -1;

@@ -65,6 +65,7 @@ struct Settings {
   int64_t event_flush_ns = 0;
   bool ring_waits_for_schedule = false;  // PRISM_RING_WAITS_FOR_SCHEDULE
   bool ring_lockstep = true;             // PRISM_RING_LOCKSTEP
+  bool ring_floor_end = false;           // PRISM_RING_FLOOR=end (model: false)
   bool link_report = false;              // PRISM_LINK_REPORT
   int rank = -1;                      // RANK (set by launchers), for prismd's logs
 };

@@ -432,6 +432,9 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
       }
     }
     in.step_wire = step_wire_;
+    if (env_.settings->ring_floor_end)
+      in.ring_floor_from = RingLastStep(op.info().kind == OpKind::kAllReduce,
+                                        static_cast<uint64_t>(std::max(1, op.info().comm_size)));
   }
   slot.done_at = ArriveShared(slot, in);
   return Outcome::kResolved;
