@@ -103,6 +103,49 @@ Shape ShapeOf(const std::vector<const SeenOp*>& tmpl, const std::vector<const Se
 // the previous one on its stream was held by its stream, not by compute.
 constexpr uint64_t kQueuedNs = 50'000;
 
+// A stream-0 operation that started within this of the end of a side-stream
+// call's operation waited for it (measured on the GPU host, TorchTitan
+// FSDP2+TP at 1024 ranks, 2026-12-02: the TP collective after an FSDP2
+// all-gather started 44-100 us after its end, median over 8 iterations).
+constexpr uint64_t kHeldNs = 150'000;
+
+// A call made on a side stream (FSDP2's all-gather and reduce-scatter
+// streams: async_op False waits on that stream) says nothing of when the
+// compute stream waited for it (a CUDA event, invisible to the trace). The
+// first stream-0 position after it that, in most measured iterations, was
+// the first to start after its end and started within kHeldNs of it waited
+// for it. A reduce-scatter's output (a gradient shard) is read only after
+// the backward: only the iteration's last side-stream operation, if one,
+// is waited for that way (FSDP2's reduce-scatters of a backward started
+// 135-150 us before the compute stream's next operation without holding it:
+// its compute came before).
+void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
+                          const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
+  size_t last_side = period;
+  for (size_t j = 0; j < period; ++j)
+    if (shape.stream[j] != 0) last_side = j;
+  for (size_t j = 0; j < period; ++j) {
+    const TorchCall* c = tmpl[j]->call;
+    if (c == nullptr || !c->side_stream || c->waited_before || shape.stream[j] == 0) continue;
+    if (tmpl[j]->kind == rpc::OP_REDUCE_SCATTER && j != last_side) continue;
+    std::map<size_t, size_t> held;  // stream-0 position -> iterations it waited for j
+    size_t measured = 0;
+    for (size_t it = from; it < its; ++it, ++measured) {
+      const uint64_t end = at(it, j).end;
+      if (end == 0) continue;
+      for (size_t k = j + 1; k < period; ++k) {
+        if (shape.stream[k] != 0 || shape.batch_member[k] || at(it, k).GpuStart() < end) continue;
+        if (at(it, k).GpuStart() <= end + kHeldNs) ++held[k];
+        break;
+      }
+    }
+    const auto best = std::max_element(held.begin(), held.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (best != held.end() && 2 * best->second > measured) shape.waits_for[best->first].push_back(j);
+  }
+}
+
 // Per position: the mean measured gap before it (its compute), and how often
 // it started before the previous op ended (in-flight p2p without calls).
 struct Gaps {
@@ -330,7 +373,8 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   std::vector<const SeenOp*> next_tmpl;  // the iteration after the template, if captured
   if (const size_t next = std::min(from, its - 1) + 1; next < its)
     for (size_t j = 0; j < period; ++j) next_tmpl.push_back(&ops[first + next * period + j]);
-  const Shape shape = ShapeOf(tmpl, next_tmpl);
+  Shape shape = ShapeOf(tmpl, next_tmpl);
+  InferSideStreamWaits(ops, first, period, from, its, tmpl, shape);
   std::map<uint64_t, uint64_t> starts;
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
   out.steady_iteration_ns = SteadyIteration(starts, from);
