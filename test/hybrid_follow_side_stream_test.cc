@@ -64,7 +64,7 @@ const std::vector<Step>& Iteration() {
   return steps;
 }
 
-prism::daemon::Recording Sessions() {
+prism::daemon::Recording Sessions(const std::vector<Step>& steps = Iteration()) {
   prism::daemon::Recording rec;
   rec.graph = "follow:w";
   rec.real_ranks = {0};
@@ -82,7 +82,7 @@ prism::daemon::Recording Sessions() {
   std::map<std::pair<uint64_t, int>, uint64_t> seq;
   uint64_t id = 0;
   for (int it = 0; it < kIterations; ++it)
-    for (const Step& s : Iteration()) {
+    for (const Step& s : steps) {
       const int64_t base = 1'000'000'000 + it * 10'000 * kUs;
       prism::rpc::EventBatch b;
       prism::testing::AddStarted(&b, ++id, prism::testing::Key(s.hash, s.kind, seq[{s.hash, s.kind}]++), s.rank,
@@ -99,7 +99,8 @@ prism::daemon::Recording Sessions() {
 
 // The torch trace: only the FSDP calls (the TP and world collectives are
 // functional collectives, made from C++), each on its side stream.
-std::string TorchTrace() {
+std::string TorchTrace(const std::vector<std::string>& fns = {"all_gather_into_tensor", "all_gather_into_tensor",
+                                                               "reduce_scatter_tensor", "reduce_scatter_tensor"}) {
   std::string t = R"({"format":"prism-torch-trace/1","rank":0,"torch":"2.11.0"}
 {"group":0,"ranks":[0,4],"backend":"nccl","name":"3"}
 )";
@@ -108,12 +109,8 @@ std::string TorchTrace() {
     absl::StrAppend(&t, R"({"op":)", n++, R"(,"fn":")", fn, R"(","group":0,"async":false,"bytes":)", 2 << 20,
                     R"(,"dtype":"torch.bfloat16","t":1,"stream":)", stream, "}\n");
   };
-  for (int it = 0; it < kIterations; ++it) {
-    call("all_gather_into_tensor", 111);
-    call("all_gather_into_tensor", 111);
-    call("reduce_scatter_tensor", 222);
-    call("reduce_scatter_tensor", 222);
-  }
+  for (int it = 0; it < kIterations; ++it)
+    for (const std::string& fn : fns) call(fn, fn == "reduce_scatter_tensor" ? 222 : 111);
   return t;
 }
 
@@ -124,6 +121,25 @@ std::string Describe(const g::Op& op) {
     absl::StrAppend(&s, g::CollectiveKind_Name(op.collective().kind()), " c", op.collective().comm_slot());
   for (uint32_t d : op.deps()) absl::StrAppend(&s, " <", d);
   return s;
+}
+
+std::vector<std::string> Captured(const std::vector<Step>& steps, const std::vector<std::string>& fns,
+                                  std::string* summary) {
+  std::string dir = (std::filesystem::temp_directory_path() / "prism-side-stream-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  {
+    std::ofstream(dir + "/torch-rank-0.jsonl") << TorchTrace(fns);
+  }
+  auto traces = prism::daemon::ReadTorchTraces(dir);
+  std::filesystem::remove_all(dir);
+  REQUIRE(traces.ok());
+  auto capture = prism::daemon::CaptureFromFollow(Sessions(steps), 1, &*traces);
+  REQUIRE(capture.ok());
+  REQUIRE(capture->recordings.size() == 1);
+  *summary = capture->summary[0];
+  std::vector<std::string> ops;
+  for (const g::Op& op : capture->recordings[0].ops) ops.push_back(Describe(op));
+  return ops;
 }
 
 }  // namespace
@@ -165,4 +181,31 @@ TEST_CASE("follow: side-stream calls of the torch trace overlap the compute stre
                    "s0 ALLGATHER c1",           "s0 compute 100us",
                    "s1 REDUCESCATTER c3 <15",   "s0 compute 50us <16",
                    "s0 ALLREDUCE c0"});
+}
+
+TEST_CASE("follow: a side-stream call after another of its stream waits for the compute that waited for that one",
+          "[hybrid][follow][capture][torch]") {
+  // FSDP2 alone (every collective on one group, a side stream): the world
+  // all-reduce, then layer k's all-gather 480 us after layer k-1's ended
+  // (the compute stream waited for it, computed, then made the call), a
+  // reduce-scatter queued behind the last all-gather (30 us after it) and the
+  // world all-reduce that waited for it (50 us after its end).
+  std::vector<Step> steps = {
+      {100, prism::rpc::OP_ALL_REDUCE, 0, 8, 4, 100, 200, 300},
+      {105, prism::rpc::OP_ALL_GATHER, 0, 2, 2 << 20, 150, 350, 1350},
+      {105, prism::rpc::OP_ALL_GATHER, 0, 2, 2 << 20, 160, 1830, 2830},
+      {105, prism::rpc::OP_REDUCE_SCATTER, 0, 2, 2 << 20, 170, 2860, 3860},
+      {100, prism::rpc::OP_ALL_REDUCE, 0, 8, 4, 180, 3910, 4000},
+  };
+  std::string summary;
+  const auto ops = Captured(steps, {"all_gather_into_tensor", "all_gather_into_tensor", "reduce_scatter_tensor"},
+                            &summary);
+  INFO(summary);
+  CHECK(summary.find("15 of 25 operations matched to calls, 2 stream(s), 4 dependencies") != std::string::npos);
+  // The first all-gather after the all-reduce (50 us of compute); the
+  // second after 480 us of compute that waited for the first (not the
+  // 1480 us since the first started); the reduce-scatter queued.
+  CHECK(ops == std::vector<std::string>{"s0 compute 6200us",   "s0 ALLREDUCE c0",     "s0 compute 50us",
+                                        "s1 ALLGATHER c3 <2",  "s0 compute 480us <3", "s1 ALLGATHER c3 <4",
+                                        "s1 REDUCESCATTER c3", "s0 compute 50us <6",  "s0 ALLREDUCE c0"});
 }

@@ -109,6 +109,34 @@ constexpr uint64_t kQueuedNs = 50'000;
 // all-gather started 44-100 us after its end, median over 8 iterations).
 constexpr uint64_t kHeldNs = 150'000;
 
+// A side-stream call's operation that started more than kQueuedNs after the
+// end of the previous one on its stream, which ended after stream 0's
+// previous operation, in most measured iterations: stream 0 waited for that
+// one, computed, then made the call (FSDP2 alone: layer k's all-gather
+// started 480 us after layer k-1's, whose parameters that compute needed).
+// Without a stream-0 operation between them nothing else says where the
+// compute stream was; counting the gap from the previous call's start would
+// make the whole all-gather compute.
+void SameStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
+                     const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
+  for (size_t k = 0; k < period; ++k) {
+    if (shape.stream[k] == 0 || tmpl[k]->call == nullptr || !tmpl[k]->call->side_stream) continue;
+    size_t j = k, last0 = period;
+    for (size_t i = k; i-- > 0;) {
+      if (j == k && shape.stream[i] == shape.stream[k]) j = i;
+      if (last0 == period && shape.stream[i] == 0) last0 = i;
+    }
+    if (j == k) continue;
+    size_t held = 0, measured = 0;
+    for (size_t it = from; it < its; ++it, ++measured) {
+      const uint64_t end = at(it, j).end;
+      held += end != 0 && at(it, k).GpuStart() > end + kQueuedNs && (last0 == period || at(it, last0).end <= end);
+    }
+    if (2 * held > measured) shape.waits_for[k].push_back(j);
+  }
+}
+
 // A call made on a side stream (FSDP2's all-gather and reduce-scatter
 // streams: async_op False waits on that stream) says nothing of when the
 // compute stream waited for it (a CUDA event, invisible to the trace). The
@@ -125,6 +153,7 @@ void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t p
   size_t last_side = period;
   for (size_t j = 0; j < period; ++j)
     if (shape.stream[j] != 0) last_side = j;
+  SameStreamWaits(ops, first, period, from, its, tmpl, shape);
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
     if (c == nullptr || !c->side_stream || c->waited_before || shape.stream[j] == 0) continue;
@@ -166,6 +195,7 @@ Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t
       if (shape.stream[j] != 0) {  // the compute before it runs on stream 0 until it starts ...
         uint64_t& busy = stream_end[shape.stream[j]];
         const bool queued = busy != 0 && s.GpuStart() <= busy + kQueuedNs;  // ... unless its own stream held it
+        uint64_t from = std::max(t, busy);  // only what ran once its stream and stream 0 were free is its compute
         busy = s.end;
         if (t == 0) continue;
         if (queued) {
@@ -178,7 +208,8 @@ Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t
             cap = std::min(cap, at(it, k).GpuStart());
             break;
           }
-        if (record) g.sum[j] += cap > t ? cap - t : 0, ++g.n[j];
+        for (size_t w : shape.waits_for[j]) from = std::max(from, at(it, w).end);  // stream 0 waited for them
+        if (record) g.sum[j] += cap > from ? cap - from : 0, ++g.n[j];
         t = std::max(t, cap);
         continue;
       }
