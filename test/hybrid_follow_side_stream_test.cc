@@ -21,21 +21,21 @@
 #include "daemon/hybrid/torch_trace.h"
 #include "test/hybrid_harness.h"
 
-namespace g = prism::graph;
-using prism::daemon::RecordedLine;
-using prism::rpc::OpKind;
-
 namespace {
 
-constexpr int64_t kUs = 1000;
-constexpr int kIterations = 5;
+namespace g = prism::graph;
+using prism::daemon::RecordedLine;
 
+constexpr int kIterations = 5;
+constexpr int64_t kUs = 1000;
+
+// One NCCL operation of rank 0 per iteration, as its plugin reports it.
 struct Step {
-  uint64_t hash;
-  OpKind kind;
+  uint64_t hash;  // the communicator's
+  prism::rpc::OpKind kind;
   int32_t rank, size;
-  uint64_t bytes;
-  int64_t at, first_send, end;  // us into the iteration
+  uint64_t bytes;                // the graph's convention
+  int64_t at, first_send, end;   // us into the iteration: enqueued, first send, end
 };
 
 // Rank 0 of 8 (TP4 FSDP2; tp {0,1,2,3}, fsdp {0,4}), an iteration every
@@ -64,21 +64,15 @@ const std::vector<Step>& Iteration() {
   return steps;
 }
 
+// prismd --follow's recording of rank 0 (world, tp new_group #1, fsdp #3)
+// running `steps` every 10 ms.
 prism::daemon::Recording Sessions(const std::vector<Step>& steps = Iteration()) {
   prism::daemon::Recording rec;
-  rec.graph = "follow:w";
   rec.real_ranks = {0};
-  const auto comm = [&](uint64_t hash, int64_t id, std::string name, std::vector<uint32_t> members) {
-    RecordedLine l{RecordedLine::kCommunicator};
-    l.comm.comm_hash = hash;
-    l.comm.graph_comm = id;
-    l.comm.name = std::move(name);
-    l.comm.members = std::move(members);
-    rec.lines.push_back(l);
-  };
-  comm(100, 0, "world", {0, 1, 2, 3, 4, 5, 6, 7});
-  comm(101, 1, "group1[0]", {0, 1, 2, 3});
-  comm(105, 2, "group3[0]", {0, 4});
+  rec.graph = "follow:w";
+  prism::testing::RecordCommunicator(&rec, 100, 0, "world", {0, 1, 2, 3, 4, 5, 6, 7});
+  prism::testing::RecordCommunicator(&rec, 101, 1, "group1[0]", {0, 1, 2, 3});
+  prism::testing::RecordCommunicator(&rec, 105, 2, "group3[0]", {0, 4});
   std::map<std::pair<uint64_t, int>, uint64_t> seq;
   uint64_t id = 0;
   for (int it = 0; it < kIterations; ++it)

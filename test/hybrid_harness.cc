@@ -136,4 +136,14 @@ void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int6
   f->set_end_ns(static_cast<uint64_t>(end_ns));
 }
 
+void RecordCommunicator(daemon::Recording* rec, uint64_t hash, int64_t graph_comm, std::string name,
+                        std::vector<uint32_t> members) {
+  daemon::RecordedLine l{daemon::RecordedLine::kCommunicator};
+  l.comm.comm_hash = hash;
+  l.comm.graph_comm = graph_comm;
+  l.comm.name = std::move(name);
+  l.comm.members = std::move(members);
+  rec->lines.push_back(std::move(l));
+}
+
 }  // namespace prism::testing
