@@ -144,16 +144,15 @@ void SameStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period
 // the first to start after its end and started within kHeldNs of it waited
 // for it. A reduce-scatter's output (a gradient shard) is read only after
 // the backward: only the iteration's last side-stream operation, if one,
-// is waited for that way (FSDP2's reduce-scatters of a backward started
-// 135-150 us before the compute stream's next operation without holding it:
-// its compute came before).
+// is waited for that way (FSDP2's reduce-scatters in a backward ended
+// 135-150 us before the compute stream's next operation started, which had
+// been computing since its previous one, not waiting).
 void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
                           const std::vector<const SeenOp*>& tmpl, Shape& shape) {
   const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
   size_t last_side = period;
   for (size_t j = 0; j < period; ++j)
     if (shape.stream[j] != 0) last_side = j;
-  SameStreamWaits(ops, first, period, from, its, tmpl, shape);
   for (size_t j = 0; j < period; ++j) {
     const TorchCall* c = tmpl[j]->call;
     if (c == nullptr || !c->side_stream || c->waited_before || shape.stream[j] == 0) continue;
@@ -405,6 +404,7 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   if (const size_t next = std::min(from, its - 1) + 1; next < its)
     for (size_t j = 0; j < period; ++j) next_tmpl.push_back(&ops[first + next * period + j]);
   Shape shape = ShapeOf(tmpl, next_tmpl);
+  SameStreamWaits(ops, first, period, from, its, tmpl, shape);
   InferSideStreamWaits(ops, first, period, from, its, tmpl, shape);
   std::map<uint64_t, uint64_t> starts;
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
