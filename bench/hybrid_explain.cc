@@ -16,6 +16,7 @@
 //   RANKS: comma-separated ranks to trace, e.g. 0,1,4
 // Output lines (times in microseconds from the recording's start):
 //   summary  schedules N  late N (sent after their time; paced replays)  matched N  divergences N
+//            holds N  forecasts N (OpSchedule.hold and .after replies the replay sent)
 //   iteration  K  end_us
 //   op   rank  op_index  kind  label  start_us  end_us
 //   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
@@ -131,9 +132,10 @@ int main(int argc, char** argv) {
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
                       : prism::daemon::ReplaySessions(*graph, *rec, ranks);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
-  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\n", replay->schedules.size(),
-              (unsigned long long)replay->schedules_late, (unsigned long long)replay->ops_matched,
-              (unsigned long long)replay->divergences);
+  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu\n",
+              replay->schedules.size(), (unsigned long long)replay->schedules_late,
+              (unsigned long long)replay->ops_matched, (unsigned long long)replay->divergences, replay->holds.size(),
+              replay->forecasts.size());
   const int64_t origin = rec->start_realtime_ns;
   int64_t t = 0;
   for (size_t k = 0; k < replay->iteration_times.size(); ++k) {
