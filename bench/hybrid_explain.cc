@@ -23,7 +23,8 @@
 //   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us
 //   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us
 //     (a forecast: ready at max(ready, the rank's end of op `after` + delay); docs/timing.md)
-//   rsched (the same for the schedules the replay sent; sent_us 0)
+//   rsched (the same for the schedules the replay sent; sent_us 0 unless paced)
+//   rhold  session  sent_us  kind  seq  peer   (a hold the replay sent; sent_us in paced replays)
 //   conn session  conn_id  is_send  at_us
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
 #include <cstdio>
@@ -155,10 +156,13 @@ int main(int argc, char** argv) {
   }
   for (const auto& r : replay->schedules) {
     const auto& s = r.schedule;
-    std::printf("rsched\t%llu\t0\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session, s.key().kind(),
-                (unsigned long long)s.key().seq(), s.key().peer(), static_cast<int>(s.mode()),
-                Us(static_cast<int64_t>(s.ready_ns()), origin));
+    std::printf("rsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session,
+                r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
+                s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
   }
+  for (const auto& r : replay->holds)
+    std::printf("rhold\t%llu\t%.1f\t%d\t%llu\t%d\n", (unsigned long long)r.session, Us(r.sent_ns, origin),
+                r.schedule.key().kind(), (unsigned long long)r.schedule.key().seq(), r.schedule.key().peer());
   std::map<uint64_t, prism::rpc::OpStarted> started;
   for (const auto& line : rec->lines) {
     if (line.kind == prism::daemon::RecordedLine::kSchedule) {
