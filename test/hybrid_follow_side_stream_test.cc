@@ -83,7 +83,8 @@ prism::daemon::Recording Sessions(const std::vector<Step>& steps = Iteration()) 
                                  s.size, s.bytes / static_cast<uint64_t>(s.kind == prism::rpc::OP_ALL_REDUCE ? 1 : s.size),
                                  base + s.at * kUs);
       prism::testing::AddFinished(&b, id, base + s.first_send * kUs, base + s.end * kUs);
-      RecordedLine l{RecordedLine::kEvents};
+      RecordedLine l;
+      l.kind = RecordedLine::kEvents;
       l.session = 1;
       l.events = b;
       rec.lines.push_back(l);

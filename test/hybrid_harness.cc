@@ -138,7 +138,8 @@ void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int6
 
 void RecordCommunicator(daemon::Recording* rec, uint64_t hash, int64_t graph_comm, std::string name,
                         std::vector<uint32_t> members) {
-  daemon::RecordedLine l{daemon::RecordedLine::kCommunicator};
+  daemon::RecordedLine l;
+  l.kind = daemon::RecordedLine::kCommunicator;
   l.comm.comm_hash = hash;
   l.comm.graph_comm = graph_comm;
   l.comm.name = std::move(name);
