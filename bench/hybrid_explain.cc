@@ -16,13 +16,15 @@
 //   RANKS: comma-separated ranks to trace, e.g. 0,1,4
 // Output lines (times in microseconds from the recording's start):
 //   summary  schedules N  late N (sent after their time; paced replays)  matched N  divergences N
+//            holds N  forecasts N (OpSchedule.hold and .after replies the replay sent)
 //   iteration  K  end_us
 //   op   rank  op_index  kind  label  start_us  end_us
 //   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
 //   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us
 //   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us
 //     (a forecast: ready at max(ready, the rank's end of op `after` + delay); docs/timing.md)
-//   rsched (the same for the schedules the replay sent; sent_us 0)
+//   rsched (the same for the schedules the replay sent; sent_us 0 unless paced)
+//   rhold  session  sent_us  kind  seq  peer   (a hold the replay sent; sent_us in paced replays)
 //   conn session  conn_id  is_send  at_us
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
 #include <cstdio>
@@ -131,9 +133,10 @@ int main(int argc, char** argv) {
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
                       : prism::daemon::ReplaySessions(*graph, *rec, ranks);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
-  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\n", replay->schedules.size(),
-              (unsigned long long)replay->schedules_late, (unsigned long long)replay->ops_matched,
-              (unsigned long long)replay->divergences);
+  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu\n",
+              replay->schedules.size(), (unsigned long long)replay->schedules_late,
+              (unsigned long long)replay->ops_matched, (unsigned long long)replay->divergences, replay->holds.size(),
+              replay->forecasts.size());
   const int64_t origin = rec->start_realtime_ns;
   int64_t t = 0;
   for (size_t k = 0; k < replay->iteration_times.size(); ++k) {
@@ -153,10 +156,13 @@ int main(int argc, char** argv) {
   }
   for (const auto& r : replay->schedules) {
     const auto& s = r.schedule;
-    std::printf("rsched\t%llu\t0\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session, s.key().kind(),
-                (unsigned long long)s.key().seq(), s.key().peer(), static_cast<int>(s.mode()),
-                Us(static_cast<int64_t>(s.ready_ns()), origin));
+    std::printf("rsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session,
+                r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
+                s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
   }
+  for (const auto& r : replay->holds)
+    std::printf("rhold\t%llu\t%.1f\t%d\t%llu\t%d\n", (unsigned long long)r.session, Us(r.sent_ns, origin),
+                r.schedule.key().kind(), (unsigned long long)r.schedule.key().seq(), r.schedule.key().peer());
   std::map<uint64_t, prism::rpc::OpStarted> started;
   for (const auto& line : rec->lines) {
     if (line.kind == prism::daemon::RecordedLine::kSchedule) {

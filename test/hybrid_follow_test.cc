@@ -97,12 +97,7 @@ prism::daemon::Recording FollowRecording(int iterations, bool embedding = false)
   rec.graph = "follow:w";
   rec.real_ranks = {0, 8};
   const auto comm = [&](uint64_t hash, int64_t id, std::string name, std::vector<uint32_t> members) {
-    RecordedLine l{RecordedLine::kCommunicator};
-    l.comm.comm_hash = hash;
-    l.comm.graph_comm = id;
-    l.comm.name = std::move(name);
-    l.comm.members = std::move(members);
-    rec.lines.push_back(l);
+    prism::testing::RecordCommunicator(&rec, hash, id, std::move(name), std::move(members));
   };
   comm(100, 0, "world", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   comm(101, 1, "group1[0]", {0, 1});

@@ -157,4 +157,15 @@ absl::StatusOr<double> SimulatedRingSeconds(const graph::Graph& graph) {
   return sum / 3;
 }
 
+void RecordCommunicator(daemon::Recording* rec, uint64_t hash, int64_t graph_comm, std::string name,
+                        std::vector<uint32_t> members) {
+  daemon::RecordedLine l;
+  l.kind = daemon::RecordedLine::kCommunicator;
+  l.comm.comm_hash = hash;
+  l.comm.graph_comm = graph_comm;
+  l.comm.name = std::move(name);
+  l.comm.members = std::move(members);
+  rec->lines.push_back(std::move(l));
+}
+
 }  // namespace prism::testing

@@ -11,11 +11,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "daemon/engine/simulation.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
+#include "daemon/hybrid/session_recorder.h"
 #include "proto/graph.pb.h"
 
 namespace prism::testing {
@@ -78,6 +80,9 @@ rpc::OpKey Key(uint64_t hash, rpc::OpKind kind, uint64_t seq, int32_t peer = -1)
 void AddStarted(rpc::EventBatch* b, uint64_t op_id, const rpc::OpKey& key, int32_t comm_rank, int32_t comm_size,
                 uint64_t bytes, int64_t at_ns, bool ring = true);
 void AddFinished(rpc::EventBatch* b, uint64_t op_id, int64_t first_send_ns, int64_t end_ns);
+// A communicator line of a prismd --record-sessions recording, as prismd writes one.
+void RecordCommunicator(daemon::Recording* rec, uint64_t hash, int64_t graph_comm, std::string name,
+                        std::vector<uint32_t> members);
 int64_t RealtimeNow();
 
 // prismd --simulate --iterations 4 --nccl-algo Ring of `graph`, with the

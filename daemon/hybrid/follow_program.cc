@@ -103,6 +103,77 @@ Shape ShapeOf(const std::vector<const SeenOp*>& tmpl, const std::vector<const Se
 // the previous one on its stream was held by its stream, not by compute.
 constexpr uint64_t kQueuedNs = 50'000;
 
+// A stream-0 operation that started within this of the end of a side-stream
+// call's operation waited for it (measured on the GPU host, TorchTitan
+// FSDP2+TP at 1024 ranks, 2026-12-02: the TP collective after an FSDP2
+// all-gather started 44-100 us after its end, median over 8 iterations).
+constexpr uint64_t kHeldNs = 150'000;
+
+// A side-stream call's operation that started more than kQueuedNs after the
+// end of the previous one on its stream, which ended after stream 0's
+// previous operation, in most measured iterations: stream 0 waited for that
+// one, computed, then made the call (FSDP2 alone: layer k's all-gather
+// started 480 us after layer k-1's, whose parameters that compute needed).
+// Without a stream-0 operation between them nothing else says where the
+// compute stream was; counting the gap from the previous call's start would
+// make the whole all-gather compute.
+void SameStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
+                     const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
+  for (size_t k = 0; k < period; ++k) {
+    if (shape.stream[k] == 0 || tmpl[k]->call == nullptr || !tmpl[k]->call->side_stream) continue;
+    size_t j = k, last0 = period;
+    for (size_t i = k; i-- > 0;) {
+      if (j == k && shape.stream[i] == shape.stream[k]) j = i;
+      if (last0 == period && shape.stream[i] == 0) last0 = i;
+    }
+    if (j == k) continue;
+    size_t held = 0, measured = 0;
+    for (size_t it = from; it < its; ++it, ++measured) {
+      const uint64_t end = at(it, j).end;
+      held += end != 0 && at(it, k).GpuStart() > end + kQueuedNs && (last0 == period || at(it, last0).end <= end);
+    }
+    if (2 * held > measured) shape.waits_for[k].push_back(j);
+  }
+}
+
+// A call made on a side stream (FSDP2's all-gather and reduce-scatter
+// streams: async_op False waits on that stream) says nothing of when the
+// compute stream waited for it (a CUDA event, invisible to the trace). The
+// first stream-0 position after it that, in most measured iterations, was
+// the first to start after its end and started within kHeldNs of it waited
+// for it. A reduce-scatter's output (a gradient shard) is read only after
+// the backward: only the iteration's last side-stream operation, if one,
+// is waited for that way (FSDP2's reduce-scatters in a backward ended
+// 135-150 us before the compute stream's next operation started, which had
+// been computing since its previous one, not waiting).
+void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t from, size_t its,
+                          const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const auto at = [&](size_t it, size_t j) -> const SeenOp& { return ops[first + it * period + j]; };
+  size_t last_side = period;
+  for (size_t j = 0; j < period; ++j)
+    if (shape.stream[j] != 0) last_side = j;
+  for (size_t j = 0; j < period; ++j) {
+    const TorchCall* c = tmpl[j]->call;
+    if (c == nullptr || !c->side_stream || c->waited_before || shape.stream[j] == 0) continue;
+    if (tmpl[j]->kind == rpc::OP_REDUCE_SCATTER && j != last_side) continue;
+    std::map<size_t, size_t> held;  // stream-0 position -> iterations it waited for j
+    size_t measured = 0;
+    for (size_t it = from; it < its; ++it, ++measured) {
+      const uint64_t end = at(it, j).end;
+      if (end == 0) continue;
+      for (size_t k = j + 1; k < period; ++k) {
+        if (shape.stream[k] != 0 || shape.batch_member[k] || at(it, k).GpuStart() < end) continue;
+        if (at(it, k).GpuStart() <= end + kHeldNs) ++held[k];
+        break;
+      }
+    }
+    const auto best = std::max_element(held.begin(), held.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (best != held.end() && 2 * best->second > measured) shape.waits_for[best->first].push_back(j);
+  }
+}
+
 // Per position: the mean measured gap before it (its compute), and how often
 // it started before the previous op ended (in-flight p2p without calls).
 struct Gaps {
@@ -149,6 +220,7 @@ Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t
       if (shape.stream[j] != 0) {  // the compute before it runs on stream 0 until it starts ...
         uint64_t& busy = stream_end[shape.stream[j]];
         const bool queued = busy != 0 && s.GpuStart() <= busy + kQueuedNs;  // ... unless its own stream held it
+        uint64_t from = std::max(t, busy);  // only what ran once its stream and stream 0 were free is its compute
         busy = s.end;
         if (t == 0) continue;
         if (held[j]) {
@@ -165,7 +237,8 @@ Gaps Measure(const std::vector<SeenOp>& ops, size_t first, size_t period, size_t
             cap = std::min(cap, at(it, k).GpuStart());
             break;
           }
-        if (record) g.sum[j] += cap > t ? cap - t : 0, ++g.n[j];
+        for (size_t w : shape.waits_for[j]) from = std::max(from, at(it, w).end);  // stream 0 waited for them
+        if (record) g.sum[j] += cap > from ? cap - from : 0, ++g.n[j];
         t = std::max(t, cap);
         continue;
       }
@@ -391,7 +464,9 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   std::vector<const SeenOp*> next_tmpl;  // the iteration after the template, if captured
   if (const size_t next = std::min(from, its - 1) + 1; next < its)
     for (size_t j = 0; j < period; ++j) next_tmpl.push_back(&ops[first + next * period + j]);
-  const Shape shape = ShapeOf(tmpl, next_tmpl);
+  Shape shape = ShapeOf(tmpl, next_tmpl);
+  SameStreamWaits(ops, first, period, from, its, tmpl, shape);
+  InferSideStreamWaits(ops, first, period, from, its, tmpl, shape);
   std::map<uint64_t, uint64_t> starts;
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
   out.steady_iteration_ns = SteadyIteration(starts, from);

@@ -16,7 +16,10 @@
 //    first use), depends on the stream-0 op before it (PyTorch's NCCL
 //    stream waits for the compute stream at each call; left out when the
 //    previous op of its stream already comes after that op), and the first
-//    stream-0 op after its work.wait() depends on it;
+//    stream-0 op after its work.wait() depends on it; a call made on a side
+//    CUDA stream (FSDP2's) is on its group's stream too, and where the
+//    compute stream waited for it is read from the times (follow_program.cc,
+//    InferSideStreamWaits and SameStreamWaits);
 //  * compute: on stream 0, the GPU time between stream-0 operations (from
 //    the previous one's end, or the end of the operations it waited for, to
 //    the next start), cut where an operation of another stream started in

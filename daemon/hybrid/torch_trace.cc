@@ -50,6 +50,7 @@ absl::Status AddCall(const nlohmann::json& j, TorchTrace& t, const std::string& 
   c.at_ns = Field<int64_t>(j, "t").value_or(0);
   c.allocated = Field<int64_t>(j, "mem");
   c.peak = Field<int64_t>(j, "peak");
+  c.side_stream = Field<int64_t>(j, "stream");
   c.batch_last = c.number;
   if (c.batch >= 0 && !t.calls.empty() && t.calls.back().batch == c.batch)
     for (auto it = t.calls.rbegin(); it != t.calls.rend() && it->batch == c.batch; ++it) it->batch_last = c.number;

@@ -44,13 +44,17 @@ struct TorchCall {
   int64_t batch = -1;             // batch_isend_irecv number, -1 outside one
   int64_t at_ns = 0;              // CLOCK_REALTIME at the call
   std::optional<int64_t> allocated, peak;  // allocator bytes at the call (absent before CUDA)
+  // The current CUDA stream's handle when the call was made on a side stream
+  // (FSDP2's all-gather and reduce-scatter streams); absent: the default stream.
+  std::optional<int64_t> side_stream;
   // The program waited for this call's work before its call number
   // `waited_before` (that many calls had been made); absent: never waited
   // (for a call that was not async, PyTorch waited at once).
   std::optional<uint64_t> waited_before;
   uint64_t batch_last = 0;        // the last call number of its batch (itself outside one)
-  // The compute stream went on only after this call's work, before any other call was made.
-  bool Inline() const { return !async || (waited_before && *waited_before == batch_last + 1); }
+  // The compute stream went on only after this call's work, before any other call was made
+  // (a call on a side stream holds that stream, not the compute stream).
+  bool Inline() const { return !side_stream && (!async || (waited_before && *waited_before == batch_last + 1)); }
 };
 
 struct TorchTrace {

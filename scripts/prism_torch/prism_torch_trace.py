@@ -22,7 +22,8 @@ a reduce-scatter's input); `peer` and the ranks are global ranks; `t` is
 CLOCK_REALTIME ns at the call; `mem`, `peak`, `reserved`: the CUDA caching
 allocator's allocated, peak allocated and reserved bytes at the call (absent
 before CUDA is initialised); `stream`: the current CUDA stream when it is
-not the default one (recorded; the capture does not use it yet). Calls made
+not the default one (the capture puts such a call on a stream of its own,
+docs/capture.md "side streams"). Calls made
 inside another wrapped call (the
 isends of a batch_isend_irecv) are recorded once, by the outer call.
 
