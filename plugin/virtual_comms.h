@@ -142,7 +142,9 @@ class VirtualRecvComm final : public NetComm {
   // link's latency plus the model's step cost, from when every member
   // arrived (the schedule's ready time, else this rank's first send).
   // 0 (none) when the receive has no dimension or the link no bandwidth.
-  Nanoseconds PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s) const;
+  // The play is looked up once per operation and link (pat_play_*), not per
+  // message.
+  Nanoseconds PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s);
   Outcome ResolveStream(RecvRequest& req, Slot& slot, const OpSchedule& s);
   void ResolvePlainLink(RecvRequest& req, Slot& slot);
   uint64_t StreamBytes(const Slot& slot);
@@ -180,6 +182,12 @@ class VirtualRecvComm final : public NetComm {
   uint64_t step_wire_op_ = 0;
   uint64_t step_wire_bps_ = 0;
   Nanoseconds step_wire_{0};
+  // The PAT play of the operation whose receives PatFloorOf times, likewise
+  // once per operation, link bandwidth and step latency.
+  uint64_t pat_play_op_ = 0;
+  uint64_t pat_play_bps_ = 0;
+  int64_t pat_play_step_ns_ = -1;
+  std::shared_ptr<const PatPlay> pat_play_;
   // The last LL/LL128 receive this comm filled (WarnWaiting names it).
   struct LastFill {
     uint64_t seq = 0;

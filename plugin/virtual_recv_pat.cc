@@ -8,7 +8,7 @@
 
 namespace prism::plugin {
 
-Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s) const {
+Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in, const OpSchedule* s) {
   const OpRecord& op = *slot.op.op;
   const OpInfo& info = op.info();
   const int dim = PatDimensionOf(slot.op);
@@ -17,12 +17,17 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
   // play takes the all-gather's output, the reduce-scatter's input.
   const uint64_t ranks = static_cast<uint64_t>(info.comm_size);
   const Nanoseconds c = s != nullptr && s->step_cost_ns > 0 ? Nanoseconds(s->step_cost_ns) : env_.schedules->ring_step_cost();
-  const PatShape shape{info.kind == OpKind::kAllGather, static_cast<uint32_t>(ranks), Bytes(info.bytes * ranks),
-                       std::max<uint32_t>(info.channels, 1), in.link.bandwidth, SatAdd(in.link.latency, c)};
-  const std::shared_ptr<const PatPlay> play = env_.schedules->pat_plays().Of(shape);
-  if (play == nullptr) return Nanoseconds(0);
+  const Nanoseconds step = SatAdd(in.link.latency, c);
+  const auto bps = static_cast<uint64_t>(in.link.bandwidth.count());
+  if (pat_play_op_ != info.id || pat_play_bps_ != bps || pat_play_step_ns_ != step.count()) {
+    const PatShape shape{info.kind == OpKind::kAllGather, static_cast<uint32_t>(ranks), Bytes(info.bytes * ranks),
+                         std::max<uint32_t>(info.channels, 1), in.link.bandwidth, step};
+    pat_play_ = env_.schedules->pat_plays().Of(shape);
+    pat_play_op_ = info.id, pat_play_bps_ = bps, pat_play_step_ns_ = step.count();
+  }
+  if (pat_play_ == nullptr) return Nanoseconds(0);
   const Nanoseconds start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
-  return PatFloor(*play, start, dim, slot.op.step, in.link.latency);
+  return PatFloor(*pat_play_, start, dim, slot.op.step, in.link.latency);
 }
 
 }  // namespace prism::plugin
