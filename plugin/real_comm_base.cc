@@ -4,8 +4,9 @@
 
 namespace prism::plugin {
 
-RealCommBase::RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer)
-    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)) {}
+RealCommBase::RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer, bool is_send)
+    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)),
+      is_send_(is_send) {}
 
 void RealCommBase::StartProgress(const std::shared_ptr<ProgressEnginePool>& engines) {
   engine_ = engines->Attach(this);

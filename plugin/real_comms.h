@@ -11,7 +11,8 @@
 // its header announces; the proxy thread reads headers): a message goes out in the isend that posts it when the socket
 // takes it, and a receive completes in the test() that reads its last byte,
 // with no hand-over to another thread and no wake-up; a call returns once
-// one request completed (PRISM_RETURN_ON_COMPLETE). A larger ("bulk")
+// one receive completed, while a send comm's call writes all the socket
+// takes (PRISM_RETURN_ON_COMPLETE). A larger ("bulk")
 // message is moved by the comm's progress thread (ProgressEngine, picked by the context's
 // ProgressEnginePool), so that the bulk of several comms moves in parallel;
 // while one is in flight the proxy thread leaves the comm to it. A progress
@@ -103,7 +104,8 @@ class RealCommBase : public NetComm, protected ProgressClient {
 
  protected:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
-  RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer);
+  // `is_send`: the direction (PRISM_RETURN_ON_COMPLETE treats them apart).
+  RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer, bool is_send);
   ~RealCommBase() override = default;
   void StartProgress(const std::shared_ptr<ProgressEnginePool>& engines);
 
@@ -144,16 +146,24 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // A request of this direction completed and is due now (a shaped one not
   // due yet is no news for NCCL); step lock held.
   void NoteCompleted() { completed_in_step_ = true; }
-  // Inside StepInner on NCCL's proxy thread (isend/irecv/test) once a
-  // request completed in this call: stop and return to NCCL, which tells the
-  // GPU at once; the next call moves the next message. NCCL Socket's test()
-  // moves no further than the request it tests either. Reading (or writing)
-  // on into the next messages first kept that news, and the proxy thread's
-  // other connections, waiting for up to 7 more messages' copies. A progress
-  // thread never stops early (it tells nobody; test() reads ready_at).
-  // PRISM_RETURN_ON_COMPLETE=0 turns this off.
+  // Inside StepInner on NCCL's proxy thread (irecv/test) once a receive
+  // completed in this call: stop and return to NCCL, which tells the GPU at
+  // once; the next call reads the next message. NCCL Socket's test() moves
+  // no further than the request it tests either. Reading on into the next
+  // messages first kept that news, and the proxy thread's other
+  // connections, waiting for up to 7 more messages' copies. A send comm
+  // does not stop (PRISM_RETURN_ON_COMPLETE=1): an isend that stopped once
+  // an older send's tail went out left its own message unsent until a later
+  // test() of it, one or two passes of NCCL's proxy loop later, on every
+  // message while the socket was full; and a send's completion only frees a
+  // step buffer the GPU rarely waits for. A progress thread never stops
+  // early (it tells nobody; test() reads ready_at).
   bool ReturnToCaller() const {
-    return stepping_on_caller_ && completed_in_step_ && env_.settings->return_on_complete;
+    return stepping_on_caller_ && completed_in_step_ && StopsAtCompletion(env_.settings->return_on_complete, is_send_);
+  }
+  // Whether a comm of this direction stops at a completion under `setting`.
+  static bool StopsAtCompletion(ReturnOnComplete setting, bool is_send) {
+    return setting == ReturnOnComplete::kAll || (!is_send && setting == ReturnOnComplete::kReceives);
   }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
@@ -166,6 +176,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
 
  private:
   bool warned_ = false;
+  bool is_send_;
   std::shared_ptr<ProgressEngine> engine_;
   bool registered_ = false;
   std::mutex step_mu_;               // held by whichever thread steps the comm

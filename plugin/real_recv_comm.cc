@@ -10,7 +10,7 @@ namespace prism::plugin {
 RealRecvComm::RealRecvComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer)
-    : RealCommBase(env, std::move(fds), std::move(peer)),
+    : RealCommBase(env, std::move(fds), std::move(peer), false),
       buffers_(ProtocolBuffers::FromEnv()),
       queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;

@@ -11,7 +11,7 @@ namespace prism::plugin {
 RealSendComm::RealSendComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer, int dev)
-    : RealCommBase(env, std::move(fds), std::move(peer)), queues_(fds_.size()),
+    : RealCommBase(env, std::move(fds), std::move(peer), true), queues_(fds_.size()),
       nic_(&env.nics->Tx(dev)),
       shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
   for (SendRequest& r : pool_) r.owner = this;

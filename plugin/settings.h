@@ -26,6 +26,14 @@ std::span<const EnvParam> AllEnvParams();
 
 enum class RecvFill { kOwn, kZeros, kNone, kPattern };
 
+// PRISM_RETURN_ON_COMPLETE: which real-peer comms stop a call on NCCL's proxy
+// thread at a completion (real_comms.h, ReturnToCaller).
+enum class ReturnOnComplete {
+  kNever = 0,     // every call moves all the sockets take (before 2026-12-02)
+  kReceives = 1,  // receive comms stop; send comms write all the socket takes
+  kAll = 2,       // send comms stop too (the default of 2a45c0d)
+};
+
 struct NicSettings {
   int count = 1;
   std::string name_pattern;      // "%d" replaced by the device index (FormatNicName)
@@ -55,7 +63,7 @@ struct Settings {
   int progress_threads = 0;           // per context; 0: one per comm; -1: inline (kInlineProgress)
   uint64_t inline_bytes = 0;          // PRISM_INLINE_BYTES: larger messages go to the progress thread
   uint64_t idle_inline_bytes = 0;     // PRISM_IDLE_INLINE_BYTES: the same while cores are idle; 0: off
-  bool return_on_complete = true;     // PRISM_RETURN_ON_COMPLETE: a proxy-thread step stops at a completion
+  ReturnOnComplete return_on_complete = ReturnOnComplete::kReceives;  // PRISM_RETURN_ON_COMPLETE
   int64_t connect_timeout_ms = 0;
   bool daemon_configured = false;     // PRISM_DAEMON set explicitly
   std::string daemon_address;

@@ -176,11 +176,13 @@ TEST_CASE("real peers, no progress threads: test() of a receive returns once it 
           "[plugin][unit][hold]") {
   // As NCCL Socket's test(): NCCL hears of a completed receive (and tells the
   // GPU) before the proxy thread copies the next messages.
-  const bool return_on_complete = GENERATE(true, false);
-  INFO("PRISM_RETURN_ON_COMPLETE " << return_on_complete);
+  const auto setting = GENERATE(prism::plugin::ReturnOnComplete::kReceives, prism::plugin::ReturnOnComplete::kAll,
+                                prism::plugin::ReturnOnComplete::kNever);
+  INFO("PRISM_RETURN_ON_COMPLETE " << static_cast<int>(setting));
+  const bool return_on_complete = setting != prism::plugin::ReturnOnComplete::kNever;
   LinkHoldStats stats;
   Pair p(&stats, prism::plugin::kInlineProgress, 0);
-  p.settings.return_on_complete = return_on_complete;
+  p.settings.return_on_complete = setting;
   std::vector<char> first(kPayload, 0), second(kPayload, 0);
   const std::vector<char> payload(kPayload, static_cast<char>(0xAB));
   const size_t size = kPayload;
