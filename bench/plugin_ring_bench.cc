@@ -7,7 +7,7 @@
 //   plugin_ring_bench [--ranks 2,8] [--channels 2] [--sizes 1,8,32] [--iters 5]
 //                     [--repeat 3] [--step-bytes 524288] [--plugin PATH]
 //                     [--op allreduce|allgather|sendrecv] [--load N] [--only plugin|tcp]
-//                     [--gpu-us US]
+//                     [--gpu-us US] [--proxy loop|nccl]
 //                     [--env K=V]...
 //
 // Every rank is one process with one driver thread that plays NCCL's proxy:
@@ -28,6 +28,8 @@
 // the ratios TCP/plugin (above 1: the plugin is faster / cheaper). On a
 // host with fewer cores than busy threads the CPU time is the steadier
 // figure: the wall time then measures the scheduler as much as the transport.
+// --proxy nccl: per pass and channel one call per direction, as NCCL 2.28's
+// net proxy (PumpChannelNccl); `loop` (default): all it can per pass.
 // --env settings go to the plugin's processes (e.g. PRISM_PROGRESS_THREADS=-1).
 // --load N runs N busy threads in the parent while the ranks run (both
 // transports alike): a host whose cores are all taken, as on a GPU host
@@ -207,7 +209,7 @@ struct ChannelRun {
   int msgs = 0;       // messages each way
   int per_step = 0;   // messages per ring step
   size_t size = 0;
-  int sent = 0, send_done = 0, recvd = 0, recv_done = 0;
+  int sent = 0, send_done = 0, recvd = 0, recv_done = 0, recv_seen = 0;  // seen: the GPU told (--proxy nccl)
   std::vector<int64_t> recv_at;  // when each receive was seen done (--gpu-us)
   void* sreq[kSteps] = {};
   void* rreq[kSteps] = {};
@@ -247,6 +249,28 @@ bool PumpChannel(Transport& t, int ch, ChannelRun& c, const char* send_buf, char
   return moved;
 }
 
+// As NCCL's net.cc calls the plugin: one isend or send test(), one irecv or receive test() per pass;
+// a receive feeds a send one pass after test() said done (NCCL writes the GPU's tail in the next call).
+bool PumpChannelNccl(Transport& t, int ch, ChannelRun& c, const char* send_buf, char* recv_slots, int64_t gpu_ns) {
+  bool moved = false;  // a send posted or completed
+  if (c.sent < c.msgs && c.sent - c.send_done < kSteps && c.sent < c.recv_seen + c.per_step &&
+      (gpu_ns == 0 || c.sent < c.per_step || NowNs() >= c.recv_at[c.sent - c.per_step] + gpu_ns)) {
+    void* r = t.Isend(ch, send_buf, c.size);
+    if ((moved = r != nullptr)) c.sreq[c.sent++ % kSteps] = r;
+  }
+  if (!moved && c.send_done < c.sent && t.Test(c.sreq[c.send_done % kSteps])) moved = ++c.send_done > 0;
+  if (c.recvd < c.msgs && c.recvd - c.recv_seen < kSteps) {
+    void* r = t.Irecv(ch, recv_slots + static_cast<size_t>(c.recvd % kSteps) * c.size, c.size);
+    if (r != nullptr) return (c.rreq[c.recvd++ % kSteps] = r) != nullptr;  // NCCL tests in a later call
+  }
+  if (c.recv_seen < c.recv_done) {
+    if (gpu_ns > 0) c.recv_at[c.recv_seen] = NowNs();
+    return ++c.recv_seen > 0;
+  }
+  if (c.recv_done < c.recvd && t.Test(c.rreq[c.recv_done % kSteps])) return ++c.recv_done > 0;
+  return moved;
+}
+
 struct RingShape {
   int ranks = 2;
   int channels = 2;
@@ -254,6 +278,7 @@ struct RingShape {
   bool all_gather = false;  // R-1 ring steps per channel, not 2(R-1)
   bool send_recv = false;   // one step: S/channels bytes to the next rank, none waits for a receive
   int64_t gpu_ns = 0;       // --gpu-us: from a receive seen done to the send that waits for it
+  bool nccl_proxy = false;  // --proxy nccl: PumpChannelNccl
 };
 
 RingShape ShapeFor(const std::string& op, int ranks, int channels, size_t step_bytes, int64_t gpu_ns) {
@@ -290,8 +315,8 @@ void RingOp(Transport& t, const RingShape& shape, size_t bytes, const char* send
     for (int ch = 0; ch < shape.channels; ++ch) {
       ChannelRun& c = runs[ch];
       char* slots = recv_area + static_cast<size_t>(ch) * kSteps * shape.step_bytes;
-      moved = PumpChannel(t, ch, c, send_buf, slots, shape.gpu_ns) || moved;
-      busy = busy || c.send_done < c.msgs || c.recv_done < c.msgs;
+      moved = (shape.nccl_proxy ? PumpChannelNccl : PumpChannel)(t, ch, c, send_buf, slots, shape.gpu_ns) || moved;
+      busy = busy || c.send_done < c.msgs || (shape.nccl_proxy ? c.recv_seen : c.recv_done) < c.msgs;
     }
     if (busy && !moved) sched_yield();  // as NCCL's proxy thread does when idle
   }
@@ -425,7 +450,8 @@ class Ring {
       workers_.push_back(std::make_unique<prism::testing::ChildProcess>(
           std::vector<std::string>{self, "--worker", plugin, std::to_string(r),
                                    std::to_string(shape.ranks), std::to_string(shape.channels),
-                                   std::to_string(shape.step_bytes), OpName(shape), std::to_string(shape.gpu_ns)},
+                                   std::to_string(shape.step_bytes), OpName(shape), std::to_string(shape.gpu_ns),
+                                   shape.nccl_proxy ? "nccl" : "loop"},
           env));
     }
     std::vector<std::string> hello;
@@ -479,14 +505,16 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 9 && std::string(argv[1]) == "--worker") {
-      const RingShape shape =
+    if (argc >= 10 && std::string(argv[1]) == "--worker") {
+      RingShape shape =
           ShapeFor(argv[7], std::stoi(argv[4]), std::stoi(argv[5]), std::stoull(argv[6]), std::stoll(argv[8]));
+      shape.nccl_proxy = std::string(argv[9]) == "nccl";
       return WorkerMain(argv[2], shape);
     }
     std::string plugin = PRISM_PLUGIN_SO, rank_list = "2,8", size_list = "1,8,32";
     int channels = 2, iters = 5, repeat = 3, load = 0;
     int64_t gpu_ns = 0;
+    bool nccl_proxy = false;
     std::string op_arg = "allreduce";
     std::string only;  // --only plugin|tcp: one transport (e.g. under perf record)
     size_t step_bytes = 512u << 10;
@@ -505,6 +533,7 @@ int main(int argc, char** argv) {
       else if (k == "--load") load = std::max(0, std::stoi(v));
       else if (k == "--gpu-us") gpu_ns = std::llround(std::max(0.0, std::stod(v)) * 1e3);
       else if (k == "--only" && (v == "plugin" || v == "tcp")) only = v;
+      else if (k == "--proxy" && (v == "loop" || v == "nccl")) nccl_proxy = v == "nccl";
       else throw PluginError("unknown option " + k);
     }
     char exe[4096] = {};
@@ -514,9 +543,9 @@ int main(int argc, char** argv) {
     const RingShape op_shape = ShapeFor(op_arg, 2, channels, step_bytes, gpu_ns);
     const char* op = op_shape.send_recv ? "send/recv" : op_shape.all_gather ? "all-gather" : "all-reduce";
     std::printf("plugin_ring_bench: %s%s; %s, %d channel(s), messages of at most %zu B, %d in flight, "
-                "loopback, %ld CPUs, %d busy thread(s) beside; %d %ss per run, median of %d runs\n",
+                "loopback, %ld CPUs, %d busy thread(s) beside, %s proxy; %d %ss per run, median of %d runs\n",
                 plugin.c_str(), env_text.c_str(), op, channels, step_bytes, kSteps,
-                sysconf(_SC_NPROCESSORS_ONLN), load, iters, op, repeat);
+                sysconf(_SC_NPROCESSORS_ONLN), load, nccl_proxy ? "NCCL's" : "looping", iters, op, repeat);
     std::printf("\n                         wall time per %s     CPU time per %s (all ranks)\n", op, op);
     std::printf("ranks  %s  message B   plugin us     tcp us  tcp/plugin   plugin us     tcp us  tcp/plugin\n", op);
     std::atomic<bool> stop{false};
@@ -536,7 +565,8 @@ int main(int argc, char** argv) {
       }
     } joiner{&stop, &spinners};
     for (const std::string& rs : Split(rank_list, ',')) {
-      const RingShape shape = ShapeFor(op_arg, std::stoi(rs), channels, step_bytes, gpu_ns);
+      RingShape shape = ShapeFor(op_arg, std::stoi(rs), channels, step_bytes, gpu_ns);
+      shape.nccl_proxy = nccl_proxy;
       Ring ring(exe, plugin, shape, env);
       for (const std::string& ss : Split(size_list, ',')) {
         const size_t bytes = static_cast<size_t>(std::stod(ss) * (1u << 20));
