@@ -7,16 +7,14 @@
 //   plugin_ring_bench [--ranks 2,8] [--channels 2] [--sizes 1,8,32] [--iters 5]
 //                     [--repeat 3] [--step-bytes 524288] [--plugin PATH]
 //                     [--op allreduce|allgather|sendrecv] [--load N] [--only plugin|tcp]
-//                     [--gpu-us US] [--proxy loop|nccl]
-//                     [--env K=V]...
+//                     [--gpu-us US] [--proxy loop|nccl] [--env K=V]...
 //
 // Every rank is one process with one driver thread that plays NCCL's proxy:
 // per channel one send comm to the next rank and one receive comm from the
 // previous, at most 8 (NCCL_STEPS) requests in flight per direction, only the
-// oldest tested. An all-reduce of S MiB moves, per channel, 2(R-1) ring
-// steps of S/(channels*R) bytes (an all-gather of S MiB of output, R-1
-// such steps; a send/recv of S MiB, one step of S/channels bytes that
-// no receive holds back, as NCCL's ring of batch_isend_irecv), each cut into messages of at most
+// oldest tested. An all-reduce of S MiB moves, per channel, 2(R-1) ring steps of S/(channels*R) bytes
+// (an all-gather of S MiB of output, R-1 such steps; a send/recv of S MiB, one step of S/channels bytes
+// that no receive holds back, as NCCL's ring of batch_isend_irecv), each cut into messages of at most
 // --step-bytes (NCCL's NET step: NCCL_BUFFSIZE 4 MiB / 8); the send of
 // message i of step s waits for the receive of message i of step s-1, and
 // --gpu-us more for the reduction or copy the GPU does in between (0: left
@@ -28,9 +26,8 @@
 // the ratios TCP/plugin (above 1: the plugin is faster / cheaper). On a
 // host with fewer cores than busy threads the CPU time is the steadier
 // figure: the wall time then measures the scheduler as much as the transport.
-// --proxy nccl: per pass and channel one call per direction, as NCCL 2.28's
-// net proxy (PumpChannelNccl); `loop` (default): all it can per pass.
-// --env settings go to the plugin's processes (e.g. PRISM_PROGRESS_THREADS=-1).
+// --proxy nccl: per pass one call per direction and channel, as NCCL 2.28's net proxy (PumpChannelNccl);
+// `loop` (default): all it can per pass. --env: to the plugin's processes (e.g. PRISM_PROGRESS_THREADS=-1).
 // --load N runs N busy threads in the parent while the ranks run (both
 // transports alike): a host whose cores are all taken, as on a GPU host
 // where every rank's Python thread and NCCL's proxy thread spin.
@@ -209,7 +206,8 @@ struct ChannelRun {
   int msgs = 0;       // messages each way
   int per_step = 0;   // messages per ring step
   size_t size = 0;
-  int sent = 0, send_done = 0, recvd = 0, recv_done = 0, recv_seen = 0;  // seen: the GPU told (--proxy nccl)
+  int sent = 0, send_done = 0, recvd = 0, recv_done = 0;
+  int posted = 0, recv_seen = 0;  // --proxy nccl: send slots handed to the GPU, receives it was told of
   std::vector<int64_t> recv_at;  // when each receive was seen done (--gpu-us)
   void* sreq[kSteps] = {};
   void* rreq[kSteps] = {};
@@ -249,26 +247,28 @@ bool PumpChannel(Transport& t, int ch, ChannelRun& c, const char* send_buf, char
   return moved;
 }
 
-// As NCCL's net.cc calls the plugin: one isend or send test(), one irecv or receive test() per pass;
-// a receive feeds a send one pass after test() said done (NCCL writes the GPU's tail in the next call).
+// As NCCL 2.28's net.cc calls the plugin, one phase per direction per pass: a send slot handed to the GPU,
+// else one isend, else a test() of the oldest send; one irecv, else a test() of the oldest receive, else
+// one received step passed to the GPU (so a burst of arrivals reaches it once a test() finds nothing).
 bool PumpChannelNccl(Transport& t, int ch, ChannelRun& c, const char* send_buf, char* recv_slots, int64_t gpu_ns) {
-  bool moved = false;  // a send posted or completed
-  if (c.sent < c.msgs && c.sent - c.send_done < kSteps && c.sent < c.recv_seen + c.per_step &&
-      (gpu_ns == 0 || c.sent < c.per_step || NowNs() >= c.recv_at[c.sent - c.per_step] + gpu_ns)) {
+  bool moved = true;  // a send-side phase did something
+  if (c.posted < c.msgs && c.posted < c.send_done + kSteps) {
+    ++c.posted;
+  } else if (c.sent < c.posted && c.sent < c.recv_seen + c.per_step &&
+             (gpu_ns == 0 || c.sent < c.per_step || NowNs() >= c.recv_at[c.sent - c.per_step] + gpu_ns)) {
     void* r = t.Isend(ch, send_buf, c.size);
     if ((moved = r != nullptr)) c.sreq[c.sent++ % kSteps] = r;
+  } else {
+    moved = c.send_done < c.sent && t.Test(c.sreq[c.send_done % kSteps]) && ++c.send_done > 0;
   }
-  if (!moved && c.send_done < c.sent && t.Test(c.sreq[c.send_done % kSteps])) moved = ++c.send_done > 0;
   if (c.recvd < c.msgs && c.recvd - c.recv_seen < kSteps) {
     void* r = t.Irecv(ch, recv_slots + static_cast<size_t>(c.recvd % kSteps) * c.size, c.size);
-    if (r != nullptr) return (c.rreq[c.recvd++ % kSteps] = r) != nullptr;  // NCCL tests in a later call
-  }
-  if (c.recv_seen < c.recv_done) {
-    if (gpu_ns > 0) c.recv_at[c.recv_seen] = NowNs();
-    return ++c.recv_seen > 0;
+    if (r != nullptr) return (c.rreq[c.recvd++ % kSteps] = r) != nullptr;
   }
   if (c.recv_done < c.recvd && t.Test(c.rreq[c.recv_done % kSteps])) return ++c.recv_done > 0;
-  return moved;
+  if (c.recv_seen == c.recv_done) return moved;
+  if (gpu_ns > 0) c.recv_at[c.recv_seen] = NowNs();
+  return ++c.recv_seen > 0;
 }
 
 struct RingShape {
