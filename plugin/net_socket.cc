@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -167,6 +168,11 @@ long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t secon
   msg.msg_iov = iov;
   msg.msg_iovlen = second_len > 0 ? 2 : 1;
   return RetryRead([&] { return recvmsg(fd, &msg, MSG_DONTWAIT); }, why);
+}
+
+size_t BytesWaiting(int fd) {
+  int n = 0;
+  return ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? static_cast<size_t>(n) : 0;
 }
 
 std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be) {

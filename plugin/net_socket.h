@@ -35,6 +35,9 @@ long ReadSome(int fd, void* buf, size_t len, std::string* why);
 // ReadSome into `first` then `second` (each {pointer, length}) in one recvmsg.
 long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t second_len, std::string* why);
 
+// Bytes the socket holds unread now (FIONREAD); 0 on error.
+size_t BytesWaiting(int fd);
+
 std::string Ipv4ToString(uint32_t ipv4_be, uint16_t port_be);
 
 }  // namespace prism::plugin

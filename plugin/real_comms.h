@@ -163,7 +163,8 @@ class RealCommBase : public NetComm, protected ProgressClient {
   }
   // Whether a comm of this direction stops at a completion under `setting`.
   static bool StopsAtCompletion(ReturnOnComplete setting, bool is_send) {
-    return setting == ReturnOnComplete::kAll || (!is_send && setting == ReturnOnComplete::kReceives);
+    return setting == ReturnOnComplete::kAll ||
+           (!is_send && (setting == ReturnOnComplete::kReceives || setting == ReturnOnComplete::kLanded));
   }
   // True when the comm is broken; warns once, e.g. "send to PEER failed: WHY"
   // for `direction` "send to".
@@ -286,6 +287,10 @@ class RealRecvComm final : public RealCommBase {
   bool StepInner(bool* progressed) override;
   bool Pump(size_t sock, bool* progressed);
   bool TryMatchHeader(bool* matched);
+  // PRISM_RETURN_ON_COMPLETE=3, after a completion: whether socket `sock`
+  // already holds the rest of its next message (one ioctl), so that reading
+  // on completes it without waiting for bytes still on their way.
+  bool NextMessageLanded(size_t sock) const;
   bool SlotFilled(RecvRequest* req, int slot);
 
   ProtocolBuffers buffers_;

@@ -180,12 +180,27 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
   return true;
 }
 
+bool RealRecvComm::NextMessageLanded(size_t sock) const {
+  if (env_.settings->return_on_complete != ReturnOnComplete::kLanded) return false;
+  size_t rest = 0;
+  if (!queues_[sock].empty()) {
+    rest = queues_[sock].front().left;
+  } else if (sock == 0 && header_got_ == sizeof(MessageHeader) && header_.nchunks == 1) {
+    rest = header_.size;  // its header read with the last message's tail, its payload not matched yet
+  } else {
+    return false;  // between headers, or a striped message: stop as 1 does
+  }
+  return BytesWaiting(fds_[sock]) >= rest;
+}
+
 bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   std::string why;
   std::deque<ReadItem>& q = queues_[sock];
   for (;;) {
     if (LeaveToHelper()) return true;  // a bulk payload: the progress thread reads it
-    if (ReturnToCaller()) return true;  // a receive completed: NCCL hears of it first
+    // A receive completed: NCCL hears of it first (with 3: unless the next
+    // message is wholly here, so that a burst costs one call, not one each).
+    if (ReturnToCaller() && !NextMessageLanded(sock)) return true;
     if (!q.empty()) {
       ReadItem& r = q.front();
       // Socket 0's bytes after its last queued item are the next message's

@@ -53,8 +53,9 @@ constexpr EnvParam kParams[] = {
     {"PRISM_RETURN_ON_COMPLETE", "1",
      "1: on NCCL's proxy thread a real-peer receive comm's irecv/test returns once one of its receives "
      "completed (as NCCL Socket's test()), the next call reads the next message, while a send comm's isend/test "
-     "writes all its socket takes; 2: send comms stop at a completion too (the default of 2a45c0d); 0: every "
-     "call moves all the sockets take (the scheme before 2026-12-02)"},
+     "writes all its socket takes; 2: send comms stop at a completion too (the default of 2a45c0d); 3: as 1, "
+     "but a receive comm reads on while the next message has wholly landed in its socket; 0: every call moves "
+     "all the sockets take (the scheme before 2026-12-02)"},
     {"PRISM_PROGRESS_THREADS", "0",
      "progress threads per context (communicator), comms spread by load; 0: one per comm; -1: none, NCCL's "
      "proxy thread moves the bytes inside isend/irecv/test (for ground truths that pack many ranks onto one "
@@ -191,7 +192,7 @@ Settings LoadSettings(std::string* warnings) {
   s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));
   s.inline_bytes = static_cast<uint64_t>(r.Int("PRISM_INLINE_BYTES", 0, int64_t{1} << 40));
   s.idle_inline_bytes = static_cast<uint64_t>(r.Int("PRISM_IDLE_INLINE_BYTES", 0, int64_t{1} << 40));
-  s.return_on_complete = static_cast<ReturnOnComplete>(r.Int("PRISM_RETURN_ON_COMPLETE", 0, 2));
+  s.return_on_complete = static_cast<ReturnOnComplete>(r.Int("PRISM_RETURN_ON_COMPLETE", 0, 3));
   s.connect_timeout_ms = r.Int("PRISM_CONNECT_TIMEOUT_MS", 100, int64_t{1} << 31);
   const char* daemon = std::getenv("PRISM_DAEMON");
   s.daemon_configured = daemon != nullptr && daemon[0] != '\0';

@@ -32,6 +32,7 @@ enum class ReturnOnComplete {
   kNever = 0,     // every call moves all the sockets take (before 2026-12-02)
   kReceives = 1,  // receive comms stop; send comms write all the socket takes
   kAll = 2,       // send comms stop too (the default of 2a45c0d)
+  kLanded = 3,    // as kReceives, but a receive comm reads on while the next message has wholly landed
 };
 
 struct NicSettings {
