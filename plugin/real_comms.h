@@ -147,11 +147,13 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // due yet is no news for NCCL); step lock held.
   void NoteCompleted() { completed_in_step_ = true; }
   // Inside StepInner on NCCL's proxy thread (irecv/test) once a receive
-  // completed in this call: stop and return to NCCL, which tells the GPU at
-  // once; the next call reads the next message. NCCL Socket's test() moves
-  // no further than the request it tests either. Reading on into the next
-  // messages first kept that news, and the proxy thread's other
-  // connections, waiting for up to 7 more messages' copies. A send comm
+  // completed in this call: stop and return to NCCL; the next call reads the
+  // next message. NCCL Socket's test() moves no further than the request it
+  // tests either. NCCL 2.28 tells the GPU of received steps in a call whose
+  // test() completed nothing, so reading on while the next message was
+  // still landing kept that news, and the proxy thread's other connections,
+  // waiting for up to 7 more messages' copies (with 3 a receive comm reads
+  // on only while the next message has wholly landed). A send comm
   // does not stop (PRISM_RETURN_ON_COMPLETE=1): an isend that stopped once
   // an older send's tail went out left its own message unsent until a later
   // test() of it, one or two passes of NCCL's proxy loop later, on every
