@@ -174,6 +174,40 @@ void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t p
   }
 }
 
+// NCCL runs a communicator's operations one after the other, in the order
+// the rank issued them, whatever stream issued them; prismd's engine pairs a
+// rank's n-th call on a communicator with its peers' n-th, and starts a real
+// rank's operation once it reported it and its stream is free (a real rank's
+// dependencies are not waited for: it enqueues ahead of its GPU). So two
+// streams with operations of one communicator let the engine call them in
+// another order for the real rank than for its virtual peers: TorchTitan
+// FSDP2+TP at 1024 (GPU host, 2026-12-02) put the loss all-reduce on the
+// FSDP communicator on stream 0 while that communicator's reduce-scatter
+// still queued on stream 1; the real rank's all-reduce was paired with its
+// peers' reduce-scatter, and the refine round stalled. A position on stream
+// 0 whose communicator has operations on another stream goes on that stream
+// (the first such stream; a communicator on two side streams is put on the
+// first), and the stream-0 work after it waits for it, as it did (the first
+// stream-0 position after it, else the iteration's end).
+void OneStreamPerCommunicator(const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const size_t period = tmpl.size();
+  std::map<uint32_t, uint32_t> side_of_comm;
+  for (size_t j = 0; j < period; ++j)
+    if (shape.stream[j] != 0) side_of_comm.emplace(tmpl[j]->comm, shape.stream[j]);
+  for (size_t j = 0; j < period; ++j) {
+    const auto side = side_of_comm.find(tmpl[j]->comm);
+    if (side == side_of_comm.end() || shape.stream[j] == side->second) continue;
+    if (shape.batch_start[j] || shape.batch_member[j]) continue;  // a batch stays on one stream
+    const bool was_compute_stream = shape.stream[j] == 0;
+    shape.stream[j] = side->second;
+    if (!was_compute_stream) continue;
+    size_t k = j + 1;
+    while (k < period && shape.stream[k] != 0) ++k;
+    if (k < period) shape.waits_for[k].push_back(j);
+    else shape.waits_at_end.push_back(j);
+  }
+}
+
 // Per position: the mean measured gap before it (its compute), and how often
 // it started before the previous op ended (in-flight p2p without calls).
 struct Gaps {
@@ -467,6 +501,7 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   Shape shape = ShapeOf(tmpl, next_tmpl);
   SameStreamWaits(ops, first, period, from, its, tmpl, shape);
   InferSideStreamWaits(ops, first, period, from, its, tmpl, shape);
+  OneStreamPerCommunicator(tmpl, shape);
   std::map<uint64_t, uint64_t> starts;
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
   out.steady_iteration_ns = SteadyIteration(starts, from);
