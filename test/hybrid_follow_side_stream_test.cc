@@ -236,15 +236,16 @@ TEST_CASE("follow: an untraced operation on a side stream's communicator goes on
   INFO(capture.summary[0]);
   std::vector<std::string> ops;
   for (const g::Op& op : capture.recordings[0].ops) ops.push_back(Describe(op));
-  // The loss all-reduce is on the FSDP stream, after the reduce-scatters;
-  // the world all-reduce waits for it. Before, it was on stream 0 (its
-  // compute waiting for the last reduce-scatter).
+  // The loss all-reduce is on the FSDP stream, after the reduce-scatters
+  // (its compute, as measured, waits for the last one); the world
+  // all-reduce's compute waits for it. Before, it was on stream 0.
   CHECK(ops == std::vector<std::string>{"s0 compute 5500us",      "s1 ALLGATHER c3 <0",
                                         "s0 compute 50us <1",     "s0 ALLGATHER c1",
                                         "s0 compute 100us",       "s1 REDUCESCATTER c3 <4",
                                         "s1 REDUCESCATTER c3",    "s0 compute 50us",
-                                        "s0 ALLGATHER c1",        "s1 ALLREDUCE c3 <8",
-                                        "s0 compute 50us <9",     "s0 ALLREDUCE c0"});
+                                        "s0 ALLGATHER c1",        "s0 compute 50us <6",
+                                        "s1 ALLREDUCE c3 <9",     "s0 compute 50us <10",
+                                        "s0 ALLREDUCE c0"});
   // Every rank's program from rank 0's, against the real rank's reports of
   // iterations 0 and 1 up to where it stood when the GPU host's refine
   // round stalled: in the loss all-reduce (reported, not finished; the world
