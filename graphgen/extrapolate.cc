@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "graphgen/job_graph.h"
+#include "proto/graph_comm_streams.h"
 
 namespace prism::graphgen {
 namespace {
@@ -293,6 +294,10 @@ absl::StatusOr<Extrapolation> Extrapolate(std::vector<Recording> recs, const Ext
     if (name.empty() || names.count(name)) name = absl::StrCat("role-", k);
     names.insert(name);
     *g.add_programs() = ProgramOf(role, recs, slot_ops, comms, of, static_cast<uint32_t>(k), name);
+    if (auto crossing = pg::CommunicatorStreamCrossing(g.programs(static_cast<int>(k)), static_cast<uint32_t>(k)))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the recording of rank ", recs[role.recordings.front()].header.rank(), " cannot be played with real ranks: ",
+          *crossing, " (a capture from before 2026-12-02: run prism-session-capture again)"));
     RoleReport report{name, {}, role.ranks};
     for (size_t i : role.recordings) report.measured.push_back(recs[i].header.rank());
     attrs.insert({absl::StrCat("capture.", name), absl::StrCat(role.ranks.size(), " ranks (", RankList(role.ranks),

@@ -18,7 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/follow_capture.h"
+#include "daemon/hybrid/session_replay.h"
 #include "daemon/hybrid/torch_trace.h"
+#include "graphgen/extrapolate.h"
 #include "test/hybrid_harness.h"
 
 namespace {
@@ -66,13 +68,15 @@ const std::vector<Step>& Iteration() {
 
 // prismd --follow's recording of rank 0 (world, tp new_group #1, fsdp #3)
 // running `steps` every 10 ms.
-prism::daemon::Recording Sessions(const std::vector<Step>& steps = Iteration()) {
+// `fsdp_comm`: the graph communicator the FSDP group's line names (2 in the
+// follow run's graph; 3 in the captured graph, after the TP family).
+prism::daemon::Recording Sessions(const std::vector<Step>& steps = Iteration(), int64_t fsdp_comm = 2) {
   prism::daemon::Recording rec;
   rec.real_ranks = {0};
   rec.graph = "follow:w";
   prism::testing::RecordCommunicator(&rec, 100, 0, "world", {0, 1, 2, 3, 4, 5, 6, 7});
   prism::testing::RecordCommunicator(&rec, 101, 1, "group1[0]", {0, 1, 2, 3});
-  prism::testing::RecordCommunicator(&rec, 105, 2, "group3[0]", {0, 4});
+  prism::testing::RecordCommunicator(&rec, 105, fsdp_comm, "group3[0]", {0, 4});
   std::map<std::pair<uint64_t, int>, uint64_t> seq;
   uint64_t id = 0;
   for (int it = 0; it < kIterations; ++it)
@@ -118,8 +122,7 @@ std::string Describe(const g::Op& op) {
   return s;
 }
 
-std::vector<std::string> Captured(const std::vector<Step>& steps, const std::vector<std::string>& fns,
-                                  std::string* summary) {
+prism::daemon::FollowCapture CaptureOf(const std::vector<Step>& steps, const std::vector<std::string>& fns) {
   std::string dir = (std::filesystem::temp_directory_path() / "prism-side-stream-XXXXXX").string();
   REQUIRE(mkdtemp(dir.data()) != nullptr);
   {
@@ -131,9 +134,15 @@ std::vector<std::string> Captured(const std::vector<Step>& steps, const std::vec
   auto capture = prism::daemon::CaptureFromFollow(Sessions(steps), 1, &*traces);
   REQUIRE(capture.ok());
   REQUIRE(capture->recordings.size() == 1);
-  *summary = capture->summary[0];
+  return *std::move(capture);
+}
+
+std::vector<std::string> Captured(const std::vector<Step>& steps, const std::vector<std::string>& fns,
+                                  std::string* summary) {
+  const prism::daemon::FollowCapture capture = CaptureOf(steps, fns);
+  *summary = capture.summary[0];
   std::vector<std::string> ops;
-  for (const g::Op& op : capture->recordings[0].ops) ops.push_back(Describe(op));
+  for (const g::Op& op : capture.recordings[0].ops) ops.push_back(Describe(op));
   return ops;
 }
 
@@ -203,4 +212,70 @@ TEST_CASE("follow: a side-stream call after another of its stream waits for the 
   CHECK(ops == std::vector<std::string>{"s0 compute 6200us",   "s0 ALLREDUCE c0",     "s0 compute 50us",
                                         "s1 ALLGATHER c3 <2",  "s0 compute 480us <3", "s1 ALLGATHER c3 <4",
                                         "s1 REDUCESCATTER c3", "s0 compute 50us <6",  "s0 ALLREDUCE c0"});
+}
+
+TEST_CASE("follow: an untraced operation on a side stream's communicator goes on that stream, so a replay pairs it "
+          "as NCCL ran it", "[hybrid][follow][capture][torch]") {
+  // FSDP2+TP's end of an iteration (TorchTitan at 1024, 2026-12-02): two
+  // gradient reduce-scatters on the FSDP group's side stream, the second
+  // queued behind the first (which runs until 4000 us), a TP all-gather
+  // beside them, then the loss all-reduce on the FSDP communicator (a
+  // functional collective: no call in the trace), enqueued at 2080 us but
+  // run by NCCL after the second reduce-scatter, and the world all-reduce.
+  const std::vector<Step> steps = {
+      {105, prism::rpc::OP_ALL_GATHER, 0, 2, 2 << 20, 100, 200, 1200},        // fsdp, side stream
+      {101, prism::rpc::OP_ALL_GATHER, 0, 4, 4 << 20, 150, 1250, 2000},       // tp, waited for it
+      {105, prism::rpc::OP_REDUCE_SCATTER, 0, 2, 2 << 20, 2050, 2100, 4000},  // fsdp grads
+      {105, prism::rpc::OP_REDUCE_SCATTER, 0, 2, 2 << 20, 2060, 4010, 4500},  // fsdp grads, queued
+      {101, prism::rpc::OP_ALL_GATHER, 0, 4, 4 << 20, 2070, 2150, 2900},      // tp, beside them
+      {105, prism::rpc::OP_ALL_REDUCE, 0, 2, 4, 2080, 4550, 4600},            // loss, fsdp communicator
+      {100, prism::rpc::OP_ALL_REDUCE, 0, 8, 4, 2090, 4650, 4700},            // world
+  };
+  const auto capture =
+      CaptureOf(steps, {"all_gather_into_tensor", "reduce_scatter_tensor", "reduce_scatter_tensor"});
+  INFO(capture.summary[0]);
+  std::vector<std::string> ops;
+  for (const g::Op& op : capture.recordings[0].ops) ops.push_back(Describe(op));
+  // The loss all-reduce is on the FSDP stream, after the reduce-scatters
+  // (its compute, as measured, waits for the last one); the world
+  // all-reduce's compute waits for it. Before, it was on stream 0.
+  CHECK(ops == std::vector<std::string>{"s0 compute 5500us",      "s1 ALLGATHER c3 <0",
+                                        "s0 compute 50us <1",     "s0 ALLGATHER c1",
+                                        "s0 compute 100us",       "s1 REDUCESCATTER c3 <4",
+                                        "s1 REDUCESCATTER c3",    "s0 compute 50us",
+                                        "s0 ALLGATHER c1",        "s0 compute 50us <6",
+                                        "s1 ALLREDUCE c3 <9",     "s0 compute 50us <10",
+                                        "s0 ALLREDUCE c0"});
+  // Every rank's program from rank 0's, against the real rank's reports of
+  // iterations 0 and 1 up to where it stood when the GPU host's refine
+  // round stalled: in the loss all-reduce (reported, not finished; the world
+  // all-reduce enqueued behind it). Virtual rank 4, its FSDP peer, must have
+  // finished both reduce-scatters of iteration 1 with it. Before, the engine
+  // called the real rank's all-reduce (reported at 2080 us; its stream-0
+  // work done at 2900 us, while the first reduce-scatter ran to 4000 us)
+  // before its second reduce-scatter and paired it with rank 4's: that
+  // reduce-scatter waited for the all-reduce's end, and the all-reduce (live)
+  // for its peers, which never came.
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture.recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    REQUIRE(p.ok());
+    parsed.push_back(*p);
+  }
+  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  REQUIRE(x.ok());
+  prism::daemon::Recording sessions = Sessions(steps, 3);
+  sessions.iterations = kIterations;
+  const size_t comms = 3, stop = comms + steps.size() + 5;  // iteration 1's loss all-reduce
+  sessions.lines.resize(stop + 2);
+  for (size_t l = stop; l < sessions.lines.size(); ++l) sessions.lines[l].events.mutable_events()->RemoveLast();
+  auto replay = prism::daemon::ReplaySessions(x->graph, sessions, {4});
+  REQUIRE(replay.ok());
+  CHECK(replay->divergences == 0);
+  size_t reduce_scatters = 0;
+  for (const auto& o : replay->trace) {
+    const g::Op& op = x->graph.programs(0).ops(static_cast<int>(o.op));
+    reduce_scatters += op.has_collective() && op.collective().kind() == g::REDUCESCATTER;
+  }
+  CHECK(reduce_scatters == 4);
 }

@@ -71,3 +71,23 @@ TEST_CASE("send/recv are numbered per communicator, peer and direction, as NCCL 
   CHECK(programs->PointToPoint(1, 1, 0, false, 0)->op == 1);
   CHECK_FALSE(programs->PointToPoint(1, 0, 0, true, 0).has_value());
 }
+
+TEST_CASE("a real rank whose program puts one communicator's operations on two streams is refused, naming them",
+          "[hybrid]") {
+  // NCCL runs rank 0's two sends on world in the order it issued them; on
+  // streams 0 and 1 the engine could call the second first for a real rank
+  // (TorchTitan FSDP2+TP's captured graph stalled its refine round so,
+  // 2026-12-02). Rank 1 (its own program, one stream) may still be real.
+  g::Graph graph = TwoCommunicators();
+  graph.mutable_programs(0)->set_streams(2);
+  graph.mutable_programs(0)->mutable_ops(2)->set_stream(1);
+  const auto refused = RealRankPrograms::Build(graph, {0});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.status().message()).find("real rank 0: program 0 () op 2 (send, stream 1) follows op 0 "
+                                                     "(send, stream 0) on comm slot 0 (world)") == 0);
+  CHECK(RealRankPrograms::Build(graph, {1}).ok());
+  // The ops of one communicator all on stream 1: in order again.
+  graph.mutable_programs(0)->mutable_ops(0)->set_stream(1);
+  CHECK(RealRankPrograms::Build(graph, {0}).ok());
+}

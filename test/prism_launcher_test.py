@@ -5,6 +5,7 @@ with prismd and a stand-in for PyTorch ranks (test/fake_torch_program.py):
 the NCCL id through prismd's store, a failing rank, a rank that never comes,
 Ctrl-C."""
 import json
+import shlex
 import shutil
 import os
 import signal
@@ -328,6 +329,36 @@ class Refine(unittest.TestCase):
                  "measured: ranks 0, 512 (2 of 1024)"]
         self.assertEqual(mod.first_steady(lines), (0, 0.0412))
         self.assertIsNone(mod.first_steady(["measured: ranks 0"]))
+
+
+class StopRanks(unittest.TestCase):
+    """A stopped run (a stall, a failed rank, a refine round that ends) leaves no process of a rank's group
+    behind for the next run: after a stall on the GPU host (2026-12-02) the next stage found the GPU busy."""
+
+    def test_a_rank_that_exits_at_the_signal_leaves_no_child_behind(self):
+        mod = load_launcher()
+        marker = f"prism-stop-ranks-{os.getpid()}"
+        # The rank exits at SIGTERM; its child (in its process group, ignoring SIGTERM) would live on.
+        ready = os.path.join(tempfile.mkdtemp(), "ready")
+        child = (f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open('{ready}', 'w').close(); "
+                 f"time.sleep(300)")
+        rank = subprocess.Popen(["sh", "-c", f"{sys.executable} -c {shlex.quote(child)} {marker} & "
+                                             f"trap 'exit 0' TERM; while :; do sleep 0.05; done"],
+                                start_new_session=True)
+        try:
+            deadline = time.time() + 10
+            while not os.path.exists(ready) and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(os.path.exists(ready))
+            mod.stop_ranks({0: rank}, signal.SIGTERM, 1)
+            self.assertIsNotNone(rank.poll())
+            self.assertEqual(processes_mentioning(marker), [])
+            self.assertEqual(mod.group_members(rank.pid), [])
+        finally:
+            for pid in processes_mentioning(marker):
+                os.kill(pid, signal.SIGKILL)
+            if rank.poll() is None:
+                rank.kill()
 
 
 @unittest.skipUnless(have_binaries(), "prismd, prism-graphgen or the plugin is not built")

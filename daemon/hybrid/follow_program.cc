@@ -174,6 +174,44 @@ void InferSideStreamWaits(const std::vector<SeenOp>& ops, size_t first, size_t p
   }
 }
 
+// NCCL runs a communicator's operations one after the other, in the order
+// the rank issued them, whatever stream issued them; prismd's engine pairs a
+// rank's n-th call on a communicator with its peers' n-th, and starts a real
+// rank's operation once it reported it and its stream is free (a real rank's
+// dependencies are not waited for: it enqueues ahead of its GPU). So two
+// streams with operations of one communicator let the engine call them in
+// another order for the real rank than for its virtual peers: TorchTitan
+// FSDP2+TP at 1024 (GPU host, 2026-12-02) put the loss all-reduce on the
+// FSDP communicator on stream 0 while that communicator's reduce-scatter
+// still queued on stream 1; the real rank's all-reduce was paired with its
+// peers' reduce-scatter, and the refine round stalled.
+// Returns the stream each position is written on: a position whose
+// communicator has operations on another stream goes on that stream (the
+// first such stream), and the stream-0 work after a position moved off
+// stream 0 waits for it, as it did (the next position's compute, or the
+// next position itself; else the iteration's end). Called after the
+// measurement, which keeps the streams the calls gave: the compute between
+// operations is what it was (FSDP2 alone has every collective on one
+// communicator; measured with them all on its side stream, no compute was
+// left).
+std::vector<uint32_t> OneStreamPerCommunicator(const std::vector<const SeenOp*>& tmpl, Shape& shape) {
+  const size_t period = tmpl.size();
+  std::vector<uint32_t> out = shape.stream;
+  std::map<uint32_t, uint32_t> side_of_comm;
+  for (size_t j = 0; j < period; ++j)
+    if (shape.stream[j] != 0) side_of_comm.emplace(tmpl[j]->comm, shape.stream[j]);
+  for (size_t j = 0; j < period; ++j) {
+    const auto side = side_of_comm.find(tmpl[j]->comm);
+    if (side == side_of_comm.end() || out[j] == side->second) continue;
+    if (shape.batch_start[j] || shape.batch_member[j]) continue;  // a batch stays on one stream
+    out[j] = side->second;
+    if (shape.stream[j] != 0) continue;
+    if (j + 1 < period) shape.waits_for[j + 1].push_back(j);
+    else shape.waits_at_end.push_back(j);
+  }
+  return out;
+}
+
 // Per position: the mean measured gap before it (its compute), and how often
 // it started before the previous op ended (in-flight p2p without calls).
 struct Gaps {
@@ -381,7 +419,8 @@ class ProgramWriter {
   }
   // Operation of position `j` on `stream`: on stream 0 it waits for `waits`;
   // on another it waits for the latest stream-0 op, unless its stream's
-  // previous op already comes after that one.
+  // previous op already comes after that one, and for those of `waits` on
+  // other streams.
   void Operation(size_t j, graph::Op op, uint32_t stream, const std::vector<size_t>& waits) {
     op.set_stream(stream);
     const auto here = static_cast<int64_t>(out_.ops.size());
@@ -391,6 +430,8 @@ class ProgramWriter {
     } else {
       const auto prev = last_on_stream_.find(stream);
       if (last0_ >= 0 && (prev == last_on_stream_.end() || prev->second < last0_)) AddDep(op, last0_);
+      for (size_t w : waits)  // an op moved off stream 0 (OneStreamPerCommunicator) after another stream's
+        if (out_.ops[static_cast<size_t>(emitted_[w])].stream() != stream) AddDep(op, emitted_[w]);
       last_on_stream_[stream] = here;
       out_.streams = std::max(out_.streams, stream + 1);
     }
@@ -471,6 +512,7 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
   for (size_t it = 0; it < its; ++it) starts[it] = ops[first + it * period].at;
   out.steady_iteration_ns = SteadyIteration(starts, from);
   const Gaps gaps = Measure(ops, first, period, from, its, shape);
+  const std::vector<uint32_t> stream = OneStreamPerCommunicator(tmpl, shape);
   uint64_t peak = 0;
   const auto levels = Levels(ops, first, period, from, its, &peak);
 
@@ -493,7 +535,7 @@ FollowProgram BuildFollowProgram(const std::vector<SeenOp>& ops, size_t first, s
     if (!in_group && starts_group) w.Bracket(true, group_stream = shape.stream[j]), in_group = true;
     graph::Op op = OpOf(s);
     if (op.has_collective()) op.mutable_collective()->set_measured_ns(OwnPace(ops, first, period, from, its, j));
-    w.Operation(j, std::move(op), shape.stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
+    w.Operation(j, std::move(op), stream[j], computes ? std::vector<size_t>{} : shape.waits_for[j]);
   }
   if (in_group) w.Bracket(false, group_stream);
   if (!shape.waits_at_end.empty()) w.Compute(0, 0, shape.waits_at_end);  // the next iteration waits for them

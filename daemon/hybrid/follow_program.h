@@ -19,7 +19,12 @@
 //    stream-0 op after its work.wait() depends on it; a call made on a side
 //    CUDA stream (FSDP2's) is on its group's stream too, and where the
 //    compute stream waited for it is read from the times (follow_program.cc,
-//    InferSideStreamWaits and SameStreamWaits);
+//    InferSideStreamWaits and SameStreamWaits); last, an operation on a
+//    communicator that has operations on another stream goes on that stream
+//    (one stream per communicator: NCCL runs a communicator's operations in
+//    issue order, and prismd pairs a real rank's by stream; a program that
+//    crossed streams on one communicator stalled a refine round), the
+//    stream-0 work after it waiting for it (OneStreamPerCommunicator);
 //  * compute: on stream 0, the GPU time between stream-0 operations (from
 //    the previous one's end, or the end of the operations it waited for, to
 //    the next start), cut where an operation of another stream started in

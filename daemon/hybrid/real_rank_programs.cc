@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "proto/graph_comm_streams.h"
 
 namespace prism::daemon {
 namespace {
@@ -45,6 +46,8 @@ absl::StatusOr<RealRankPrograms> RealRankPrograms::Build(const graph::Graph& gra
     RankIndex& ix = out.ranks_[r];
     ix.rank = &graph.ranks(static_cast<int>(r));
     ix.program = &graph.programs(static_cast<int>(ix.rank->program()));
+    if (auto crossing = graph::CommunicatorStreamCrossing(*ix.program, ix.rank->program()))
+      return absl::InvalidArgumentError(absl::StrCat("real rank ", r, ": ", *crossing));
     for (int k = 0; k < ix.program->ops_size(); ++k) {
       const graph::Op& op = ix.program->ops(k);
       const uint32_t index = static_cast<uint32_t>(k);

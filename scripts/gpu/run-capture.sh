@@ -46,6 +46,8 @@
 #   the logs) in one archive, e.g. for test/fixtures.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/gpu/stage_reap.sh
+source "$repo/scripts/gpu/stage_reap.sh"
 bundle="$(cd "${1:?usage: run-capture.sh BUNDLE_DIR [N [SLICE [OTHER]]]}" && pwd)"
 n="${2:-1024}"; slice="${3:-0,$((n / 2))}"; other="${4:-5}"
 OUT="${OUT:-/tmp/prism-capture-$(date +%Y%m%d-%H%M%S)}"; mkdir -p "$OUT"
@@ -90,6 +92,13 @@ pack() {
 }
 cleanup() { pack; [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
 trap cleanup EXIT
+# after_stage TAG RC: nothing the stage started may hold the GPU for the next one (stage_reap.sh):
+# its processes ended and waited for; after a failed stage, MPS restarted.
+after_stage() {
+  reap_stage "$1"
+  [[ $2 != 0 && $mps == 1 ]] && { restart_mps || mps=0; }
+  return 0
+}
 
 # As scripts/gpu/run-train-gpt.sh: the plugin's links shaped like the graphs' NIC, Ring.
 common=(PYTHONUNBUFFERED=1 NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
@@ -123,11 +132,12 @@ PY
 capture_round() {
   local rc=0
   local cluster="$graph"; [[ -f $cluster ]] || cluster="$OUT/capture/world.graph"
-  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
+  env "${common[@]}" "$(stage_env "capture-$$-$(basename "$2")")" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$1" --ranks "$slice" \
     --out "$2" --cluster "$cluster" --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" \
     --log-dir "$2-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$2.log" 2>&1 || rc=$?
   echo "prism capture exit $rc (log $2.log)"
+  after_stage "capture-$$-$(basename "$2")" "$rc"
   grep -E "^rank [0-9]+:|^step cost, rank|^measured:|^pp-stage|^role-|captured graph|error" "$2.log" | sed 's/^/  /'
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$2-logs/rank$r.log") s"; done
 }
@@ -135,11 +145,12 @@ capture_round() {
 # capture_follow DIR: prism capture without a graph (prismd --follow) into DIR
 capture_follow() {
   local rc=0
-  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
+  env "${common[@]}" "$(stage_env "capture-$$-$(basename "$1")")" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
     --gpus-per-node 1 --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$1" \
     --session-capture "$bundle/prism-session-capture" "${tools[@]}" "${trace[@]}" --log-dir "$1-logs" \
     -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$1.log" 2>&1 || rc=$?
   echo "prism capture (no graph: prismd --follow) exit $rc (log $1.log)"
+  after_stage "capture-$$-$(basename "$1")" "$rc"
   grep -E "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|error|refus" "$1.log" | sed 's/^/  /'
   echo "  groups prismd followed: $(grep -ac 'follow: world split' "$1-logs/prismd.log" 2> /dev/null || true)"
   for r in ${slice//,/ }; do echo "  real rank $r: steady iteration $(steady "$1-logs/rank$r.log") s"; done
@@ -203,10 +214,11 @@ done
 [[ ${SKIP_CHECK:-0} == 1 ]] && { echo "== 4. skipped (SKIP_CHECK=1)"; echo "results in $OUT"; exit 0; }
 echo "== 4. prism run --graph captured.graph --ranks $other (a rank the slice did not include)"
 rc=0
-env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
+env "${common[@]}" "$(stage_env "capture-$$-check")" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$captured" --ranks "$other" \
   "${tools[@]}" --log-dir "$OUT/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
   --prismd-arg=--record-sessions --prismd-arg="$OUT/check-logs/sessions.rec" \
   -- "$py" "$repo/examples/train_gpt.py" "${train_args[@]}" > "$OUT/check.log" 2>&1 || rc=$?
+after_stage "capture-$$-check" "$rc"
 # what a replay reads of it (no per-message events: ~1 MB of tens): bench/hybrid_gap.py's input
 [[ -f $OUT/check-logs/sessions.rec ]] && "$bundle/prism-session-capture" "$OUT/check-logs/sessions.rec" \
   --ops-only "$OUT/check-logs/sessions.ops.rec" 2>&1 | sed 's/^/  /'

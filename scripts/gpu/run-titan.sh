@@ -31,6 +31,8 @@
 # Expected at N=1024 on one H200: capture and check about 2-3 minutes each (mostly start-up).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/gpu/stage_reap.sh
+source "$repo/scripts/gpu/stage_reap.sh"
 usage="usage: run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]"
 bundle="$(cd "${1:?$usage}" && pwd)"; titan="$(cd "${2:?$usage}" && pwd)"
 n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0}"; other="${6:-5}"
@@ -80,6 +82,13 @@ if [[ "${NO_MPS:-0}" != 1 ]] && command -v nvidia-cuda-mps-control > /dev/null; 
 fi
 cleanup() { tails; [[ $mps == 1 ]] && echo quit | nvidia-cuda-mps-control; }
 trap cleanup EXIT
+# after_stage TAG RC: nothing the stage started may hold the GPU for the next one (stage_reap.sh):
+# its processes ended and waited for; after a failed stage, MPS restarted.
+after_stage() {
+  reap_stage "$1" | tee -a "$summary"
+  [[ $2 != 0 && $mps == 1 ]] && { restart_mps || mps=0; }
+  return 0
+}
 
 common=(PYTHONUNBUFFERED=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$work/titan-dump")
@@ -149,11 +158,12 @@ if [[ " $STAGES " == *" smoke "* ]]; then
   [[ $mode == fsdp_tp ]] && smoke_args+=(--parallelism.tensor_parallel_degree 2)
   start=$(date +%s)
   for r in 0 1; do
-    env "${common[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    env "${common[@]}" "$(stage_env "titan-$$-smoke")" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       NCCL_HOSTID="titan-smoke-$r" NCCL_SOCKET_IFNAME=lo timeout 180 "${smoke_args[@]}" > "$work/smoke-rank$r.log" 2>&1 &
     pids+=($!)
   done
   rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  after_stage "titan-$$-smoke" "$rc"
   read -r cnt st <<< "$(steps "$work/smoke-rank0.log")"
   say "  exit $rc in $(( $(date +%s) - start )) s; rank 0: $cnt steps, steady $st s"
   [[ $rc == 0 ]] || last_error "$work/smoke-rank0.log" | tee -a "$summary"
@@ -164,12 +174,13 @@ if [[ " $STAGES " == *" capture "* ]]; then
   say "== 1. prism capture --world $n --ranks $slice (prismd --follow, no graph)"
   rm -rf "$work/capture" "$work/capture-logs"; mkdir -p "$work/capture-logs"
   start=$(date +%s); rc=0; poll_status "$work/capture-status.json"
-  env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
+  env "${common[@]}" "$(stage_env "titan-$$-capture")" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --world "$n" --ranks "$slice" \
     --gpus-per-node "$GPN" --nic-gbps "$GBPS" --nic-latency-us "$LAT_US" --out "$work/capture" \
     --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$work/capture-logs" \
     -- "${program[@]}" > "$work/capture.log" 2>&1 || rc=$?
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
+  after_stage "titan-$$-capture" "$rc"
   [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/capture-status.json")"
   grep -aE "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
   say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
@@ -197,9 +208,10 @@ if [[ " $STAGES " == *" refine "* && -f $captured && ${REFINE:-0} -gt 0 ]]; then
     say "== 1.$k refine round $k: prism capture --graph $(basename "$(dirname "$prev_graph")")/captured.graph --ranks $slice"
     rm -rf "$dir" "$dir-logs"; mkdir -p "$dir-logs"
     start=$(date +%s); rc=0
-    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$prev_graph" --ranks "$slice" \
+    env "${common[@]}" "$(stage_env "titan-$$-refine-$k")" timeout "$timeout_s" "$py" "$repo/scripts/prism" capture --graph "$prev_graph" --ranks "$slice" \
       --out "$dir" --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$dir-logs" \
       --prismd-arg=--iterations --prismd-arg="$ITERS" -- "${program[@]}" > "$dir.log" 2>&1 || rc=$?
+    after_stage "titan-$$-refine-$k" "$rc"
     now=$(steps "$dir-logs/rank$first.log" | cut -d' ' -f2)
     change=$("$py" -c "a, b = '$prev', '$now'
 try:
@@ -237,10 +249,11 @@ if [[ " $STAGES " == *" check "* ]]; then
     say "== 3. prism run --graph $graph_name --ranks $other (a rank the slice did not include)"
     rm -rf "$work/check-logs"; mkdir -p "$work/check-logs"
     start=$(date +%s); rc=0; poll_status "$work/check-status.json"
-    env "${common[@]}" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$graph_used" --ranks "$other" \
+    env "${common[@]}" "$(stage_env "titan-$$-check")" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$graph_used" --ranks "$other" \
       "${tools[@]}" --log-dir "$work/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
       -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
     kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
+    after_stage "titan-$$-check" "$rc"
     [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/check-status.json")"
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"

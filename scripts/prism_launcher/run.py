@@ -221,7 +221,30 @@ def signal_group(proc, sig):
         pass
 
 
-def stop_ranks(procs, sig, grace):
+def group_members(pgid):
+    """The live (not zombie) processes of process group `pgid`, from /proc; None where /proc cannot tell."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # after "(comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(pid))
+    return found
+
+
+def stop_ranks(procs, sig, grace, settle=30):
+    """Stops each rank's process group (its own session: the rank and whatever it started): `sig`, then
+    SIGKILL after `grace` seconds to what is left of the group, the rank's children too (a rank that exits
+    at `sig` can leave its children holding the GPU for the next run: a refine round of TorchTitan
+    FSDP2+TP stopped after a stall, 2026-12-02, and the next stage found the GPU busy); then waits up to
+    `settle` seconds for every process of those groups to be gone, and says which were not."""
     for p in procs.values():
         if p.poll() is None:
             signal_group(p, sig)
@@ -230,9 +253,20 @@ def stop_ranks(procs, sig, grace):
         while p.poll() is None and time.time() < deadline:
             time.sleep(0.05)
     for p in procs.values():
-        if p.poll() is None:
+        if p.poll() is None or group_members(p.pid):
             signal_group(p, signal.SIGKILL)
-            p.wait()
+        p.wait()
+    deadline = time.time() + settle
+    left = {}
+    while time.time() < deadline:
+        left = {p.pid: group_members(p.pid) for p in procs.values()}
+        if not any(left.values()):
+            return
+        time.sleep(0.1)
+    for pgid, pids in left.items():
+        if pids:
+            say(f"warning: {len(pids)} process(es) of rank process group {pgid} still there {settle} s after "
+                f"SIGKILL: {pids[:8]} (the GPU may still be held)")
 
 
 def exit_status(rc):
