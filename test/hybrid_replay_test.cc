@@ -47,10 +47,12 @@ d::Recording FixtureRecording(const std::string& name) {
 
 // The model the fixtures' runs had (2026-11-30 to 2026-12-01): virtual
 // sends ended with their receives, before the send completion at the
-// connection's buffers (docs/network-model.md, "Send completion").
+// connection's buffers (docs/network-model.md, "Send completion"), and the
+// start-up iteration's measurements calibrated (docs/timing.md, "Calibration").
 prism::engine::NcclBehaviour RecordedModel() {
   prism::engine::NcclBehaviour nccl;
   nccl.p2p_buffer = prism::Bytes(0);
+  nccl.startup_calibrates = true;
   return nccl;
 }
 

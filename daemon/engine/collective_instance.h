@@ -29,6 +29,10 @@ struct CollectiveInstance {
   // No real member had other communication in flight while it ran: its
   // real duration is the collective's own (MixedCollectives).
   bool real_alone = true;
+  // A member reached it in its first iteration, where NCCL still connects
+  // and warms up (a real rank's first DP all-reduce took 39.6 ms where later
+  // ones took 9 ms, docs/timing.md): its real duration calibrates nothing.
+  bool startup = false;
 };
 
 }  // namespace prism::engine

@@ -49,8 +49,9 @@ void MixedCollectives::Finish(const CollectiveInstance& in, Nanoseconds now, Nan
   // Its members' NICs stay busy until the real end, when later than the model's.
   nics_.HoldMembersUntil(comm, now, end, horizon);
   const Nanoseconds start = Max(in.real_started, in.last_virtual);
-  if (in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start && in.real_alone &&
-      nics_.VirtualMembersFreeBy(comm, start))
+  const bool measures = !in.startup || startup_calibrates_;  // not NCCL's warm-up
+  if (measures && in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start &&
+      in.real_alone && nics_.VirtualMembersFreeBy(comm, start))
     calibration_.Record(op, c.shape, in.real_done - start);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }

@@ -7,7 +7,8 @@
 // (RealMemberDone); the virtual members then finish at
 // max(last real end, last virtual arrival), and their NICs stay busy until
 // then. When the real duration is a clean measurement of the collective --
-// the real members started after the virtual ones were all there, had no
+// not in a member's first iteration (NCCL connecting and warming up), the
+// real members started after the virtual ones were all there, had no
 // other communication in flight meanwhile (DP traffic overlapping a TP
 // all-reduce shares the NIC), and no virtual member's NIC was still busy
 // with other traffic -- all-virtual instances of the same kind, size and
@@ -44,8 +45,11 @@ namespace prism::engine {
 
 class MixedCollectives {
  public:
-  MixedCollectives(const EngineWorld& world, NicScheduler& nics, ReplayQueue& queue, ReplayStats& stats)
-      : world_(world), nics_(nics), queue_(queue), stats_(stats) {}
+  // `startup_calibrates`: a first-iteration measurement calibrates too
+  // (NcclBehaviour::startup_calibrates, the engine before 2026-12-02).
+  MixedCollectives(const EngineWorld& world, NicScheduler& nics, ReplayQueue& queue, ReplayStats& stats,
+                   bool startup_calibrates = false)
+      : world_(world), nics_(nics), queue_(queue), stats_(stats), startup_calibrates_(startup_calibrates) {}
   MixedCollectives(const MixedCollectives&) = delete;
   MixedCollectives& operator=(const MixedCollectives&) = delete;
 
@@ -75,6 +79,7 @@ class MixedCollectives {
   ReplayQueue& queue_;
   ReplayStats& stats_;
   EngineObserver* observer_ = nullptr;
+  bool startup_calibrates_;
   // Instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, CollectiveInstance> awaiting_;
   Calibration calibration_;

@@ -89,6 +89,11 @@ struct NcclBehaviour {
   // ALGORITHM_DEFAULT as NCCL's tuning resolves it (nccl_algorithm.h); false:
   // the model's own comparison of ring and tree times.
   bool nccl_choice = true;
+  // A real rank's measurement of a collective in its first iteration (NCCL
+  // connecting and warming up) calibrates all-virtual instances like a later
+  // one (mixed_collectives.h): the engine before 2026-12-02, which the
+  // recordings of runs made with it replay to.
+  bool startup_calibrates = false;
   NcclAllowed Allowed() const { return {ring, tree, pat, ll, ll128, simple}; }
 };
 

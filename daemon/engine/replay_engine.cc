@@ -27,7 +27,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
       launch_in_order_(model.nccl().launch_in_order),
       nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
-      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_) {
+      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_, model.nccl().startup_calibrates) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -269,6 +269,11 @@ inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
   ++in.arrived;
   in.last = Max(in.last, now_);
   in.waiters.push_back({actor, k, reached_});
+  if (cs.real_members > 0) {
+    // MoveStream stepped past op k already: a wrap to index 0 means k ended its iteration.
+    const StreamState& st = streams_[s.stream_base + op.stream];
+    if (st.iteration == 0 || (st.iteration == 1 && st.index == 0)) in.startup = true;
+  }
   if (s.real) {
     real_[actor]->IssueCollective(k, {comm, call, now_});
   } else if (cs.real_members > 0) {
