@@ -4,6 +4,7 @@
 // (transfers in flight share each NIC direction equally; hand-worked times).
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/launch_order.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_sharing.h"
 #include "daemon/engine/simulation.h"
@@ -121,6 +122,21 @@ namespace g = prism::graph;
 using prism::engine::NicModel;
 
 }  // namespace
+
+// The bench's graphs say their ranks launch in program order (the truths'
+// ranks are MPS clients of one GPU; docs/network-model.md, "Launch order"),
+// so prismd follows it there by default and nowhere else: the step's
+// iteration is the --launch-order true one.
+TEST_CASE("fidelity graphs carry the launch order their truths show", "[daemon][nic][launch]") {
+  const prism::graph::Graph g = Step(3);
+  const auto it = g.job().attributes().find(prism::engine::kLaunchOrderAttribute);
+  REQUIRE(it != g.job().attributes().end());
+  CHECK(it->second == "program");
+  const auto choice = prism::engine::ResolveLaunchOrder("graph", g.job());
+  REQUIRE(choice.ok());
+  CHECK(choice->in_order);
+  CHECK(Iteration(g, NicModel::kQueues, true, choice->in_order) == Iteration(g, NicModel::kQueues, true, true));
+}
 
 TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
   prism::engine::LinkFigures l;
