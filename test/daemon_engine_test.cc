@@ -263,8 +263,8 @@ TEST_CASE("with --p2p-eager a send that fits in the buffers goes on the wire whe
   CHECK(IterationNs(pair(10'000, 1 << 20), eager) == 85'887 + 1'000'000);
   // Posted at 200 us: the data is there; the receive ends when posted.
   CHECK(IterationNs(pair(200'000, 1 << 20), eager) == 200'000 + 1'000'000);
-  // Without --p2p-eager (the default), unbuffered, and 8 MiB (more than the buffers): the transfer starts
-  // when the receive is posted.
+  // Without p2p_eager (the engine's default; prismd's is on), unbuffered, and 8 MiB
+  // (more than the buffers): the transfer starts when the receive is posted.
   CHECK(IterationNs(pair(10'000, 1 << 20)) == 10'000 + 85'887 + 1'000'000);
   CHECK(IterationNs(pair(10'000, 1 << 20), unbuffered) == 10'000 + 85'887 + 1'000'000);
   CHECK(IterationNs(pair(10'000, 8 << 20), eager) == 10'000 + 2'000 + 671'089 + 1'000'000);

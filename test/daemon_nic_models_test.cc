@@ -159,6 +159,40 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
   CHECK(m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
 }
 
+// A packed host's ring step turnaround (NcclBehaviour::step_turnaround,
+// prismd --step-turnaround-us; docs/network-model.md): every step of a ring
+// across nodes pays it on top of the link latency, bandwidth-bound or not;
+// a ring inside one node and the default (0) do not.
+TEST_CASE("a ring step's turnaround is paid once per step across nodes, not inside one", "[daemon][nic]") {
+  prism::engine::LinkFigures l;
+  l.nic_bw = prism::BitsPerSecond(2'500'000'000);
+  l.nic_count = 1;
+  l.nic_latency = prism::Nanoseconds(10'000);
+  l.intra_bw = prism::BitsPerSecond(400'000'000'000);
+  l.intra_latency = prism::Nanoseconds(1'000);
+  prism::engine::NcclBehaviour packed;
+  packed.step_turnaround = prism::Nanoseconds(225'000);
+  const prism::engine::NetworkModel plain(l), host(l, packed);
+  prism::engine::CommShape four;
+  four.ranks = four.nodes = 4;
+  const prism::Bytes s(16 << 20);
+  // The wire as in "ring wire time" above; 3 or 6 steps of 10 + 225 us.
+  CHECK(host.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 235'000);
+  CHECK(host.CollectiveTime(g::REDUCESCATTER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 235'000);
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 235'000);
+  CHECK(plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
+  // A TP pair's 1 MiB all-reduce across two nodes: 2 steps, 3355443 ns of wire (1 MiB at 2.5 Gbit/s).
+  prism::engine::CommShape two;
+  two.ranks = two.nodes = 2;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), two).count() ==
+        3'355'444 + 2 * 235'000);
+  // Inside one node: no turnaround.
+  prism::engine::CommShape node;
+  node.ranks = node.min_per_node = node.max_per_node = 4;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node) ==
+        plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node));
+}
+
 // The GPU host's ground truths of these steps (docs/timing.md, "Measured",
 // 2026-12-01, commit f68dfe3, a host with two H200 GPUs): step-n8-2g5 402.8 ms, with rank 3 computing
 // 1.2x as long 403.8 and 406.4 ms, step-n16-dp4-2g5 484.2 and 484.7 ms.
