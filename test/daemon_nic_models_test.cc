@@ -121,6 +121,25 @@ namespace {
 namespace g = prism::graph;
 using prism::engine::NicModel;
 
+// One GPU per node, 2.5 Gbit/s + 10 us between nodes (the bench's links),
+// 400 Gbit/s + 1 us inside one.
+prism::engine::LinkFigures BenchLinks() {
+  prism::engine::LinkFigures l;
+  l.nic_bw = prism::BitsPerSecond(2'500'000'000);
+  l.nic_count = 1;
+  l.nic_latency = prism::Nanoseconds(10'000);
+  l.intra_bw = prism::BitsPerSecond(400'000'000'000);
+  l.intra_latency = prism::Nanoseconds(1'000);
+  return l;
+}
+
+// Four ranks, one per node.
+prism::engine::CommShape FourNodes() {
+  prism::engine::CommShape four;
+  four.ranks = four.nodes = 4;
+  return four;
+}
+
 }  // namespace
 
 // The bench's graphs say their ranks launch in program order (the truths'
@@ -139,14 +158,8 @@ TEST_CASE("fidelity graphs carry the launch order their truths show", "[daemon][
 }
 
 TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
-  prism::engine::LinkFigures l;
-  l.nic_bw = prism::BitsPerSecond(2'500'000'000);
-  l.nic_count = 1;
-  l.nic_latency = prism::Nanoseconds(10'000);
-  l.intra_bw = prism::BitsPerSecond(400'000'000'000);
-  const prism::engine::NetworkModel m(l);
-  prism::engine::CommShape four;
-  four.ranks = four.nodes = 4;
+  const prism::engine::NetworkModel m(BenchLinks());
+  const prism::engine::CommShape four = FourNodes();
   const prism::Bytes s(16 << 20);
   // 16 MiB at 2.5 Gbit/s: 53687091.2 ns in all; 3/4 of it for an all-gather,
   // 6/4 for an all-reduce, rounded up.
@@ -164,17 +177,10 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
 // across nodes pays it on top of the link latency, bandwidth-bound or not;
 // a ring inside one node and the default (0) do not.
 TEST_CASE("a ring step's turnaround is paid once per step across nodes, not inside one", "[daemon][nic]") {
-  prism::engine::LinkFigures l;
-  l.nic_bw = prism::BitsPerSecond(2'500'000'000);
-  l.nic_count = 1;
-  l.nic_latency = prism::Nanoseconds(10'000);
-  l.intra_bw = prism::BitsPerSecond(400'000'000'000);
-  l.intra_latency = prism::Nanoseconds(1'000);
   prism::engine::NcclBehaviour packed;
   packed.step_turnaround = prism::Nanoseconds(225'000);
-  const prism::engine::NetworkModel plain(l), host(l, packed);
-  prism::engine::CommShape four;
-  four.ranks = four.nodes = 4;
+  const prism::engine::NetworkModel plain(BenchLinks()), host(BenchLinks(), packed);
+  const prism::engine::CommShape four = FourNodes();
   const prism::Bytes s(16 << 20);
   // The wire as in "ring wire time" above; 3 or 6 steps of 10 + 225 us.
   CHECK(host.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 235'000);
