@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/control_plane.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "daemon/engine/launch_order.h"
 #include "daemon/engine/nccl_algorithm.h"
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/simulation.h"
@@ -63,8 +64,9 @@ struct Flags {
   std::string nic_model = "queues";
   std::string step_cost_us = "auto";
   int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
-  bool p2p_eager = false;
-  bool launch_in_order = false;
+  bool p2p_eager = true;
+  double step_turnaround_us = 0;
+  std::string launch_order = "graph";
   std::string nccl_algo;
   std::string nccl_proto;
   std::string algorithm_choice = "nccl";
@@ -148,7 +150,11 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, g, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
   o.nccl.p2p_eager = f.p2p_eager;
-  o.nccl.launch_in_order = f.launch_in_order;
+  o.nccl.step_turnaround = prism::Nanoseconds(static_cast<int64_t>(f.step_turnaround_us * 1000.0 + 0.5));
+  auto launch = prism::engine::ResolveLaunchOrder(f.launch_order, g.job());
+  if (!launch.ok()) return launch.status();
+  o.nccl.launch_in_order = launch->in_order;
+  o.launch_order_source = std::move(launch->source);
   auto algorithms = prism::engine::ParseNcclAlgo(f.nccl_algo);
   if (!algorithms.ok()) return absl::InvalidArgumentError(absl::StrCat("--nccl-algo: ", algorithms.status().message()));
   o.nccl.ring = algorithms->ring;
@@ -446,14 +452,20 @@ int main(int argc, char** argv) {
                  "it, as NCCL's is (default 2048: 2 channels x 8 steps x 128 KiB; 0: a send ends with its receive; "
                  "docs/network-model.md)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  app.add_flag("--p2p-eager", f.p2p_eager,
+  app.add_flag("--p2p-eager,!--no-p2p-eager", f.p2p_eager,
                "a send that fits in the p2p buffer goes on the wire when posted, before its receive, as NCCL's "
-               "receiving proxy allows (off by default: per operation as the GPU host's truths, but their "
-               "iterations 3% fast; docs/network-model.md)");
-  app.add_option("--launch-order", f.launch_in_order,
-                 "true: a rank's communication ops start in the order it issued them, whatever their stream, and "
-                 "a send or receive once the collectives issued before it have ended, as the GPU host's truths "
-                 "show; false (default): each stream on its own (docs/network-model.md, \"Launch order\")");
+               "receiving proxy allows and the GPU host's truths show (the default); --no-p2p-eager: when both "
+               "sides are posted (docs/network-model.md, \"Send completion\")");
+  app.add_option("--step-turnaround-us", f.step_turnaround_us,
+                 "a ring step's turnaround across nodes that the wire does not hide, us per step (default 0; the "
+                 "GPU host's 16 ranks packed on one GPU: 225; docs/network-model.md)")
+      ->check(CLI::Range(0.0, 100000.0));
+  app.add_option("--launch-order", f.launch_order,
+                 "graph (default: the graph's nccl_launch_order attribute, program or streams; without it each "
+                 "stream on its own), true (a rank's communication ops start in the order it issued them, whatever "
+                 "their stream, and a send or receive once the collectives issued before it have ended, as the GPU "
+                 "host's truths show) or false (each stream on its own); docs/network-model.md, \"Launch order\"")
+      ->check(CLI::IsMember({"graph", "true", "false"}));
   app.add_option("--nccl-algo", f.nccl_algo,
                  "the job's NCCL_ALGO (e.g. Ring): the model resolves default algorithms among those it allows "
                  "(prism run passes the ranks' NCCL_ALGO)");

@@ -41,6 +41,7 @@ void FillJobInfo(const JobSpec& spec, pg::Graph& g) {
     a["gloo_groups"] = p.gloo_groups ? "true" : "false";
   }
   a["recompute"] = RecomputeName(p.recompute);
+  if (p.launch_in_program_order) a["nccl_launch_order"] = "program";  // else none: each stream on its own
   a["grad_buckets"] = p.megatron_buckets ? (p.overlap_grad_reduce ? "megatron, overlap_grad_reduce" : "megatron")
                                          : "layer";
   std::string stage_layers;

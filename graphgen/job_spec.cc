@@ -114,6 +114,11 @@ absl::Status ParseParallel(const YAML::Node& node, ParallelSpec& p, bool& dp_giv
   else if (recompute == "full") p.recompute = Recompute::kFull;
   else return KeyError(r.PathOf("recompute"), absl::StrCat("must be none, selective or full, got '",
                                                            Excerpt(recompute), "'"));
+  std::string launch = p.launch_in_program_order ? "program" : "streams";
+  PRISM_RETURN_IF_ERROR(r.GetString("launch_order", launch));
+  if (launch != "streams" && launch != "program")
+    return KeyError(r.PathOf("launch_order"), absl::StrCat("must be streams or program, got '", Excerpt(launch), "'"));
+  p.launch_in_program_order = launch == "program";
   PRISM_RETURN_IF_ERROR(r.GetUint32("first_stage_layers", p.first_stage_layers));
   PRISM_RETURN_IF_ERROR(r.GetUint32("last_stage_layers", p.last_stage_layers));
   return r.Finish();

@@ -97,6 +97,12 @@ struct ParallelSpec {
   // Megatron's examples/run_simple_mcore_train_loop.py uses, or clip_grad 0).
   bool clip_grad = true;
   Recompute recompute = Recompute::kNone;
+  // parallel.launch_order: program = each rank's NCCL kernels start in the
+  // order it issued them, whatever their stream (one hardware queue, e.g. a
+  // job run with CUDA_DEVICE_MAX_CONNECTIONS=1 where that holds its sends):
+  // the graph's nccl_launch_order attribute (daemon/engine/launch_order.h);
+  // streams (default, no attribute) = each stream on its own.
+  bool launch_in_program_order = false;
   // Layers of the first and of the last pipeline stage (Megatron's
   // decoder_first/last_pipeline_num_layers); 0 = an even share. The other
   // stages split the rest evenly. Within a stage, layers are spread over its

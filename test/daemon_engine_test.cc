@@ -2,6 +2,7 @@
 // serialisation, iterations, memory, determinism of report and trace.
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/launch_order.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/simulation.h"
 #include "nlohmann/json.hpp"
@@ -162,8 +163,16 @@ TEST_CASE("a send is done once the connection's buffers hold its last byte, its 
 // C2 has ended: rank 2's receive ends at 2 Tc + t_p2p. Each stream on its own
 // (--launch-order false, the default), the send goes at 10 us, between the
 // all-reduces.
-TEST_CASE("a rank's communication ops start in issue order, a send after the collectives issued before it",
-          "[daemon][engine][p2p][launch]") {
+namespace {
+
+// The graph of the launch-order tests above: rank 0's C1, 10 us, C2 on
+// stream 1 and the 1 MiB send on stream 0; with the closed forms Tc, t_p2p.
+struct LaunchCase {
+  g::Graph graph;
+  int64_t tc = 0, tp = 0;
+};
+
+LaunchCase LaunchGraph() {
   g::Program a, b, c;
   for (g::Program* p : {&a, &b}) p->set_streams(2), p->add_comm_slot_names("dp");
   a.add_comm_slot_names("pair");
@@ -177,16 +186,57 @@ TEST_CASE("a rank's communication ops start in issue order, a send after the col
   AddCollective(b, 0, 8 << 20, 1);
   AddP2P(c, false, 0, 1 << 20);
   AddCompute(c, 1'000'000);
-  const g::Graph gr = Custom(3, 1, {{0, 1}, {0, 2}}, {a, b, c}, {0, 1, 2}, {{0, 1}, {0}, {1}});
-  const auto m = ModelOf(gr);
-  const int64_t tc =
-      m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(8 << 20), prism::engine::CommShape{2, 2, 1, 1})
-          .count();
-  const int64_t tp = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
+  LaunchCase lc;
+  lc.graph = Custom(3, 1, {{0, 1}, {0, 2}}, {a, b, c}, {0, 1, 2}, {{0, 1}, {0}, {1}});
+  const auto m = ModelOf(lc.graph);
+  lc.tc = m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(8 << 20), prism::engine::CommShape{2, 2, 1, 1})
+              .count();
+  lc.tp = m.PointToPointTime(prism::Bytes(1 << 20), false).count();
+  return lc;
+}
+
+}  // namespace
+
+TEST_CASE("a rank's communication ops start in issue order, a send after the collectives issued before it",
+          "[daemon][engine][p2p][launch]") {
+  const LaunchCase lc = LaunchGraph();
   SimulationOptions in_order;
   in_order.nccl.launch_in_order = true;
-  CHECK(IterationNs(gr, in_order) == 2 * tc + tp + 1'000'000);
-  CHECK(IterationNs(gr) < 2 * tc + tp + 1'000'000 - tc / 2);  // the default: each stream on its own
+  CHECK(IterationNs(lc.graph, in_order) == 2 * lc.tc + lc.tp + 1'000'000);
+  CHECK(IterationNs(lc.graph) < 2 * lc.tc + lc.tp + 1'000'000 - lc.tc / 2);  // the default: each stream on its own
+}
+
+// The graph says how its ranks launch (JobInfo.attributes["nccl_launch_order"],
+// launch_order.h): prismd's --launch-order graph (the default) follows it,
+// true or false override it; without the attribute each stream on its own.
+TEST_CASE("the launch order comes from the graph unless --launch-order overrides it",
+          "[daemon][engine][p2p][launch]") {
+  using prism::engine::ResolveLaunchOrder;
+  LaunchCase lc = LaunchGraph();
+  const int64_t in_order = 2 * lc.tc + lc.tp + 1'000'000;
+  auto iteration = [&](const std::string& flag) {
+    auto choice = ResolveLaunchOrder(flag, lc.graph.job());
+    REQUIRE(choice.ok());
+    SimulationOptions o;
+    o.nccl.launch_in_order = choice->in_order;
+    return IterationNs(lc.graph, o);
+  };
+  CHECK(iteration("graph") < in_order - lc.tc / 2);  // no attribute: each stream on its own
+  CHECK(ResolveLaunchOrder("graph", lc.graph.job())->source == "default: the graph does not say");
+  CHECK(iteration("true") == in_order);
+  auto& attributes = *lc.graph.mutable_job()->mutable_attributes();
+  attributes["nccl_launch_order"] = "program";
+  CHECK(iteration("graph") == in_order);
+  CHECK(ResolveLaunchOrder("graph", lc.graph.job())->source == "the graph's nccl_launch_order");
+  CHECK(iteration("false") < in_order - lc.tc / 2);
+  attributes["nccl_launch_order"] = "streams";
+  CHECK(iteration("graph") < in_order - lc.tc / 2);
+  CHECK(iteration("true") == in_order);
+  attributes["nccl_launch_order"] = "fifo";
+  const auto bad = ResolveLaunchOrder("graph", lc.graph.job());
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("program or streams"));
+  CHECK_FALSE(ResolveLaunchOrder("yes", lc.graph.job()).ok());
 }
 
 // A send that fits in the buffers goes on the wire when posted, not when its
@@ -213,8 +263,8 @@ TEST_CASE("with --p2p-eager a send that fits in the buffers goes on the wire whe
   CHECK(IterationNs(pair(10'000, 1 << 20), eager) == 85'887 + 1'000'000);
   // Posted at 200 us: the data is there; the receive ends when posted.
   CHECK(IterationNs(pair(200'000, 1 << 20), eager) == 200'000 + 1'000'000);
-  // Without --p2p-eager (the default), unbuffered, and 8 MiB (more than the buffers): the transfer starts
-  // when the receive is posted.
+  // Without p2p_eager (the engine's default; prismd's is on), unbuffered, and 8 MiB
+  // (more than the buffers): the transfer starts when the receive is posted.
   CHECK(IterationNs(pair(10'000, 1 << 20)) == 10'000 + 85'887 + 1'000'000);
   CHECK(IterationNs(pair(10'000, 1 << 20), unbuffered) == 10'000 + 85'887 + 1'000'000);
   CHECK(IterationNs(pair(10'000, 8 << 20), eager) == 10'000 + 2'000 + 671'089 + 1'000'000);

@@ -4,6 +4,7 @@
 // (transfers in flight share each NIC direction equally; hand-worked times).
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/launch_order.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_sharing.h"
 #include "daemon/engine/simulation.h"
@@ -120,17 +121,45 @@ namespace {
 namespace g = prism::graph;
 using prism::engine::NicModel;
 
-}  // namespace
-
-TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
+// One GPU per node, 2.5 Gbit/s + 10 us between nodes (the bench's links),
+// 400 Gbit/s + 1 us inside one.
+prism::engine::LinkFigures BenchLinks() {
   prism::engine::LinkFigures l;
   l.nic_bw = prism::BitsPerSecond(2'500'000'000);
   l.nic_count = 1;
   l.nic_latency = prism::Nanoseconds(10'000);
   l.intra_bw = prism::BitsPerSecond(400'000'000'000);
-  const prism::engine::NetworkModel m(l);
+  l.intra_latency = prism::Nanoseconds(1'000);
+  return l;
+}
+
+// Four ranks, one per node.
+prism::engine::CommShape FourNodes() {
   prism::engine::CommShape four;
   four.ranks = four.nodes = 4;
+  return four;
+}
+
+}  // namespace
+
+// The bench's graphs say their ranks launch in program order (the truths'
+// ranks are MPS clients of one GPU; docs/network-model.md, "Launch order"),
+// so prismd follows it there by default and nowhere else: the step's
+// iteration is the --launch-order true one.
+TEST_CASE("fidelity graphs carry the launch order their truths show", "[daemon][nic][launch]") {
+  const prism::graph::Graph g = Step(3);
+  const auto it = g.job().attributes().find(prism::engine::kLaunchOrderAttribute);
+  REQUIRE(it != g.job().attributes().end());
+  CHECK(it->second == "program");
+  const auto choice = prism::engine::ResolveLaunchOrder("graph", g.job());
+  REQUIRE(choice.ok());
+  CHECK(choice->in_order);
+  CHECK(Iteration(g, NicModel::kQueues, true, choice->in_order) == Iteration(g, NicModel::kQueues, true, true));
+}
+
+TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon][nic]") {
+  const prism::engine::NetworkModel m(BenchLinks());
+  const prism::engine::CommShape four = FourNodes();
   const prism::Bytes s(16 << 20);
   // 16 MiB at 2.5 Gbit/s: 53687091.2 ns in all; 3/4 of it for an all-gather,
   // 6/4 for an all-reduce, rounded up.
@@ -141,6 +170,33 @@ TEST_CASE("ring wire time: the ring formula without its latency terms", "[daemon
   // With its 3 or 6 hops of 10 us, the whole ring time.
   CHECK(m.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 10'000);
   CHECK(m.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
+}
+
+// A packed host's ring step turnaround (NcclBehaviour::step_turnaround,
+// prismd --step-turnaround-us; docs/network-model.md): every step of a ring
+// across nodes pays it on top of the link latency, bandwidth-bound or not;
+// a ring inside one node and the default (0) do not.
+TEST_CASE("a ring step's turnaround is paid once per step across nodes, not inside one", "[daemon][nic]") {
+  prism::engine::NcclBehaviour packed;
+  packed.step_turnaround = prism::Nanoseconds(225'000);
+  const prism::engine::NetworkModel plain(BenchLinks()), host(BenchLinks(), packed);
+  const prism::engine::CommShape four = FourNodes();
+  const prism::Bytes s(16 << 20);
+  // The wire as in "ring wire time" above; 3 or 6 steps of 10 + 225 us.
+  CHECK(host.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 235'000);
+  CHECK(host.CollectiveTime(g::REDUCESCATTER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 235'000);
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 235'000);
+  CHECK(plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000);
+  // A TP pair's 1 MiB all-reduce across two nodes: 2 steps, 3355443 ns of wire (1 MiB at 2.5 Gbit/s).
+  prism::engine::CommShape two;
+  two.ranks = two.nodes = 2;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), two).count() ==
+        3'355'444 + 2 * 235'000);
+  // Inside one node: no turnaround.
+  prism::engine::CommShape node;
+  node.ranks = node.min_per_node = node.max_per_node = 4;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node) ==
+        plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node));
 }
 
 // The GPU host's ground truths of these steps (docs/timing.md, "Measured",

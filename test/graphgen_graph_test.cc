@@ -176,3 +176,22 @@ TEST_CASE("schedules run every pass once, backward after forward", "[graphgen][s
   CHECK(last[0].forward);
   CHECK_FALSE(last[1].forward);
 }
+
+// parallel.launch_order: program writes the graph's nccl_launch_order (prismd
+// follows it, daemon/engine/launch_order.h); the default writes nothing, so
+// job graphs keep each stream on its own; anything else is refused.
+TEST_CASE("parallel.launch_order: program says so in the graph, streams (the default) adds nothing",
+          "[graphgen][graph]") {
+  using prism::graphgen::testing::GraphOf;
+  using prism::graphgen::testing::SmallJobYaml;
+  const auto plain = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2}"));
+  CHECK(plain.job().attributes().count("nccl_launch_order") == 0);
+  CHECK(GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, launch_order: streams}")).job().attributes().count(
+            "nccl_launch_order") == 0);
+  const auto ordered = GraphOf(SmallJobYaml("{tp: 2, pp: 2, dp: 2, launch_order: program}"));
+  CHECK(ordered.job().attributes().at("nccl_launch_order") == "program");
+  const auto bad = prism::graphgen::ParseJobSpec(SmallJobYaml("{tp: 2, pp: 2, dp: 2, launch_order: fifo}"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("must be streams or program"));
+}
+

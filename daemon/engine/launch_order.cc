@@ -1,6 +1,21 @@
 #include "daemon/engine/launch_order.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace prism::engine {
+
+absl::StatusOr<LaunchOrderChoice> ResolveLaunchOrder(const std::string& flag, const graph::JobInfo& job) {
+  if (flag == "true") return LaunchOrderChoice{true, "--launch-order true"};
+  if (flag == "false") return LaunchOrderChoice{false, "--launch-order false"};
+  if (flag != "graph")
+    return absl::InvalidArgumentError(absl::StrCat("--launch-order ", flag, ": graph, true or false"));
+  const auto it = job.attributes().find(kLaunchOrderAttribute);
+  if (it == job.attributes().end()) return LaunchOrderChoice{false, "default: the graph does not say"};
+  if (it->second == "program") return LaunchOrderChoice{true, absl::StrCat("the graph's ", kLaunchOrderAttribute)};
+  if (it->second == "streams") return LaunchOrderChoice{false, absl::StrCat("the graph's ", kLaunchOrderAttribute)};
+  return absl::InvalidArgumentError(absl::StrCat("graph attribute ", kLaunchOrderAttribute, "=\"", it->second,
+                                                 "\": program or streams; or pass --launch-order true|false"));
+}
 
 LaunchOrder::LaunchOrder(const std::vector<ProgramInfo>& programs) : programs_(programs), next_(programs.size()) {
   for (size_t p = 0; p < programs.size(); ++p) {

@@ -8,6 +8,12 @@
 // reduce-scatter, went on the wire only once that reduce-scatter was over,
 // in every iteration (docs/network-model.md, "Launch order").
 //
+// Whether a job's ranks launch this way is the graph's to say: a graph
+// whose JobInfo.attributes["nccl_launch_order"] is "program" was taken where
+// it holds (prism-graphgen fidelity: the GPU host's ranks, MPS clients of
+// one GPU); "streams", or no such attribute, keeps each stream on its own
+// (ResolveLaunchOrder; prismd --launch-order overrides the graph).
+//
 // LaunchOrder answers, for a stream's position in its program, which
 // communication op the stream will issue next (program order: an op's index
 // in its program, iteration by iteration). Built once from the programs;
@@ -17,11 +23,28 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "daemon/engine/engine_world.h"
+#include "proto/graph.pb.h"
 
 namespace prism::engine {
+
+// The job attribute that says how the ranks launch their NCCL kernels.
+inline constexpr char kLaunchOrderAttribute[] = "nccl_launch_order";
+
+// NcclBehaviour::launch_in_order and where it came from (the report's line).
+struct LaunchOrderChoice {
+  bool in_order = false;
+  std::string source;
+};
+
+// prismd --launch-order: "graph" (the graph's attribute: "program" in
+// order, "streams" or none each stream on its own), "true" or "false".
+// Errors name the flag or the attribute's unknown value.
+absl::StatusOr<LaunchOrderChoice> ResolveLaunchOrder(const std::string& flag, const graph::JobInfo& job);
 
 class LaunchOrder {
  public:

@@ -105,7 +105,8 @@ Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape&
   uint64_t hops = n - 1;
   if (kind == graph::ALLREDUCE || kind == graph::BARRIER) hops = 2 * (n - 1);
   const Nanoseconds wire = RingWireTime(kind, size, shape);
-  const Nanoseconds link_bound = SatAdd(wire, Times(HopLatency(shape), hops));
+  const Nanoseconds hop = shape.SpansNodes() ? SatAdd(HopLatency(shape), nccl_.step_turnaround) : HopLatency(shape);
+  const Nanoseconds link_bound = SatAdd(wire, Times(hop, hops));
   if (kind != graph::ALLREDUCE && kind != graph::BARRIER && kind != graph::ALLGATHER &&
       kind != graph::REDUCESCATTER)
     return link_bound;  // broadcast, reduce: a pipelined chain

@@ -64,6 +64,14 @@ namespace prism::engine {
 // across nodes take the tree; other collectives have only the ring).
 struct NcclBehaviour {
   Nanoseconds step_cost{0};
+  // A ring step's turnaround across nodes that the wire does not hide (the
+  // GPU noticing the data, reducing, the proxy posting the next send), paid
+  // once per step on top of the link latency even when the ring is
+  // bandwidth-bound: Ring = max(W + h (L + t), StepBound). 0 (the default):
+  // none, as on a host whose ranks each have their GPU and cores; the GPU
+  // host's 16 ranks packed on one H200 and 16 cores: 225 us
+  // (docs/network-model.md, "A packed host's step turnaround").
+  Nanoseconds step_turnaround{0};
   bool ring = true;
   bool tree = true;
   bool pat = true;

@@ -176,7 +176,10 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
                           : BuildReport(graph, *result.world, engine.stats(), *iterations, wall_s);
   result.report.step_cost = options.nccl.step_cost;
   result.report.step_cost_source = options.step_cost_source;
+  result.report.step_turnaround = options.nccl.step_turnaround;
   result.report.nccl_algo = options.nccl_algo;
+  result.report.launch_in_order = options.nccl.launch_in_order;
+  result.report.launch_order_source = options.launch_order_source;
   result.report.algorithm_choice = options.nccl.nccl_choice ? "NCCL 2.28.9's tuning" : "the model's formulas";
   result.report.algorithms = AlgorithmChoices(*result.world, model);
   return result;

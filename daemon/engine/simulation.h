@@ -52,6 +52,7 @@ struct SimulationOptions {
   // report shows both. Default: the pure link model, every algorithm.
   NcclBehaviour nccl;
   std::string step_cost_source;  // where nccl.step_cost comes from
+  std::string launch_order_source;  // where nccl.launch_in_order comes from (launch_order.h)
   std::string nccl_algo;         // NCCL_ALGO as given ("": NCCL's default)
 };
 

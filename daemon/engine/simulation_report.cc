@@ -169,7 +169,10 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["compute_s_per_rank"] = compute_s_per_rank;
   j["nccl_step_cost_us"] = static_cast<double>(step_cost.count()) / 1e3;
   j["nccl_step_cost_source"] = step_cost_source;
+  j["nccl_step_turnaround_us"] = static_cast<double>(step_turnaround.count()) / 1e3;
   j["nccl_algo"] = nccl_algo;
+  j["nccl_launch_order"] = launch_in_order ? "program" : "streams";
+  j["nccl_launch_order_source"] = launch_order_source;
   j["algorithm_choice"] = algorithm_choice;
   auto& algos = j["algorithms"] = nlohmann::ordered_json::array();
   for (const AlgorithmRow& a : algorithms)
@@ -220,6 +223,13 @@ std::string SimulationReport::ToText() const {
                      pipeline_wait_s_mean, pipeline_wait_s_max, exposed_comm_s_mean - pipeline_wait_s_mean);
   out += fmt::format("NCCL step cost: {:.2f} us per ring step{}\n", static_cast<double>(step_cost.count()) / 1e3,
                      step_cost_source.empty() ? "" : " (" + step_cost_source + ")");
+  if (step_turnaround.count() > 0)
+    out += fmt::format("ring step turnaround: {:.2f} us per step across nodes (--step-turnaround-us)\n",
+                       static_cast<double>(step_turnaround.count()) / 1e3);
+  out += fmt::format("NCCL launch order: {}{}\n",
+                     launch_in_order ? "program order, a p2p op after the collectives issued before it"
+                                     : "each stream on its own",
+                     launch_order_source.empty() ? "" : " (" + launch_order_source + ")");
   if (!nccl_algo.empty()) out += fmt::format("NCCL_ALGO: {} (the model's algorithms follow it)\n", nccl_algo);
   if (!algorithms.empty()) {
     out += fmt::format("collective algorithms ({}; calls per iteration, all ranks):\n", algorithm_choice);
