@@ -106,11 +106,24 @@ std::vector<PatMessage> PatRankMessages(const PatShape& op);
 // operation ends (its last message arrives) and, per dimension, when the
 // rank's k-th message on it left the wire (`sent[d][k]`, in the order they
 // left; what its twin, the k-th message it receives on d, left then too).
+// `earliest[d][k]`: the earliest moment the k-th message on d can leave the
+// wire in any order of sends: the k-th smallest of PatEarliestLeaves on d,
+// and no sooner than the (k-1)-th plus d's shortest wire time (one
+// connection sends one message after another). However NCCL orders its
+// steps, its k-th message on d leaves no earlier than that (PAT's floor in
+// the plugin: plugin/arrival.h, PatFloor).
 struct PatPlay {
   Nanoseconds end;
   std::vector<std::vector<Nanoseconds>> sent;
+  std::vector<std::vector<Nanoseconds>> earliest;
 };
 std::optional<PatPlay> PlayPatSchedule(const PatShape& op);
+
+// When each of `msgs` (PatRankMessages(op)) can leave the wire at the
+// earliest, in any order of sends: right after the arrival of the messages it
+// waits for (their own earliest plus op.step_latency) plus its own wire time
+// at bandwidth / channels, with no queueing behind the rank's other messages.
+std::vector<Nanoseconds> PatEarliestLeaves(const std::vector<PatMessage>& msgs, const PatShape& op);
 
 // Messages one rank sends per channel on each dimension, all loops (what
 // NCCL's proxy counts as each dimension's steps); empty past the play's limit.

@@ -26,7 +26,7 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
     pat_play_op_ = info.id, pat_play_bps_ = bps, pat_play_step_ns_ = step.count();
   }
   if (pat_play_ == nullptr) return Nanoseconds(0);
-  const Nanoseconds start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
+  const Nanoseconds start = Max(in.ready, in.own_first_send);
   return PatFloor(*pat_play_, start, dim, slot.op.step, in.link.latency);
 }
 
