@@ -86,6 +86,21 @@ PatCut CutPatShape(const PatShape& op);
 // NCCL's PAT chunk for `bytes` over `channels`.
 Bytes PatChunk(bool all_gather, Bytes bytes, uint32_t channels);
 
+// NCCL's cost per PAT hop beyond the ring's step cost c (the model's and the
+// floor's step latency is L + c + this, where c > 0; PatStepCost): fitted
+// 2026-12-02 to the PAT ground truths on the GPU host (NCCL 2.28.9,
+// NCCL_ALGO=PAT, 8 and 16 ranks, 2.5 Gbit/s + 10 us, 1 to 256 MiB), where
+// the play with c alone came out under every truth, by up to 3.6% at 16
+// ranks and 1 MiB; a real rank's PAT over 8192 ranks took 40 to 145 us
+// from a receive to the send it feeds (docs/network-model.md, "PAT").
+inline constexpr Nanoseconds kNcclPatStepExtra{27'500};
+
+// NCCL's cost per PAT hop for a ring step cost `ring_step_cost`: 0 when the
+// model charges no step cost (the pure link model), else c + the extra.
+inline Nanoseconds PatStepCost(Nanoseconds ring_step_cost) {
+  return ring_step_cost > Nanoseconds(0) ? ring_step_cost + kNcclPatStepExtra : Nanoseconds(0);
+}
+
 // Largest number of messages a play handles (one rank's, all loops); beyond
 // it the plays return nullopt (empty) and the caller uses a formula.
 inline constexpr uint64_t kMaxPlayedPatMessages = 2'000'000;
