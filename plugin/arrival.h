@@ -236,10 +236,10 @@ inline int PatDimension(bool all_gather, bool is_send, int rank, int nranks, int
 
 // PAT's floor: what reaches this rank as its k-th message on dimension d
 // left its virtual sender as that sender's own k-th message on d, which
-// waited for the chain of messages before it, each hop at the model's
-// PAT hop, L + PatStepCost(c) (common/pat_schedule.h). In whatever order the sender's NCCL takes
-// its steps, its k-th message on d left no earlier than the k-th smallest
-// of the earliest moments its messages on d can leave
+// waited for the chain of messages before it, each hop at the model's PAT
+// hop, L + PatStepCost(c) (common/pat_schedule.h). In whatever order the
+// sender's NCCL takes its steps, its k-th message on d left no earlier than
+// the k-th smallest of the earliest moments its messages on d can leave
 // (play.earliest[d][k], from the moment every member arrived, `start`). So
 // the receive is not done before
 //   PatFloor = start + play.earliest[d][k] + L
