@@ -192,12 +192,49 @@ std::vector<uint64_t> PatMessagesPerDim(const PatShape& op) {
   return per_dim;
 }
 
+std::vector<Nanoseconds> PatEarliestLeaves(const std::vector<PatMessage>& msgs, const PatShape& op) {
+  std::vector<int64_t> ready_at(msgs.size(), 0);
+  std::vector<uint32_t> waiting_for(msgs.size(), 0);
+  std::vector<uint32_t> order;  // Kahn's order: a message after the messages it waits for
+  order.reserve(msgs.size());
+  for (uint32_t i = 0; i < msgs.size(); ++i) {
+    waiting_for[i] = msgs[i].inputs;
+    if (msgs[i].inputs == 0) order.push_back(i);
+  }
+  std::vector<Nanoseconds> left(msgs.size());
+  for (size_t next = 0; next < order.size(); ++next) {
+    const uint32_t id = order[next];
+    const Nanoseconds wire = FractionTransferTime(Bytes(msgs[id].bytes), op.channels, 1, op.bandwidth);
+    left[id] = SatAdd(Nanoseconds(ready_at[id]), wire);
+    const int64_t arrives = SatAdd(left[id], op.step_latency).count();
+    for (uint32_t f : msgs[id].feeds) {
+      ready_at[f] = std::max(ready_at[f], arrives);
+      if (--waiting_for[f] == 0) order.push_back(f);
+    }
+  }
+  return left;
+}
+
 std::optional<PatPlay> PlayPatSchedule(const PatShape& op) {
   if (op.ranks <= 1) return PatPlay{};
   const std::vector<Message> msgs = PatRankMessages(op);
   if (msgs.empty()) return std::nullopt;
   PatPlay play;
-  play.end = SendAll(msgs, op, CutPatShape(op).dims, &play.sent);
+  const uint32_t dims = CutPatShape(op).dims;
+  play.end = SendAll(msgs, op, dims, &play.sent);
+  const std::vector<Nanoseconds> left = PatEarliestLeaves(msgs, op);
+  play.earliest.assign(dims, {});
+  std::vector<Nanoseconds> shortest(dims, Nanoseconds(INT64_MAX));  // per dimension, its shortest wire time
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    play.earliest[msgs[i].dim].push_back(left[i]);
+    shortest[msgs[i].dim] =
+        Min(shortest[msgs[i].dim], FractionTransferTime(Bytes(msgs[i].bytes), op.channels, 1, op.bandwidth));
+  }
+  for (uint32_t d = 0; d < dims; ++d) {  // one connection: its messages leave one after another
+    std::vector<Nanoseconds>& e = play.earliest[d];
+    std::sort(e.begin(), e.end());
+    for (size_t k = 1; k < e.size(); ++k) e[k] = Max(e[k], SatAdd(e[k - 1], shortest[d]));
+  }
   return play;
 }
 

@@ -86,6 +86,21 @@ PatCut CutPatShape(const PatShape& op);
 // NCCL's PAT chunk for `bytes` over `channels`.
 Bytes PatChunk(bool all_gather, Bytes bytes, uint32_t channels);
 
+// NCCL's cost per PAT hop beyond the ring's step cost c (the model's and the
+// floor's step latency is L + c + this, where c > 0; PatStepCost): fitted
+// 2026-12-02 to the PAT ground truths on the GPU host (NCCL 2.28.9,
+// NCCL_ALGO=PAT, 8 and 16 ranks, 2.5 Gbit/s + 10 us, 1 to 256 MiB), where
+// the play with c alone came out under every truth, by up to 3.6% at 16
+// ranks and 1 MiB; a real rank's PAT over 8192 ranks took 40 to 145 us
+// from a receive to the send it feeds (docs/network-model.md, "PAT").
+inline constexpr Nanoseconds kNcclPatStepExtra{27'500};
+
+// NCCL's cost per PAT hop for a ring step cost `ring_step_cost`: 0 when the
+// model charges no step cost (the pure link model), else c + the extra.
+inline Nanoseconds PatStepCost(Nanoseconds ring_step_cost) {
+  return ring_step_cost > Nanoseconds(0) ? ring_step_cost + kNcclPatStepExtra : Nanoseconds(0);
+}
+
 // Largest number of messages a play handles (one rank's, all loops); beyond
 // it the plays return nullopt (empty) and the caller uses a formula.
 inline constexpr uint64_t kMaxPlayedPatMessages = 2'000'000;
@@ -106,11 +121,24 @@ std::vector<PatMessage> PatRankMessages(const PatShape& op);
 // operation ends (its last message arrives) and, per dimension, when the
 // rank's k-th message on it left the wire (`sent[d][k]`, in the order they
 // left; what its twin, the k-th message it receives on d, left then too).
+// `earliest[d][k]`: the earliest moment the k-th message on d can leave the
+// wire in any order of sends: the k-th smallest of PatEarliestLeaves on d,
+// and no sooner than the (k-1)-th plus d's shortest wire time (one
+// connection sends one message after another). However NCCL orders its
+// steps, its k-th message on d leaves no earlier than that (PAT's floor in
+// the plugin: plugin/arrival.h, PatFloor).
 struct PatPlay {
   Nanoseconds end;
   std::vector<std::vector<Nanoseconds>> sent;
+  std::vector<std::vector<Nanoseconds>> earliest;
 };
 std::optional<PatPlay> PlayPatSchedule(const PatShape& op);
+
+// When each of `msgs` (PatRankMessages(op)) can leave the wire at the
+// earliest, in any order of sends: right after the arrival of the messages it
+// waits for (their own earliest plus op.step_latency) plus its own wire time
+// at bandwidth / channels, with no queueing behind the rank's other messages.
+std::vector<Nanoseconds> PatEarliestLeaves(const std::vector<PatMessage>& msgs, const PatShape& op);
 
 // Messages one rank sends per channel on each dimension, all loops (what
 // NCCL's proxy counts as each dimension's steps); empty past the play's limit.

@@ -65,6 +65,9 @@ struct ArrivalInput {
   // kPatMirror, PAT's floor (used when > 0): the receive does not complete
   // before it (PatFloor, below).
   Nanoseconds pat_floor;
+  // kPatMirror: this rank's first send of the operation was posted then (0:
+  // not known); members that arrived (ready) after it are late (PatLate).
+  Nanoseconds own_first_send;
 };
 
 struct Arrival {
@@ -119,6 +122,22 @@ inline Nanoseconds RingFloor(const ArrivalInput& in) {
   return SatAdd(in.ring_start, chain - in.step_cost);
 }
 
+// A PAT receive from virtual senders that arrived (in.ready) after this
+// rank's first send: they run this rank's schedule from ready, so the link
+// that carries the operation's receives (`wire_end`, their stream so far)
+// sends it back to back after the ones before it, in the order this rank
+// receives them, as long as that stream is behind this rank's own send of
+// its twin. A ring's receive looks at ready alone (its first step's); a PAT
+// operation's first messages on every dimension wait for nothing, so this
+// rank's NIC sends a reduce-scatter's whole dimension 0 before its late
+// members arrived, and the stream, not ready, says when their twins come.
+// Members on time: as a ring's.
+inline bool PatLate(const ArrivalInput& in, Nanoseconds wire_end, Nanoseconds wire) {
+  if (in.ready + wire > in.own_send_done) return true;
+  return in.own_first_send > Nanoseconds(0) && in.ready > in.own_first_send &&
+         Max(in.ready, wire_end) + wire > in.own_send_done;
+}
+
 inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
   const Nanoseconds wire = WireTime(in.bytes, in.link.bandwidth);
   const Nanoseconds latency = in.link.latency;
@@ -129,7 +148,10 @@ inline Arrival ResolveArrival(const ArrivalInput& in, Nanoseconds wire_end) {
       a.done = in.own_send_done + latency;
       // Late (its ready time decides): back to back from ready. On time:
       // the own send alone paces it (no queueing behind other channels).
-      if (in.ready > Nanoseconds(0) && in.ready + wire > in.own_send_done)
+      // A PAT receive is late while the senders' link, streaming from
+      // ready, is behind this rank's own send (PatLate, below).
+      if (in.ready > Nanoseconds(0) &&
+          (in.form == ArrivalForm::kPatMirror ? PatLate(in, wire_end, wire) : in.ready + wire > in.own_send_done))
         a.done = Max(a.done, Max(in.ready, wire_end) + wire + latency);
       if (in.ring_start > Nanoseconds(0) && in.ring_step >= in.ring_floor_from)
         a.done = Max(a.done, RingFloor(in));
@@ -213,20 +235,27 @@ inline int PatDimension(bool all_gather, bool is_send, int rank, int nranks, int
 }
 
 // PAT's floor: what reaches this rank as its k-th message on dimension d
-// left its virtual sender as that sender's own k-th message on d, which in
-// prismd's model (common/pat_schedule.h) left the wire at play.sent[d][k]
-// after every member arrived (`start`): the chain of dimensions before it,
-// each hop at the model's L + c. So the receive is not done before
-//   PatFloor = start + play.sent[d][k] + L
+// left its virtual sender as that sender's own k-th message on d, which
+// waited for the chain of messages before it, each hop at the model's PAT
+// hop, L + PatStepCost(c) (common/pat_schedule.h). In whatever order the
+// sender's NCCL takes its steps, its k-th message on d left no earlier than
+// the k-th smallest of the earliest moments its messages on d can leave
+// (play.earliest[d][k], from the moment every member arrived, `start`). So
+// the receive is not done before
+//   PatFloor = start + play.earliest[d][k] + L
 // (the rank's own k-th send on d stands in for it only while its NCCL pays
 // the model's c per message: a real rank faster per step than the model
-// would otherwise pull its virtual peers along). 0 (no floor) where the
-// play has no such message.
+// would otherwise pull its virtual peers along). Not the play's own send
+// times (play.sent): the play sends the earliest-ready message first, NCCL
+// runs its steps in its own order, and a receive held to the play's order
+// stalls NCCL's next steps (a reduce-scatter over 8192 ranks: 2.5 times the
+// model on the GPU host, 2026-12-02). 0 (no floor) where the play has no
+// such message.
 inline Nanoseconds PatFloor(const PatPlay& play, Nanoseconds start, int dim, int64_t step, Nanoseconds latency) {
-  if (dim < 0 || step < 0 || static_cast<size_t>(dim) >= play.sent.size()) return Nanoseconds(0);
-  const std::vector<Nanoseconds>& sent = play.sent[static_cast<size_t>(dim)];
-  if (static_cast<size_t>(step) >= sent.size()) return Nanoseconds(0);
-  return SatAdd(SatAdd(start, sent[static_cast<size_t>(step)]), latency);
+  if (dim < 0 || step < 0 || static_cast<size_t>(dim) >= play.earliest.size()) return Nanoseconds(0);
+  const std::vector<Nanoseconds>& earliest = play.earliest[static_cast<size_t>(dim)];
+  if (static_cast<size_t>(step) >= earliest.size()) return Nanoseconds(0);
+  return SatAdd(SatAdd(start, earliest[static_cast<size_t>(step)]), latency);
 }
 
 // Bytes a STREAM virtual sender puts into one receive step of `posted_size`

@@ -409,6 +409,7 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveMirror(RecvRequest& req, Slot& 
   // schedule's, else what prismd's Welcome said) and the model's wire time
   // of a step, W/h (the op's bytes on the link). PAT has its own chain
   // (PatFloorOf).
+  if (form == ArrivalForm::kPatMirror) in.own_first_send = Nanoseconds(slot.op.op->FirstSendPostedNs());
   if (env_.settings->ring_lockstep && form == ArrivalForm::kPatMirror) in.pat_floor = PatFloorOf(slot, in, sched);
   if (env_.settings->ring_lockstep && form == ArrivalForm::kMirror) {
     const OpRecord& op = *slot.op.op;

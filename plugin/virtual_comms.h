@@ -138,9 +138,10 @@ class VirtualRecvComm final : public NetComm {
   Outcome ResolveMirror(RecvRequest& req, Slot& slot, const std::optional<OpSchedule>& s);
   // PAT's floor (arrival.h, PatFloor) of a PAT receive timed by `in` and the
   // schedule `s` (null: none): prismd's play of the operation as NCCL ran it
-  // here (ranks, bytes, channels) on the link of `in`, each message at the
-  // link's latency plus the model's step cost, from when every member
-  // arrived (the schedule's ready time, else this rank's first send).
+  // here (ranks, bytes, channels) on the link of `in`, each hop at the
+  // link's latency plus the model's PAT hop cost (PatStepCost of its step
+  // cost), from when every member arrived (the schedule's ready time, else
+  // this rank's first send, in.own_first_send).
   // 0 (none) when the receive has no dimension or the link no bandwidth.
   // The play is looked up once per operation and link (pat_play_*), not per
   // message.

@@ -16,7 +16,9 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
   // NCCL counts an all-gather's and a reduce-scatter's bytes per rank; the
   // play takes the all-gather's output, the reduce-scatter's input.
   const uint64_t ranks = static_cast<uint64_t>(info.comm_size);
-  const Nanoseconds c = s != nullptr && s->step_cost_ns > 0 ? Nanoseconds(s->step_cost_ns) : env_.schedules->ring_step_cost();
+  const Nanoseconds ring_c =
+      s != nullptr && s->step_cost_ns > 0 ? Nanoseconds(s->step_cost_ns) : env_.schedules->ring_step_cost();
+  const Nanoseconds c = PatStepCost(ring_c);  // NCCL's cost per PAT hop, as prismd's model charges it
   const Nanoseconds step = SatAdd(in.link.latency, c);
   const auto bps = static_cast<uint64_t>(in.link.bandwidth.count());
   if (pat_play_op_ != info.id || pat_play_bps_ != bps || pat_play_step_ns_ != step.count()) {
@@ -26,7 +28,7 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
     pat_play_op_ = info.id, pat_play_bps_ = bps, pat_play_step_ns_ = step.count();
   }
   if (pat_play_ == nullptr) return Nanoseconds(0);
-  const Nanoseconds start = Max(in.ready, Nanoseconds(op.FirstSendPostedNs()));
+  const Nanoseconds start = Max(in.ready, in.own_first_send);
   return PatFloor(*pat_play_, start, dim, slot.op.step, in.link.latency);
 }
 

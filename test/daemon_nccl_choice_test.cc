@@ -208,6 +208,32 @@ TEST_CASE("the model plays PAT where NCCL picks it, the ring where it may not", 
   CHECK(NetworkModel(links, own).Choose(graph::ALLGATHER, s, Spread(8192)) == graph::ALGORITHM_RING);
 }
 
+// NCCL's PAT hop costs more than its ring step: the model plays PAT with
+// L + c + 27.5 us per hop where it charges a step cost (c > 0), L alone
+// where it does not. 16 one-GPU nodes, 1 MiB at 2.5 Gbit/s + 10 us (the
+// sweep-n16-pat-2g5 point where the truth was 3.6% over L + c: 3334.0 us
+// against 3213.2; with the PAT hop 3295.7).
+TEST_CASE("the model's PAT hop is NCCL's step cost plus PAT's extra", "[daemon][pat]") {
+  const LinkFigures links = OneGpuNodes(2'500'000'000, 10'000);
+  const Bytes s(1ull << 20);
+  PatOperation op;
+  op.kind = graph::ALLGATHER;
+  op.ranks = 16;
+  op.bytes = s;
+  op.channels = 2;
+  op.bandwidth = BitsPerSecond(2'500'000'000);
+  NcclBehaviour nccl;
+  nccl.step_cost = Nanoseconds(12'500);
+  op.step_latency = Nanoseconds(10'000 + 12'500 + 27'500);
+  const Nanoseconds with_cost = NetworkModel(links, nccl).CollectiveTime(graph::ALLGATHER, graph::ALGORITHM_PAT, s,
+                                                                         Spread(16));
+  CHECK(with_cost == PlayPat(op));
+  CHECK(with_cost.count() == 3'295'733);
+  nccl.step_cost = Nanoseconds(0);
+  op.step_latency = Nanoseconds(10'000);
+  CHECK(NetworkModel(links, nccl).CollectiveTime(graph::ALLGATHER, graph::ALGORITHM_PAT, s, Spread(16)) == PlayPat(op));
+}
+
 TEST_CASE("a simulation plays what NCCL picks and the report says so", "[daemon][nccl_choice][pat]") {
   // The FSDP-like world all-gather: 64 MiB over 8192 one-GPU nodes, 100 Gbit/s + 5 us.
   prism::testing::ClusterSpec cluster;

@@ -159,11 +159,10 @@ Nanoseconds NetworkModel::Pat(CollectiveKind kind, Bytes size, const CommShape& 
     const auto it = played_trees_->pat_end.find(key);
     if (it != played_trees_->pat_end.end()) return it->second;
   }
-  const PatOperation op{kind, shape.ranks, size, NcclTopologyOf(links_, shape).comm_channels, RingBandwidth(shape),
-                        StepLatency(shape)};
+  const Nanoseconds hop = SatAdd(HopLatency(shape), PatStepCost(nccl_.step_cost));  // NCCL's cost per PAT hop
+  const PatOperation op{kind, shape.ranks, size, NcclTopologyOf(links_, shape).comm_channels, RingBandwidth(shape), hop};
   // Too many messages to play: the wire time plus one step latency per dimension.
-  const Nanoseconds end = PlayPat(op).value_or(
-      SatAdd(RingWireTime(kind, size, shape), Times(StepLatency(shape), CutPat(op).dims)));
+  const Nanoseconds end = PlayPat(op).value_or(SatAdd(RingWireTime(kind, size, shape), Times(hop, CutPat(op).dims)));
   std::lock_guard<std::mutex> lock(played_trees_->mu);
   played_trees_->pat_end.emplace(key, end);
   return end;
