@@ -46,8 +46,7 @@ class InstantEventQueue {
     const int64_t t = time.count();
     if (t > last_) [[likely]] {
       if (t != cached_time_) [[unlikely]] Find(t);
-      Event& e = lists_[cached_].emplace_back();
-      e.time = time, e.actor = actor, e.op = op, e.issued = issued;
+      lists_[cached_].emplace_back(time, actor, op, issued);  // C++20: an aggregate built in place
       return;
     }
     PushNowOrPast(Event{time, actor, op, issued});
