@@ -40,7 +40,7 @@ class InstantEventQueue {
   // Takes the fields, not an Event: the likely append writes them into the
   // list in place. (An Event built on the stack and then copied whole is
   // read back by one wide load from several narrow stores, which the CPU
-  // cannot forward: a stall of some ten cycles on every push.)
+  // cannot forward from its store buffer: a stall on every push.)
   [[gnu::always_inline]] void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
     ++size_;
     const int64_t t = time.count();
