@@ -51,14 +51,15 @@ bool ReplayAccounting::Finished() const {
 }
 
 const ReplayStats& ReplayAccounting::Close() {
+  stats_.compute_ns = compute_ns_.value();
   stats_.by_op = {}, stats_.by_comm = {};
   for (int kind = 0; kind < kOpKinds; ++kind) {
     for (int comm = 0; comm < kCommKinds; ++comm) {
-      const KindTotals& p = by_pair_[kind * kCommKinds + comm];
+      const Totals& p = by_pair_[kind * kCommKinds + comm];
       for (KindTotals* k : {&stats_.by_op[kind], &stats_.by_comm[comm]}) {
-        k->time_ns += p.time_ns;
-        k->ops += p.ops;
-        k->bytes += p.bytes;
+        k->time_ns += p.time_ns.value();
+        k->ops += p.ops.value();
+        k->bytes += p.bytes.value();
       }
     }
   }

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "common/units.h"
@@ -31,8 +30,10 @@ class ReplayAccounting {
   void Started(uint32_t actor, const OpInfo& op, Nanoseconds now);
   void Ended(uint32_t actor, const OpInfo& op, Nanoseconds issued, Nanoseconds now);
   // One instance of an op of `actor` in `iteration` is over (at `now`).
-  // Returns the iteration when that made every actor finish it.
-  std::optional<uint64_t> CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
+  // Returns whether that made every actor finish `iteration` (a bool, not
+  // the iteration: an optional returned through the event loop went
+  // through the stack).
+  bool CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
 
   // Whether `actor` has had no other communication in flight since
   // `started` (> 0) besides the one op it is ending now.
@@ -47,8 +48,8 @@ class ReplayAccounting {
 
   ReplayStats& stats() { return stats_; }
   const ReplayStats& stats() const { return stats_; }
-  // Copies the per-actor figures into stats() and sums by_op and by_comm
-  // (after the run).
+  // Copies the per-actor figures and compute_ns into stats() and sums by_op
+  // and by_comm (after the run).
   const ReplayStats& Close();
 
  private:
@@ -63,12 +64,30 @@ class ReplayAccounting {
   };
   static_assert(sizeof(ActorTally) == 64, "one cache line per actor");
   void Account(ActorTally& t, Nanoseconds now);
-  // sum += w * v in 128 bits; without a multiplication for an actor of one rank.
-  template <typename V>
-  static void AddWeighted(__int128& sum, uint64_t w, V v) {
-    if (w == 1) sum += v;
-    else sum += static_cast<__int128>(w) * v;
+  // A sum of non-negative values in 128 bits, kept as two words: GCC's
+  // __int128 additions in the event loop went through the stack. The same
+  // value as an __int128 sum (value()).
+  struct WideSum {
+    uint64_t lo = 0, hi = 0;
+    void Add(uint64_t v) {
+      lo += v;
+      hi += lo < v ? 1 : 0;  // the carry out of the low word
+    }
+    void Add(unsigned __int128 v) {
+      const unsigned __int128 sum = (static_cast<unsigned __int128>(hi) << 64 | lo) + v;
+      lo = static_cast<uint64_t>(sum), hi = static_cast<uint64_t>(sum >> 64);
+    }
+    __int128 value() const { return static_cast<__int128>(static_cast<unsigned __int128>(hi) << 64 | lo); }
+  };
+  // sum += w * v; without a multiplication for an actor of one rank.
+  static void AddWeighted(WideSum& sum, uint64_t w, uint64_t v) {
+    if (w == 1) sum.Add(v);
+    else sum.Add(static_cast<unsigned __int128>(w) * v);
   }
+  // A (op kind, communicator kind) row of by_op/by_comm while the run goes.
+  struct Totals {
+    WideSum time_ns, ops, bytes;
+  };
   static bool IsCommOp(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend || k == OpKind::kRecv; }
   // The kind of the communicator behind `actor`'s comm slot `slot`.
   graph::CommKind SlotKind(uint32_t actor, uint32_t slot) const {
@@ -85,7 +104,8 @@ class ReplayAccounting {
   std::vector<uint64_t> iteration_actors_left_;
   // Per (op kind, communicator kind): one row updated per op end; Close()
   // sums them into stats_.by_op and stats_.by_comm.
-  std::array<KindTotals, kOpKinds * kCommKinds> by_pair_{};
+  std::array<Totals, kOpKinds * kCommKinds> by_pair_{};
+  WideSum compute_ns_;                         // stats_.compute_ns, set by Close()
   uint64_t iterations_done_ = 0;
   uint64_t ops_done_ = 0, ops_total_ = 0;
   ReplayStats stats_;
@@ -121,10 +141,10 @@ inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanosecond
   ActorTally& t = actors_[actor];
   Account(t, now);
   const uint64_t w = weight_[actor];
-  const int64_t took = std::max<int64_t>(0, (now - issued).count());
+  const auto took = static_cast<uint64_t>(std::max<int64_t>(0, (now - issued).count()));
   if (op.kind == OpKind::kCompute) {
     --t.computing;
-    AddWeighted(stats_.compute_ns, w, took);
+    AddWeighted(compute_ns_, w, took);
     return;
   }
   if (!IsCommOp(op.kind)) return;
@@ -135,21 +155,21 @@ inline void ReplayAccounting::Ended(uint32_t actor, const OpInfo& op, Nanosecond
   const int kind = op.kind == OpKind::kSend   ? kOpKindSend
                    : op.kind == OpKind::kRecv ? kOpKindRecv
                                               : std::clamp<int>(op.collective, 0, kOpKindSend - 1);
-  KindTotals& k = by_pair_[kind * kCommKinds + comm_kind];  // the kind is clamped when stored
+  Totals& k = by_pair_[kind * kCommKinds + comm_kind];  // the kind is clamped when stored
   AddWeighted(k.time_ns, w, took);
-  k.ops += w;
+  k.ops.Add(w);
   AddWeighted(k.bytes, w, op.bytes.count());
 }
 
-inline std::optional<uint64_t> ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {
-  if (iteration >= iterations_) return std::nullopt;
+inline bool ReplayAccounting::CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now) {
+  if (iteration >= iterations_) return false;
   ++ops_done_;
-  if (--iteration_left_[actor * iterations_ + iteration] != 0) return std::nullopt;
+  if (--iteration_left_[actor * iterations_ + iteration] != 0) return false;
   ++actor_iterations_done_[actor];
   stats_.iteration_end[iteration] = Max(stats_.iteration_end[iteration], now);
-  if (--iteration_actors_left_[iteration] != 0) return std::nullopt;
+  if (--iteration_actors_left_[iteration] != 0) return false;
   ++iterations_done_;
-  return iteration;
+  return true;
 }
 
 }  // namespace prism::engine

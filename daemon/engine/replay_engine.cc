@@ -5,8 +5,6 @@
 #include <limits>
 #include <optional>
 
-#include "absl/strings/str_cat.h"
-
 namespace prism::engine {
 namespace {
 
@@ -208,8 +206,10 @@ inline void ReplayEngine::Advance(uint32_t actor, uint32_t done) {
   }
   // Its report came before the engine got here: complete it now (at the
   // reported time, or now if that is in the engine's past for this op).
-  if (const auto early = s.real && IsComm(op.kind) ? real_[actor]->TakeEarly(k) : std::nullopt)
-    queue_.Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
+  if (s.real && IsComm(op.kind)) [[unlikely]] {
+    if (const auto early = real_[actor]->TakeEarly(k))
+      queue_.Push(Max(early->at, now_), actor, k | kCompleteFlag, early->started);
+  }
 }
 
 inline void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
@@ -221,8 +221,9 @@ inline void ReplayEngine::CountDone(uint32_t actor, uint32_t k) {
 
 inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
-  if (const auto all = accounting_.CountDone(actor, done_[s.done_base + k]++, now_); all && observer_)
-    observer_->OnIteration(*all, accounting_.IterationTime(*all));
+  const uint32_t iteration = done_[s.done_base + k]++;
+  if (accounting_.CountDone(actor, iteration, now_) && observer_)
+    observer_->OnIteration(iteration, accounting_.IterationTime(iteration));
 }
 
 // Inlined into Run, which calls it for most events (about 20 instructions
@@ -231,17 +232,23 @@ inline void ReplayEngine::Tally(uint32_t actor, uint32_t k) {
   const ActorState& s = state_[actor];
   const OpInfo& op = s.program->ops[k];
   accounting_.Ended(actor, op, issued, now_);
+  if (has_real_ || trace_ != nullptr) [[unlikely]] NoteCompletion(actor, k, issued);
+  --streams_[s.stream_base + op.stream].inflight;
+  Tally(actor, k);
+  Advance(actor, k);  // CountDone's pass over the streams, in Advance's
+}
+
+void ReplayEngine::NoteCompletion(uint32_t actor, uint32_t k, Nanoseconds issued) {
+  const ActorState& s = state_[actor];
+  const OpInfo& op = s.program->ops[k];
   if (s.real && IsComm(op.kind) && observer_)
     observer_->OnRealRankOpComplete(world_.actors[actor].rep_rank, k, now_);
   if (trace_ && trace_->Traces(actor)) trace_->RecordOp(actor, k, issued, now_);
-  --streams_[s.stream_base + op.stream].inflight;
   if (has_real_) {  // only a real rank's report is handled at a past time (WaitsForLaterCompletion)
     done_at_[s.done_base + k] = Max(done_at_[s.done_base + k], now_);
     Nanoseconds& last = stream_waits_[s.stream_base + op.stream].last_done;
     last = Max(last, now_);
   }
-  Tally(actor, k);
-  Advance(actor, k);  // CountDone's pass over the streams, in Advance's
 }
 
 // Inlined into MoveStream (through Issue) as Complete into Run.
@@ -446,48 +453,6 @@ void ReplayEngine::ReachOp(uint32_t actor, uint32_t k) {
     }
   }
   Advance(actor);
-}
-
-absl::Status ReplayEngine::StallError() const {
-  for (size_t a = 0; a < state_.size(); ++a) {
-    const ProgramInfo& p = world_.programs[world_.actors[a].program];
-    for (uint32_t st = 0; st < state_[a].streams; ++st) {
-      const StreamState& ss = streams_[state_[a].stream_base + st];
-      const uint64_t len = p.stream_ops[st].size();
-      const uint64_t at = ss.Pos(len);
-      if (len == 0 || (at >= len * options_.iterations && ss.inflight == 0)) continue;
-      const uint64_t pos = ss.inflight > 0 && at > 0 ? at - 1 : at;
-      const uint32_t k = p.stream_ops[st][std::min(pos, len * options_.iterations - 1) % len];
-      return absl::FailedPreconditionError(absl::StrCat(
-          "replay stalled at ", now_.count(), " ns: rank ", world_.actors[a].rep_rank, " (", p.name, ") waits at op ", k,
-          " on stream ", st, ", iteration ", pos / len,
-          ": a collective that not every member reaches, a send without its receive, or dependencies that "
-          "wait on each other; check the graph (prism-graphgen) for this op"));
-    }
-  }
-  return absl::FailedPreconditionError("replay stalled with no runnable op");
-}
-
-std::vector<RealRankPosition> ReplayEngine::RealRankPositions() const {
-  std::vector<RealRankPosition> out;
-  for (uint32_t a = 0; a < state_.size(); ++a) {
-    if (!state_[a].real) continue;
-    const ProgramInfo& p = world_.programs[world_.actors[a].program];
-    for (uint32_t st = 0; st < state_[a].streams; ++st) {
-      const StreamState& ss = streams_[state_[a].stream_base + st];
-      const std::vector<uint32_t>& ops = p.stream_ops[st];
-      const uint64_t len = ops.size(), total = len * options_.iterations;
-      const uint64_t at = ss.Pos(len);
-      if (len == 0 || (at >= total && ss.inflight == 0)) continue;
-      RealRankPosition r{world_.actors[a].rep_rank, st, 0, 0, ss.inflight > 0};
-      uint64_t pos = r.reached ? at - 1 : at;
-      while (!r.reached && pos + 1 < total && !IsComm(p.ops[ops[pos % len]].kind)) ++pos;  // compute: ends on its own
-      r.op = ops[pos % len];
-      r.iteration = pos / len;
-      out.push_back(r);
-    }
-  }
-  return out;
 }
 
 void ReplayEngine::Progress(WallClockPacer* pacer) {

@@ -175,6 +175,10 @@ class ReplayEngine {
   // Starts op `k` (`op`) of `actor` (`s`).
   void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
+  // Complete's part for hybrid runs and traces (out of the hot path): the
+  // observer's OnRealRankOpComplete, the trace's record, the completion
+  // times WaitsForLaterCompletion reads.
+  void NoteCompletion(uint32_t actor, uint32_t k, Nanoseconds issued);
   // One more instance of op k of `actor` is done: streams waiting for it
   // are freed (not moved), then Tally.
   void CountDone(uint32_t actor, uint32_t k);

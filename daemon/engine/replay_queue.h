@@ -37,7 +37,7 @@ class ReplayQueue {
   [[gnu::always_inline]] void Push(Nanoseconds time, uint32_t actor, uint32_t op, Nanoseconds issued) {
     if (pacer_ != nullptr && (handling_report_ || handling_known_ > time)) [[unlikely]]
       StampIfLate(time, actor, op);
-    queue_.Push(Event{time, actor, op, issued});
+    queue_.Push(time, actor, op, issued);
   }
 
   bool empty() const { return queue_.empty(); }
