@@ -25,6 +25,8 @@ case "$1" in
     echo "host NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}"
     if [[ $RANK == 0 ]]; then
       t=$([[ $NCCL_NET == Socket ]] && echo 200 || echo "${PRISM_INLINE_BYTES:-100}")
+      [[ $NCCL_NET == Socket && $PRISM_CHECK_LABEL == *-p2 ]] && t=300   # pass 2's Socket run is slower
+      echo "$PRISM_CHECK_LABEL" >> "$OUT/order.txt"
       cat > "$OUT/$PRISM_CHECK_LABEL.json" <<EOF
 {"label": "$PRISM_CHECK_LABEL", "world_size": $WORLD_SIZE, "init_s": 1, "iters": 5, "failures": [],
  "nic": "${PRISM_NIC_SPEED_MBPS:-unset}", "subsys": "$NCCL_DEBUG_SUBSYS",
@@ -81,6 +83,33 @@ class PluginCheckScripts(unittest.TestCase):
             self.assertIn("slow-w2: lowest ratio 0.50", text)
             self.assertIn("fast-w2: lowest ratio 4.00", text)
             self.assertIn("NCCL's choice, socket-w2: AllReduce 1048576: RING/SIMPLE ch0..1", text)
+
+    def test_passes_alternate_and_pool_by_median(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            text, docs = self.run_check(tmp, {"PRISM_VARIANTS": "prism slow:PRISM_INLINE_BYTES=400",
+                                              "PRISM_CHECK_PASSES": "3"})
+            self.assertEqual(sorted(docs), sorted(f"{v}-w2-p{k}" for v in ("prism", "slow", "socket") for k in (1, 2, 3)))
+            with open(os.path.join(tmp, "out", "order.txt")) as f:
+                order = f.read().split()
+            # Socket last in odd passes, first in even ones.
+            self.assertEqual(order, ["prism-w2-p1", "slow-w2-p1", "socket-w2-p1", "socket-w2-p2", "prism-w2-p2",
+                                     "slow-w2-p2", "prism-w2-p3", "slow-w2-p3", "socket-w2-p3"])
+            # Each pass against its own Socket run: pass 2 gives 3.00 where passes 1 and 3 give 2.00.
+            self.assertIn("prism-w2-p2: lowest ratio 3.00", text)
+            self.assertIn("prism-w2-p3: lowest ratio 2.00", text)
+            self.assertIn("prism: lowest median ratio 2.00 (all_reduce 1048576 B) over 3 passes", text)
+            self.assertIn("slow: lowest median ratio 0.50 (all_reduce 1048576 B) over 3 passes", text)
+            self.assertRegex(text, r"all_reduce\s+1048576\s+2\.00\s+2\.00\.\.3\.00")
+
+    def test_passes_must_be_a_positive_integer(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bundle = os.path.join(tmp, "bundle")
+            os.makedirs(bundle)
+            open(os.path.join(bundle, "libnccl-net-prism.so"), "w").close()
+            env = dict(os.environ, NO_MPS="1", OUT=os.path.join(tmp, "out"), PRISM_CHECK_PASSES="two")
+            proc = subprocess.run(["bash", CHECK, bundle], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("PRISM_CHECK_PASSES must be a positive integer", proc.stderr)
 
     def test_plugin_keeps_its_own_speed_when_asked(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -6,6 +6,12 @@
 # it; plugin_check_ratios.py then prints Socket time / plugin time per
 # operation and size (above 1: the plugin is faster) and NCCL's algorithm,
 # protocol and channels per run (NCCL_DEBUG_SUBSYS has TUNING).
+# PRISM_CHECK_PASSES=K (default 1) repeats that K times per world, Socket
+# first in every other pass, labels ending in -p<k>; each pass's plugin runs
+# are compared with its own Socket run and the summary gives, per variant and
+# operation, the median of the K ratios with their range: on the one-GPU host
+# (2026-12-02) the same plugin configuration run twice differed by up to 30%
+# per operation, more than any variant moved it.
 # The plugin reports the NIC speed NCCL Socket reports for lo (its
 # /sys/class/net/lo/speed, else NCCL's 10000 Mb/s), so that NCCL tunes both
 # alike (channels, protocol): measured on the GPU host on 2026-12-02 with the
@@ -26,6 +32,7 @@
 #      PRISM_VARIANTS (default "prism"): space-separated plugin runs, each
 #        LABEL or LABEL:K=V,K=V (e.g. "prism threads:PRISM_INLINE_BYTES=0"),
 #        the K=V set for that run's ranks only,
+#      PRISM_CHECK_PASSES (default 1; above),
 #      PYTHON (default python3), NO_MPS=1 to skip MPS, RUN_TIMEOUT (s per run, 75),
 #      any PRISM_* (passed on).
 # Writes $OUT/summary.txt, $OUT/<label>.json, $OUT/<label>/rank<r>.log.
@@ -98,14 +105,28 @@ start=$(date +%s)
 say "plugin: $plugin"
 say "MPS: $([[ $mps_started == 1 ]] && echo on || echo off)"
 say "plugin NIC speed: $([[ $nic_mbps == plugin ]] && echo "the plugin's PRISM_NIC_SPEED_MBPS" || echo "$nic_mbps Mb/s (NCCL Socket reports $socket_mbps)")"
-for w in $worlds; do
+passes="${PRISM_CHECK_PASSES:-1}"
+[[ "$passes" =~ ^[1-9][0-9]*$ ]] || { echo "PRISM_CHECK_PASSES must be a positive integer, not '$passes'" >&2; exit 2; }
+run_variants() {  # world label-suffix
   for v in ${PRISM_VARIANTS:-prism}; do
     vlabel="${v%%:*}" venv=""
     [[ $v == *:* ]] && venv="${v#*:}"
     say "variant $vlabel: ${venv:-plugin defaults}"
-    run_one "$vlabel-w$w" "$w" prism "$venv" || status=1
+    run_one "$vlabel-w$1$2" "$1" prism "$venv" || status=1
   done
-  run_one "socket-w$w" "$w" socket || status=1
+}
+for w in $worlds; do
+  for ((k = 1; k <= passes; k++)); do
+    suffix=""
+    ((passes > 1)) && suffix="-p$k" && say "world $w, pass $k of $passes"
+    if ((k % 2 == 0)); then
+      run_one "socket-w$w$suffix" "$w" socket || status=1
+      run_variants "$w" "$suffix"
+    else
+      run_variants "$w" "$suffix"
+      run_one "socket-w$w$suffix" "$w" socket || status=1
+    fi
+  done
 done
 "$py" "$here/plugin_check_ratios.py" "$OUT" | tee -a "$summary"
 say "total $(( $(date +%s) - start )) s; results in $OUT"
