@@ -8,6 +8,7 @@
 #define PRISM_PLUGIN_OP_SCHEDULES_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -124,15 +125,10 @@ class OpScheduleBook {
     return puts_;
   }
   // NCCL's cost per ring step in prismd's model (its Welcome): the ring's
-  // lockstep for MIRROR receives without a schedule. 0 until told.
-  void SetRingStepCost(Nanoseconds c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ring_step_cost_ = c;
-  }
-  Nanoseconds ring_step_cost() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ring_step_cost_;
-  }
+  // lockstep for MIRROR receives without a schedule, and PAT's hop. 0 until
+  // told. Lock-free: read on every such receive on NCCL's proxy thread.
+  void SetRingStepCost(Nanoseconds c) { ring_step_cost_ns_.store(c.count(), std::memory_order_relaxed); }
+  Nanoseconds ring_step_cost() const { return Nanoseconds(ring_step_cost_ns_.load(std::memory_order_relaxed)); }
   // The model's PAT plays, per shape (PAT's floor; its own lock).
   PatPlays& pat_plays() { return pat_plays_; }
 
@@ -151,7 +147,7 @@ class OpScheduleBook {
   std::map<OpKey, int64_t> finished_;  // its end
   std::deque<OpKey> finished_order_;
   uint64_t puts_ = 0;
-  Nanoseconds ring_step_cost_{0};
+  std::atomic<int64_t> ring_step_cost_ns_{0};
   PatPlays pat_plays_;
 };
 
