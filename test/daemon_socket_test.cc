@@ -70,6 +70,26 @@ TEST_CASE("a second daemon on a live socket is refused and the first keeps servi
   CHECK(access(path.c_str(), F_OK) != 0);
 }
 
+TEST_CASE("a second daemon on a live TCP port is refused and the first keeps serving", "[daemon][socket]") {
+  prism::server::StatusBoard status;
+  prism::server::DaemonServer first(&status);
+  REQUIRE(first.Start("127.0.0.1:0").ok());
+  const std::string address = "127.0.0.1:" + std::to_string(first.bound_port());
+  {
+    prism::server::DaemonServer second(&status);
+    const absl::Status s = second.Start(address);
+    INFO(s.message());
+    CHECK_FALSE(s.ok());
+    CHECK(std::string(s.message()).find("in use") != std::string::npos);
+  }
+  auto stub = prism::rpc::Daemon::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  prism::rpc::HealthReply reply;
+  CHECK(stub->Health(&ctx, prism::rpc::HealthRequest(), &reply).ok());
+  first.Shutdown();
+}
+
 TEST_CASE("a stale socket of an earlier daemon is replaced", "[daemon][socket]") {
   const std::string path = SocketPath("stale");
   close(BindUnix(path, false));  // the file stays, nobody answers

@@ -135,6 +135,9 @@ absl::Status DaemonServer::Start(const std::string& address) {
     unlink(bind_path.c_str());
   }
   grpc::ServerBuilder builder;
+  // gRPC binds TCP ports with SO_REUSEPORT by default: a second prismd on the
+  // same HOST:PORT would start and share the first's connections at random.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port_);
   builder.RegisterService(daemon_service_.get());
   for (grpc::Service* s : extra_) builder.RegisterService(s);
