@@ -71,8 +71,16 @@ void SendMsg(int fd, const Bytes& b) {
 Bytes RecvMsg(int fd, size_t max, int timeout_ms) {
   int32_t n = 0;
   ReadAll(fd, &n, 4, timeout_ms);
-  if (n < 0 || static_cast<size_t>(n) > max) Fail("message truncated: " + std::to_string(n));
-  Bytes b(n);
+  if (n < 0 || static_cast<size_t>(n) > max) {
+    // Name both ends: a stray connection from another test process shows here.
+    sockaddr_in peer{}, local{};
+    socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
+    getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len);
+    Fail("message truncated: " + std::to_string(n) + " bytes (at most " + std::to_string(max) + ") from " +
+         ToString({ntohl(peer.sin_addr.s_addr), ntohs(peer.sin_port)}) + " on " +
+         ToString({ntohl(local.sin_addr.s_addr), ntohs(local.sin_port)}));
+  }  Bytes b(n);
   if (n > 0) ReadAll(fd, b.data(), n, timeout_ms);
   return b;
 }

@@ -197,8 +197,15 @@ TEST_CASE("generate fake-rank wire fixtures", "[.generate]") {
   }
 }
 
-void CheckReplay(const std::string& dir) {
+// Replays dir against a fresh prismd, up to `attempts` times while the
+// replay diverges (each divergence but the last is printed), and checks the
+// last replay.
+void CheckReplay(const std::string& dir, int attempts = 1) {
   auto r = ReplayFixture(dir);
+  for (int a = 1; a < attempts && r.ok() && !r->matched; ++a) {
+    UNSCOPED_INFO("replay " << a << " diverged: " << r->divergence);
+    r = ReplayFixture(dir);
+  }
   INFO(dir);
   REQUIRE(r.ok());
   INFO(r->divergence);
@@ -222,10 +229,20 @@ TEST_CASE("a fresh recording of the fake replays (fixtures still reproducible)",
           "[bootstrap][replay]") {
   const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
                                        "/prism-fixture-", getpid());
-  const auto problems = RecordFixture({"fresh-n8-r0", 8, 0}, dir, false);
+  // A loaded machine running other socket tests beside this one (ctest -j)
+  // made one recording in a few hundred fail (2026-12-02: a stray
+  // NCCL_COMM_ID-magic connection on the fake's listener; a retried connect
+  // in the replay). A second recording is taken then; a real regression fails
+  // both, and the first attempt's problems are still printed.
+  std::vector<std::string> problems = RecordFixture({"fresh-n8-r0", 8, 0}, dir, false);
+  if (!problems.empty()) {
+    for (const auto& p : problems) UNSCOPED_INFO("first recording: " << p);
+    std::filesystem::remove_all(dir);
+    problems = RecordFixture({"fresh-n8-r0", 8, 0}, dir, false);
+  }
   for (const auto& p : problems) UNSCOPED_INFO(p);
   REQUIRE(problems.empty());
-  CheckReplay(dir);
+  CheckReplay(dir, 2);
   std::filesystem::remove_all(dir);
 }
 

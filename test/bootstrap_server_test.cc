@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -176,6 +177,21 @@ void RunScenario(const Scenario& s) {
     CHECK(broker.connects() == 2 * virtual_prev);
   }
   service.Stop();
+}
+
+TEST_CASE("a test port one process reserved is not handed to another process", "[bootstrap][server][ports]") {
+  const uint16_t mine = FreePort();
+  REQUIRE(mine != 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Its own open of the lock file: the parent's flock makes it fail.
+    _exit(prism::testing::ReserveTestPort(mine) ? 1 : 0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("init with real rank 0 hosting the root", "[bootstrap][server]") {
