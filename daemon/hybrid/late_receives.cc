@@ -22,24 +22,43 @@ LateReceives::LateReceives(server::Metrics* metrics) {
 }
 
 void LateReceives::Add(const rpc::EventBatch& batch) {
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  // The batch's receives and their sums first, without the lock (the engine
+  // thread's OnIteration takes it).
+  std::vector<Pending> mine;
+  std::array<Sum, kCauses> sum{};
+  int64_t earliest = 0, latest = 0;
   for (const rpc::Event& e : batch.events()) {
     if (!e.has_completed() || e.completed().late_ns() == 0) continue;
     const rpc::Completed& c = e.completed();
     const Cause cause = c.waited_for_schedule() ? kSchedule : kTest;
     if (metric_[cause] != nullptr) metric_[cause]->Observe(static_cast<double>(c.late_ns()) * 1e-9);
-    if (!lock.owns_lock()) lock.lock();
-    // The first completed iteration whose end comes at or after the receive's time, else pending.
-    const int64_t at = static_cast<int64_t>(c.at_ns());
-    const size_t i = static_cast<size_t>(std::lower_bound(ends_.begin(), ends_.end(), at) - ends_.begin());
-    const Nanoseconds late(static_cast<int64_t>(c.late_ns()));
-    if (i == ends_.size()) {
-      pending_.push_back({at, cause, late});
-      continue;
+    const Pending p{static_cast<int64_t>(c.at_ns()), cause, Nanoseconds(static_cast<int64_t>(c.late_ns()))};
+    earliest = mine.empty() ? p.at_ns : std::min(earliest, p.at_ns);
+    latest = mine.empty() ? p.at_ns : std::max(latest, p.at_ns);
+    ++sum[cause].receives;
+    sum[cause].late += p.late;
+    mine.push_back(p);
+  }
+  if (mine.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ends_.empty() || earliest > ends_.back()) {  // all after the last completed iteration: pending together
+    pending_.insert(pending_.end(), mine.begin(), mine.end());
+    for (size_t c = 0; c < kCauses; ++c) {
+      pending_sum_[c].receives += sum[c].receives;
+      pending_sum_[c].late += sum[c].late;
     }
-    Sum& s = by_iteration_[i][cause];
+    pending_latest_ = pending_.size() == mine.size() ? latest : std::max(pending_latest_, latest);
+    return;
+  }
+  for (const Pending& p : mine) {
+    // The first completed iteration whose end comes at or after the receive's time, else pending.
+    const size_t i = static_cast<size_t>(std::lower_bound(ends_.begin(), ends_.end(), p.at_ns) - ends_.begin());
+    Sum& s = i == ends_.size() ? pending_sum_[p.cause] : by_iteration_[i][p.cause];
     ++s.receives;
-    s.late += late;
+    s.late += p.late;
+    if (i < ends_.size()) continue;
+    pending_latest_ = pending_.empty() ? p.at_ns : std::max(pending_latest_, p.at_ns);
+    pending_.push_back(p);
   }
 }
 
@@ -50,12 +69,27 @@ void LateReceives::OnIteration(uint64_t index, Nanoseconds duration, int64_t end
   ends_.push_back(end);
   durations_.push_back(duration);
   std::array<Sum, kCauses>& sums = by_iteration_.emplace_back();
+  if (pending_.empty() || pending_latest_ <= end) {  // every pending receive is this iteration's: at once
+    sums = pending_sum_;
+    pending_sum_ = {};
+    pending_.clear();
+    return;
+  }
+  scanned_ += pending_.size();  // some came after the end (a clock ahead of prismd's): one by one
+  pending_sum_ = {};
+  pending_latest_ = 0;
   std::erase_if(pending_, [&](const Pending& p) {
-    if (p.at_ns > end) return false;  // a later iteration's
-    ++sums[p.cause].receives;
-    sums[p.cause].late += p.late;
-    return true;
+    Sum& s = p.at_ns > end ? pending_sum_[p.cause] : sums[p.cause];  // a later iteration's, or this one's
+    ++s.receives;
+    s.late += p.late;
+    if (p.at_ns > end) pending_latest_ = std::max(pending_latest_, p.at_ns);
+    return p.at_ns <= end;
   });
+}
+
+uint64_t LateReceives::scanned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scanned_;
 }
 
 LateReceives::Totals LateReceives::totals() const {

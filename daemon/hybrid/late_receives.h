@@ -14,7 +14,16 @@
 //
 // Thread-safety: Add from any thread (the session threads), OnIteration
 // from the engine thread, totals() from any; one mutex, taken once per
-// event batch.
+// event batch and held for no per-receive work that can be done outside it
+// (the histogram, the batch's own sums).
+//
+// Cost on the engine thread: OnIteration is O(1) when every receive not yet
+// in an iteration came at or before the iteration's end (the live case: a
+// receive is reported after it completed, and the end is taken at the wall
+// clock), whatever their number (about 57,000 receives per iteration for
+// one real rank at 8192 ranks, twice that for two: one by one, 0.1-0.15 ms
+// of the engine's time at every iteration's end). Only receives stamped
+// after the end (another host's clock) are looked at one by one.
 #ifndef PRISM_DAEMON_HYBRID_LATE_RECEIVES_H_
 #define PRISM_DAEMON_HYBRID_LATE_RECEIVES_H_
 
@@ -66,6 +75,9 @@ class LateReceives {
   // iteration) waiting for prismd's schedule over R receives, Y ms by
   // NCCL's test() after the time; start-up iteration: ..."
   static std::string Line(const Totals& t);
+  // How many receives OnIteration had to look at one by one so far (those
+  // not yet in an iteration when one of them came after its end).
+  uint64_t scanned() const;
 
  private:
   mutable std::mutex mu_;
@@ -78,6 +90,9 @@ class LateReceives {
     Nanoseconds late;
   };
   std::vector<Pending> pending_;  // after the last completed iteration's end: its iteration not known yet
+  std::array<Sum, kCauses> pending_sum_{};  // of pending_
+  int64_t pending_latest_ = 0;    // the latest at_ns in pending_ (when not empty)
+  uint64_t scanned_ = 0;
   std::array<prometheus::Histogram*, kCauses> metric_{};  // owned by the registry
 };
 
