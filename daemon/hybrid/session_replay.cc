@@ -186,6 +186,10 @@ void Shift(Recording* out, int64_t by) {
       } else if (e.has_op_finished()) {
         t = e.op_finished().first_send_ns(), Shift(&t, by), e.mutable_op_finished()->set_first_send_ns(t);
         t = e.op_finished().end_ns(), Shift(&t, by), e.mutable_op_finished()->set_end_ns(t);
+      } else if (e.has_posted()) {
+        t = e.posted().at_ns(), Shift(&t, by), e.mutable_posted()->set_at_ns(t);
+      } else if (e.has_completed()) {
+        t = e.completed().at_ns(), Shift(&t, by), e.mutable_completed()->set_at_ns(t);
       }
     }
   }
