@@ -118,6 +118,22 @@ class DryRun(unittest.TestCase):
             self.assertEqual(env["NCCL_NET_SHARED_COMMS"], "0")
             self.assertEqual(r["command"], ["python3", "train.py"])
 
+    def test_no_shaping_warning_when_the_caller_sets_the_link(self):
+        with tempfile.TemporaryDirectory() as d:
+            graph = os.path.join(d, "g.graph")
+            open(graph, "w").close()  # a graph file prism-graphgen (not found) cannot inspect
+            args = ["run", "--graph", graph, "--world", "8", "--ranks", "0", "--plugin", PRISM,
+                    "--graphgen", os.path.join(d, "none"), "--dry-run", "--", "python3", "t.py"]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PRISM_LINK")}
+            out = subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("are not shaped", out.stderr)
+            env.update(PRISM_LINK_GBPS="10", PRISM_LINK_LATENCY_US="10")  # as scripts/gpu/run-train-gpt.sh
+            out = subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertNotIn("are not shaped", out.stderr)
+            self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_LINK_GBPS"], "10")
+
     def test_ranks_get_the_hard_open_file_limit(self):
         # A real rank of a full-mesh Gloo group holds a socket per member.
         import resource

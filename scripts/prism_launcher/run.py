@@ -349,7 +349,7 @@ def cmd_run(args):
     if os.path.isfile(args.graph):
         if find_tool("prism-graphgen", args.graphgen):
             facts = inspect_graph(args.graph, args.graphgen)
-        else:
+        elif "PRISM_LINK_GBPS" not in os.environ:  # the caller's setting wins (rank_env)
             say("prism-graphgen not found: the real ranks' sends to virtual ranks are not shaped to the graph's "
                 "NIC (pass --graphgen PATH, or set PRISM_LINK_GBPS and PRISM_LINK_LATENCY_US)")
     link = link_env(facts)
