@@ -57,7 +57,9 @@
 // schedule". NCCL's test() cadence (the exit line's other cause) is not
 // played here.
 //
-// Output: one line per run, then its lag histogram.
+// Output: one line per run, then its lag histogram; the steady iterations'
+// lag line ends with the events late by over 50 us by what the engine
+// thread did meanwhile (LagHistogram::LateSteps, as prismd's exit line).
 #include <algorithm>
 #include <cstdlib>
 #include <chrono>
@@ -438,9 +440,9 @@ int main(int argc, char** argv) {
       const double steady_ms = (played - r->iteration_times.front()).count() * 1e-6 / steady_n;
       const double steady_late_ms = (late.steady_held_s + late.steady_late_schedule_s) * 1e3 / steady_n;
       if (r->steady_lags)
-        std::printf("  steady iterations: lag p50 <=%.0f us p99 <=%.0f us over %llu events\n",
+        std::printf("  steady iterations: lag p50 <=%.0f us p99 <=%.0f us over %llu events; %s\n",
                     Us(r->steady_lags->QuantileUpper(0.5)), Us(r->steady_lags->QuantileUpper(0.99)),
-                    static_cast<unsigned long long>(r->steady_lags->total));
+                    static_cast<unsigned long long>(r->steady_lags->total), r->steady_lags->LateSteps().c_str());
       std::printf("  steady iterations (%zu of %.1f ms): late receives %.3f ms per iteration (%.3f%%): held rings "
                   "%.3f ms (%llu receives), late schedules %.3f ms (%llu); start-up iteration %.3f ms\n",
                   r->iteration_times.size() - 1, steady_ms, steady_late_ms,

@@ -136,4 +136,37 @@ TEST_CASE("engine lag: the steady iterations' histogram is the pacer's less its 
   CHECK(r->steady_lags->total < r->lags.total);
 }
 
+TEST_CASE("engine lag: a late event is charged to the engine step that took most of its lateness",
+          "[hybrid][late]") {
+  using engine::EngineStep;
+  engine::WallClockPacer pacer(engine::RealtimeOptions{});
+  pacer.Start();
+  auto spin = [&](Nanoseconds d) {
+    const Nanoseconds until = pacer.Now() + d;
+    while (pacer.Now() < until) {
+    }
+  };
+  pacer.StepDone(EngineStep::kReports);  // before the event's time: not its cause
+  const Nanoseconds t = pacer.Now();
+  spin(FromMicroseconds(40));
+  pacer.StepDone(EngineStep::kEvents);
+  spin(FromMicroseconds(300));
+  pacer.StepDone(EngineStep::kGrants);  // most of the lateness
+  REQUIRE(pacer.RecordLag(t).ok());
+  REQUIRE(pacer.RecordLag(pacer.Now()).ok());  // on time: no cause
+  engine::WallClockPacer::LagHistogram h = pacer.Lags();
+  CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kGrants)] == 1);
+  CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kEvents)] == 0);
+  CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kReports)] == 0);
+  CHECK(h.LateSteps() == "1 over 50 us: 0 waking, 1 NIC grants, 0 reports, 0 events");
+  const engine::WallClockPacer::LagHistogram before = h;
+  const Nanoseconds t2 = pacer.Now();
+  spin(FromMicroseconds(200));
+  pacer.StepDone(EngineStep::kReports);
+  REQUIRE(pacer.RecordLag(t2).ok());
+  h = pacer.Lags();
+  CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kReports)] == 1);
+  CHECK(h.Since(before).LateSteps() == "1 over 50 us: 0 waking, 0 NIC grants, 1 reports, 0 events");
+}
+
 }  // namespace prism::daemon

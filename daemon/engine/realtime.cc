@@ -39,6 +39,7 @@ bool EngineInbox::WaitUntil(std::chrono::steady_clock::time_point deadline) {
 
 void WallClockPacer::Start() {
   start_ = std::chrono::steady_clock::now();
+  step_begin_ns_ = 0;
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   start_realtime_ = FromSeconds(ts.tv_sec) + Nanoseconds(ts.tv_nsec);
@@ -71,6 +72,7 @@ WallClockPacer::LagHistogram WallClockPacer::Lags() const {
     h.total += h.counts[i];
   }
   h.sum_s = static_cast<double>(lag_sum_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  for (size_t i = 0; i < kEngineSteps; ++i) h.late_by_step[i] = late_by_step_[i].load(std::memory_order_relaxed);
   return h;
 }
 
@@ -91,25 +93,42 @@ WallClockPacer::LagHistogram WallClockPacer::LagHistogram::Since(const LagHistog
   for (size_t i = 0; i < kLagBuckets; ++i) d.counts[i] = counts[i] - std::min(counts[i], earlier.counts[i]);
   d.total = total - std::min(total, earlier.total);
   d.sum_s = std::max(0.0, sum_s - earlier.sum_s);
+  for (size_t i = 0; i < kEngineSteps; ++i)
+    d.late_by_step[i] = late_by_step[i] - std::min(late_by_step[i], earlier.late_by_step[i]);
   return d;
+}
+
+std::string WallClockPacer::LagHistogram::LateSteps() const {
+  uint64_t n = 0;
+  for (uint64_t c : late_by_step) n += c;
+  return absl::StrCat(n, " over ", kLateStep.count() / 1000, " us: ", late_by_step[0], " waking, ", late_by_step[1],
+                      " NIC grants, ", late_by_step[2], " reports, ", late_by_step[3], " events");
 }
 
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
   if (inbox != nullptr) inbox->MarkCaughtUp(t);  // the engine handles events in time order
   const Nanoseconds due = t - options_.lookahead;
-  if (Now() >= due) return true;
+  if (Now() >= due) return true;  // no wait: the step goes on
   const auto deadline = start_ + std::chrono::nanoseconds(due.count());
   const auto wake = deadline - std::chrono::nanoseconds(options_.spin.count());
+  bool reached = true;
   if (inbox == nullptr) {
     std::this_thread::sleep_until(wake);
   } else if (std::chrono::steady_clock::now() < wake && inbox->WaitUntil(wake)) {
-    return false;
+    reached = false;
   }
-  while (std::chrono::steady_clock::now() < deadline) {  // the last stretch: poll
-    if (inbox != nullptr && inbox->HasPending()) return false;
-    std::this_thread::yield();
+  while (reached && std::chrono::steady_clock::now() < deadline) {  // the last stretch: poll
+    if (inbox != nullptr && inbox->HasPending()) reached = false;
+    else std::this_thread::yield();
   }
-  return true;
+  StepDone(EngineStep::kWaiting);
+  return reached;
+}
+
+void WallClockPacer::StepDone(EngineStep kind) {
+  const int64_t now = Now().count();
+  steps_[steps_done_++ % kStepSpans] = StepSpan{step_begin_ns_, now, kind};
+  step_begin_ns_ = now;
 }
 
 absl::Status WallClockPacer::RecordLag(Nanoseconds t) {
@@ -119,6 +138,18 @@ absl::Status WallClockPacer::RecordLag(Nanoseconds t) {
   while (bucket < kLagBuckets - 1 && lag > kLagBounds[bucket].count()) ++bucket;
   lag_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   lag_sum_ns_.fetch_add(lag, std::memory_order_relaxed);
+  if (lag > kLateStep.count()) {  // what the engine thread did since the event's time, by kind of step
+    const int64_t from = t.count();
+    std::array<int64_t, kEngineSteps> took{};
+    took[static_cast<size_t>(EngineStep::kEvents)] = std::max<int64_t>(0, lag - std::max<int64_t>(0, step_begin_ns_ - from));  // this step so far
+    for (size_t i = 0; i < kStepSpans && i < steps_done_; ++i) {
+      const StepSpan& s = steps_[(steps_done_ - 1 - i) % kStepSpans];
+      if (s.end_ns <= from) break;
+      took[static_cast<size_t>(s.kind)] += s.end_ns - std::max(s.begin_ns, from);
+    }
+    const size_t most = static_cast<size_t>(std::max_element(took.begin(), took.end()) - took.begin());
+    late_by_step_[most].fetch_add(1, std::memory_order_relaxed);
+  }
   if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
   if (options_.mode == RealtimeMode::kHardLimit && lag > options_.lag_limit.count())
     return absl::DeadlineExceededError(absl::StrCat(

@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -113,6 +114,14 @@ class EngineInbox {
 
 enum class RealtimeMode { kOff, kBestEffort, kHardLimit };
 
+// What the engine thread did while an event grew late, by the kind of step
+// of its loop (WallClockPacer::StepDone): waiting (the wake-up came late:
+// the host's scheduler, not prismd's work), granting NIC requests,
+// applying the real ranks' reports, or handling events (the observers'
+// calls into the scheduler included).
+enum class EngineStep : uint8_t { kWaiting = 0, kGrants = 1, kReports = 2, kEvents = 3 };
+inline constexpr size_t kEngineSteps = 4;
+
 struct RealtimeOptions {
   RealtimeMode mode = RealtimeMode::kBestEffort;
   Nanoseconds lag_limit = FromMilliseconds(100);  // hard-limit only
@@ -145,8 +154,15 @@ class WallClockPacer {
   bool WaitUntilDue(Nanoseconds t, EngineInbox* inbox);
 
   // Called when the event at `t` is handled: updates the lag; in hard-limit
-  // mode returns DeadlineExceeded once the lag exceeds the limit.
+  // mode returns DeadlineExceeded once the lag exceeds the limit. An event
+  // late by more than kLateStep is charged to the kind of step that took
+  // most of the time since `t` (LagHistogram::late_by_step).
   absl::Status RecordLag(Nanoseconds t);
+  static constexpr Nanoseconds kLateStep = FromMicroseconds(50);
+
+  // Engine thread: the step of the engine's loop that began when the
+  // previous one ended ends now (WaitUntilDue marks its own wait).
+  void StepDone(EngineStep kind);
 
   // Emulated time now (wall clock minus start).
   Nanoseconds Now() const;
@@ -170,6 +186,9 @@ class WallClockPacer {
     std::array<uint64_t, kLagBuckets> counts{};
     uint64_t total = 0;
     double sum_s = 0;
+    // Events late by more than kLateStep, by what the engine thread did
+    // most of that time (EngineStep).
+    std::array<uint64_t, kEngineSteps> late_by_step{};
     // Upper bound of the bucket holding quantile q in (0, 1]; 0 when empty,
     // Nanoseconds::Max() in the last (unbounded) bucket.
     Nanoseconds QuantileUpper(double q) const;
@@ -177,6 +196,8 @@ class WallClockPacer {
     // (the steady iterations: Lags() less its snapshot at the first
     // iteration's end).
     LagHistogram Since(const LagHistogram& earlier) const;
+    // "N over 50 us: W waking, G NIC grants, R reports, E events" (late_by_step).
+    std::string LateSteps() const;
   };
   LagHistogram Lags() const;
 
@@ -188,6 +209,16 @@ class WallClockPacer {
   std::atomic<int64_t> max_lag_ns_{0};
   std::array<std::atomic<uint64_t>, kLagBuckets> lag_counts_{};
   std::atomic<int64_t> lag_sum_ns_{0};
+  std::array<std::atomic<uint64_t>, kEngineSteps> late_by_step_{};
+  // The engine thread's last steps (Now() at their start and end).
+  struct StepSpan {
+    int64_t begin_ns = 0, end_ns = 0;
+    EngineStep kind = EngineStep::kWaiting;
+  };
+  static constexpr size_t kStepSpans = 64;
+  std::array<StepSpan, kStepSpans> steps_{};
+  size_t steps_done_ = 0;
+  int64_t step_begin_ns_ = 0;
 };
 
 // Parses "best-effort" / "hard-limit".

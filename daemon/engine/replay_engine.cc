@@ -476,11 +476,13 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     // Leaving the current instant: grant the NIC requests made at it together.
     if (nics_.HasRequests() && (queue_.empty() || queue_.top().time != now_)) {
       GrantNics();
+      if (pacer) pacer->StepDone(EngineStep::kGrants);  // what a late event waited for (RecordLag)
       continue;
     }
     if (inbox && inbox->HasPending()) {
       awaiting = false;
       if (auto s = ApplyInbox(inbox); !s.ok()) return s;
+      if (pacer) pacer->StepDone(EngineStep::kReports);
       continue;
     }
     if (queue_.empty()) {
@@ -498,6 +500,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
         }
         inbox->MarkCaughtUp(Nanoseconds::Max());  // all handled: only the real ranks can move it
         inbox->WaitUntil(now + std::chrono::milliseconds(100));
+        if (pacer) pacer->StepDone(EngineStep::kWaiting);
         continue;
       }
       return StallError();
@@ -519,6 +522,7 @@ absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
     } else {
       HandleFlagged(e);
     }
+    if (pacer) pacer->StepDone(EngineStep::kEvents);
     if (--until_progress == 0) {
       until_progress = options_.progress_every_events;
       Progress(pacer);

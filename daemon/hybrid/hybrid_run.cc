@@ -92,10 +92,11 @@ std::string LagSummary(const engine::WallClockPacer& pacer, const HybridSchedule
     return t == Nanoseconds::Max() ? std::string(">1 s") : absl::StrCat("<=", t.count() / 1000, " us");
   };
   std::string out = absl::StrCat("engine lag over ", h.total, " events: p50 ", us(h.QuantileUpper(0.5)), ", p99 ",
-                                 us(h.QuantileUpper(0.99)), ", max ", pacer.max_lag().count() / 1000, " us");
+                                 us(h.QuantileUpper(0.99)), ", max ", pacer.max_lag().count() / 1000, " us, ",
+                                 h.LateSteps());
   if (const auto steady = scheduler.SteadyLags())
     absl::StrAppend(&out, " (steady iterations: ", steady->total, " events, p50 ", us(steady->QuantileUpper(0.5)),
-                    ", p99 ", us(steady->QuantileUpper(0.99)), ")");
+                    ", p99 ", us(steady->QuantileUpper(0.99)), ", ", steady->LateSteps(), ")");
   return out;
 }
 
