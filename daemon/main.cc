@@ -75,6 +75,7 @@ struct Flags {
   uint64_t trace_limit_mb = 256;
   std::string realtime;
   int64_t lag_limit_ms = 100;
+  int64_t spin_us = 100;  // RealtimeOptions::spin
   std::string metrics_address = "127.0.0.1:9464";
   bool metrics_address_given = false;
   std::string listen;
@@ -197,6 +198,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     prism::engine::RealtimeOptions rt;
     if (!f.realtime.empty()) PRISM_RETURN_IF_ERROR(prism::engine::ParseRealtimeMode(f.realtime, &rt.mode));
     rt.lag_limit = prism::FromMilliseconds(f.lag_limit_ms);
+    rt.spin = prism::FromMicroseconds(f.spin_us);
     o.realtime = rt;
     o.progress_every_events = 256;  // paced: keep /metrics fresh
   }
@@ -415,6 +417,8 @@ absl::Status CheckFlags(const Flags& f, bool iterations_given) {
   if (f.lag_limit_ms < 0 || f.lag_limit_ms > kMaxLagLimitMs)
     return absl::InvalidArgumentError(absl::StrCat("--lag-limit-ms must be 0 to ", kMaxLagLimitMs, ", got ",
                                                    f.lag_limit_ms));
+  if (f.spin_us < 0 || f.spin_us > 10000)
+    return absl::InvalidArgumentError(absl::StrCat("--spin-us must be 0 to 10000, got ", f.spin_us));
   if (f.simulate && !f.real_ranks.empty())
     return absl::InvalidArgumentError(
         "--real-ranks with --simulate: a simulation plays every rank virtually and would wait forever for a real "
@@ -485,6 +489,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--realtime", f.realtime, "pace to the wall clock: best-effort or hard-limit");
   app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated, 0 to 3600000 (default 100)");
+  app.add_option("--spin-us", f.spin_us,
+                 "paced: the engine polls for this long before each event instead of sleeping, 0 to 10000 "
+                 "(default 100)");
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
   app.add_option("--listen", f.listen,
                  "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "

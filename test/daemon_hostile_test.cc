@@ -525,7 +525,7 @@ TEST_CASE("SIGTERM during prismd --simulate prints the partial report and remove
   std::remove(graph.c_str());
 }
 
-TEST_CASE("prismd refuses --iterations 0 and a negative --lag-limit-ms", "[daemon][hostile]") {
+TEST_CASE("prismd refuses --iterations 0, a negative --lag-limit-ms and a --spin-us past 10 ms", "[daemon][hostile]") {
   const std::string good = TempPath(".cli.graph");
   REQUIRE(g::WriteGraphFile(TwoComms(), good).ok());
   Run2 r = PrismdApart("--graph " + good + " --simulate --metrics-address none --iterations 0");
@@ -540,5 +540,9 @@ TEST_CASE("prismd refuses --iterations 0 and a negative --lag-limit-ms", "[daemo
   r = PrismdApart("--graph " + good + " --simulate --metrics-address none --iterations -1");
   CHECK(r.rc != 0);
   CHECK(r.err.find("--iterations") != std::string::npos);
+  r = PrismdApart("--graph " + good + " --simulate --metrics-address none --spin-us 20000 --realtime best-effort");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--spin-us must be 0 to 10000") != std::string::npos);
   std::remove(good.c_str());
 }
