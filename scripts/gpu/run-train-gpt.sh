@@ -24,7 +24,7 @@
 # Env: OUT (default /tmp/prism-train-gpt-<time>), ITERS (10), GBPS (10), LAT_US (10): must be
 #   the job files' cluster.nic (the graphs are regenerated with them when GRAPHGEN is set),
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
-#   RECORD=0 (prismd records no sessions).
+#   RECORD=0 (prismd records no sessions), PRISMD_ARGS (more prismd flags, e.g. "--spin-us 500").
 # Each prism run records its plugin sessions (sessions.rec; build/bench/hybrid_explain reads it).
 # Prints a table last: per run, each real rank's first and steady-state iteration time (from
 # iteration 1, and from iteration 2: the figure to hold against --simulate), the
@@ -135,6 +135,7 @@ part_prism() {
   [[ $mode == eager ]] && extra=(--device-id)
   local record=(--prismd-arg=--record-sessions --prismd-arg="$dir/sessions.rec")
   [[ ${RECORD:-1} == 0 ]] && record=()
+  local a; for a in ${PRISMD_ARGS:-}; do record+=(--prismd-arg="$a"); done
   mkdir -p "$dir"; echo "== $label: scripts/prism run (starts prismd, store mode), real ranks $reals of $n ${mode:-lazy}"
   [[ -f $(graph_of "$n") ]] || { echo "missing $(graph_of "$n") (see the header)"; return; }
   # prism run starts prismd itself (it hosts PyTorch's store and learns every
