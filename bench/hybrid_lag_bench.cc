@@ -26,6 +26,7 @@
 //     default 0).
 //   --forecast on|off: HybridSchedulerOptions::forecast (default on; off:
 //     every ring waits for its members' schedule, as before 2026-12-02).
+//   --spin-us US: as prismd's (how long before an event the engine polls).
 //   --receive-late-ns NS: the Completed.late_ns every receive reports
 //     (default 700: the GPU run of 2026-12-02 at 8192 ranks, two real ranks,
 //     reported 1,035,612 late receives, 0.74 s together; prismd files each
@@ -321,7 +322,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: hybrid_lag_bench [--iterations N] [--nccl-algo A] [--step-cost-us US] [--lookahead-ms MS] "
                "[--report-delay-us US] [--enqueue-ahead-us US] [--push-delay-us US] [--forecast on|off] [--record FILE] "
-               "[--message-events on|off] [--ring-answer-wait-us US] [--receive-late-ns NS] "
+               "[--message-events on|off] [--ring-answer-wait-us US] [--receive-late-ns NS] [--spin-us US] "
                "GRAPH RANKS [RANKS ...]   (RANKS e.g. 0 or 0,1)\n");
   return 2;
 }
@@ -335,6 +336,7 @@ int main(int argc, char** argv) {
   bool message_events = true;
   std::string record_path;  // --record: prismd --record-sessions's file
   int64_t ring_answer_wait_us = -1;  // -1: prismd's
+  int64_t spin_us = -1;              // -1: prismd's --spin-us default
   double enqueue_ahead_us = 0;       // the host's run-ahead (0: OpStarted at the transfers' start)
   double push_delay_us = 0;          // a schedule's trip to the plugin
   int64_t receive_late_ns = 700;     // Completed.late_ns of every receive
@@ -358,6 +360,7 @@ int main(int argc, char** argv) {
     if (flag == "--report-delay-us" && absl::SimpleAtod(value, &report_delay_us) && report_delay_us >= 0) continue;
     if (flag == "--enqueue-ahead-us" && absl::SimpleAtod(value, &enqueue_ahead_us) && enqueue_ahead_us >= 0) continue;
     if (flag == "--push-delay-us" && absl::SimpleAtod(value, &push_delay_us) && push_delay_us >= 0) continue;
+    if (flag == "--spin-us" && absl::SimpleAtoi(value, &spin_us) && spin_us >= 0 && spin_us <= 10000) continue;
     if (flag == "--receive-late-ns" && absl::SimpleAtoi(value, &receive_late_ns) && receive_late_ns >= 0) continue;
     if (flag == "--step-cost-us" && absl::SimpleAtod(value, &us) && us >= 0) {
       nccl.step_cost = Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
@@ -411,6 +414,7 @@ int main(int argc, char** argv) {
     po.recorder = recorder.get();
     po.forecast = forecast;
     if (ring_answer_wait_us >= 0) po.ring_answer_wait = Nanoseconds(ring_answer_wait_us * 1000);
+    if (spin_us >= 0) po.spin = Nanoseconds(spin_us * 1000);
     auto r = prism::daemon::ReplaySessionsPaced(*graph, *rec, po);
     if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

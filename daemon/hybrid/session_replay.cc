@@ -229,6 +229,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
   engine::EngineInbox inbox;
   engine::RealtimeOptions rt;
   rt.lookahead = options.lookahead.value_or(Nanoseconds(recording.lookahead_ns));
+  rt.spin = options.spin.value_or(rt.spin);
   engine::WallClockPacer pacer(rt);
   pacer.StartAtRealtime(Nanoseconds(live.start_realtime_ns));
   CollectingSink sink(/*stamp=*/true);

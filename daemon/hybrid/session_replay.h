@@ -85,6 +85,7 @@ struct PacedReplayOptions {
   // did before 2026-12-02.
   std::optional<Nanoseconds> ring_answer_wait;
   bool forecast = true;  // HybridSchedulerOptions::forecast
+  std::optional<Nanoseconds> spin;  // engine::RealtimeOptions::spin (default: prismd's, --spin-us)
 };
 
 // Replays `recording` as the live run met it: the engine paced to the wall
