@@ -5,6 +5,10 @@
 #include <string>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 
 namespace prism::engine {
@@ -123,6 +127,12 @@ bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {
   }
   StepDone(EngineStep::kWaiting);
   return reached;
+}
+
+void WallClockPacer::TightenTimers() {
+#ifdef __linux__
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
 }
 
 void WallClockPacer::StepDone(EngineStep kind) {

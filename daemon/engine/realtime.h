@@ -164,6 +164,12 @@ class WallClockPacer {
   // previous one ended ends now (WaitUntilDue marks its own wait).
   void StepDone(EngineStep kind);
 
+  // Engine thread, once before its first wait: its timed sleeps end when
+  // asked (Linux timer slack 1 ns instead of a thread's default 50 us, which
+  // a sleep may overrun; the poll before an event, RealtimeOptions::spin, is
+  // then all left for the host's scheduler). No effect elsewhere.
+  static void TightenTimers();
+
   // Emulated time now (wall clock minus start).
   Nanoseconds Now() const;
   Nanoseconds EmulatedFromRealtime(uint64_t realtime_ns) const;

@@ -464,6 +464,7 @@ void ReplayEngine::Progress(WallClockPacer* pacer) {
 
 absl::Status ReplayEngine::Run(WallClockPacer* pacer, EngineInbox* inbox) {
   queue_.SetPacer(pacer);
+  if (pacer) WallClockPacer::TightenTimers();
   if (observer_) observer_->OnWorld(world_);
   for (uint32_t a = 0; a < state_.size(); ++a) Advance(a);
   uint64_t until_progress = options_.progress_every_events;
