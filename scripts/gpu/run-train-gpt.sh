@@ -190,7 +190,7 @@ for part in "${parts[@]}"; do
 done
 echo
 echo "results in $OUT; iteration times of the real ranks (s), steady = mean of iterations 1..$((ITERS - 1)),"
-echo "from2 = of iterations 2..$((ITERS - 1)) (iteration 1 takes up what the rank did between iterations 0 and 1:"
-echo "0.96-1.01 s against 1.10-1.12 s at 8192 ranks on 2026-12-02, so the ranks of one run differ in steady, not in from2)"
+echo "from2 = of iterations 2..$((ITERS - 1)) (iteration 1 is still a start-up transient: 0.96-1.01 s against"
+echo "1.10-1.12 s at 8192 ranks on 2026-12-02, so the ranks of one run differ in steady, not in from2)"
 printf '%-22s %5s %4s %5s %7s %8s %9s %8s %9s %4s  %s\n' run rank exit iters init_s first steady from2 simulate ops prismd
 cat "$rows"
