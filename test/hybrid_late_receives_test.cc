@@ -7,8 +7,10 @@
 #include <sys/prctl.h>
 #endif
 
+#include <chrono>
 #include <string>
 
+#include "daemon/engine/simulation.h"
 #include "daemon/hybrid/late_receives.h"
 #include "daemon/hybrid/session_replay.h"
 #include "test/daemon_test_graphs.h"
@@ -166,7 +168,7 @@ TEST_CASE("engine lag: a late event is charged to the engine step that took most
   CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kGrants)] == 1);
   CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kEvents)] == 0);
   CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kReports)] == 0);
-  CHECK(h.LateSteps() == "1 over 50 us: 0 waking, 1 NIC grants, 0 reports, 0 events");
+  CHECK(h.LateSteps() == "1 over 50 us: 0 waking, 1 NIC grants, 0 reports, 0 events, 0 observers");
   const engine::WallClockPacer::LagHistogram before = h;
   const Nanoseconds t2 = pacer.Now();
   spin(FromMilliseconds(5));
@@ -174,7 +176,29 @@ TEST_CASE("engine lag: a late event is charged to the engine step that took most
   REQUIRE(pacer.RecordLag(t2).ok());
   h = pacer.Lags();
   CHECK(h.late_by_step[static_cast<size_t>(EngineStep::kReports)] == 1);
-  CHECK(h.Since(before).LateSteps() == "1 over 50 us: 0 waking, 0 NIC grants, 1 reports, 0 events");
+  CHECK(h.Since(before).LateSteps() == "1 over 50 us: 0 waking, 0 NIC grants, 1 reports, 0 events, 0 observers");
+}
+
+TEST_CASE("engine lag: an event late behind a slow observer call is charged to the observers",
+          "[hybrid][late]") {
+  struct SlowAtIterationEnd : engine::EngineObserver {
+    void OnIteration(uint64_t, Nanoseconds) override {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  } slow;
+  graph::Graph graph = testing::CollectiveGraph(8, graph::ALLREDUCE, 1 << 20, graph::ALGORITHM_RING, 4, 1'000'000);
+  engine::WallClockPacer pacer(engine::RealtimeOptions{});
+  pacer.Start();
+  engine::SimulationOptions o;
+  o.iterations = 3;
+  o.pacer = &pacer;
+  o.observer = &slow;
+  REQUIRE(engine::Simulate(graph, o).ok());
+  const engine::WallClockPacer::LagHistogram h = pacer.Lags();
+  INFO(h.LateSteps());
+  CHECK(h.late_by_step[static_cast<size_t>(engine::EngineStep::kObservers)] >= 1);
 }
 
 }  // namespace prism::daemon

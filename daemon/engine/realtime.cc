@@ -106,7 +106,8 @@ std::string WallClockPacer::LagHistogram::LateSteps() const {
   uint64_t n = 0;
   for (uint64_t c : late_by_step) n += c;
   return absl::StrCat(n, " over ", kLateStep.count() / 1000, " us: ", late_by_step[0], " waking, ", late_by_step[1],
-                      " NIC grants, ", late_by_step[2], " reports, ", late_by_step[3], " events");
+                      " NIC grants, ", late_by_step[2], " reports, ", late_by_step[3], " events, ",
+                      late_by_step[4], " observers");
 }
 
 bool WallClockPacer::WaitUntilDue(Nanoseconds t, EngineInbox* inbox) {

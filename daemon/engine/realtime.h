@@ -117,10 +117,11 @@ enum class RealtimeMode { kOff, kBestEffort, kHardLimit };
 // What the engine thread did while an event grew late, by the kind of step
 // of its loop (WallClockPacer::StepDone): waiting (the wake-up came late:
 // the host's scheduler, not prismd's work), granting NIC requests,
-// applying the real ranks' reports, or handling events (the observers'
-// calls into the scheduler included).
-enum class EngineStep : uint8_t { kWaiting = 0, kGrants = 1, kReports = 2, kEvents = 3 };
-inline constexpr size_t kEngineSteps = 4;
+// applying the real ranks' reports, handling events, or inside the
+// observers' calls (the hybrid scheduler, metrics, status; Simulate marks
+// them when paced).
+enum class EngineStep : uint8_t { kWaiting = 0, kGrants = 1, kReports = 2, kEvents = 3, kObservers = 4 };
+inline constexpr size_t kEngineSteps = 5;
 
 struct RealtimeOptions {
   RealtimeMode mode = RealtimeMode::kBestEffort;
@@ -202,7 +203,7 @@ class WallClockPacer {
     // (the steady iterations: Lags() less its snapshot at the first
     // iteration's end).
     LagHistogram Since(const LagHistogram& earlier) const;
-    // "N over 50 us: W waking, G NIC grants, R reports, E events" (late_by_step).
+    // "N over 50 us: W waking, G NIC grants, R reports, E events, O observers" (late_by_step).
     std::string LateSteps() const;
   };
   LagHistogram Lags() const;

@@ -41,49 +41,60 @@ absl::Status CheckClock(const ReplayStats& stats) {
 }
 
 // Counts completed iterations for a partial report and forwards every
-// callback to the caller's observer (nullable).
+// callback to the caller's observer (nullable). Paced, the time inside the
+// caller's observer is a step of its own for the lag's causes
+// (EngineStep::kObservers; the engine's work before it, kEvents).
 class IterationCounter final : public EngineObserver {
  public:
   explicit IterationCounter(EngineObserver* next) : next_(next) {}
   uint64_t done() const { return done_; }
+  void SetPacer(WallClockPacer* pacer) { pacer_ = pacer; }
 
   void OnProgress(const EngineProgress& p) override {
     done_ = std::max(done_, p.iterations_done);
-    if (next_) next_->OnProgress(p);
+    if (next_) Forward([&] { next_->OnProgress(p); });
   }
   void OnIteration(uint64_t index, Nanoseconds duration) override {
     done_ = std::max(done_, index + 1);
-    if (next_) next_->OnIteration(index, duration);
+    if (next_) Forward([&] { next_->OnIteration(index, duration); });
   }
   void OnCollective(graph::CollectiveKind kind, graph::CommKind comm, Nanoseconds latency, Bytes bytes) override {
-    if (next_) next_->OnCollective(kind, comm, latency, bytes);
+    if (next_) Forward([&] { next_->OnCollective(kind, comm, latency, bytes); });
   }
   void OnPointToPoint(Nanoseconds latency, Bytes bytes) override {
-    if (next_) next_->OnPointToPoint(latency, bytes);
+    if (next_) Forward([&] { next_->OnPointToPoint(latency, bytes); });
   }
   void OnRealRankOpComplete(uint32_t rank, uint32_t op, Nanoseconds at) override {
-    if (next_) next_->OnRealRankOpComplete(rank, op, at);
+    if (next_) Forward([&] { next_->OnRealRankOpComplete(rank, op, at); });
   }
   void OnWorld(const EngineWorld& world) override {
-    if (next_) next_->OnWorld(world);
+    if (next_) Forward([&] { next_->OnWorld(world); });
   }
   void OnVirtualMembersArrived(uint32_t comm, uint64_t call, Nanoseconds arrived) override {
-    if (next_) next_->OnVirtualMembersArrived(comm, call, arrived);
+    if (next_) Forward([&] { next_->OnVirtualMembersArrived(comm, call, arrived); });
   }
   void OnVirtualMembersForecast(uint32_t comm, uint64_t call, uint32_t after_comm, uint64_t after_call,
                                 Nanoseconds floor, Nanoseconds after_end) override {
-    if (next_) next_->OnVirtualMembersForecast(comm, call, after_comm, after_call, floor, after_end);
+    if (next_) Forward([&] { next_->OnVirtualMembersForecast(comm, call, after_comm, after_call, floor, after_end); });
   }
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index, Nanoseconds ready,
                            Bytes bytes) override {
-    if (next_) next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
+    if (next_) Forward([&] { next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes); });
   }
   void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) override {
-    if (next_) next_->OnAwaitingRealRanks(positions);
+    if (next_) Forward([&] { next_->OnAwaitingRealRanks(positions); });
   }
 
  private:
+  template <typename F>
+  void Forward(F call) {
+    if (pacer_ != nullptr) pacer_->StepDone(EngineStep::kEvents);
+    call();
+    if (pacer_ != nullptr) pacer_->StepDone(EngineStep::kObservers);
+  }
+
   EngineObserver* next_;
+  WallClockPacer* pacer_ = nullptr;
   uint64_t done_ = 0;
 };
 
@@ -160,14 +171,16 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   eopts.nic_model = options.nic_model;
   ReplayEngine engine(*result.world, model, eopts);
   IterationCounter counter(options.observer);
-  engine.SetObserver(options.report_when_stopped ? &counter : options.observer);
   engine.SetTraceRecorder(result.trace.get());
   std::unique_ptr<WallClockPacer> pacer;
   if (!options.pacer && options.realtime && options.realtime->mode != RealtimeMode::kOff) {
     pacer = std::make_unique<WallClockPacer>(*options.realtime);
     pacer->Start();
   }
-  absl::Status run = engine.Run(options.pacer ? options.pacer : pacer.get(), options.inbox);
+  WallClockPacer* paced = options.pacer ? options.pacer : pacer.get();
+  counter.SetPacer(paced);
+  engine.SetObserver(options.report_when_stopped || paced != nullptr ? &counter : options.observer);
+  absl::Status run = engine.Run(paced, options.inbox);
   const bool stopped = absl::IsCancelled(run) && options.report_when_stopped;
   if (!run.ok() && !stopped) return run;
   if (auto s = CheckClock(engine.stats()); !s.ok()) return s;
