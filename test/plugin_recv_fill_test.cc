@@ -226,3 +226,42 @@ TEST_CASE("virtual recv: a zero fill writes every time where other writers may e
   INFO(where);
   CHECK(slot[100] == 0);
 }
+
+TEST_CASE("virtual recv: a p2p receive is zeroed every time (NCCL's shared p2p pool, which real peers' comms "
+          "write too, may have the Simple buffer's size)", "[plugin][unit][fill]") {
+  constexpr uint64_t kHash = 0xF113;
+  VirtualRecvRig rig(FillSettings(RecvFill::kZeros), 8'000'000'000'000ull, 1'000, kHash, 2, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  SimpleBuffer buf(ProtocolBuffers::FromEnv().simple);
+  char* slot = buf.slot();
+  for (uint64_t k = 0; k < 2; ++k) {
+    std::vector<void*> tasks = rig.nccl.StartTasks({}, {prism::test::FakeP2p{"Recv", kMessage, "ncclInt8", 1, 1}});
+    rig.nccl.StopTasks(tasks);
+    FakeSub sub = rig.nccl.Sub(tasks[0], 0, 1, 1, 1, false);
+    rig.nccl.StartProxyOp(&sub);
+    rig.nccl.StartStep(&sub, 0);
+    const MessageTag tag = FakeNccl::Transfer(&sub, 0);
+    REQUIRE(tag.valid());
+    prism::plugin::OpSchedule sched;  // prismd: the virtual sender streams it now
+    sched.mode = prism::plugin::OpSchedule::Mode::kStream;
+    sched.ready_ns = WallNowNs();
+    sched.link_bits_per_second = 8'000'000'000'000ull;
+    sched.link_latency_ns = 1'000;
+    rig.book.Put(prism::plugin::OpKey{kHash, prism::plugin::OpKind::kRecv, k, 1}, sched);
+    void* d = slot;
+    const size_t size = buf.slot_size();
+    const int nccl_tag = 0;
+    const MemRegion* mr = &buf.mr;
+    void* request = nullptr;
+    REQUIRE(recv.Irecv(1, &d, &size, &nccl_tag, &mr, &tag, &request) == prism_ncclSuccess);
+    REQUIRE(request != nullptr);
+    int done = 0, got = -1;
+    const int64_t deadline = WallNowNs() + 5'000'000'000;
+    while (!done && WallNowNs() < deadline) REQUIRE(static_cast<Request*>(request)->Test(&done, &got) == prism_ncclSuccess);
+    REQUIRE(got == static_cast<int>(kMessage));
+    rig.nccl.StopStep(&sub, 0);
+    rig.nccl.StopProxyOp(&sub);
+    CHECK(All(slot, kMessage, 0));
+    slot[100] = 'y';  // another comm's receive into the pool
+  }
+}
