@@ -32,3 +32,9 @@ target_link_libraries(pat_hybrid_bench PRIVATE prism_plugin_core)
 # real rank whose own step varies around the model's (PRISM_RING_FLOOR).
 add_executable(ring_floor_bench ${CMAKE_CURRENT_SOURCE_DIR}/ring_floor_bench.cc)
 target_include_directories(ring_floor_bench PRIVATE ${PROJECT_SOURCE_DIR})
+
+# virtual_fill_bench: what a virtual peer's receive (its fill) costs NCCL's
+# proxy thread, per size and protocol, zero once against writing again.
+add_executable(virtual_fill_bench ${CMAKE_CURRENT_SOURCE_DIR}/virtual_fill_bench.cc)
+target_include_directories(virtual_fill_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(virtual_fill_bench PRIVATE prism_plugin_core)

@@ -170,6 +170,9 @@ class NetComm : public Tagged {
   }
   // Stops all activity; the object is deleted right after.
   virtual void Close() = 0;
+  // deregMr of `mr` on this comm, just before the region is deleted (its
+  // memory may be freed and reused afterwards).
+  virtual void Deregistering(const MemRegion& mr) {}
 };
 
 }  // namespace prism::plugin

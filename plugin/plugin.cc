@@ -320,6 +320,7 @@ Result Plugin::DeregMr(void* comm, void* mhandle) {
   if (mhandle == nullptr) return prism_ncclSuccess;
   auto* mr = CheckedCast<MemRegion>(mhandle, ObjectKind::kMemRegion);
   if (mr == nullptr) return BadArgument("deregMr", "the memory handle is not one regMr returned");
+  if (auto* c = CheckedCast<NetComm>(comm, ObjectKind::kComm)) c->Deregistering(*mr);
   delete mr;
   return prism_ncclSuccess;
 }

@@ -71,6 +71,9 @@ constexpr EnvParam kParams[] = {
      "what a virtual peer's messages carry: own (an all-gather repeats this rank's own contribution, as if every "
      "rank had this rank's data; everything else zeros) | zeros | none | pattern (none/pattern: Simple only; "
      "LL/LL128 always carry valid flag lines)"},
+    {"PRISM_RECV_ZERO_ONCE", "1",
+     "1: a zero fill skips the bytes of a collective's Simple host buffer that the plugin zeroed and has not "
+     "written since (NCCL's kernel only reads them); 0: every receive writes its zeros again"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
     {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
      "1: a ring (MIRROR) receive from a virtual peer waits for prismd's schedule (run prismd with "
@@ -214,6 +217,7 @@ Settings LoadSettings(std::string* warnings) {
     }
     s.recv_fill = fill == "zeros" ? RecvFill::kZeros : RecvFill::kOwn;
   }
+  s.recv_zero_once = r.Int("PRISM_RECV_ZERO_ONCE", 0, 1) == 1;
   s.event_flush_ns = std::llround(r.Double("PRISM_EVENT_FLUSH_US", 0, 1e6) * 1e3);
   s.ring_waits_for_schedule = r.Int("PRISM_RING_WAITS_FOR_SCHEDULE", 0, 1) == 1;
   s.ring_lockstep = r.Int("PRISM_RING_LOCKSTEP", 0, 1) == 1;

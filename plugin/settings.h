@@ -71,6 +71,7 @@ struct Settings {
   int64_t daemon_timeout_ms = 0;
   std::vector<uint32_t> daemon_trusted_uids;  // PRISM_DAEMON_UIDS, besides this user
   RecvFill recv_fill = RecvFill::kOwn;
+  bool recv_zero_once = true;            // PRISM_RECV_ZERO_ONCE (plugin/zeroed_ranges.h)
   int64_t event_flush_ns = 0;
   bool ring_waits_for_schedule = false;  // PRISM_RING_WAITS_FOR_SCHEDULE
   bool ring_lockstep = true;             // PRISM_RING_LOCKSTEP

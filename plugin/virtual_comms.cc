@@ -1,6 +1,7 @@
 #include "plugin/virtual_comms.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -130,6 +131,19 @@ void VirtualRecvComm::Close() {
   session_->ForgetConn(conn_id_);
 }
 
+void VirtualRecvComm::Deregistering(const MemRegion& mr) {
+  zeroed_.Written(static_cast<const char*>(mr.base), mr.size);
+}
+
+bool VirtualRecvComm::ZeroOnceFor(const Slot& s, const MemRegion* mr) const {
+  if (!env_.settings->recv_zero_once || mr == nullptr || mr->on_gpu() || s.gpu) return false;
+  if (s.protocol != LineProtocol::kSimple || mr->size != buffers_.simple || !s.op.valid()) return false;
+  const OpKind kind = s.op.op->info().kind;
+  if (kind == OpKind::kSend || kind == OpKind::kRecv) return false;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(mr->base), data = reinterpret_cast<uintptr_t>(s.data);
+  return data >= base && s.max_size <= mr->size && data - base <= mr->size - s.max_size;
+}
+
 Result VirtualRecvComm::Fail(const std::string& why) {
   if (!warned_) {
     PRISM_WARN(*env_.logger, "receive on virtual connection %llx: %s",
@@ -169,6 +183,7 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     s.seq = next_seq_++;
     if (ops != nullptr) s.op = ops[i];
     TrackStep(s, mrs != nullptr ? mrs[i] : nullptr);
+    s.zero_once = ZeroOnceFor(s, mrs != nullptr ? mrs[i] : nullptr);
     SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, s.seq, sizes[i], req->posted_at, s.op);
     e.tag = tags != nullptr ? tags[i] : 0;
     session_->Emit(e);
@@ -287,6 +302,8 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
   if (slot.gpu) {
     host.resize(bytes);
     dst = host.data();
+  } else {
+    zeroed_.Written(dst, bytes);
   }
   const bool ll = slot.protocol == LineProtocol::kLL;
   // PRISM_RECV_FILL=own: this rank's own lines of the step first, with this
@@ -316,6 +333,7 @@ bool VirtualRecvComm::FillOwnSimple(const Slot& slot) {
   }
   std::string why;
   if (!slot.gpu) {
+    zeroed_.Written(slot.data, host.size());
     std::memcpy(slot.data, host.data(), host.size());
     return true;
   }
@@ -329,6 +347,10 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   if (policy == RecvFill::kNone || slot.bytes == 0) return true;
   std::string why;
   if (policy == RecvFill::kZeros || policy == RecvFill::kOwn) {
+    if (slot.zero_once) {
+      zeroed_.Zero(slot.data, slot.bytes);
+      return true;
+    }
     if (!slot.gpu) {
       std::memset(slot.data, 0, slot.bytes);
       return true;
@@ -341,6 +363,8 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   if (slot.gpu) {
     host.resize(slot.bytes);
     dst = host.data();
+  } else {
+    zeroed_.Written(dst, slot.bytes);
   }
   for (uint64_t k = 0; k < slot.bytes; ++k) dst[k] = static_cast<char>((slot.seq * 31 + k) & 0xff);
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);

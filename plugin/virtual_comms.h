@@ -20,6 +20,11 @@
 //    closer to its ground truth;
 //  - a receive tied to no operation is a plain modelled link from its posting.
 //
+// Zero once: a zero fill of a collective's Simple host buffer writes only
+// the bytes the plugin has not zeroed since it last wrote them
+// (plugin/zeroed_ranges.h, PRISM_RECV_ZERO_ONCE); every other write of
+// this comm into a buffer, and deregMr of a region, forgets its zeros.
+//
 // Threading: NCCL's one-thread-per-comm rule (comm.h). Requests are pooled,
 // kPrismNetMaxRequests per comm; isend/irecv return a NULL request beyond.
 #ifndef PRISM_PLUGIN_VIRTUAL_COMMS_H_
@@ -35,6 +40,7 @@
 #include "plugin/daemon_session.h"
 #include "plugin/ll_lines.h"
 #include "plugin/op_schedules.h"
+#include "plugin/zeroed_ranges.h"
 
 namespace prism::plugin {
 
@@ -87,6 +93,7 @@ class VirtualRecvComm final : public NetComm {
   Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
                const MemRegion* const* mrs, const MessageTag* ops, void** request) override;
   void Close() override;
+  void Deregistering(const MemRegion& mr) override;
 
  private:
   static constexpr int kMaxSlots = 8;
@@ -94,6 +101,7 @@ class VirtualRecvComm final : public NetComm {
     char* data = nullptr;
     uint64_t max_size = 0;
     bool gpu = false;
+    bool zero_once = false;    // a zero fill may skip bytes still zero (ZeroOnceFor)
     uint64_t seq = 0;
     MessageTag op;
     LineProtocol protocol = LineProtocol::kSimple;  // LL/LL128: lines with flags
@@ -150,6 +158,11 @@ class VirtualRecvComm final : public NetComm {
   void ResolvePlainLink(RecvRequest& req, Slot& slot);
   uint64_t StreamBytes(const Slot& slot);
   bool Fill(const Slot& slot);
+  // True when a zero fill of `s` (registered as `mr`) may skip the bytes
+  // zeroed_ holds: host memory, the Simple protocol's own buffer of a
+  // collective's connection (registered with that protocol's size; a p2p
+  // pool is shared with other comms), the message inside it.
+  bool ZeroOnceFor(const Slot& s, const MemRegion* mr) const;
   Result Fail(const std::string& why);
   void WarnWaiting(const RecvRequest& req, const Slot& slot);
   std::string MirrorProgress(const Slot& slot) const;
@@ -198,6 +211,8 @@ class VirtualRecvComm final : public NetComm {
     size_t line_bytes = 0;     // bytes of lines written
   };
   LastFill last_fill_;
+  // Host bytes of this comm's buffers that are zero (Zero once, above).
+  ZeroedRanges zeroed_;
   bool closed_ = false;
   bool warned_ = false;
   bool warned_waiting_ = false;

@@ -31,6 +31,7 @@
 #include "plugin/virtual_comms.h"
 #include "test/pat_stand_in.h"
 #include "test/plugin_fake_nccl.h"
+#include "test/virtual_recv_rig.h"
 
 namespace {
 
@@ -243,7 +244,6 @@ using prism::plugin::NicLinks;
 using prism::plugin::OpInfo;
 using prism::plugin::OpKey;
 using prism::plugin::OpKind;
-using prism::plugin::OpListener;
 using prism::plugin::OpSchedule;
 using prism::plugin::OpScheduleBook;
 using prism::plugin::OpSummary;
@@ -274,37 +274,11 @@ Settings TestSettings() {
   return s;
 }
 
-class LastFinished final : public OpListener {
- public:
-  void OnOpStarted(const OpInfo& info) override {}
-  void OnOpFinished(const OpInfo& info, const OpSummary& summary) override {
-    ++count;
-    last = summary;
-  }
-  int count = 0;
-  OpSummary last;
-};
-
 // Everything a virtual comm needs, with a session that never connects.
-struct Rig {
+struct Rig : prism::test::VirtualRecvRig {
   // This process is rank `rank` of a communicator of `nranks`.
   explicit Rig(int nranks = 4, int rank = 1)
-      : settings(TestSettings()), nics(1, kOwnBits, kOwnLatency), tracker(&listener), nccl(&tracker, kHash, nranks, rank) {
-    env.settings = &settings;
-    env.logger = &logger;
-    env.nics = &nics;
-    env.schedules = &book;
-    session = std::make_shared<DaemonSession>(env, 0);
-  }
-  Settings settings;
-  Logger logger;
-  NicLinks nics;
-  OpScheduleBook book;
-  CommEnv env;
-  std::shared_ptr<DaemonSession> session;
-  LastFinished listener;
-  OpTracker tracker;
-  FakeNccl nccl;
+      : VirtualRecvRig(TestSettings(), kOwnBits, kOwnLatency, kHash, nranks, rank) {}
 };
 
 // Completed.waited_for_schedule of the latest receive completed on
