@@ -5,8 +5,9 @@
 //
 // Usage: hybrid_explain GRAPH RECORDING RANKS
 //        hybrid_explain --ops-only IN.rec OUT.rec   (a copy without per-message events)
-//   Before GRAPH, for model:R,R: --step-cost-us US (NCCL's cost per ring step,
-//   as prismd's; default 0) and --ring-only (NCCL_ALGO=Ring). For any source:
+//   Before GRAPH: --step-cost-us US (NCCL's cost per ring step, as prismd's;
+//   default 0) and --ring-only (NCCL_ALGO=Ring), for the model:R,R recording
+//   and for the engine's virtual ranks in every replay. For any source:
 //   --iterations N (iterations the engine plays; default the recording's,
 //   else the graph's, else 1: recordings made before 2026-12-02 do not say).
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
@@ -73,8 +74,9 @@ int main(int argc, char** argv) {
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
     const std::string flag = argv[1];
     double us = 0;
-    if (flag == "--ring-only") {
+    if (flag == "--ring-only") {  // NCCL_ALGO=Ring, as prismd's --nccl-algo Ring: no tree, no PAT
       nccl.tree = false;
+      nccl.pat = false;
       argv += 1, argc -= 1;
     } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
@@ -127,11 +129,16 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
     ranks.push_back(r);
   }
+  // The engine plays the virtual ranks with the same NCCL behaviour as the
+  // model:R recording (and as prismd's --step-cost-us and --nccl-algo Ring
+  // would): without it a model:R replay times its all-virtual rings at step
+  // cost 0 with NCCL's tree and PAT, and is no self-check.
   prism::daemon::PacedReplayOptions po;
   po.trace_ranks = ranks;
   po.lookahead = lookahead;
+  po.nccl = nccl;
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
-                      : prism::daemon::ReplaySessions(*graph, *rec, ranks);
+                      : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
   std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu\n",
               replay->schedules.size(), (unsigned long long)replay->schedules_late,

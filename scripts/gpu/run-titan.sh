@@ -11,6 +11,11 @@
 #   2. simulate: prismd --simulate of the last graph (mean of iterations 1..3);
 #   3. check: prism run --graph captured.graph --ranks OTHER (a rank the slice did not include):
 #      exit status, steps seen, steady step, prismd's divergences; and simulate vs hybrid.
+#   Each run's prismd recording (capture/sessions.rec, refine-K/sessions.rec, and the check's
+#   check-logs/sessions.rec) is kept as an ops-only copy beside it (sessions.ops.rec, what a
+#   replay reads, no per-message events; prism-session-capture --ops-only): the real rank's
+#   per-op starts and ends, for bench/hybrid_gap.py or hybrid_explain against --simulate on
+#   any machine (docs/capture.md, "TorchTitan").
 #
 # Usage: scripts/gpu/run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]   (from the repository root)
 #   BUNDLE_DIR: scripts/bundle-runtime.sh output (prismd, libnccl-net-prism.so, prism-graphgen,
@@ -114,6 +119,14 @@ s = t[1:] or t
 print(len(t), f"{sum(s) / len(s):.4f}" if s else "-")
 PY
 }
+# ops_only DIR: DIR/sessions.rec's ops-only copy, DIR/sessions.ops.rec (small: what pack scripts
+# bring back when the full recording is too large)
+ops_only() {
+  [[ -f $1/sessions.rec ]] || return 0
+  "$bundle/prism-session-capture" "$1/sessions.rec" --ops-only "$1/sessions.ops.rec" > /dev/null 2>&1 ||
+    say "  (no ops-only copy of $1/sessions.rec)"
+  return 0
+}
 # simulate GRAPH: prismd --simulate, mean of iterations 1..3 (s)
 simulate() {
   "$bundle/prismd" --graph "$1" --simulate --iterations 4 --json --metrics-address none \
@@ -181,6 +194,7 @@ if [[ " $STAGES " == *" capture "* ]]; then
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
   after_stage "titan-$$-capture" "$rc"
+  ops_only "$work/capture"
   [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/capture-status.json")"
   grep -aE "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
   say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
@@ -212,6 +226,7 @@ if [[ " $STAGES " == *" refine "* && -f $captured && ${REFINE:-0} -gt 0 ]]; then
       --out "$dir" --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$dir-logs" \
       --prismd-arg=--iterations --prismd-arg="$ITERS" -- "${program[@]}" > "$dir.log" 2>&1 || rc=$?
     after_stage "titan-$$-refine-$k" "$rc"
+    ops_only "$dir"
     now=$(steps "$dir-logs/rank$first.log" | cut -d' ' -f2)
     change=$("$py" -c "a, b = '$prev', '$now'
 try:
@@ -251,9 +266,11 @@ if [[ " $STAGES " == *" check "* ]]; then
     start=$(date +%s); rc=0; poll_status "$work/check-status.json"
     env "${common[@]}" "$(stage_env "titan-$$-check")" timeout "$timeout_s" "$py" "$repo/scripts/prism" run --graph "$graph_used" --ranks "$other" \
       "${tools[@]}" --log-dir "$work/check-logs" --prismd-arg=--iterations --prismd-arg="$ITERS" \
+      --prismd-arg=--record-sessions --prismd-arg="$work/check-logs/sessions.rec" \
       -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
     kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
     after_stage "titan-$$-check" "$rc"
+    ops_only "$work/check-logs"
     [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/check-status.json")"
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"
