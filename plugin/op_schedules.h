@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "plugin/arrival.h"
+#include "plugin/clock.h"
 #include "plugin/op_tracker.h"
 #include "plugin/pat_plays.h"
 
@@ -46,6 +47,9 @@ struct OpSchedule {
   bool has_after = false;
   OpKey after;
   int64_t after_delay_ns = 0;
+  // When the book got it (CLOCK_REALTIME; OpScheduleBook::Put stamps it): a
+  // receive it times whose done time came before it waited for prismd.
+  int64_t put_at_ns = 0;
 };
 
 class OpScheduleBook {
@@ -61,7 +65,8 @@ class OpScheduleBook {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_.count(key) != 0) return;
     if (const auto it = book_.find(key); s.hold && it != book_.end() && !it->second.hold) return;
-    book_[key] = s;
+    OpSchedule& in = book_[key] = s;
+    in.put_at_ns = WallNowNs();
     ++puts_;
   }
   std::optional<OpSchedule> Get(const OpKey& key) const {

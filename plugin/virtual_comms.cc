@@ -488,6 +488,11 @@ VirtualRecvComm::Outcome VirtualRecvComm::ResolveStream(RecvRequest& req, Slot& 
   ArrivalInput in = Input(ArrivalForm::kStream, req, slot, LinkOf(&s));
   in.ready = Nanoseconds(s.ready_ns);
   slot.done_at = ArriveShared(slot, in);
+  // The schedule came after this receive's time: it waited for prismd, even
+  // if no test() of it found the schedule missing (NCCL's proxy tests a
+  // connection's receives in order, so the later ones of an operation are
+  // first tested once the first is done, and find the schedule there).
+  if (s.put_at_ns > std::max(slot.done_at, req.posted_at)) slot.waited_for_schedule = true;
   return Outcome::kResolved;
 }
 

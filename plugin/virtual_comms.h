@@ -108,8 +108,9 @@ class VirtualRecvComm final : public NetComm {
     uint64_t step = 0;         // the connection's absolute step (flags)
     bool bytes_exact = false;  // `bytes` is the message's wire size (MIRROR: my own send's)
     bool resolved = false;     // completion time computed
-    // A test() found its operation's schedule missing or held: the receive
-    // waited for prismd (Completed.waited_for_schedule).
+    // A test() found its operation's schedule missing or held, or (STREAM)
+    // the schedule came after the receive's time: the receive waited for
+    // prismd (Completed.waited_for_schedule).
     bool waited_for_schedule = false;
     uint64_t bytes = 0;
     int64_t done_at = 0;

@@ -63,7 +63,10 @@ TEST_CASE("session capture: a real rank's compute between its NCCL operations, f
     CHECK(got >= graph_ns);
     CHECK(got <= graph_ns + graph_ns / 10);
   }
-  CHECK(measured_ops == 12);  // of 18: the zero-length start, the optimizer, and what follows a send keep the graph's
+  // of 18: the zero-length start, the optimizer, and what follows a send
+  // alone keep the graph's; what follows a grouped send and receive is
+  // measured from the receive's end (12 before that, 2026-12-03)
+  CHECK(measured_ops == 15);
   for (int i = 0; i < p.ops_size(); ++i)
     if (p.ops(i).has_compute() && p.ops(i).compute().label() == "optimizer")
       CHECK(!m.compute_ns[static_cast<size_t>(i)]);
@@ -136,8 +139,10 @@ namespace {
 
 // Two ranks; rank 0's program: compute A, all-reduce, compute B, all-reduce,
 // compute C, send to rank 1, compute D, all-reduce (rank 1 receives instead
-// of sending). Graph durations 1000 ns each.
-pg::Graph TinyGraph() {
+// of sending). Graph durations 1000 ns each. `grouped`: a pipeline's grouped
+// send and receive instead of the send (group start, send, receive, group
+// end; rank 1 receives, then sends).
+pg::Graph TinyGraph(bool grouped = false) {
   pg::Graph g;
   g.mutable_job()->set_name("tiny");
   pg::Communicator* world = g.add_communicators();
@@ -160,8 +165,16 @@ pg::Graph TinyGraph() {
       c->set_bytes(1 << 20);
     };
     compute("A"), allreduce(), compute("B"), allreduce(), compute("C");
-    if (r == 0) p->add_ops()->mutable_send()->set_peer(1);
-    else p->add_ops()->mutable_recv()->set_peer(0);
+    if (grouped) {
+      p->add_ops()->mutable_group_start();
+      if (r == 0) p->add_ops()->mutable_send()->set_peer(1), p->add_ops()->mutable_recv()->set_peer(1);
+      else p->add_ops()->mutable_recv()->set_peer(0), p->add_ops()->mutable_send()->set_peer(0);
+      p->add_ops()->mutable_group_end();
+    } else if (r == 0) {
+      p->add_ops()->mutable_send()->set_peer(1);
+    } else {
+      p->add_ops()->mutable_recv()->set_peer(0);
+    }
     compute("D"), allreduce();
     pg::Rank* rank = g.add_ranks();
     rank->set_rank(r);
@@ -240,4 +253,66 @@ TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and
   for (const auto& v : m.compute_ns) got += v ? std::to_string(*v) + " " : std::string("- ");
   INFO("measured: " << got);
   CHECK(m.compute_ns == want);
+}
+
+// The compute after a pipeline's grouped send and receive is measured from
+// the receive's end, and from the send's too when its peer is real: a
+// virtual peer's send completes at its modelled time, whenever the stream
+// went on (here 1000 ns in, 500 ns after); between two real ranks the
+// stream went on after the later of the two (here the send, 250 ns in).
+TEST_CASE("session capture: the compute after a grouped send and receive is measured from the group's end") {
+  const pg::Graph g = TinyGraph(/*grouped=*/true);
+  for (const bool real_peer : {false, true}) {
+    prism::daemon::Recording rec;
+    rec.graph = "tiny";
+    rec.real_ranks = real_peer ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0};
+    prism::daemon::RecordedLine comm{prism::daemon::RecordedLine::kCommunicator};
+    comm.comm.comm_hash = 77;
+    comm.comm.graph_comm = 0;
+    comm.comm.name = "world";
+    comm.comm.members = {0, 1};
+    rec.lines.push_back(comm);
+    // Per iteration: A 1500 ns, all-reduce 100, B 2500, all-reduce 100, C
+    // 700, the group (send: first send 5 ns in, completed 1000 ns in, or 250
+    // with a real peer; receive: completed 200 ns in), 300 ns after the
+    // group began D's all-reduce starts (100 ns).
+    prism::daemon::RecordedLine events{prism::daemon::RecordedLine::kEvents};
+    events.session = 1;
+    uint64_t t = 1'000'000, id = 0;
+    for (uint64_t it = 0; it < 4; ++it) {
+      auto allreduce = [&](uint64_t seq) {
+        AddStartedAt(events.events, ++id, prism::rpc::OP_ALL_REDUCE, seq, -1);
+        AddFinishedAt(events.events, id, t, t + 100);
+        t += 100;
+      };
+      t += 1500;
+      allreduce(3 * it);
+      t += 2500;
+      allreduce(3 * it + 1);
+      t += 700;
+      AddStartedAt(events.events, ++id, prism::rpc::OP_SEND, it, 1);
+      AddFinishedAt(events.events, id, t + 5, t + (real_peer ? 250 : 1000));
+      AddStartedAt(events.events, ++id, prism::rpc::OP_RECV, it, 1);
+      AddFinishedAt(events.events, id, 0, t + 200);
+      t += 200 + 300;
+      allreduce(3 * it + 2);
+    }
+    rec.lines.push_back(events);
+    auto measured = prism::daemon::MeasureCompute(g, rec, 1);
+    INFO(measured.status().message());
+    REQUIRE(measured.ok());
+    REQUIRE(measured->size() == 1);  // rank 1 reported nothing
+    const auto& m = (*measured)[0];
+    CHECK(m.rank == 0);
+    CHECK(m.matched_ops == 20);
+    // ops: A, all-reduce, B, all-reduce, C, group start, send, receive, group end, D, all-reduce
+    const std::optional<uint64_t> d = real_peer ? 250 : 300;
+    const std::vector<std::optional<uint64_t>> want = {1500,         std::nullopt, 2500,         std::nullopt,
+                                                       705,          std::nullopt, std::nullopt, std::nullopt,
+                                                       std::nullopt, d,            std::nullopt};
+    std::string got;
+    for (const auto& v : m.compute_ns) got += v ? std::to_string(*v) + " " : std::string("- ");
+    INFO("real peer " << real_peer << ", measured: " << got);
+    CHECK(m.compute_ns == want);
+  }
 }

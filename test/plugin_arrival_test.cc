@@ -786,6 +786,69 @@ TEST_CASE("virtual recv: STREAM p2p receive waits for its schedule, then streams
   CHECK(rig.listener.last.bytes_received == 8192 + 4096);
 }
 
+// NCCL's proxy tests a connection's receives in order: the second receive of
+// a STREAM operation whose schedule came after its time is first tested once
+// the first is done, finds the schedule, and is late by the schedule's delay.
+// It waited for prismd as the first did (the late-receive line's cause);
+// before 2026-12-03 only the first said so, and the rest of a pipeline
+// receive's messages counted as late by NCCL's test().
+TEST_CASE("virtual recv: every receive of a STREAM operation whose schedule came late waited for prismd",
+          "[plugin][unit][arrival]") {
+  Rig rig;
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeP2p p2p{"Recv", 2 * 4096, "ncclInt8", 0, 1};
+  std::vector<void*> tasks = rig.nccl.StartTasks({}, {p2p});
+  rig.nccl.StopTasks(tasks);
+  FakeSub sub = rig.nccl.Sub(tasks[0], 0, 0, 2, 1, false);
+  rig.nccl.StartProxyOp(&sub);
+  std::vector<char> buf(4096);
+  rig.nccl.StartStep(&sub, 0);
+  const MessageTag tag0 = FakeNccl::Transfer(&sub, 0);
+  rig.nccl.StartStep(&sub, 1);
+  const MessageTag tag1 = FakeNccl::Transfer(&sub, 1);
+  Request* r0 = PostReceive(&recv, &buf, &tag0);
+  Request* r1 = PostReceive(&recv, &buf, &tag1);
+  CHECK(StaysPending(r0, 10));  // only the first is tested, as NCCL's proxy does
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;
+  sched.ready_ns = WallNowNs() - 5'000'000;  // the virtual sender sent 5 ms ago
+  sched.link_bits_per_second = 8'000'000'000ull;  // 1 byte/ns: 4 us a message
+  sched.link_latency_ns = 1'000;
+  rig.book.Put(OpKey{kHash, OpKind::kRecv, 0, 0}, sched);
+  CHECK(WaitDone(r0) == 4096);
+  CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(true));
+  CHECK(WaitDone(r1) == 4096);
+  CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(true));
+  for (int k = 0; k < 2; ++k) rig.nccl.StopStep(&sub, k);
+  rig.nccl.StopProxyOp(&sub);
+}
+
+// A STREAM schedule that came before the receive's time: no wait for prismd.
+TEST_CASE("virtual recv: a STREAM receive whose schedule came in time did not wait for prismd",
+          "[plugin][unit][arrival]") {
+  Rig rig;
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  FakeP2p p2p{"Recv", 4096, "ncclInt8", 0, 1};
+  std::vector<void*> tasks = rig.nccl.StartTasks({}, {p2p});
+  rig.nccl.StopTasks(tasks);
+  FakeSub sub = rig.nccl.Sub(tasks[0], 0, 0, 1, 1, false);
+  rig.nccl.StartProxyOp(&sub);
+  rig.nccl.StartStep(&sub, 0);
+  const MessageTag tag0 = FakeNccl::Transfer(&sub, 0);
+  OpSchedule sched;
+  sched.mode = OpSchedule::Mode::kStream;
+  sched.ready_ns = WallNowNs() + 20'000'000;
+  sched.link_bits_per_second = 8'000'000'000ull;
+  sched.link_latency_ns = 1'000;
+  rig.book.Put(OpKey{kHash, OpKind::kRecv, 0, 0}, sched);
+  std::vector<char> buf(4096);
+  Request* r0 = PostReceive(&recv, &buf, &tag0);
+  CHECK(WaitDone(r0) == 4096);
+  CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(false));
+  rig.nccl.StopStep(&sub, 0);
+  rig.nccl.StopProxyOp(&sub);
+}
+
 // The virtual sender's channels leave through one NIC: an operation
 // streamed over two connections takes as long as over one.
 TEST_CASE("virtual recv: STREAM over two channels shares the virtual sender's link", "[plugin][unit][arrival]") {
