@@ -18,6 +18,8 @@
 // Output lines (times in microseconds from the recording's start):
 //   summary  schedules N  late N (sent after their time; paced replays)  matched N  divergences N
 //            holds N  forecasts N (OpSchedule.hold and .after replies the replay sent)
+//            send_forecasts N (receives timed before the engine played their virtual send)
+//            forecast_misses N (forecasts the engine then played otherwise; docs/timing.md)
 //   iteration  K  end_us
 //   op   rank  op_index  kind  label  start_us  end_us
 //   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
@@ -140,10 +142,12 @@ int main(int argc, char** argv) {
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
                       : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
-  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu\n",
+  std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu"
+              "\tsend_forecasts\t%llu\tforecast_misses\t%llu\n",
               replay->schedules.size(), (unsigned long long)replay->schedules_late,
               (unsigned long long)replay->ops_matched, (unsigned long long)replay->divergences, replay->holds.size(),
-              replay->forecasts.size());
+              replay->forecasts.size(), (unsigned long long)replay->send_forecasts,
+              (unsigned long long)replay->forecast_misses);
   const int64_t origin = rec->start_realtime_ns;
   int64_t t = 0;
   for (size_t k = 0; k < replay->iteration_times.size(); ++k) {

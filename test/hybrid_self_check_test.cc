@@ -3,6 +3,7 @@
 // simulation's own (ModelRecording); the replay's iteration times must equal
 // prismd --simulate's. A difference is time the hybrid mode adds or loses by
 // itself, which would show up as error against every ground truth.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "graphgen/job_graph.h"
@@ -373,4 +374,33 @@ TEST_CASE("forecasts: with model-exact real ranks, Megatron-core's TP rings are 
     CHECK(replay->forecasts.size() <= tp_rings);
     CHECK(replay->forecast_misses == 0);
   }
+}
+
+TEST_CASE("forecasts: with a model-exact real rank of stage 0, its pipeline receives from the virtual stage 1 are "
+          "timed before the engine plays the send, at the send's own time", "[hybrid][self-check][forecast]") {
+  // Megatron-core TP2 PP2: the virtual stage-1 rank's backward ends with a TP
+  // all-reduce with its virtual TP peer, then sends the gradient to the real
+  // rank. Once that all-reduce is resolved, the send's first byte is known
+  // (docs/timing.md, "Forecast pipeline receives").
+  auto spec = prism::graphgen::ParseJobSpecFile(std::string(PRISM_EXAMPLES_DIR) + "/megatron/gpt-8.yaml");
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateJobGraph(*spec);
+  REQUIRE(graph.ok());
+  (*graph->mutable_job()->mutable_attributes())["iterations"] = "3";
+  auto rec = d::ModelRecording(*graph, {0}, kStart);
+  REQUIRE(rec.ok());
+  auto replay = d::ReplaySessions(*graph, *rec);
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  // One schedule per pipeline receive (a forecast that held is not sent again).
+  std::vector<std::string> recvs;
+  for (const auto& s : replay->schedules)
+    if (s.schedule.key().kind() == prism::rpc::OP_RECV) recvs.push_back(s.schedule.key().SerializeAsString());
+  std::sort(recvs.begin(), recvs.end());
+  INFO(recvs.size() << " pipeline receive schedules, " << replay->send_forecasts << " forecast");
+  CHECK(recvs.size() > 0);
+  CHECK(std::adjacent_find(recvs.begin(), recvs.end()) == recvs.end());
+  // Every forecast is the time the engine then played (else a miss).
+  CHECK(replay->send_forecasts > 0);
+  CHECK(replay->forecast_misses == 0);
 }

@@ -75,6 +75,12 @@ class EngineObserver {
   // engine communicator `comm`; its first byte leaves at `ready`.
   virtual void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                                    Nanoseconds ready, Bytes bytes) {}
+  // Hybrid, ahead of OnVirtualSendToReal for the same message: its first
+  // byte will leave at `ready`. Only modelled compute, a group's start and
+  // the group's receives lie between now and that send, and no other
+  // transfer can take the sender's NIC before it (send_forecast.cc).
+  virtual void OnVirtualSendToRealForecast(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                           Nanoseconds ready, Bytes bytes) {}
   // Hybrid: a collective with real members finished. `virtual_last`: its
   // virtual members arrived after the real ones had finished, so they, not
   // the real transfer, set its end (a late virtual rank, or real ranks the
@@ -127,6 +133,10 @@ class ObserverList final : public EngineObserver {
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override {
     for (auto* o : observers_) o->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes);
+  }
+  void OnVirtualSendToRealForecast(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                   Nanoseconds ready, Bytes bytes) override {
+    for (auto* o : observers_) o->OnVirtualSendToRealForecast(comm, send_rank, recv_rank, index, ready, bytes);
   }
   void OnMixedCollective(bool virtual_last) override {
     for (auto* o : observers_) o->OnMixedCollective(virtual_last);

@@ -82,6 +82,11 @@ class NicScheduler {
   // for `wire`; the grant ends `took` after it started.
   void RequestSend(uint32_t ticket, uint32_t src, Nanoseconds ready, Nanoseconds wire, Nanoseconds took);
 
+  // When a RequestSend(src, ready, wire) made later, with no other request
+  // on src's transmit side before it, would start (not kShared).
+  Nanoseconds SendStart(uint32_t src, Nanoseconds ready, Nanoseconds wire) const {
+    return wire > Nanoseconds(0) ? nics_[src].tx.NextFree(ready, wire) : ready;
+  }
   bool HasRequests() const { return !requests_.empty(); }
   // Grants every request made since the last call, shortest first, at
   // `now`; `horizon` is the furthest time the engine has handled (older

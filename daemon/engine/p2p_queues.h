@@ -60,6 +60,10 @@ class P2PQueues {
     bool same_node = false, peer_real = false;
   };
   const Link& LinkOf(uint32_t actor, int32_t desc) const { return links_[desc_base_[actor] + desc]; }
+  // The index Post will give `actor`'s next send to a real receiver on `desc`.
+  uint64_t NextToRealIndex(uint32_t actor, int32_t desc) const {
+    return queues_[LinkOf(actor, desc).queue].virtual_to_real;
+  }
 
   // `mine` was posted through P2P desc `desc` of its actor's program.
   // `real`, `peer_real`: whether its actor and the peer are real ranks.

@@ -82,6 +82,17 @@ void P2PTransfers::Match(const PendingP2P& send, const PendingP2P& recv, bool sa
   nics_.RequestPointToPoint(Park({Parked::Kind::kPair, send, recv}), send.actor, recv.actor, ready, took);
 }
 
+bool P2PTransfers::PlanToReal(uint32_t actor, uint32_t k, ToRealPlan* plan) {
+  const OpInfo& op = OpOf(actor, k);
+  const P2PQueues::Link& link = queues_.LinkOf(actor, op.p2p_desc);
+  if (world_.actors[actor].real || !link.peer_real) return false;
+  plan->index = queues_.NextToRealIndex(actor, op.p2p_desc);
+  plan->same_node = link.same_node;
+  plan->wire = Nanoseconds(0);
+  if (!link.same_node) plan->wire = TimesOf(op.bytes, false).point_to_point - model_.HopLatency(false);
+  return true;
+}
+
 // A virtual sender does not wait for its real receiver (NCCL's senders never
 // do): it leaves when its NIC is free, completes once the connection's
 // buffers took its last byte (CompleteSend), and the observer tells the real

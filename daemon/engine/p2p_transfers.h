@@ -55,6 +55,17 @@ class P2PTransfers {
   // virtual receiver delivers its data (now, or when the receive is posted).
   void RealOpDone(uint32_t actor, uint32_t k, Nanoseconds at);
 
+  // Whether virtual `actor`'s send op `k` goes to a real receiver; if so,
+  // what it will be when posted next on its queue: the message's index,
+  // whether it stays on the node, and the time it holds the sender's
+  // transmit side (RequestSend's wire).
+  struct ToRealPlan {
+    uint64_t index = 0;
+    bool same_node = false;
+    Nanoseconds wire;
+  };
+  bool PlanToReal(uint32_t actor, uint32_t k, ToRealPlan* plan);
+
   // Whether a NIC grant's ticket is one of these transfers'.
   static bool IsTicket(uint32_t ticket) { return (ticket & kTicketFlag) != 0; }
   // The NIC scheduler granted this transfer (IsTicket(grant.ticket)) at the

@@ -323,6 +323,8 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
   }
   const Nanoseconds end = SatAdd(in.last, took);
   for (const Waiter& w : in.waiters) queue_.Push(end, w.actor, w.op, w.issued);
+  if (has_real_ && observer_ != nullptr)
+    for (const Waiter& w : in.waiters) ForecastSendToReal(w.actor, w.op, end);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 

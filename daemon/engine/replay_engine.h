@@ -207,6 +207,17 @@ class ReplayEngine {
     Nanoseconds floor, after;
   };
   bool ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out, int* budget) const;
+  // Hybrid (send_forecast.cc): virtual `actor`'s op `k` (in flight) ends at
+  // `end`, known now. Where only modelled compute whose other dependencies
+  // are done, a group's start and the group's receives lie between it and a
+  // send to a real rank, and nothing else can take the sender's NIC first,
+  // tells the observer when that send's first byte leaves
+  // (OnVirtualSendToRealForecast): the real receiver gets its schedule
+  // before the engine plays the send.
+  void ForecastSendToReal(uint32_t actor, uint32_t k, Nanoseconds end);
+  // Whether none of `actor`'s streams but `stream` can issue an op before
+  // `stream` passes position `send_pos` (send_forecast.cc).
+  bool OtherStreamsWaitFor(uint32_t actor, uint32_t stream, uint64_t chain_begin, uint64_t send_pos) const;
   // Empties `waiters` into spare_waiters_ (for the next instance).
   void Recycle(std::vector<Waiter>& waiters);
   uint32_t Park(uint32_t comm, Instance in);

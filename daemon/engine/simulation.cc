@@ -81,6 +81,10 @@ class IterationCounter final : public EngineObserver {
                            Bytes bytes) override {
     if (next_) Forward([&] { next_->OnVirtualSendToReal(comm, send_rank, recv_rank, index, ready, bytes); });
   }
+  void OnVirtualSendToRealForecast(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                   Nanoseconds ready, Bytes bytes) override {
+    if (next_) Forward([&] { next_->OnVirtualSendToRealForecast(comm, send_rank, recv_rank, index, ready, bytes); });
+  }
   void OnAwaitingRealRanks(const std::vector<RealRankPosition>& positions) override {
     if (next_) Forward([&] { next_->OnAwaitingRealRanks(positions); });
   }

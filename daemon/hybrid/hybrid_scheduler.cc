@@ -520,12 +520,39 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
   if (!graph_comm) return;
   RealRank& rr = ranks_[recv_rank];
   const P2PSlot slot{*graph_comm, send_rank, index};
+  if (const auto f = rr.recv_forecast.find(slot); f != rr.recv_forecast.end()) {
+    // Its schedule went out at the forecast (send_forecast.cc). A miss gets
+    // the engine's time too: in time only if the receive has not used it.
+    const bool hit = f->second == ready.count();
+    rr.recv_forecast.erase(f);
+    if (hit) return;
+    ++counters_.forecast_misses;
+  }
+  DeliverRecvReady(recv_rank, rr, slot, ready.count());
+}
+
+// The engine knows the sender's first byte before it plays the send: the
+// receive gets its schedule now (docs/timing.md, "Forecast pipeline receives").
+void HybridScheduler::OnVirtualSendToRealForecast(uint32_t comm, uint32_t send_rank, uint32_t recv_rank,
+                                                  uint64_t index, Nanoseconds ready, Bytes) {
+  if (!options_.forecast) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::optional<uint32_t> graph_comm = comms_.GraphCommOf(comm, recv_rank);
+  if (!graph_comm) return;
+  RealRank& rr = ranks_[recv_rank];
+  const P2PSlot slot{*graph_comm, send_rank, index};
+  if (!rr.recv_forecast.emplace(slot, ready.count()).second) return;
+  ++counters_.send_forecasts;
+  DeliverRecvReady(recv_rank, rr, slot, ready.count());
+}
+
+void HybridScheduler::DeliverRecvReady(uint32_t recv_rank, RealRank& rr, const P2PSlot& slot, int64_t ready) {
   const auto started = rr.recv_started.find(slot);
   if (started == rr.recv_started.end()) {
-    rr.recv_ready[slot] = ready.count();
+    rr.recv_ready[slot] = ready;
     return;
   }
-  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready.count(), started->second.stream), nullptr);
+  Deliver(recv_rank, Schedule(started->second.key, rpc::OpSchedule::STREAM, ready, started->second.stream), nullptr);
   rr.recv_started.erase(started);
 }
 

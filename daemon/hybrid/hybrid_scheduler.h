@@ -131,6 +131,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
                                 Nanoseconds floor, Nanoseconds after_end) override;
   void OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
                            Nanoseconds ready, Bytes bytes) override;
+  void OnVirtualSendToRealForecast(uint32_t comm, uint32_t send_rank, uint32_t recv_rank, uint64_t index,
+                                   Nanoseconds ready, Bytes bytes) override;
   void OnAwaitingRealRanks(const std::vector<engine::RealRankPosition>& positions) override;
   void OnIteration(uint64_t index, Nanoseconds duration) override;
 
@@ -164,7 +166,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     uint64_t divergences = 0;
     uint64_t holds = 0;  // ring collectives the real rank reached before their virtual members
     uint64_t forecasts = 0;        // schedules sent ahead, relative to the rank's own end of an earlier op
-    uint64_t forecast_misses = 0;  // the members then arrived at another time than forecast
+    uint64_t forecast_misses = 0;  // the members (a sender) then arrived (sent) at another time than forecast
+    uint64_t send_forecasts = 0;   // receives from a virtual sender timed before the engine played the send
   };
   Counters counters() const;
   // The real ranks' late receives so far, by cause, start-up apart (late_receives.h).
@@ -209,6 +212,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     std::map<Slot, Started> collective_started;     // plugin: operation started, no engine time yet
     std::map<P2PSlot, int64_t> recv_ready;          // engine: the virtual sender's first byte
     std::map<P2PSlot, Started> recv_started;        // the plugin's receive waits for these
+    std::map<P2PSlot, int64_t> recv_forecast;       // engine: the sender's first byte, forecast (send_forecast.cc)
   };
   struct StartedOp {
     uint32_t rank = 0;
@@ -267,6 +271,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
                        rpc::ScheduleBatch* reply);
   void RememberAnchor(RealRank& rr, const Slot& slot, const rpc::OpKey& key);
   void EndAnchor(RealRank& rr, const Slot& slot, int64_t end_ns);
+  // The receive `slot` of real rank `recv_rank`: its virtual sender's first
+  // byte leaves at `ready` (emulated ns); sent now, or when it is reported.
+  void DeliverRecvReady(uint32_t recv_rank, RealRank& rr, const P2PSlot& slot, int64_t ready);
   // The members of `slot` arrived at `arrived`: if its forecast went out,
   // checks it (forecast_misses), sends the plain schedule and returns true.
   bool ForecastArrived(uint32_t rank, RealRank& rr, const Slot& slot, Nanoseconds arrived);

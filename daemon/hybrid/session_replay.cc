@@ -156,6 +156,7 @@ SessionReplayResult Collect(const engine::SimulationResult& result, HybridSchedu
   out.divergences = c.divergences;
   out.schedules_late = c.schedules_late;
   out.forecast_misses = c.forecast_misses;
+  out.send_forecasts = c.send_forecasts;
   out.engine_finished = !result.report.stopped;
   out.iteration_times = result.report.iteration_times;
   // Emulated time 0 is the recording's start (moved to now in a paced replay).

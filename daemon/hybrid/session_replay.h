@@ -50,6 +50,7 @@ struct SessionReplayResult {
   // operation follows each at its members' arrival, in `schedules`.
   std::vector<SessionSchedule> forecasts;
   uint64_t forecast_misses = 0;  // HybridScheduler::Counters
+  uint64_t send_forecasts = 0;   // HybridScheduler::Counters: receives timed ahead of their virtual send
   std::vector<Nanoseconds> iteration_times;  // the engine's, every iteration it completed
   uint64_t ops_matched = 0, ops_unmatched = 0, divergences = 0;
   uint64_t schedules_late = 0;  // sent after the time they give (meaningful in a paced replay)
