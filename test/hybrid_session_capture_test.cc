@@ -202,19 +202,26 @@ void AddFinishedAt(prism::rpc::EventBatch& b, uint64_t id, uint64_t first_send, 
   f->set_end_ns(end);
 }
 
-}  // namespace
-
-TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and not after a send") {
-  const pg::Graph g = TinyGraph();
+// A recording of TinyGraph's world communicator (ranks 0 and 1, hash 77)
+// with `real` the run's real ranks; the caller adds the events.
+prism::daemon::Recording TinyRecording(std::vector<uint32_t> real) {
   prism::daemon::Recording rec;
   rec.graph = "tiny";
-  rec.real_ranks = {0};
+  rec.real_ranks = std::move(real);
   prism::daemon::RecordedLine comm{prism::daemon::RecordedLine::kCommunicator};
   comm.comm.comm_hash = 77;
   comm.comm.graph_comm = 0;
   comm.comm.name = "world";
   comm.comm.members = {0, 1};
   rec.lines.push_back(comm);
+  return rec;
+}
+
+}  // namespace
+
+TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and not after a send") {
+  const pg::Graph g = TinyGraph();
+  prism::daemon::Recording rec = TinyRecording({0});
   // Per iteration: A 1500 ns, all-reduce 100, B 2500, all-reduce 100, C 700,
   // send 100 (first send 5 ns in; its completion 900 ns later than the stream
   // went on), D 300, all-reduce 100. The all-reduces' first sends are at their starts.
@@ -263,15 +270,7 @@ TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and
 TEST_CASE("session capture: the compute after a grouped send and receive is measured from the group's end") {
   const pg::Graph g = TinyGraph(/*grouped=*/true);
   for (const bool real_peer : {false, true}) {
-    prism::daemon::Recording rec;
-    rec.graph = "tiny";
-    rec.real_ranks = real_peer ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0};
-    prism::daemon::RecordedLine comm{prism::daemon::RecordedLine::kCommunicator};
-    comm.comm.comm_hash = 77;
-    comm.comm.graph_comm = 0;
-    comm.comm.name = "world";
-    comm.comm.members = {0, 1};
-    rec.lines.push_back(comm);
+    prism::daemon::Recording rec = TinyRecording(real_peer ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0});
     // Per iteration: A 1500 ns, all-reduce 100, B 2500, all-reduce 100, C
     // 700, the group (send: first send 5 ns in, completed 1000 ns in, or 250
     // with a real peer; receive: completed 200 ns in), 300 ns after the
