@@ -28,8 +28,8 @@ constexpr int kMaxForecastOps = 1 << 14;
 
 }  // namespace
 
-bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out,
-                                         int* budget) const {
+bool ReplayEngine::WalkChain(uint32_t actor, uint32_t k, Nanoseconds from, Nanoseconds* floor, int max_ops,
+                             int* budget, absl::FunctionRef<ChainStep(uint32_t j, uint64_t pos)> visit) const {
   const ActorState& s = state_[actor];
   if (s.real) return false;
   const ProgramInfo& p = *s.program;
@@ -39,35 +39,49 @@ bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
   const uint64_t len = ops.size(), total = len * options_.iterations;
   const uint32_t* done = done_.data() + s.done_base;
-  // Arrival = max(floor, S + after); S >= from. The stream's earlier ops
-  // ended by its last completion.
-  Nanoseconds floor = Max(from, stream_waits_[s.stream_base + stream].last_done), after(0);
-  uint64_t pos = st.Pos(len);
-  for (int walked = 0; walked < kMaxChainOps && pos < total && --*budget >= 0; ++walked, ++pos) {
+  // The stream's earlier ops ended by its last completion.
+  *floor = Max(from, stream_waits_[s.stream_base + stream].last_done);
+  const uint64_t chain_begin = st.Pos(len);
+  uint64_t pos = chain_begin;
+  for (int walked = 0; walked < max_ops && pos < total && --*budget >= 0; ++walked, ++pos) {
     const uint32_t j = ops[pos % len];
     const OpInfo& op = p.ops[j];
     const uint64_t iteration = pos / len;
     // Its dependencies: op k and the chain's own ops end before it starts;
     // any other must be done already (its time is then a constant).
-    const uint64_t chain_begin = st.Pos(len);
     for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
       const uint32_t d = p.deps[i];
       bool in_chain = d == k;
       for (uint64_t q = chain_begin; !in_chain && q < pos; ++q) in_chain = ops[q % len] == d;
       if (in_chain) continue;
       if (done[d] <= iteration) return false;
-      floor = Max(floor, done_at_[s.done_base + d]);
+      *floor = Max(*floor, done_at_[s.done_base + d]);
     }
-    if (op.kind == OpKind::kCollective) {
-      const SlotState& slot = slots_[s.slot_base + op.slot];
-      *out = NextArrival{slot.comm, slots_[slot.canonical].calls, floor, after};
-      return true;
+    switch (visit(j, pos)) {
+      case ChainStep::kNext: continue;
+      case ChainStep::kFound: return true;
+      case ChainStep::kStop: return false;
     }
-    if (op.kind != OpKind::kCompute) return false;
-    floor = SatAdd(floor, op.duration);
-    after = SatAdd(after, op.duration);
   }
   return false;
+}
+
+bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out,
+                                         int* budget) const {
+  // Arrival = max(floor, S + after); S >= from.
+  Nanoseconds floor, after(0);
+  return WalkChain(actor, k, from, &floor, kMaxChainOps, budget, [&](uint32_t j, uint64_t) {
+    const OpInfo& op = state_[actor].program->ops[j];
+    if (op.kind == OpKind::kCollective) {
+      const SlotState& slot = slots_[state_[actor].slot_base + op.slot];
+      *out = NextArrival{slot.comm, slots_[slot.canonical].calls, floor, after};
+      return ChainStep::kFound;
+    }
+    if (op.kind != OpKind::kCompute) return ChainStep::kStop;
+    floor = SatAdd(floor, op.duration);
+    after = SatAdd(after, op.duration);
+    return ChainStep::kNext;
+  });
 }
 
 void ReplayEngine::ForecastNextArrival(uint32_t comm, uint64_t call, const Instance& in) {

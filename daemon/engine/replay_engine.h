@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "daemon/engine/collective_instance.h"
 #include "daemon/engine/engine_observer.h"
@@ -207,6 +208,18 @@ class ReplayEngine {
     Nanoseconds floor, after;
   };
   bool ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds from, NextArrival* out, int* budget) const;
+  // The walk both forecasts take (arrival_forecast.cc): the ops of virtual
+  // `actor`'s stream after its op `k`, the stream's one op in flight (no
+  // group open, not blocked), in order, at most `max_ops` and `*budget`
+  // (counted down). `*floor` starts at max(`from`, the stream's last
+  // completion); before `visit(j, pos)` sees op j (at stream position pos)
+  // every dependency of it other than op k and the chain's earlier ops must
+  // be done, and `*floor` rises to their completions. `visit` may move
+  // `*floor` on (compute) and says whether to go on; the walk is true only
+  // when it ends with kFound.
+  enum class ChainStep { kNext, kFound, kStop };
+  bool WalkChain(uint32_t actor, uint32_t k, Nanoseconds from, Nanoseconds* floor, int max_ops, int* budget,
+                 absl::FunctionRef<ChainStep(uint32_t j, uint64_t pos)> visit) const;
   // Hybrid (send_forecast.cc): virtual `actor`'s op `k` (in flight) ends at
   // `end`, known now. Where only modelled compute whose other dependencies
   // are done, a group's start and the group's receives lie between it and a

@@ -62,56 +62,40 @@ void ReplayEngine::ForecastSendToReal(uint32_t actor, uint32_t k, Nanoseconds en
   if (s.real) return;
   const ProgramInfo& p = *s.program;
   const uint32_t stream = p.ops[k].stream;
-  const StreamState& st = streams_[s.stream_base + stream];
-  if (st.in_group || st.inflight != 1 || st.blocked_on != StreamState::kNotBlocked) return;
   const std::vector<uint32_t>& ops = p.stream_ops[stream];
-  const uint64_t len = ops.size(), total = len * options_.iterations;
-  const uint32_t* done = done_.data() + s.done_base;
-  const uint64_t chain_begin = st.Pos(len);  // op k sits just before
-  if (chain_begin == 0 || ops[(chain_begin - 1) % len] != k) return;
-  Nanoseconds t = Max(end, stream_waits_[s.stream_base + stream].last_done);
+  const uint64_t chain_begin = streams_[s.stream_base + stream].Pos(ops.size());  // op k sits just before
+  if (chain_begin == 0 || ops[(chain_begin - 1) % ops.size()] != k) return;
+  Nanoseconds t;
   bool in_group = false;
-  for (uint64_t pos = chain_begin; pos < total && pos - chain_begin < kMaxSendChainOps; ++pos) {
-    const uint32_t j = ops[pos % len];
+  int budget = kMaxSendChainOps;
+  WalkChain(actor, k, end, &t, kMaxSendChainOps, &budget, [&](uint32_t j, uint64_t pos) {
     const OpInfo& op = p.ops[j];
-    const uint64_t iteration = pos / len;
-    // Op k and the chain's own ops end before it starts; any other
-    // dependency must be done already (its time is then a constant).
-    for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
-      const uint32_t d = p.deps[i];
-      bool in_chain = d == k;
-      for (uint64_t q = chain_begin; !in_chain && q < pos; ++q) in_chain = ops[q % len] == d;
-      if (in_chain) continue;
-      if (done[d] <= iteration) return;
-      t = Max(t, done_at_[s.done_base + d]);
-    }
     switch (op.kind) {
       case OpKind::kCompute:
-        if (in_group) return;
+        if (in_group) return ChainStep::kStop;
         t = SatAdd(t, op.duration);
-        continue;
+        return ChainStep::kNext;
       case OpKind::kGroupStart:
-        if (in_group) return;
+        if (in_group) return ChainStep::kStop;
         in_group = true;
-        continue;
+        return ChainStep::kNext;
       case OpKind::kRecv:  // issued with the group, holds nothing of the sender's
-        if (!in_group) return;
-        continue;
+        return in_group ? ChainStep::kNext : ChainStep::kStop;
       case OpKind::kSend: {
         P2PTransfers::ToRealPlan plan;
-        if (!p2p_.PlanToReal(actor, j, &plan)) return;  // a virtual receiver: the sender's NIC
-        if (!OtherStreamsWaitFor(actor, stream, chain_begin, pos)) return;
+        if (!p2p_.PlanToReal(actor, j, &plan)) return ChainStep::kStop;  // a virtual receiver: the sender's NIC
+        if (!OtherStreamsWaitFor(actor, stream, chain_begin, pos)) return ChainStep::kStop;
         const Nanoseconds first_byte = plan.same_node ? t : nics_.SendStart(actor, t, plan.wire);
         const Actor& a = world_.actors[actor];
         const uint32_t recv_rank = world_.actors[a.peer_actor[op.p2p_desc]].rep_rank;
         observer_->OnVirtualSendToRealForecast(a.slot_comm[op.slot], a.rep_rank, recv_rank, plan.index, first_byte,
                                                op.bytes);
-        return;
+        return ChainStep::kFound;
       }
       default:
-        return;
+        return ChainStep::kStop;
     }
-  }
+  });
 }
 
 }  // namespace prism::engine
