@@ -4,6 +4,7 @@
 // bench/fidelity (fwd 1.5 ms, bwd 3 ms per layer and microbatch on the GPU),
 // TP2 PP2 DP2, run on the GPU host with real ranks among virtual ones.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 
 #include "daemon/hybrid/session_capture.h"
@@ -217,34 +218,45 @@ prism::daemon::Recording TinyRecording(std::vector<uint32_t> real) {
   return rec;
 }
 
-}  // namespace
-
-TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and not after a send") {
-  const pg::Graph g = TinyGraph();
-  prism::daemon::Recording rec = TinyRecording({0});
-  // Per iteration: A 1500 ns, all-reduce 100, B 2500, all-reduce 100, C 700,
-  // send 100 (first send 5 ns in; its completion 900 ns later than the stream
-  // went on), D 300, all-reduce 100. The all-reduces' first sends are at their starts.
+// Four iterations of TinyGraph's timeline in session 1, from 1 ms: A 1500
+// ns, all-reduce 100, B 2500, all-reduce 100, C 700, then `p2p(batch, id,
+// t, iteration)` (the point-to-point part: adds its ops, numbered from
+// ++id, and moves t on to D's all-reduce), then that all-reduce (100 ns).
+// The all-reduces' first sends are at their starts.
+prism::daemon::RecordedLine TinyTimeline(
+    const std::function<void(prism::rpc::EventBatch&, uint64_t& id, uint64_t& t, uint64_t it)>& p2p) {
   prism::daemon::RecordedLine events{prism::daemon::RecordedLine::kEvents};
   events.session = 1;
   uint64_t t = 1'000'000, id = 0;
+  auto allreduce = [&](uint64_t seq) {
+    AddStartedAt(events.events, ++id, prism::rpc::OP_ALL_REDUCE, seq, -1);
+    AddFinishedAt(events.events, id, t, t + 100);
+    t += 100;
+  };
   for (uint64_t it = 0; it < 4; ++it) {
-    auto allreduce = [&](uint64_t seq) {
-      AddStartedAt(events.events, ++id, prism::rpc::OP_ALL_REDUCE, seq, -1);
-      AddFinishedAt(events.events, id, t, t + 100);
-      t += 100;
-    };
     t += 1500;
     allreduce(3 * it);
     t += 2500;
     allreduce(3 * it + 1);
     t += 700;
-    AddStartedAt(events.events, ++id, prism::rpc::OP_SEND, it, 1);
-    AddFinishedAt(events.events, id, t + 5, t + 100 + 900);
-    t += 100 + 300;
+    p2p(events.events, id, t, it);
     allreduce(3 * it + 2);
   }
-  rec.lines.push_back(events);
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("session capture: gaps on a made-up timeline are measured exactly, and not after a send") {
+  const pg::Graph g = TinyGraph();
+  prism::daemon::Recording rec = TinyRecording({0});
+  // After C: send 100 (first send 5 ns in; its completion 900 ns later than
+  // the stream went on), D 300.
+  rec.lines.push_back(TinyTimeline([](prism::rpc::EventBatch& b, uint64_t& id, uint64_t& t, uint64_t it) {
+    AddStartedAt(b, ++id, prism::rpc::OP_SEND, it, 1);
+    AddFinishedAt(b, id, t + 5, t + 100 + 900);
+    t += 100 + 300;
+  }));
   auto measured = prism::daemon::MeasureCompute(g, rec, 1);
   INFO(measured.status().message());
   REQUIRE(measured.ok());
@@ -271,32 +283,16 @@ TEST_CASE("session capture: the compute after a grouped send and receive is meas
   const pg::Graph g = TinyGraph(/*grouped=*/true);
   for (const bool real_peer : {false, true}) {
     prism::daemon::Recording rec = TinyRecording(real_peer ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{0});
-    // Per iteration: A 1500 ns, all-reduce 100, B 2500, all-reduce 100, C
-    // 700, the group (send: first send 5 ns in, completed 1000 ns in, or 250
-    // with a real peer; receive: completed 200 ns in), 300 ns after the
-    // group began D's all-reduce starts (100 ns).
-    prism::daemon::RecordedLine events{prism::daemon::RecordedLine::kEvents};
-    events.session = 1;
-    uint64_t t = 1'000'000, id = 0;
-    for (uint64_t it = 0; it < 4; ++it) {
-      auto allreduce = [&](uint64_t seq) {
-        AddStartedAt(events.events, ++id, prism::rpc::OP_ALL_REDUCE, seq, -1);
-        AddFinishedAt(events.events, id, t, t + 100);
-        t += 100;
-      };
-      t += 1500;
-      allreduce(3 * it);
-      t += 2500;
-      allreduce(3 * it + 1);
-      t += 700;
-      AddStartedAt(events.events, ++id, prism::rpc::OP_SEND, it, 1);
-      AddFinishedAt(events.events, id, t + 5, t + (real_peer ? 250 : 1000));
-      AddStartedAt(events.events, ++id, prism::rpc::OP_RECV, it, 1);
-      AddFinishedAt(events.events, id, 0, t + 200);
+    // After C, the group (send: first send 5 ns in, completed 1000 ns in, or
+    // 250 with a real peer; receive: completed 200 ns in); 300 ns after the
+    // group began D's all-reduce starts.
+    rec.lines.push_back(TinyTimeline([&](prism::rpc::EventBatch& b, uint64_t& id, uint64_t& t, uint64_t it) {
+      AddStartedAt(b, ++id, prism::rpc::OP_SEND, it, 1);
+      AddFinishedAt(b, id, t + 5, t + (real_peer ? 250 : 1000));
+      AddStartedAt(b, ++id, prism::rpc::OP_RECV, it, 1);
+      AddFinishedAt(b, id, 0, t + 200);
       t += 200 + 300;
-      allreduce(3 * it + 2);
-    }
-    rec.lines.push_back(events);
+    }));
     auto measured = prism::daemon::MeasureCompute(g, rec, 1);
     INFO(measured.status().message());
     REQUIRE(measured.ok());

@@ -207,14 +207,14 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
         const bool p2p = s.key().kind() == rpc::OP_SEND || s.key().kind() == rpc::OP_RECV;
         std::optional<ProgramOp> op;
         bool real_peer = false;
-        if (p2p && s.key().peer() >= 0 && s.key().peer() < members.size())
-          real_peer = std::find(recording.real_ranks.begin(), recording.real_ranks.end(),
-                                members[s.key().peer()]) != recording.real_ranks.end();
-        if (p2p && s.key().peer() >= 0 && s.key().peer() < members.size())
-          op = programs->PointToPoint(rank, comm->second, members[s.key().peer()], s.key().kind() == rpc::OP_SEND,
-                                      s.key().seq());
-        else if (!p2p)
+        if (p2p && s.key().peer() >= 0 && s.key().peer() < members.size()) {
+          const uint32_t peer = members[s.key().peer()];
+          real_peer = std::find(recording.real_ranks.begin(), recording.real_ranks.end(), peer) !=
+                      recording.real_ranks.end();
+          op = programs->PointToPoint(rank, comm->second, peer, s.key().kind() == rpc::OP_SEND, s.key().seq());
+        } else if (!p2p) {
           op = programs->Collective(rank, comm->second, s.key().kind(), s.key().seq());
+        }
         if (!op) {
           ++m.unmatched_ops;
           continue;
