@@ -522,11 +522,14 @@ void HybridScheduler::OnVirtualSendToReal(uint32_t comm, uint32_t send_rank, uin
   const P2PSlot slot{*graph_comm, send_rank, index};
   if (const auto f = rr.recv_forecast.find(slot); f != rr.recv_forecast.end()) {
     // Its schedule went out at the forecast (send_forecast.cc). A miss gets
-    // the engine's time too: in time only if the receive has not used it.
+    // the engine's time only while the forecast still waits for the receive
+    // to start (in recv_ready); once the receive took it there is nothing
+    // left to correct.
     const bool hit = f->second == ready.count();
     rr.recv_forecast.erase(f);
     if (hit) return;
     ++counters_.forecast_misses;
+    if (rr.recv_ready.count(slot) == 0) return;
   }
   DeliverRecvReady(recv_rank, rr, slot, ready.count());
 }
