@@ -510,7 +510,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--ring-forecast", f.ring_forecast,
                  "hybrid: on (default): a real rank's collective whose virtual members only compute after its own "
-                 "previous one gets its schedule ahead, relative to that one's end; off: it waits for the members")
+                 "previous one gets its schedule ahead, relative to that one's end, and a pipeline receive from a "
+                 "virtual sender gets its schedule once the send's time is fixed; off: both wait for the engine")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--on-divergence", f.on_divergence,
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "
