@@ -27,6 +27,7 @@
 //   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us
 //     (a forecast: ready at max(ready, the rank's end of op `after` + delay); docs/timing.md)
 //   rsched (the same for the schedules the replay sent; sent_us 0 unless paced)
+//   rfsched (the same for the forecasts the replay sent; fsched's columns)
 //   rhold  session  sent_us  kind  seq  peer   (a hold the replay sent; sent_us in paced replays)
 //   conn session  conn_id  is_send  at_us
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
@@ -170,6 +171,13 @@ int main(int argc, char** argv) {
     std::printf("rsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session,
                 r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
                 s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
+  }
+  for (const auto& r : replay->forecasts) {
+    const auto& s = r.schedule;
+    std::printf("rfsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\t%d\t%llu\t%.1f\n", (unsigned long long)r.session,
+                r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
+                s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin),
+                s.after().kind(), (unsigned long long)s.after().seq(), s.after_delay_ns() / 1000.0);
   }
   for (const auto& r : replay->holds)
     std::printf("rhold\t%llu\t%.1f\t%d\t%llu\t%d\n", (unsigned long long)r.session, Us(r.sent_ns, origin),

@@ -243,6 +243,41 @@ TEST_CASE("a ring whose virtual members only compute after the real rank's previ
   REQUIRE(h.Stop().ok());
 }
 
+TEST_CASE("a ring the real rank finished before its virtual members arrived still forecasts the next ring: its "
+          "schedule leaves when they arrive, the compute between ahead of its time", "[hybrid][forecast]") {
+  // TP2 as above; rank 0 runs all-reduce 0 on its own floor and reports its
+  // end long before virtual rank 1 has done its 5 ms of compute. When rank 1
+  // arrives, the engine knows both ends: it forecasts all-reduce 1 then
+  // (arrival + 5 ms), not when rank 1 reaches it (before 2026-12-03 it did
+  // not: a Megatron-core TP all-reduce whose real member ran ahead got its
+  // schedule after the time it gives, 30-60 us median in paced replays).
+  constexpr int64_t kCompute = 5'000'000;
+  HybridHarness h(CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 3, kCompute), {0},
+                  prism::Nanoseconds(0));
+  h.Communicator(kWorldHash, 0, {0, 1});
+  const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, first, 0, 2, 1 << 20, t);
+  AddFinished(&b, 1, t + 50'000, t + 100'000);
+  AddStarted(&b, 2, second, 0, 2, 1 << 20, t + 200'000);
+  h.Feed(1, b);
+  const auto f = WaitKind(h, second, /*forecast=*/true, std::chrono::seconds(2));
+  REQUIRE(f.has_value());
+  CHECK(f->after().seq() == 0);
+  const auto plain = WaitKind(h, second, /*forecast=*/false, std::chrono::seconds(5));
+  REQUIRE(plain.has_value());
+  // The plugin's reading of the forecast (its end of all-reduce 0: t + 100 us) is the engine's time.
+  CHECK(std::max<uint64_t>(f->ready_ns(), static_cast<uint64_t>(t + 100'000) + f->after_delay_ns()) ==
+        plain->ready_ns());
+  const auto s0 = h.WaitSchedule(first, std::chrono::seconds(1));
+  REQUIRE(s0.has_value());
+  CHECK(plain->ready_ns() == s0->ready_ns() + kCompute);  // rank 1's arrival at 0, then its compute
+  CHECK(h.scheduler().counters().forecast_misses == 0);
+  REQUIRE(h.Stop().ok());
+}
+
 namespace {
 
 // Ranks 0 (real), 1 and 2 on one node. Rank 0: an all-reduce X on {0, 2},

@@ -10,7 +10,10 @@
 // dependencies' completions (WaitsForLaterCompletion), and arrives at its
 // next collective N at max(floor, S + after): max-plus in S, hence in E.
 // Compute takes no shared resource, so nothing the engine handles between
-// now and E changes it. Anything else on the way (a send, a receive, a
+// now and E changes it. When the real member reported E before the last
+// virtual member arrived (it ran M on its own floor, ahead of the model),
+// S is known outright and the forecast carries it: the schedule of N still
+// leaves the engine N's compute ahead of its time, not after it. Anything else on the way (a send, a receive, a
 // group, a dependency not done yet, NCCL's launch order) ends the forecast:
 // the engine then says when N's virtual members arrive once they do, as
 // before.
@@ -86,6 +89,9 @@ bool ReplayEngine::ChainToNextCollective(uint32_t actor, uint32_t k, Nanoseconds
 
 void ReplayEngine::ForecastNextArrival(uint32_t comm, uint64_t call, const Instance& in) {
   if (model_.nccl().launch_in_order || comm_state_[comm].real_members != 1) return;
+  // The virtual members end M at max(E, last arrival): E is a constant
+  // once the real member has reported it (real_left 0).
+  const Nanoseconds from = in.real_left == 0 ? Max(in.last, in.real_done) : in.last;
   std::optional<NextArrival> next;
   uint32_t forecast = 0;  // virtual members of M forecast
   int budget = kMaxForecastOps;
@@ -95,7 +101,7 @@ void ReplayEngine::ForecastNextArrival(uint32_t comm, uint64_t call, const Insta
     // The virtual members end M at max(E, every member's arrival): the
     // real member's report applies at its own time, but not before the
     // engine issued its op (Issue), which may wait for its earlier reports.
-    if (!ChainToNextCollective(w.actor, w.op, in.last, &a, &budget)) return;
+    if (!ChainToNextCollective(w.actor, w.op, from, &a, &budget)) return;
     if (next && (next->comm != a.comm || next->call != a.call)) return;  // not one next collective
     if (!next) next = a;
     next->floor = Max(next->floor, a.floor);

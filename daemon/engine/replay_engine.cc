@@ -308,7 +308,7 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // theirs queues behind it); MixedCollectives extends that to the real end.
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
       nics_.HoldCollective(comm, op, in.last, ModelTime(comm, op));
-    if (in.real_left > 0 && observer_ != nullptr) ForecastNextArrival(comm, call, in);
+    if (observer_ != nullptr) ForecastNextArrival(comm, call, in);
     mixed_.AllArrived(comm, call, std::move(in), now_, horizon_);
     return;
   }

@@ -188,8 +188,8 @@ class ReplayEngine {
   void Tally(uint32_t actor, uint32_t k);
   void Arrive(uint32_t actor, uint32_t k);
   void ResolveCollective(uint32_t comm, uint64_t call, Instance& in);
-  // Hybrid (arrival_forecast.cc): instance `call` of `comm`, whose one real
-  // member has not reported yet, has all its members. Where each virtual
+  // Hybrid (arrival_forecast.cc): instance `call` of `comm`, with one real
+  // member (its end reported or not yet), has all its members. Where each virtual
   // member has only modelled compute between it and its next collective,
   // the same for all of them, tells the observer when that collective's
   // virtual members arrive as a function of the real member's end
