@@ -17,14 +17,22 @@ and each op of RANK, the gap at its end: (its end - its iteration's start) in
 the hybrid minus the same in the model. Along each stream in program order,
 an op's share of the iteration's gap is its gap minus the previous op's on
 that stream (what that op added); the shares of a stream add up to its last
-op's gap. A compute op is charged together with the op after it (a real
+op's gap, and its line "after its last op" (the iteration's gap minus that:
+the rest of the iteration, until the job's last rank ends it) makes them add
+up to the iteration's gap. A real rank's last op ends, for the engine, when
+NCCL enqueues its next one, often well before the job's end of the
+iteration, so that line can be large and the last op's share as large the
+other way. A compute op is charged together with the op after it (a real
 rank's compute ends, for the engine, when the next op is reported: NCCL
-reports it when the host enqueues it, often ahead of the GPU). Printed per kind (compute; a collective by communicator and kind;
-send/recv by communicator and peer), means per iteration in ms:
+reports it when the host enqueues it, often ahead of the GPU). Printed per
+kind (compute by label; a collective by communicator and kind; send/recv by
+communicator and peer), means per iteration in ms:
 
   iterations K  hybrid X ms  model Y ms  gap Z ms (P%)
   stream S  kind  ops-per-iteration  added-ms  (duration hybrid - model, ms)
-  stream S ends G  (its last op's gap, ms: the sum of its lines' added-ms)
+  stream S  after its last op  1.0  added-ms  (the same)
+  stream S ends G  (its last op's gap, ms: the sum of its lines' added-ms
+                    other than "after its last op")
   top  iteration op kind added-ms  (the 12 ops that added most)
 
 Exit 0; 2 on bad use or when a side has fewer iterations than --skip + 1.
@@ -69,6 +77,8 @@ def describe(graph_ops, op, kind):
     if graph_ops is None or op >= len(graph_ops):
         return kind
     o = graph_ops[op]
+    if o["type"] == "compute":
+        return f"compute {o.get('label', '')}".rstrip()
     if o["type"] == "collective":
         return f"{o['kind']} {o.get('comm_name', '')} {o['bytes']} B"
     if o["type"] in ("send", "recv"):
@@ -130,8 +140,13 @@ def main():
             count[key] += 1
             top.append((gap - last[stream], k, op, key[1]))
             last[stream] = gap
+        it_gap = (h_ends[k] - hs) - (m_ends[k] - ms)
         for stream, g in last.items():
             stream_end[stream] += g
+            key = (stream, "after its last op")
+            added[key] += it_gap - g
+            dur[key] += it_gap - g
+            count[key] += 1
     n = len(its)
     gap = (h_total - m_total) / n
     print(f"iterations {n}  hybrid {h_total / n / 1000:.3f} ms  model {m_total / n / 1000:.3f} ms  "

@@ -91,6 +91,38 @@ graph::Graph CollectiveGraph(uint32_t ranks, graph::CollectiveKind kind, uint64_
   return g;
 }
 
+graph::Graph NormThenGatherGraph(uint32_t ranks, uint64_t norm_bytes, uint64_t compute_ns, uint64_t gather_bytes) {
+  const ClusterSpec cluster;
+  graph::Graph g;
+  g.mutable_job()->set_name("norm-then-gather-test");
+  SetCluster(g, ranks, cluster);
+  const char* names[] = {"world", "dp[0]", "dp[1]"};
+  for (uint32_t i = 0; i < 3; ++i) {
+    graph::Communicator* c = g.add_communicators();
+    c->set_id(i);
+    c->set_kind(i == 0 ? graph::COMM_KIND_WORLD : graph::COMM_KIND_DP);
+    c->set_name(names[i]);
+    c->mutable_init();
+    for (uint32_t r = 0; r < ranks; ++r)
+      if (i == 0 || r % 2 == i - 1) c->add_members(r);
+  }
+  graph::Program* p = g.add_programs();
+  p->set_id(0);
+  p->set_name("all");
+  p->set_streams(2);
+  p->add_comm_slot_names("world");
+  p->add_comm_slot_names("dp");
+  Collective(p, 0, graph::ALLREDUCE, norm_bytes)->mutable_collective()->set_dtype(graph::FP32);
+  Compute(p, compute_ns, "optimizer");
+  Collective(p, 1, graph::ALLGATHER, gather_bytes, /*stream=*/1)->add_deps(1);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    graph::Rank* rk = AddRank(g, r, 0, cluster);
+    rk->add_comm_slots(0);
+    rk->add_comm_slots(1 + r % 2);
+  }
+  return g;
+}
+
 namespace {
 
 struct StageWriter {

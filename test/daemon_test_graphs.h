@@ -26,6 +26,13 @@ graph::Graph CollectiveGraph(uint32_t ranks, graph::CollectiveKind kind, uint64_
                              graph::Algorithm algorithm = graph::ALGORITHM_DEFAULT, uint32_t count = 1,
                              uint64_t compute_ns = 0, const ClusterSpec& cluster = {});
 
+// The end of a distributed-optimizer iteration (examples/train_gpt.py's):
+// an all-reduce of `norm_bytes` over the world (the gradient norm),
+// `compute_ns` of compute (the optimizer), then on stream 1 an all-gather of
+// `gather_bytes` in the rank's data-parallel group: even ranks and odd
+// ranks (`ranks` even, at least 4).
+graph::Graph NormThenGatherGraph(uint32_t ranks, uint64_t norm_bytes, uint64_t compute_ns, uint64_t gather_bytes);
+
 struct TrainingSpec {
   uint32_t tp = 8, pp = 16, dp = 64;
   uint32_t microbatches = 24;

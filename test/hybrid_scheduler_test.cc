@@ -196,6 +196,61 @@ TEST_CASE("a ring the real rank enqueues before its previous one ended is not he
   REQUIRE(h.Stop().ok());
 }
 
+namespace {
+
+constexpr uint64_t kDpHash = 0xd0d0;
+
+// Real rank 0 of 8 starts the world's gradient-norm all-reduce of
+// `norm_bytes` (NormThenGatherGraph: the members compute 50 ms after it,
+// then all-gather 8 MiB in the even ranks' group) and, before its report of
+// that all-reduce's end, the all-gather. Returns whether the all-gather got
+// its hold before that report; then the all-reduce ends and the members'
+// schedule must replace whatever it had.
+bool GatherHeldBeforeNormEnds(uint64_t norm_bytes) {
+  HybridHarness h(prism::testing::NormThenGatherGraph(8, norm_bytes, 50'000'000, 8 << 20), {0},
+                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3, 4, 5, 6, 7});
+  h.Communicator(kDpHash, 1, {0, 2, 4, 6});
+  const prism::rpc::OpKey norm = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  const prism::rpc::OpKey gather = Key(kDpHash, prism::rpc::OP_ALL_GATHER, 0);
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, norm, 0, 8, norm_bytes, t);
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(norm, std::chrono::seconds(5)).has_value());
+  prism::rpc::EventBatch b2;
+  AddStarted(&b2, 2, gather, 0, 4, (8 << 20) / 4, RealtimeNow());
+  h.Feed(1, b2);
+  const auto early = h.WaitSchedule(gather, std::chrono::milliseconds(50), /*holds=*/true);
+  const bool held = early.has_value() && early->hold();
+  CHECK((!early || early->hold()));  // no schedule while the members still wait for the norm's end
+  prism::rpc::EventBatch f;
+  AddFinished(&f, 1, t + 100'000, RealtimeNow());
+  h.Feed(1, f);
+  const auto s = h.WaitSchedule(gather, std::chrono::seconds(5));
+  REQUIRE(s.has_value());
+  CHECK_FALSE(s->hold());
+  CHECK(s->ready_ns() > 0);
+  CHECK(h.scheduler().counters().divergences == 0);
+  REQUIRE(h.Stop().ok());
+  return held;
+}
+
+}  // namespace
+
+// A 4-byte all-reduce over 8 ranks leaves ring chunks empty: NCCL's kernel
+// ends long before the plugin completes its last receive (at 8192 ranks
+// train_gpt.py's gradient norm, over 100 ms), and the GPU runs the DP
+// all-gather after it meanwhile. Until 2026-12-03 that all-gather's answer
+// waited for the all-reduce's report: no hold, and the plugin took its
+// members, still in the norm in the engine, to be on time. A full-sized
+// all-reduce still holds back the answer (its kernel ends with its receives).
+TEST_CASE("a ring the real rank starts behind an all-reduce with empty chunks gets its hold before that all-reduce's "
+          "report, not after", "[hybrid]") {
+  CHECK(GatherHeldBeforeNormEnds(4));
+  CHECK_FALSE(GatherHeldBeforeNormEnds(1 << 20));
+}
+
 TEST_CASE("a ring whose virtual members only compute after the real rank's previous ring gets a forecast from that "
           "ring's end before it ends: no hold, no wait for the report", "[hybrid][forecast]") {
   // TP2: real rank 0 and virtual rank 1, 5 ms of compute before each

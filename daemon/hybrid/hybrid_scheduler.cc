@@ -389,7 +389,8 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))
     std::fprintf(stderr, "prismd: real rank %u: %s is op %u (%s) of iteration %llu\n", rank, what.c_str(), op->op,
                  programs_.OpName(rank, op->op).c_str(), static_cast<unsigned long long>(op->iteration));
-  const uint64_t order = ring_answers_.Started(rank);
+  const uint64_t order = ring_answers_.Started(
+      rank, key.kind() != rpc::OP_ALL_REDUCE || !RingAnswers::AllReduceEndLagsKernel(s.bytes(), s.comm_size()));
   started_[{id, s.op_id()}] = StartedOp{rank, op->op, what, order,
                                         IsPointToPoint(key.kind()) || c.graph_comm < 0
                                             ? std::nullopt

@@ -4,10 +4,10 @@
 
 namespace prism::daemon {
 
-uint64_t RingAnswers::Started(uint32_t rank) {
+uint64_t RingAnswers::Started(uint32_t rank, bool gates) {
   Rank& r = ranks_[rank];
   const uint64_t order = r.next_order++;
-  r.in_flight.insert(order);
+  if (gates) r.in_flight.insert(order);
   return order;
 }
 
@@ -35,6 +35,10 @@ std::vector<RingAnswers::Due> RingAnswers::TakeAnswerable() {
     r.deferred.erase(r.deferred.begin(), r.deferred.begin() + static_cast<std::ptrdiff_t>(taken));
   }
   return out;
+}
+
+bool RingAnswers::AllReduceEndLagsKernel(uint64_t bytes, int32_t comm_size) {
+  return comm_size > 0 && bytes < static_cast<uint64_t>(comm_size);
 }
 
 size_t RingAnswers::deferred() const {

@@ -17,6 +17,16 @@
 // whose members have still not arrived gets the hold. RingAnswers keeps the
 // first half: which rings wait, and which have no earlier operation left.
 //
+// Except behind an all-reduce whose report of its end lags NCCL's kernel
+// (AllReduceEndLagsKernel): the GPU is past it, and runs the next ring, long
+// before the report comes. A ring that waited for that report had neither
+// schedule nor hold meanwhile, and the plugin took its members to be on
+// time: at 8192 ranks train_gpt.py's 4-byte gradient-norm all-reduce ended
+// on the GPU over 100 ms before its report, and the real rank's DP
+// all-gathers after it ran before their virtual members had started them
+// (docs/timing.md, "train_gpt.py at 8192: one real rank against the TP
+// pair"). Such an all-reduce does not hold back the answers of later rings.
+//
 // Not thread-safe: HybridScheduler calls it under its own mutex.
 #ifndef PRISM_DAEMON_HYBRID_RING_ANSWERS_H_
 #define PRISM_DAEMON_HYBRID_RING_ANSWERS_H_
@@ -37,8 +47,10 @@ class RingAnswers {
   using Ring = std::pair<uint32_t, uint64_t>;  // (graph communicator, call), as HybridScheduler's Slot
 
   // A matched operation of real rank `rank` started; returns its order
-  // (increasing per rank), which Finished() and Defer() take.
-  uint64_t Started(uint32_t rank);
+  // (increasing per rank), which Finished() and Defer() take. `gates`:
+  // rings the rank starts after it wait for its report of its end before
+  // they are answered (false: an all-reduce AllReduceEndLagsKernel names).
+  uint64_t Started(uint32_t rank, bool gates);
   // It ended at `end` (emulated; the engine learns it from the same report).
   void Finished(uint32_t rank, uint64_t order, Nanoseconds end);
 
@@ -58,6 +70,13 @@ class RingAnswers {
   std::vector<Due> TakeAnswerable();
 
   size_t deferred() const;
+
+  // True when NCCL's kernel of an all-reduce of `bytes` over `comm_size`
+  // ranks may end long before the operation's last receive completes: with
+  // fewer bytes than ranks some ring chunks are empty whatever the element
+  // size, and an LL step whose chunk is empty waits for nothing, while the
+  // plugin completes each receive at its step's time in the model.
+  static bool AllReduceEndLagsKernel(uint64_t bytes, int32_t comm_size);
 
  private:
   struct Deferred {
