@@ -43,8 +43,11 @@ Prints per op (us), then the medians per kind with the model's time:
   op  OP kind  total  model  gap  pre  wire  idle  floor  mirror  test  react
       pause  tail  held_n  held  sched_late  ready_after_first  pre_sched
       flagged  first_wait  react_med (the median react of its stretches)
+      slot_med (the median spacing of a connection's receive posts past its
+      first 8, NCCL_STEPS: NCCL's kernel freeing a slot, its pace per message)
   kind  KIND  n  (the same columns: medians over its ops)
---ops prints each op's idle stretches too (stretch OP from to cause us).
+--ops prints each op's idle stretches too (stretch OP from to us cause: the
+dimension of the send that ends it, and "pause" or the receive it waited for).
 Exit 0; 2 on bad use.
 """
 import argparse
@@ -165,6 +168,16 @@ def split_op(op, info, start, op_msgs, is_send, sched, args):
     first = min(recvs, key=lambda r: r["timed"])
     row["first_wait"] = max(0.0, min(first["seen"], sent) - first["timed"]) if first["seen"] > sent else 0.0
     row["react_med"] = statistics.median(reacts) if reacts else 0.0
+    # A connection's receives past its first NCCL_STEPS (8) are posted as
+    # NCCL's kernel frees a slot: the spacing is its pace per message.
+    by_conn = collections.defaultdict(list)
+    for r in recvs:
+        by_conn[r["conn"]].append(r["posted"])
+    spacing = []
+    for posts in by_conn.values():
+        posts.sort()
+        spacing += [b - a for a, b in zip(posts[8:], posts[9:])]
+    row["slot_med"] = statistics.median(spacing) if spacing else 0.0
     return row, stretches
 
 
