@@ -30,7 +30,8 @@
 //   rfsched (the same for the forecasts the replay sent; fsched's columns)
 //   rhold  session  sent_us  kind  seq  peer   (a hold the replay sent; sent_us in paced replays)
 //   conn session  conn_id  is_send  at_us
-//   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us
+//   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us  waited
+//     (waited: 1 when the completed receive waited for prismd, Completed.waited_for_schedule; 0 else)
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -202,16 +203,16 @@ int main(int argc, char** argv) {
                     Us(e.conn_opened().at_ns(), origin));
       if (e.has_posted()) {
         const auto& m = e.posted();
-        std::printf("msg\t%llu\tposted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t0\n", (unsigned long long)line.session,
+        std::printf("msg\t%llu\tposted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t0\t0\n", (unsigned long long)line.session,
                     (unsigned long long)m.conn_id(), (unsigned long long)m.seq(), (unsigned long long)m.bytes(),
                     Us(m.at_ns(), origin), (unsigned long long)m.op_id(), m.channel(), m.step());
       }
       if (e.has_completed()) {
         const auto& m = e.completed();
-        std::printf("msg\t%llu\tcompleted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t%.1f\n",
+        std::printf("msg\t%llu\tcompleted\t%llu\t%llu\t%llu\t%.1f\t%llu\t%u\t%u\t%.1f\t%d\n",
                     (unsigned long long)line.session, (unsigned long long)m.conn_id(), (unsigned long long)m.seq(),
                     (unsigned long long)m.bytes(), Us(m.at_ns(), origin), (unsigned long long)m.op_id(), m.channel(),
-                    m.step(), m.late_ns() / 1000.0);
+                    m.step(), m.late_ns() / 1000.0, m.waited_for_schedule() ? 1 : 0);
       }
       if (e.has_op_started()) started[line.session * 1000000007ull + e.op_started().op_id()] = e.op_started();
       if (!e.has_op_finished()) continue;

@@ -522,7 +522,10 @@ VirtualRecvComm::Outcome VirtualRecvComm::Resolve(RecvRequest& req, Slot& slot) 
     else if (mirror && (s || !env_.settings->ring_waits_for_schedule)) out = ResolveMirror(req, slot, s);
     else if (s && !mirror) out = ResolveStream(req, slot, *s);
     else out = Outcome::kWait;  // the engine has not timed this operation's sender yet
-    if (out == Outcome::kWait && (!s || s->hold)) slot.waited_for_schedule = true;
+    // It waited for prismd under a hold, or for a missing schedule it needs;
+    // a MIRROR receive resolved without one waited only for this rank's own send.
+    const bool needs_schedule = !mirror || env_.settings->ring_waits_for_schedule;
+    if (out == Outcome::kWait && (s ? s->hold : needs_schedule)) slot.waited_for_schedule = true;
   } else {
     ResolvePlainLink(req, slot);
   }
