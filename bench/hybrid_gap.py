@@ -45,7 +45,9 @@ import subprocess
 import sys
 
 
-def explain(args, source, rank, iterations=None):
+def run_explain(args, source, ranks, iterations=None, tool="hybrid_gap"):
+    """hybrid_explain's output for `source` and `ranks` (args: explain, graph,
+    step_cost_us, ring_only); exits naming `tool` when it fails."""
     cmd = [args.explain]
     if iterations:
         cmd += ["--iterations", str(iterations)]
@@ -53,10 +55,15 @@ def explain(args, source, rank, iterations=None):
         cmd += ["--step-cost-us", str(args.step_cost_us)]
     if args.ring_only:
         cmd += ["--ring-only"]
-    cmd += [args.graph, source, str(rank)]
+    cmd += [args.graph, source, str(ranks)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"hybrid_gap: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+        sys.exit(f"{tool}: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+    return out
+
+
+def explain(args, source, rank, iterations=None):
+    out = run_explain(args, source, rank, iterations)
     ends, ops = [], []
     for line in out.stdout.splitlines():
         f = line.split("\t")

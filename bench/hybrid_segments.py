@@ -27,22 +27,14 @@ Exit 0; 2 on bad use or when a side has fewer iterations than --skip + 1.
 import argparse
 import collections
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hybrid_gap import run_explain  # noqa: E402
 
 
 def explain(args, source, iterations=None):
-    cmd = [args.explain]
-    if iterations:
-        cmd += ["--iterations", str(iterations)]
-    if args.step_cost_us is not None:
-        cmd += ["--step-cost-us", str(args.step_cost_us)]
-    if args.ring_only:
-        cmd += ["--ring-only"]
-    cmd += [args.graph, source, args.ranks]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"hybrid_segments: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+    out = run_explain(args, source, args.ranks, iterations, tool="hybrid_segments")
     ends, seen, label = [], collections.Counter(), {}
     per_it = collections.defaultdict(lambda: collections.defaultdict(float))  # iteration -> op -> latest end
     for line in out.stdout.splitlines():

@@ -251,18 +251,33 @@ TEST_CASE("a ring the real rank starts behind an all-reduce with empty chunks ge
   CHECK_FALSE(GatherHeldBeforeNormEnds(1 << 20));
 }
 
-TEST_CASE("a ring whose virtual members only compute after the real rank's previous ring gets a forecast from that "
-          "ring's end before it ends: no hold, no wait for the report", "[hybrid][forecast]") {
-  // TP2: real rank 0 and virtual rank 1, 5 ms of compute before each
-  // all-reduce. Rank 1 reaches all-reduce 1 at max(its arrival at
-  // all-reduce 0, rank 0's end of it) + 5 ms: the engine says so as soon as
-  // all-reduce 0 has all its members, long before rank 0 reports its end.
-  constexpr int64_t kCompute = 5'000'000;
-  HybridHarness h(CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 3, kCompute), {0},
-                  prism::Nanoseconds(0));
-  h.Communicator(kWorldHash, 0, {0, 1});
+namespace {
+
+// TP2: real rank 0 and virtual rank 1, kCompute of compute before each of
+// three 1 MiB all-reduces; `first` and `second` are the first two.
+struct Tp2Ring {
+  static constexpr int64_t kCompute = 5'000'000;
+  Tp2Ring()
+      : h(CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 3, kCompute), {0}, prism::Nanoseconds(0)) {
+    h.Communicator(kWorldHash, 0, {0, 1});
+  }
+  HybridHarness h;
   const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
   const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
+};
+
+}  // namespace
+
+TEST_CASE("a ring whose virtual members only compute after the real rank's previous ring gets a forecast from that "
+          "ring's end before it ends: no hold, no wait for the report", "[hybrid][forecast]") {
+  // Rank 1 reaches all-reduce 1 at max(its arrival at all-reduce 0, rank
+  // 0's end of it) + 5 ms: the engine says so as soon as all-reduce 0 has
+  // all its members, long before rank 0 reports its end.
+  Tp2Ring ring;
+  HybridHarness& h = ring.h;
+  const prism::rpc::OpKey& first = ring.first;
+  const prism::rpc::OpKey& second = ring.second;
+  constexpr int64_t kCompute = Tp2Ring::kCompute;
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, first, 0, 2, 1 << 20, RealtimeNow());
   h.Feed(1, b);
@@ -300,18 +315,17 @@ TEST_CASE("a ring whose virtual members only compute after the real rank's previ
 
 TEST_CASE("a ring the real rank finished before its virtual members arrived still forecasts the next ring: its "
           "schedule leaves when they arrive, the compute between ahead of its time", "[hybrid][forecast]") {
-  // TP2 as above; rank 0 runs all-reduce 0 on its own floor and reports its
-  // end long before virtual rank 1 has done its 5 ms of compute. When rank 1
+  // Rank 0 runs all-reduce 0 on its own floor and reports its end long
+  // before virtual rank 1 has done its 5 ms of compute. When rank 1
   // arrives, the engine knows both ends: it forecasts all-reduce 1 then
   // (arrival + 5 ms), not when rank 1 reaches it (before 2026-12-03 it did
   // not: a Megatron-core TP all-reduce whose real member ran ahead got its
   // schedule after the time it gives, 30-60 us median in paced replays).
-  constexpr int64_t kCompute = 5'000'000;
-  HybridHarness h(CollectiveGraph(2, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 3, kCompute), {0},
-                  prism::Nanoseconds(0));
-  h.Communicator(kWorldHash, 0, {0, 1});
-  const prism::rpc::OpKey first = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
-  const prism::rpc::OpKey second = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1);
+  Tp2Ring ring;
+  HybridHarness& h = ring.h;
+  const prism::rpc::OpKey& first = ring.first;
+  const prism::rpc::OpKey& second = ring.second;
+  constexpr int64_t kCompute = Tp2Ring::kCompute;
   const int64_t t = RealtimeNow();
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, first, 0, 2, 1 << 20, t);

@@ -529,26 +529,13 @@ TEST_CASE("virtual recv: a forecast MIRROR receive waits for this rank's own end
   CheckArrival(ring.Finish().end_ns, end + 20'000'000 + 4096 / 4 + 15'000'000, posted_by);
 }
 
-TEST_CASE("virtual recv: MIRROR waits for the own send of the same step", "[plugin][unit][arrival]") {
-  Rig rig;
-  VirtualSendComm send(rig.env, rig.session, 1, 0);
-  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  OneStepRing ring(&rig, 1);
-  std::vector<char> buf(8192);
-  const MessageTag tag = ring.recv_tag();
-  Request* r = PostReceive(&recv, &buf, &tag);
-  CHECK(StaysPending(r, 30));  // longer than the latency: it is waiting for the send
-  const int64_t sent = OwnSend(&send, ring.send_tag(), 2048);
-  CHECK(WaitDone(r) == 2048);
-  CHECK(ring.Finish().end_ns == sent + kOwnLatency);
-}
-
 // Without a schedule (PRISM_RING_WAITS_FOR_SCHEDULE=0) a MIRROR receive
 // waits for this rank's own send alone, not for prismd: its late_ns is not
 // prismd's (at 8192 ranks every PAT operation had 26 such receives, which
-// prismd's "late receives" counted as waiting for the schedule).
-TEST_CASE("virtual recv: a MIRROR receive that waited for its own send without a schedule did not wait for prismd",
-          "[plugin][unit][arrival]") {
+// prismd's "late receives" counted as waiting for the schedule until
+// 2026-12-03).
+TEST_CASE("virtual recv: MIRROR waits for the own send of the same step, and without a schedule that is not a wait "
+          "for prismd", "[plugin][unit][arrival]") {
   Rig rig;
   VirtualSendComm send(rig.env, rig.session, 1, 0);
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
@@ -556,7 +543,7 @@ TEST_CASE("virtual recv: a MIRROR receive that waited for its own send without a
   std::vector<char> buf(8192);
   const MessageTag tag = ring.recv_tag();
   Request* r = PostReceive(&recv, &buf, &tag);
-  CHECK(StaysPending(r, 30));  // tested while its own send is not out, and no schedule there
+  CHECK(StaysPending(r, 30));  // longer than the latency: it is waiting for the send (no schedule there)
   const int64_t sent = OwnSend(&send, ring.send_tag(), 2048);
   CHECK(WaitDone(r) == 2048);
   CHECK(ring.Finish().end_ns == sent + kOwnLatency);
