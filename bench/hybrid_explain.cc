@@ -22,13 +22,15 @@
 //            forecast_misses N (forecasts the engine then played otherwise; docs/timing.md)
 //   iteration  K  end_us
 //   op   rank  op_index  kind  label  start_us  end_us
-//   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us
-//   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us
-//   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us
+//   real session  op_id  kind  seq  peer  bytes  at_us  first_send_us  end_us  comm
+//   sched session  sent_us  kind  seq  peer  mode(1 MIRROR, 2 STREAM)  ready_us  comm
+//   fsched session  sent_us  kind  seq  peer  mode  ready_us  after_kind  after_seq  after_delay_us  comm
+//     (comm: the communicator's NCCL commHash, hex: one session carries all the
+//     real rank's communicators, so kind and seq alone do not name an operation)
 //     (a forecast: ready at max(ready, the rank's end of op `after` + delay); docs/timing.md)
 //   rsched (the same for the schedules the replay sent; sent_us 0 unless paced)
 //   rfsched (the same for the forecasts the replay sent; fsched's columns)
-//   rhold  session  sent_us  kind  seq  peer   (a hold the replay sent; sent_us in paced replays)
+//   rhold  session  sent_us  kind  seq  peer  comm   (a hold the replay sent; sent_us in paced replays)
 //   conn session  conn_id  is_send  at_us
 //   msg  session  posted|completed  conn_id  seq  bytes  at_us  op_id  channel  step  late_us  waited
 //     (waited: 1 when the completed receive waited for prismd, Completed.waited_for_schedule; 0 else)
@@ -169,20 +171,23 @@ int main(int argc, char** argv) {
   }
   for (const auto& r : replay->schedules) {
     const auto& s = r.schedule;
-    std::printf("rsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\n", (unsigned long long)r.session,
+    std::printf("rsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\t%llx\n", (unsigned long long)r.session,
                 r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
-                s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin));
+                s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin),
+                (unsigned long long)s.key().comm_hash());
   }
   for (const auto& r : replay->forecasts) {
     const auto& s = r.schedule;
-    std::printf("rfsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\t%d\t%llu\t%.1f\n", (unsigned long long)r.session,
+    std::printf("rfsched\t%llu\t%.1f\t%d\t%llu\t%d\t%d\t%.1f\t%d\t%llu\t%.1f\t%llx\n", (unsigned long long)r.session,
                 r.sent_ns == 0 ? 0.0 : Us(r.sent_ns, origin), s.key().kind(), (unsigned long long)s.key().seq(),
                 s.key().peer(), static_cast<int>(s.mode()), Us(static_cast<int64_t>(s.ready_ns()), origin),
-                s.after().kind(), (unsigned long long)s.after().seq(), s.after_delay_ns() / 1000.0);
+                s.after().kind(), (unsigned long long)s.after().seq(), s.after_delay_ns() / 1000.0,
+                (unsigned long long)s.key().comm_hash());
   }
   for (const auto& r : replay->holds)
-    std::printf("rhold\t%llu\t%.1f\t%d\t%llu\t%d\n", (unsigned long long)r.session, Us(r.sent_ns, origin),
-                r.schedule.key().kind(), (unsigned long long)r.schedule.key().seq(), r.schedule.key().peer());
+    std::printf("rhold\t%llu\t%.1f\t%d\t%llu\t%d\t%llx\n", (unsigned long long)r.session, Us(r.sent_ns, origin),
+                r.schedule.key().kind(), (unsigned long long)r.schedule.key().seq(), r.schedule.key().peer(),
+                (unsigned long long)r.schedule.key().comm_hash());
   std::map<uint64_t, prism::rpc::OpStarted> started;
   for (const auto& line : rec->lines) {
     if (line.kind == prism::daemon::RecordedLine::kSchedule) {
@@ -193,7 +198,7 @@ int main(int argc, char** argv) {
                   Us(static_cast<int64_t>(s.ready_ns()), origin));
       if (s.has_after())
         std::printf("\t%d\t%llu\t%.1f", s.after().kind(), (unsigned long long)s.after().seq(), s.after_delay_ns() / 1000.0);
-      std::printf("\n");
+      std::printf("\t%llx\n", (unsigned long long)s.key().comm_hash());
     }
     if (line.kind != prism::daemon::RecordedLine::kEvents) continue;
     for (const auto& e : line.events.events()) {
@@ -220,10 +225,11 @@ int main(int argc, char** argv) {
       const auto it = started.find(line.session * 1000000007ull + f.op_id());
       if (it == started.end()) continue;
       const auto& s = it->second;
-      std::printf("real\t%llu\t%llu\t%d\t%llu\t%d\t%llu\t%.1f\t%.1f\t%.1f\n", (unsigned long long)line.session,
+      std::printf("real\t%llu\t%llu\t%d\t%llu\t%d\t%llu\t%.1f\t%.1f\t%.1f\t%llx\n", (unsigned long long)line.session,
                   (unsigned long long)f.op_id(), s.key().kind(), (unsigned long long)s.key().seq(), s.key().peer(),
                   (unsigned long long)s.bytes(), Us(s.at_ns(), origin),
-                  f.first_send_ns() ? Us(f.first_send_ns(), origin) : 0.0, Us(f.end_ns(), origin));
+                  f.first_send_ns() ? Us(f.first_send_ns(), origin) : 0.0, Us(f.end_ns(), origin),
+                  (unsigned long long)s.key().comm_hash());
     }
   }
   return 0;

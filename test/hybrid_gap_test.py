@@ -11,6 +11,11 @@ rank's shares then added up to -126.5 ms of a +14.8 ms gap), and the
 pipeline receive from the virtual stage is the op that adds most. Then
 bench/hybrid_segments.py on the same: the model's segments equal the
 model's, and the recording's segment gaps add up to its iteration's gap.
+hybrid_explain's real, sched and fsched lines end with the operation's
+communicator (its commHash): one session carries all the real rank's
+communicators, and NCCL numbers each one's calls from 0, so kind and seq
+alone name several operations (TorchTitan FSDP2+TP's rank 5: its TP and
+FSDP all-gathers); before 2026-12-03 the lines did not say which.
 
   hybrid_gap_test.py PRISM_GRAPHGEN HYBRID_EXPLAIN"""
 import os
@@ -64,6 +69,16 @@ def main(graphgen, explain):
                    f"stream {stream}: its shares {shares} add up to its last op's gap {end}")
             expect(len(after) == 1 and abs(sum(shares) + after[0] - it_gap) < 0.005,
                    f"stream {stream}: its shares {shares} and after its last op {after} add up to {it_gap}")
+        out = subprocess.run([explain, graph, os.path.join(FIX, "step-n8-hybrid1-causal.rec"), "0"],
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+        keyed = [l.split("\t") for l in out.splitlines() if l.split("\t")[0] in ("real", "sched", "fsched")]
+        expect(keyed and all(re.fullmatch(r"[0-9a-f]+", f[-1]) and len(f) == {"real": 11, "sched": 9, "fsched": 12}[f[0]] for f in keyed),
+               f"real/sched/fsched lines end with the communicator: {keyed[:2]}")
+        real = [f for f in keyed if f[0] == "real"]
+        comms = {f[-1] for f in real}
+        expect(len(comms) >= 2, f"rank 0's communicators: {comms}")
+        expect(len({(f[3], f[4], f[5], f[-1]) for f in real}) == len(real),
+               "kind, seq, peer and communicator name one operation")
         top = [l for l in hybrid if l.startswith("top ")]
         expect(top and "recv pp[0] peer 4" in top[0], f"the op that adds most: {top[:1]}")
 
