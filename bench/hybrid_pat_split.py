@@ -79,9 +79,13 @@ def load(rows):
         if f[0] == "conn":
             is_send[f[2]] = f[3] == "1"
         elif f[0] == "real":
-            real[int(f[2])] = dict(kind=int(f[3]), seq=int(f[4]), at=float(f[7]), first=float(f[8]), end=float(f[9]))
-        elif f[0] == "sched" and (f[3], f[4]) not in sched:
-            sched[(int(f[3]), int(f[4]))] = (float(f[2]), float(f[7]))
+            real[int(f[2])] = dict(kind=int(f[3]), seq=int(f[4]), at=float(f[7]), first=float(f[8]), end=float(f[9]),
+                                   comm=f[10] if len(f) > 10 else "")
+        elif f[0] == "sched":
+            # NCCL numbers each communicator's calls from 0: kind and seq name an op only with its communicator
+            # (hybrid_explain's last column since 2026-12-03; "" in older output).
+            key = (int(f[3]), int(f[4]), f[8] if len(f) > 8 else "")
+            sched.setdefault(key, (float(f[2]), float(f[7])))
         elif f[0] == "msg":
             m = msgs[(int(f[7]), f[3], int(f[4]))]
             m.update(conn=f[3], op=int(f[7]), ch=int(f[8]), step=int(f[9]))
@@ -157,7 +161,7 @@ def split_op(op, info, start, op_msgs, is_send, sched, args):
         row["mirror"] += max(0.0, held_to - a - floor)
         stretches.append((a, b, f"d{d} after d{dim[r['conn']]} step {r['step']} floor {floor:.1f} react {react:.1f}"))
     row["tail"] = info["end"] - busy_to
-    sent, ready = sched.get((info["kind"], info["seq"]), (float("nan"), float("nan")))
+    sent, ready = sched.get((info["kind"], info["seq"], info["comm"]), (float("nan"), float("nan")))
     held = [r["timed"] - r["mirror"] for r in recvs if r["mirror"] is not None and r["timed"] > r["mirror"] + 0.5]
     row["held_n"] = len(held)
     row["held"] = sum(held)

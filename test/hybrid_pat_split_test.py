@@ -6,6 +6,10 @@ that the receive on dimension 1 feeds (5 us its mirror, 3 us NCCL's test(),
 22 us from NCCL seeing it to the send) and 40 us before the second send on
 dimension 0 (no receive it waits for: a pause); the floor held the first
 receive on dimension 0 10 us past its mirror while the link was busy.
+The session's other communicator (b0b0) has an all-gather of the same seq,
+and the op's own has a second schedule: the op's is the first of its own
+communicator's (before 2026-12-03 the last of that kind and seq was taken,
+any communicator's: the check for an earlier one compared text with numbers).
 
   hybrid_pat_split_test.py (no arguments)"""
 import os
@@ -25,7 +29,9 @@ conn\t1\t11\t1\t0.0
 conn\t1\t12\t1\t0.0
 conn\t1\t13\t0\t0.0
 conn\t1\t14\t0\t0.0
-sched\t1\t150.0\t2\t0\t-1\t1\t90.0
+sched\t1\t150.0\t2\t0\t-1\t1\t90.0\ta1a1
+sched\t1\t160.0\t2\t0\t-1\t1\t155.0\tb0b0
+sched\t1\t170.0\t2\t0\t-1\t1\t95.0\ta1a1
 msg\t1\tposted\t13\t0\t125000\t50.0\t1\t0\t0\t0\t0
 msg\t1\tposted\t14\t0\t250000\t60.0\t1\t0\t0\t0\t0
 msg\t1\tposted\t14\t1\t250000\t61.0\t1\t0\t1\t0\t0
@@ -38,7 +44,7 @@ msg\t1\tcompleted\t14\t0\t250000\t175.0\t1\t0\t0\t1.0\t0
 msg\t1\tposted\t12\t1\t250000\t200.0\t1\t0\t1\t0\t0
 msg\t1\tcompleted\t12\t1\t250000\t220.0\t1\t0\t1\t0.0\t0
 msg\t1\tcompleted\t14\t1\t250000\t225.0\t1\t0\t1\t2.0\t0
-real\t1\t1\t2\t0\t-1\t8192\t0.0\t100.0\t225.0
+real\t1\t1\t2\t0\t-1\t8192\t0.0\t100.0\t225.0\ta1a1
 """
 MODEL = "op\t0\t0\tcollective\tallgather 67108864\t0.0\t100.0\n"
 
