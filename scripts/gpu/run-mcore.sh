@@ -12,6 +12,9 @@
 #                                the real ranks), then prismd --simulate of the captured graph: the
 #                                2% comparison (the run's own steady iteration against the prediction)
 #                                (eager-nogloo: --device-id --no-gloo on a graph with gloo_groups: false)
+#         check:N:RANKS          scripts/prism run of the graph the newest capture:N part of this OUT wrote
+#                                (or CAPTURED=path) with RANKS real, e.g. check:1024:5 check:1024:517,
+#                                against prismd --simulate of that graph
 #         simulate:N             prismd --simulate of mcore-N.graph (roofline compute)
 #         truth:8[:eager]        8 real processes on this host's GPU, no Prism (TP2 PP2 DP2, NCCL over
 #                                shared memory): does the program itself get through (eager: with
@@ -146,29 +149,49 @@ part_graphs() {
   done
 }
 
-# prism:N:RANKS[:eager]
-part_prism() {
-  local n reals mode; IFS=: read -r _ n reals mode <<< "$1"
-  local label="mcore-$n-r${reals//,/_}-${mode:-lazy}"; local dir="$OUT/$label" extra=() rc=0 s=$SECONDS
-  local g=$n
-  [[ $mode == eager* ]] && extra=(--device-id)
-  [[ $mode == *nogloo ]] && extra+=(--no-gloo) && g=$n-nogloo
-  need_mlm || return; need_graph "$g" || return
+# run_prism LABEL GRAPH REALS PREDICTED [train_mcore.py flag...]: scripts/prism run of GRAPH with REALS real
+run_prism() {
+  local label=$1 graph=$2 reals=$3 pred=$4; shift 4
+  local dir="$OUT/$label" rc=0 s=$SECONDS
   rm -rf "$dir"; mkdir -p "$dir"; chmod 700 "$dir"
-  echo "== $label at $((SECONDS - t0)) s: prism run, real ranks $reals of $n, ${mode:-lazy}, $ITERS iterations"
+  echo "== $label at $((SECONDS - t0)) s: prism run of $(basename "$graph"), real ranks $reals, $ITERS iterations"
   local mport; mport=$(free_port)
   progress "$mport" "$dir/progress.txt" & local poller=$!
   # shellcheck disable=SC2046
-  timeout -k 15 "${STEP_TIMEOUT:-280}" "$py" "$repo/scripts/prism" run --graph "$(graph_of "$g")" --ranks "$reals" \
+  timeout -k 15 "${STEP_TIMEOUT:-280}" "$py" "$repo/scripts/prism" run --graph "$graph" --ranks "$reals" \
     --log-dir "$dir" --metrics-port "$mport" $(record_args "$dir") -- \
-    env PYTHONPATH="$MLM" "$py" "$repo/examples/megatron/train_mcore.py" --iterations "$ITERS" "${extra[@]}" \
+    env PYTHONPATH="$MLM" "$py" "$repo/examples/megatron/train_mcore.py" --iterations "$ITERS" "$@" \
     > "$dir/run.log" 2>&1 || rc=$?
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   tail -n 1 "$dir/progress.txt" 2> /dev/null | sed 's/^/  last progress: /'
-  row "$label" "$dir" "$reals" "$rc" "$((SECONDS - s))" "${PRED[$n]:--}"
-  tail -n 3 "$rows"
+  row "$label" "$dir" "$reals" "$rc" "$((SECONDS - s))" "$pred"
+  tail -n "$(tr ',' '\n' <<< "$reals" | wc -l)" "$rows"
   grep -aE "diverged|waits|stall|error" "$dir/prismd.log" 2> /dev/null | head -n 3 | sed 's/^/  prismd| /'
+  grep -aE "forecasts|late receives in" "$dir/prismd.log" 2> /dev/null | tail -n 2 | sed 's/^/  prismd| /'
   pack_recordings "$dir"
+}
+
+# prism:N:RANKS[:eager]
+part_prism() {
+  local n reals mode; IFS=: read -r _ n reals mode <<< "$1"
+  local extra=() g=$n
+  [[ $mode == eager* ]] && extra=(--device-id)
+  [[ $mode == *nogloo ]] && extra+=(--no-gloo) && g=$n-nogloo
+  need_mlm || return; need_graph "$g" || return
+  run_prism "mcore-$n-r${reals//,/_}-${mode:-lazy}" "$(graph_of "$g")" "$reals" "${PRED[$n]:--}" "${extra[@]}"
+}
+
+# check:N:RANKS: prism run of the graph a capture:N part of this OUT wrote (the newest; or CAPTURED=path)
+# with RANKS real, against prismd --simulate of that graph: the 2% check
+part_check() {
+  local n reals graph; IFS=: read -r _ n reals <<< "$1"
+  graph=${CAPTURED:-$(ls -t "$OUT"/capture-"$n"-r*/captured.graph 2> /dev/null | head -n 1)}
+  if [[ ! -f $graph ]]; then
+    echo "check:$n:$reals: no captured graph in $OUT (run capture:$n:RANKS first, or set CAPTURED=path)" | tee -a "$rows"
+    return
+  fi
+  need_mlm || return
+  run_prism "check-$n-r${reals//,/_}" "$graph" "$reals" "$(steady "$graph")"
 }
 
 # capture:N:RANKS: the compute measured on the real ranks, the graph's operations (docs/capture.md)
@@ -221,6 +244,7 @@ for part in "$@"; do
     graphs) part_graphs ;;
     prism:*) part_prism "$part" ;;
     capture:*) part_capture "$part" ;;
+    check:*) part_check "$part" ;;
     simulate:*) part_simulate "$part" ;;
     truth:8*) part_truth "$part" ;;
     *) echo "unknown part $part (see the header)" >&2 ;;
