@@ -758,20 +758,42 @@ TEST_CASE("virtual recv: an explicit per-message schedule wins over MIRROR", "[p
   CHECK(s.bytes_received == 100);
 }
 
+namespace {
+
+// A p2p receive of `bytes` from peer 0 over two steps of one channel, as
+// NCCL's proxy starts it: its op and both steps started, their tags in
+// `tags`. Stop() ends the steps and the op.
+struct TwoStepP2pRecv {
+  TwoStepP2pRecv(Rig* rig, size_t bytes) : rig(rig) {
+    std::vector<void*> tasks = rig->nccl.StartTasks({}, {FakeP2p{"Recv", bytes, "ncclInt8", 0, 1}});
+    rig->nccl.StopTasks(tasks);
+    sub = rig->nccl.Sub(tasks[0], 0, 0, 2, 1, false);
+    rig->nccl.StartProxyOp(&sub);
+    for (int k = 0; k < 2; ++k) {
+      rig->nccl.StartStep(&sub, k);
+      tags[k] = FakeNccl::Transfer(&sub, k);
+    }
+  }
+  TwoStepP2pRecv(const TwoStepP2pRecv&) = delete;
+  TwoStepP2pRecv& operator=(const TwoStepP2pRecv&) = delete;
+  void Stop() {
+    for (int k = 0; k < 2; ++k) rig->nccl.StopStep(&sub, k);
+    rig->nccl.StopProxyOp(&sub);
+  }
+  Rig* rig;
+  FakeSub sub;
+  MessageTag tags[2];
+};
+
+}  // namespace
+
 TEST_CASE("virtual recv: STREAM p2p receive waits for its schedule, then streams from ready",
           "[plugin][unit][arrival]") {
   Rig rig;
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeP2p p2p{"Recv", 3 * 4096, "ncclInt8", 0, 1};
-  std::vector<void*> tasks = rig.nccl.StartTasks({}, {p2p});
-  rig.nccl.StopTasks(tasks);
-  FakeSub sub = rig.nccl.Sub(tasks[0], 0, 0, 2, 1, false);
-  rig.nccl.StartProxyOp(&sub);
+  TwoStepP2pRecv op(&rig, 3 * 4096);
   std::vector<char> buf(8192);
-  rig.nccl.StartStep(&sub, 0);
-  const MessageTag tag0 = FakeNccl::Transfer(&sub, 0);
-  rig.nccl.StartStep(&sub, 1);
-  const MessageTag tag1 = FakeNccl::Transfer(&sub, 1);
+  const MessageTag tag0 = op.tags[0], tag1 = op.tags[1];
   REQUIRE(tag0.valid());
   Request* r0 = PostReceive(&recv, &buf, &tag0);
   Request* r1 = PostReceive(&recv, &buf, &tag1);
@@ -786,8 +808,7 @@ TEST_CASE("virtual recv: STREAM p2p receive waits for its schedule, then streams
   // The op's 12288 bytes: 8192 (the posted size), then the 4096 left.
   CHECK(WaitDone(r0) == 8192);
   CHECK(WaitDone(r1) == 4096);
-  for (int k = 0; k < 2; ++k) rig.nccl.StopStep(&sub, k);
-  rig.nccl.StopProxyOp(&sub);
+  op.Stop();
   REQUIRE(rig.listener.count == 1);
   CHECK(rig.listener.last.end_ns == sched.ready_ns + (8192 + 4096) / 2 + 4'000'000);
   CHECK(rig.listener.last.bytes_received == 8192 + 4096);
@@ -803,16 +824,9 @@ TEST_CASE("virtual recv: every receive of a STREAM operation whose schedule came
           "[plugin][unit][arrival]") {
   Rig rig;
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
-  FakeP2p p2p{"Recv", 2 * 4096, "ncclInt8", 0, 1};
-  std::vector<void*> tasks = rig.nccl.StartTasks({}, {p2p});
-  rig.nccl.StopTasks(tasks);
-  FakeSub sub = rig.nccl.Sub(tasks[0], 0, 0, 2, 1, false);
-  rig.nccl.StartProxyOp(&sub);
+  TwoStepP2pRecv op(&rig, 2 * 4096);
   std::vector<char> buf(4096);
-  rig.nccl.StartStep(&sub, 0);
-  const MessageTag tag0 = FakeNccl::Transfer(&sub, 0);
-  rig.nccl.StartStep(&sub, 1);
-  const MessageTag tag1 = FakeNccl::Transfer(&sub, 1);
+  const MessageTag tag0 = op.tags[0], tag1 = op.tags[1];
   Request* r0 = PostReceive(&recv, &buf, &tag0);
   Request* r1 = PostReceive(&recv, &buf, &tag1);
   CHECK(StaysPending(r0, 10));  // only the first is tested, as NCCL's proxy does
@@ -826,8 +840,7 @@ TEST_CASE("virtual recv: every receive of a STREAM operation whose schedule came
   CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(true));
   CHECK(WaitDone(r1) == 4096);
   CHECK(ReceiveWaitedForSchedule(rig.session.get(), 2) == std::optional<bool>(true));
-  for (int k = 0; k < 2; ++k) rig.nccl.StopStep(&sub, k);
-  rig.nccl.StopProxyOp(&sub);
+  op.Stop();
 }
 
 // A STREAM schedule that came before the receive's time: no wait for prismd.
