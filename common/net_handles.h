@@ -9,6 +9,7 @@
 #ifndef PRISM_COMMON_NET_HANDLES_H_
 #define PRISM_COMMON_NET_HANDLES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -30,14 +31,24 @@ struct RealListenHandle {
 };
 static_assert(sizeof(RealListenHandle) <= kNetHandleBytes);
 
-// What prismd mints for a virtual receiver.
+// What prismd mints for a virtual receiver. A receiver on the real sender's
+// own node (in the graph's cluster) carries the node's GPU-to-GPU link: the
+// plugin times sends to it on that link, not on its NIC share
+// (docs/network-model.md, "Virtual peers on the real rank's node").
 struct VirtualHandle {
   uint64_t magic = kVirtualHandleMagic;
   uint64_t conn_id = 0;          // daemon-wide unique connection id
   uint32_t virtual_rank = 0;     // global rank of the virtual receiver (logs)
   uint32_t reserved = 0;
+  uint64_t same_node_bits_per_second = 0;  // 0: another node (the plugin's NIC link)
+  int64_t same_node_latency_ns = 0;
+  bool OnSenderNode() const { return same_node_bits_per_second > 0; }
 };
+// Where the same-node link sits in the handle (prismd's wire replay skips it).
+inline constexpr size_t kVirtualHandleLinkOffset = 24;
+inline constexpr size_t kVirtualHandleLinkBytes = 16;
 static_assert(sizeof(VirtualHandle) <= kNetHandleBytes);
+static_assert(offsetof(VirtualHandle, same_node_bits_per_second) == kVirtualHandleLinkOffset);
 
 inline uint64_t HandleMagic(const void* handle) {
   uint64_t m;

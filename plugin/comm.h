@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "plugin/cuda_copy.h"
@@ -86,7 +87,8 @@ inline LineProtocol ReceiveProtocol(const MessageTag& op, const MemRegion* mr, c
   return mr != nullptr ? buffers.ProtocolOf(mr->size) : LineProtocol::kSimple;
 }
 
-// The NICs' shared transmit links (one per device), owned by the Plugin.
+// The NICs' shared transmit links (one per device), and the GPU's link to
+// the virtual peers on its own node, owned by the Plugin. Thread-safe.
 class NicLinks {
  public:
   NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns) {
@@ -94,9 +96,20 @@ class NicLinks {
       links_.emplace_back(std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns)));
   }
   SharedLink& Tx(int dev) { return *links_[dev >= 0 && dev < static_cast<int>(links_.size()) ? dev : 0]; }
+  // The transmit side of this GPU's link inside its node (NVLink in the
+  // model), which every send to a virtual peer of the same node shares: made
+  // on first use with the figures prismd's handle carries (the graph's, the
+  // same in every handle); later figures are ignored.
+  SharedLink& SameNodeTx(BitsPerSecond bandwidth, Nanoseconds latency) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!same_node_) same_node_ = std::make_unique<SharedLink>(bandwidth, latency);
+    return *same_node_;
+  }
 
  private:
   std::vector<std::unique_ptr<SharedLink>> links_;
+  std::mutex mu_;
+  std::unique_ptr<SharedLink> same_node_;
 };
 
 // Shared, process-lifetime services every comm may use. Not owned by comms.

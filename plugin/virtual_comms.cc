@@ -51,12 +51,12 @@ SessionEvent MessageEvent(SessionEvent::Kind kind, uint64_t conn_id, uint64_t se
 // ---- send ----
 
 VirtualSendComm::VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSession> session,
-                                 uint64_t conn_id, int dev)
+                                 uint64_t conn_id, int dev, SharedLink* link)
     : env_(env),
       session_(std::move(session)),
       conn_(session_->Conn(conn_id)),
       conn_id_(conn_id),
-      nic_(&env.nics->Tx(dev)) {
+      link_(link != nullptr ? link : &env.nics->Tx(dev)) {
   for (SendRequest& r : pool_) r.owner = this;
   EmitConnEvent(*session_, SessionEvent::kConnOpened, conn_id, /*is_send=*/true, dev);
 }
@@ -87,7 +87,7 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   }
   if (req == nullptr) return prism_ncclSuccess;
   const int64_t now = WallNowNs();
-  const LinkModel::Times t = nic_->Reserve(Bytes(size), Nanoseconds(now));
+  const LinkModel::Times t = link_->Reserve(Bytes(size), Nanoseconds(now));
   const int64_t wire_done = t.wire_done.count();  // CLOCK_REALTIME ns, as every stamp on the wire
   const uint64_t seq = next_seq_++;
   req->in_use = true;

@@ -46,8 +46,11 @@ namespace prism::plugin {
 
 class VirtualSendComm final : public NetComm {
  public:
-  VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSession> session, uint64_t conn_id,
-                  int dev);
+  // `link`: the transmit side its sends are timed on, not owned, outlives
+  // it: the node's link to a virtual peer on the same node (NicLinks::
+  // SameNodeTx); null: NIC `dev`'s.
+  VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSession> session, uint64_t conn_id, int dev,
+                  SharedLink* link = nullptr);
   ~VirtualSendComm() override;
   VirtualSendComm(const VirtualSendComm&) = delete;
   VirtualSendComm& operator=(const VirtualSendComm&) = delete;
@@ -69,7 +72,7 @@ class VirtualSendComm final : public NetComm {
   std::shared_ptr<DaemonSession> session_;
   std::shared_ptr<ConnState> conn_;
   uint64_t conn_id_;
-  SharedLink* nic_;
+  SharedLink* link_;
   uint64_t next_seq_ = 0;
   bool closed_ = false;
   std::array<SendRequest, kPrismNetMaxRequests> pool_;

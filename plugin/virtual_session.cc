@@ -1,4 +1,5 @@
 // VirtualPeers backed by a lazily opened DaemonSession.
+#include <algorithm>
 #include <mutex>
 
 #include "plugin/daemon_session.h"
@@ -19,7 +20,11 @@ class SessionVirtualPeers final : public VirtualPeers {
       PRISM_WARN(*env_.logger, "connect to virtual rank %u: %s", handle.virtual_rank, why.c_str());
       return prism_ncclRemoteError;
     }
-    *comm = std::make_unique<VirtualSendComm>(env_, s, handle.conn_id, dev);
+    SharedLink* link = handle.OnSenderNode()
+                           ? &env_.nics->SameNodeTx(BitsPerSecond(handle.same_node_bits_per_second),
+                                                    Nanoseconds(std::max<int64_t>(0, handle.same_node_latency_ns)))
+                           : &env_.nics->Tx(dev);
+    *comm = std::make_unique<VirtualSendComm>(env_, s, handle.conn_id, dev, link);
     return prism_ncclSuccess;
   }
 

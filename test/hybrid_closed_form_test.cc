@@ -96,8 +96,10 @@ TEST_CASE("ring all-reduce: virtual members arrive at the real rank's previous e
 
 TEST_CASE("tree all-reduce: the same arrival, as a STREAM schedule (a tree is not a mirror of the real rank)",
           "[hybrid][closed-form]") {
+  prism::testing::ClusterSpec one_gpu_nodes;  // a tree runs across nodes (inside one, the node's link times it)
+  one_gpu_nodes.gpus_per_node = one_gpu_nodes.nics_per_node = 1;
   const g::Graph graph =
-      prism::testing::CollectiveGraph(8, g::ALLREDUCE, kBytes, g::ALGORITHM_TREE, 3, kCompute);
+      prism::testing::CollectiveGraph(8, g::ALLREDUCE, kBytes, g::ALGORITHM_TREE, 3, kCompute, one_gpu_nodes);
   d::Recording rec = Stream(8, prism::rpc::OP_ALL_REDUCE, /*ring=*/false, kRealOps);
   for (d::RecordedLine& line : rec.lines) {  // NCCL reports the tree it ran
     for (prism::rpc::Event& e : *line.events.mutable_events()) {

@@ -696,6 +696,33 @@ TEST_CASE("fewer NICs than GPUs: the real rank's schedule carries the per-GPU sh
   REQUIRE(h.Stop().ok());
 }
 
+TEST_CASE("a communicator inside one node: the real rank's schedule carries the node's link, as the engine times it",
+          "[hybrid][nic]") {
+  g::Graph graph = SweepGraph({"allreduce"}, 4, 1);
+  graph.mutable_cluster()->set_gpus_per_node(2);  // ranks 0,1 on node 0; 2,3 on node 1
+  graph.mutable_cluster()->mutable_intra_node()->set_bandwidth_bps(3'600'000'000'000ull);
+  graph.mutable_cluster()->mutable_intra_node()->set_latency_ns(1'500);
+  HybridHarness h(graph, {0});
+  constexpr uint64_t kPairHash = 0x7a1;
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  h.Communicator(kPairHash, -1, {0, 1});
+  prism::rpc::EventBatch b;
+  const int64_t t = RealtimeNow();
+  AddStarted(&b, 1, Key(kPairHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 2, 1 << 20, t);
+  AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, t);
+  h.Feed(1, b);
+  auto pair = h.WaitSchedule(Key(kPairHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  auto world = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+  REQUIRE(pair);
+  REQUIRE(world);
+  CHECK(pair->link_bits_per_second() == 3'600'000'000'000ull);
+  CHECK(pair->link_latency_ns() == 1'500);
+  const prism::engine::LinkFigures links = prism::engine::NetworkModel::LinkFiguresFromCluster(graph.cluster());
+  CHECK(world->link_bits_per_second() == links.GpuNicShare().count());  // spans nodes: the NIC share
+  CHECK(world->link_latency_ns() == static_cast<uint64_t>(links.nic_latency.count()));
+  REQUIRE(h.Stop().ok());
+}
+
 TEST_CASE("a Simple tree all-reduce's virtual senders stream what NCCL's double binary tree delivers to the real rank",
           "[hybrid][tree]") {
   HybridHarness h(SweepGraph({"allreduce"}, 8, 1), {0});

@@ -51,6 +51,29 @@ TEST_CASE("session service: minted handles are unique virtual handles", "[plugin
   CHECK(service.connected_sessions() == 0);
 }
 
+TEST_CASE("session service: a handle for a virtual receiver on the real sender's node carries the node's link",
+          "[plugin][session]") {
+  PluginSessionService::Options o;
+  o.same_node = prism::daemon::SameNodeLink{8, prism::BitsPerSecond(3'600'000'000'000ull), prism::Nanoseconds(1'000)};
+  PluginSessionService service(o, nullptr);
+  prism::daemon::VirtualLinkInfo link;
+  link.real_rank = 5;
+  link.virtual_rank = 4;  // node 0, as rank 5
+  const prism::VirtualHandle same = service.MintReceiveHandle(link);
+  CHECK(same.OnSenderNode());
+  CHECK(same.same_node_bits_per_second == 3'600'000'000'000ull);
+  CHECK(same.same_node_latency_ns == 1'000);
+  link.virtual_rank = 13;  // node 1
+  const prism::VirtualHandle other = service.MintReceiveHandle(link);
+  CHECK_FALSE(other.OnSenderNode());
+  CHECK(other.same_node_bits_per_second == 0);
+  // One GPU per node: every peer is on another node.
+  o.same_node.gpus_per_node = 1;
+  PluginSessionService single(o, nullptr);
+  link.virtual_rank = 4;
+  CHECK_FALSE(single.MintReceiveHandle(link).OnSenderNode());
+}
+
 TEST_CASE("session service: unknown listen id is FailedPrecondition", "[plugin][session]") {
   PluginSessionService service({}, nullptr);
   prism::RealListenHandle h;

@@ -19,10 +19,11 @@ using prism::testing::NowNs;
 using prism::testing::PluginDriver;
 using prism::testing::SessionDaemon;
 
-std::vector<char> VirtualHandleBytes(uint64_t conn_id) {
+std::vector<char> VirtualHandleBytes(uint64_t conn_id, uint64_t same_node_bits_per_second = 0) {
   prism::VirtualHandle h;
   h.conn_id = conn_id;
   h.virtual_rank = 5;
+  h.same_node_bits_per_second = same_node_bits_per_second;
   std::vector<char> bytes(128, 0);
   std::memcpy(bytes.data(), &h, sizeof(h));
   return bytes;
@@ -48,8 +49,8 @@ void* AcceptVirtual(PluginDriver& drv, void* ctx, void** lc_out = nullptr) {
   return rc;
 }
 
-void* ConnectVirtual(PluginDriver& drv, void* ctx, uint64_t conn_id) {
-  std::vector<char> h = VirtualHandleBytes(conn_id);
+void* ConnectVirtual(PluginDriver& drv, void* ctx, uint64_t conn_id, uint64_t same_node_bits_per_second = 0) {
+  std::vector<char> h = VirtualHandleBytes(conn_id, same_node_bits_per_second);
   void* sc = nullptr;
   prism_ncclNetDeviceHandle_t* dev = nullptr;
   PRISM_DRV_CHECK(drv.net().connect(ctx, 0, h.data(), &sc, &dev));
@@ -114,6 +115,43 @@ TEST_CASE("virtual peers: accept, connect, link-model completion times, zero fil
     drv.net().deregMr(sc, mh);
     drv.net().closeSend(sc);
     drv.net().closeRecv(rc);
+    drv.net().finalize(ctx);
+    return "";
+  });
+  CHECK(msg == "");
+}
+
+TEST_CASE("virtual peers: sends to a virtual peer on this rank's node take the node's link, which they share",
+          "[plugin][virtual]") {
+  SessionDaemon daemon(PRISM_SESSION_TESTD, {"--mode", "link", "--gbps", "8", "--auto-accept", "1"});
+  REQUIRE(!daemon.address().empty());
+  const std::string msg = InChild([&]() -> std::string {
+    setenv("PRISM_DAEMON", daemon.address().c_str(), 1);
+    unsetenv("PRISM_LINK_GBPS");  // the NIC's link: unshaped
+    PluginDriver drv(PRISM_PLUGIN_SO);
+    void* ctx = drv.Init();
+    // Two connections to virtual peers of this node, whose handles give an
+    // 8 Gbit/s (1 GB/s) link: 1 MiB takes 1,048,576 ns on it.
+    void* a = ConnectVirtual(drv, ctx, 5151, 8'000'000'000ull);
+    void* b = ConnectVirtual(drv, ctx, 5152, 8'000'000'000ull);
+    if (a == nullptr || b == nullptr) return "connect on a same-node virtual handle returned no comm";
+    std::vector<char> abuf(1 << 20), bbuf(1 << 20);
+    void* amh = nullptr;
+    void* bmh = nullptr;
+    drv.net().regMr(a, abuf.data(), abuf.size(), kPrismPtrHost, &amh);
+    drv.net().regMr(b, bbuf.data(), bbuf.size(), kPrismPtrHost, &bmh);
+    const int64_t s0 = NowNs();
+    void* ra = drv.Send(a, abuf.data(), abuf.size(), 3, amh);
+    void* rb = drv.Send(b, bbuf.data(), bbuf.size(), 3, bmh);
+    int sent = -1;
+    drv.Wait(ra, &sent);
+    if (NowNs() - s0 < (int64_t{1} << 20)) return "a send to a same-node peer did not take the handle's link";
+    drv.Wait(rb, &sent);
+    if (NowNs() - s0 < (int64_t{2} << 20)) return "two connections to same-node peers did not share one link";
+    drv.net().deregMr(a, amh);
+    drv.net().deregMr(b, bmh);
+    drv.net().closeSend(a);
+    drv.net().closeSend(b);
     drv.net().finalize(ctx);
     return "";
   });

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/net_handles.h"
+#include "common/units.h"
 
 namespace prism::daemon {
 
@@ -27,6 +28,25 @@ struct VirtualLinkInfo {
   uint32_t virtual_rank = 0;     // global rank in that communicator
   uint32_t real_rank = 0;
   int32_t channel = 0;
+};
+
+// The graph's GPU-to-GPU link inside a node, for a real rank's virtual peers on
+// its own node (rank r is on node r / gpus_per_node): the model's link
+// between them (docs/network-model.md).
+struct SameNodeLink {
+  uint32_t gpus_per_node = 1;
+  BitsPerSecond bandwidth;  // 0: none (every handle leaves the plugin's NIC link)
+  Nanoseconds latency;
+  bool OneNode(uint32_t a, uint32_t b) const {
+    return gpus_per_node > 1 && bandwidth.count() > 0 && a / gpus_per_node == b / gpus_per_node;
+  }
+  // Every one of `ranks` (global ranks; at least two) on one node.
+  bool OneNode(const std::vector<uint32_t>& ranks) const {
+    if (ranks.size() < 2) return false;
+    for (uint32_t r : ranks)
+      if (!OneNode(ranks.front(), r)) return false;
+    return true;
+  }
 };
 
 // A communicator the bootstrap plays virtual ranks of: NCCL operations that

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "daemon/bootstrap/wire_profile.h"
+#include "daemon/engine/network_model.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 
@@ -75,6 +76,7 @@ PluginSessionService::Options SessionOptions(const ControlPlaneOptions& options,
   PluginSessionService::Options o;
   o.daemon_version = options.version;
   o.ring_step_cost = options.ring_step_cost;
+  o.same_node = options.same_node;
   o.nccl_gate = gate;
   // A real rank's plugin announcing itself is the rank connecting (/status).
   if (status != nullptr)
@@ -92,6 +94,8 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
                                                                    ControlPlaneOptions options,
                                                                    server::Metrics* metrics,
                                                                    ScheduleSource* schedules) {
+  const engine::LinkFigures links = engine::NetworkModel::LinkFiguresFromCluster(graph.cluster());
+  options.same_node = SameNodeLink{links.gpus_per_node, links.intra_bw, links.intra_latency};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(std::move(options), metrics, schedules));
   const ControlPlaneOptions& o = cp->options_;
   if (o.real_ranks.empty()) return cp;

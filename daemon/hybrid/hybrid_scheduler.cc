@@ -137,6 +137,12 @@ void HybridScheduler::OnCommunicator(const CommDescription& c) {
 void HybridScheduler::RegisterCommunicator(const CommDescription& c) {
   if (options_.recorder != nullptr) options_.recorder->Communicator(RealtimeNowNs(), c);
   comms_.Bind(c);
+  if (options_.same_node.OneNode(c.members)) one_node_comms_.insert(c.comm_hash);
+}
+
+HybridScheduler::Link HybridScheduler::LinkOf(uint64_t comm_hash) const {
+  if (one_node_comms_.count(comm_hash) != 0) return Link{options_.same_node.bandwidth, options_.same_node.latency};
+  return Link{options_.link_bandwidth, Max(Nanoseconds(0), options_.link_latency)};
 }
 
 void HybridScheduler::HandleParked(const ParkedOps& ops, SessionId id, rpc::ScheduleBatch* reply) {
@@ -164,23 +170,25 @@ HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& 
   HybridSchedulerOptions o;
   o.link_bandwidth = links.GpuNicShare();
   o.link_latency = links.nic_latency;
+  o.same_node = SameNodeLink{links.gpus_per_node, links.intra_bw, links.intra_latency};
   return o;
 }
 
 engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
-  const uint64_t link = options_.link_bandwidth.count();
+  const Link comm_link = LinkOf(s.key().comm_hash());
+  const uint64_t link = comm_link.bandwidth.count();
   const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
   if (!tree_all_reduce) return engine::StreamShape{BitsPerSecond(link), Nanoseconds(0)};
   const engine::StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
   if (link == 0 || s.proto_name() != "SIMPLE" || s.comm_size() < 2 || s.bytes() == 0) return half;
-  const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()));
+  const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()), link);
   if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
   const engine::TreeAllReduce op{s.comm_size(),
                                  std::max(1, static_cast<int>(s.channels())),
                                  Bytes(s.bytes()),
                                  engine::kNcclSimpleStepBytes,
                                  BitsPerSecond(link),
-                                 Max(Nanoseconds(0), options_.link_latency)};
+                                 comm_link.latency};
   engine::StreamShape shape = half;
   const std::optional<engine::TreeArrivals> a =
       engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
@@ -198,7 +206,7 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
   const int64_t ready = mode == rpc::OpSchedule::STREAM ? ready_emulated + stream.ready_offset.count() : ready_emulated;
   if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready)));
   s.set_link_bits_per_second(stream.rate.count());
-  s.set_link_latency_ns(static_cast<uint64_t>(Max(Nanoseconds(0), options_.link_latency).count()));
+  s.set_link_latency_ns(static_cast<uint64_t>(LinkOf(key.comm_hash()).latency.count()));
   if (mode == rpc::OpSchedule::MIRROR) s.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   return s;
 }
@@ -279,7 +287,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   const int64_t ready = static_cast<int64_t>(s.at_ns()) + stream.ready_offset.count();
   d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, ready)));
   d.set_link_bits_per_second(stream.rate.count());
-  d.set_link_latency_ns(static_cast<uint64_t>(Max(Nanoseconds(0), options_.link_latency).count()));
+  d.set_link_latency_ns(static_cast<uint64_t>(LinkOf(s.key().comm_hash()).latency.count()));
   if (d.mode() == rpc::OpSchedule::MIRROR) d.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   d.set_unmatched(true);
   return d;

@@ -72,6 +72,10 @@ struct HybridSchedulerOptions {
   // plugin's own setting.
   BitsPerSecond link_bandwidth;
   Nanoseconds link_latency;
+  // A communicator whose members all sit on one node is timed on the
+  // node's GPU-to-GPU link instead, as the engine times it (bandwidth 0:
+  // never).
+  SameNodeLink same_node;
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
   Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
@@ -261,6 +265,14 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // data twice). Locked helper (the cache); plays at most
   // kMaxPlayedTreeTransfers (tree_pipeline.h).
   engine::StreamShape StreamShapeOf(const rpc::OpStarted& s) const;
+  // The link the virtual members of communicator `comm_hash` are timed on:
+  // the node's link when all its members share one node, else the NIC
+  // share (options_). Locked helper.
+  struct Link {
+    BitsPerSecond bandwidth;
+    Nanoseconds latency;
+  };
+  Link LinkOf(uint64_t comm_hash) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
   // The forecast schedule of the rank's started collective `st`; nullopt
   // when its anchor is unknown (never reported, or long gone).
@@ -294,8 +306,9 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   HybridSchedulerOptions options_;
 
   mutable std::mutex mu_;  // guards everything below
-  // Played tree all-reduces by (nodes, rank, bytes, channels).
-  mutable std::map<std::tuple<int, int, uint64_t, int>, engine::StreamShape> tree_shapes_;
+  // Played tree all-reduces by (nodes, rank, bytes, channels, link bandwidth).
+  mutable std::map<std::tuple<int, int, uint64_t, int, uint64_t>, engine::StreamShape> tree_shapes_;
+  std::set<uint64_t> one_node_comms_;  // comm hashes whose members all share one node
   ScheduleSink* sink_ = nullptr;
   std::map<uint32_t, RealRank> ranks_;
   CommunicatorBinding comms_{&programs_};  // NCCL and engine communicators -> graph communicators

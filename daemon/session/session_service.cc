@@ -139,6 +139,10 @@ VirtualHandle PluginSessionService::MintReceiveHandle(const VirtualLinkInfo& lin
   VirtualHandle h;
   h.conn_id = NextConnId();
   h.virtual_rank = link.virtual_rank;
+  if (options_.same_node.OneNode(link.real_rank, link.virtual_rank)) {
+    h.same_node_bits_per_second = options_.same_node.bandwidth.count();
+    h.same_node_latency_ns = options_.same_node.latency.count();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   links_[h.conn_id] = link;
   return h;

@@ -64,6 +64,9 @@ class PluginSessionService final : public VirtualConnectionBroker, public Schedu
     // A session stream that sends no Hello within this is cancelled (its
     // server thread would otherwise wait for ever).
     std::chrono::milliseconds hello_timeout{10000};
+    // A handle minted for a virtual receiver on the real sender's node
+    // carries this link (VirtualHandle::same_node_*).
+    SameNodeLink same_node;
   };
 
   // `source` is not owned and must outlive this object.

@@ -14,7 +14,7 @@
 
 namespace prism::bootstrap::replay {
 
-enum class FieldKind { kAddress, kHash, kHandleId };
+enum class FieldKind { kAddress, kHash, kHandleId, kModelLink };
 
 struct Field {
   size_t offset = 0;
