@@ -9,7 +9,8 @@
 //   default 0) and --ring-only (NCCL_ALGO=Ring), for the model:R,R recording
 //   and for the engine's virtual ranks in every replay. For any source:
 //   --iterations N (iterations the engine plays; default the recording's,
-//   else the graph's, else 1: recordings made before 2026-12-02 do not say).
+//   else the graph's, else 1: recordings made before 2026-12-02 do not say);
+//   --nic-model queues|interleave (prismd's; default queues).
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules; pacedMS:FILE with an engine
 //   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   }
   prism::engine::NcclBehaviour nccl;
   uint64_t iterations = 0;  // 0: the recording's, else the graph's
+  prism::engine::NicModel nic_model = prism::engine::NicModel::kQueues;
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
     const std::string flag = argv[1];
     double us = 0;
@@ -87,6 +89,10 @@ int main(int argc, char** argv) {
     } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       argv += 2, argc -= 2;
+    } else if (flag == "--nic-model" && (std::string(argv[2]) == "queues" || std::string(argv[2]) == "interleave")) {
+      nic_model = std::string(argv[2]) == "queues" ? prism::engine::NicModel::kQueues
+                                                   : prism::engine::NicModel::kInterleave;
+      argv += 2, argc -= 2;
     } else if (flag == "--iterations" && absl::SimpleAtoi(argv[2], &iterations) && iterations >= 1) {
       argv += 2, argc -= 2;
     } else {
@@ -96,7 +102,7 @@ int main(int argc, char** argv) {
   }
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
@@ -123,7 +129,7 @@ int main(int argc, char** argv) {
       uint32_t r = 0;
       if (absl::SimpleAtoi(s, &r)) reals.push_back(r);
     }
-    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl);
+    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl, nic_model);
   } else {
     rec = prism::daemon::ReadRecording(source);
   }
@@ -143,8 +149,9 @@ int main(int argc, char** argv) {
   po.trace_ranks = ranks;
   po.lookahead = lookahead;
   po.nccl = nccl;
+  po.nic_model = nic_model;
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
-                      : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl);
+                      : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl, nic_model);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
   std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu"
               "\tsend_forecasts\t%llu\tforecast_misses\t%llu\n",

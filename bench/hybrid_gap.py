@@ -3,7 +3,9 @@
 shorter) than `prismd --simulate` plays the same rank, per op kind.
 
 Usage: hybrid_gap.py [--explain BIN] [--graphgen BIN] [--step-cost-us US]
-                     [--ring-only] [--skip N] GRAPH RECORDING RANK
+                     [--ring-only] [--nic-model M] [--skip N] GRAPH RECORDING RANK
+
+--nic-model: prismd's (queues or interleave) for both sides' engine.
 
 RECORDING: prismd --record-sessions of the hybrid run (or a copy without its
 per-message events: `hybrid_explain --ops-only IN OUT`, `prism-session-capture
@@ -55,6 +57,8 @@ def run_explain(args, source, ranks, iterations=None, tool="hybrid_gap"):
         cmd += ["--step-cost-us", str(args.step_cost_us)]
     if args.ring_only:
         cmd += ["--ring-only"]
+    if getattr(args, "nic_model", None):
+        cmd += ["--nic-model", args.nic_model]
     cmd += [args.graph, source, str(ranks)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -100,6 +104,7 @@ def main():
     p.add_argument("--graphgen", default=None, help="prism-graphgen, for the ops' communicators (else kinds only)")
     p.add_argument("--step-cost-us", type=float, default=None)
     p.add_argument("--ring-only", action="store_true")
+    p.add_argument("--nic-model", default=None, choices=["queues", "interleave"])
     p.add_argument("--skip", type=int, default=1)
     p.add_argument("graph")
     p.add_argument("recording")

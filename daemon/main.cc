@@ -145,8 +145,11 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     o.nic_model = prism::engine::NicModel::kShared;
   } else if (f.nic_model == "calendar") {
     o.nic_model = prism::engine::NicModel::kCalendar;
+  } else if (f.nic_model == "interleave") {
+    o.nic_model = prism::engine::NicModel::kInterleave;
   } else if (f.nic_model != "queues") {
-    return absl::InvalidArgumentError(absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar or shared"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar, shared or interleave"));
   }
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, g, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
@@ -445,8 +448,10 @@ int main(int argc, char** argv) {
   app.add_option("--nic-model", f.nic_model,
                  "queues (default: each member of a ring collective queues its share on its own NIC, first "
                  "come first served; other transfers as calendar), calendar (a transfer holds all its NICs alone "
-                 "in a gap common to them) or shared (transfers in flight share each NIC equally; --simulate "
-                 "only)");
+                 "in a gap common to them), shared (transfers in flight share each NIC equally; --simulate "
+                 "only) or interleave (queues, but a ring share that finds its NIC carrying another "
+                 "communicator's ring share goes behind that one's step in progress, then shares the NIC with "
+                 "the rest; docs/network-model.md)");
   app.add_option("--step-cost-us", f.step_cost_us,
                  "NCCL's own cost per ring step beyond the link latency, in us, or auto (the graph's figure, "
                  "measured by prism capture, else the one measured for NCCL 2.28's Simple ring; "

@@ -129,3 +129,107 @@ TEST_CASE("nic scheduler: shared NICs report ends only as time passes", "[engine
   CHECK(done[0].end == Nanoseconds(200));
   CHECK(checks.empty());                          // nothing left in flight: no next wake-up
 }
+
+// NicModel::kInterleave: a short collective of one communicator whose member
+// finds its transmit side carrying a long ring share of another does not wait
+// for that share's end; kQueues and kCalendar make it wait.
+namespace {
+
+// Five actors on five nodes at 8 Gbit/s (a byte a nanosecond), no latency:
+// communicator 0 a ring of actors 0-3, communicator 1 the pair {0, 4}.
+prism::engine::EngineWorld TwoComms() {
+  prism::engine::EngineWorld w;
+  w.programs.resize(1);
+  w.actors.resize(5);
+  prism::engine::EngineComm ring, pair;
+  ring.members = {0, 1, 2, 3};
+  ring.shape = prism::engine::CommShape{4, 4, 1, 1};
+  pair.members = {0, 4};
+  pair.shape = prism::engine::CommShape{2, 2, 1, 1};
+  w.comms = {ring, pair};
+  return w;
+}
+
+prism::engine::LinkFigures ByteANanosecond() {
+  prism::engine::LinkFigures l;
+  l.nic_bw = prism::BitsPerSecond(8'000'000'000);
+  l.nic_count = 1;
+  l.intra_bw = prism::BitsPerSecond(8'000'000'000);
+  return l;
+}
+
+prism::engine::OpInfo AllGather(uint64_t bytes) {
+  prism::engine::OpInfo op;
+  op.kind = prism::engine::OpKind::kCollective;
+  op.collective = prism::graph::ALLGATHER;
+  op.algorithm = prism::graph::ALGORITHM_RING;
+  op.bytes = prism::Bytes(bytes);
+  return op;
+}
+
+// The end of a `pair_bytes` all-gather on communicator 1 ready at 0.1 ms,
+// granted after a 4 MB all-gather on communicator 0 took actor 0's transmit
+// side at 0 (3 ms of wire in 3 ring steps of 1 ms); then when a 1 us send
+// from actor 0, ready at 0.1 ms, starts.
+std::pair<int64_t, int64_t> PairAfterRing(prism::engine::NicModel nic, uint64_t pair_bytes) {
+  using prism::Nanoseconds;
+  const prism::engine::EngineWorld w = TwoComms();
+  const prism::engine::NetworkModel model(ByteANanosecond());
+  const prism::engine::OpInfo ring_op = AllGather(4'000'000), pair_op = AllGather(pair_bytes);
+  REQUIRE(model.RingWireTime(prism::graph::ALLGATHER, ring_op.bytes, w.comms[0].shape) == Nanoseconds(3'000'000));
+  prism::engine::NicScheduler s(w, model, nic);
+  std::vector<prism::engine::NicGrant> done;
+  std::vector<prism::engine::NicCheck> checks;
+  s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
+  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].end == Nanoseconds(3'000'000));
+  const Nanoseconds wire = model.RingWireTime(prism::graph::ALLGATHER, pair_op.bytes, w.comms[1].shape);
+  s.RequestCollective(2, 1, pair_op, Nanoseconds(100'000), wire);
+  s.Grant(Nanoseconds(100'000), Nanoseconds(100'000), &done, &checks);
+  REQUIRE(done.size() == 2);  // known at its grant, as a hybrid run needs
+  CHECK(done[1].ticket == 2);
+  s.RequestPointToPoint(3, 0, 4, Nanoseconds(100'000), Nanoseconds(1'000));
+  s.Grant(Nanoseconds(100'000), Nanoseconds(100'000), &done, &checks);
+  REQUIRE(done.size() == 3);
+  return {done[1].end.count(), done[2].start.count()};
+}
+
+}  // namespace
+
+TEST_CASE("nic scheduler, interleave: a short collective shares a NIC another communicator's ring holds",
+          "[engine][nic]") {
+  using prism::engine::NicModel;
+  // 0.2 ms of wire (400 kB over two members). Queued whole behind the ring's
+  // share (and under the calendar): it leaves at 3.2 ms.
+  CHECK(PairAfterRing(NicModel::kQueues, 400'000).first == 3'200'000);
+  CHECK(PairAfterRing(NicModel::kCalendar, 400'000).first == 3'200'000);
+  // Interleaved: behind the ring's step in progress (it ends at 1 ms), then
+  // at half the rate while the ring's 2 ms left go on: 0.4 ms, out at 1.4 ms.
+  const auto [pair_end, send_start] = PairAfterRing(NicModel::kInterleave, 400'000);
+  CHECK(pair_end == 1'400'000);
+  // The side's work stays counted: a send after them starts when both would
+  // have left back to back, as under the queues.
+  CHECK(send_start == 3'200'000);
+  CHECK(PairAfterRing(NicModel::kQueues, 400'000).second == 3'200'000);
+  // 1.5 ms of wire: 1 ms of it goes while the ring's 2 ms are shared, the
+  // other 0.5 ms alone after the ring: out at 3.5 ms (queued: 4.5 ms).
+  CHECK(PairAfterRing(NicModel::kQueues, 3'000'000).first == 4'500'000);
+  CHECK(PairAfterRing(NicModel::kInterleave, 3'000'000).first == 3'500'000);
+}
+
+TEST_CASE("nic scheduler, interleave: a collective of the same communicator still queues whole", "[engine][nic]") {
+  using prism::Nanoseconds;
+  const prism::engine::EngineWorld w = TwoComms();
+  const prism::engine::NetworkModel model(ByteANanosecond());
+  const prism::engine::OpInfo op = AllGather(4'000'000);
+  prism::engine::NicScheduler s(w, model, prism::engine::NicModel::kInterleave);
+  std::vector<prism::engine::NicGrant> done;
+  std::vector<prism::engine::NicCheck> checks;
+  s.RequestCollective(1, 0, op, Nanoseconds(0), Nanoseconds(3'000'000));
+  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
+  s.RequestCollective(2, 0, op, Nanoseconds(100'000), Nanoseconds(3'000'000));
+  s.Grant(Nanoseconds(100'000), Nanoseconds(100'000), &done, &checks);
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].end == Nanoseconds(6'000'000));  // NCCL runs one communicator's operations in turn
+}

@@ -106,7 +106,7 @@ Nanoseconds NicScheduler::ReserveCollective(const Request& r) {
   const EngineComm& c = world_.comms[r.comm];
   if (const TxWire& tw = TxWireOf(*r.op, c); tw.queues) {
     const Nanoseconds wire = Min(r.duration, tw.wire);
-    const Nanoseconds sent = QueueOnMembersTx(c, r.ready, wire);
+    const Nanoseconds sent = QueueOnMembersTx(r.comm, r.ready, wire, tw.step);
     return Max(SatAdd(r.ready, r.duration), SatAdd(sent, r.duration - wire));
   }
   return SatAdd(ReserveMembers(c, r.ready, r.duration), r.duration);
@@ -117,14 +117,19 @@ const NicScheduler::TxWire& NicScheduler::TxWireOf(const OpInfo& op, const Engin
   if (!tx_wire_ || !(tx_wire_->first == key)) {
     TxWire w;
     w.queues = QueuesOnTx(op, c);
-    if (w.queues) w.wire = model_.RingWireTime(op.collective, op.bytes, c.shape);
+    if (w.queues) {
+      w.wire = model_.RingWireTime(op.collective, op.bytes, c.shape);
+      const uint64_t n = c.shape.ranks;
+      const uint64_t steps = op.collective == graph::ALLREDUCE ? 2 * (n - 1) : n - 1;  // n > 1: spans nodes
+      w.step = Max(Nanoseconds(1), Nanoseconds(w.wire.count() / static_cast<int64_t>(steps)));
+    }
     tx_wire_.emplace(key, w);
   }
   return tx_wire_->second;
 }
 
 bool NicScheduler::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
-  if (nic_model_ != NicModel::kQueues || !c.shape.SpansNodes()) return false;
+  if ((nic_model_ != NicModel::kQueues && nic_model_ != NicModel::kInterleave) || !c.shape.SpansNodes()) return false;
   if (op.collective != graph::ALLREDUCE && op.collective != graph::ALLGATHER &&
       op.collective != graph::REDUCESCATTER)
     return false;
@@ -137,16 +142,45 @@ bool NicScheduler::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
 // one member's busy NIC does not hold the others idle (with the calendar a
 // collective waited for a gap common to all its members, and a late or slow
 // rank's delay grew from NIC to NIC: +40 ms for a straggler's 7 ms).
-Nanoseconds NicScheduler::QueueOnMembersTx(const EngineComm& c, Nanoseconds ready, Nanoseconds wire) {
+Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nanoseconds wire, Nanoseconds step) {
   Nanoseconds last = ready;
-  for (uint32_t m : c.members) {
-    NicCalendar& tx = nics_[m].tx;
-    const Nanoseconds start = tx.NextFree(ready, wire);
-    const Nanoseconds sent = SatAdd(start, wire);
-    tx.Reserve(start, sent, forget_before_);
+  for (uint32_t m : world_.comms[comm].members) {
+    Directions& d = nics_[m];
+    const Nanoseconds start = d.tx.NextFree(ready, wire);
+    const Nanoseconds end = SatAdd(start, wire);
+    const bool interleave = nic_model_ == NicModel::kInterleave;
+    const Nanoseconds sent = interleave && start > ready ? SharedSent(d, comm, ready, wire, start) : end;
+    d.tx.Reserve(start, end, forget_before_);
+    if (interleave && wire > Nanoseconds(0)) {
+      if (d.shares.size() >= d.prune_at) {  // forgotten with the calendar's reservations
+        std::erase_if(d.shares, [this](const TxShare& s) { return s.end <= forget_before_; });
+        d.prune_at = std::max<size_t>(64, 2 * d.shares.size());
+      }
+      d.shares.push_back({start, end, step, comm});
+    }
     last = Max(last, sent);
   }
   return last;
+}
+
+// A real NIC carries the chunks of two communicators' operations in turn.
+// NCCL puts a ring step's data on the NIC as the step starts, so what is
+// queued of the other share when this one arrives (its step in progress)
+// goes first; from there the two alternate until the other share has left.
+// Its end stays as granted (the engine never moves a grant's end); the
+// reservation of this share after it keeps the side's work for later ones.
+Nanoseconds NicScheduler::SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
+                                     Nanoseconds start) {
+  const Nanoseconds queued = SatAdd(start, wire);
+  const auto h = std::find_if(d.shares.rbegin(), d.shares.rend(),
+                              [ready](const TxShare& s) { return s.start <= ready && ready < s.end; });
+  if (h == d.shares.rend() || h->comm == comm) return queued;
+  const int64_t in_step = (ready - h->start).count() / h->step.count() + 1;  // steps begun by `ready`
+  const Nanoseconds step_end = Min(h->end, SatAdd(h->start, Nanoseconds(in_step * h->step.count())));
+  const Nanoseconds half = Nanoseconds((h->end - step_end).count() / 2);  // this share's part of the rest
+  if (wire <= half) return SatAdd(step_end, wire + wire);
+  const Nanoseconds left = wire - half;
+  return Min(queued, SatAdd(d.tx.NextFree(h->end, left), left));
 }
 
 Nanoseconds NicScheduler::ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration) {

@@ -13,6 +13,15 @@
 //    own transmit side, in the first gap that fits there; the collective
 //    ends when the last share has left plus the rest of its time (never
 //    before the model's time from its start). Other transfers as kCalendar.
+//  - kInterleave: kQueues, except that a share that finds its transmit side
+//    carrying a ring share of another communicator does not wait for that
+//    share's end: it leaves behind the other share's ring step in progress
+//    (what NCCL has queued of it), then interleaved with the rest of it at
+//    half the rate, then alone, as far as the side's reservations at its
+//    grant say (SharedSent). Its reservation is kQueues' (the whole share
+//    after the other one), so the side's work stays counted for later
+//    requests; no grant's end ever moves (the hybrid's contract), so the
+//    other share keeps its end: the newcomer alone pays for the sharing.
 //  - kCalendar: a transfer holds every direction it needs, from the first
 //    instant all are free for its whole duration (nic_calendar.h).
 //  - kShared: transfers in flight share each direction equally
@@ -42,7 +51,7 @@
 namespace prism::engine {
 
 // docs/network-model.md, "NIC serialisation"; prismd --nic-model.
-enum class NicModel : uint8_t { kQueues, kCalendar, kShared };
+enum class NicModel : uint8_t { kQueues, kCalendar, kShared, kInterleave };
 
 // A granted transfer: the engine's ticket, when it started on the NICs and
 // when it ends (its last byte delivered).
@@ -129,8 +138,16 @@ class NicScheduler {
     Nanoseconds ready, duration;  // NIC time wanted from `ready` on (the grant order's key)
     Nanoseconds took;             // kSend: the transfer's whole time from its start
   };
+  // A ring share queued on a transmit side (kInterleave): [start, end) of
+  // communicator `comm`, sent one ring step of `step` at a time.
+  struct TxShare {
+    Nanoseconds start, end, step;
+    uint32_t comm = 0;
+  };
   struct Directions {
     NicCalendar tx, rx;
+    std::vector<TxShare> shares;  // kInterleave: tx's ring shares not yet forgotten, in grant order
+    size_t prune_at = 64;         // shares' size at which the forgotten ones are dropped
   };
 
   void GrantOne(const Request& r, std::vector<NicGrant>* done, std::vector<NicCheck>* checks);
@@ -144,10 +161,18 @@ class NicScheduler {
   // held the engine for a millisecond.
   struct TxWire {
     bool queues = false;
-    Nanoseconds wire;
+    Nanoseconds wire, step;  // step: the wire of one ring step
   };
   const TxWire& TxWireOf(const OpInfo& op, const EngineComm& c);
-  Nanoseconds QueueOnMembersTx(const EngineComm& c, Nanoseconds ready, Nanoseconds wire);
+  Nanoseconds QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nanoseconds wire, Nanoseconds step);
+  // kInterleave: when a share of `wire` for `comm`, ready at `ready`, whose
+  // side `d` is first free for it at `start` (> ready), has left: start +
+  // wire, unless `ready` falls in a ring share H of another communicator;
+  // then it waits for the end of H's step in progress, shares the side with
+  // the rest of H (each at half the rate), and sends what is left after H
+  // in the first gap that holds it (never later than start + wire).
+  static Nanoseconds SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
+                                Nanoseconds start);
   // Reserves every member's both directions for `duration` from the first
   // instant >= `ready` at which all are free; returns that instant.
   Nanoseconds ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration);
