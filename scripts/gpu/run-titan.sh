@@ -32,7 +32,8 @@
 #   reuses KEEP's capture and refine rounds), REFINE (rounds, default 0), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
 #   N/2 below 16), GPN (gpus per node of the world graph: 1), GBPS (10) and LAT_US (10): the
 #   world's NIC and the plugin's link shape, STEP_TIMEOUT (s per Prism run; 240), PYTHON,
-#   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024").
+#   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024"), PRISMD_ARGS
+#   (more prismd options for every stage's prismd and the simulate, e.g. "--nic-model interleave").
 # Expected at N=1024 on one H200: capture and check about 2-3 minutes each (mostly start-up).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -97,8 +98,11 @@ after_stage() {
 
 common=(PYTHONUNBUFFERED=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" NCCL_ALGO="${NCCL_ALGO:-Ring}" PRISM_LINK_GBPS="$GBPS" PRISM_LINK_LATENCY_US="$LAT_US"
   PRISM_NIC_SPEED_MBPS=$((GBPS * 1000)) PRISM_TITAN_DUMP="$work/titan-dump")
+# shellcheck disable=SC2206
+prismd_extra=(${PRISMD_ARGS:-})
 tools=(--plugin "$bundle/libnccl-net-prism.so" --prismd "$bundle/prismd" --graphgen "$bundle/prism-graphgen"
   --metrics-port "$mport")
+for a in "${prismd_extra[@]}"; do tools+=(--prismd-arg="$a"); done
 
 # steps LOG: "<count> <steady>": prism_titan.py's step lines, mean of steps 2.. ("-" without)
 steps() {
@@ -130,7 +134,7 @@ ops_only() {
 # simulate GRAPH: prismd --simulate, mean of iterations 1..3 (s)
 simulate() {
   "$bundle/prismd" --graph "$1" --simulate --iterations 4 --json --metrics-address none \
-    --nccl-algo "${NCCL_ALGO:-Ring}" 2> "$work/simulate.err" |
+    --nccl-algo "${NCCL_ALGO:-Ring}" "${prismd_extra[@]}" 2> "$work/simulate.err" |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(f'{sum(t)/len(t):.4f}')" 2>&1 | tail -1
 }
 # poll_status FILE: prismd's last /status (it stops with the run) into FILE every 2 s, in the
