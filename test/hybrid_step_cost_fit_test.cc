@@ -17,6 +17,7 @@
 #include "daemon/engine/nccl_tuning.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/hybrid/step_cost_fit.h"
+#include "daemon/hybrid/step_cost_watch.h"
 #include "graphgen/capture_recording.h"
 #include "graphgen/cli.h"
 #include "graphgen/extrapolate.h"
@@ -192,6 +193,42 @@ TEST_CASE("step cost: the fit gives back the per-step cost a latency-bound ring 
   CHECK(*two[1].cost == Nanoseconds(11'000));
   CHECK(prism::daemon::DescribeFits(two, 0).find("SIMPLE ring 11.00 us per step (median of 8 latency-bound ring "
                                                  "all-reduces of 8") != std::string::npos);
+}
+
+// Counts what the watch forwards.
+struct CountingSource final : prism::daemon::ScheduleSource {
+  int events = 0, communicators = 0;
+  void OnEvents(prism::daemon::SessionId, const prism::rpc::EventBatch&, prism::rpc::ScheduleBatch*) override {
+    ++events;
+  }
+  void OnCommunicator(const prism::daemon::CommDescription&) override { ++communicators; }
+};
+
+TEST_CASE("step cost: a live hybrid run's watch fits its real rank's step cost and names the --step-cost-us for "
+          "--simulate",
+          "[step_cost][hybrid]") {
+  CountingSource next;
+  prism::daemon::StepCostWatch watch(&next);
+  g::Graph graph;
+  *graph.mutable_cluster() = TenGig(1024);
+  CHECK(watch.Report(graph, Nanoseconds(5'000)).empty());  // nothing reported yet
+  const Recording rec = RecordingOf(1024, TenAllGathers());
+  for (const RecordedLine& l : rec.lines) {
+    if (l.kind == RecordedLine::kCommunicator) watch.OnCommunicator(l.comm);
+    if (l.kind != RecordedLine::kEvents) continue;
+    prism::rpc::EventBatch batch = l.events;
+    batch.add_events()->mutable_completed();  // a per-message event: forwarded, not kept
+    prism::rpc::ScheduleBatch reply;
+    watch.OnEvents(l.session, batch, &reply);
+  }
+  CHECK(next.communicators == 1);
+  CHECK(next.events == 11);
+  // The run played 5 us per step; its NCCL took 8 (the synthetic ops' median).
+  const std::vector<std::string> lines = watch.Report(graph, Nanoseconds(5'000));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].find("step cost, rank 0: SIMPLE ring 8.00 us per step") == 0);
+  CHECK(lines[1].find("rank 0's NCCL took 8.00 us per ring step (SIMPLE ring, 11 operations) where this run "
+                      "played 5.00: prismd --simulate --step-cost-us 8.00") == 0);
 }
 
 TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and overlapped ones give no figure",

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
+#include "daemon/hybrid/step_cost_watch.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/server/daemon_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -216,7 +217,8 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
   ControlPlaneOptions control_options = options.control;
   control_options.ring_step_cost = options.engine.nccl.step_cost;
-  auto control = ControlPlane::Create(graph, std::move(control_options), metrics, &scheduler);
+  StepCostWatch step_costs(&scheduler);  // the real ranks' NCCL step cost, fitted at the end
+  auto control = ControlPlane::Create(graph, std::move(control_options), metrics, &step_costs);
   if (!control.ok()) return control.status();
   server::DaemonServer server(status);
   if (auto s = server.RegisterService((*control)->session_service()); !s.ok()) return s;
@@ -293,6 +295,8 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
                static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
                static_cast<unsigned long long>(c.holds));
   std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
+  for (const std::string& line : step_costs.Report(graph, options.engine.nccl.step_cost))
+    std::fprintf(stderr, "prismd: %s\n", line.c_str());
   std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer, scheduler).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {

@@ -1,0 +1,78 @@
+#include "daemon/hybrid/step_cost_watch.h"
+
+#include <cstdlib>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "daemon/hybrid/step_cost_fit.h"
+
+namespace prism::daemon {
+namespace {
+
+// The figure prismd would play from these fits, by the graph's rule
+// (engine::GraphNcclStepCost): the Simple ring's, else the one of most
+// operations. Null when no fit gave one.
+const StepCostFit* PlayedFit(const std::vector<StepCostFit>& fits) {
+  const StepCostFit* best = nullptr;
+  for (const StepCostFit& f : fits) {
+    if (!f.cost) continue;
+    if (f.protocol == "SIMPLE") return &f;
+    if (best == nullptr || f.used_ops > best->used_ops) best = &f;
+  }
+  return best;
+}
+
+}  // namespace
+
+void StepCostWatch::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
+  bool operations = false;
+  for (const rpc::Event& e : batch.events()) operations |= e.has_op_started() || e.has_op_finished();
+  if (operations) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_ < kStepCostWatchMaxEvents) {
+      RecordedLine line;
+      line.kind = RecordedLine::kEvents;
+      line.session = id;
+      for (const rpc::Event& e : batch.events())
+        if (e.has_op_started() || e.has_op_finished()) *line.events.add_events() = e;
+      events_ += static_cast<size_t>(line.events.events_size());
+      kept_.lines.push_back(std::move(line));
+    }
+  }
+  next_->OnEvents(id, batch, reply);
+}
+
+void StepCostWatch::OnCommunicator(const CommDescription& c) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RecordedLine line;
+    line.kind = RecordedLine::kCommunicator;
+    line.comm = c;
+    kept_.lines.push_back(std::move(line));
+  }
+  next_->OnCommunicator(c);
+}
+
+std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanoseconds played) const {
+  std::map<uint32_t, std::vector<RingOpTiming>> timings;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timings = RingOpTimings(kept_, graph);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [rank, ops] : timings) {
+    const std::vector<StepCostFit> fits = FitStepCost(ops, graph.cluster(), played);
+    if (fits.empty()) continue;
+    lines.push_back(DescribeFits(fits, rank));
+    const StepCostFit* fit = PlayedFit(fits);
+    if (fit == nullptr || std::llabs((*fit->cost - played).count()) <= 250) continue;
+    lines.push_back(absl::StrFormat(
+        "rank %u's NCCL took %.2f us per ring step (%s ring, %u operations) where this run played %.2f: "
+        "prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran (docs/network-model.md, "
+        "\"The figure moves with the host\")",
+        rank, fit->cost->count() / 1e3, fit->protocol, fit->used_ops, played.count() / 1e3, fit->cost->count() / 1e3));
+  }
+  return lines;
+}
+
+}  // namespace prism::daemon

@@ -1,0 +1,61 @@
+// NCCL's step cost on the real ranks of a live hybrid run, fitted at its end
+// the way prism-session-capture fits it from a recording (step_cost_fit.h):
+// a ScheduleSource in front of the hybrid scheduler that forwards every call
+// and keeps the communicators and the operation reports (OpStarted,
+// OpFinished; no per-message events). At 8192 ranks one microsecond of the
+// figure is about 3% of an iteration (docs/network-model.md, "The figure
+// moves with the host"), so a run's --simulate needs the run's own figure.
+//
+// Ownership: `next` is not owned and must outlive the watch.
+// Thread-safety: the ScheduleSource calls may come from several session
+// threads (one mutex, taken only for a batch with operation reports and for
+// a communicator); Report from any thread.
+#ifndef PRISM_DAEMON_HYBRID_STEP_COST_WATCH_H_
+#define PRISM_DAEMON_HYBRID_STEP_COST_WATCH_H_
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "daemon/hybrid/session_recorder.h"
+#include "daemon/session/schedule_source.h"
+#include "proto/graph.pb.h"
+
+namespace prism::daemon {
+
+// Operation events kept at most (a few hundred bytes each): a run longer
+// than that is fitted on its first ones.
+inline constexpr size_t kStepCostWatchMaxEvents = 200'000;
+
+class StepCostWatch final : public ScheduleSource {
+ public:
+  explicit StepCostWatch(ScheduleSource* next) : next_(next) {}
+  StepCostWatch(const StepCostWatch&) = delete;
+  StepCostWatch& operator=(const StepCostWatch&) = delete;
+
+  void OnSessionOpened(SessionId id, const rpc::Hello& hello, ScheduleSink* sink) override {
+    next_->OnSessionOpened(id, hello, sink);
+  }
+  void OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) override;
+  void OnSessionClosed(SessionId id) override { next_->OnSessionClosed(id); }
+  void OnCommunicator(const CommDescription& c) override;
+
+  // One line per real rank that ran ring collectives (DescribeFits), then,
+  // when the figure prismd takes from a fit (the Simple ring's, else the one
+  // of most operations, as for a graph's) differs from `played` by more than
+  // a quarter microsecond, a line naming the --step-cost-us that gives
+  // --simulate this run's NCCL. `graph`: the graph the run played.
+  std::vector<std::string> Report(const graph::Graph& graph, Nanoseconds played) const;
+
+ private:
+  ScheduleSource* next_;
+  mutable std::mutex mu_;
+  Recording kept_;     // communicators and operation events, in arrival order (mu_)
+  size_t events_ = 0;  // operation events in kept_ (mu_)
+};
+
+}  // namespace prism::daemon
+
+#endif  // PRISM_DAEMON_HYBRID_STEP_COST_WATCH_H_
