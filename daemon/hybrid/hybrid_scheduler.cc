@@ -140,11 +140,6 @@ void HybridScheduler::RegisterCommunicator(const CommDescription& c) {
   if (options_.same_node.OneNode(c.members)) one_node_comms_.insert(c.comm_hash);
 }
 
-HybridScheduler::Link HybridScheduler::LinkOf(uint64_t comm_hash) const {
-  if (one_node_comms_.count(comm_hash) != 0) return Link{options_.same_node.bandwidth, options_.same_node.latency};
-  return Link{options_.link_bandwidth, Max(Nanoseconds(0), options_.link_latency)};
-}
-
 void HybridScheduler::HandleParked(const ParkedOps& ops, SessionId id, rpc::ScheduleBatch* reply) {
   for (const auto& [sid, st] : ops.started) HandleStarted(sid, st, sid == id ? reply : nullptr);
   for (const auto& [sid, f] : ops.finished) HandleFinished(sid, f);
@@ -163,39 +158,6 @@ bool HybridScheduler::ParkOnAllRealComm(SessionId id, const rpc::OpStarted& s, r
 void HybridScheduler::OnWorld(const engine::EngineWorld& world) {
   std::lock_guard<std::mutex> lock(mu_);
   comms_.BindWorld(world);
-}
-
-HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& cluster) {
-  const engine::LinkFigures links = engine::NetworkModel::LinkFiguresFromCluster(cluster);
-  HybridSchedulerOptions o;
-  o.link_bandwidth = links.GpuNicShare();
-  o.link_latency = links.nic_latency;
-  o.same_node = SameNodeLink{links.gpus_per_node, links.intra_bw, links.intra_latency};
-  return o;
-}
-
-engine::StreamShape HybridScheduler::StreamShapeOf(const rpc::OpStarted& s) const {
-  const Link comm_link = LinkOf(s.key().comm_hash());
-  const uint64_t link = comm_link.bandwidth.count();
-  const bool tree_all_reduce = s.algorithm() == rpc::OP_ALGO_TREE && s.key().kind() == rpc::OP_ALL_REDUCE;
-  if (!tree_all_reduce) return engine::StreamShape{BitsPerSecond(link), Nanoseconds(0)};
-  const engine::StreamShape half{BitsPerSecond(link / 2), Nanoseconds(0)};
-  if (link == 0 || s.proto_name() != "SIMPLE" || s.comm_size() < 2 || s.bytes() == 0) return half;
-  const auto key = std::make_tuple(s.comm_size(), s.comm_rank(), s.bytes(), static_cast<int>(s.channels()), link);
-  if (const auto it = tree_shapes_.find(key); it != tree_shapes_.end()) return it->second;
-  const engine::TreeAllReduce op{s.comm_size(),
-                                 std::max(1, static_cast<int>(s.channels())),
-                                 Bytes(s.bytes()),
-                                 engine::kNcclSimpleStepBytes,
-                                 BitsPerSecond(link),
-                                 comm_link.latency};
-  engine::StreamShape shape = half;
-  const std::optional<engine::TreeArrivals> a =
-      engine::PlayTreeAllReduce(op, s.comm_rank(), engine::kMaxPlayedTreeTransfers);
-  if (const std::optional<engine::StreamShape> stream = a ? engine::StreamOf(*a, op.latency) : std::nullopt)
-    shape = *stream;
-  tree_shapes_.emplace(key, shape);
-  return shape;
 }
 
 rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule::Mode mode, int64_t ready_emulated,
