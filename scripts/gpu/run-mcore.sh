@@ -167,7 +167,7 @@ run_prism() {
   row "$label" "$dir" "$reals" "$rc" "$((SECONDS - s))" "$pred"
   tail -n "$(tr ',' '\n' <<< "$reals" | wc -l)" "$rows"
   grep -aE "diverged|waits|stall|error" "$dir/prismd.log" 2> /dev/null | head -n 3 | sed 's/^/  prismd| /'
-  grep -aE "forecasts|late receives in" "$dir/prismd.log" 2> /dev/null | tail -n 2 | sed 's/^/  prismd| /'
+  grep -aE "forecasts|late receives in|NCCL took" "$dir/prismd.log" 2> /dev/null | tail -n 3 | sed 's/^/  prismd| /'
   pack_recordings "$dir"
 }
 

@@ -279,6 +279,7 @@ if [[ " $STAGES " == *" check "* ]]; then
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"
     say "  $(grep -a 'prismd: hybrid:' "$work/check-logs/prismd.log" 2> /dev/null | tail -1)"
+    grep -a "NCCL took" "$work/check-logs/prismd.log" 2> /dev/null | sed 's/^/  /' | tee -a "$summary"
     say "  prismd.log lines naming a divergence: $(grep -aci 'divergence:' "$work/check-logs/prismd.log" 2> /dev/null || true)"
     grep -ai "divergence:" "$work/check-logs/prismd.log" 2> /dev/null | tail -3 | sed 's/^/  prismd| /' | tee -a "$summary"
     [[ $rc == 0 ]] || { last_error "$work/check.log" | tee -a "$summary"; last_error "$work/check-logs/rank$other.log" | tee -a "$summary"; }

@@ -175,8 +175,9 @@ PY
 )
   row "$label" "$n" "$reals" "$rc" "$dir" "$status"
   grep -aE "error|diverge|hang|waiting" "$dir/prismd.log" | head -3 | sed 's/^/  prismd| /'
-  # prismd's exit lines: rings held and forecasts, late receives (steady iterations, by cause), engine lag
-  grep -aE "rings held|late receives in|engine lag over" "$dir/prismd.log" | sed 's/^/  prismd| /'
+  # prismd's exit lines: rings held and forecasts, late receives (steady iterations, by cause), engine lag,
+  # and the step cost its real ranks' NCCL took where it is not the one the run played
+  grep -aE "rings held|late receives in|engine lag over|NCCL took" "$dir/prismd.log" | sed 's/^/  prismd| /'
 }
 
 for part in "${parts[@]}"; do
