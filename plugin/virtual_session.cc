@@ -23,7 +23,7 @@ class SessionVirtualPeers final : public VirtualPeers {
     SharedLink* link = handle.OnSenderNode()
                            ? &env_.nics->SameNodeTx(BitsPerSecond(handle.same_node_bits_per_second),
                                                     Nanoseconds(std::max<int64_t>(0, handle.same_node_latency_ns)))
-                           : &env_.nics->Tx(dev);
+                           : nullptr;  // NIC dev's
     *comm = std::make_unique<VirtualSendComm>(env_, s, handle.conn_id, dev, link);
     return prism_ncclSuccess;
   }

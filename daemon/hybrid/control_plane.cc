@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/bootstrap/bootstrap_plan.h"
 #include "daemon/bootstrap/wire_profile.h"
-#include "daemon/engine/network_model.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 
@@ -94,8 +93,6 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const graph::
                                                                    ControlPlaneOptions options,
                                                                    server::Metrics* metrics,
                                                                    ScheduleSource* schedules) {
-  const engine::LinkFigures links = engine::NetworkModel::LinkFiguresFromCluster(graph.cluster());
-  options.same_node = SameNodeLink{links.gpus_per_node, links.intra_bw, links.intra_latency};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(std::move(options), metrics, schedules));
   const ControlPlaneOptions& o = cp->options_;
   if (o.real_ranks.empty()) return cp;

@@ -62,7 +62,8 @@ struct ControlPlaneOptions {
   std::string version = "dev";
   Nanoseconds ring_step_cost{0};     // NCCL's cost per ring step (prismd's --step-cost-us), told to plugins
   // The graph's link inside a node, for a real rank's virtual peers on its
-  // own node (Create sets it from the graph's cluster).
+  // own node (RunHybrid gives the scheduler's: HybridSchedulerOptions::
+  // ForCluster). Default: none, every virtual peer on the NIC link.
   SameNodeLink same_node;
   // prismd --follow: the graph lists only the world; the bootstrap and the
   // store follow the groups the real ranks make (split_source.h,

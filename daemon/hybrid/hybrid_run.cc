@@ -217,6 +217,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   HybridScheduler scheduler(std::move(*programs), &inbox, &pacer, status, metrics, so);
   ControlPlaneOptions control_options = options.control;
   control_options.ring_step_cost = options.engine.nccl.step_cost;
+  control_options.same_node = so.same_node;  // the handles' link is the one the schedules carry
   StepCostWatch step_costs(&scheduler);  // the real ranks' NCCL step cost, fitted at the end
   auto control = ControlPlane::Create(graph, std::move(control_options), metrics, &step_costs);
   if (!control.ok()) return control.status();

@@ -2,27 +2,13 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_format.h"
+#include "daemon/engine/nccl_tuning.h"
 #include "daemon/hybrid/step_cost_fit.h"
 
 namespace prism::daemon {
-namespace {
-
-// The figure prismd would play from these fits, by the graph's rule
-// (engine::GraphNcclStepCost): the Simple ring's, else the one of most
-// operations. Null when no fit gave one.
-const StepCostFit* PlayedFit(const std::vector<StepCostFit>& fits) {
-  const StepCostFit* best = nullptr;
-  for (const StepCostFit& f : fits) {
-    if (!f.cost) continue;
-    if (f.protocol == "SIMPLE") return &f;
-    if (best == nullptr || f.used_ops > best->used_ops) best = &f;
-  }
-  return best;
-}
-
-}  // namespace
 
 void StepCostWatch::OnEvents(SessionId id, const rpc::EventBatch& batch, rpc::ScheduleBatch* reply) {
   bool operations = false;
@@ -64,13 +50,16 @@ std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanose
     const std::vector<StepCostFit> fits = FitStepCost(ops, graph.cluster(), played);
     if (fits.empty()) continue;
     lines.push_back(DescribeFits(fits, rank));
-    const StepCostFit* fit = PlayedFit(fits);
-    if (fit == nullptr || std::llabs((*fit->cost - played).count()) <= 250) continue;
+    // The figure prismd plays from a graph carrying these fits (engine::GraphNcclStepCost).
+    graph::Cluster fitted;
+    for (const graph::NcclStepCost& e : StepCostEntries(fits, rank)) *fitted.add_nccl_step_costs() = e;
+    const std::optional<engine::StepCost> c = engine::GraphNcclStepCost(fitted);
+    if (!c || std::llabs((c->cost - played).count()) <= 250) continue;
     lines.push_back(absl::StrFormat(
-        "rank %u's NCCL took %.2f us per ring step (%s ring, %u operations) where this run played %.2f: "
-        "prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran (docs/network-model.md, "
-        "\"The figure moves with the host\")",
-        rank, fit->cost->count() / 1e3, fit->protocol, fit->used_ops, played.count() / 1e3, fit->cost->count() / 1e3));
+        "rank %u's NCCL took %.2f us per ring step (of the fits above, the one prismd plays from a graph) where "
+        "this run played %.2f: prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran "
+        "(docs/network-model.md, \"The figure moves with the host\")",
+        rank, c->cost.count() / 1e3, played.count() / 1e3, c->cost.count() / 1e3));
   }
   return lines;
 }

@@ -43,8 +43,8 @@ class StepCostWatch final : public ScheduleSource {
   void OnCommunicator(const CommDescription& c) override;
 
   // One line per real rank that ran ring collectives (DescribeFits), then,
-  // when the figure prismd takes from a fit (the Simple ring's, else the one
-  // of most operations, as for a graph's) differs from `played` by more than
+  // when the figure prismd would play from a graph carrying these fits
+  // (engine::GraphNcclStepCost) differs from `played` by more than
   // a quarter microsecond, a line naming the --step-cost-us that gives
   // --simulate this run's NCCL. `graph`: the graph the run played.
   std::vector<std::string> Report(const graph::Graph& graph, Nanoseconds played) const;
