@@ -202,6 +202,13 @@ void FillCluster(const ClusterSpec& c, uint64_t world, prism::graph::Graph& g) {
   cl->mutable_nic()->set_latency_ns(c.nic.latency_ns);
   cl->mutable_intra_node()->set_bandwidth_bps(c.nvlink.gbps * 1000000000ull);
   cl->mutable_intra_node()->set_latency_ns(c.nvlink.latency_ns);
+  for (const auto& [protocol, cost_ns] : c.nccl_step_cost_ns) {
+    prism::graph::NcclStepCost* e = cl->add_nccl_step_costs();
+    e->set_protocol(protocol);
+    e->set_algorithm(prism::graph::ALGORITHM_RING);
+    e->set_cost_ns(cost_ns);
+    e->set_source("set in the job file (cluster.nccl_step_cost_us)");
+  }
 }
 
 }  // namespace prism::graphgen

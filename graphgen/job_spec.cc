@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
@@ -134,6 +135,37 @@ absl::Status ParseLink(const YAML::Node& node, const std::string& path, LinkSpec
   return r.Finish();
 }
 
+// cluster.nccl_step_cost_us: a number (NCCL's Simple ring) or a mapping of
+// protocols (simple, ll, ll128) to microseconds; 0 to 1000 each.
+absl::Status ParseStepCosts(const YAML::Node& node, const std::string& path, ClusterSpec& c) {
+  constexpr double kMaxUs = 1000.0;
+  auto to_ns = [](double us) { return static_cast<uint64_t>(us * 1000.0 + 0.5); };
+  if (node.IsScalar()) {  // read through a parent mapping, so errors name the key's own path
+    const std::string::size_type dot = path.rfind('.');
+    const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+    YAML::Node parent;
+    parent[key] = node;
+    MapReader r(parent, dot == std::string::npos ? "" : path.substr(0, dot));
+    double us = 0;
+    PRISM_RETURN_IF_ERROR(r.GetDouble(key, us, -1e-12, kMaxUs));
+    c.nccl_step_cost_ns["SIMPLE"] = to_ns(us);
+    return absl::OkStatus();
+  }
+  MapReader r(node, path);
+  if (!node.IsMap())
+    return KeyError(path, "expected microseconds (NCCL's Simple ring) or a mapping of protocols (simple, ll, "
+                          "ll128) to microseconds, e.g. {simple: 14.0, ll: 13.5}");
+  for (const char* protocol : {"simple", "ll", "ll128"}) {
+    if (!r.Has(protocol)) continue;
+    double us = 0;
+    PRISM_RETURN_IF_ERROR(r.GetDouble(protocol, us, -1e-12, kMaxUs));
+    c.nccl_step_cost_ns[absl::AsciiStrToUpper(protocol)] = to_ns(us);
+  }
+  PRISM_RETURN_IF_ERROR(r.Finish());
+  if (c.nccl_step_cost_ns.empty()) return KeyError(path, "names no protocol (simple, ll, ll128)");
+  return absl::OkStatus();
+}
+
 absl::Status ParseCluster(const YAML::Node& node, ClusterSpec& c) {
   MapReader r(node, "cluster");
   PRISM_RETURN_IF_ERROR(r.CheckIsMap());
@@ -156,6 +188,8 @@ absl::Status ParseCluster(const YAML::Node& node, ClusterSpec& c) {
   c.nic.latency_ns = static_cast<uint64_t>(nic_latency_us * 1000.0 + 0.5);
   PRISM_RETURN_IF_ERROR(n.Finish());
   PRISM_RETURN_IF_ERROR(ParseLink(r.Child("nvlink"), "cluster.nvlink", c.nvlink));
+  if (r.Has("nccl_step_cost_us"))
+    PRISM_RETURN_IF_ERROR(ParseStepCosts(r.Child("nccl_step_cost_us"), r.PathOf("nccl_step_cost_us"), c));
   return r.Finish();
 }
 

@@ -132,6 +132,11 @@ struct ClusterSpec {
   uint32_t nic_count = 8;
   LinkSpec nic{400, 5000};
   LinkSpec nvlink{3600, 1000};      // 450 GB/s per GPU
+  // cluster.nccl_step_cost_us: NCCL's cost per ring step beyond the link's
+  // latency, nanoseconds, per protocol ("SIMPLE", "LL", "LL128"), as the
+  // graph's Cluster.nccl_step_costs carries it (docs/network-model.md, "NCCL's
+  // step cost"). A number sets SIMPLE alone; empty: prismd's table decides.
+  std::map<std::string, uint64_t> nccl_step_cost_ns;
 };
 
 // Measured compute: nanoseconds per layer type and direction, per microbatch.

@@ -123,3 +123,19 @@ TEST_CASE("a missing job file and bad flags exit 2 without output", "[graphgen][
   CHECK(prism::graphgen::RunGraphgenCli({"prism-graphgen", "frobnicate"}, o, e) == prism::graphgen::kExitBadInput);
   CHECK_FALSE(std::filesystem::exists(out));
 }
+
+TEST_CASE("a job file's NCCL step cost is checked", "[graphgen][errors]") {
+  const std::string nvlink = "nvlink: {gbps: 3600, latency_us: 1}";
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: -2"), "cluster.nccl_step_cost_us",
+                 "must be in");
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: fast"), "cluster.nccl_step_cost_us",
+                 "number");
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: {simple: 14, tree: 3}"),
+                 "cluster.nccl_step_cost_us.tree", "unknown key");
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: {}"), "cluster.nccl_step_cost_us",
+                 "names no protocol");
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: [14]"), "cluster.nccl_step_cost_us",
+                 "mapping of protocols");
+  ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: {ll: 5000}"), "cluster.nccl_step_cost_us.ll",
+                 "1000]");
+}

@@ -195,3 +195,28 @@ TEST_CASE("parallel.launch_order: program says so in the graph, streams (the def
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("must be streams or program"));
 }
 
+
+TEST_CASE("cluster.nccl_step_cost_us: the graph carries NCCL's ring step cost, with its source", "[graphgen][graph]") {
+  using prism::graphgen::testing::GraphOf;
+  using prism::graphgen::testing::kValidJobYaml;
+  const std::string nvlink = "nvlink: {gbps: 3600, latency_us: 1}";
+  auto with = [&](const std::string& line) {
+    std::string yaml = kValidJobYaml;
+    return yaml.replace(yaml.find(nvlink), nvlink.size(), nvlink + "\n  nccl_step_cost_us: " + line);
+  };
+  CHECK(GraphOf(kValidJobYaml).cluster().nccl_step_costs_size() == 0);  // none: prismd's table decides
+
+  const auto simple = GraphOf(with("14.35"));
+  REQUIRE(simple.cluster().nccl_step_costs_size() == 1);
+  const auto& e = simple.cluster().nccl_step_costs(0);
+  CHECK(e.protocol() == "SIMPLE");
+  CHECK(e.algorithm() == prism::graph::ALGORITHM_RING);
+  CHECK(e.cost_ns() == 14350);
+  CHECK_THAT(e.source(), Catch::Contains("job file"));
+
+  const auto both = GraphOf(with("{ll: 13.5, simple: 0}"));
+  REQUIRE(both.cluster().nccl_step_costs_size() == 2);
+  std::map<std::string, uint64_t> by_protocol;
+  for (const auto& c : both.cluster().nccl_step_costs()) by_protocol[c.protocol()] = c.cost_ns();
+  CHECK(by_protocol == std::map<std::string, uint64_t>{{"LL", 13500}, {"SIMPLE", 0}});
+}
