@@ -229,6 +229,8 @@ TEST_CASE("step cost: a live hybrid run's watch fits its real rank's step cost a
   CHECK(lines[0].find("step cost, rank 0: SIMPLE ring 8.00 us per step") == 0);
   CHECK(lines[1].find("rank 0's NCCL took 8.00 us per ring step (of the fits above, the one prismd plays from a "
                       "graph) where this run played 5.00: prismd --simulate --step-cost-us 8.00") == 0);
+  // ... and the job file's line that makes a graph carry it.
+  CHECK(lines[1].find("'nccl_step_cost_us: 8.00' in the job file's cluster") != std::string::npos);
 }
 
 TEST_CASE("step cost: too few latency-bound operations, bandwidth-bound and overlapped ones give no figure",

@@ -55,11 +55,15 @@ std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanose
     for (const graph::NcclStepCost& e : StepCostEntries(fits, rank)) *fitted.add_nccl_step_costs() = e;
     const std::optional<engine::StepCost> c = engine::GraphNcclStepCost(fitted);
     if (!c || std::llabs((c->cost - played).count()) <= 250) continue;
+    const double took_us = c->cost.count() / 1e3;
     lines.push_back(absl::StrFormat(
         "rank %u's NCCL took %.2f us per ring step (of the fits above, the one prismd plays from a graph) where "
-        "this run played %.2f: prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran "
+        "this run played %.2f: prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran; to "
+        "play it in hybrid runs too, put 'nccl_step_cost_us: %.2f' in the job file's cluster (or give prismd "
+        "--step-cost-us %.2f) and run again until the fit stays within 0.25 us of what the run played or says "
+        "the floor paced the rings: a fit from a run that played less than its NCCL takes can come out low "
         "(docs/network-model.md, \"The figure moves with the host\")",
-        rank, c->cost.count() / 1e3, played.count() / 1e3, c->cost.count() / 1e3));
+        rank, took_us, played.count() / 1e3, took_us, took_us, took_us));
   }
   return lines;
 }

@@ -20,11 +20,14 @@
 #     for n in 8 1024 8192; do build/graphgen/prism-graphgen job examples/train-gpt-$n.yaml \
 #       -o BUNDLE_DIR/graphs/train-gpt-$n.graph; done
 #   With GRAPHGEN=/path/to/prism-graphgen (runnable here) and the measure part,
-#   the graphs are regenerated into $OUT/graphs with the measured compute.
+#   the graphs are regenerated into $OUT/graphs with the measured compute, and with
+#   STEP_COST_US=C also with NCCL's step cost C (the job files' cluster.nccl_step_cost_us:
+#   the fit a run's prismd prints at exit; docs/network-model.md, "The figure moves with the host").
 # Env: OUT (default /tmp/prism-train-gpt-<time>), ITERS (10), GBPS (10), LAT_US (10): must be
 #   the job files' cluster.nic (the graphs are regenerated with them when GRAPHGEN is set),
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
-#   RECORD=0 (prismd records no sessions), PRISMD_ARGS (more prismd flags, e.g. "--spin-us 500").
+#   RECORD=0 (prismd records no sessions), PRISMD_ARGS (more prismd flags, e.g. "--spin-us 500"; the
+#   --simulate column gets them too, so a model flag such as --step-cost-us times both sides).
 # Each prism run records its plugin sessions (sessions.rec; build/bench/hybrid_explain reads it).
 # Prints a table last: per run, each real rank's first and steady-state iteration time (from
 # iteration 1, and from iteration 2: the figure to hold against --simulate), the
@@ -62,9 +65,11 @@ common=(PYTHONUNBUFFERED=1 NCCL_NET_PLUGIN="$plugin" NCCL_NET=Prism NCCL_NVLS_EN
 
 graph_of() { echo "$graphs/train-gpt-$1.graph"; }
 
-predicted() {  # prismd --simulate's steady iteration time of graph N (mean of iterations 1..3, as "steady" below)
+predicted() {  # prismd --simulate's steady iteration time of graph N (mean of iterations 1..3, as "steady" below),
+  # with the runs' PRISMD_ARGS (one model for both sides, e.g. --step-cost-us or --nic-model)
+  # shellcheck disable=SC2086
   "$bundle/prismd" --graph "$(graph_of "$1")" --simulate --iterations 4 --json --metrics-address none \
-    --nccl-algo "${NCCL_ALGO:-Ring}" 2> /dev/null |
+    --nccl-algo "${NCCL_ALGO:-Ring}" ${PRISMD_ARGS:-} 2> /dev/null |
     "$py" -c "import json,sys; t=json.load(sys.stdin)['iteration_times_s'][1:]; print(round(sum(t)/len(t), 4))" \
     2> /dev/null || echo "?"
 }
@@ -107,6 +112,7 @@ part_measure() {
       sed -e "s/gbps: 10,/gbps: $GBPS,/" -e "s/latency_us: 10}/latency_us: $LAT_US}/" \
         "$repo/examples/train-gpt-$n.yaml" > "$OUT/graphs/train-gpt-$n.yaml"
       echo "compute_table: ../compute.yaml" >> "$OUT/graphs/train-gpt-$n.yaml"
+      [[ -n ${STEP_COST_US:-} ]] && sed -i "/^  gpus_per_node:/a\\  nccl_step_cost_us: $STEP_COST_US" "$OUT/graphs/train-gpt-$n.yaml"
       "$GRAPHGEN" job "$OUT/graphs/train-gpt-$n.yaml" -o "$OUT/graphs/train-gpt-$n.graph" > /dev/null || return
     done
     graphs="$OUT/graphs"; echo "graphs regenerated with the measured compute in $graphs"
