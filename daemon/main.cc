@@ -75,7 +75,7 @@ struct Flags {
   uint64_t trace_limit_mb = 256;
   std::string realtime;
   int64_t lag_limit_ms = 100;
-  int64_t spin_us = 100;  // RealtimeOptions::spin
+  int64_t spin_us = 1000;  // RealtimeOptions::spin
   std::string metrics_address = "127.0.0.1:9464";
   bool metrics_address_given = false;
   std::string listen;
@@ -496,7 +496,7 @@ int main(int argc, char** argv) {
   app.add_option("--lag-limit-ms", f.lag_limit_ms, "hard-limit: largest lag tolerated, 0 to 3600000 (default 100)");
   app.add_option("--spin-us", f.spin_us,
                  "paced: the engine polls for this long before each event instead of sleeping, 0 to 10000 "
-                 "(default 100)");
+                 "(default 1000)");
   app.add_option("--metrics-address", f.metrics_address, "HOST:PORT for /metrics and /status, or none");
   app.add_option("--listen", f.listen,
                  "gRPC address (hybrid default unix://$XDG_RUNTIME_DIR/prismd.sock, else "

@@ -130,7 +130,7 @@ struct RealtimeOptions {
   // The last stretch before an event is due is spent polling the inbox and
   // the clock rather than sleeping: a timed sleep wakes tens of microseconds
   // late, and with no lookahead that is lag the real ranks see.
-  Nanoseconds spin = FromMicroseconds(100);
+  Nanoseconds spin = FromMicroseconds(1000);
 };
 
 // Start() once before the engine runs; then WaitUntilDue/RecordLag belong to
