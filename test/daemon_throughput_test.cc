@@ -96,3 +96,43 @@ TEST_CASE("throughput: null in the JSON when the graph gives no FLOPs or batch",
   CHECK(nlohmann::json::parse(report.ToJson())["throughput"].is_null());
   CHECK(report.ToText().find("MFU") == std::string::npos);
 }
+
+TEST_CASE("throughput: a hybrid run's report reads its steady iterations, the start-up iteration apart",
+          "[engine][report]") {
+  auto spec = prism::graphgen::ParseJobSpec(kJob);
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateJobGraph(*spec);
+  REQUIRE(graph.ok());
+  prism::engine::SimulationOptions options;
+  options.iterations = 3;
+  auto r = prism::engine::Simulate(*graph, options);
+  REQUIRE(r.ok());
+  prism::engine::SimulationReport report = r->report;
+  // As a live run's: iteration 0 held the real ranks' start-up (NCCL's set-up), ten times a step.
+  const prism::Nanoseconds step = report.iteration_times[1];
+  report.iteration_times[0] = prism::Nanoseconds(10 * step.count());
+  report.mean_iteration = prism::Nanoseconds((10 * step.count() + 2 * step.count()) / 3);
+
+  prism::engine::MarkHybridRun(*graph, report);
+  CHECK(report.hybrid);
+  CHECK(report.steady_iteration.count() == (report.iteration_times[1].count() + report.iteration_times[2].count()) / 2);
+  REQUIRE(report.throughput.known);
+  CHECK(report.throughput.tokens_per_s == Approx(8 * 1024 / report.steady_iteration.seconds()).epsilon(1e-12));
+  CHECK(report.throughput.tflops_per_gpu ==
+        Approx(report.throughput.model_flops_per_iteration / report.steady_iteration.seconds() / 8 / 1e12)
+            .epsilon(1e-9));
+  const std::string text = report.ToText();
+  CHECK(text.find("predicted iteration time") == std::string::npos);
+  CHECK(text.find("this hybrid run's iteration time: ") != std::string::npos);
+  CHECK(text.find("steady (mean of iterations 1-2; iteration 0, the start-up,") != std::string::npos);
+  const auto j = nlohmann::json::parse(report.ToJson());
+  CHECK(j["hybrid"].get<bool>());
+  CHECK(j["steady_iteration_time_s"].get<double>() == Approx(report.steady_iteration.seconds()));
+
+  // Iteration 0 alone: no steady figure, and no throughput from a start-up.
+  prism::engine::SimulationReport first = r->report;
+  first.iteration_times.resize(1);
+  prism::engine::MarkHybridRun(*graph, first);
+  CHECK_FALSE(first.throughput.known);
+  CHECK(first.ToText().find("no steady iteration") != std::string::npos);
+}

@@ -146,6 +146,18 @@ SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world
   return r;
 }
 
+void MarkHybridRun(const graph::Graph& graph, SimulationReport& report) {
+  report.hybrid = true;
+  if (report.iteration_times.size() < 2) {
+    report.throughput.known = false;  // iteration 0 alone is the start-up, not a training step
+    return;
+  }
+  Nanoseconds sum(0);
+  for (size_t i = 1; i < report.iteration_times.size(); ++i) sum += report.iteration_times[i];
+  report.steady_iteration = Nanoseconds(sum.count() / static_cast<int64_t>(report.iteration_times.size() - 1));
+  report.throughput = ThroughputOf(graph, report.steady_iteration);
+}
+
 std::string SimulationReport::ToJson(bool include_wall) const {
   nlohmann::ordered_json j;
   j["graph"] = graph_name;
@@ -156,6 +168,10 @@ std::string SimulationReport::ToJson(bool include_wall) const {
     j["iterations_requested"] = iterations_requested;
   }
   j["iteration_time_s"] = mean_iteration.seconds();
+  if (hybrid) {
+    j["hybrid"] = true;
+    j["steady_iteration_time_s"] = steady_iteration.seconds();
+  }
   auto& times = j["iteration_times_s"] = nlohmann::ordered_json::array();
   for (Nanoseconds t : iteration_times) times.push_back(t.seconds());
   j["emulated_time_s"] = emulated_end.seconds();
@@ -208,7 +224,18 @@ std::string SimulationReport::ToText() const {
   if (stopped)
     out += fmt::format("STOPPED after {} of {} iteration(s): a partial report (per-iteration sums include the "
                        "unfinished iteration)\n", iterations, iterations_requested);
-  out += fmt::format("predicted iteration time: {:.6f} s (mean)\n", mean_iteration.seconds());
+  if (!hybrid) {
+    out += fmt::format("predicted iteration time: {:.6f} s (mean)\n", mean_iteration.seconds());
+  } else if (iteration_times.size() >= 2) {
+    out += fmt::format("this hybrid run's iteration time: {:.6f} s steady (mean of iterations 1-{}; iteration 0, "
+                       "the start-up, {:.6f} s), on the engine's clock\n",
+                       steady_iteration.seconds(), iteration_times.size() - 1, iteration_times[0].seconds());
+  } else if (iteration_times.size() == 1) {
+    out += fmt::format("this hybrid run's iteration time: no steady iteration (iteration 0, the start-up, "
+                       "{:.6f} s)\n", iteration_times[0].seconds());
+  } else {
+    out += "this hybrid run's iteration time: no iteration completed\n";
+  }
   for (size_t i = 0; i < iteration_times.size() && i < 20; ++i)
     out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());
   if (throughput.known)

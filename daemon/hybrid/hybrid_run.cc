@@ -301,6 +301,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer, scheduler).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {
+    engine::MarkHybridRun(graph, result->report);
     std::fprintf(stderr, "%s", result->report.ToText().c_str());
     if (!options.trace_path.empty()) {
       if (auto s = result->WriteTrace(graph, options.trace_path); !s.ok()) return s;
