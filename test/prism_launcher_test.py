@@ -554,6 +554,16 @@ sys.exit(2)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("prism: warning: rank 5 exited having matched 0 operations with the graph", out.stderr)
 
+    def test_the_job_ends_with_prismds_report(self):
+        # What a user reads when the job ends: prismd's exit lines, not only "job exited".
+        cmd, log_dir = self.launch("5")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn(f"prism: prismd's report (all of it in {os.path.join(log_dir, 'prismd.log')}):", out.stderr)
+        self.assertRegex(out.stderr, r"prism:   hybrid: 0 real-rank operations matched, 0 unmatched")
+        self.assertRegex(out.stderr, r"prism:   late receives")
+        self.assertLess(out.stderr.index("prismd's report"), out.stderr.index("job exited with status 0"))
+
     def test_the_callers_ld_preload_reaches_the_ranks_not_prismd(self):
         cmd, log_dir = self.launch("5")
         bogus = os.path.join(self.tmp, "no-such-preload.so")  # ld.so names it in every process that gets it

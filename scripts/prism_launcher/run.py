@@ -4,6 +4,7 @@ stops them all together (on Ctrl-C, a failed rank or a diverged run)."""
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import stat
@@ -78,6 +79,22 @@ class Prismd:
             return None
         lines = [l for l in text.splitlines() if l.startswith("prismd: the run diverged from the graph: ")]
         return lines[0][len("prismd: "):].split("; stopping the run")[0] if lines else None
+
+    # prismd's exit lines a user reads first: the run's own iteration time and throughput, what it matched and
+    # diverged, how late its receives were, and the step cost its NCCL took where the run played another.
+    SUMMARY = (re.compile(r"^this hybrid run's iteration time:"), re.compile(r"^throughput:"),
+               re.compile(r"^prismd: hybrid:"), re.compile(r"^prismd: late receives"),
+               re.compile(r"^prismd: rank \d+'s NCCL took "))
+
+    def summary(self):
+        """The lines of prismd's exit report that `prism run` shows when the job ends (the log has them all)."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return []
+        picked = [l for pattern in self.SUMMARY for l in lines if pattern.match(l)]  # in SUMMARY's order
+        return [l[len("prismd: "):] if l.startswith("prismd: ") else l for l in picked]
 
     def status(self):
         try:
@@ -414,5 +431,11 @@ def cmd_run(args):
         stop_ranks(procs, signal.SIGTERM, 5)
         if prismd is not None:
             prismd.stop()
+    if prismd is not None:
+        summary = prismd.summary()
+        if summary:
+            say(f"prismd's report (all of it in {prismd.log_path}):")
+            for line in summary:
+                say(f"  {line}")
     say(f"job exited with status {status}")
     return status
