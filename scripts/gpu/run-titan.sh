@@ -25,7 +25,9 @@
 #   on 2026-12-02 the slices 0,4 and 0 of 8 hung in their first step, see docs/capture.md);
 #   OTHER: the check run's real rank (default 5; must not be in SLICE).
 # Env: OUT (default /tmp/prism-titan-<time>): summary.txt as the steps go, and at the end the
-#   tails of 7 logs (8 files: what a GPU lease's $OUT returns); KEEP (default
+#   tails of up to 7 logs and graphs.tgz (the captured graphs, the ops-only recordings and the
+#   rank recordings, when under 15 MiB; a GPU lease's $OUT returns 8 files, so with the smoke
+#   stage's log one of them stays behind); KEEP (default
 #   /tmp/prism-titan-work-<time>): the runs' files (capture, logs); give a folder that outlives
 #   the command, e.g. out/t8192 in the repository, to run "check" in a later command; STAGES
 #   (default "capture simulate check"; "smoke" adds step 0, "refine" the rounds; "check" alone
@@ -49,7 +51,7 @@ GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-python3}"; timeout_s="
 summary="$OUT/summary.txt"
 mport=$((29700 + RANDOM % 200))   # prismd's /status and /metrics
 say() { echo "$@" | tee -a "$summary"; }
-# OUT gets summary.txt and the tails of at most 7 logs (what a GPU lease returns: 8 files);
+# OUT gets summary.txt, the tails of at most 7 logs and graphs.tgz (a GPU lease returns 8 files);
 # everything else stays in KEEP.
 tails() {
   local first="${slice%%,*}" src dst
@@ -59,6 +61,16 @@ tails() {
     src="$work/${pair%%:*}"; dst="$OUT/${pair##*:}"
     [[ -f $src && $src != "$dst" ]] && tail -c 300000 "$src" > "$dst"
   done
+  # The graphs and the ops-only recordings, for --simulate, hybrid_explain or hybrid_gap.py on any
+  # machine after the lease (one archive; left out when over 15 MiB, what a lease returns per file).
+  local kept=()
+  mapfile -t kept < <(cd "$work" && for f in capture/captured.graph refine-*/captured.graph capture/sessions.ops.rec \
+      refine-*/sessions.ops.rec check-logs/sessions.ops.rec capture/recordings/*.jsonl refine-*/recordings/*.jsonl; do
+    [[ -f $f ]] && echo "$f"; done)
+  if ((${#kept[@]})); then
+    tar czf "$OUT/graphs.tgz" -C "$work" "${kept[@]}" 2> /dev/null
+    if (( $(stat -c %s "$OUT/graphs.tgz") > 15 * 1024 * 1024 )); then rm -f "$OUT/graphs.tgz"; fi
+  fi
 }
 
 for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture; do
