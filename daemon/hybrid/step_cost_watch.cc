@@ -61,8 +61,8 @@ std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanose
         "this run played %.2f: prismd --simulate --step-cost-us %.2f times the graph as this run's NCCL ran; to "
         "play it in hybrid runs too, put 'nccl_step_cost_us: %.2f' in the job file's cluster (or give prismd "
         "--step-cost-us %.2f) and run again until the fit stays within 0.25 us of what the run played or says "
-        "the floor paced the rings: a fit from a run that played less than its NCCL takes can come out low "
-        "(docs/network-model.md, \"The figure moves with the host\")",
+        "the floor paced the rings (fits moved by about a microsecond from run to run on one GPU host; "
+        "docs/network-model.md, \"The figure moves with the host\")",
         rank, took_us, played.count() / 1e3, took_us, took_us, took_us));
   }
   return lines;
