@@ -31,7 +31,8 @@
 #   the schedules prismd sent, replayable in CI by daemon/hybrid/session_replay.h), all (also wire/,
 #   the NCCL bootstrap's bytes, --record-wire: hundreds of MB for an eager start-up), 0 (none).
 # Output, as each run ends: $OUT/rows.txt (one row per real rank), $OUT/<run>/ (prism run's
-# rank<R>.log, prismd.log, run.log, the recordings gzipped).
+# rank<R>.log, prismd.log, run.log, the recordings gzipped, their ops-only copy sessions.ops.rec);
+# PACK=FILE.tgz at the end: the rows, logs, captured graphs and ops-only recordings in one archive.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bundle="$(cd "${1:?usage: run-mcore.sh BUNDLE_DIR PART...}" && pwd)"; shift
@@ -136,7 +137,16 @@ record_args() {  # DIR: prismd's control-plane recordings for this run
   esac
 }
 
+# ops_only DIR: DIR/sessions.rec's ops-only copy beside it (DIR/sessions.ops.rec: each real rank's operations and the
+# schedules, no per-message events; what bench/hybrid_gap.py and hybrid_explain read; small enough for PACK).
+ops_only() {
+  [[ -f $1/sessions.rec && -x $bundle/prism-session-capture ]] &&
+    "$bundle/prism-session-capture" "$1/sessions.rec" --ops-only "$1/sessions.ops.rec" > /dev/null 2>&1
+  return 0
+}
+
 pack_recordings() {  # DIR
+  ops_only "$1"
   [[ -f $1/sessions.rec ]] && gzip -f "$1/sessions.rec"
   [[ -d $1/wire ]] && tar -C "$1" -czf "$1/wire.tgz" wire && rm -rf "$1/wire"
 }
@@ -209,6 +219,7 @@ part_capture() {
   [[ -f $dir/captured.graph ]] && pred=$(steady "$dir/captured.graph")
   row "$label" "$dir-logs" "$reals" "$rc" "$((SECONDS - s))" "$pred"
   tail -n "$(tr ',' '\n' <<< "$reals" | wc -l)" "$rows"
+  ops_only "$dir"
   [[ -f $dir/sessions.rec ]] && gzip -f "$dir/sessions.rec"
 }
 
@@ -256,3 +267,14 @@ echo "init_s, first and steady (mean of 1..) iteration time (s), the prediction,
 printf '%-26s %5s %4s %5s %8s %7s %9s %8s %8s %7s %12s  %s\n' run rank exit secs iters init_s first steady \
   predict gap ops/un/div "prismd's reason"
 cat "$rows"
+# PACK=FILE.tgz: the rows, the runs' logs (their last 300 KB), the captured graphs and the ops-only recordings in one
+# archive (what a GPU lease can return: it brings back 8 files of at most 16 MiB), for --simulate, hybrid_explain or
+# bench/hybrid_gap.py on any machine later.
+if [[ -n ${PACK:-} ]]; then
+  stage=$(mktemp -d); cp "$rows" "$stage/"
+  ( cd "$OUT" && find . -mindepth 2 -maxdepth 2 \( -name captured.graph -o -name sessions.ops.rec \) -print ) |
+    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; cp "$OUT/$f" "$stage/$f"; done
+  ( cd "$OUT" && find . -mindepth 2 -maxdepth 2 -name '*.log' -print ) |
+    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; tail -c 300000 "$OUT/$f" > "$stage/$f"; done
+  tar czf "$PACK" -C "$stage" . && rm -rf "$stage" && echo "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+fi
