@@ -6,7 +6,7 @@ if(TARGET prism_hybrid AND TARGET prism_graphgen)
                  hybrid_closed_form_test.cc hybrid_self_check_test.cc hybrid_programs_test.cc daemon_test_graphs.cc
                  hybrid_session_capture_test.cc hybrid_divergence_watch_test.cc hybrid_twin_comms_test.cc
                  hybrid_gloo_test.cc gloo_fake_rank.cc torch_store_client.cc
-                 hybrid_follow_test.cc hybrid_follow_torch_test.cc hybrid_follow_side_stream_test.cc hybrid_follow_train_gpt_test.cc hybrid_step_cost_fit_test.cc
+                 hybrid_follow_test.cc hybrid_follow_torch_test.cc hybrid_follow_side_stream_test.cc hybrid_follow_train_gpt_test.cc hybrid_step_cost_fit_test.cc hybrid_op_time_report_test.cc
                  hybrid_own_pace_test.cc hybrid_late_receives_test.cc hybrid_calibration_test.cc
                  graphgen_test_util.cc)
   target_include_directories(hybrid_tests PRIVATE ${PROJECT_SOURCE_DIR})

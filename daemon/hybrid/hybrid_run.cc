@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
+#include "daemon/hybrid/op_time_report.h"
 #include "daemon/hybrid/step_cost_watch.h"
 #include "daemon/hybrid/real_rank_programs.h"
 #include "daemon/server/daemon_server.h"
@@ -298,6 +299,14 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
   for (const std::string& line : step_costs.Report(graph, options.engine.nccl.step_cost))
     std::fprintf(stderr, "prismd: %s\n", line.c_str());
+  if (result.ok()) {
+    const engine::NetworkModel model(engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()),
+                                     options.engine.nccl);
+    for (const auto& [rank, ops] : step_costs.Timings(graph)) {
+      const std::string line = DescribeOpTimes(GroupRingOps(ops, model), rank, result->report.iterations);
+      if (!line.empty()) std::fprintf(stderr, "prismd: %s\n", line.c_str());
+    }
+  }
   std::fprintf(stderr, "prismd: %s; cpu %.2f s over %.2f s (%.0f%% of a core)\n", LagSummary(pacer, scheduler).c_str(), cpu,
                wall, wall > 0 ? 100.0 * cpu / wall : 0.0);
   if (result.ok()) {

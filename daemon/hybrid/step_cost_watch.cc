@@ -39,12 +39,13 @@ void StepCostWatch::OnCommunicator(const CommDescription& c) {
   next_->OnCommunicator(c);
 }
 
+std::map<uint32_t, std::vector<RingOpTiming>> StepCostWatch::Timings(const graph::Graph& graph) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RingOpTimings(kept_, graph);
+}
+
 std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanoseconds played) const {
-  std::map<uint32_t, std::vector<RingOpTiming>> timings;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    timings = RingOpTimings(kept_, graph);
-  }
+  const std::map<uint32_t, std::vector<RingOpTiming>> timings = Timings(graph);
   std::vector<std::string> lines;
   for (const auto& [rank, ops] : timings) {
     const std::vector<StepCostFit> fits = FitStepCost(ops, graph.cluster(), played);

@@ -14,12 +14,14 @@
 #define PRISM_DAEMON_HYBRID_STEP_COST_WATCH_H_
 
 #include <cstddef>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/units.h"
 #include "daemon/hybrid/session_recorder.h"
+#include "daemon/hybrid/step_cost_fit.h"
 #include "daemon/session/schedule_source.h"
 #include "proto/graph.pb.h"
 
@@ -48,6 +50,11 @@ class StepCostWatch final : public ScheduleSource {
   // a quarter microsecond, a line naming the --step-cost-us that gives
   // --simulate this run's NCCL. `graph`: the graph the run played.
   std::vector<std::string> Report(const graph::Graph& graph, Nanoseconds played) const;
+
+  // Every operation the real ranks reported with a first send and an end,
+  // per real rank (RingOpTimings of what the watch kept; op_time_report.h
+  // puts the ring collectives against the model).
+  std::map<uint32_t, std::vector<RingOpTiming>> Timings(const graph::Graph& graph) const;
 
  private:
   ScheduleSource* next_;
