@@ -84,7 +84,8 @@ class Prismd:
     # diverged, how late its receives were, and the step cost its NCCL took where the run played another.
     SUMMARY = (re.compile(r"^this hybrid run's iteration time:"), re.compile(r"^throughput:"),
                re.compile(r"^prismd: hybrid:"), re.compile(r"^prismd: late receives"),
-               re.compile(r"^prismd: rank \d+'s NCCL took "))
+               re.compile(r"^prismd: rank \d+'s NCCL took "),
+               re.compile(r"^prismd: ring collectives against the model, "))
 
     def summary(self):
         """The lines of prismd's exit report that `prism run` shows when the job ends (the log has them all)."""
