@@ -140,6 +140,13 @@ absl::Status ParseLink(const YAML::Node& node, const std::string& path, LinkSpec
 absl::Status ParseStepCosts(const YAML::Node& node, const std::string& path, ClusterSpec& c) {
   constexpr double kMaxUs = 1000.0;
   auto to_ns = [](double us) { return static_cast<uint64_t>(us * 1000.0 + 0.5); };
+  // Any number first (MapReader names a word or a list), then the range in words a person reads.
+  auto read = [&](MapReader& r, const std::string& key, double& us) -> absl::Status {
+    PRISM_RETURN_IF_ERROR(r.GetDouble(key, us, -1e300, 1e300));
+    if (us < 0 || us > kMaxUs)
+      return KeyError(r.PathOf(key), absl::StrCat("must be 0 to 1000 (microseconds per ring step), got ", us));
+    return absl::OkStatus();
+  };
   if (node.IsScalar()) {  // read through a parent mapping, so errors name the key's own path
     const std::string::size_type dot = path.rfind('.');
     const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
@@ -147,7 +154,7 @@ absl::Status ParseStepCosts(const YAML::Node& node, const std::string& path, Clu
     parent[key] = node;
     MapReader r(parent, dot == std::string::npos ? "" : path.substr(0, dot));
     double us = 0;
-    PRISM_RETURN_IF_ERROR(r.GetDouble(key, us, -1e-12, kMaxUs));
+    PRISM_RETURN_IF_ERROR(read(r, key, us));
     c.nccl_step_cost_ns["SIMPLE"] = to_ns(us);
     return absl::OkStatus();
   }
@@ -158,7 +165,7 @@ absl::Status ParseStepCosts(const YAML::Node& node, const std::string& path, Clu
   for (const char* protocol : {"simple", "ll", "ll128"}) {
     if (!r.Has(protocol)) continue;
     double us = 0;
-    PRISM_RETURN_IF_ERROR(r.GetDouble(protocol, us, -1e-12, kMaxUs));
+    PRISM_RETURN_IF_ERROR(read(r, protocol, us));
     c.nccl_step_cost_ns[absl::AsciiStrToUpper(protocol)] = to_ns(us);
   }
   PRISM_RETURN_IF_ERROR(r.Finish());

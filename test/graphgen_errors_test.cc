@@ -127,7 +127,7 @@ TEST_CASE("a missing job file and bad flags exit 2 without output", "[graphgen][
 TEST_CASE("a job file's NCCL step cost is checked", "[graphgen][errors]") {
   const std::string nvlink = "nvlink: {gbps: 3600, latency_us: 1}";
   ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: -2"), "cluster.nccl_step_cost_us",
-                 "must be in");
+                 "must be 0 to 1000 (microseconds per ring step), got -2");
   ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: fast"), "cluster.nccl_step_cost_us",
                  "number");
   ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: {simple: 14, tree: 3}"),
@@ -137,5 +137,5 @@ TEST_CASE("a job file's NCCL step cost is checked", "[graphgen][errors]") {
   ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: [14]"), "cluster.nccl_step_cost_us",
                  "mapping of protocols");
   ExpectRejected(Replace(kGood, nvlink, nvlink + "\n  nccl_step_cost_us: {ll: 5000}"), "cluster.nccl_step_cost_us.ll",
-                 "1000]");
+                 "must be 0 to 1000");
 }
