@@ -28,7 +28,8 @@
 #   STEP_TIMEOUT (s per run; default 150, 300 at 8192), PYTHON (python3), NO_MPS=1,
 #   RECORD=0 (prismd records no sessions), PRISMD_ARGS (more prismd flags, e.g. "--spin-us 500"; the
 #   --simulate column gets them too, so a model flag such as --step-cost-us times both sides).
-# Each prism run records its plugin sessions (sessions.rec; build/bench/hybrid_explain reads it).
+# Each prism run records its plugin sessions (sessions.rec; build/bench/hybrid_explain reads it);
+# PACK=FILE.tgz at the end puts the rows, logs and the recordings' ops-only copies in one archive.
 # Prints a table last: per run, each real rank's first and steady-state iteration time (from
 # iteration 1, and from iteration 2: the figure to hold against --simulate), the
 # ops check, prismd's --simulate prediction and what prismd's /status said.
@@ -201,3 +202,17 @@ echo "from2 = of iterations 2..$((ITERS - 1)) (iteration 1 is still a start-up t
 echo "1.10-1.12 s at 8192 ranks on 2026-12-02, so the ranks of one run differ in steady, not in from2)"
 printf '%-22s %5s %4s %5s %7s %8s %9s %8s %9s %4s  %s\n' run rank exit iters init_s first steady from2 simulate ops prismd
 cat "$rows"
+# PACK=FILE.tgz: the rows, the compute table, the regenerated job files and, per run, its logs (the last 300 KB),
+# metrics and the ops-only copy of its recording in one archive (a GPU lease brings back 8 files of at most 16 MiB).
+if [[ -n ${PACK:-} ]]; then
+  for d in "$OUT"/prism-*/; do
+    [[ -f $d/sessions.rec && -x $bundle/prism-session-capture ]] &&
+      "$bundle/prism-session-capture" "$d/sessions.rec" --ops-only "$d/sessions.ops.rec" > /dev/null 2>&1
+  done
+  stage=$(mktemp -d)
+  ( cd "$OUT" && find . -maxdepth 3 \( -name rows.txt -o -name compute.yaml -o -name '*.yaml' -o -name metrics.txt \
+      -o -name sessions.ops.rec \) -print ) | while read -r f; do mkdir -p "$stage/$(dirname "$f")"; cp "$OUT/$f" "$stage/$f"; done
+  ( cd "$OUT" && find . -maxdepth 2 -name '*.log' -print ) |
+    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; tail -c 300000 "$OUT/$f" > "$stage/$f"; done
+  tar czf "$PACK" -C "$stage" . && rm -rf "$stage" && echo "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+fi
