@@ -22,7 +22,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "daemon/engine/nccl_tuning.h"
+#include "daemon/engine/network_model.h"
 #include "daemon/hybrid/follow_capture.h"
+#include "daemon/hybrid/op_time_report.h"
 #include "daemon/hybrid/session_capture.h"
 #include "daemon/hybrid/session_replay.h"
 #include "daemon/hybrid/step_cost_fit.h"
@@ -216,6 +218,17 @@ int main(int argc, char** argv) {
     FitStepCost(timings, *graph, RunStepCost(run_step_cost_us, *graph), *rec, true);
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
     if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
+    // Where the rank's ring collectives went past the model (op_time_report.h), as prismd says at a run's end.
+    prism::engine::NcclBehaviour nccl;
+    nccl.step_cost = RunStepCost(run_step_cost_us, *graph);
+    const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(graph->cluster()),
+                                            nccl);
+    const auto ops = timings.find(m.rank);
+    if (ops != timings.end()) {
+      const std::string line =
+          prism::daemon::DescribeOpTimes(prism::daemon::GroupRingOps(ops->second, model), m.rank, m.iterations);
+      if (!line.empty()) std::cout << line << "\n";
+    }
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops
               << " operations matched to the program (" << m.unmatched_ops << " not in it); " << measured_ops << " of "
               << computes << " compute ops measured; compute " << Seconds(total_ns)
