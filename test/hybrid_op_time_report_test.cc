@@ -1,4 +1,4 @@
-// A real rank's ring collectives against the model at a hybrid run's end
+// A real rank's collectives against the model at a hybrid run's end
 // (daemon/hybrid/op_time_report.h): groups of alike operations, their median
 // from first send to end, the model's time, and what each added to an
 // iteration, the most first.
@@ -35,6 +35,7 @@ RingOpTiming Op(graph::CollectiveKind kind, uint64_t bytes, engine::CommShape sh
   RingOpTiming op;
   op.kind = kind;
   op.collective = true;
+  op.algorithm = "RING";
   op.protocol = "SIMPLE";
   op.shape = shape;
   op.bytes = Bytes(bytes);
@@ -63,13 +64,18 @@ TEST_CASE("op times: alike ring collectives grouped, against the model, the grou
   for (int i = 0; i < 8; ++i) ops.push_back(Op(graph::ALLREDUCE, tp_bytes, tp, 1000 * i, tp_us + (i % 3) - 1));
   for (int i = 0; i < 2; ++i) ops.push_back(Op(graph::ALLGATHER, dp_bytes, dp, 20'000 * i, dp_us));
   RingOpTiming p2p = Op(graph::ALLREDUCE, tp_bytes, tp, 0, 5000);
-  p2p.collective = false;  // a send or receive, or a tree: not a ring the model times so
+  p2p.collective = false;  // a send or receive: no algorithm the model plays
+  p2p.algorithm = "";
   ops.push_back(p2p);
+  RingOpTiming nvls = Op(graph::ALLREDUCE, tp_bytes, tp, 0, 5000);
+  nvls.collective = false;
+  nvls.algorithm = "NVLS";  // an algorithm the model does not play
+  ops.push_back(nvls);
   RingOpTiming unsent = Op(graph::ALLREDUCE, tp_bytes, tp, 0, 5000);
   unsent.first_send = Nanoseconds(0);  // sent nothing through the plugin
   ops.push_back(unsent);
 
-  const auto groups = prism::daemon::GroupRingOps(ops, model);
+  const auto groups = prism::daemon::GroupCollectiveOps(ops, model);
   REQUIRE(groups.size() == 2);
   CHECK(groups[0].kind == graph::ALLREDUCE);
   CHECK(groups[0].count == 8);
@@ -82,10 +88,36 @@ TEST_CASE("op times: alike ring collectives grouped, against the model, the grou
   CHECK(std::abs(groups[0].AddedPerIteration(2).count() - 240'000) <= 4'000);
 
   const std::string line = prism::daemon::DescribeOpTimes(groups, 5, 2);
-  CHECK(line.find("ring collectives against the model, rank 5") == 0);
+  CHECK(line.find("collectives against the model, rank 5") == 0);
   CHECK(line.find("all-reduce 2.00 MiB on 2 ranks (1 node) x4.0: ") != std::string::npos);
   CHECK(line.find("all-gather 1.00 MiB on 16 ranks (16 nodes) x1.0: ") != std::string::npos);
   CHECK(line.find("all-reduce") < line.find("all-gather"));  // the group that added most first
   CHECK(prism::daemon::DescribeOpTimes(groups, 5, 2, 1).find("(1 more groups)") != std::string::npos);
   CHECK(prism::daemon::DescribeOpTimes({}, 5, 2).empty());
+}
+
+TEST_CASE("op times: a PAT all-gather and a tree all-reduce against the model's PAT and tree", "[op_time][hybrid]") {
+  const engine::NetworkModel model = Model();
+  const engine::CommShape world{64, 64, 1, 1};  // one rank per node: PAT and the tree apply
+  const uint64_t bytes = 4 << 20;
+  const Nanoseconds pat = model.CollectiveTime(graph::ALLGATHER, graph::ALGORITHM_PAT, Bytes(bytes), world);
+  const Nanoseconds ring = model.CollectiveTime(graph::ALLGATHER, graph::ALGORITHM_RING, Bytes(bytes), world);
+  const Nanoseconds tree = model.CollectiveTime(graph::ALLREDUCE, graph::ALGORITHM_TREE, Bytes(bytes), world);
+  REQUIRE(pat != ring);  // else the test could not tell which the group was held against
+
+  RingOpTiming ag = Op(graph::ALLGATHER, bytes, world, 0, pat.count() / 1000 + 500);
+  ag.collective = false;  // not a ring: the step-cost fit leaves it out
+  ag.algorithm = "PAT";
+  RingOpTiming ar = Op(graph::ALLREDUCE, bytes, world, 100'000, tree.count() / 1000 + 100);
+  ar.collective = false;
+  ar.algorithm = "TREE";
+  const auto groups = prism::daemon::GroupCollectiveOps({ag, ar}, model);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].algorithm == graph::ALGORITHM_PAT);  // +500 us before +100 us
+  CHECK(groups[0].model == pat);
+  CHECK(groups[1].algorithm == graph::ALGORITHM_TREE);
+  CHECK(groups[1].model == tree);
+  const std::string line = prism::daemon::DescribeOpTimes(groups, 0, 1);
+  CHECK(line.find("all-gather (PAT) 4.00 MiB on 64 ranks (64 nodes) x1.0: ") != std::string::npos);
+  CHECK(line.find("all-reduce (tree) 4.00 MiB on 64 ranks (64 nodes) x1.0: ") != std::string::npos);
 }

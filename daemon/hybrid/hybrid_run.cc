@@ -303,7 +303,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
     const engine::NetworkModel model(engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()),
                                      options.engine.nccl);
     for (const auto& [rank, ops] : step_costs.Timings(graph)) {
-      const std::string line = DescribeOpTimes(GroupRingOps(ops, model), rank, result->report.iterations);
+      const std::string line = DescribeOpTimes(GroupCollectiveOps(ops, model), rank, result->report.iterations);
       if (!line.empty()) std::fprintf(stderr, "prismd: %s\n", line.c_str());
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,22 @@ std::string SizeText(Bytes bytes) {
   return absl::StrFormat("%.0f B", b);
 }
 
+// NCCL's algorithm name as the model's; nullopt: not one the model plays.
+std::optional<graph::Algorithm> AlgorithmOf(const std::string& nccl_name) {
+  if (nccl_name == "RING") return graph::ALGORITHM_RING;
+  if (nccl_name == "TREE") return graph::ALGORITHM_TREE;
+  if (nccl_name == "PAT") return graph::ALGORITHM_PAT;
+  return std::nullopt;
+}
+
+const char* AlgorithmSuffix(graph::Algorithm algorithm) {
+  switch (algorithm) {
+    case graph::ALGORITHM_TREE: return " (tree)";
+    case graph::ALGORITHM_PAT: return " (PAT)";
+    default: return "";
+  }
+}
+
 Nanoseconds Median(std::vector<Nanoseconds> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -38,22 +55,26 @@ Nanoseconds OpTimeGroup::AddedPerIteration(uint64_t iterations) const {
   return Nanoseconds(per_op * static_cast<int64_t>(count) / static_cast<int64_t>(std::max<uint64_t>(iterations, 1)));
 }
 
-std::vector<OpTimeGroup> GroupRingOps(const std::vector<RingOpTiming>& ops, const engine::NetworkModel& model) {
-  using Key = std::tuple<int, uint64_t, engine::CommShape>;
+std::vector<OpTimeGroup> GroupCollectiveOps(const std::vector<RingOpTiming>& ops,
+                                           const engine::NetworkModel& model) {
+  using Key = std::tuple<int, int, uint64_t, engine::CommShape>;
   std::map<Key, std::vector<Nanoseconds>> durations;
   for (const RingOpTiming& op : ops) {
-    if (!op.collective || op.first_send.count() <= 0 || op.end < op.first_send) continue;
-    durations[Key{op.kind, op.bytes.count(), op.shape}].push_back(op.end - op.first_send);
+    const std::optional<graph::Algorithm> algorithm =
+        op.collective ? std::optional<graph::Algorithm>(graph::ALGORITHM_RING) : AlgorithmOf(op.algorithm);
+    if (!algorithm || op.first_send.count() <= 0 || op.end < op.first_send) continue;
+    durations[Key{op.kind, *algorithm, op.bytes.count(), op.shape}].push_back(op.end - op.first_send);
   }
   std::vector<OpTimeGroup> groups;
   for (const auto& [key, times] : durations) {
     OpTimeGroup g;
     g.kind = static_cast<graph::CollectiveKind>(std::get<0>(key));
-    g.bytes = Bytes(std::get<1>(key));
-    g.shape = std::get<2>(key);
+    g.algorithm = static_cast<graph::Algorithm>(std::get<1>(key));
+    g.bytes = Bytes(std::get<2>(key));
+    g.shape = std::get<3>(key);
     g.count = times.size();
     g.median = Median(times);
-    g.model = model.CollectiveTime(g.kind, graph::ALGORITHM_RING, g.bytes, g.shape);
+    g.model = model.CollectiveTime(g.kind, g.algorithm, g.bytes, g.shape);
     groups.push_back(g);
   }
   std::stable_sort(groups.begin(), groups.end(), [](const OpTimeGroup& a, const OpTimeGroup& b) {
@@ -67,14 +88,15 @@ std::string DescribeOpTimes(const std::vector<OpTimeGroup>& groups, uint32_t ran
   if (groups.empty()) return "";
   const uint64_t per = std::max<uint64_t>(iterations, 1);
   std::string out = absl::StrFormat(
-      "ring collectives against the model, rank %u (first send to end, median; what each group added to an "
+      "collectives against the model, rank %u (first send to end, median; what each group added to an "
       "iteration, of %llu):",
       rank, static_cast<unsigned long long>(per));
   for (size_t i = 0; i < groups.size() && i < most; ++i) {
     const OpTimeGroup& g = groups[i];
     absl::StrAppend(&out, i == 0 ? " " : "; ",
-                    absl::StrFormat("%s %s on %u ranks (%u node%s) x%.1f: %.1f us against %.1f us, %+.2f ms",
-                                    KindName(g.kind), SizeText(g.bytes), g.shape.ranks, g.shape.nodes,
+                    absl::StrFormat("%s%s %s on %u ranks (%u node%s) x%.1f: %.1f us against %.1f us, %+.2f ms",
+                                    KindName(g.kind), AlgorithmSuffix(g.algorithm), SizeText(g.bytes),
+                                    g.shape.ranks, g.shape.nodes,
                                     g.shape.nodes == 1 ? "" : "s",
                                     static_cast<double>(g.count) / static_cast<double>(per), g.median.count() / 1e3,
                                     g.model.count() / 1e3, g.AddedPerIteration(per).count() / 1e6));

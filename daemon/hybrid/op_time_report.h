@@ -1,14 +1,16 @@
-// A real rank's ring collectives against the model, at the end of a hybrid
-// run: where its iteration went past what --simulate plays, without a
-// recording (bench/hybrid_gap.py and hybrid_explain split a recording
-// further, op by op).
+// A real rank's collectives against the model, at the end of a hybrid run:
+// where its iteration went past what --simulate plays, without a recording
+// (bench/hybrid_gap.py and hybrid_explain split a recording further, op by
+// op).
 //
-// Alike operations (collective kind, bytes, the communicator's members and
-// nodes) form a group. Per group: how many the rank ran, the median of their
-// time from the rank's first send to their end (what the plugin reports:
-// OpStarted's first send, OpFinished), and what the model gives one such
-// operation once every member has arrived (NetworkModel::CollectiveTime,
-// the ring: the plugin flags ring operations only). The difference times the
+// Alike operations (collective kind, the algorithm NCCL ran, bytes, the
+// communicator's members and nodes) form a group: the all-reduces,
+// all-gathers and reduce-scatters NCCL ran as a ring, a tree or PAT. Per
+// group: how many the rank ran, the median of their time from the rank's
+// first send to their end (what the plugin reports: OpStarted's first send,
+// OpFinished), and what the model gives one such operation once every member
+// has arrived (NetworkModel::CollectiveTime with that algorithm; the model
+// falls back to the ring where the algorithm does not apply). The difference times the
 // group's operations per iteration is what the group added to the rank's
 // iteration, the waits for late virtual members included (a ring's first
 // send waits for nothing; its receives do). Groups are listed by that, the
@@ -30,6 +32,7 @@ namespace prism::daemon {
 
 struct OpTimeGroup {
   graph::CollectiveKind kind = graph::ALLREDUCE;
+  graph::Algorithm algorithm = graph::ALGORITHM_RING;
   Bytes bytes;
   engine::CommShape shape;
   uint64_t count = 0;
@@ -40,14 +43,16 @@ struct OpTimeGroup {
   Nanoseconds AddedPerIteration(uint64_t iterations) const;
 };
 
-// The ring collectives of `ops` (RingOpTiming::collective, with a first
+// The collectives of `ops` NCCL ran as a ring, a tree or PAT (with a first
 // send) in groups, the group that added most per iteration first.
-std::vector<OpTimeGroup> GroupRingOps(const std::vector<RingOpTiming>& ops, const engine::NetworkModel& model);
+std::vector<OpTimeGroup> GroupCollectiveOps(const std::vector<RingOpTiming>& ops, const engine::NetworkModel& model);
 
 // One line for a person, the `most` groups that added most first:
-// "ring collectives against the model, rank R (first send to end, median;
-// per iteration of I): all-reduce 2.00 MiB on 2 ranks (1 node) x68: 88.4 us
-// against 30.5 us, +3.94 ms; ...". Empty when there is no group.
+// "collectives against the model, rank R (first send to end, median; what
+// each group added to an iteration, of I): all-reduce 2.00 MiB on 2 ranks (1
+// node) x68.0: 88.4 us against 30.5 us, +3.94 ms; all-gather (PAT) ...".
+// The algorithm is named when it is not the ring. Empty when there is no
+// group.
 std::string DescribeOpTimes(const std::vector<OpTimeGroup>& groups, uint32_t rank, uint64_t iterations,
                             size_t most = 4);
 

@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     FitStepCost(timings, *graph, RunStepCost(run_step_cost_us, *graph), *rec, true);
     const std::string path = absl::StrCat(dir, "/rank-", m.rank, ".capture.jsonl");
     if (!Write(path, *rec)) return Fail(1, "cannot write " + path);
-    // Where the rank's ring collectives went past the model (op_time_report.h), as prismd says at a run's end.
+    // Where the rank's collectives went past the model (op_time_report.h), as prismd says at a run's end.
     prism::engine::NcclBehaviour nccl;
     nccl.step_cost = RunStepCost(run_step_cost_us, *graph);
     const prism::engine::NetworkModel model(prism::engine::NetworkModel::LinkFiguresFromCluster(graph->cluster()),
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     const auto ops = timings.find(m.rank);
     if (ops != timings.end()) {
       const std::string line =
-          prism::daemon::DescribeOpTimes(prism::daemon::GroupRingOps(ops->second, model), m.rank, m.iterations);
+          prism::daemon::DescribeOpTimes(prism::daemon::GroupCollectiveOps(ops->second, model), m.rank, m.iterations);
       if (!line.empty()) std::cout << line << "\n";
     }
     std::cout << "rank " << m.rank << ": " << m.iterations << " iterations, " << m.matched_ops

@@ -84,6 +84,7 @@ std::map<uint32_t, std::vector<RingOpTiming>> RingOpTimings(const Recording& rec
         const std::optional<graph::CollectiveKind> kind = RingKind(s.key().kind());
         t.collective = kind.has_value() && absl::AsciiStrToUpper(s.algo_name()) == "RING";
         if (kind) t.kind = *kind;
+        if (kind) t.algorithm = absl::AsciiStrToUpper(s.algo_name());
         t.protocol = absl::AsciiStrToUpper(s.proto_name());
         t.shape = ShapeOf(c->second->members, placement);
         const bool full = s.key().kind() == rpc::OP_ALL_GATHER || s.key().kind() == rpc::OP_REDUCE_SCATTER;

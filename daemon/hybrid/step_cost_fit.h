@@ -62,6 +62,7 @@ inline constexpr Nanoseconds kFloorHeldMargin{250};
 struct RingOpTiming {
   graph::CollectiveKind kind = graph::ALLREDUCE;  // meaningful when `collective`
   bool collective = false;                        // a ring all-reduce, all-gather or reduce-scatter
+  std::string algorithm;                          // NCCL's name, upper case ("RING", "TREE", "PAT"; "" for p2p)
   std::string protocol;                           // NCCL's name, upper case ("SIMPLE", "LL", "LL128")
   engine::CommShape shape;
   Bytes bytes;                                    // the graph's full-buffer convention

@@ -53,7 +53,7 @@ class StepCostWatch final : public ScheduleSource {
 
   // Every operation the real ranks reported with a first send and an end,
   // per real rank (RingOpTimings of what the watch kept; op_time_report.h
-  // puts the ring collectives against the model).
+  // puts the collectives against the model).
   std::map<uint32_t, std::vector<RingOpTiming>> Timings(const graph::Graph& graph) const;
 
  private:

@@ -85,7 +85,7 @@ class Prismd:
     SUMMARY = (re.compile(r"^this hybrid run's iteration time:"), re.compile(r"^throughput:"),
                re.compile(r"^prismd: hybrid:"), re.compile(r"^prismd: late receives"),
                re.compile(r"^prismd: rank \d+'s NCCL took "),
-               re.compile(r"^prismd: ring collectives against the model, "))
+               re.compile(r"^prismd: collectives against the model, "))
 
     def summary(self):
         """The lines of prismd's exit report that `prism run` shows when the job ends (the log has them all)."""
