@@ -135,41 +135,33 @@ absl::Status ParseLink(const YAML::Node& node, const std::string& path, LinkSpec
   return r.Finish();
 }
 
-// cluster.nccl_step_cost_us: a number (NCCL's Simple ring) or a mapping of
-// protocols (simple, ll, ll128) to microseconds; 0 to 1000 each.
-absl::Status ParseStepCosts(const YAML::Node& node, const std::string& path, ClusterSpec& c) {
-  constexpr double kMaxUs = 1000.0;
-  auto to_ns = [](double us) { return static_cast<uint64_t>(us * 1000.0 + 0.5); };
-  // Any number first (MapReader names a word or a list), then the range in words a person reads.
-  auto read = [&](MapReader& r, const std::string& key, double& us) -> absl::Status {
-    PRISM_RETURN_IF_ERROR(r.GetDouble(key, us, -1e300, 1e300));
-    if (us < 0 || us > kMaxUs)
-      return KeyError(r.PathOf(key), absl::StrCat("must be 0 to 1000 (microseconds per ring step), got ", us));
-    return absl::OkStatus();
-  };
-  if (node.IsScalar()) {  // read through a parent mapping, so errors name the key's own path
-    const std::string::size_type dot = path.rfind('.');
-    const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
-    YAML::Node parent;
-    parent[key] = node;
-    MapReader r(parent, dot == std::string::npos ? "" : path.substr(0, dot));
-    double us = 0;
-    PRISM_RETURN_IF_ERROR(read(r, key, us));
-    c.nccl_step_cost_ns["SIMPLE"] = to_ns(us);
-    return absl::OkStatus();
-  }
-  MapReader r(node, path);
+// A step cost in microseconds under `key` of `r`: any number first (MapReader
+// names a word or a list), then 0 to 1000 in words a person reads.
+absl::Status ReadStepCostUs(MapReader& r, const std::string& key, uint64_t& ns) {
+  double us = 0;
+  PRISM_RETURN_IF_ERROR(r.GetDouble(key, us, -1e300, 1e300));
+  if (us < 0 || us > 1000.0)
+    return KeyError(r.PathOf(key), absl::StrCat("must be 0 to 1000 (microseconds per ring step), got ", us));
+  ns = static_cast<uint64_t>(us * 1000.0 + 0.5);
+  return absl::OkStatus();
+}
+
+// cluster.nccl_step_cost_us (`cluster` holds the key): a number (NCCL's Simple
+// ring) or a mapping of protocols (simple, ll, ll128) to microseconds.
+absl::Status ParseStepCosts(MapReader& cluster, ClusterSpec& c) {
+  const std::string key = "nccl_step_cost_us";
+  const YAML::Node node = cluster.Child(key);
+  if (node.IsScalar()) return ReadStepCostUs(cluster, key, c.nccl_step_cost_ns["SIMPLE"]);
   if (!node.IsMap())
-    return KeyError(path, "expected microseconds (NCCL's Simple ring) or a mapping of protocols (simple, ll, "
-                          "ll128) to microseconds, e.g. {simple: 14.0, ll: 13.5}");
+    return KeyError(cluster.PathOf(key), "expected microseconds (NCCL's Simple ring) or a mapping of protocols "
+                                         "(simple, ll, ll128) to microseconds, e.g. {simple: 14.0, ll: 13.5}");
+  MapReader r(node, cluster.PathOf(key));
   for (const char* protocol : {"simple", "ll", "ll128"}) {
     if (!r.Has(protocol)) continue;
-    double us = 0;
-    PRISM_RETURN_IF_ERROR(read(r, protocol, us));
-    c.nccl_step_cost_ns[absl::AsciiStrToUpper(protocol)] = to_ns(us);
+    PRISM_RETURN_IF_ERROR(ReadStepCostUs(r, protocol, c.nccl_step_cost_ns[absl::AsciiStrToUpper(protocol)]));
   }
   PRISM_RETURN_IF_ERROR(r.Finish());
-  if (c.nccl_step_cost_ns.empty()) return KeyError(path, "names no protocol (simple, ll, ll128)");
+  if (c.nccl_step_cost_ns.empty()) return KeyError(cluster.PathOf(key), "names no protocol (simple, ll, ll128)");
   return absl::OkStatus();
 }
 
@@ -196,7 +188,7 @@ absl::Status ParseCluster(const YAML::Node& node, ClusterSpec& c) {
   PRISM_RETURN_IF_ERROR(n.Finish());
   PRISM_RETURN_IF_ERROR(ParseLink(r.Child("nvlink"), "cluster.nvlink", c.nvlink));
   if (r.Has("nccl_step_cost_us"))
-    PRISM_RETURN_IF_ERROR(ParseStepCosts(r.Child("nccl_step_cost_us"), r.PathOf("nccl_step_cost_us"), c));
+    PRISM_RETURN_IF_ERROR(ParseStepCosts(r, c));
   return r.Finish();
 }
 
