@@ -115,11 +115,11 @@ TEST_CASE("throughput: a hybrid run's report reads its steady iterations, the st
 
   prism::engine::MarkHybridRun(*graph, report);
   CHECK(report.hybrid);
-  CHECK(report.steady_iteration.count() == (report.iteration_times[1].count() + report.iteration_times[2].count()) / 2);
+  CHECK(report.SteadyIteration().count() == (report.iteration_times[1].count() + report.iteration_times[2].count()) / 2);
   REQUIRE(report.throughput.known);
-  CHECK(report.throughput.tokens_per_s == Approx(8 * 1024 / report.steady_iteration.seconds()).epsilon(1e-12));
+  CHECK(report.throughput.tokens_per_s == Approx(8 * 1024 / report.SteadyIteration().seconds()).epsilon(1e-12));
   CHECK(report.throughput.tflops_per_gpu ==
-        Approx(report.throughput.model_flops_per_iteration / report.steady_iteration.seconds() / 8 / 1e12)
+        Approx(report.throughput.model_flops_per_iteration / report.SteadyIteration().seconds() / 8 / 1e12)
             .epsilon(1e-9));
   const std::string text = report.ToText();
   CHECK(text.find("predicted iteration time") == std::string::npos);
@@ -127,7 +127,7 @@ TEST_CASE("throughput: a hybrid run's report reads its steady iterations, the st
   CHECK(text.find("steady (mean of iterations 1-2; iteration 0, the start-up,") != std::string::npos);
   const auto j = nlohmann::json::parse(report.ToJson());
   CHECK(j["hybrid"].get<bool>());
-  CHECK(j["steady_iteration_time_s"].get<double>() == Approx(report.steady_iteration.seconds()));
+  CHECK(j["steady_iteration_time_s"].get<double>() == Approx(report.SteadyIteration().seconds()));
 
   // Iteration 0 alone: no steady figure, and no throughput from a start-up.
   prism::engine::SimulationReport first = r->report;

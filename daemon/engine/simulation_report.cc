@@ -152,10 +152,14 @@ void MarkHybridRun(const graph::Graph& graph, SimulationReport& report) {
     report.throughput.known = false;  // iteration 0 alone is the start-up, not a training step
     return;
   }
+  report.throughput = ThroughputOf(graph, report.SteadyIteration());
+}
+
+Nanoseconds SimulationReport::SteadyIteration() const {
+  if (iteration_times.size() < 2) return Nanoseconds(0);
   Nanoseconds sum(0);
-  for (size_t i = 1; i < report.iteration_times.size(); ++i) sum += report.iteration_times[i];
-  report.steady_iteration = Nanoseconds(sum.count() / static_cast<int64_t>(report.iteration_times.size() - 1));
-  report.throughput = ThroughputOf(graph, report.steady_iteration);
+  for (size_t i = 1; i < iteration_times.size(); ++i) sum += iteration_times[i];
+  return Nanoseconds(sum.count() / static_cast<int64_t>(iteration_times.size() - 1));
 }
 
 std::string SimulationReport::ToJson(bool include_wall) const {
@@ -170,7 +174,7 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["iteration_time_s"] = mean_iteration.seconds();
   if (hybrid) {
     j["hybrid"] = true;
-    j["steady_iteration_time_s"] = steady_iteration.seconds();
+    j["steady_iteration_time_s"] = SteadyIteration().seconds();
   }
   auto& times = j["iteration_times_s"] = nlohmann::ordered_json::array();
   for (Nanoseconds t : iteration_times) times.push_back(t.seconds());
@@ -229,7 +233,7 @@ std::string SimulationReport::ToText() const {
   } else if (iteration_times.size() >= 2) {
     out += fmt::format("this hybrid run's iteration time: {:.6f} s steady (mean of iterations 1-{}; iteration 0, "
                        "the start-up, {:.6f} s), on the engine's clock\n",
-                       steady_iteration.seconds(), iteration_times.size() - 1, iteration_times[0].seconds());
+                       SteadyIteration().seconds(), iteration_times.size() - 1, iteration_times[0].seconds());
   } else if (iteration_times.size() == 1) {
     out += fmt::format("this hybrid run's iteration time: no steady iteration (iteration 0, the start-up, "
                        "{:.6f} s)\n", iteration_times[0].seconds());

@@ -67,10 +67,10 @@ struct SimulationReport {
   Nanoseconds mean_iteration;
   // A hybrid run's report (MarkHybridRun): its iteration 0 holds the real
   // ranks' start-up (NCCL's set-up, the first calls), so the figure to read
-  // is the steady mean of iterations 1.. (zero with fewer than two), and the
-  // throughput is computed from it.
+  // is SteadyIteration(), and the throughput is computed from it.
   bool hybrid = false;
-  Nanoseconds steady_iteration;
+  // The mean of iterations 1.. (zero with fewer than two).
+  Nanoseconds SteadyIteration() const;
   Nanoseconds emulated_end;
   uint64_t events = 0;
   double wall_s = 0;               // whole simulation: world setup + replay
@@ -110,8 +110,8 @@ struct SimulationReport {
 SimulationReport BuildReport(const graph::Graph& graph, const EngineWorld& world, const ReplayStats& stats,
                              uint64_t iterations, double wall_s);
 
-// Makes `report` a hybrid run's: `hybrid` set, `steady_iteration` the mean
-// of iterations 1.. and, when there is one, the throughput from it; the text
+// Makes `report` a hybrid run's: `hybrid` set and the throughput from its
+// SteadyIteration() (none without one: iteration 0 is no step); the text
 // then heads with this run's time instead of a prediction.
 void MarkHybridRun(const graph::Graph& graph, SimulationReport& report);
 
