@@ -42,6 +42,8 @@ ITERS="${ITERS:-12}"; py="${PYTHON:-python3}"; graphgen="${GRAPHGEN:-$bundle/pri
 rows="$OUT/rows.txt"; touch "$rows"
 export NCCL_NVLS_ENABLE=0 PRISM_HOME="$bundle" PYTHONUNBUFFERED=1
 t0=$SECONDS
+# shellcheck source=scripts/gpu/results_pack.sh
+source "$repo/scripts/gpu/results_pack.sh"
 
 graph_of() { echo "$OUT/graphs/mcore-$1.graph"; }   # N or N-nogloo
 need_graph() {
@@ -137,16 +139,8 @@ record_args() {  # DIR: prismd's control-plane recordings for this run
   esac
 }
 
-# ops_only DIR: DIR/sessions.rec's ops-only copy beside it (DIR/sessions.ops.rec: each real rank's operations and the
-# schedules, no per-message events; what bench/hybrid_gap.py and hybrid_explain read; small enough for PACK).
-ops_only() {
-  [[ -f $1/sessions.rec && -x $bundle/prism-session-capture ]] &&
-    "$bundle/prism-session-capture" "$1/sessions.rec" --ops-only "$1/sessions.ops.rec" > /dev/null 2>&1
-  return 0
-}
-
 pack_recordings() {  # DIR
-  ops_only "$1"
+  ops_only "$bundle" "$1"
   [[ -f $1/sessions.rec ]] && gzip -f "$1/sessions.rec"
   [[ -d $1/wire ]] && tar -C "$1" -czf "$1/wire.tgz" wire && rm -rf "$1/wire"
 }
@@ -219,7 +213,7 @@ part_capture() {
   [[ -f $dir/captured.graph ]] && pred=$(steady "$dir/captured.graph")
   row "$label" "$dir-logs" "$reals" "$rc" "$((SECONDS - s))" "$pred"
   tail -n "$(tr ',' '\n' <<< "$reals" | wc -l)" "$rows"
-  ops_only "$dir"
+  ops_only "$bundle" "$dir"
   [[ -f $dir/sessions.rec ]] && gzip -f "$dir/sessions.rec"
 }
 
@@ -270,11 +264,4 @@ cat "$rows"
 # PACK=FILE.tgz: the rows, the runs' logs (their last 300 KB), the captured graphs and the ops-only recordings in one
 # archive (what a GPU lease can return: it brings back 8 files of at most 16 MiB), for --simulate, hybrid_explain or
 # bench/hybrid_gap.py on any machine later.
-if [[ -n ${PACK:-} ]]; then
-  stage=$(mktemp -d); cp "$rows" "$stage/"
-  ( cd "$OUT" && find . -mindepth 2 -maxdepth 2 \( -name captured.graph -o -name sessions.ops.rec \) -print ) |
-    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; cp "$OUT/$f" "$stage/$f"; done
-  ( cd "$OUT" && find . -mindepth 2 -maxdepth 2 -name '*.log' -print ) |
-    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; tail -c 300000 "$OUT/$f" > "$stage/$f"; done
-  tar czf "$PACK" -C "$stage" . && rm -rf "$stage" && echo "packed into $PACK ($(du -h "$PACK" | cut -f1))"
-fi
+[[ -n ${PACK:-} ]] && pack_results "$OUT" "$PACK" 2 rows.txt captured.graph sessions.ops.rec '*.log'

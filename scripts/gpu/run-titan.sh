@@ -41,6 +41,8 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/gpu/stage_reap.sh
 source "$repo/scripts/gpu/stage_reap.sh"
+# shellcheck source=scripts/gpu/results_pack.sh
+source "$repo/scripts/gpu/results_pack.sh"
 usage="usage: run-titan.sh BUNDLE_DIR TITAN_DIR [N [MODE [SLICE [OTHER]]]]"
 bundle="$(cd "${1:?$usage}" && pwd)"; titan="$(cd "${2:?$usage}" && pwd)"
 n="${3:-8}"; mode="${4:-fsdp}"; slice="${5:-0}"; other="${6:-5}"
@@ -63,14 +65,7 @@ tails() {
   done
   # The graphs and the ops-only recordings, for --simulate, hybrid_explain or hybrid_gap.py on any
   # machine after the lease (one archive; left out when over 15 MiB, what a lease returns per file).
-  local kept=()
-  mapfile -t kept < <(cd "$work" && for f in capture/captured.graph refine-*/captured.graph capture/sessions.ops.rec \
-      refine-*/sessions.ops.rec check-logs/sessions.ops.rec capture/recordings/*.jsonl refine-*/recordings/*.jsonl; do
-    [[ -f $f ]] && echo "$f"; done)
-  if ((${#kept[@]})); then
-    tar czf "$OUT/graphs.tgz" -C "$work" "${kept[@]}" 2> /dev/null
-    if (( $(stat -c %s "$OUT/graphs.tgz") > 15 * 1024 * 1024 )); then rm -f "$OUT/graphs.tgz"; fi
-  fi
+  pack_results "$work" "$OUT/graphs.tgz" 3 captured.graph sessions.ops.rec '*.capture.jsonl' > /dev/null
 }
 
 for f in prismd libnccl-net-prism.so prism-graphgen prism-session-capture; do
@@ -134,14 +129,6 @@ for line in lines:
 s = t[1:] or t
 print(len(t), f"{sum(s) / len(s):.4f}" if s else "-")
 PY
-}
-# ops_only DIR: DIR/sessions.rec's ops-only copy, DIR/sessions.ops.rec (small: what pack scripts
-# bring back when the full recording is too large)
-ops_only() {
-  [[ -f $1/sessions.rec ]] || return 0
-  "$bundle/prism-session-capture" "$1/sessions.rec" --ops-only "$1/sessions.ops.rec" > /dev/null 2>&1 ||
-    say "  (no ops-only copy of $1/sessions.rec)"
-  return 0
 }
 # simulate GRAPH: prismd --simulate, mean of iterations 1..3 (s)
 simulate() {
@@ -210,7 +197,7 @@ if [[ " $STAGES " == *" capture "* ]]; then
   kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
   say "  exit $rc in $(( $(date +%s) - start )) s (log capture.log, capture-logs/)"
   after_stage "titan-$$-capture" "$rc"
-  ops_only "$work/capture"
+  ops_only "$bundle" "$work/capture" | tee -a "$summary"
   [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/capture-status.json")"
   grep -aE "^rank [0-9]+:|^step cost, rank|^measured:|^role-|captured graph|wrote .*graph|refus" "$work/capture.log" | sed 's/^/  /' | tee -a "$summary"
   say "  groups prismd followed: $(grep -ac 'follow: world split' "$work/capture-logs/prismd.log" 2> /dev/null || true)" \
@@ -242,7 +229,7 @@ if [[ " $STAGES " == *" refine "* && -f $captured && ${REFINE:-0} -gt 0 ]]; then
       --out "$dir" --session-capture "$bundle/prism-session-capture" "${tools[@]}" --log-dir "$dir-logs" \
       --prismd-arg=--iterations --prismd-arg="$ITERS" -- "${program[@]}" > "$dir.log" 2>&1 || rc=$?
     after_stage "titan-$$-refine-$k" "$rc"
-    ops_only "$dir"
+    ops_only "$bundle" "$dir" | tee -a "$summary"
     now=$(steps "$dir-logs/rank$first.log" | cut -d' ' -f2)
     change=$("$py" -c "a, b = '$prev', '$now'
 try:
@@ -286,7 +273,7 @@ if [[ " $STAGES " == *" check "* ]]; then
       -- "${program[@]}" > "$work/check.log" 2>&1 || rc=$?
     kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
     after_stage "titan-$$-check" "$rc"
-    ops_only "$work/check-logs"
+    ops_only "$bundle" "$work/check-logs" | tee -a "$summary"
     [[ $rc == 0 ]] || say "  prismd's last /status: $(status_line "$work/check-status.json")"
     read -r cnt st <<< "$(steps "$work/check-logs/rank$other.log")"
     say "  exit $rc in $(( $(date +%s) - start )) s; rank $other: $cnt steps, steady step $st s"

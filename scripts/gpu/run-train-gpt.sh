@@ -42,6 +42,8 @@ ITERS="${ITERS:-10}"; GBPS="${GBPS:-10}"; LAT_US="${LAT_US:-10}"; py="${PYTHON:-
 plugin="$bundle/libnccl-net-prism.so"; graphs="$bundle/graphs"
 [[ -f $plugin && -x $bundle/prismd ]] || { echo "run-train-gpt: $bundle lacks prismd or the plugin" >&2; exit 1; }
 rows="$OUT/rows.txt"; : > "$rows"
+# shellcheck source=scripts/gpu/results_pack.sh
+source "$repo/scripts/gpu/results_pack.sh"
 export NCCL_NVLS_ENABLE=0   # on every GPU host
 
 mps=0
@@ -205,14 +207,6 @@ cat "$rows"
 # PACK=FILE.tgz: the rows, the compute table, the regenerated job files and, per run, its logs (the last 300 KB),
 # metrics and the ops-only copy of its recording in one archive (a GPU lease brings back 8 files of at most 16 MiB).
 if [[ -n ${PACK:-} ]]; then
-  for d in "$OUT"/prism-*/; do
-    [[ -f $d/sessions.rec && -x $bundle/prism-session-capture ]] &&
-      "$bundle/prism-session-capture" "$d/sessions.rec" --ops-only "$d/sessions.ops.rec" > /dev/null 2>&1
-  done
-  stage=$(mktemp -d)
-  ( cd "$OUT" && find . -maxdepth 3 \( -name rows.txt -o -name compute.yaml -o -name '*.yaml' -o -name metrics.txt \
-      -o -name sessions.ops.rec \) -print ) | while read -r f; do mkdir -p "$stage/$(dirname "$f")"; cp "$OUT/$f" "$stage/$f"; done
-  ( cd "$OUT" && find . -maxdepth 2 -name '*.log' -print ) |
-    while read -r f; do mkdir -p "$stage/$(dirname "$f")"; tail -c 300000 "$OUT/$f" > "$stage/$f"; done
-  tar czf "$PACK" -C "$stage" . && rm -rf "$stage" && echo "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+  for d in "$OUT"/prism-*/; do ops_only "$bundle" "${d%/}"; done
+  pack_results "$OUT" "$PACK" 2 rows.txt '*.yaml' metrics.txt sessions.ops.rec '*.log'
 fi
