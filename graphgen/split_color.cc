@@ -45,22 +45,8 @@ int32_t PyTorchSplitColor(std::vector<uint32_t> ranks) {
   return PyTorchColorOfHash(PythonTupleHash(ranks));
 }
 
-void SplitGroupHasher::Add(uint32_t rank) {  // std::hash<int> is the identity in libstdc++
-  acc_ ^= static_cast<uint64_t>(rank) + 0x9e3779b9ull + (acc_ << 6) + (acc_ >> 2);
-}
-
-int32_t SplitGroupHasher::Color() const {
-  // abs(int64) as c10d takes it; INT64_MIN keeps its sign there (two's complement).
-  const int64_t signed_acc = static_cast<int64_t>(acc_);
-  const int64_t magnitude = signed_acc == INT64_MIN ? signed_acc : (signed_acc < 0 ? -signed_acc : signed_acc);
-  return static_cast<int32_t>(magnitude % INT32_MAX);
-}
-
-int32_t SplitGroupColor(std::vector<uint32_t> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  SplitGroupHasher h;
-  for (uint32_t r : ranks) h.Add(r);
-  return h.Color();
+int32_t SplitGroupColor(const std::vector<uint32_t>& ranks) {
+  return static_cast<int32_t>(*std::min_element(ranks.begin(), ranks.end()));
 }
 
 }  // namespace prism::graphgen

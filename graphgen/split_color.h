@@ -10,10 +10,14 @@
 //
 // `split_group(parent, split_ranks)` (what DeviceMesh calls on an eagerly
 // initialised default group: one call per mesh dimension, every rank a member
-// of one group) computes its color in C++ instead (c10d's genNcclSplitColor):
-//   acc = 0; for r in sorted(ranks): acc ^= r + 0x9e3779b9 + (acc << 6) + (acc >> 2)
-//   color = abs(int64(acc)) % (2**31 - 1)
-// with the same key. Pure functions; thread-safe.
+// of one group) passes, in PyTorch 2.11, the lowest parent rank of the
+// caller's group as the color (ProcessGroupNCCL::split), with the same key.
+// Seen on the GPU host (torch 2.11.0+cu130, 2026-12-03): TorchTitan's first
+// DeviceMesh split at 16 ranks passed color 0, key 0 on rank 0. Some PyTorch
+// sources hash the ranks there instead (c10d's genNcclSplitColor); 2.11's
+// build does not. The lowest rank does not say which ranks the group has, so
+// prismd --follow cannot learn a split_group group from its color
+// (daemon/bootstrap/split_source.h); a graph carries them. Pure functions; thread-safe.
 #ifndef PRISM_GRAPHGEN_SPLIT_COLOR_H_
 #define PRISM_GRAPHGEN_SPLIT_COLOR_H_
 
@@ -45,20 +49,9 @@ int32_t PyTorchColorOfHash(int64_t tuple_hash);
 // PyTorch's split color for a group of global ranks (any order).
 int32_t PyTorchSplitColor(std::vector<uint32_t> ranks);
 
-// c10d's split_group color built one rank at a time (ranks in ascending
-// order): after Add(a), ..., Add(z), Color() is the color of {a, ..., z}.
-// A plain value.
-class SplitGroupHasher {
- public:
-  void Add(uint32_t rank);
-  int32_t Color() const;
-
- private:
-  uint64_t acc_ = 0;
-};
-
-// c10d's split_group color for a group of parent ranks (any order).
-int32_t SplitGroupColor(std::vector<uint32_t> ranks);
+// PyTorch 2.11's split_group color for a group of parent ranks (any order,
+// not empty): the lowest of them.
+int32_t SplitGroupColor(const std::vector<uint32_t>& ranks);
 
 }  // namespace prism::graphgen
 

@@ -118,14 +118,13 @@ void ExpandCommunicators(const GraphRules& rules, const std::vector<FamilyShape>
     split_parent[c] = f.split_of_first() ? 1 : 0;
     split_key[c] = 0;  // PyTorch's index of members[0] in the sorted group
     graphgen::PythonTupleHasher hash;  // members ascend: PyTorch's sorted tuple, hashed as they come
-    graphgen::SplitGroupHasher split_group_hash;
+    const uint32_t lowest = shape.Member(o.group, 0);  // split_group's color (graphgen/split_color.h)
     for (uint32_t m = 0; m < shape.group_size(); ++m) {
       *out = shape.Member(o.group, m);
-      split_group_hash.Add(*out);
       hash.Add(*out++);
     }
     split_color[c] = !f.split_of_first() ? 0
-                     : f.split_group()   ? split_group_hash.Color()
+                     : f.split_group()   ? static_cast<int32_t>(lowest)
                                          : graphgen::PyTorchColorOfHash(hash.Value());
     if (same_call != nullptr) same_call[c] = f.split_of_first() && f.split_group() && o.group > 0;
   }

@@ -161,17 +161,14 @@ TEST_CASE("split colors are PyTorch's: abs(hash(tuple(sorted(ranks)))) % 2**31",
   CHECK(prism::graphgen::PyTorchSplitColor({0, 1, 2, 3, 4, 5, 6, 7}) == 1266629538);
 }
 
-TEST_CASE("split_group colors are c10d's genNcclSplitColor of the sorted ranks", "[graphgen][split_color]") {
-  // Reference values from c10d's function restated in C++ (std::hash<int> is the identity with
-  // libstdc++); DeviceMesh's split_group on an eager default group passes these.
-  CHECK(prism::graphgen::SplitGroupColor({0}) == 506952122);
-  CHECK(prism::graphgen::SplitGroupColor({1}) == 506952123);
-  CHECK(prism::graphgen::SplitGroupColor({3, 1, 2, 0}) == 1213413532);
-  CHECK(prism::graphgen::SplitGroupColor({0, 1, 2, 3, 4, 5, 6, 7}) == 974727815);
+TEST_CASE("split_group colors are the group's lowest rank, as PyTorch 2.11 passes them", "[graphgen][split_color]") {
+  // ProcessGroupNCCL::split in torch 2.11: the lowest parent rank of the group (on the GPU host,
+  // 2026-12-03, DeviceMesh's first split on rank 0 passed color 0, key 0).
+  CHECK(prism::graphgen::SplitGroupColor({0}) == 0);
+  CHECK(prism::graphgen::SplitGroupColor({1}) == 1);
+  CHECK(prism::graphgen::SplitGroupColor({3, 1, 2, 0}) == 0);
+  CHECK(prism::graphgen::SplitGroupColor({8, 9, 10, 11, 12, 13, 14, 15}) == 8);
   std::vector<uint32_t> strided;
-  for (uint32_t r = 3; r < 1024; r += 8) strided.push_back(r);
-  CHECK(prism::graphgen::SplitGroupColor(strided) == 273620626);
-  prism::graphgen::SplitGroupHasher h;
-  for (uint32_t r : strided) h.Add(r);
-  CHECK(h.Color() == 273620626);
+  for (int r = 1027; r >= 0; r -= 8) strided.push_back(static_cast<uint32_t>(r));  // descending: still the lowest
+  CHECK(prism::graphgen::SplitGroupColor(strided) == 3);
 }

@@ -418,7 +418,7 @@ TEST_CASE("start-up: eager, a Gloo group after each NCCL group (its non-members 
 
 // torch.distributed.split_group (DeviceMesh on an eager default group): one
 // ncclCommSplit call makes every group of a kind, each rank passing its own
-// group's color (c10d's genNcclSplitColor); two real ranks in different
+// group's color (its lowest rank, as PyTorch 2.11 does); two real ranks in different
 // groups of one call each get their group with its virtual members.
 TEST_CASE("start-up: eager, split_group makes several groups in one split call", "[rendezvous][startup]") {
   StartupCase sc;
@@ -523,14 +523,30 @@ TEST_CASE("follow: eager start-up with groups no graph lists (prismd --follow)",
   }
 }
 
-// DeviceMesh's split_group on an eager default group without a graph: real
-// ranks in different groups of one call each bring their group's color;
-// prismd learns one call with a child per real rank's group.
-TEST_CASE("follow: split_group with real ranks in different groups of one call", "[rendezvous][startup][follow]") {
+// DeviceMesh's split_group on an eager default group without a graph: PyTorch
+// 2.11 colors each group by its lowest rank, which does not say which ranks it
+// has. prismd refuses the split at once, naming new_group and --graph, and the
+// real rank's split fails instead of waiting.
+TEST_CASE("follow: a split_group split is refused naming new_group and --graph", "[rendezvous][startup][follow]") {
   StartupCase sc;
+  sc.prefix = "default_pg/";
   sc.follow = true;
   sc.split_group = true;
-  RunForReals(sc, {{0}, {0, 9}, {3, 12}});
+  sc.real = {0};
+  Prismd prismd(bootstrap::WorldPlan(sc.n, 8, sc.real), /*follow=*/true);
+  const auto errors = bootstrap::testing::RunRealRanks({0}, [&](int rank) {
+    RunRealRank(sc, prismd.store->port(), rank);
+  });
+  CHECK_FALSE(errors.empty());
+  REQUIRE(Eventually([&] { return prismd.bootstrap->Stats().jobs_failed >= 1; }));
+  const auto st = prismd.bootstrap->Stats();
+  REQUIRE_FALSE(st.recent_divergences.empty());
+  const std::string d = st.recent_divergences.front();
+  INFO(d);
+  CHECK(d.find("split_group") != std::string::npos);
+  CHECK(d.find("lowest rank") != std::string::npos);
+  CHECK(d.find("new_group") != std::string::npos);
+  CHECK(d.find("--graph") != std::string::npos);
 }
 
 TEST_CASE("follow: a lazily started group is refused naming device_id, not left waiting", "[rendezvous][follow]") {

@@ -92,8 +92,24 @@ class FollowedSplits final : public SplitSource {
     return absl::StrCat(g.front(), "..", g.back(), " step ", g[1] - g[0]);
   }
 
+  // PyTorch 2.11's split_group color: the group's lowest rank, with `rank`
+  // at index `key` of an ascending group from it.
+  static bool CouldBeLowestRank(uint32_t rank, int32_t key, int32_t color) {
+    if (color < 0 || key < 0 || static_cast<uint32_t>(color) > rank) return false;
+    const uint32_t above = rank - static_cast<uint32_t>(color);
+    return key == 0 ? above == 0 : above >= static_cast<uint32_t>(key);
+  }
+
   static std::string Unfollowable(const LiveComm& parent, int split, uint32_t rank, int32_t key, int32_t color,
                                   const std::vector<std::vector<uint32_t>>& groups) {
+    if (groups.empty() && CouldBeLowestRank(rank, key, color)) {
+      return absl::StrCat(parent.name, ": split #", split, ": real rank ", rank, " passes color ", color,
+                          " with key ", key, ": that is how PyTorch's split_group (DeviceMesh on a default group "
+                          "started with device_id) colors a group, by its lowest rank, which does not say which "
+                          "ranks the group has, so prismd --follow cannot learn it. Make the groups with new_group "
+                          "(examples/torchtitan/prism_titan.py does so for DeviceMesh), or give prismd a graph of "
+                          "the program (--graph) (docs/capture.md)");
+    }
     std::string why = groups.empty()
                           ? "no group of contiguous or evenly strided ranks gives that color"
                           : absl::StrCat(groups.size(), " such groups give it (", Describe(groups[0]), " and ",
@@ -134,13 +150,10 @@ std::vector<std::vector<uint32_t>> GroupsOfColor(uint32_t world_size, uint32_t r
   const auto search = [&](uint64_t stride) {
     if (k * stride > rank) return false;
     const uint64_t base = rank - k * stride;
-    graphgen::PythonTupleHasher new_group_hash;    // new_group's color
-    graphgen::SplitGroupHasher split_group_hash;   // split_group's (DeviceMesh)
+    graphgen::PythonTupleHasher new_group_hash;  // new_group's color
     for (uint64_t n = 1, m = base; m < world_size; ++n, m += stride) {
       new_group_hash.Add(static_cast<uint32_t>(m));
-      split_group_hash.Add(static_cast<uint32_t>(m));
-      if (n > k && (graphgen::PyTorchColorOfHash(new_group_hash.Value()) == color ||
-                    split_group_hash.Color() == color)) {
+      if (n > k && graphgen::PyTorchColorOfHash(new_group_hash.Value()) == color) {
         std::vector<uint32_t> g;
         for (uint64_t i = 0; i < n; ++i) g.push_back(static_cast<uint32_t>(base + i * stride));
         found.push_back(std::move(g));

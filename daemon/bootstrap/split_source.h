@@ -9,13 +9,13 @@
 //    world; a split call is learnt from the first real member's slice of the
 //    split all-gather. PyTorch's new_group passes
 //      color = abs(hash(tuple(sorted(ranks)))) % 2**31, key = index in ranks
-//    and its split_group (DeviceMesh on an eager default group) c10d's
-//    hash-combine color of the ranks with the same key
-//    (graphgen/split_color.h), so the group is the rank set of either color
+//    (graphgen/split_color.h), so the group is the rank set of that color
 //    that holds the real rank at that key (every real rank's: real ranks
-//    in different groups of one split_group call give one call with a
-//    child each; the virtual slices wait for every real rank's slice, which
-//    comes at step 0). FollowedSplits searches the sets a
+//    in different groups of one call give one call with a child each; the
+//    virtual slices wait for every real rank's slice, which comes at step
+//    0). PyTorch 2.11's split_group (DeviceMesh on an eager default group)
+//    passes the group's lowest rank instead, which names no set: such a
+//    split is refused, naming new_group and --graph. FollowedSplits searches the sets a
 //    layout of contiguous or strided groups makes (arithmetic progressions of
 //    global ranks: Megatron's and DeviceMesh's tensor, data, pipeline,
 //    context and expert groups) and appends the one whose hash gives the
@@ -66,7 +66,7 @@ std::unique_ptr<SplitSource> MakeSplitSource(bool follow_real_ranks, Components&
 
 // The groups of `world_size` global ranks, contiguous or strided
 // ({b, b+s, ..., b+(n-1)s}, n >= 1), that hold `rank` at index `key` and whose
-// PyTorch split color is `color` (new_group's or split_group's). Usually
+// PyTorch split color is `color` (new_group's). Usually
 // one; none or several make the caller refuse. Pure;
 // O(world_size * log(world_size)).
 std::vector<std::vector<uint32_t>> GroupsOfColor(uint32_t world_size, uint32_t rank, int32_t key, int32_t color);
