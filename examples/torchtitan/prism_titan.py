@@ -18,10 +18,14 @@ What this entry adds around TorchTitan, none of it in TorchTitan's files:
   learns a group from the real ranks' ncclCommSplit; a lazily created NCCL group names
   no members it can see. --lazy leaves init_process_group as is.
 * DeviceMesh makes its groups with new_group, one call per group, as it does for
-  TorchTitan's lazy start-up: on an eager default group it would call split_group
-  instead (one ncclCommSplit per mesh dimension making every group of it), which a
-  capture cannot number yet (docs/capture.md). Each new_group is then an ncclCommSplit of
-  the world (members pass the group's color, the others NOCOLOR), as for Megatron's groups.
+  TorchTitan's lazy start-up: each new_group is then an ncclCommSplit of the world
+  (members pass the group's color, the others NOCOLOR), as for Megatron's groups.
+  --mesh-split-group keeps PyTorch's own eager path instead: split_group, one
+  ncclCommSplit of the world per mesh dimension making every group of it (a handful
+  of world splits at 8192 ranks instead of about 2,070). PyTorch 2.11 colors each of
+  those groups by its lowest rank, which does not say which ranks the group has, so
+  `prism capture` without a graph refuses it at the first split (docs/capture.md);
+  a graph that makes its groups with split_group can run it.
 * No NCCL split for DeviceMesh's "fake" dimensions (TorchTitan's degree-1 dimensions):
   with an eager default group, PyTorch's new_group makes every non-member rank call
   ncclCommSplit(NOCOLOR) on the world even for a backend that is not NCCL, i.e. N-1
@@ -58,6 +62,9 @@ def parse():
     ap.add_argument("--lazy", action="store_true",
                     help="leave init_process_group without device_id (lazy NCCL groups; prismd --follow "
                          "refuses groups other than the world then)")
+    ap.add_argument("--mesh-split-group", action="store_true",
+                    help="let DeviceMesh make each mesh dimension's groups with one split_group call "
+                         "(PyTorch's eager path) instead of a new_group per group")
     ap.add_argument("--keep-barrier", action="store_true",
                     help="keep TorchTitan's barrier after step 1")
     ap.add_argument("titan_args", nargs=argparse.REMAINDER,
@@ -147,7 +154,7 @@ def patch_eager_init(torch):
     dist.init_process_group = init_process_group
 
 
-def patch_mesh_groups(torch):
+def patch_mesh_groups(torch, keep_split_group=False):
     from torch.distributed import device_mesh, distributed_c10d as c10d
     original = c10d.new_group
 
@@ -178,7 +185,7 @@ def patch_mesh_groups(torch):
 
     c10d.new_group = new_group
     device_mesh.new_group = new_group
-    if original_split is not None:
+    if original_split is not None and not keep_split_group:
         device_mesh.split_group = split_group
 
 
@@ -227,7 +234,7 @@ def main():
         sys.exit("prism_titan.py: no CUDA device: TorchTitan's llama3 training needs one GPU per real rank")
     if not args.lazy:
         patch_eager_init(torch)
-        patch_mesh_groups(torch)
+        patch_mesh_groups(torch, keep_split_group=args.mesh_split_group)
 
     placeholders = fill_missing_torch_names()
     import torchtitan.distributed.utils as dist_utils
@@ -243,6 +250,7 @@ def main():
         pass
     emit(event="start", rank=int(os.environ.get("RANK", "0")), world=int(os.environ.get("WORLD_SIZE", "1")),
          torch=torch.__version__, torchtitan=commit, eager=not args.lazy, barrier=args.keep_barrier,
+         mesh_groups="split_group" if args.mesh_split_group else "new_group",
          placeholders=placeholders, argv=sys.argv[1:])
     titan_train.main(titan_train.Trainer)
     emit(event="done", rank=int(os.environ.get("RANK", "0")))

@@ -31,10 +31,12 @@
 #   /tmp/prism-titan-work-<time>): the runs' files (capture, logs); give a folder that outlives
 #   the command, e.g. out/t8192 in the repository, to run "check" in a later command; STAGES
 #   (default "capture simulate check"; "smoke" adds step 0, "refine" the rounds; "check" alone
-#   reuses KEEP's capture and refine rounds), REFINE (rounds, default 0), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
+#   reuses KEEP's capture and refine rounds), REFINE (rounds, default 0), REFINE_FROM (the first round to
+#   run, default 1: a later one starts from KEEP's previous round, so rounds can span commands), ITERS (TorchTitan steps, 10), TP (fsdp_tp's degree: 8, or
 #   N/2 below 16), GPN (gpus per node of the world graph: 1), GBPS (10) and LAT_US (10): the
 #   world's NIC and the plugin's link shape, STEP_TIMEOUT (s per Prism run; 240), PYTHON,
-#   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024"), PRISMD_ARGS
+#   NO_MPS=1, TITAN_ARGS (more TorchTitan options, e.g. "--training.seq_len 1024"), ENTRY_ARGS (prism_titan.py's
+#   own options, e.g. "--mesh-split-group"), PRISMD_ARGS
 #   (more prismd options for every stage's prismd and the simulate, e.g. "--nic-model interleave").
 # Expected at N=1024 on one H200: capture and check about 2-3 minutes each (mostly start-up).
 set -uo pipefail
@@ -84,7 +86,9 @@ case $mode in
 esac
 # shellcheck disable=SC2206
 titan_args+=(${TITAN_ARGS:-})
-program=("$py" "$repo/examples/torchtitan/prism_titan.py" --titan "$titan" -- "${titan_args[@]}")
+# shellcheck disable=SC2206
+entry_args=(${ENTRY_ARGS:-})
+program=("$py" "$repo/examples/torchtitan/prism_titan.py" --titan "$titan" "${entry_args[@]}" -- "${titan_args[@]}")
 export NCCL_NVLS_ENABLE=0
 
 mps=0
@@ -220,7 +224,13 @@ fi
 first="${slice%%,*}"
 if [[ " $STAGES " == *" refine "* && -f $captured && ${REFINE:-0} -gt 0 ]]; then
   prev_graph="$captured"; prev=$(steps "$work/capture-logs/rank$first.log" | cut -d' ' -f2)
-  for ((k = 1; k <= REFINE; k++)); do
+  from="${REFINE_FROM:-1}"
+  if (( from > 1 )); then
+    prev_graph="$work/refine-$((from - 1))/captured.graph"
+    [[ -f $prev_graph ]] || { say "REFINE_FROM=$from: no round $((from - 1)) in $work to start from"; exit 1; }
+    prev=$(steps "$work/refine-$((from - 1))-logs/rank$first.log" | cut -d' ' -f2)
+  fi
+  for ((k = from; k <= REFINE; k++)); do
     dir="$work/refine-$k"
     say "== 1.$k refine round $k: prism capture --graph $(basename "$(dirname "$prev_graph")")/captured.graph --ranks $slice"
     rm -rf "$dir" "$dir-logs"; mkdir -p "$dir-logs"
