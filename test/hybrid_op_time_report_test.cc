@@ -94,6 +94,12 @@ TEST_CASE("op times: alike ring collectives grouped, against the model, the grou
   CHECK(line.find("all-reduce") < line.find("all-gather"));  // the group that added most first
   CHECK(prism::daemon::DescribeOpTimes(groups, 5, 2, 1).find("(1 more groups)") != std::string::npos);
   CHECK(prism::daemon::DescribeOpTimes({}, 5, 2).empty());
+  // A run that completed no iteration of its graph (prismd --follow: the world graph alone) counts the
+  // whole run and says so, instead of calling it one iteration.
+  const std::string whole = prism::daemon::DescribeOpTimes(groups, 5, 0);
+  CHECK(whole.find("no iteration of the graph completed") != std::string::npos);
+  CHECK(whole.find("of 1)") == std::string::npos);
+  CHECK(whole.find("x8.0: ") != std::string::npos);
 }
 
 TEST_CASE("op times: a PAT all-gather and a tree all-reduce against the model's PAT and tree", "[op_time][hybrid]") {

@@ -87,10 +87,14 @@ std::string DescribeOpTimes(const std::vector<OpTimeGroup>& groups, uint32_t ran
                             size_t most) {
   if (groups.empty()) return "";
   const uint64_t per = std::max<uint64_t>(iterations, 1);
-  std::string out = absl::StrFormat(
-      "collectives against the model, rank %u (first send to end, median; what each group added to an "
-      "iteration, of %llu):",
-      rank, static_cast<unsigned long long>(per));
+  std::string out =
+      iterations == 0
+          ? absl::StrFormat("collectives against the model, rank %u (first send to end, median; no iteration of "
+                            "the graph completed, so counts and what each group added are the whole run's):",
+                            rank)
+          : absl::StrFormat("collectives against the model, rank %u (first send to end, median; what each group "
+                            "added to an iteration, of %llu):",
+                            rank, static_cast<unsigned long long>(per));
   for (size_t i = 0; i < groups.size() && i < most; ++i) {
     const OpTimeGroup& g = groups[i];
     absl::StrAppend(&out, i == 0 ? " " : "; ",

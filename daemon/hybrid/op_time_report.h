@@ -51,8 +51,10 @@ std::vector<OpTimeGroup> GroupCollectiveOps(const std::vector<RingOpTiming>& ops
 // "collectives against the model, rank R (first send to end, median; what
 // each group added to an iteration, of I): all-reduce 2.00 MiB on 2 ranks (1
 // node) x68.0: 88.4 us against 30.5 us, +3.94 ms; all-gather (PAT) ...".
-// The algorithm is named when it is not the ring. Empty when there is no
-// group.
+// The algorithm is named when it is not the ring. `iterations` 0 (a run
+// that completed no iteration of its graph, e.g. a follow capture, whose
+// graph is the world alone): the counts and additions are the whole run's,
+// and the line says so. Empty when there is no group.
 std::string DescribeOpTimes(const std::vector<OpTimeGroup>& groups, uint32_t rank, uint64_t iterations,
                             size_t most = 4);
 
