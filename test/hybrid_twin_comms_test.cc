@@ -134,6 +134,7 @@ class RecordingRoots : public prism::rendezvous::CommRoots {
     real_only.push_back(r);
     return absl::OkStatus();
   }
+  absl::Status AnnounceSplitGroup(uint32_t, std::vector<uint32_t>) override { return absl::OkStatus(); }
   void EndJob(const std::string& why) override {}
   std::vector<prism::bootstrap::CommRequest> real_only;
 };

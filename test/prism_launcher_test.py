@@ -452,6 +452,21 @@ class WholeRuns(unittest.TestCase):
                              timeout=60)
         env = json.loads(out.stdout.splitlines()[0])["env"]
         self.assertNotIn("PRISM_TORCH_TRACE", env)
+        self.assertNotIn("PRISM_ANNOUNCE_GROUPS", env)  # a graph names the groups
+
+    def test_a_follow_capture_has_the_ranks_announce_their_split_group_groups(self):
+        # Without --graph prismd follows the ranks: scripts/prism_torch goes on their path with
+        # PRISM_ANNOUNCE_GROUPS, also without the torch trace; --dry-run shows it (it used to fail there).
+        base = [sys.executable, PRISM, "capture", "--out", os.path.join(self.tmp, "follow-dry"), "--world", "16",
+                "--ranks", "0", "--dry-run"]
+        hook = os.path.join(os.path.dirname(os.path.abspath(PRISM)), "prism_torch")
+        for extra in ([], ["--no-torch-trace"]):
+            out = subprocess.run(base + extra + ["--", "python3", "t.py"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            env = json.loads(out.stdout.splitlines()[0])["env"]
+            self.assertEqual(env.get("PRISM_ANNOUNCE_GROUPS"), "1")
+            self.assertTrue(env["PYTHONPATH"].startswith(hook), env["PYTHONPATH"])
+            self.assertEqual("PRISM_TORCH_TRACE" in env, not extra)
 
     def test_a_follow_capture_hands_the_ranks_torch_traces_to_prism_session_capture(self):
         # The rank writes a torch trace where PRISM_TORCH_TRACE says (as scripts/prism_torch would), then does

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/bootstrap/bootstrap_service.h"
 #include "daemon/rendezvous/sha1.h"
 #include "daemon/rendezvous/torch_groups.h"
@@ -115,6 +116,8 @@ struct StartupCase {
   bool gloo_between = false;   // the program makes a Gloo group after each NCCL group (Megatron's dp ones)
   bool follow = false;         // prismd --follow: its plan is the world only, colors are PyTorch's
   bool split_group = false;    // eager: one split_group call makes the tp groups, one the dp groups
+  bool announce = false;       // with split_group: each real rank announces its group first, as prism capture's
+                               // ranks do (scripts/prism_torch/prism_group_announce.py)
 };
 
 // The calls of an eager start-up as PyTorch makes them (DeriveSplitCalls):
@@ -193,6 +196,11 @@ void RunRealRank(const StartupCase& sc, uint16_t store_port, int rank) {
         if (it == groups[g].end()) continue;
         color = graphgen::SplitGroupColor(groups[g]);
         key = static_cast<int32_t>(it - groups[g].begin());
+        if (sc.announce) {  // set, then read back, before the split
+          const std::string k = absl::StrCat(sc.prefix, "prism/split_group/", rank, "/", first == 0 ? 0 : 1);
+          store.Set(k, absl::StrCat("{\"members\": [", absl::StrJoin(groups[g], ", "), "]}"));
+          store.Get(k);
+        }
       }
       auto child = world->Split(color, key);
       if ((color != -1) != (child != nullptr)) throw std::runtime_error("split membership");
@@ -547,6 +555,42 @@ TEST_CASE("follow: a split_group split is refused naming new_group and --graph",
   CHECK(d.find("lowest rank") != std::string::npos);
   CHECK(d.find("new_group") != std::string::npos);
   CHECK(d.find("--graph") != std::string::npos);
+}
+
+// The same with each real rank announcing its group in the store first (prism
+// capture's ranks do): prismd learns one call per split_group with a child per
+// real rank's group, real ranks in different groups of one call included.
+TEST_CASE("follow: split_group groups announced in the store are followed", "[rendezvous][startup][follow]") {
+  StartupCase sc;
+  sc.follow = true;
+  sc.split_group = true;
+  sc.announce = true;
+  RunForReals(sc, {{0}, {0, 9}, {3, 12}});
+}
+
+TEST_CASE("split_group announcements: the store key and value prism capture's ranks set", "[rendezvous][follow]") {
+  auto a = ParseSplitGroupAnnouncement("default_pg/prism/split_group/9/1", "{\"members\": [1, 9, 17, 25]}");
+  REQUIRE(a);
+  REQUIRE(a->ok());
+  CHECK((*a)->rank == 9);
+  CHECK((*a)->members == std::vector<uint32_t>{1, 9, 17, 25});
+  a = ParseSplitGroupAnnouncement("prism/split_group/0/0", "{\"members\":[0]}");
+  REQUIRE((a && a->ok()));
+  CHECK((*a)->members == std::vector<uint32_t>{0});
+  CHECK_FALSE(ParseSplitGroupAnnouncement("default_pg/0//cuda//0", "x"));  // not an announcement
+  CHECK_FALSE(ParseSplitGroupAnnouncement("myprism/split_group/0/0", "{}"));  // another key's tail
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"prism/split_group/x/0", "{\"members\": [0]}"},
+           {"prism/split_group/0", "{\"members\": [0]}"},
+           {"prism/split_group/0/0", "{\"ranks\": [0]}"},
+           {"prism/split_group/0/0", "{\"members\": [0, a]}"},
+           {"prism/split_group/3/0", "{\"members\": [0, 1]}"}}) {  // its own rank missing
+    INFO(key << " " << value);
+    a = ParseSplitGroupAnnouncement(key, value);
+    REQUIRE(a);
+    CHECK_FALSE(a->ok());
+    CHECK(std::string(a->status().message()).find(key) != std::string::npos);
+  }
 }
 
 TEST_CASE("follow: a lazily started group is refused naming device_id, not left waiting", "[rendezvous][follow]") {

@@ -3,7 +3,7 @@
 // connection events to them by role, and reports what it waits for.
 //
 // Threading: the constructor, Start(), Stop(), Stats(), HostRoot(),
-// JoinRoot(), RealRanksOnly() and EndJob() are called from other threads; everything else
+// JoinRoot(), RealRanksOnly(), AnnounceSplitGroup() and EndJob() are called from other threads; everything else
 // runs on the loop thread.
 #ifndef PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVER_H_
 #define PRISM_DAEMON_BOOTSTRAP_BOOTSTRAP_SERVER_H_
@@ -67,6 +67,7 @@ class BootstrapServer : public ConnEvents {
   absl::StatusOr<UniqueId> HostRoot(const CommRequest& request);
   absl::Status JoinRoot(const CommRequest& request, const UniqueId& id);
   absl::Status RealRanksOnly(const CommRequest& request, const UniqueId& id);
+  absl::Status AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members);
   void EndJob(const std::string& why, int grace_ms);
 
   // ConnEvents (loop thread).

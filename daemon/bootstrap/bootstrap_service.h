@@ -187,6 +187,12 @@ class BootstrapService {
   // With comm_id set (every communicator the same id and hash) it does
   // nothing. Blocks until the loop thread has acted.
   absl::Status RealRanksOnly(const CommRequest& request, const UniqueId& id);
+  // prismd --follow: real rank `rank` (global) is about to make a
+  // split_group call that puts it with `members` (global ranks), as prism
+  // capture's ranks announce through PyTorch's store (split_source.h,
+  // SplitSource::Announce). Blocks until the loop thread has recorded it, so
+  // that the split that follows finds it. An error for a rank that is not real.
+  absl::Status AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members);
   // The real ranks are gone (their store connections closed): unless every
   // communicator finishes within `grace_ms`, the job is failed with `why`
   // and the next one is served.

@@ -33,6 +33,10 @@ absl::Status BootstrapService::RealRanksOnly(const CommRequest& request, const U
   return server_->RealRanksOnly(request, id);
 }
 
+absl::Status BootstrapService::AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members) {
+  return server_->AnnounceSplitGroup(rank, std::move(members));
+}
+
 absl::Status BootstrapService::SetNcclVersion(int version_code) { return server_->SetNcclVersion(version_code); }
 
 void BootstrapService::EndJob(const std::string& why, int grace_ms) { server_->EndJob(why, grace_ms); }

@@ -1,6 +1,8 @@
 #include "daemon/bootstrap/split_source.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,7 @@ class PlannedSplits final : public SplitSource {
   }
   absl::StatusOr<bool> OnRealSplitSlice(LiveComm&, int, bool) override { return true; }
   bool Learning(const LiveComm&) const override { return false; }
+  void Announce(uint32_t, std::vector<uint32_t>) override {}
 
  private:
   Components& c_;
@@ -34,6 +37,13 @@ class FollowedSplits final : public SplitSource {
   void StartJob() override {
     plan_->comms.resize(planned_);
     open_.reset();
+    announced_.clear();
+  }
+
+  void Announce(uint32_t rank, std::vector<uint32_t> members) override {
+    spdlog::info("bootstrap: follow: real rank {} announces a split_group call putting it with {} ranks {}", rank,
+                 members.size(), Describe(members));
+    announced_[rank].push_back(std::move(members));
   }
 
   bool Learning(const LiveComm& parent) const override { return open_ && IsOpen(parent); }
@@ -57,8 +67,12 @@ class FollowedSplits final : public SplitSource {
         if (std::find(m.begin(), m.end(), rank) != m.end()) return every_real_known;
       }
     }
-    std::vector<std::vector<uint32_t>> groups =
-        GroupsOfColor(static_cast<uint32_t>(plan_->ranks.size()), rank, key, color);
+    std::vector<std::vector<uint32_t>> groups;
+    if (auto announced = TakeAnnounced(rank, key, color)) {
+      groups.push_back(std::move(*announced));  // split_group: the group the rank announced
+    } else {
+      groups = GroupsOfColor(static_cast<uint32_t>(plan_->ranks.size()), rank, key, color);  // new_group
+    }
     groups.erase(std::remove_if(groups.begin(), groups.end(), [&](const std::vector<uint32_t>& g) {
                    return !std::all_of(g.begin(), g.end(), [&](uint32_t m) {
                      return std::find(parent.global.begin(), parent.global.end(), m) != parent.global.end();
@@ -92,6 +106,21 @@ class FollowedSplits final : public SplitSource {
     return absl::StrCat(g.front(), "..", g.back(), " step ", g[1] - g[0]);
   }
 
+  // The rank's next announced group when this split's color and key are
+  // that group's (its lowest rank, the rank at index `key`): consumed. Else
+  // nothing (a new_group split, whose color is a hash), the announcement kept.
+  std::optional<std::vector<uint32_t>> TakeAnnounced(uint32_t rank, int32_t key, int32_t color) {
+    auto it = announced_.find(rank);
+    if (it == announced_.end() || it->second.empty()) return std::nullopt;
+    const std::vector<uint32_t>& g = it->second.front();
+    const bool fits = color >= 0 && key >= 0 && !g.empty() && g.front() == static_cast<uint32_t>(color) &&
+                      static_cast<size_t>(key) < g.size() && g[static_cast<size_t>(key)] == rank;
+    if (!fits) return std::nullopt;
+    std::vector<uint32_t> taken = std::move(it->second.front());
+    it->second.pop_front();
+    return taken;
+  }
+
   // PyTorch 2.11's split_group color: the group's lowest rank, with `rank`
   // at index `key` of an ascending group from it.
   static bool CouldBeLowestRank(uint32_t rank, int32_t key, int32_t color) {
@@ -106,9 +135,10 @@ class FollowedSplits final : public SplitSource {
       return absl::StrCat(parent.name, ": split #", split, ": real rank ", rank, " passes color ", color,
                           " with key ", key, ": that is how PyTorch's split_group (DeviceMesh on a default group "
                           "started with device_id) colors a group, by its lowest rank, which does not say which "
-                          "ranks the group has, so prismd --follow cannot learn it. Make the groups with new_group "
-                          "(examples/torchtitan/prism_titan.py does so for DeviceMesh), or give prismd a graph of "
-                          "the program (--graph) (docs/capture.md)");
+                          "ranks the group has, and the rank announced no group for this call (prism capture "
+                          "puts scripts/prism_torch on the ranks' PYTHONPATH with PRISM_ANNOUNCE_GROUPS=1, which "
+                          "does). Run the program under prism capture, make the groups with new_group, or give "
+                          "prismd a graph of the program (--graph) (docs/capture.md)");
     }
     std::string why = groups.empty()
                           ? "no group of contiguous or evenly strided ranks gives that color"
@@ -134,6 +164,7 @@ class FollowedSplits final : public SplitSource {
   BootstrapPlan* plan_;
   size_t planned_;
   std::optional<OpenCall> open_;
+  std::map<uint32_t, std::deque<std::vector<uint32_t>>> announced_;  // by real global rank, in call order
 };
 
 }  // namespace

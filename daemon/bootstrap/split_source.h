@@ -15,7 +15,8 @@
 //    virtual slices wait for every real rank's slice, which comes at step
 //    0). PyTorch 2.11's split_group (DeviceMesh on an eager default group)
 //    passes the group's lowest rank instead, which names no set: such a
-//    split is refused, naming new_group and --graph. FollowedSplits searches the sets a
+//    split takes the group the rank announced (Announce) and is refused,
+//    naming the fixes, when there is none. FollowedSplits searches the sets a
 //    layout of contiguous or strided groups makes (arithmetic progressions of
 //    global ranks: Megatron's and DeviceMesh's tensor, data, pipeline,
 //    context and expert groups) and appends the one whose hash gives the
@@ -58,6 +59,13 @@ class SplitSource {
   // in different groups of one split_group call): the caller then asks
   // OnRealSplitSlice for every real slice, not the queued call.
   virtual bool Learning(const LiveComm& parent) const = 0;
+  // Real rank `rank` (global) is about to make a split_group call that puts
+  // it with `members` (global ranks, ascending): prism capture's ranks say so
+  // through PyTorch's store (scripts/prism_torch/prism_group_announce.py),
+  // since that call's color (the group's lowest rank) does not name them.
+  // Announcements are used in order, one per such split of the rank, and
+  // last one job. PlannedSplits ignores them (the graph has the groups).
+  virtual void Announce(uint32_t rank, std::vector<uint32_t> members) = 0;
 };
 
 // `plan` is the server's plan: FollowedSplits appends the calls it learns

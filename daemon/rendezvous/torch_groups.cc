@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/rendezvous/sha1.h"
 
@@ -56,6 +57,35 @@ std::optional<NcclIdKey> ParseAt(absl::string_view s, NcclIdKey k) {
 }
 
 }  // namespace
+
+std::optional<absl::StatusOr<SplitGroupAnnouncement>> ParseSplitGroupAnnouncement(const std::string& store_key,
+                                                                                   const std::string& value) {
+  const std::string kMark = "prism/split_group/";
+  const size_t at = store_key.find(kMark);
+  if (at == std::string::npos || (at > 0 && store_key[at - 1] != '/')) return std::nullopt;
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("store key '", store_key, "' (a split_group announcement): ", why));
+  };
+  const std::vector<std::string> parts = absl::StrSplit(store_key.substr(at + kMark.size()), '/');
+  SplitGroupAnnouncement a;
+  uint32_t call = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &a.rank) || !absl::SimpleAtoi(parts[1], &call))
+    return bad("not <global rank>/<call>");
+  // {"members": [r, ...]}: the list after "members", whole numbers only.
+  const size_t name = value.find("\"members\"");
+  const size_t open = value.find('[', name == std::string::npos ? 0 : name);
+  const size_t close = value.find(']', open == std::string::npos ? 0 : open);
+  if (name == std::string::npos || open == std::string::npos || close == std::string::npos)
+    return bad(absl::StrCat("value '", value.substr(0, 80), "' has no \"members\" list"));
+  for (absl::string_view item : absl::StrSplit(value.substr(open + 1, close - open - 1), ',', absl::SkipWhitespace())) {
+    uint32_t r = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &r)) return bad(absl::StrCat("member '", item, "' is not a rank"));
+    a.members.push_back(r);
+  }
+  if (std::find(a.members.begin(), a.members.end(), a.rank) == a.members.end())
+    return bad(absl::StrCat("rank ", a.rank, " is not among its own group's members"));
+  return a;
+}
 
 std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key) {
   NcclIdKey k;

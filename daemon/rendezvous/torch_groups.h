@@ -49,6 +49,18 @@ struct NcclIdKey {
 // nullopt for keys that are not NCCL ids.
 std::optional<NcclIdKey> ParseNcclIdKey(const std::string& store_key);
 
+// What prism capture's ranks set before a split_group call
+// (scripts/prism_torch/prism_group_announce.py): key "[prefix/]prism/
+// split_group/<global rank>/<k>", value {"members": [r, ...]} (global ranks).
+struct SplitGroupAnnouncement {
+  uint32_t rank = 0;
+  std::vector<uint32_t> members;
+};
+// nullopt for other keys; an error naming the key for such a key whose rank
+// or value does not parse.
+std::optional<absl::StatusOr<SplitGroupAnnouncement>> ParseSplitGroupAnnouncement(const std::string& store_key,
+                                                                                   const std::string& value);
+
 // A process group resolved to the graph.
 struct ResolvedGroup {
   uint32_t plan_id = 0;              // graph communicator (not for a Gloo group)

@@ -123,6 +123,10 @@ void TorchRendezvous::OnIdWait(const store::ClientInfo& client, const NcclIdKey&
 }
 
 void TorchRendezvous::OnSet(const store::ClientInfo& client, const std::string& raw, const std::string& value) {
+  if (auto announced = ParseSplitGroupAnnouncement(raw, value)) {
+    OnSplitGroupAnnounced(client, *announced);
+    return;
+  }
   auto key = ParseNcclIdKey(raw);
   if (!key) return;
   std::lock_guard<std::mutex> lock(mu_);
@@ -165,6 +169,21 @@ void TorchRendezvous::OnSet(const store::ClientInfo& client, const std::string& 
   }
   spdlog::info("rendezvous: {} set '{}' ({}); its virtual members check in to that root", RankOf(client), key->key,
                comm->name);
+}
+
+void TorchRendezvous::OnSplitGroupAnnounced(const store::ClientInfo& client,
+                                            const absl::StatusOr<SplitGroupAnnouncement>& a) {
+  if (!options_.follow_real_ranks) return;  // a graph has the groups
+  if (!a.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Error(absl::StrCat(RankOf(client), ": ", a.status().message()));
+    return;
+  }
+  // Blocks until the bootstrap loop has it: the rank reads the key back before it splits.
+  if (auto s = roots_->AnnounceSplitGroup(a->rank, a->members); !s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Error(absl::StrCat(RankOf(client), " announced a split_group call of rank ", a->rank, ": ", s.message()));
+  }
 }
 
 void TorchRendezvous::OnAllClientsGone() {

@@ -8,7 +8,10 @@
 //    real root (BootstrapService::JoinRoot); when the group has no virtual
 //    member, prismd only learns which graph communicator the id's commHash
 //    is (BootstrapService::RealRanksOnly): PyTorch's group number names it
-//    exactly, also where several graph communicators have the same members.
+//    exactly, also where several graph communicators have the same members;
+//  * with follow_real_ranks, a real rank SETs a split_group announcement
+//    (torch_groups.h, ParseSplitGroupAnnouncement): the bootstrap learns the
+//    group of the split that follows (BootstrapService::AnnounceSplitGroup).
 // This covers env://, store=, tcp://, torchrun's environment, eager
 // (device_id: the world id only, subgroups are splits) and lazy start-up
 // (one id per communicator at its first collective, any number at once),
@@ -51,6 +54,9 @@ class CommRoots {
   virtual absl::Status JoinRoot(const bootstrap::CommRequest& request, const bootstrap::UniqueId& id) = 0;
   // A real comm rank 0 made `id` for a planned communicator of real ranks only.
   virtual absl::Status RealRanksOnly(const bootstrap::CommRequest& request, const bootstrap::UniqueId& id) = 0;
+  // prismd --follow: a real rank's split_group announcement
+  // (BootstrapService::AnnounceSplitGroup).
+  virtual absl::Status AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members) = 0;
   virtual void EndJob(const std::string& why) = 0;
 };
 
@@ -65,6 +71,9 @@ class BootstrapRoots : public CommRoots {
   }
   absl::Status RealRanksOnly(const bootstrap::CommRequest& r, const bootstrap::UniqueId& id) override {
     return service_->RealRanksOnly(r, id);
+  }
+  absl::Status AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members) override {
+    return service_->AnnounceSplitGroup(rank, std::move(members));
   }
   void EndJob(const std::string& why) override { service_->EndJob(why); }
 
@@ -117,6 +126,7 @@ class TorchRendezvous : public store::StoreObserver {
   absl::StatusOr<ResolvedGroup> CommunicatorOf(const NcclIdKey& key);
   bootstrap::CommRequest RequestFor(const IdKey& k) const;
   void OnIdWait(const store::ClientInfo& client, const NcclIdKey& key);
+  void OnSplitGroupAnnounced(const store::ClientInfo& client, const absl::StatusOr<SplitGroupAnnouncement>& a);
   void Error(const std::string& message);
   std::vector<bootstrap::WaitReport> WaitsLocked(Clock::time_point now) const;
 

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from prism_launcher.common import (HERE, PrismError, need_tool, say)
 from prism_launcher.run import (cmd_run)
@@ -48,12 +49,20 @@ did: their groups, operations and measured compute (docs/capture.md).
 TORCH_TRACE_DIR = os.path.join(HERE, "prism_torch")
 
 
-def torch_trace_env(folder):
+def torch_trace_env(folder, trace=True, follow=False):
     """The real ranks' environment for scripts/prism_torch: its sitecustomize first on PYTHONPATH (the
-    caller's PYTHONPATH after it), PRISM_TORCH_TRACE naming where each rank writes torch-rank-<r>.jsonl."""
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": TORCH_TRACE_DIR + (os.pathsep + path if path else ""),
-            "PRISM_TORCH_TRACE": os.path.abspath(folder)}
+    caller's PYTHONPATH after it); `trace`: PRISM_TORCH_TRACE naming where each rank writes
+    torch-rank-<r>.jsonl; `follow` (no graph): PRISM_ANNOUNCE_GROUPS, so that each split_group call's
+    groups reach prismd through the store (prism_group_announce.py). Empty when neither is asked for."""
+    env = {}
+    if trace:
+        env["PRISM_TORCH_TRACE"] = os.path.abspath(folder)
+    if follow:
+        env["PRISM_ANNOUNCE_GROUPS"] = "1"
+    if env:
+        path = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = TORCH_TRACE_DIR + (os.pathsep + path if path else "")
+    return env
 
 
 def session_capture_takes(capture, option):
@@ -88,13 +97,16 @@ def cmd_capture(args):
         raise PrismError(f"--out {args.out}: already exists; name a new folder")
     if args.refine < 0:
         raise PrismError(f"--refine {args.refine}: give the most rounds, 0 or more")
-    if not args.no_torch_trace:
-        args.rank_env_extra = torch_trace_env(os.path.join(args.out, "torch"))
-    if args.dry_run:
-        return cmd_run(args)
+    args.rank_env_extra = torch_trace_env(os.path.join(args.out, "torch"), trace=not args.no_torch_trace,
+                                          follow=not args.graph)
     if not args.graph and not args.world:
         raise PrismError("prism capture without --graph needs --world N (the target's world size): prismd then "
                          "follows the real ranks (docs/capture.md)")
+    if args.dry_run:
+        if not args.graph:  # what the capture would run: its world graph in a folder of its own
+            follow_world(args, need_tool("prism-graphgen", args.graphgen, "--graphgen"),
+                         tempfile.mkdtemp(prefix="prism-capture-dry-run-"))
+        return cmd_run(args)
     base = {k: list(v) if isinstance(v, list) else v for k, v in vars(args).items()}  # before the run changes it
     status, steady = capture_once(args, args.out)
     if status != 0 or args.refine == 0:
@@ -161,6 +173,24 @@ def first_steady(lines):
     return min(found) if found else None
 
 
+def follow_world(args, graphgen, folder):
+    """prismd --follow: a graph of the world only (its ranks, cluster and world communicator) in
+    `folder`, made args.graph, and prismd's --follow."""
+    args.graph = os.path.join(folder, "world.graph")
+    nic = (["--nic-gbps", str(args.nic_gbps)] if args.nic_gbps else []) + \
+          (["--nic-latency-us", str(args.nic_latency_us)] if args.nic_latency_us else [])
+    rc = subprocess.call([graphgen, "collective", "--op", "allreduce", "--bytes", "1K", "--ranks",
+                          str(args.world), "--gpus-per-node", str(args.gpus_per_node), *nic, "--name", "world",
+                          "-o", args.graph], stdout=subprocess.DEVNULL)
+    if rc != 0:
+        raise PrismError(f"prism-graphgen could not make the world graph of {args.world} ranks (status {rc})")
+    args.prismd_arg = list(args.prismd_arg) + ["--follow"]
+    # NCCL's step cost is measured on this run: no lockstep floor beyond the link latency
+    # (docs/capture.md, "NCCL's step cost, measured"), unless the caller set one.
+    if not any(a.startswith("--step-cost-us") for a in args.prismd_arg):
+        args.prismd_arg += ["--step-cost-us", "0"]
+
+
 def capture_once(args, out):
     """One capture into `out` (created): the run, prism-session-capture, extrapolate. Returns (status,
     the first real rank's steady iteration as (rank, s) or None)."""
@@ -173,20 +203,8 @@ def capture_once(args, out):
     captured = os.path.join(out, "captured.graph")
     torch_traces = os.path.join(out, "torch")
     name = args.name or ("captured" if follow else os.path.splitext(os.path.basename(args.graph))[0] + "-captured")
-    if follow:  # a graph of the world only: prismd --follow reads its ranks, cluster and world communicator
-        args.graph = os.path.join(out, "world.graph")
-        nic = (["--nic-gbps", str(args.nic_gbps)] if args.nic_gbps else []) + \
-              (["--nic-latency-us", str(args.nic_latency_us)] if args.nic_latency_us else [])
-        rc = subprocess.call([graphgen, "collective", "--op", "allreduce", "--bytes", "1K", "--ranks",
-                              str(args.world), "--gpus-per-node", str(args.gpus_per_node), *nic, "--name", "world",
-                              "-o", args.graph], stdout=subprocess.DEVNULL)
-        if rc != 0:
-            raise PrismError(f"prism-graphgen could not make the world graph of {args.world} ranks (status {rc})")
-        args.prismd_arg = list(args.prismd_arg) + ["--follow"]
-        # NCCL's step cost is measured on this run: no lockstep floor beyond the link latency
-        # (docs/capture.md, "NCCL's step cost, measured"), unless the caller set one.
-        if not any(a.startswith("--step-cost-us") for a in args.prismd_arg):
-            args.prismd_arg += ["--step-cost-us", "0"]
+    if follow:
+        follow_world(args, graphgen, out)
     args.prismd_arg = list(args.prismd_arg) + ["--record-sessions", sessions]
     status = cmd_run(args)
     if status != 0:

@@ -1,9 +1,18 @@
 """Loaded by Python at start-up when `prism capture` puts this folder first on
-the real ranks' PYTHONPATH: with PRISM_TORCH_TRACE set, records what the
-program asks of torch.distributed (prism_torch_trace.py; docs/capture.md).
+the real ranks' PYTHONPATH: with PRISM_ANNOUNCE_GROUPS set, tells prismd the
+groups of each split_group call (prism_group_announce.py); with
+PRISM_TORCH_TRACE set, records what the program asks of torch.distributed
+(prism_torch_trace.py; docs/capture.md).
 Then runs the sitecustomize this one shadows, if any."""
 import os
 import sys
+
+if os.environ.get("PRISM_ANNOUNCE_GROUPS"):
+    try:
+        import prism_group_announce
+        prism_group_announce.install()
+    except Exception as e:  # never stop the program for the announcements' sake
+        print(f"prism: split_group announcements not installed: {e}", file=sys.stderr, flush=True)
 
 if os.environ.get("PRISM_TORCH_TRACE"):
     try:
