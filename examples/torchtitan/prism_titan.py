@@ -23,9 +23,10 @@ What this entry adds around TorchTitan, none of it in TorchTitan's files:
   --mesh-split-group keeps PyTorch's own eager path instead: split_group, one
   ncclCommSplit of the world per mesh dimension making every group of it (a handful
   of world splits at 8192 ranks instead of about 2,070). PyTorch 2.11 colors each of
-  those groups by its lowest rank, which does not say which ranks the group has, so
-  `prism capture` without a graph refuses it at the first split (docs/capture.md);
-  a graph that makes its groups with split_group can run it.
+  those groups by its lowest rank, which does not say which ranks the group has;
+  `prism capture` has each rank announce its group in the store first, which prismd
+  follows (docs/capture.md; not yet run on the GPU host, and a graph captured so
+  holds each call's groups as separate splits, which a check run does not match yet).
 * No NCCL split for DeviceMesh's "fake" dimensions (TorchTitan's degree-1 dimensions):
   with an eager default group, PyTorch's new_group makes every non-member rank call
   ncclCommSplit(NOCOLOR) on the world even for a backend that is not NCCL, i.e. N-1
