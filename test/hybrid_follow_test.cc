@@ -5,9 +5,12 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/bootstrap/bootstrap_plan.h"
+#include "daemon/bootstrap/split_source.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/follow_graph.h"
 #include "graphgen/capture_recording.h"
@@ -377,6 +380,105 @@ TEST_CASE("follow: TorchTitan FSDP2+TP's DeviceMesh groups at 1024 ranks complet
   CHECK(x->graph.programs_size() == 1);  // every rank has the same role
   CHECK(OpsOf(x->graph, 5, false) == OpsOf(x->graph, 0, false));
   CHECK(OpsOf(x->graph, 5, false).front() == "ALLREDUCE 1048576 on 128 ranks incl. 1");
+}
+
+// The same mesh made with DeviceMesh's own split_group (prism_titan.py --mesh-split-group): one split
+// per dimension, every group of it from that one call, the group each real rank announced (bootstrap
+// name "group<k>[<lowest>] split_group"). The capture keeps each call one: its groups one after another,
+// colored by their lowest rank, SplitCreation.same_call on all but the first.
+TEST_CASE("follow: DeviceMesh's split_group calls complete to every group, each call's groups together",
+          "[hybrid][follow][capture]") {
+  constexpr uint32_t kWorld = 1024, kTp = 8;
+  const std::vector<bool> contiguous = {false, true, false, false, true};  // batch, tp, loss, fsdp, tp
+  prism::daemon::Recording rec;
+  rec.graph = "follow:world";
+  {
+    RecordedLine l{RecordedLine::kCommunicator};
+    l.comm.comm_hash = 1000;
+    l.comm.graph_comm = 0;
+    l.comm.name = "world";
+    for (uint32_t r = 0; r < kWorld; ++r) l.comm.members.push_back(r);
+    rec.lines.push_back(l);
+  }
+  struct Use { uint32_t rank; uint64_t hash; int32_t comm_rank, size; };
+  std::vector<Use> uses;
+  std::map<std::pair<size_t, uint32_t>, uint64_t> hashes;  // (call, lowest rank) -> hash
+  for (uint32_t rank : {0u, 517u}) {
+    for (size_t call = 0; call < contiguous.size(); ++call) {
+      std::vector<uint32_t> members;
+      if (contiguous[call]) {
+        for (uint32_t m = rank / kTp * kTp; m < rank / kTp * kTp + kTp; ++m) members.push_back(m);
+      } else {
+        for (uint32_t m = rank % kTp; m < kWorld; m += kTp) members.push_back(m);
+      }
+      auto [it, added] = hashes.emplace(std::make_pair(call, members.front()), 3000 + hashes.size());
+      if (added) {
+        RecordedLine l{RecordedLine::kCommunicator};
+        l.comm.comm_hash = it->second;
+        l.comm.graph_comm = static_cast<int64_t>(100 + hashes.size());
+        l.comm.name = absl::StrCat("group", call + 1, "[", members.front(), "]", prism::bootstrap::kSplitGroupSuffix);
+        l.comm.members = members;
+        rec.lines.push_back(l);
+      }
+      const auto at = std::find(members.begin(), members.end(), rank);
+      uses.push_back({rank, it->second, static_cast<int32_t>(at - members.begin()),
+                      static_cast<int32_t>(members.size())});
+    }
+  }
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    std::map<std::pair<uint32_t, uint64_t>, uint64_t> seq;
+    for (size_t u = 0; u < uses.size(); ++u) {
+      const Use& use = uses[u];
+      RecordedLine e{RecordedLine::kEvents};
+      e.session = use.rank + 1;
+      const uint64_t sq = iteration * 10 + seq[{use.rank, use.hash}]++;
+      AddStarted(&e.events, 1000 * iteration + u + 1, Key(use.hash, prism::rpc::OP_ALL_REDUCE, sq), use.comm_rank,
+                 use.size, 1 << 20, 1'000'000 * iteration + 1000 * static_cast<int64_t>(u));
+      rec.lines.push_back(e);
+    }
+  }
+  auto capture = prism::daemon::CaptureFromFollow(rec, 1);
+  INFO(capture.status().message());
+  REQUIRE(capture.ok());
+  const auto& comms = capture->recordings[0].comms;
+  REQUIRE(comms.size() == 1u + 8 + 128 + 8 + 8 + 128);
+  // Calls in order, each call's groups together by lowest rank: batch 1-8, tp 9-136, loss 137-144,
+  // fsdp 145-152, tp 153-280.
+  const auto members = [&](size_t id) { return std::vector<uint32_t>(comms[id].members().begin(), comms[id].members().end()); };
+  CHECK(members(9 + 64) == std::vector<uint32_t>{512, 513, 514, 515, 516, 517, 518, 519});
+  CHECK(members(145 + 5).front() == 5u);
+  CHECK(members(145 + 5)[1] == 13u);
+  for (size_t id = 1; id < comms.size(); ++id) {
+    INFO("communicator " << id);
+    CHECK(comms[id].split().parent() == 0u);
+    CHECK(comms[id].split().color() == static_cast<int32_t>(comms[id].members(0)));  // the lowest rank
+    const bool first_of_call = id == 1 || id == 9 || id == 137 || id == 145 || id == 153;
+    CHECK(comms[id].split().same_call() == !first_of_call);
+  }
+  // Rank 517's operations are on its own groups: tp[64] (id 73) and the strided sets of 5.
+  std::set<uint32_t> used;
+  for (const auto& r : capture->recordings)
+    if (r.header.rank() == 517)
+      for (const auto& op : r.ops)
+        if (op.has_collective()) used.insert(op.collective().comm_slot());
+  CHECK(used.count(73) == 1);
+  CHECK(used.count(150) == 1);
+  // Extrapolated, the graph's bootstrap plan has one split call per mesh dimension, as the program makes.
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture->recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    REQUIRE(p.ok());
+    parsed.push_back(*p);
+  }
+  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  INFO(x.status().message());
+  REQUIRE(x.ok());
+  auto plan = prism::bootstrap::PlanFromGraph(x->graph, {5});
+  INFO(plan.status().message());
+  REQUIRE(plan.ok());
+  std::vector<size_t> children;
+  for (const auto& call : plan->split_calls) children.push_back(call.children.size());
+  CHECK(children == std::vector<size_t>{8, 128, 8, 8, 128});
 }
 
 TEST_CASE("own pace: a follow capture gives each collective the real rank's mean time, not when another real "

@@ -68,8 +68,9 @@ class FollowedSplits final : public SplitSource {
       }
     }
     std::vector<std::vector<uint32_t>> groups;
-    if (auto announced = TakeAnnounced(rank, key, color)) {
-      groups.push_back(std::move(*announced));  // split_group: the group the rank announced
+    const std::optional<std::vector<uint32_t>> announced = TakeAnnounced(rank, key, color);
+    if (announced) {
+      groups.push_back(*announced);  // split_group: the group the rank announced
     } else {
       groups = GroupsOfColor(static_cast<uint32_t>(plan_->ranks.size()), rank, key, color);  // new_group
     }
@@ -83,7 +84,7 @@ class FollowedSplits final : public SplitSource {
     PlanComm pc;
     pc.id = static_cast<uint32_t>(plan_->comms.size());
     pc.name = absl::StrCat(parent.plan_id == 0 ? "" : absl::StrCat(parent.name, "/"), "group", split, "[",
-                           groups[0].front(), "]");
+                           groups[0].front(), "]", announced ? kSplitGroupSuffix : "");
     pc.members = std::move(groups[0]);
     pc.parent = parent.plan_id;
     pc.color = color;

@@ -68,6 +68,12 @@ class SplitSource {
   virtual void Announce(uint32_t rank, std::vector<uint32_t> members) = 0;
 };
 
+// The name FollowedSplits gives a learnt group, "group<k>[<lowest rank>]" (k:
+// the parent's split number), ends with this for a split_group call's group,
+// so that a capture of the recording keeps such a call's groups one call
+// (daemon/hybrid/follow_capture.h).
+inline constexpr char kSplitGroupSuffix[] = " split_group";
+
 // `plan` is the server's plan: FollowedSplits appends the calls it learns
 // (and drops them at StartJob). Both must outlive the source.
 std::unique_ptr<SplitSource> MakeSplitSource(bool follow_real_ranks, Components& c, BootstrapPlan* plan);

@@ -4,20 +4,27 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/bootstrap/split_source.h"
 #include "daemon/hybrid/follow_program.h"
 #include "graphgen/split_color.h"
 
 namespace prism::daemon {
 namespace {
 
-// A followed group: its members (ascending) and its new_group number.
+// A followed group: its members (ascending), its split number (new_group's
+// number; a split_group call's groups share theirs) and whether a
+// split_group call made it (the bootstrap's name says so).
 struct Followed {
   std::vector<uint32_t> members;
   int64_t split = 0;
+  bool split_group = false;
 };
+
+bool SplitGroupName(const std::string& name) { return absl::EndsWith(name, bootstrap::kSplitGroupSuffix); }
 
 // "group<k>[<first>]" (split_source.cc) -> k.
 std::optional<int64_t> SplitNumber(const std::string& name) {
@@ -31,8 +38,11 @@ std::optional<int64_t> SplitNumber(const std::string& name) {
 struct Family {
   uint32_t stride = 0, size = 0, copy = 0;    // copy: groups of the same members made before
   int64_t first_split = 0;
+  bool one_call = false;                      // split_group: every group one split, one number
   std::vector<std::vector<uint32_t>> groups;  // by lowest rank
   std::vector<std::pair<size_t, int64_t>> seen;  // (group index, new_group number) of followed groups
+  // Split numbers the family takes: one per group, or one for the call.
+  size_t Numbers() const { return one_call ? 1 : groups.size(); }
 };
 
 // The ranges of `g`'s shape that tile a world of `world` ranks.
@@ -64,8 +74,16 @@ absl::StatusOr<Family> FamilyOf(const std::vector<uint32_t>& g, uint32_t world) 
 bool Place(const std::vector<Family>& families, size_t from, int64_t next,
            std::vector<std::pair<int64_t, size_t>>& number) {
   if (from == families.size()) return true;
+  if (families[from].one_call) {  // a split_group call: every group it made takes number `next`
+    for (const auto& [i, k] : families[from].seen)
+      if (k != next) return false;
+    number[from] = {next, 1};
+    return Place(families, from + 1, next + 1, number);
+  }
   const size_t count = families[from].groups.size();
-  for (size_t m = 1; from + m <= families.size() && families[from + m - 1].groups.size() == count; ++m) {
+  for (size_t m = 1; from + m <= families.size() && !families[from + m - 1].one_call &&
+                     families[from + m - 1].groups.size() == count;
+       ++m) {
     bool fits = true;
     for (size_t j = 0; j < m && fits; ++j)
       for (const auto& [i, k] : families[from + j].seen)
@@ -77,10 +95,15 @@ bool Place(const std::vector<Family>& families, size_t from, int64_t next,
   return false;
 }
 
-// Every communicator of the target, world first, in new_group order (the
-// followed groups' numbers); `ids` maps a followed group's number to its id.
+// A followed group's key: its split number and lowest rank.
+using FollowedKey = std::pair<int64_t, uint32_t>;
+
+// Every communicator of the target, world first, in split order (the
+// followed groups' numbers; a split_group call's groups one after another,
+// SplitCreation.same_call on all but its first); `ids` maps a followed group
+// to its communicator id.
 absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, std::vector<Followed> followed,
-                                                           std::map<int64_t, uint32_t>& ids) {
+                                                           std::map<FollowedKey, uint32_t>& ids) {
   std::sort(followed.begin(), followed.end(), [](const Followed& a, const Followed& b) { return a.split < b.split; });
   std::vector<Family> families;
   for (size_t n = 0; n < followed.size(); ++n) {
@@ -90,8 +113,10 @@ absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, std::v
     f->copy = static_cast<uint32_t>(std::count_if(followed.begin(), followed.begin() + static_cast<long>(n),
                                                   [&](const Followed& o) { return o.members == g.members; }));
     const size_t index = static_cast<size_t>(std::find(f->groups.begin(), f->groups.end(), g.members) - f->groups.begin());
+    f->one_call = g.split_group;
     auto same = std::find_if(families.begin(), families.end(), [&](const Family& o) {
-      return o.stride == f->stride && o.size == f->size && o.copy == f->copy;
+      return o.stride == f->stride && o.size == f->size && o.copy == f->copy && o.one_call == f->one_call &&
+             (!o.one_call || o.first_split == g.split);  // a split_group call's groups: that call's family
     });
     if (same == families.end()) {
       f->first_split = g.split;
@@ -108,25 +133,38 @@ absl::StatusOr<std::vector<graph::Communicator>> Complete(uint32_t world, std::v
         }), ") do not fit families of rank ranges made one after the other (or interleaved, as Megatron makes pp "
         "and embedding groups), lowest rank first: the program makes its groups in another order, or makes "
         "groups no real rank of the slice is in; capture with a graph of the program instead"));
-  std::vector<graph::Communicator> comms(1);
+  // Each group's split number; a split_group call's groups share theirs and
+  // follow each other, so communicator ids are the groups in (number, index) order.
+  struct Slot {
+    int64_t number;
+    size_t family, index;
+  };
+  std::vector<Slot> slots;
+  for (size_t f = 0; f < families.size(); ++f)
+    for (size_t i = 0; i < families[f].groups.size(); ++i)
+      slots.push_back({number[f].first + (families[f].one_call ? 0 : static_cast<int64_t>(i * number[f].second)), f, i});
+  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    return a.number != b.number ? a.number < b.number : a.index < b.index;
+  });
+  std::vector<graph::Communicator> comms(1 + slots.size());
   comms[0].set_id(0);
   comms[0].set_name("world");
   comms[0].mutable_init();
   for (uint32_t r = 0; r < world; ++r) comms[0].add_members(r);
-  size_t total = 1;
-  for (const Family& f : families) total += f.groups.size();
-  comms.resize(total);
-  for (size_t f = 0; f < families.size(); ++f)
-    for (size_t i = 0; i < families[f].groups.size(); ++i) {
-      const auto id = static_cast<size_t>(number[f].first + static_cast<int64_t>(i * number[f].second));
-      graph::Communicator& c = comms[id];
-      c.set_id(static_cast<uint32_t>(id));
-      c.set_name(absl::StrCat("g", f + 1, "[", i, "]"));
-      for (uint32_t m : families[f].groups[i]) c.add_members(m);
-      c.mutable_split()->set_parent(0);
-      c.mutable_split()->set_color(graphgen::PyTorchSplitColor(families[f].groups[i]));
-    }
-  for (const Followed& g : followed) ids[g.split] = static_cast<uint32_t>(g.split);
+  for (size_t n = 0; n < slots.size(); ++n) {
+    const Family& family = families[slots[n].family];
+    const std::vector<uint32_t>& members = family.groups[slots[n].index];
+    const auto id = static_cast<uint32_t>(n + 1);
+    graph::Communicator& c = comms[id];
+    c.set_id(id);
+    c.set_name(absl::StrCat("g", slots[n].family + 1, "[", slots[n].index, "]"));
+    for (uint32_t m : members) c.add_members(m);
+    c.mutable_split()->set_parent(0);
+    c.mutable_split()->set_color(family.one_call ? graphgen::SplitGroupColor(members)
+                                                 : graphgen::PyTorchSplitColor(members));
+    if (family.one_call && slots[n].index > 0) c.mutable_split()->set_same_call(true);
+    ids[{slots[n].number, members.front()}] = id;
+  }
   return comms;
 }
 
@@ -138,7 +176,7 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     return absl::InvalidArgumentError(absl::StrCat("the recording is of graph '", recording.graph.substr(0, 64),
                                                    "', not of a prismd --follow run: give --graph"));
   std::map<uint64_t, CommDescription> by_hash;
-  std::map<uint64_t, int64_t> split_of_hash;
+  std::map<uint64_t, FollowedKey> split_of_hash;
   std::optional<uint32_t> world;
   std::vector<Followed> followed;
   for (const RecordedLine& l : recording.lines) {
@@ -148,13 +186,14 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     if (auto k = SplitNumber(l.comm.name)) {
       std::vector<uint32_t> m = l.comm.members;
       std::sort(m.begin(), m.end());
-      split_of_hash[l.comm.comm_hash] = *k;
-      if (std::none_of(followed.begin(), followed.end(), [&](const Followed& f) { return f.split == *k; }))
-        followed.push_back({m, *k});
+      split_of_hash[l.comm.comm_hash] = {*k, m.front()};
+      if (std::none_of(followed.begin(), followed.end(),
+                       [&](const Followed& f) { return f.split == *k && f.members == m; }))
+        followed.push_back({m, *k, SplitGroupName(l.comm.name)});
     }
   }
   if (!world) return absl::InvalidArgumentError("the recording names no world communicator (prismd --follow)");
-  std::map<int64_t, uint32_t> ids;
+  std::map<FollowedKey, uint32_t> ids;
   auto comms = Complete(*world, followed, ids);
   if (!comms.ok()) return comms.status();
 
@@ -172,7 +211,8 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
         std::vector<uint32_t> sorted = c->second.members;
         std::sort(sorted.begin(), sorted.end());
         const auto split = split_of_hash.find(c->first);
-        const uint32_t id = c->second.graph_comm == 0 ? 0 : split != split_of_hash.end() ? ids[split->second] : UINT32_MAX;
+        const auto followed_id = split != split_of_hash.end() ? ids.find(split->second) : ids.end();
+        const uint32_t id = c->second.graph_comm == 0 ? 0 : followed_id != ids.end() ? followed_id->second : UINT32_MAX;
         if (id == UINT32_MAX)
           return absl::InvalidArgumentError(absl::StrCat("communicator '", c->second.name.substr(0, 64),
                                                          "' was not followed by the bootstrap (a lone send/recv "
