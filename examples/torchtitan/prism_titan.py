@@ -25,8 +25,8 @@ What this entry adds around TorchTitan, none of it in TorchTitan's files:
   of world splits at 8192 ranks instead of about 2,070). PyTorch 2.11 colors each of
   those groups by its lowest rank, which does not say which ranks the group has;
   `prism capture` has each rank announce its group in the store first, which prismd
-  follows (docs/capture.md; not yet run on the GPU host, and a graph captured so
-  holds each call's groups as separate splits, which a check run does not match yet).
+  follows, and the captured graph keeps each call one split (docs/capture.md; tested
+  on the build host, not yet run on the GPU host).
 * No NCCL split for DeviceMesh's "fake" dimensions (TorchTitan's degree-1 dimensions):
   with an eager default group, PyTorch's new_group makes every non-member rank call
   ncclCommSplit(NOCOLOR) on the world even for a backend that is not NCCL, i.e. N-1
