@@ -95,6 +95,30 @@ using prism::daemon::RecordedLine;
 // `embedding`: as Megatron does, each pipeline group is followed by an
 // embedding group of the same ranks (pp[i] is new_group #13+2i, embd[i]
 // #14+2i), and both stages all-reduce on it once per iteration.
+// A follow recording of the world of `world` ranks, with no group yet.
+prism::daemon::Recording WorldRecording(uint32_t world) {
+  prism::daemon::Recording rec;
+  rec.graph = "follow:world";
+  RecordedLine l{RecordedLine::kCommunicator};
+  l.comm.comm_hash = 1000;
+  l.comm.graph_comm = 0;
+  l.comm.name = "world";
+  for (uint32_t r = 0; r < world; ++r) l.comm.members.push_back(r);
+  rec.lines.push_back(l);
+  return rec;
+}
+
+// The capture's recordings through their file form, extrapolated to the world.
+absl::StatusOr<prism::graphgen::Extrapolation> ExtrapolateCapture(const prism::daemon::FollowCapture& capture) {
+  std::vector<prism::graphgen::Recording> parsed;
+  for (const auto& r : capture.recordings) {
+    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
+    if (!p.ok()) return p.status();
+    parsed.push_back(*p);
+  }
+  return prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+}
+
 prism::daemon::Recording FollowRecording(int iterations, bool embedding = false) {
   prism::daemon::Recording rec;
   rec.graph = "follow:w";
@@ -299,16 +323,7 @@ TEST_CASE("follow: TorchTitan FSDP2+TP's DeviceMesh groups at 1024 ranks complet
   constexpr uint32_t kWorld = 1024, kTp = 8;
   struct Family { int first; bool contiguous; };
   const std::vector<Family> families = {{1, false}, {9, true}, {137, false}, {145, false}, {153, true}};
-  prism::daemon::Recording rec;
-  rec.graph = "follow:world";
-  {
-    RecordedLine l{RecordedLine::kCommunicator};
-    l.comm.comm_hash = 1000;
-    l.comm.graph_comm = 0;
-    l.comm.name = "world";
-    for (uint32_t r = 0; r < kWorld; ++r) l.comm.members.push_back(r);
-    rec.lines.push_back(l);
-  }
+  prism::daemon::Recording rec = WorldRecording(kWorld);
   struct Use { uint32_t rank; uint64_t hash; int32_t comm_rank, size; prism::rpc::OpKind kind; };
   std::vector<Use> uses;
   std::map<int, uint64_t> seen;  // new_group number -> hash
@@ -368,13 +383,7 @@ TEST_CASE("follow: TorchTitan FSDP2+TP's DeviceMesh groups at 1024 ranks complet
   CHECK(comms[145 + 5].members(1) == 13u);
   CHECK(comms[145 + 5].split().color() == prism::graphgen::PyTorchSplitColor(std::vector<uint32_t>(
                                               comms[150].members().begin(), comms[150].members().end())));
-  std::vector<prism::graphgen::Recording> parsed;
-  for (const auto& r : capture->recordings) {
-    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
-    REQUIRE(p.ok());
-    parsed.push_back(*p);
-  }
-  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  auto x = ExtrapolateCapture(*capture);
   INFO(x.status().message());
   REQUIRE(x.ok());
   CHECK(x->graph.programs_size() == 1);  // every rank has the same role
@@ -390,16 +399,7 @@ TEST_CASE("follow: DeviceMesh's split_group calls complete to every group, each 
           "[hybrid][follow][capture]") {
   constexpr uint32_t kWorld = 1024, kTp = 8;
   const std::vector<bool> contiguous = {false, true, false, false, true};  // batch, tp, loss, fsdp, tp
-  prism::daemon::Recording rec;
-  rec.graph = "follow:world";
-  {
-    RecordedLine l{RecordedLine::kCommunicator};
-    l.comm.comm_hash = 1000;
-    l.comm.graph_comm = 0;
-    l.comm.name = "world";
-    for (uint32_t r = 0; r < kWorld; ++r) l.comm.members.push_back(r);
-    rec.lines.push_back(l);
-  }
+  prism::daemon::Recording rec = WorldRecording(kWorld);
   struct Use { uint32_t rank; uint64_t hash; int32_t comm_rank, size; };
   std::vector<Use> uses;
   std::map<std::pair<size_t, uint32_t>, uint64_t> hashes;  // (call, lowest rank) -> hash
@@ -464,13 +464,7 @@ TEST_CASE("follow: DeviceMesh's split_group calls complete to every group, each 
   CHECK(used.count(73) == 1);
   CHECK(used.count(150) == 1);
   // Extrapolated, the graph's bootstrap plan has one split call per mesh dimension, as the program makes.
-  std::vector<prism::graphgen::Recording> parsed;
-  for (const auto& r : capture->recordings) {
-    auto p = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(r), "test");
-    REQUIRE(p.ok());
-    parsed.push_back(*p);
-  }
-  auto x = prism::graphgen::Extrapolate(parsed, prism::graphgen::ExtrapolationOptions{});
+  auto x = ExtrapolateCapture(*capture);
   INFO(x.status().message());
   REQUIRE(x.ok());
   auto plan = prism::bootstrap::PlanFromGraph(x->graph, {5});

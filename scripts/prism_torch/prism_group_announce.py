@@ -20,11 +20,11 @@ Loaded by sitecustomize.py when PRISM_ANNOUNCE_GROUPS is set (prism capture sets
 Never raises into the program: a failure to announce is printed once, and the split
 goes on (prismd then refuses it, saying why).
 """
-import importlib.abc
-import importlib.util
 import inspect
 import json
 import sys
+
+import prism_after_import
 
 KEY_PREFIX = "prism/split_group"
 
@@ -99,37 +99,7 @@ def patch(dist):
         mesh.split_group = wrapped
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs patch() as soon as torch.distributed has been imported (DeviceMesh, imported
-    by it, has then bound split_group already, which patch() replaces too)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "torch.distributed":
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        except Exception:
-            return None
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            loader_exec(module)
-            try:
-                patch(module)
-            except Exception as e:
-                print(f"prism: split_group announcements not installed: {type(e).__name__}: {e}",
-                      file=sys.stderr, flush=True)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install():
-    """Patches torch.distributed now if it is imported, else when it is."""
-    if "torch.distributed" in sys.modules:
-        patch(sys.modules["torch.distributed"])
-    else:
-        sys.meta_path.insert(0, _AfterImport())
+    """Patches torch.distributed now if it is imported, else when it is (DeviceMesh, imported by it,
+    has then bound split_group already, which patch() replaces too)."""
+    prism_after_import.call_after_import("torch.distributed", patch, "split_group announcements")

@@ -31,14 +31,14 @@ Never raises into the program: a failure to record is printed once and the
 call goes on unrecorded.
 """
 import atexit
-import importlib.abc
-import importlib.util
 import inspect
 import json
 import os
 import sys
 import threading
 import time
+
+import prism_after_import
 
 FORMAT = "prism-torch-trace/1"
 # the torch.distributed calls recorded
@@ -288,42 +288,7 @@ def patch(dist, torch, folder):
     return trace
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Patches torch.distributed as soon as it has been imported."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def find_spec(self, name, path, target=None):
-        if name != "torch.distributed":
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        except Exception:  # let the import go on as if this finder were not there
-            return None
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader_exec, folder = spec.loader.exec_module, self.folder
-
-        def exec_module(module):
-            loader_exec(module)
-            try:
-                if self in sys.meta_path:
-                    sys.meta_path.remove(self)
-                patch(module, sys.modules["torch"], folder)
-            except Exception as e:
-                print(f"prism: torch trace not installed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install(folder):
     """Patches torch.distributed now if it is imported, else when it is."""
-    if "torch.distributed" in sys.modules:
-        patch(sys.modules["torch.distributed"], sys.modules["torch"], folder)
-    else:
-        sys.meta_path.insert(0, _AfterImport(folder))
+    prism_after_import.call_after_import("torch.distributed", lambda m: patch(m, sys.modules["torch"], folder),
+                                         "torch trace")
