@@ -593,6 +593,20 @@ TEST_CASE("split_group announcements: the store key and value prism capture's ra
   }
 }
 
+TEST_CASE("follow: a split_group announcement of a rank that is not real, or malformed, is a named error",
+          "[rendezvous][follow]") {
+  Prismd prismd(bootstrap::WorldPlan(16, 8, {5}), /*follow=*/true);
+  TorchStoreClient store(prismd.store->port());
+  store.Set("default_pg/prism/split_group/7/0", "{\"members\": [0, 7]}");
+  store.Get("default_pg/prism/split_group/7/0");
+  store.Set("default_pg/prism/split_group/5/0", "{\"members\": [0, 1]}");
+  store.Get("default_pg/prism/split_group/5/0");
+  const auto errors = prismd.rendezvous->Reports().errors;
+  REQUIRE(errors.size() == 2);
+  CHECK(errors[0].find("rank 7 is not a real rank") != std::string::npos);
+  CHECK(errors[1].find("rank 5 is not among its own group's members") != std::string::npos);
+}
+
 TEST_CASE("follow: a lazily started group is refused naming device_id, not left waiting", "[rendezvous][follow]") {
   Prismd prismd(bootstrap::WorldPlan(16, 8, {5}), /*follow=*/true);
   TorchStoreClient store(prismd.store->port());

@@ -486,10 +486,10 @@ absl::Status BootstrapServer::RealRanksOnly(const CommRequest& request, const Un
 }
 
 absl::Status BootstrapServer::AnnounceSplitGroup(uint32_t rank, std::vector<uint32_t> members) {
-  if (!plan_.IsReal(rank))
-    return absl::InvalidArgumentError(absl::StrCat("global rank ", rank, " is not a real rank of this job"));
   std::sort(members.begin(), members.end());
   return RunOnLoop([this, rank, members = std::move(members)]() mutable -> absl::Status {
+    if (!plan_.IsReal(rank))  // on the loop thread, which owns plan_
+      return absl::InvalidArgumentError(absl::StrCat("global rank ", rank, " is not a real rank of this job"));
     splits_->Announce(rank, std::move(members));
     return absl::OkStatus();
   });
