@@ -211,7 +211,7 @@ TEST_CASE("step cost: a live hybrid run's watch fits its real rank's step cost a
   prism::daemon::StepCostWatch watch(&next);
   g::Graph graph;
   *graph.mutable_cluster() = TenGig(1024);
-  CHECK(watch.Report(graph, Nanoseconds(5'000)).empty());  // nothing reported yet
+  CHECK(prism::daemon::StepCostReport(watch.Timings(graph), graph.cluster(), Nanoseconds(5'000)).empty());  // nothing yet
   const Recording rec = RecordingOf(1024, TenAllGathers());
   for (const RecordedLine& l : rec.lines) {
     if (l.kind == RecordedLine::kCommunicator) watch.OnCommunicator(l.comm);
@@ -224,7 +224,8 @@ TEST_CASE("step cost: a live hybrid run's watch fits its real rank's step cost a
   CHECK(next.communicators == 1);
   CHECK(next.events == 11);
   // The run played 5 us per step; its NCCL took 8 (the synthetic ops' median).
-  const std::vector<std::string> lines = watch.Report(graph, Nanoseconds(5'000));
+  const std::vector<std::string> lines =
+      prism::daemon::StepCostReport(watch.Timings(graph), graph.cluster(), Nanoseconds(5'000));
   REQUIRE(lines.size() == 2);
   CHECK(lines[0].find("step cost, rank 0: SIMPLE ring 8.00 us per step") == 0);
   CHECK(lines[1].find("rank 0's NCCL took 8.00 us per ring step (of the fits above, the one prismd plays from a "

@@ -297,12 +297,13 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
                static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
                static_cast<unsigned long long>(c.holds));
   std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
-  for (const std::string& line : step_costs.Report(graph, options.engine.nccl.step_cost))
+  const std::map<uint32_t, std::vector<RingOpTiming>> timings = step_costs.Timings(graph);
+  for (const std::string& line : StepCostReport(timings, graph.cluster(), options.engine.nccl.step_cost))
     std::fprintf(stderr, "prismd: %s\n", line.c_str());
   if (result.ok()) {
     const engine::NetworkModel model(engine::NetworkModel::LinkFiguresFromCluster(graph.cluster()),
                                      options.engine.nccl);
-    for (const auto& [rank, ops] : step_costs.Timings(graph)) {
+    for (const auto& [rank, ops] : timings) {
       const std::string line = DescribeOpTimes(GroupCollectiveOps(ops, model), rank, result->report.iterations);
       if (!line.empty()) std::fprintf(stderr, "prismd: %s\n", line.c_str());
     }

@@ -44,11 +44,11 @@ std::map<uint32_t, std::vector<RingOpTiming>> StepCostWatch::Timings(const graph
   return RingOpTimings(kept_, graph);
 }
 
-std::vector<std::string> StepCostWatch::Report(const graph::Graph& graph, Nanoseconds played) const {
-  const std::map<uint32_t, std::vector<RingOpTiming>> timings = Timings(graph);
+std::vector<std::string> StepCostReport(const std::map<uint32_t, std::vector<RingOpTiming>>& timings,
+                                        const graph::Cluster& cluster, Nanoseconds played) {
   std::vector<std::string> lines;
   for (const auto& [rank, ops] : timings) {
-    const std::vector<StepCostFit> fits = FitStepCost(ops, graph.cluster(), played);
+    const std::vector<StepCostFit> fits = FitStepCost(ops, cluster, played);
     if (fits.empty()) continue;
     lines.push_back(DescribeFits(fits, rank));
     // The figure prismd plays from a graph carrying these fits (engine::GraphNcclStepCost).

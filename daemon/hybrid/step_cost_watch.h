@@ -44,16 +44,10 @@ class StepCostWatch final : public ScheduleSource {
   void OnSessionClosed(SessionId id) override { next_->OnSessionClosed(id); }
   void OnCommunicator(const CommDescription& c) override;
 
-  // One line per real rank that ran ring collectives (DescribeFits), then,
-  // when the figure prismd would play from a graph carrying these fits
-  // (engine::GraphNcclStepCost) differs from `played` by more than
-  // a quarter microsecond, a line naming the --step-cost-us that gives
-  // --simulate this run's NCCL. `graph`: the graph the run played.
-  std::vector<std::string> Report(const graph::Graph& graph, Nanoseconds played) const;
-
   // Every operation the real ranks reported with a first send and an end,
-  // per real rank (RingOpTimings of what the watch kept; op_time_report.h
-  // puts the collectives against the model).
+  // per real rank (RingOpTimings of what the watch kept; StepCostReport fits
+  // them, op_time_report.h puts the collectives against the model). Walks
+  // the kept events: call once, at the run's end.
   std::map<uint32_t, std::vector<RingOpTiming>> Timings(const graph::Graph& graph) const;
 
  private:
@@ -62,6 +56,15 @@ class StepCostWatch final : public ScheduleSource {
   Recording kept_;     // communicators and operation events, in arrival order (mu_)
   size_t events_ = 0;  // operation events in kept_ (mu_)
 };
+
+// One line per real rank of `timings` (StepCostWatch::Timings) that ran ring
+// collectives (DescribeFits), then, when the figure prismd would play from a
+// graph carrying these fits (engine::GraphNcclStepCost) differs from `played`
+// by more than a quarter microsecond, a line naming the --step-cost-us that
+// gives --simulate this run's NCCL. `cluster`: the cluster of the graph the
+// run played. Pure function.
+std::vector<std::string> StepCostReport(const std::map<uint32_t, std::vector<RingOpTiming>>& timings,
+                                        const graph::Cluster& cluster, Nanoseconds played);
 
 }  // namespace prism::daemon
 
