@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/rendezvous/sha1.h"
+#include "nlohmann/json.hpp"
 
 namespace prism::rendezvous {
 namespace {
@@ -71,16 +72,15 @@ std::optional<absl::StatusOr<SplitGroupAnnouncement>> ParseSplitGroupAnnouncemen
   uint32_t call = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &a.rank) || !absl::SimpleAtoi(parts[1], &call))
     return bad("not <global rank>/<call>");
-  // {"members": [r, ...]}: the list after "members", whole numbers only.
-  const size_t name = value.find("\"members\"");
-  const size_t open = value.find('[', name == std::string::npos ? 0 : name);
-  const size_t close = value.find(']', open == std::string::npos ? 0 : open);
-  if (name == std::string::npos || open == std::string::npos || close == std::string::npos)
+  // {"members": [r, ...]}: global ranks, whole numbers.
+  const nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  const auto members = j.is_object() ? j.find("members") : j.end();
+  if (!j.is_object() || members == j.end() || !members->is_array())
     return bad(absl::StrCat("value '", value.substr(0, 80), "' has no \"members\" list"));
-  for (absl::string_view item : absl::StrSplit(value.substr(open + 1, close - open - 1), ',', absl::SkipWhitespace())) {
-    uint32_t r = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &r)) return bad(absl::StrCat("member '", item, "' is not a rank"));
-    a.members.push_back(r);
+  for (const nlohmann::json& m : *members) {
+    if (!m.is_number_unsigned() || m.get<uint64_t>() > UINT32_MAX)
+      return bad(absl::StrCat("member '", m.dump(), "' is not a rank"));
+    a.members.push_back(m.get<uint32_t>());
   }
   if (std::find(a.members.begin(), a.members.end(), a.rank) == a.members.end())
     return bad(absl::StrCat("rank ", a.rank, " is not among its own group's members"));
