@@ -48,9 +48,10 @@
 // no aggregation): n = 2: w + l; n = 4 all-gather or reduce-scatter:
 // max(3w, 2w + l) + l.
 //
-// Not modelled: NCCL's in-order kernel loop (a step waiting on its receive
-// holds later steps; the play sends whatever is ready), the NCCL_STEPS
-// window per connection, the per-message cost of aggregation on the GPU.
+// This play is the links' own bound (any order, no GPU cost); NCCL's kernel
+// runs its steps in its own order, in rounds, with a GPU cost per round and
+// NCCL_STEPS messages in flight per connection: common/pat_kernel.h, which
+// prismd's model plays where it charges NCCL's step cost.
 // Pure functions; thread-safe.
 #ifndef PRISM_COMMON_PAT_SCHEDULE_H_
 #define PRISM_COMMON_PAT_SCHEDULE_H_
@@ -86,19 +87,30 @@ PatCut CutPatShape(const PatShape& op);
 // NCCL's PAT chunk for `bytes` over `channels`.
 Bytes PatChunk(bool all_gather, Bytes bytes, uint32_t channels);
 
-// NCCL's cost per PAT hop beyond the ring's step cost c (the model's and the
-// floor's step latency is L + c + this, where c > 0; PatStepCost): fitted
-// 2026-12-02 to the PAT ground truths on the GPU host (NCCL 2.28.9,
-// NCCL_ALGO=PAT, 8 and 16 ranks, 2.5 Gbit/s + 10 us, 1 to 256 MiB), where
-// the play with c alone came out under every truth, by up to 3.6% at 16
-// ranks and 1 MiB; a real rank's PAT over 8192 ranks took 40 to 145 us
-// from a receive to the send it feeds (docs/network-model.md, "PAT").
-inline constexpr Nanoseconds kNcclPatStepExtra{27'500};
+// NCCL's cost per PAT hop beyond the ring's step cost c, per dimension of
+// the operation: NCCL's proxy serves the operation's 2 * D connections per
+// channel in turn, so a message waits longer for it the more dimensions
+// there are. Fitted 2026-12-03 with the kernel walk (common/pat_kernel.h)
+// to the real rank's PAT over 8192 ranks (13 dimensions: all-gather 7.11
+// ms, reduce-scatter 9.48 ms on the GPU host, NCCL 2.28.9) and checked
+// against the PAT ground truths at 8 and 16 ranks (2.5 Gbit/s + 10 us, 1 to
+// 64 MiB; docs/network-model.md, "PAT's kernel").
+inline constexpr Nanoseconds kNcclPatHopPerDimension{2'500};
 
-// NCCL's cost per PAT hop for a ring step cost `ring_step_cost`: 0 when the
-// model charges no step cost (the pure link model), else c + the extra.
-inline Nanoseconds PatStepCost(Nanoseconds ring_step_cost) {
-  return ring_step_cost > Nanoseconds(0) ? ring_step_cost + kNcclPatStepExtra : Nanoseconds(0);
+// D = ceil(log2 ranks): the dimensions of a PAT operation over `ranks`.
+inline uint32_t PatDimensions(uint64_t ranks) {
+  uint32_t d = 0;
+  while ((uint64_t{1} << d) < ranks) ++d;
+  return d;
+}
+
+// NCCL's cost per PAT hop over `dims` dimensions for a ring step cost
+// `ring_step_cost`: 0 when the model charges no step cost (the pure link
+// model), else c + dims * kNcclPatHopPerDimension. The model's and the
+// plugin floor's step latency is the link's latency plus this.
+inline Nanoseconds PatStepCost(Nanoseconds ring_step_cost, uint32_t dims) {
+  if (ring_step_cost <= Nanoseconds(0)) return Nanoseconds(0);
+  return Nanoseconds(ring_step_cost.count() + static_cast<int64_t>(dims) * kNcclPatHopPerDimension.count());
 }
 
 // Largest number of messages a play handles (one rank's, all loops); beyond

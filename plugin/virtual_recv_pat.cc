@@ -18,7 +18,7 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
   const uint64_t ranks = static_cast<uint64_t>(info.comm_size);
   const Nanoseconds ring_c =
       s != nullptr && s->step_cost_ns > 0 ? Nanoseconds(s->step_cost_ns) : env_.schedules->ring_step_cost();
-  const Nanoseconds c = PatStepCost(ring_c);  // NCCL's cost per PAT hop, as prismd's model charges it
+  const Nanoseconds c = PatStepCost(ring_c, PatDimensions(ranks));  // NCCL's cost per PAT hop, as prismd's model charges it
   const Nanoseconds step = SatAdd(in.link.latency, c);
   const auto bps = static_cast<uint64_t>(in.link.bandwidth.count());
   if (pat_play_op_ != info.id || pat_play_bps_ != bps || pat_play_step_ns_ != step.count()) {

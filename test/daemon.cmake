@@ -4,7 +4,7 @@
 if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
   find_package(CURL REQUIRED)
   add_executable(daemon_tests
-    daemon_test_graphs.cc daemon_network_model_test.cc daemon_step_cost_test.cc daemon_nccl_choice_test.cc daemon_engine_test.cc daemon_classes_test.cc
+    daemon_test_graphs.cc daemon_network_model_test.cc daemon_step_cost_test.cc daemon_nccl_choice_test.cc daemon_pat_kernel_test.cc daemon_engine_test.cc daemon_classes_test.cc
     daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc
     daemon_socket_test.cc daemon_nic_calendar_test.cc daemon_nic_models_test.cc daemon_throughput_test.cc
     daemon_golden_test.cc daemon_event_queue_test.cc daemon_tables_test.cc daemon_replay_accounting_test.cc)

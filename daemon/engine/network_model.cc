@@ -159,10 +159,13 @@ Nanoseconds NetworkModel::Pat(CollectiveKind kind, Bytes size, const CommShape& 
     const auto it = played_trees_->pat_end.find(key);
     if (it != played_trees_->pat_end.end()) return it->second;
   }
-  const Nanoseconds hop = SatAdd(HopLatency(shape), PatStepCost(nccl_.step_cost));  // NCCL's cost per PAT hop
+  // NCCL's cost per PAT hop; with it, NCCL's kernel walked in its order.
+  const Nanoseconds cost = PatStepCost(nccl_.step_cost, prism::PatDimensions(shape.ranks));
+  const Nanoseconds hop = SatAdd(HopLatency(shape), cost);
   const PatOperation op{kind, shape.ranks, size, NcclTopologyOf(links_, shape).comm_channels, RingBandwidth(shape), hop};
-  // Too many messages to play: the wire time plus one step latency per dimension.
-  const Nanoseconds end = PlayPat(op).value_or(SatAdd(RingWireTime(kind, size, shape), Times(hop, CutPat(op).dims)));
+  const std::optional<Nanoseconds> played = cost > Nanoseconds(0) ? PlayPatKernelOf(op) : PlayPat(op);
+  // Too many steps to play: the wire time plus one step latency per dimension.
+  const Nanoseconds end = played.value_or(SatAdd(RingWireTime(kind, size, shape), Times(hop, CutPat(op).dims)));
   std::lock_guard<std::mutex> lock(played_trees_->mu);
   played_trees_->pat_end.emplace(key, end);
   return end;

@@ -1,7 +1,8 @@
 // NCCL's PAT all-gather and reduce-scatter (one rank per node) in prismd's
-// model: the play of common/pat_schedule.h (its comment says how NCCL moves
-// the data and how the play times it; docs/network-model.md, "PAT"), on the
-// graph's collective kinds. Pure functions; thread-safe.
+// model: the plays of common/pat_schedule.h (how NCCL moves the data, and
+// the links' own bound) and common/pat_kernel.h (NCCL's kernel in its own
+// order; docs/network-model.md, "PAT"), on the graph's collective kinds.
+// Pure functions; thread-safe.
 #ifndef PRISM_DAEMON_ENGINE_PAT_PLAY_H_
 #define PRISM_DAEMON_ENGINE_PAT_PLAY_H_
 
@@ -9,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/pat_kernel.h"
 #include "common/pat_schedule.h"
 #include "common/units.h"
 #include "proto/graph.pb.h"
@@ -39,6 +41,15 @@ inline std::optional<Nanoseconds> PlayPat(const PatOperation& op) {
   const std::optional<PatPlay> play = PlayPatSchedule(ShapeOf(op));
   if (!play) return std::nullopt;
   return play->end;
+}
+
+// The operation's time as NCCL's kernel runs it (common/pat_kernel.h: its
+// steps in its order, in rounds at PatRoundCost of the kind, NCCL_STEPS
+// messages in flight per connection), from the moment every rank arrived;
+// nullopt past kMaxPlayedPatSteps. The model plays this where it charges
+// NCCL's step cost, PlayPat (the links' own bound) where it does not.
+inline std::optional<Nanoseconds> PlayPatKernelOf(const PatOperation& op) {
+  return PlayPatKernel(ShapeOf(op), PatRoundCost(op.kind == graph::ALLGATHER));
 }
 
 // Messages one rank sends per channel on each dimension, all loops.
