@@ -1,6 +1,7 @@
 #include "common/pat_kernel.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "common/time_math.h"
@@ -415,6 +416,9 @@ class KernelWalk {
     return end_;
   }
 
+  // Per dimension, each sent message's wire end (after Finish).
+  std::vector<std::vector<Nanoseconds>> TakeSent() { return std::move(sent_); }
+
  private:
   bool EndRound() {
     Nanoseconds start = end_;
@@ -463,13 +467,26 @@ class KernelWalk {
 
 }  // namespace
 
-std::optional<Nanoseconds> PlayPatKernel(const PatShape& op, Nanoseconds round) {
-  if (op.ranks <= 1) return Nanoseconds(0);
+std::optional<PatPlay> PlayPatKernelSends(const PatShape& op, Nanoseconds round) {
+  if (op.ranks <= 1) return PatPlay{};
   KernelWalk walk(op, round);
   bool fits = true;
   const bool whole = WalkList(op, kMaxPlayedPatSteps, [&](const PatKernelStep& s) { fits = fits && walk.Take(s); });
   if (!whole || !fits) return std::nullopt;
-  return walk.Finish();
+  const std::optional<Nanoseconds> end = walk.Finish();
+  if (!end) return std::nullopt;
+  PatPlay play;
+  play.end = *end;
+  play.sent = walk.TakeSent();
+  play.earliest = play.sent;
+  return play;
+}
+
+std::optional<Nanoseconds> PlayPatKernel(const PatShape& op, Nanoseconds round) {
+  if (op.ranks <= 1) return Nanoseconds(0);
+  const std::optional<PatPlay> play = PlayPatKernelSends(op, round);
+  if (!play) return std::nullopt;
+  return play->end;
 }
 
 }  // namespace prism

@@ -97,6 +97,14 @@ inline Nanoseconds PatRoundCost(bool all_gather) {
 // rank arrived; nullopt for a list past kMaxPlayedPatSteps. One rank: 0.
 std::optional<Nanoseconds> PlayPatKernel(const PatShape& op, Nanoseconds round);
 
+// The walk with its messages: `end` as PlayPatKernel, `sent[d][k]` when the
+// k-th message on dimension d left the wire (NCCL's order, so its twin, the
+// k-th message this rank receives on d, left its sender then too), and
+// `earliest` the same as `sent`: in NCCL's own order the model's time for a
+// message is the earliest the plugin's PAT floor lets it arrive
+// (plugin/arrival.h, PatFloor). nullopt as PlayPatKernel; one rank: empty.
+std::optional<PatPlay> PlayPatKernelSends(const PatShape& op, Nanoseconds round);
+
 }  // namespace prism
 
 #endif  // PRISM_COMMON_PAT_KERNEL_H_

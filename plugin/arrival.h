@@ -235,22 +235,27 @@ inline int PatDimension(bool all_gather, bool is_send, int rank, int nranks, int
 }
 
 // PAT's floor: what reaches this rank as its k-th message on dimension d
-// left its virtual sender as that sender's own k-th message on d, which
-// waited for the chain of messages before it, each hop at the model's PAT
-// hop, L + PatStepCost(c) (common/pat_schedule.h). In whatever order the
-// sender's NCCL takes its steps, its k-th message on d left no earlier than
-// the k-th smallest of the earliest moments its messages on d can leave
-// (play.earliest[d][k], from the moment every member arrived, `start`). So
-// the receive is not done before
+// left its virtual sender as that sender's own k-th message on d. Where the
+// model charges NCCL's step cost, the sender's NCCL took its steps in NCCL's
+// own order (common/pat_kernel.h: the same step list this rank's NCCL runs,
+// NCCL_STEPS slots per connection, each hop L + PatStepCost(c, D)), so its
+// k-th message on d left no earlier than that walk's time for it with no
+// GPU cost per round (play.earliest[d][k] = play.sent[d][k], from the
+// moment every member arrived, `start`): the GPU's own pace is this rank's,
+// which the mirror passes on (the virtual peers have its GPU). Without a
+// step cost, at the earliest in any order of sends (the links' bound,
+// common/pat_schedule.h). So the receive is not done before
 //   PatFloor = start + play.earliest[d][k] + L
-// (the rank's own k-th send on d stands in for it only while its NCCL pays
-// the model's c per message: a real rank faster per step than the model
-// would otherwise pull its virtual peers along). Not the play's own send
-// times (play.sent): the play sends the earliest-ready message first, NCCL
-// runs its steps in its own order, and a receive held to the play's order
-// stalls NCCL's next steps (a reduce-scatter over 8192 ranks: 2.5 times the
-// model on the GPU host, 2026-12-02). 0 (no floor) where the play has no
-// such message.
+// (the rank's own k-th send on d stands in for the sender's only while its
+// NCCL pays the model's c per hop: a real rank faster per hop than the
+// model would otherwise pull its virtual peers along). Not the links'
+// play's own send times: that play sends the earliest-ready message first,
+// NCCL runs its steps in its own order, and a receive held to the play's
+// order stalled NCCL's next steps (a reduce-scatter over 8192 ranks: 2.5
+// times the model on the GPU host, 2026-12-02). Nor the model's rounds: with
+// them (the walk at 8.0 / 11.6 us a round) the floor held a real rank's
+// all-gather over 8192 ranks at +2.1% over the model (2026-12-03). 0 (no
+// floor) where the play has no such message.
 inline Nanoseconds PatFloor(const PatPlay& play, Nanoseconds start, int dim, int64_t step, Nanoseconds latency) {
   if (dim < 0 || step < 0 || static_cast<size_t>(dim) >= play.earliest.size()) return Nanoseconds(0);
   const std::vector<Nanoseconds>& earliest = play.earliest[static_cast<size_t>(dim)];

@@ -24,7 +24,8 @@ Nanoseconds VirtualRecvComm::PatFloorOf(const Slot& slot, const ArrivalInput& in
   if (pat_play_op_ != info.id || pat_play_bps_ != bps || pat_play_step_ns_ != step.count()) {
     const PatShape shape{info.kind == OpKind::kAllGather, static_cast<uint32_t>(ranks), Bytes(info.bytes * ranks),
                          std::max<uint32_t>(info.channels, 1), in.link.bandwidth, step};
-    pat_play_ = env_.schedules->pat_plays().Of(shape);
+    // NCCL's own order where the model charges NCCL's step cost, as the model plays it.
+    pat_play_ = env_.schedules->pat_plays().Of(shape, c > Nanoseconds(0));
     pat_play_op_ = info.id, pat_play_bps_ = bps, pat_play_step_ns_ = step.count();
   }
   if (pat_play_ == nullptr) return Nanoseconds(0);
