@@ -62,6 +62,21 @@ class SweepWithoutTruth(unittest.TestCase):
         self.assertIn("big: hybrid1-run vs prismd --simulate, rank 0 (median per op; no ground truth)", text)
         self.assertIn("allgather        67108864      5100.0       5000.0    +2.0%", text)
 
+    def test_each_real_rank_of_a_run_beside_the_model(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sweep_data(data, "big", {"allgather 67108864": 5000.0})
+        for run, ranks in (("big-hybrid2-run", {0: 5100.0, 1: 4950.0}), ("big-hybrid1-run", {5: 5050.0})):
+            os.makedirs(os.path.join(out, run))
+            for rank, us in ranks.items():
+                with open(os.path.join(out, run, f"r{rank}.json"), "w") as f:
+                    json.dump({"ops": {"allgather 67108864": {"median_us": us}}}, f)
+        text = run_compare(out, data)
+        self.assertIn("big: hybrid2-run vs prismd --simulate, rank 0 (median per op; no ground truth)", text)
+        self.assertIn("big: hybrid2-run vs prismd --simulate, rank 1 (median per op; no ground truth)", text)
+        self.assertIn("allgather        67108864      4950.0       5000.0    -1.0%", text)
+        self.assertIn("big: hybrid1-run vs prismd --simulate, rank 5 (median per op; no ground truth)", text)
+        self.assertIn("allgather        67108864      5050.0       5000.0    +1.0%", text)
+
     def test_the_hybrid_table_carries_the_simulate_column(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
         sweep_data(data, "sw", {"allgather 1048576": 100.0})

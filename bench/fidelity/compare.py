@@ -69,18 +69,35 @@ def sweep_without_truth(out, data, name, runs):
     model = model_ops(data, name)
     shown = False
     for kind in sorted(r for r in runs if r.startswith("hybrid")):
-        h = load(os.path.join(out, f"{name}-{kind}", "r0.json"))
-        if not h:
-            continue
-        shown = True
-        print(f"\n## {name}: {kind} vs prismd --simulate, rank 0 (median per op; no ground truth)")
-        print(f"{'op':<14}{'bytes':>11}{'hybrid us':>12}{'simulate us':>13}{'err':>9}")
-        for l in sorted(h["ops"], key=lambda l: (l.split()[0], int(l.split()[1]))):
-            op, size = l.split()
-            a, m = h["ops"][l]["median_us"], model.get(l)
-            err = f"{pct(a, m):>+8.1f}%" if m else f"{'-':>9}"
-            print(f"{op:<14}{int(size):>11}{a:>12.1f}{(m or float('nan')):>13.1f}{err}")
+        run_dir = os.path.join(out, f"{name}-{kind}")
+        for rank in real_ranks_of(run_dir):
+            shown = sweep_rank_table(run_dir, name, kind, rank, model) or shown
     return shown
+
+
+def real_ranks_of(run_dir):
+    """The ranks whose results a run left (r<rank>.json), lowest first."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for m in (re.match(r"r(\d+)\.json$", n) for n in names) if m)
+
+
+def sweep_rank_table(run_dir, name, kind, rank, model):
+    """One real rank's medians per op beside prismd --simulate's (rank 0's:
+    every rank of a sweep runs the same ops). False if it left none."""
+    h = load(os.path.join(run_dir, f"r{rank}.json"))
+    if not h or "ops" not in h:
+        return False
+    print(f"\n## {name}: {kind} vs prismd --simulate, rank {rank} (median per op; no ground truth)")
+    print(f"{'op':<14}{'bytes':>11}{'hybrid us':>12}{'simulate us':>13}{'err':>9}")
+    for l in sorted(h["ops"], key=lambda l: (l.split()[0], int(l.split()[1]))):
+        op, size = l.split()
+        a, m = h["ops"][l]["median_us"], model.get(l)
+        err = f"{pct(a, m):>+8.1f}%" if m else f"{'-':>9}"
+        print(f"{op:<14}{int(size):>11}{a:>12.1f}{(m or float('nan')):>13.1f}{err}")
+    return True
 
 
 def sweep_tables(out, data, name, runs):
@@ -542,7 +559,7 @@ def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
     for d in sorted(os.listdir(out)):
-        m = re.match(r"(.+)-(truth|truth-late|hybrid1|hybrid2|hybrid1-late|hybrid1-run)$", d)
+        m = re.match(r"(.+)-(truth|truth-late|hybrid1|hybrid2|hybrid1-late|hybrid1-run|hybrid2-run)$", d)
         if m:
             runs.setdefault(m.group(1), set()).add(m.group(2))
     for name, kinds in runs.items():

@@ -7,13 +7,14 @@
 # Usage: bench/fidelity/run-gpu.sh BUNDLE DATA RUN...
 #   BUNDLE  scripts/bundle-runtime.sh output (plugin, prismd)
 #   DATA    bench/fidelity/prepare.sh output (graphs, programs, model times)
-#   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late | hybrid1-run
-#           (hybrid1-run: rank 0 started by `scripts/prism run` as an ordinary program: env://,
-#           the store prismd hosts, lazy communicators -- for worlds of thousands, where one
-#           eager world-wide split per group would take minutes)
+#   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late | hybrid1-run | hybrid2-run
+#           (hybrid1-run: rank 0 (RUN_RANK) started by `scripts/prism run` as an ordinary program:
+#           env://, the store prismd hosts, lazy communicators -- for worlds of thousands, where one
+#           eager world-wide split per group would take minutes; hybrid2-run: ranks 0 and SECOND_REAL so)
 #           (NAME = a prepared spec, e.g. step-n8:truth step-n8:hybrid1)
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
 #      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
+#      RUN_RANK (hybrid1-run's real rank, default 0; prepare the spec with it in RANKS),
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
 #      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set; else every
 #      rank runs NCCL_PROTO=Simple and the spec's algorithm: NCCL_ALGO=Ring, Tree or PAT),
@@ -173,7 +174,8 @@ for run in "$@"; do
     hybrid1) run_hybrid "$name" "$tag" 0 0 ;;
     hybrid1-late) run_hybrid "$name" "$tag" 0 1 ;;
     hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;
-    hybrid1-run) run_launcher "$name" "$tag" 0 ;;
+    hybrid1-run) run_launcher "$name" "$tag" "${RUN_RANK:-0}" ;;
+    hybrid2-run) run_launcher "$name" "$tag" "0,$SECOND_REAL" ;;
     *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
   esac
   [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
