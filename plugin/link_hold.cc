@@ -71,4 +71,21 @@ std::string LinkHoldStats::Summary() const {
   return line;
 }
 
+std::string LinkHoldStats::UnheldWarning() const {
+  const uint64_t n = landed_.count();
+  const uint64_t late = landed_.CountAbove(kUnheldLateUs);
+  if (n == 0 || late * kUnheldShare < n) return "";
+  char line[640];
+  std::snprintf(line, sizeof(line),
+                "warning: the shaped links to this process's real peers did not hold the modelled link: %" PRIu64
+                " of %" PRIu64 " receives (%.1f%%) landed over %" PRId64
+                " us after their modelled delivery (max %.1f us). This host moves bytes between its real ranks "
+                "slower than the graph's link, so their exchanges, and what waits for them, run slower than on the "
+                "target. Put fewer real ranks on one host, or model a slower link; PRISM_LINK_REPORT=1 prints the "
+                "figures (docs/plugin.md, \"Link shaping\").",
+                late, n, 100.0 * static_cast<double>(late) / static_cast<double>(n), kUnheldLateUs,
+                static_cast<double>(landed_.max_ns()) / 1e3);
+  return line;
+}
+
 }  // namespace prism::plugin

@@ -66,6 +66,20 @@ class LinkHoldStats {
   // when nothing was counted.
   std::string Summary() const;
 
+  // Late by more than this counts against the link: beyond the jitter of a
+  // wake-up and a socket read.
+  static constexpr int64_t kUnheldLateUs = 50;
+  // When at least 1 in kUnheldShare of the shaped receives landed over
+  // kUnheldLateUs late, the machine did not hold the link it models.
+  static constexpr uint64_t kUnheldShare = 20;
+
+  // A warning for people, with what it means and what to do, when the
+  // links did not hold (the rule above); empty when they did or nothing
+  // was counted. Printed whether or not PRISM_LINK_REPORT is set: two real
+  // ranks on one host whose loopback cannot carry the graph's link run
+  // their exchanges slower than the target would.
+  std::string UnheldWarning() const;
+
  private:
   DelayHistogram landed_;
   DelayHistogram seen_;

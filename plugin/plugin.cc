@@ -173,6 +173,10 @@ void Plugin::ReportLinkHold() {
   if (summary.empty()) return;
   PRISM_INFO(logger_, "%s", summary.c_str());
   if (settings_.link_report) std::fprintf(stderr, "NET/Prism: pid %d: %s\n", static_cast<int>(getpid()), summary.c_str());
+  const std::string unheld = link_hold_.UnheldWarning();
+  if (unheld.empty()) return;
+  PRISM_WARN(logger_, "%s", unheld.c_str());
+  std::fprintf(stderr, "NET/Prism: pid %d: %s\n", static_cast<int>(getpid()), unheld.c_str());  // seen without NCCL_DEBUG too
 }
 
 Result Plugin::Devices(int* ndev) {

@@ -268,3 +268,20 @@ TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the sum
         "shaped receives: 3; bytes landed after the modelled delivery (or the posting, if later): 2 (66.7%), "
         "p50 <=1 us, p99 <=50 us, max 30.0 us; test() saw them p50 <=5 us, p99 <=5 us later");
 }
+
+TEST_CASE("link hold: a warning when the shaped links clearly did not hold, none within the jitter",
+          "[plugin][unit][hold]") {
+  LinkHoldStats held;
+  CHECK(held.UnheldWarning().empty());  // nothing counted
+  for (int i = 0; i < 100; ++i) held.RecordLanded(2'000'000 + (i < 4 ? 80'000 : 30'000), 2'000'000, 0);
+  CHECK(held.UnheldWarning().empty());  // 4 of 100 over 50 us: under 1 in 20
+  // Two real ranks whose loopback cannot carry the link (the GPU host,
+  // 100 Gbit/s, 2026-12-03): most receives land 50-1000 us late.
+  LinkHoldStats unheld;
+  for (int i = 0; i < 100; ++i) unheld.RecordLanded(2'000'000 + (i < 60 ? 100'000 : 0), 2'000'000, 0);
+  const std::string w = unheld.UnheldWarning();
+  CHECK(w.find("did not hold the modelled link: 60 of 100 receives (60.0%) landed over 50 us") != std::string::npos);
+  CHECK(w.find("max 100.0 us") != std::string::npos);
+  CHECK(w.find("fewer real ranks on one host") != std::string::npos);
+  CHECK(w.find("PRISM_LINK_REPORT=1") != std::string::npos);
+}
