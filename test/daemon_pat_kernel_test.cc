@@ -160,3 +160,22 @@ TEST_CASE("the PAT kernel model against what the GPU host measured", "[daemon][p
   within(model(true, 16, 1ull << 20, 2'500'000'000, 10'000), 3'334.0, 2);
   within(model(false, 16, 1ull << 20, 2'500'000'000, 10'000), 3'293.1, 2);
 }
+
+TEST_CASE("NCCL's PAT kernel walk never waits for a message no earlier round sent", "[daemon][pat]") {
+  // The walk returns nullopt when a step waits for a receive whose twin
+  // (this rank's own send of that dimension and index) was not sent in an
+  // earlier round, or for a slot no earlier send frees: NCCL's list never
+  // does, so neither may the walk, for any world and size (slot offsets,
+  // aggregation, parallel rounds, several loops).
+  for (bool all_gather : {true, false})
+    for (uint32_t ranks = 2; ranks <= 130; ++ranks)
+      for (uint64_t bytes : {4096ull, 1ull << 20, 3'000'000ull, 64ull << 20, 256ull << 20}) {
+        INFO(ranks << " ranks, " << bytes << " bytes, all-gather " << all_gather);
+        CHECK(prism::PlayPatKernel(Shape(all_gather, ranks, bytes), Nanoseconds(8'000)).has_value());
+      }
+  for (bool all_gather : {true, false})
+    for (uint32_t ranks : {1000u, 4096u, 5000u, 8192u, 131072u}) {
+      INFO(ranks << " ranks, all-gather " << all_gather);
+      CHECK(prism::PlayPatKernel(Shape(all_gather, ranks, 1ull << 30), Nanoseconds(8'000)).has_value());
+    }
+}
