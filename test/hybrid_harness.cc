@@ -23,13 +23,14 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
       }()) {
   pacer_.Start();
   auto programs = daemon::RealRankPrograms::Build(graph_, real);
-  daemon::HybridSchedulerOptions so = daemon::HybridSchedulerOptions::ForCluster(graph_.cluster());
+  daemon::HybridSchedulerOptions so = daemon::HybridSchedulerOptions::ForGraph(graph_);
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.step_cost = step_cost;
   so.unmatched_ops_diverge = !follow;
   so.ring_answer_wait = ring_answer_wait;
   so.recorder = recorder;
+  so.divergences = &divergences_;
   so.iterations = engine::IterationsFor(graph_, 0).value_or(1);  // the engine's, as prismd's hybrid run gives both
   scheduler_ = std::make_unique<daemon::HybridScheduler>(std::move(*programs), &inbox_, &pacer_, nullptr, nullptr, so);
   rpc::Hello hello;

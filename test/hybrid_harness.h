@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "daemon/engine/simulation.h"
+#include "daemon/hybrid/divergence_watch.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "proto/graph.pb.h"
@@ -38,6 +39,9 @@ class HybridHarness : public daemon::ScheduleSink {
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }
+  // Told every divergence (as prismd's --on-divergence watch is); nothing
+  // stops the harness on it.
+  daemon::DivergenceWatch& divergences() { return divergences_; }
   const engine::WallClockPacer& pacer() const { return pacer_; }
 
   // A plugin session of global rank `rank` (Hello.rank; -1: RANK unset).
@@ -64,6 +68,7 @@ class HybridHarness : public daemon::ScheduleSink {
   void Record(const rpc::ScheduleBatch& b);
 
   graph::Graph graph_;
+  daemon::DivergenceWatch divergences_{daemon::OnDivergence::kStop};
   engine::EngineInbox inbox_;
   engine::WallClockPacer pacer_;
   std::unique_ptr<daemon::HybridScheduler> scheduler_;

@@ -519,6 +519,46 @@ TEST_CASE("a ring the graph lacks, or on an unknown communicator, gets an on-tim
   CHECK(h.scheduler().counters().divergences == 2);
 }
 
+// A captured graph keeps the program's repeating iteration and leaves out
+// its start-up (pytorch/examples' DDP program under prism capture on the GPU
+// host, 2026-12-03: its start-up all-gather and broadcasts stopped the run on
+// the captured graph). The divergence says so, and what lets them through,
+// for operations before the rank's first matched one only, and only on a
+// captured graph.
+TEST_CASE("a captured graph's divergence before the first matched operation names the start-up it leaves out",
+          "[hybrid]") {
+  for (const bool captured : {true, false}) {
+    INFO("captured " << captured);
+    prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 2);
+    if (captured) g.mutable_job()->set_generator("prism-graphgen extrapolate");
+    HybridHarness h(g, {0});
+    h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+    prism::rpc::EventBatch startup;  // DDP's parameter check: an all-gather the captured iteration lacks
+    AddStarted(&startup, 1, Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0), 0, 4, 32, RealtimeNow());
+    h.Feed(1, startup);
+    REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0), std::chrono::seconds(5)).has_value());
+    const std::optional<std::string> reason = h.divergences().Tick().stop_reason;
+    REQUIRE(reason.has_value());
+    CHECK(reason->find("ALL_GATHER") != std::string::npos);
+    const bool named = reason->find("captured from the program") != std::string::npos &&
+                       reason->find("--on-divergence follow") != std::string::npos;
+    CHECK(named == captured);
+  }
+  // After a matched operation, a missing one is the program's divergence, not its start-up.
+  prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 2);
+  g.mutable_job()->set_generator("prism-graphgen extrapolate");
+  HybridHarness h(g, {0});
+  RunFirstAllReduce(h);
+  prism::rpc::EventBatch later;
+  AddStarted(&later, 2, Key(kWorldHash, prism::rpc::OP_BROADCAST, 0), 0, 4, 32, RealtimeNow());
+  h.Feed(1, later);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_BROADCAST, 0), std::chrono::seconds(5)).has_value());
+  const std::optional<std::string> reason = h.divergences().Tick().stop_reason;
+  REQUIRE(reason.has_value());
+  CHECK(reason->find("BROADCAST") != std::string::npos);
+  CHECK(reason->find("captured from the program") == std::string::npos);
+}
+
 // A training that runs more iterations than prismd replays (prism run
 // without --iterations on a graph that said 1, before hybrid runs replayed
 // 1000): its next operation's virtual peers never come, since the replay is

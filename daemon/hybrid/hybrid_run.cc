@@ -196,7 +196,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   // stamps with it from the session threads.
   engine::WallClockPacer pacer(rt);
   pacer.Start();
-  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForGraph(graph);
   so.step_cost = options.engine.nccl.step_cost;
   so.unmatched_ops_diverge = !options.control.follow_real_ranks;
   so.hold_early_rings = options.ring_hold && !options.control.follow_real_ranks;

@@ -215,12 +215,22 @@ void HybridScheduler::Diverge(const std::string& text) {
   if (options_.divergences != nullptr) options_.divergences->Report(DivergenceSource::kOperations, text);
 }
 
+// Said of a divergence before a real rank's first matched operation on a
+// captured graph (HybridSchedulerOptions::graph_leaves_out_startup).
+constexpr char kStartupLeftOut[] =
+    " (this graph was captured from the program, prism capture, which keeps its repeating iteration and leaves out "
+    "what it does before the first one: its start-up, e.g. DDP's parameter checks and broadcasts; let those through "
+    "with --on-divergence follow, prism run --on-divergence follow)";
+
 void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                                 rpc::ScheduleBatch* reply) {
   ++counters_.ops_unmatched;
   if (unmatched_metric_ != nullptr) unmatched_metric_->Increment();
-  if (options_.unmatched_ops_diverge)
-    Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time"));
+  if (options_.unmatched_ops_diverge) {
+    const bool before_first = options_.graph_leaves_out_startup && !ranks_[rank].matched_any;
+    Diverge(absl::StrCat("real rank ", rank, ": ", why, "; its virtual peers are timed as if on time",
+                         before_first ? kStartupLeftOut : ""));
+  }
   Deliver(rank, OnTimeSchedule(s), reply);
 }
 
@@ -354,6 +364,7 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
                          programs_.OpName(rank, op->op), ") of iteration ", op->iteration, ", which the graph gives ",
                          graph_bytes, " B"));
   ++counters_.ops_matched;
+  rr.matched_any = true;
   if (matched_metric_ != nullptr) matched_metric_->Increment();
   const std::string what = Describe(s, c.name);
   if (counters_.ops_matched <= static_cast<uint64_t>(options_.matched_logs))

@@ -109,9 +109,19 @@ struct HybridSchedulerOptions {
   // a divergence naming prismd's --iterations, timed as if on time.
   uint64_t iterations = 0;
 
+  // The graph came from a capture (prism-graphgen extrapolate), which keeps
+  // a program's repeating iteration and leaves out what it does before the
+  // first one (its start-up: DDP's parameter checks and broadcasts, for
+  // instance): a divergence of a real rank that has matched no operation
+  // yet says so and names --on-divergence follow.
+  bool graph_leaves_out_startup = false;
+
   // The link figures of `cluster`, read the engine's way
   // (engine::NetworkModel::LinkFiguresFromCluster); the other fields default.
   static HybridSchedulerOptions ForCluster(const graph::Cluster& cluster);
+  // ForCluster of the graph's cluster, and what the graph's generator says
+  // (graph_leaves_out_startup).
+  static HybridSchedulerOptions ForGraph(const graph::Graph& graph);
 };
 
 class HybridScheduler final : public ScheduleSource, public engine::EngineObserver {
@@ -217,6 +227,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     std::map<P2PSlot, int64_t> recv_ready;          // engine: the virtual sender's first byte
     std::map<P2PSlot, Started> recv_started;        // the plugin's receive waits for these
     std::map<P2PSlot, int64_t> recv_forecast;       // engine: the sender's first byte, forecast (send_forecast.cc)
+    bool matched_any = false;                       // an operation of it matched the graph
   };
   struct StartedOp {
     uint32_t rank = 0;

@@ -4,6 +4,8 @@
 #include "daemon/engine/network_model.h"
 #include "daemon/hybrid/hybrid_scheduler.h"
 
+#include "absl/strings/match.h"
+
 namespace prism::daemon {
 
 HybridScheduler::Link HybridScheduler::LinkOf(uint64_t comm_hash) const {
@@ -17,6 +19,12 @@ HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& 
   o.link_bandwidth = links.GpuNicShare();
   o.link_latency = links.nic_latency;
   o.same_node = SameNodeLink{links.gpus_per_node, links.intra_bw, links.intra_latency};
+  return o;
+}
+
+HybridSchedulerOptions HybridSchedulerOptions::ForGraph(const graph::Graph& graph) {
+  HybridSchedulerOptions o = ForCluster(graph.cluster());
+  o.graph_leaves_out_startup = absl::StartsWith(graph.job().generator(), "prism-graphgen extrapolate");
   return o;
 }
 

@@ -101,7 +101,7 @@ namespace {
 // The live run's scheduler, bounded by the iterations its engine replayed
 // when the recording says.
 HybridSchedulerOptions ReplaySchedulerOptions(const graph::Graph& graph, const Recording& recording) {
-  HybridSchedulerOptions so = HybridSchedulerOptions::ForCluster(graph.cluster());
+  HybridSchedulerOptions so = HybridSchedulerOptions::ForGraph(graph);
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.iterations = recording.iterations;
