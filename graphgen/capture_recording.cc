@@ -103,6 +103,16 @@ absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::strin
           return LineError(origin, line_no, "a process_group names a communicator no comm line before it has");
         r.process_groups.push_back(entry.process_group());
         break;
+      case prism::capture::CaptureLine::kStartupOp:
+        if (!have_header || !r.ops.empty())
+          return LineError(origin, line_no, "a startup_op line belongs after the header and before the ops");
+        if (!entry.startup_op().has_collective() || entry.startup_op().deps_size() != 0)
+          return LineError(origin, line_no, "a startup_op is a collective without deps");
+        if (r.startup_ops.size() >= limits::kMaxOpsPerProgram)
+          return LineError(origin, line_no, "more start-up ops than Prism's limit per program");
+        if (auto s = CheckOp(r, entry.startup_op(), origin, line_no); !s.ok()) return s;
+        r.startup_ops.push_back(entry.startup_op());
+        break;
       case prism::capture::CaptureLine::kOp:
         if (!have_header) return LineError(origin, line_no, "an op before the header");
         if (r.ops.size() >= limits::kMaxOpsPerProgram)
@@ -110,7 +120,7 @@ absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::strin
         if (auto s = CheckOp(r, entry.op(), origin, line_no); !s.ok()) return s;
         r.ops.push_back(entry.op());
         break;
-      default: return LineError(origin, line_no, "neither header, comm, process_group nor op");
+      default: return LineError(origin, line_no, "neither header, comm, process_group, startup_op nor op");
     }
   }
   if (!have_header) return absl::InvalidArgumentError(absl::StrCat(origin, ": no header line; not a recording"));
@@ -144,6 +154,10 @@ std::string EncodeRecording(const Recording& recording) {
     *line.mutable_process_group() = p;
     append(line);
   }
+  for (const pg::Op& op : recording.startup_ops) {
+    *line.mutable_startup_op() = op;
+    append(line);
+  }
   for (const pg::Op& op : recording.ops) {
     *line.mutable_op() = op;
     append(line);
@@ -166,9 +180,13 @@ absl::StatusOr<Recording> RecordingFromGraph(const pg::Graph& graph, uint32_t ra
   rec.header.set_source("prism-graphgen capture-from-graph");
   rec.comms.assign(graph.communicators().begin(), graph.communicators().end());
   rec.process_groups.assign(graph.process_groups().begin(), graph.process_groups().end());
+  auto to_comm = [&](uint32_t slot) { return r.comm_slots(static_cast<int>(slot)); };
+  for (pg::Op op : program.startup_ops()) {
+    op.mutable_collective()->set_comm_slot(to_comm(op.collective().comm_slot()));
+    rec.startup_ops.push_back(std::move(op));
+  }
   int64_t live = 0, peak = 0;
   for (pg::Op op : program.ops()) {
-    auto to_comm = [&](uint32_t slot) { return r.comm_slots(static_cast<int>(slot)); };
     auto absolute = [&](auto* p2p) {
       const auto& m = graph.communicators(static_cast<int>(to_comm(p2p->comm_slot()))).members();
       if (p2p->peer_relative()) {

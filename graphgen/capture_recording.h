@@ -23,12 +23,15 @@ struct Recording {
   prism::capture::CaptureHeader header;
   std::vector<prism::graph::Communicator> comms;  // creation order; comms[i].id == i
   std::vector<prism::graph::Op> ops;              // comm_slot = communicator id; absolute peers
+  // Collectives before the first repeating iteration (start-up), comm_slot
+  // = communicator id; the graph's Program.startup_ops.
+  std::vector<prism::graph::Op> startup_ops;
   // PyTorch's groups in creation order (Graph.process_groups); empty: group k is comms[k].
   std::vector<prism::graph::ProcessGroup> process_groups;
 };
 
 // Parses a recording; `origin` names it in errors ("<file>:<line>: ...").
-// Checks the format, the line order (header, comms, ops), ids, members
+// Checks the format, the line order (header, comms, start-up ops, ops), ids, members
 // (distinct, below world_size, the rank a member of every communicator an op
 // uses), deps (earlier ops) and peers (in the communicator).
 absl::StatusOr<Recording> ParseRecording(std::string_view text, const std::string& origin);

@@ -162,6 +162,12 @@ pg::Program ProgramOf(const Role& role, const std::vector<Recording>& recs,
   }
   p.set_streams(streams);
   const auto& mine = of[recs[first].header.rank()];
+  // The start-up as the role's first recording saw it (matching only: the
+  // engine does not replay it, so no roots or positions make roles).
+  for (pg::Op op : recs[first].startup_ops) {
+    ToSlot(op, mine);
+    *p.add_startup_ops() = std::move(op);
+  }
   for (size_t k = 0; k < mine.size(); ++k) p.add_comm_slot_names(SlotName(comms[mine[k].comm], k));
   return p;
 }

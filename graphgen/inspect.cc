@@ -161,6 +161,7 @@ json ProgramClass(const pg::Program& p, uint64_t ranks, uint32_t first_rank, uin
   }
   json op_counts = counts;
   op_counts["total"] = p.ops_size();
+  op_counts["startup"] = p.startup_ops_size();  // collectives before the first iteration (captured programs)
   return {{"program", p.id()},
           {"name", p.name()},
           {"ranks", ranks},
@@ -416,6 +417,9 @@ std::string FormatInspectText(const json& s) {
                                           n["total"].get<int64_t>(), n["compute"].get<int64_t>(),
                                           n["collective"].get<int64_t>(), n["send"].get<int64_t>(),
                                           n["recv"].get<int64_t>()));
+    if (n["startup"].get<int64_t>() > 0)
+      absl::StrAppend(&out, "    start-up: ", n["startup"].get<int64_t>(),
+                      " collectives before the first iteration (a run lets them through, not replayed)\n");
     std::string bytes;
     for (const auto& [k, v] : c["bytes_per_iteration"].items())
       absl::StrAppend(&bytes, bytes.empty() ? "" : ", ", k, " ", HumanBytes(v.get<double>()));

@@ -176,6 +176,13 @@ absl::Status ValidatePeersWithin(const Graph& g, const std::vector<std::vector<u
         return Invalid(absl::StrCat("program ", i, " op ", k, " names peer/root ", peer,
                                     " in a communicator of ", size, " ranks"));
     }
+    for (int k = 0; k < p.startup_ops_size(); ++k) {
+      const CollectiveOp& c = p.startup_ops(k).collective();  // ValidateProgram: collectives only
+      const uint32_t size = min_slot_size[i][c.comm_slot()];
+      if (size != UINT32_MAX && c.root() >= size)
+        return Invalid(absl::StrCat("program ", i, " start-up op ", k, " names root ", c.root(),
+                                    " in a communicator of ", size, " ranks"));
+    }
   }
   return absl::OkStatus();
 }

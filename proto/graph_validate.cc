@@ -140,6 +140,18 @@ absl::Status ValidateProgram(const Program& p, int index) {
     if (slot >= static_cast<int64_t>(slots))
       return Invalid(absl::StrCat(where, " uses comm slot ", slot, " of ", slots));
   }
+  if (static_cast<uint64_t>(p.startup_ops_size()) > limits::kMaxOpsPerProgram)
+    return OverLimit(absl::StrCat("program ", index, " has ", p.startup_ops_size(), " start-up ops"),
+                     limits::kMaxOpsPerProgram, " ops");
+  for (int k = 0; k < p.startup_ops_size(); ++k) {
+    const Op& op = p.startup_ops(k);
+    const std::string where = absl::StrCat("program ", index, " start-up op ", k);
+    if (!op.has_collective()) return Invalid(absl::StrCat(where, " is not a collective (start-up ops are collectives)"));
+    if (op.stream() != 0 || op.deps_size() != 0) return Invalid(absl::StrCat(where, " has a stream or deps"));
+    if (auto s = ValidateCollective(op.collective(), where); !s.ok()) return s;
+    if (op.collective().comm_slot() >= slots)
+      return Invalid(absl::StrCat(where, " uses comm slot ", op.collective().comm_slot(), " of ", slots));
+  }
   return ValidateGroups(p, index);
 }
 

@@ -123,6 +123,15 @@ TEST_CASE("validation names the broken reference", "[graph_file]") {
     g.mutable_programs(0)->mutable_ops(1)->mutable_collective()->set_root(2);
     CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("peer/root 2"));
   }
+  SECTION("start-up ops are collectives on the program's slots") {
+    auto g = TinyGraph();
+    *g.mutable_programs(0)->add_startup_ops() = g.programs(0).ops(1);  // a collective: valid
+    CHECK(pg::ValidateGraph(g).ok());
+    g.mutable_programs(0)->mutable_startup_ops(0)->mutable_collective()->set_comm_slot(5);
+    CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("start-up op 0 uses comm slot 5"));
+    g.mutable_programs(0)->mutable_startup_ops(0)->mutable_compute()->set_duration_ns(5);
+    CHECK_THAT(std::string(pg::ValidateGraph(g).message()), Catch::Contains("start-up op 0 is not a collective"));
+  }
 }
 
 TEST_CASE("files are written atomically and read back", "[graph_file]") {

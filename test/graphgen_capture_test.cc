@@ -205,8 +205,21 @@ TEST_CASE("capture: malformed recordings are refused with the file and line") {
     CHECK(std::string(r.status().message()).find("{\"op\"") == std::string::npos);
   }
   expect(comm, "a comm line belongs after the header");
-  auto ok = prism::graphgen::ParseRecording(header + comm + R"({"op":{"compute":{"duration_ns":5}}})", "r.jsonl");
-  CHECK(ok.ok());
+  const std::string startup = R"({"startup_op":{"collective":{"comm_slot":0,"kind":"ALLGATHER","bytes":8}}})" "\n";
+  const std::string op = R"({"op":{"compute":{"duration_ns":5}}})" "\n";
+  expect(header + comm + op + startup, "r.jsonl:4: a startup_op line belongs after the header and before the ops");
+  expect(header + comm + R"({"startup_op":{"compute":{"duration_ns":5}}})", "a startup_op is a collective without deps");
+  expect(header + comm + R"({"startup_op":{"collective":{"comm_slot":1,"kind":"ALLREDUCE","bytes":4}}})",
+         "comm 1 is not recorded");
+  auto ok = prism::graphgen::ParseRecording(header + comm + startup + op, "r.jsonl");
+  REQUIRE(ok.ok());
+  CHECK(ok->startup_ops.size() == 1);
+  CHECK(ok->ops.size() == 1);
+  // Written back, the start-up comes before the ops and reads the same.
+  auto again = prism::graphgen::ParseRecording(prism::graphgen::EncodeRecording(*ok), "again.jsonl");
+  REQUIRE(again.ok());
+  CHECK(again->startup_ops.size() == 1);
+  CHECK(again->startup_ops[0].collective().kind() == prism::graph::ALLGATHER);
 }
 
 TEST_CASE("capture: any rank of each role will do: ranks 3 and 600 of train-gpt-1024 give the same graph") {

@@ -13,6 +13,7 @@
 #include "daemon/bootstrap/split_source.h"
 #include "daemon/hybrid/follow_capture.h"
 #include "daemon/hybrid/follow_graph.h"
+#include "proto/graph_validate.h"
 #include "graphgen/capture_recording.h"
 #include "graphgen/extrapolate.h"
 #include "test/graphgen_test_util.h"
@@ -197,6 +198,12 @@ TEST_CASE("follow: a --follow recording becomes capture recordings that extrapol
   CHECK(r0.comms.size() == 21);  // the world, 8 tp, 4 dp, 8 pp groups: completed from the real ranks' own
   CHECK(r0.ops.size() == 8);     // the warm-up barrier is left out; compute before each of 4 operations
   CHECK(r0.ops[0].compute().duration_ns() == 1'000'000);
+  // ... of the iteration, and kept as the rank's start-up (a run on the graph matches it).
+  REQUIRE(r0.startup_ops.size() == 1);
+  CHECK(r0.startup_ops[0].collective().kind() == g::ALLREDUCE);
+  CHECK(r0.startup_ops[0].collective().comm_slot() == 0);  // the world
+  CHECK(r0.startup_ops[0].collective().bytes() == 4);
+  CHECK(capture->recordings[1].startup_ops.empty());
   // Written and read back in the recording format, then extrapolated.
   std::vector<prism::graphgen::Recording> parsed;
   for (const auto& r : capture->recordings) {
@@ -218,6 +225,13 @@ TEST_CASE("follow: a --follow recording becomes capture recordings that extrapol
   CHECK(OpsOf(graph, 5, false) == std::vector<std::string>{"ALLREDUCE 1048576 on 2 ranks incl. 1", "send",
                                                            "REDUCESCATTER 4194304 on 4 ranks incl. 1",
                                                            "ALLGATHER 4194304 on 4 ranks incl. 1"});
+  // Stage 0's program carries rank 0's start-up barrier, on its world slot; stage 1's recorded none.
+  const g::Program& stage0 = graph.programs(static_cast<int>(graph.ranks(5).program()));
+  REQUIRE(stage0.startup_ops_size() == 1);
+  const uint32_t slot = stage0.startup_ops(0).collective().comm_slot();
+  CHECK(graph.communicators(static_cast<int>(graph.ranks(5).comm_slots(static_cast<int>(slot)))).members_size() == 16);
+  CHECK(graph.programs(static_cast<int>(graph.ranks(9).program())).startup_ops_size() == 0);
+  CHECK(prism::graph::ValidateGraph(graph).ok());
 }
 
 TEST_CASE("follow: groups made interleaved (pipeline and embedding groups of the same ranks) keep their numbers",

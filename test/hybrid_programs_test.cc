@@ -91,3 +91,42 @@ TEST_CASE("a real rank whose program puts one communicator's operations on two s
   graph.mutable_programs(0)->mutable_ops(0)->set_stream(1);
   CHECK(RealRankPrograms::Build(graph, {0}).ok());
 }
+
+// A captured program's start-up collectives (Program.startup_ops: DDP's
+// parameter check and broadcasts before its first iteration) come first in
+// NCCL's numbering per communicator and function; the iterations' are
+// numbered after them, both ways.
+TEST_CASE("start-up collectives come first in NCCL's numbering; the iterations' after them", "[hybrid]") {
+  g::Graph graph = TwoCommunicators();
+  for (int p = 0; p < 2; ++p) {
+    g::Program* prog = graph.mutable_programs(p);
+    prog->clear_ops();
+    g::Op* it = prog->add_ops();  // the iteration: one all-reduce on world
+    it->mutable_collective()->set_kind(g::ALLREDUCE);
+    it->mutable_collective()->set_bytes(84);
+    for (g::CollectiveKind kind : {g::ALLGATHER, g::BROADCAST, g::ALLREDUCE}) {  // the start-up, on world
+      g::Op* s = prog->add_startup_ops();
+      s->mutable_collective()->set_kind(kind);
+      s->mutable_collective()->set_bytes(8);
+    }
+  }
+  auto programs = RealRankPrograms::Build(graph, {0});
+  REQUIRE(programs.ok());
+  for (auto kind : {prism::rpc::OP_ALL_GATHER, prism::rpc::OP_BROADCAST, prism::rpc::OP_ALL_REDUCE}) {
+    const auto startup = programs->Collective(0, 0, kind, 0);
+    REQUIRE(startup.has_value());
+    CHECK(startup->startup);
+  }
+  // The all-reduce NCCL numbers 1 is iteration 0's, 2 iteration 1's.
+  const auto first = programs->Collective(0, 0, prism::rpc::OP_ALL_REDUCE, 1);
+  REQUIRE(first.has_value());
+  CHECK_FALSE(first->startup);
+  CHECK(first->op == 0);
+  CHECK(first->iteration == 0);
+  CHECK(programs->Collective(0, 0, prism::rpc::OP_ALL_REDUCE, 2)->iteration == 1);
+  // A second all-gather is none the program has: the iterations have none.
+  CHECK_FALSE(programs->Collective(0, 0, prism::rpc::OP_ALL_GATHER, 1).has_value());
+  // The engine's call 0 on world is NCCL's ALL_REDUCE #1, call 1 #2.
+  CHECK(programs->CallToNccl(0, 0, 0) == std::make_pair(prism::rpc::OP_ALL_REDUCE, uint64_t{1}));
+  CHECK(programs->CallToNccl(0, 0, 1) == std::make_pair(prism::rpc::OP_ALL_REDUCE, uint64_t{2}));
+}

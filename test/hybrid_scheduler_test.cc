@@ -559,6 +559,42 @@ TEST_CASE("a captured graph's divergence before the first matched operation name
   CHECK(reason->find("captured from the program") == std::string::npos);
 }
 
+// A captured graph that keeps the program's start-up (Program.startup_ops):
+// the real rank's start-up collectives get on-time schedules with no
+// divergence, and its iterations' collectives of the same kind are numbered
+// after them.
+TEST_CASE("a graph's start-up collectives are let through on time, and the iterations match after them", "[hybrid]") {
+  prism::graph::Graph g = SweepGraph({"allreduce"}, 4, 2);
+  g.mutable_job()->set_generator("prism-graphgen extrapolate");
+  for (prism::graph::Program& p : *g.mutable_programs())
+    for (prism::graph::CollectiveKind kind : {prism::graph::ALLGATHER, prism::graph::ALLREDUCE}) {
+      prism::graph::Op* op = p.add_startup_ops();
+      op->mutable_collective()->set_kind(kind);
+      op->mutable_collective()->set_bytes(32);
+    }
+  HybridHarness h(g, {0});
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const int64_t t = RealtimeNow();
+  prism::rpc::EventBatch startup;
+  AddStarted(&startup, 1, Key(kWorldHash, prism::rpc::OP_ALL_GATHER, 0), 0, 4, 32, t);
+  AddStarted(&startup, 2, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 32, t);
+  h.Feed(1, startup);
+  for (auto kind : {prism::rpc::OP_ALL_GATHER, prism::rpc::OP_ALL_REDUCE}) {
+    auto s = h.WaitSchedule(Key(kWorldHash, kind, 0), std::chrono::seconds(5));
+    REQUIRE(s.has_value());
+    CHECK_FALSE(s->unmatched());
+  }
+  prism::rpc::EventBatch first;  // NCCL's ALL_REDUCE #1: the graph's first iteration
+  AddStarted(&first, 3, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, first);
+  REQUIRE(h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 1), std::chrono::seconds(5)).has_value());
+  const auto c = h.scheduler().counters();
+  CHECK(c.ops_startup == 2);
+  CHECK(c.ops_matched == 1);
+  CHECK(c.divergences == 0);
+  CHECK_FALSE(h.divergences().Tick().stop_reason.has_value());
+}
+
 // A training that runs more iterations than prismd replays (prism run
 // without --iterations on a graph that said 1, before hybrid runs replayed
 // 1000): its next operation's virtual peers never come, since the replay is

@@ -278,6 +278,7 @@ absl::StatusOr<FollowCapture> CaptureFromFollow(const Recording& recording, uint
     if (p.static_memory_bytes) r.header.set_static_memory_bytes(*p.static_memory_bytes);
     if (p.peak_memory_bytes) r.header.set_peak_memory_bytes(*p.peak_memory_bytes);
     r.ops = std::move(p.ops);
+    r.startup_ops = StartupOps(seen, it->first);
     std::string line = absl::StrCat("rank ", rank, ": ", seen.size(), " operations, ", p.iterations,
                                     " iterations of ", it->second, " from operation ", it->first, "; compute ",
                                     static_cast<double>(p.compute_ns) / 1e9, " s per iteration; steady iteration ",

@@ -41,6 +41,17 @@ graph::Op OpOf(const SeenOp& s) {
   return op;
 }
 
+}  // namespace
+
+std::vector<graph::Op> StartupOps(const std::vector<SeenOp>& ops, size_t first) {
+  std::vector<graph::Op> out;
+  for (size_t i = 0; i < first && i < ops.size(); ++i)
+    if (!ops[i].PointToPoint()) out.push_back(OpOf(ops[i]));
+  return out;
+}
+
+namespace {
+
 // What one period position is, from the template iteration's calls.
 struct Shape {
   std::vector<uint32_t> stream;                // per position

@@ -89,6 +89,12 @@ std::optional<std::pair<size_t, size_t>> RepeatingPeriod(const std::vector<SeenO
 size_t MatchTorchCalls(std::vector<SeenOp>& ops, const TorchTrace& trace,
                        const std::vector<graph::Communicator>& comms);
 
+// The collectives of `ops` before `first` (the start-up, before the first
+// repeating iteration), as graph ops with comm_slot = capture communicator id;
+// sends and receives there are left out (Program.startup_ops holds
+// collectives).
+std::vector<graph::Op> StartupOps(const std::vector<SeenOp>& ops, size_t first);
+
 struct FollowProgram {
   std::vector<graph::Op> ops;   // one iteration, comm_slot = capture communicator id
   uint64_t iterations = 0;      // whole periods seen

@@ -290,12 +290,15 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   std::fprintf(stderr,
                "prismd: hybrid: %llu real-rank operations matched, %llu unmatched, %llu finished; %llu schedules "
                "sent (%llu after the time they give); %llu divergences; %llu forecasts (%llu missed), %llu rings "
-               "held\n",
+               "held%s\n",
                static_cast<unsigned long long>(c.ops_matched), static_cast<unsigned long long>(c.ops_unmatched),
                static_cast<unsigned long long>(c.ops_finished), static_cast<unsigned long long>(c.schedules_pushed),
                static_cast<unsigned long long>(c.schedules_late), static_cast<unsigned long long>(c.divergences),
                static_cast<unsigned long long>(c.forecasts), static_cast<unsigned long long>(c.forecast_misses),
-               static_cast<unsigned long long>(c.holds));
+               static_cast<unsigned long long>(c.holds),
+               c.ops_startup == 0 ? ""
+                                  : absl::StrCat("; ", c.ops_startup, " start-up collectives let through on time")
+                                        .c_str());
   std::fprintf(stderr, "prismd: %s\n", LateReceives::Line(scheduler.late_receives()).c_str());
   const std::map<uint32_t, std::vector<RingOpTiming>> timings = step_costs.Timings(graph);
   for (const std::string& line : StepCostReport(timings, graph.cluster(), options.engine.nccl.step_cost))

@@ -323,6 +323,13 @@ void HybridScheduler::HandleStarted(SessionId id, const rpc::OpStarted& s, rpc::
       return;
     }
     op = programs_.Collective(rank, static_cast<uint32_t>(c.graph_comm), key.kind(), key.seq());
+    if (op && op->startup) {  // the program's start-up: not replayed, its virtual peers on time
+      ++counters_.ops_startup;
+      rpc::OpSchedule on_time = OnTimeSchedule(s);
+      on_time.set_unmatched(false);  // the graph has it: no divergence
+      Deliver(rank, std::move(on_time), reply);
+      return;
+    }
     if (!op) {
       Unmatched(id, s, rank, absl::StrCat(Describe(s, c.name), ": the graph has no such collective for this rank there"),
                 reply);

@@ -176,6 +176,7 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
 
   struct Counters {
     uint64_t ops_matched = 0, ops_unmatched = 0, ops_finished = 0;
+    uint64_t ops_startup = 0;  // the program's start-up collectives (Program.startup_ops), let through on time
     uint64_t schedules_pushed = 0, schedules_late = 0;  // late: pushed after the time they give
     uint64_t divergences = 0;
     uint64_t holds = 0;  // ring collectives the real rank reached before their virtual members

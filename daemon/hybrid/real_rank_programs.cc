@@ -48,6 +48,10 @@ absl::StatusOr<RealRankPrograms> RealRankPrograms::Build(const graph::Graph& gra
     ix.program = &graph.programs(static_cast<int>(ix.rank->program()));
     if (auto crossing = graph::CommunicatorStreamCrossing(*ix.program, ix.rank->program()))
       return absl::InvalidArgumentError(absl::StrCat("real rank ", r, ": ", *crossing));
+    for (const graph::Op& op : ix.program->startup_ops()) {  // collectives (graph_validate)
+      const uint32_t comm = ix.rank->comm_slots(static_cast<int>(op.collective().comm_slot()));
+      ++ix.startup[{comm, NcclKind(op.collective().kind())}];
+    }
     for (int k = 0; k < ix.program->ops_size(); ++k) {
       const graph::Op& op = ix.program->ops(k);
       const uint32_t index = static_cast<uint32_t>(k);
@@ -86,10 +90,18 @@ std::optional<RealRankPrograms::NamedComm> RealRankPrograms::AllRealCommunicator
   return std::nullopt;
 }
 
+uint64_t RealRankPrograms::StartupCount(const RankIndex& ix, uint32_t comm, rpc::OpKind kind) const {
+  const auto it = ix.startup.find({comm, kind});
+  return it == ix.startup.end() ? 0 : it->second;
+}
+
 std::optional<ProgramOp> RealRankPrograms::Collective(uint32_t rank, uint32_t comm, rpc::OpKind kind,
                                                       uint64_t seq) const {
   const auto r = ranks_.find(rank);
   if (r == ranks_.end()) return std::nullopt;
+  const uint64_t startup = StartupCount(r->second, comm, kind);
+  if (seq < startup) return ProgramOp{0, 0, 0, true};
+  seq -= startup;
   const auto c = r->second.comms.find(comm);
   if (c == r->second.comms.end()) return std::nullopt;
   const auto k = c->second.by_kind.find(kind);
@@ -122,7 +134,7 @@ std::optional<std::pair<rpc::OpKind, uint64_t>> RealRankPrograms::CallToNccl(uin
   const rpc::OpKind kind = NcclKind(op.collective().kind());
   const std::vector<uint32_t>& same = calls.by_kind.at(kind);
   const uint64_t before = static_cast<uint64_t>(std::lower_bound(same.begin(), same.end(), position) - same.begin());
-  return std::make_pair(kind, iteration * same.size() + before);
+  return std::make_pair(kind, StartupCount(r->second, comm, kind) + iteration * same.size() + before);
 }
 
 std::vector<uint32_t> RealRankPrograms::GraphSlots(uint32_t rank) const {

@@ -38,6 +38,10 @@ struct ProgramOp {
   uint32_t op = 0;
   uint64_t iteration = 0;
   uint64_t call = 0;
+  // One of the program's start-up collectives (Program.startup_ops), issued
+  // before its first iteration: no program op, iteration or call (the
+  // engine does not replay them).
+  bool startup = false;
 };
 
 class RealRankPrograms {
@@ -69,7 +73,9 @@ class RealRankPrograms {
                                                const std::set<uint32_t>& bound = {}) const;
 
   // The `seq`-th collective of `kind` by `rank` on graph communicator
-  // `comm`; nullopt when the program has none of that kind there.
+  // `comm`: one of its start-up collectives (the first ones of that kind
+  // there, ProgramOp::startup), else the iterations' (numbered after the
+  // start-up's); nullopt when the program has none of that kind there.
   std::optional<ProgramOp> Collective(uint32_t rank, uint32_t comm, rpc::OpKind kind, uint64_t seq) const;
   // The `seq`-th send (or receive) of `rank` with global rank `peer` on graph
   // communicator `comm` (NCCL counts them per communicator, peer and
@@ -77,8 +83,9 @@ class RealRankPrograms {
   std::optional<ProgramOp> PointToPoint(uint32_t rank, uint32_t comm, uint32_t peer, bool send, uint64_t seq) const;
 
   // The NCCL identity (function, sequence number) of `rank`'s collective
-  // number `call` (all functions counted, 0-based) on graph communicator
-  // `comm`.
+  // number `call` (all functions counted, 0-based, start-up not counted) on
+  // graph communicator `comm`; NCCL's number counts the start-up's
+  // collectives of that function first.
   std::optional<std::pair<rpc::OpKind, uint64_t>> CallToNccl(uint32_t rank, uint32_t comm, uint64_t call) const;
 
   // The graph communicator each slot of `rank`'s program names (Rank.comm_slots).
@@ -100,8 +107,12 @@ class RealRankPrograms {
     const graph::Program* program = nullptr;
     const graph::Rank* rank = nullptr;
     std::map<uint32_t, CommCalls> comms;          // graph communicator -> its collectives
+    std::map<std::pair<uint32_t, rpc::OpKind>, uint64_t> startup;  // (communicator, function) -> start-up collectives
     std::map<std::tuple<uint32_t, uint32_t, bool>, std::vector<uint32_t>> p2p;  // (comm, peer, is_send) -> ops
   };
+
+  // Start-up collectives of `kind` by `rank` on `comm`.
+  uint64_t StartupCount(const RankIndex& ix, uint32_t comm, rpc::OpKind kind) const;
 
   std::map<uint32_t, RankIndex> ranks_;
   std::map<std::vector<uint32_t>, std::vector<NamedComm>> all_real_comms_;  // creation order

@@ -215,6 +215,7 @@ absl::StatusOr<std::vector<MeasuredRank>> MeasureCompute(const graph::Graph& gra
         } else if (!p2p) {
           op = programs->Collective(rank, comm->second, s.key().kind(), s.key().seq());
         }
+        if (op && op->startup) continue;  // the program's start-up, before its first iteration
         if (!op) {
           ++m.unmatched_ops;
           continue;
