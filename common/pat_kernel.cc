@@ -56,15 +56,39 @@ struct ListSizing {
   }
 };
 
+// What both walkers share: the sizing, the current loop's offset and piece
+// size, whether the list ended; after each phase, the next phase, or at a
+// loop's end the next loop (or the end). Walker: StartPhase, StartLoop.
+template <typename Walker>
+class ListWalk {
+ protected:
+  explicit ListWalk(const ListSizing& z) : z_(z) {}
+
+  // `loop_ended`: the phase was the loop's last (offset_ already moved on).
+  void AfterPhase(bool loop_ended) {
+    Walker& walker = static_cast<Walker&>(*this);
+    if (!loop_ended) return walker.StartPhase();
+    if (offset_ >= z_.channel_bytes) {
+      done_ = true;
+      return;
+    }
+    walker.StartLoop();
+  }
+
+  const ListSizing z_;
+  uint64_t offset_ = 0, nelem_ = 0;
+  bool done_ = false;
+};
+
 // Walks NCCL's PAT all-gather list. Three phases per loop: a rank's own
 // piece goes down the high dimensions (kOwnDown, the pieces at distance
 // (2a+1) * scale * stride), then each group of distances forwards what
 // arrived (kForward) and finally lands the pieces received on dimension 0
 // in the output (kLand). The groups (NCCL's "as") come in the order
 // GroupOrder gives.
-class AllGatherList {
+class AllGatherList : public ListWalk<AllGatherList> {
  public:
-  explicit AllGatherList(const ListSizing& z) : z_(z), group_bits_(CeilLog2(z.stride)) { StartLoop(); }
+  explicit AllGatherList(const ListSizing& z) : ListWalk(z), group_bits_(CeilLog2(z.stride)) { StartLoop(); }
 
   // The next step into *s; false once the list's last step was given.
   bool Next(PatKernelStep* s) {
@@ -135,17 +159,11 @@ class AllGatherList {
       phase_ = kForward;
     }
     if (was == kLand || (was == kForward && group_ % 2 == 0)) group_ = order_.Next();
-    if (was == kLand && group_ == z_.stride / 2) {
-      offset_ += z_.chunk;
-      if (offset_ >= z_.channel_bytes) {
-        done_ = true;
-        return;
-      }
-      StartLoop();
-      return;
-    }
-    StartPhase();
+    const bool loop_ended = was == kLand && group_ == z_.stride / 2;
+    if (loop_ended) offset_ += z_.chunk;
+    AfterPhase(loop_ended);
   }
+  friend class ListWalk<AllGatherList>;
 
   void StartLoop() {
     nelem_ = std::min(z_.chunk, z_.channel_bytes - offset_);
@@ -194,12 +212,10 @@ class AllGatherList {
     std::vector<uint64_t> zero_steps_;
   };
 
-  const ListSizing z_;
   const uint32_t group_bits_;
   GroupOrder order_;
   Phase phase_ = kForward;
-  uint64_t a_ = 0, a_end_ = 0, group_ = 0, scale_ = 0, offset_ = 0, nelem_ = 0;
-  bool done_ = false;
+  uint64_t a_ = 0, a_end_ = 0, group_ = 0, scale_ = 0;
 };
 
 // Walks NCCL's PAT reduce-scatter list: the all-gather's tree run
@@ -207,9 +223,9 @@ class AllGatherList {
 // (kOwnOut), partial sums arrive and move up (kReduce), then, when pieces
 // are aggregated, two phases fold the aggregated halves (kFoldZero,
 // kFoldUp, once per scale), and the last piece lands in the output (kLand).
-class ReduceScatterList {
+class ReduceScatterList : public ListWalk<ReduceScatterList> {
  public:
-  explicit ReduceScatterList(const ListSizing& z) : z_(z) { StartLoop(); }
+  explicit ReduceScatterList(const ListSizing& z) : ListWalk(z) { StartLoop(); }
 
   bool Next(PatKernelStep* s) {
     if (done_) return false;
@@ -327,16 +343,9 @@ class ReduceScatterList {
       case kFoldUp: phase_ = scale_ < z_.spread ? kFoldZero : kLand; break;
       default: phase_ = kEnd; break;
     }
-    if (was == kLand) {
-      if (offset_ >= z_.channel_bytes) {
-        done_ = true;
-        return;
-      }
-      StartLoop();
-      return;
-    }
-    StartPhase();
+    AfterPhase(was == kLand);  // the land step moved offset_ on
   }
+  friend class ListWalk<ReduceScatterList>;
 
   void StartLoop() {
     nelem_ = std::min(z_.chunk, z_.channel_bytes - offset_);
@@ -355,11 +364,9 @@ class ReduceScatterList {
     if (phase_ == kLand) a_end_ = 1;
   }
 
-  const ListSizing z_;
   Phase phase_ = kOwnOut;
-  uint64_t a_ = 0, a_end_ = 0, group_ = 0, scale_ = 1, offset_ = 0, nelem_ = 0, send_restart_ = 0;
+  uint64_t a_ = 0, a_end_ = 0, group_ = 0, scale_ = 1, send_restart_ = 0;
   uint32_t slot_ahead_ = 0;
-  bool done_ = false;
 };
 
 // Calls f(step) for every step of op's list, in order; false past `limit` steps.
