@@ -96,7 +96,7 @@ TEST_CASE("a real rank whose program puts one communicator's operations on two s
 // parameter check and broadcasts before its first iteration) come first in
 // NCCL's numbering per communicator and function; the iterations' are
 // numbered after them, both ways.
-TEST_CASE("start-up collectives come first in NCCL's numbering; the iterations' after them", "[hybrid]") {
+TEST_CASE("start-up collectives come first in NCCL's numbering, the iterations' after them", "[hybrid]") {
   g::Graph graph = TwoCommunicators();
   for (int p = 0; p < 2; ++p) {
     g::Program* prog = graph.mutable_programs(p);
