@@ -218,9 +218,9 @@ void HybridScheduler::Diverge(const std::string& text) {
 // Said of a divergence before a real rank's first matched operation on a
 // captured graph (HybridSchedulerOptions::graph_leaves_out_startup).
 constexpr char kStartupLeftOut[] =
-    " (this graph was captured from the program, prism capture, which keeps its repeating iteration and leaves out "
-    "what it does before the first one: its start-up, e.g. DDP's parameter checks and broadcasts; let those through "
-    "with --on-divergence follow, prism run --on-divergence follow)";
+    " (this graph was captured from the program, prism capture, and lacks part of its start-up: sends and receives "
+    "before its first iteration, or, in a graph captured before 2026-12-03, its start-up collectives such as DDP's "
+    "parameter checks and broadcasts; capture it again, or let them through with prism run --on-divergence follow)";
 
 void HybridScheduler::Unmatched(SessionId session, const rpc::OpStarted& s, uint32_t rank, const std::string& why,
                                 rpc::ScheduleBatch* reply) {

@@ -110,9 +110,9 @@ struct HybridSchedulerOptions {
   uint64_t iterations = 0;
 
   // The graph came from a capture (prism-graphgen extrapolate), which keeps
-  // a program's repeating iteration and leaves out what it does before the
-  // first one (its start-up: DDP's parameter checks and broadcasts, for
-  // instance): a divergence of a real rank that has matched no operation
+  // a program's repeating iteration and its start-up collectives but not
+  // the start-up's sends and receives (nor, before 2026-12-03, its
+  // collectives): a divergence of a real rank that has matched no operation
   // yet says so and names --on-divergence follow.
   bool graph_leaves_out_startup = false;
 
