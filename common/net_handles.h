@@ -28,6 +28,10 @@ struct RealListenHandle {
   uint16_t reserved = 0;
   uint32_t pid = 0;
   uint32_t dev = 0;
+  // The listener's host (plugin/host_identity.h): a dialer with the same key
+  // connects over the abstract Unix socket the listener also accepts on; 0:
+  // TCP only.
+  uint64_t host_key = 0;
 };
 static_assert(sizeof(RealListenHandle) <= kNetHandleBytes);
 

@@ -125,6 +125,9 @@ struct CommEnv {
   // virtual peer (virtual_comms.h, NoteBroadcastThroughVirtual).
   std::atomic<bool>* told_virtual_broadcast = nullptr;
   HostLoad* host_load = nullptr;       // idle cores now (PRISM_IDLE_INLINE_BYTES)
+  // This host's key (host_identity.h) when PRISM_SAME_HOST=unix and known:
+  // real peers with the same key connect over Unix sockets; 0: TCP always.
+  uint64_t same_host_key = 0;
 };
 
 // PRISM_RECV_FILL=own: keeps what this rank sends in step (channel, step)

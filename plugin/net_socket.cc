@@ -10,9 +10,12 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace prism::plugin {
@@ -20,9 +23,24 @@ namespace {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
+// TCP_NODELAY on a TCP socket; a Unix-domain socket has no such option.
 void Tune(int fd) {
+  int domain = 0;
+  socklen_t len = sizeof(domain);
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) return;
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// The abstract address of `name`: sun_path holds a NUL, then the name
+// (not NUL-terminated); `*len` is the address's length.
+sockaddr_un MakeUnixAddr(const std::string& name, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof(a.sun_path) - 1);
+  std::memcpy(a.sun_path + 1, name.data(), n);
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
 }
 
 // One non-blocking read (`read()` returns what recv/recvmsg return), EINTR
@@ -113,6 +131,45 @@ int StartConnect(uint32_t ipv4_be, uint16_t port_be, std::string* why) {
     return -1;
   }
   return fd;
+}
+
+int OpenUnixListener(const std::string& name, std::string* why) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = Errno("socket(AF_UNIX)");
+    return -1;
+  }
+  socklen_t len = 0;
+  sockaddr_un a = MakeUnixAddr(name, &len);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    *why = Errno(("bind @" + name).c_str());
+    close(fd);
+    return -1;
+  }
+  if (listen(fd, 1024) != 0) {
+    *why = Errno("listen");
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int StartConnectUnix(const std::string& name, bool* again, std::string* why) {
+  *again = false;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = Errno("socket(AF_UNIX)");
+    return -1;
+  }
+  socklen_t len = 0;
+  sockaddr_un a = MakeUnixAddr(name, &len);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0) return fd;
+  // A full backlog answers EAGAIN on a non-blocking Unix socket; neither it
+  // nor EINTR started the connection: the caller dials again later.
+  *again = errno == EAGAIN || errno == EINTR;
+  if (!*again) *why = Errno(("connect @" + name).c_str());
+  close(fd);
+  return -1;
 }
 
 ConnectState PollConnect(int fd, std::string* why) {

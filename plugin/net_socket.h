@@ -1,5 +1,7 @@
-// Small POSIX TCP helpers for the real-peer transport. All sockets are
-// non-blocking, TCP_NODELAY, close-on-exec. Functions return false/-1 and
+// Small POSIX socket helpers for the real-peer transport: TCP between hosts,
+// abstract Unix-domain stream sockets between peers on one host
+// (host_identity.h). All sockets are non-blocking and close-on-exec; TCP ones
+// TCP_NODELAY. Functions return false/-1 and
 // fill `*why` (strerror text plus context) on failure; they never block.
 #ifndef PRISM_PLUGIN_NET_SOCKET_H_
 #define PRISM_PLUGIN_NET_SOCKET_H_
@@ -20,11 +22,20 @@ int OpenListener(uint32_t ipv4_be, uint16_t* port_be, std::string* why);
 // Starts a non-blocking connect; returns the fd (connect may be in progress).
 int StartConnect(uint32_t ipv4_be, uint16_t port_be, std::string* why);
 
+// Listening Unix-domain stream socket on the abstract name `name` (no
+// leading NUL; gone with its last fd, never a file); returns the fd.
+int OpenUnixListener(const std::string& name, std::string* why);
+// Connects to the abstract name `name` without blocking (a Unix-domain
+// connect completes at once); returns the fd. -1 with `*again` set when the
+// listener's backlog is full (try again later), -1 with `*why` otherwise
+// (e.g. ECONNREFUSED: nobody listens on that name).
+int StartConnectUnix(const std::string& name, bool* again, std::string* why);
+
 enum class ConnectState { kInProgress, kConnected, kRefused, kFailed };
 // Checks a connect started by StartConnect without blocking.
 ConnectState PollConnect(int fd, std::string* why);
 
-// accept4 on a non-blocking listener: fd, or -1 with *again=true when none
+// accept4 on a non-blocking listener (TCP or Unix): fd, or -1 with *again=true when none
 // is pending.
 int AcceptOne(int listen_fd, bool* again, std::string* why);
 

@@ -9,6 +9,7 @@
 #include "common/net_handles.h"
 #include "common/version.h"
 #include "plugin/daemon_session.h"
+#include "plugin/host_identity.h"
 #include "plugin/modelled_link.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
@@ -67,6 +68,7 @@ Result Plugin::InitOnce() {
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link.bandwidth.count(), link.latency.count());
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
                    &link_hold_, &told_virtual_broadcast_, &host_load_};
+    if (settings_.same_host_unix) env_.same_host_key = SameHostKey();
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
@@ -116,8 +118,9 @@ Result Plugin::InitOnce() {
                    ? " (" + std::to_string(settings_.idle_inline_bytes) + " B while cores are idle)"
                    : std::string()) +
               ", progress threads the larger";
-    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s, %d socket(s) per comm, %s%s%s",
+    PRISM_INFO(logger_, "%d NIC(s), real peers dial %s%s, %d socket(s) per comm, %s%s%s",
                settings_.nic.count, Ipv4ToString(local_ipv4_be_, 0).c_str(),
+               env_.same_host_key != 0 ? " (Unix sockets on this host)" : "",
                settings_.socks_per_comm, threads.c_str(), movers.c_str(),
                settings_.link_bits_per_second > 0 || settings_.link_latency_ns > 0
                    ? ", links shaped"
@@ -230,6 +233,8 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.ipv4_be = local_ipv4_be_;
   h.pid = static_cast<uint32_t>(getpid());
   h.dev = static_cast<uint32_t>(dev);
+  const int unix_fd = OpenSameHostListener(h.listen_id);
+  if (unix_fd >= 0) h.host_key = env_.same_host_key;
   std::memset(handle, 0, kNetHandleBytes);
   std::memcpy(handle, &h, sizeof(h));
   std::shared_ptr<VirtualPeers> vp;
@@ -237,9 +242,20 @@ Result Plugin::Listen(void* ctx, int dev, void* handle, void** listen_comm) {
     vp = context->virtual_peers();
     vp->ListenOpened(h.listen_id, dev);
   }
-  *listen_comm = new ListenComm(env_, context->engines(), fd, h, std::move(vp));
+  *listen_comm = new ListenComm(env_, context->engines(), fd, unix_fd, h, std::move(vp));
   handles_.Add(*listen_comm);
   return prism_ncclSuccess;
+}
+
+int Plugin::OpenSameHostListener(uint64_t listen_id) {
+  if (env_.same_host_key == 0) return -1;
+  std::string why;
+  const int fd = OpenUnixListener(SameHostSocketName(listen_id), &why);
+  if (fd < 0 && !warned_same_host_.exchange(true)) {
+    PRISM_WARN(logger_, "real peers on this host connect over TCP: %s (PRISM_SAME_HOST=tcp silences this)",
+               why.c_str());
+  }
+  return fd;
 }
 
 Result Plugin::Connect(void* ctx, int dev, void* handle, void** send_comm) {

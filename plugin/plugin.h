@@ -108,6 +108,10 @@ class Plugin {
   std::string DescribeBadComm(void* comm) const;
   // Logs (and with PRISM_LINK_REPORT prints) how the shaped links held.
   void ReportLinkHold();
+  // The abstract Unix listener beside a listen's TCP one, for real peers on
+  // this host (host_identity.h); -1 when PRISM_SAME_HOST=tcp, the host's key
+  // is unknown, or it cannot be opened (warned once: peers then dial TCP).
+  int OpenSameHostListener(uint64_t listen_id);
 
   std::once_flag once_;
   Result once_result_ = prism_ncclSuccess;
@@ -127,6 +131,7 @@ class Plugin {
   uint32_t local_ipv4_be_ = 0;
   std::atomic<uint64_t> listen_counter_{0};
   uint64_t listen_id_base_ = 0;
+  std::atomic<bool> warned_same_host_{false};
   std::mutex mu_;
   NetContext* process_context_ = nullptr;
   int live_contexts_ = 0;  // contexts from init(ctx) not yet finalized; under mu_

@@ -5,35 +5,38 @@
 #include <random>
 
 #include "plugin/clock.h"
+#include "plugin/host_identity.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
 
 namespace prism::plugin {
 
 ListenComm::ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
-                       int listen_fd, const RealListenHandle& handle,
+                       int listen_fd, int unix_fd, const RealListenHandle& handle,
                        std::shared_ptr<VirtualPeers> virtual_peers)
     : Tagged(ObjectKind::kListenComm),
       env_(env),
       engines_(std::move(engines)),
       listen_fd_(listen_fd),
+      unix_fd_(unix_fd),
       handle_(handle),
       virtual_peers_(std::move(virtual_peers)) {}
 
 ListenComm::~ListenComm() {
   if (virtual_peers_) virtual_peers_->ListenClosed(handle_.listen_id);
   close(listen_fd_);
+  if (unix_fd_ >= 0) close(unix_fd_);
   for (Incoming& in : incoming_) close(in.fd);
   for (auto& [nonce, group] : groups_) {
     for (Incoming& in : group) close(in.fd);
   }
 }
 
-Result ListenComm::AcceptPending() {
+Result ListenComm::AcceptPending(int listen_fd) {
   for (;;) {
     bool again = false;
     std::string why;
-    int fd = AcceptOne(listen_fd_, &again, &why);
+    int fd = AcceptOne(listen_fd, &again, &why);
     if (fd >= 0) {
       incoming_.push_back(Incoming{fd, {}, 0});
       continue;
@@ -96,7 +99,8 @@ Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
     *comm = virtual_peers_->Accept(handle_.listen_id);
     if (*comm) return prism_ncclSuccess;
   }
-  Result r = AcceptPending();
+  Result r = AcceptPending(listen_fd_);
+  if (r == prism_ncclSuccess && unix_fd_ >= 0) r = AcceptPending(unix_fd_);
   if (r != prism_ncclSuccess) return r;
   r = ReadHellos();
   if (r != prism_ncclSuccess) return r;
@@ -110,7 +114,8 @@ PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEngin
       engines_(std::move(engines)),
       handle_(handle),
       dev_(dev),
-      peer_(Ipv4ToString(handle.ipv4_be, handle.port_be)),
+      same_host_(handle.host_key != 0 && handle.host_key == env.same_host_key),
+      peer_(Ipv4ToString(handle.ipv4_be, handle.port_be) + (same_host_ ? " (Unix socket)" : "")),
       nonce_(std::random_device{}() * 0x100000001ull ^ static_cast<uint64_t>(MonoNowNs())),
       deadline_ns_(MonoNowNs() + env.settings->connect_timeout_ms * 1000000),
       socks_(static_cast<size_t>(env.settings->socks_per_comm)) {}
@@ -121,10 +126,31 @@ PendingConnect::~PendingConnect() {
   }
 }
 
+Result PendingConnect::StartSameHost(Sock& s) {
+  bool again = false;
+  std::string why;
+  s.fd = StartConnectUnix(SameHostSocketName(handle_.listen_id), &again, &why);
+  if (s.fd >= 0) {
+    s.connected = true;
+    return prism_ncclSuccess;
+  }
+  if (again) {
+    s.retry_at_ns = MonoNowNs() + 1000000;  // the listener's backlog is full: again in 1 ms
+    return prism_ncclSuccess;
+  }
+  // Same key but no Unix listener there (e.g. a listener that could not open
+  // one): the TCP address still takes the connection.
+  PRISM_INFO(*env_.logger, "%s: %s; dialling TCP instead", peer_.c_str(), why.c_str());
+  same_host_ = false;
+  peer_ = Ipv4ToString(handle_.ipv4_be, handle_.port_be);
+  return prism_ncclSuccess;
+}
+
 Result PendingConnect::StepSocket(Sock& s, uint32_t index) {
   std::string why;
   if (s.fd < 0) {
     if (MonoNowNs() < s.retry_at_ns) return prism_ncclSuccess;
+    if (same_host_) return StartSameHost(s);
     s.fd = StartConnect(handle_.ipv4_be, handle_.port_be, &why);
     if (s.fd < 0) {
       PRISM_WARN(*env_.logger, "connect to %s failed: %s", peer_.c_str(), why.c_str());

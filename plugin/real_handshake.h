@@ -19,15 +19,17 @@
 
 namespace prism::plugin {
 
-// A listen comm: the TCP listener behind a RealListenHandle, plus a hook the
+// A listen comm: the TCP listener behind a RealListenHandle and, for peers
+// on this host, its abstract Unix listener (host_identity.h), plus a hook the
 // virtual-peer layer uses to hand out receive comms for virtual senders.
 // Used by one thread at a time (NCCL's proxy thread).
 class ListenComm : public Tagged {
  public:
-  // Takes ownership of `listen_fd`. `virtual_peers` (nullable: no prismd)
+  // Takes ownership of `listen_fd` and `unix_fd` (-1: none). A comm's
+  // sockets may come through either. `virtual_peers` (nullable: no prismd)
   // was told about the listener (ListenOpened) and hands out receive comms
   // for virtual senders; the destructor tells it ListenClosed.
-  ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, int listen_fd,
+  ListenComm(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, int listen_fd, int unix_fd,
              const RealListenHandle& handle, std::shared_ptr<VirtualPeers> virtual_peers);
   ~ListenComm();
   ListenComm(const ListenComm&) = delete;
@@ -43,20 +45,22 @@ class ListenComm : public Tagged {
     SocketHello hello{};
     size_t got = 0;
   };
-  Result AcceptPending();
+  Result AcceptPending(int listen_fd);
   Result ReadHellos();
   std::unique_ptr<NetComm> TakeCompleteGroup();
 
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
   int listen_fd_;
+  int unix_fd_;
   RealListenHandle handle_;
   std::shared_ptr<VirtualPeers> virtual_peers_;
   std::vector<Incoming> incoming_;                 // hello not complete yet
   std::map<uint64_t, std::vector<Incoming>> groups_;  // by comm_nonce
 };
 
-// The sender side of one connection being set up.
+// The sender side of one connection being set up: over Unix sockets when the
+// handle's host key is this process's (CommEnv::same_host_key), else TCP.
 class PendingConnect {
  public:
   // `dev`: the local NIC the connection leaves through (its shared link).
@@ -79,11 +83,14 @@ class PendingConnect {
     int64_t retry_at_ns = 0;
   };
   Result StepSocket(Sock& s, uint32_t index);
+  // Dials the listener's Unix socket for `s` (connected at once, or retried).
+  Result StartSameHost(Sock& s);
 
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
   RealListenHandle handle_;
   int dev_;
+  bool same_host_;   // dial the listener's Unix socket (falls back to TCP if it is not there)
   std::string peer_;
   uint64_t nonce_;
   int64_t deadline_ns_;

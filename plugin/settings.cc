@@ -34,7 +34,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_GDR", "0", "1: advertise NCCL_PTR_CUDA; GPU buffers are copied via libcudart"},
     {"PRISM_DMABUF", "0", "1: advertise NCCL_PTR_DMABUF too (regMrDmaBuf; copies like PRISM_GDR)"},
     {"PRISM_SOCKET_IFADDR", "", "IPv4 address real peers dial; empty: first non-loopback, else 127.0.0.1"},
-    {"PRISM_SOCKS_PER_COMM", "1", "TCP sockets per real-peer connection (1..16); 1: NCCL Socket's count where it starts no helper threads"},
+    {"PRISM_SAME_HOST", "unix",
+     "how real peers on this host (same boot, same network namespace) connect: unix (abstract Unix-domain "
+     "sockets, no TCP stack) | tcp (the address above, as peers on other hosts)"},
+    {"PRISM_SOCKS_PER_COMM", "1", "sockets per real-peer connection (1..16); 1: NCCL Socket's count where it starts no helper threads"},
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
@@ -186,6 +189,11 @@ Settings LoadSettings(std::string* warnings) {
 
   s.socket_ifaddr = r.String("PRISM_SOCKET_IFADDR");
   s.socks_per_comm = static_cast<int>(r.Int("PRISM_SOCKS_PER_COMM", 1, 16));
+  const std::string same_host = r.String("PRISM_SAME_HOST");
+  if (same_host != "unix" && same_host != "tcp" && warnings != nullptr) {
+    *warnings += "PRISM_SAME_HOST='" + same_host + "' is not unix|tcp; using unix\n";
+  }
+  s.same_host_unix = same_host != "tcp";
   s.min_chunk_bytes = r.Int("PRISM_MIN_CHUNK_BYTES", 4096, int64_t{1} << 30);
   s.link_bits_per_second =
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));

@@ -57,6 +57,7 @@ struct Settings {
   NicSettings nic;
   std::string socket_ifaddr;     // empty: first non-loopback IPv4, else 127.0.0.1
   int socks_per_comm = 1;
+  bool same_host_unix = true;    // PRISM_SAME_HOST=unix: real peers on this host over Unix sockets
   uint64_t min_chunk_bytes = 0;
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;

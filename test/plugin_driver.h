@@ -117,6 +117,25 @@ class PluginDriver {
     return s[0];
   }
 
+  // Polls test() of both requests in turn until both are done, as NCCL's
+  // proxy thread tests every request in flight: a peer's send may complete
+  // only once this side's receive read it (a Unix socket between real peers
+  // on one host buffers about 200 KiB); returns sizes[0] of `recv`.
+  int WaitBoth(void* send, void* recv, int* sizes = nullptr, int64_t timeout_ns = 60000000000) {
+    int send_done = 0, recv_done = 0;
+    int local[8] = {}, ignored[8] = {};
+    int* s = sizes != nullptr ? sizes : local;
+    const int64_t deadline = NowNs() + timeout_ns;
+    while (!send_done || !recv_done) {
+      if (!send_done) PRISM_DRV_CHECK(net_->test(send, &send_done, ignored));
+      if (!recv_done) PRISM_DRV_CHECK(net_->test(recv, &recv_done, s));
+      if (send_done && recv_done) break;
+      if (NowNs() > deadline) throw PluginError("request timed out");
+      sched_yield();
+    }
+    return s[0];
+  }
+
   // isend, retrying while the plugin returns a NULL request.
   void* Send(void* comm, void* data, size_t size, int tag, void* mh) {
     void* req = nullptr;
@@ -156,8 +175,7 @@ inline void OrderRecvsByPeerIndex(PluginDriver& drv, const std::vector<void*>& s
   }
   std::vector<void*> ordered(n, nullptr);
   for (size_t k = 0; k < n; ++k) {
-    drv.Wait(sreq[k]);
-    drv.Wait(rreq[k]);
+    drv.WaitBoth(sreq[k], rreq[k]);
     if (in_ids[k] >= n || ordered[in_ids[k]] != nullptr) throw PluginError("bad link index");
     ordered[in_ids[k]] = (*recvs)[k];
   }

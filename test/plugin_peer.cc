@@ -224,9 +224,8 @@ class Stream {
     const int w = i % kWindow;
     const int old = i - kWindow;
     if (old >= 0) {
-      l_.drv->Wait(sreq_[w]);
-      int got[1];
-      l_.drv->Wait(rreq_[w], got);
+      int got[8];
+      l_.drv->WaitBoth(sreq_[w], rreq_[w], got);
       if (got[0] != static_cast<int>(sizes_[old])) throw PluginError("stream: wrong size");
       Verify(rbufs_[w], sizes_[old], tag_, old, "stream");
     }

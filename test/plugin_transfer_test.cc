@@ -18,6 +18,12 @@ TEST_CASE("real peers: 0 B to 64 MiB both ways, data verified", "[plugin][real]"
   CHECK(b == 0);
 }
 
+TEST_CASE("real peers: 0 B to 64 MiB both ways over TCP (PRISM_SAME_HOST=tcp)", "[plugin][real]") {
+  auto [a, b] = Run("sizes", {"PRISM_SAME_HOST=tcp"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
 TEST_CASE("real peers: striping over 4 sockets with small chunks", "[plugin][real]") {
   auto [a, b] = Run("sizes", {"PRISM_SOCKS_PER_COMM=4", "PRISM_MIN_CHUNK_BYTES=4096"});
   CHECK(a == 0);
@@ -50,6 +56,12 @@ TEST_CASE("real peers: 32 requests in flight per comm, the 33rd is refused", "[p
 
 TEST_CASE("real peers: random sizes, window of 8, 3 sockets", "[plugin][real]") {
   auto [a, b] = Run("stream", {"PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: random sizes, window of 8, 3 TCP sockets", "[plugin][real]") {
+  auto [a, b] = Run("stream", {"PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096", "PRISM_SAME_HOST=tcp"});
   CHECK(a == 0);
   CHECK(b == 0);
 }

@@ -1,0 +1,139 @@
+// Real peers on one host connect over abstract Unix sockets (host_identity.h,
+// real_handshake.h), peers elsewhere over TCP.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "common/net_handles.h"
+#include "plugin/comm.h"
+#include "plugin/host_identity.h"
+#include "plugin/net_socket.h"
+#include "plugin/real_handshake.h"
+#include "plugin/settings.h"
+
+namespace prism::plugin {
+namespace {
+
+TEST_CASE("same-host key: one boot and one network namespace", "[plugin][unit]") {
+  const uint64_t k = SameHostKeyOf("3f1c-boot", "net:[4026531840]");
+  CHECK(k != 0);
+  CHECK(SameHostKeyOf("3f1c-boot", "net:[4026531840]") == k);
+  CHECK(SameHostKeyOf("3f1c-boot", "net:[4026532001]") != k);  // a container's own namespace
+  CHECK(SameHostKeyOf("77aa-boot", "net:[4026531840]") != k);  // another host (or boot)
+  CHECK(SameHostKeyOf("", "net:[4026531840]") == 0);
+  CHECK(SameHostKeyOf("3f1c-boot", "") == 0);
+  CHECK(SameHostKey() == SameHostKey());
+  CHECK(SameHostSocketName(0x6b8b4567ce1c0001ull) == "prism-net/6b8b4567ce1c0001");
+}
+
+TEST_CASE("settings: PRISM_SAME_HOST is unix unless tcp, a bad value warned", "[plugin][unit]") {
+  std::string warnings;
+  CHECK(LoadSettings(&warnings).same_host_unix);
+  setenv("PRISM_SAME_HOST", "tcp", 1);
+  CHECK_FALSE(LoadSettings(&warnings).same_host_unix);
+  setenv("PRISM_SAME_HOST", "shm", 1);
+  CHECK(LoadSettings(&warnings).same_host_unix);
+  CHECK(warnings.find("PRISM_SAME_HOST='shm' is not unix|tcp") != std::string::npos);
+  unsetenv("PRISM_SAME_HOST");
+}
+
+// A listener on 127.0.0.1 and, when `with_unix`, on its abstract name.
+struct Listener {
+  Listener(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, uint64_t id, bool with_unix) {
+    std::string why;
+    handle.listen_id = id;
+    handle.ipv4_be = htonl(INADDR_LOOPBACK);
+    const int tcp = OpenListener(handle.ipv4_be, &handle.port_be, &why);
+    REQUIRE(tcp >= 0);
+    const int unix_fd = with_unix ? OpenUnixListener(SameHostSocketName(id), &why) : -1;
+    if (with_unix) REQUIRE(unix_fd >= 0);
+    handle.host_key = env.same_host_key;
+    comm = std::make_unique<ListenComm>(env, std::move(engines), tcp, unix_fd, handle, nullptr);
+  }
+  RealListenHandle handle;
+  std::unique_ptr<ListenComm> comm;
+};
+
+// Steps the connect and the accept for up to `limit`; true once both gave a comm.
+bool Handshake(PendingConnect& dial, ListenComm& listen, std::chrono::milliseconds limit) {
+  std::unique_ptr<NetComm> send, recv;
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (!send) REQUIRE(dial.Step(&send) == prism_ncclSuccess);
+    if (!recv) REQUIRE(listen.Accept(&recv) == prism_ncclSuccess);
+    if (send && recv) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// A TCP port on 127.0.0.1 nobody listens on (bound once, then closed).
+uint16_t ClosedPort() {
+  std::string why;
+  uint16_t port = 0;
+  const int fd = OpenListener(htonl(INADDR_LOOPBACK), &port, &why);
+  REQUIRE(fd >= 0);
+  close(fd);
+  return port;
+}
+
+TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise", "[plugin][unit]") {
+  Settings settings = LoadSettings(nullptr);
+  settings.connect_timeout_ms = 5000;
+  Logger logger;
+  NicLinks nics(1, 0, 0);
+  CommEnv env;
+  env.settings = &settings;
+  env.logger = &logger;
+  env.nics = &nics;
+  env.same_host_key = SameHostKeyOf("boot", "net:[1]");
+  auto engines = std::make_shared<ProgressEnginePool>(-1, 0);
+  uint64_t id = (uint64_t{static_cast<uint32_t>(getpid())} << 24) | 0x5a0000;
+
+  SECTION("matching keys: the Unix listener takes it though no TCP listener is left") {
+    Listener l(env, engines, ++id, true);
+    RealListenHandle h = l.handle;
+    h.port_be = ClosedPort();
+    PendingConnect dial(env, engines, h, 0);
+    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+  }
+  SECTION("another host's key: TCP is dialled, so a closed TCP port never connects") {
+    Listener l(env, engines, ++id, true);
+    RealListenHandle h = l.handle;
+    h.port_be = ClosedPort();
+    CommEnv other = env;
+    other.same_host_key = SameHostKeyOf("another boot", "net:[1]");
+    PendingConnect dial(other, engines, h, 0);
+    CHECK_FALSE(Handshake(dial, *l.comm, std::chrono::milliseconds(200)));
+  }
+  SECTION("another host's key: TCP connects") {
+    Listener l(env, engines, ++id, true);
+    CommEnv other = env;
+    other.same_host_key = 0;  // PRISM_SAME_HOST=tcp
+    PendingConnect dial(other, engines, l.handle, 0);
+    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+  }
+  SECTION("matching keys but no Unix listener: falls back to TCP") {
+    Listener l(env, engines, ++id, false);
+    l.handle.host_key = env.same_host_key;
+    PendingConnect dial(env, engines, l.handle, 0);
+    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+  }
+}
+
+TEST_CASE("Unix sockets: a name nobody listens on is refused at once, not retried", "[plugin][unit]") {
+  bool again = true;
+  std::string why;
+  CHECK(StartConnectUnix(SameHostSocketName(0xdeadull << 40), &again, &why) < 0);
+  CHECK_FALSE(again);
+  CHECK(why.find("connect @prism-net/") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace prism::plugin
