@@ -66,6 +66,7 @@ struct Flags {
   int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
   bool p2p_eager = true;
   double step_turnaround_us = 0;
+  double collective_turnaround_us = 0;
   std::string launch_order = "graph";
   std::string nccl_algo;
   std::string nccl_proto;
@@ -155,6 +156,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
   o.nccl.p2p_eager = f.p2p_eager;
   o.nccl.step_turnaround = prism::Nanoseconds(static_cast<int64_t>(f.step_turnaround_us * 1000.0 + 0.5));
+  o.nccl.collective_turnaround = prism::Nanoseconds(static_cast<int64_t>(f.collective_turnaround_us * 1000.0 + 0.5));
   auto launch = prism::engine::ResolveLaunchOrder(f.launch_order, g.job());
   if (!launch.ok()) return launch.status();
   o.nccl.launch_in_order = launch->in_order;
@@ -468,6 +470,10 @@ int main(int argc, char** argv) {
   app.add_option("--step-turnaround-us", f.step_turnaround_us,
                  "a ring step's turnaround across nodes that the wire does not hide, us per step (default 0; the "
                  "GPU host's 16 ranks packed on one GPU: 225; docs/network-model.md)")
+      ->check(CLI::Range(0.0, 100000.0));
+  app.add_option("--collective-turnaround-us", f.collective_turnaround_us,
+                 "the same host cost paid once per ring collective across nodes instead of per step, us (default "
+                 "0; docs/network-model.md, \"A packed host's step turnaround\")")
       ->check(CLI::Range(0.0, 100000.0));
   app.add_option("--launch-order", f.launch_order,
                  "graph (default: the graph's nccl_launch_order attribute, program or streams; without it each "

@@ -199,6 +199,27 @@ TEST_CASE("a ring step's turnaround is paid once per step across nodes, not insi
         plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node));
 }
 
+// The packed host's cost paid once per ring collective across nodes
+// (NcclBehaviour::collective_turnaround, prismd --collective-turnaround-us):
+// a ring of two and a ring of four pay the same, inside one node nothing.
+TEST_CASE("a ring collective's turnaround is paid once across nodes, whatever the ring's length", "[daemon][nic]") {
+  prism::engine::NcclBehaviour packed;
+  packed.collective_turnaround = prism::Nanoseconds(450'000);
+  const prism::engine::NetworkModel plain(BenchLinks()), host(BenchLinks(), packed);
+  const prism::engine::CommShape four = FourNodes();
+  const prism::Bytes s(16 << 20);
+  CHECK(host.CollectiveTime(g::ALLGATHER, g::ALGORITHM_RING, s, four).count() == 40'265'319 + 3 * 10'000 + 450'000);
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, four).count() == 80'530'637 + 6 * 10'000 + 450'000);
+  prism::engine::CommShape two;
+  two.ranks = two.nodes = 2;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, prism::Bytes(1 << 20), two).count() ==
+        3'355'444 + 2 * 10'000 + 450'000);
+  prism::engine::CommShape node;
+  node.ranks = node.min_per_node = node.max_per_node = 4;
+  CHECK(host.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node) ==
+        plain.CollectiveTime(g::ALLREDUCE, g::ALGORITHM_RING, s, node));
+}
+
 // The GPU host's ground truths of these steps (docs/timing.md, "Measured",
 // 2026-12-01, commit f68dfe3, a host with two H200 GPUs): step-n8-2g5 402.8 ms, with rank 3 computing
 // 1.2x as long 403.8 and 406.4 ms, step-n16-dp4-2g5 484.2 and 484.7 ms.

@@ -106,7 +106,8 @@ Nanoseconds NetworkModel::Ring(CollectiveKind kind, Bytes size, const CommShape&
   if (kind == graph::ALLREDUCE || kind == graph::BARRIER) hops = 2 * (n - 1);
   const Nanoseconds wire = RingWireTime(kind, size, shape);
   const Nanoseconds hop = shape.SpansNodes() ? SatAdd(HopLatency(shape), nccl_.step_turnaround) : HopLatency(shape);
-  const Nanoseconds link_bound = SatAdd(wire, Times(hop, hops));
+  const Nanoseconds once = shape.SpansNodes() ? nccl_.collective_turnaround : Nanoseconds(0);
+  const Nanoseconds link_bound = SatAdd(SatAdd(wire, Times(hop, hops)), once);
   if (kind != graph::ALLREDUCE && kind != graph::BARRIER && kind != graph::ALLGATHER &&
       kind != graph::REDUCESCATTER)
     return link_bound;  // broadcast, reduce: a pipelined chain

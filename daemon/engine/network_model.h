@@ -72,6 +72,13 @@ struct NcclBehaviour {
   // host's 16 ranks packed on one H200 and 16 cores: 225 us
   // (docs/network-model.md, "A packed host's step turnaround").
   Nanoseconds step_turnaround{0};
+  // The same host's cost paid once per ring collective across nodes instead
+  // (its start and end hand-offs): Ring = max(W + h L + T_c, StepBound).
+  // 0 (the default): none. On the GPU host the TP all-reduces of rings of
+  // two and of four both ran about 0.3 ms over the wire, which a per-step
+  // turnaround cannot give both (docs/network-model.md, "A packed host's
+  // step turnaround").
+  Nanoseconds collective_turnaround{0};
   bool ring = true;
   bool tree = true;
   bool pat = true;
