@@ -43,6 +43,27 @@ sockaddr_un MakeUnixAddr(const std::string& name, socklen_t* len) {
   return a;
 }
 
+// A non-blocking stream socket of `family` bound to `addr` and listening;
+// the fd, or -1 with `*why` naming `where`.
+int ListenOn(int family, const sockaddr* addr, socklen_t len, const std::string& where, std::string* why) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = Errno("socket");
+    return -1;
+  }
+  if (bind(fd, addr, len) != 0) {
+    *why = Errno(("bind " + where).c_str());
+    close(fd);
+    return -1;
+  }
+  if (listen(fd, 1024) != 0) {
+    *why = Errno("listen");
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // One non-blocking read (`read()` returns what recv/recvmsg return), EINTR
 // retried: bytes read, 0 on EAGAIN, -1 at end of stream or on error.
 template <typename Read>
@@ -95,22 +116,9 @@ bool ChooseLocalIpv4(const std::string& ifaddr, uint32_t* ipv4_be, std::string* 
 }
 
 int OpenListener(uint32_t ipv4_be, uint16_t* port_be, std::string* why) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *why = Errno("socket");
-    return -1;
-  }
   sockaddr_in a = MakeAddr(ipv4_be, 0);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    *why = Errno(("bind " + Ipv4ToString(ipv4_be, 0)).c_str());
-    close(fd);
-    return -1;
-  }
-  if (listen(fd, 1024) != 0) {
-    *why = Errno("listen");
-    close(fd);
-    return -1;
-  }
+  const int fd = ListenOn(AF_INET, reinterpret_cast<sockaddr*>(&a), sizeof(a), Ipv4ToString(ipv4_be, 0), why);
+  if (fd < 0) return -1;
   socklen_t len = sizeof(a);
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   *port_be = a.sin_port;
@@ -134,24 +142,9 @@ int StartConnect(uint32_t ipv4_be, uint16_t port_be, std::string* why) {
 }
 
 int OpenUnixListener(const std::string& name, std::string* why) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *why = Errno("socket(AF_UNIX)");
-    return -1;
-  }
   socklen_t len = 0;
   sockaddr_un a = MakeUnixAddr(name, &len);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-    *why = Errno(("bind @" + name).c_str());
-    close(fd);
-    return -1;
-  }
-  if (listen(fd, 1024) != 0) {
-    *why = Errno("listen");
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return ListenOn(AF_UNIX, reinterpret_cast<sockaddr*>(&a), len, "@" + name, why);
 }
 
 int StartConnectUnix(const std::string& name, bool* again, std::string* why) {
