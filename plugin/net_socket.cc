@@ -165,6 +165,20 @@ int StartConnectUnix(const std::string& name, bool* again, std::string* why) {
   return -1;
 }
 
+int SetSendBuffer(int fd, int bytes, std::string* why) {
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0) {
+    *why = Errno("setsockopt(SO_SNDBUF)");
+    return -1;
+  }
+  int granted = 0;
+  socklen_t len = sizeof(granted);
+  if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &len) != 0) {
+    *why = Errno("getsockopt(SO_SNDBUF)");
+    return -1;
+  }
+  return granted;
+}
+
 ConnectState PollConnect(int fd, std::string* why) {
   pollfd p{fd, POLLOUT, 0};
   int n = poll(&p, 1, 0);

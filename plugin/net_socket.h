@@ -35,6 +35,14 @@ enum class ConnectState { kInProgress, kConnected, kRefused, kFailed };
 // Checks a connect started by StartConnect without blocking.
 ConnectState PollConnect(int fd, std::string* why);
 
+// Asks for a send buffer of `bytes` (SO_SNDBUF) on `fd`; the kernel caps the
+// request at net.core.wmem_max (an unprivileged process cannot go past it)
+// and books twice what it grants. Returns the size the kernel reports after
+// the request, or -1 with `*why` set. A Unix stream socket's sender waits
+// (EAGAIN) once this much is queued toward its peer: a larger buffer lets a
+// large message go out in fewer, longer writes.
+int SetSendBuffer(int fd, int bytes, std::string* why);
+
 // accept4 on a non-blocking listener (TCP or Unix): fd, or -1 with *again=true when none
 // is pending.
 int AcceptOne(int listen_fd, bool* again, std::string* why);

@@ -32,12 +32,27 @@ ListenComm::~ListenComm() {
   }
 }
 
+namespace {
+
+// PRISM_SAME_HOST_SNDBUF on a Unix socket to a real peer on this host (each
+// end sizes its own: a Unix stream socket's sender is limited by its own
+// send buffer). A refusal costs speed, not correctness: logged, not fatal.
+void SizeSameHostSocket(const CommEnv& env, int fd) {
+  const int bytes = env.settings->same_host_send_buffer;
+  if (bytes <= 0) return;
+  std::string why;
+  if (SetSendBuffer(fd, bytes, &why) < 0) PRISM_INFO(*env.logger, "Unix socket send buffer left as is: %s", why.c_str());
+}
+
+}  // namespace
+
 Result ListenComm::AcceptPending(int listen_fd) {
   for (;;) {
     bool again = false;
     std::string why;
     int fd = AcceptOne(listen_fd, &again, &why);
     if (fd >= 0) {
+      if (listen_fd == unix_fd_) SizeSameHostSocket(env_, fd);
       incoming_.push_back(Incoming{fd, {}, 0});
       continue;
     }
@@ -131,6 +146,7 @@ Result PendingConnect::StartSameHost(Sock& s) {
   std::string why;
   s.fd = StartConnectUnix(SameHostSocketName(handle_.listen_id), &again, &why);
   if (s.fd >= 0) {
+    SizeSameHostSocket(env_, s.fd);
     s.connected = true;
     return prism_ncclSuccess;
   }

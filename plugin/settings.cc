@@ -37,6 +37,9 @@ constexpr EnvParam kParams[] = {
     {"PRISM_SAME_HOST", "unix",
      "how real peers on this host (same boot, same network namespace) connect: unix (abstract Unix-domain "
      "sockets, no TCP stack) | tcp (the address above, as peers on other hosts)"},
+    {"PRISM_SAME_HOST_SNDBUF", "4194304",
+     "send buffer (SO_SNDBUF, bytes) of a Unix socket to a real peer on this host; the kernel caps it at "
+     "net.core.wmem_max; 0: the kernel's default (net.core.wmem_default, often 208 KiB)"},
     {"PRISM_SOCKS_PER_COMM", "1", "sockets per real-peer connection (1..16); 1: NCCL Socket's count where it starts no helper threads"},
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
@@ -194,6 +197,7 @@ Settings LoadSettings(std::string* warnings) {
     *warnings += "PRISM_SAME_HOST='" + same_host + "' is not unix|tcp; using unix\n";
   }
   s.same_host_unix = same_host != "tcp";
+  s.same_host_send_buffer = static_cast<int>(r.Int("PRISM_SAME_HOST_SNDBUF", 0, int64_t{1} << 30));
   s.min_chunk_bytes = r.Int("PRISM_MIN_CHUNK_BYTES", 4096, int64_t{1} << 30);
   s.link_bits_per_second =
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));

@@ -2,13 +2,16 @@
 // real_handshake.h), peers elsewhere over TCP.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "common/net_handles.h"
 #include "plugin/comm.h"
@@ -43,6 +46,17 @@ TEST_CASE("settings: PRISM_SAME_HOST is unix unless tcp, a bad value warned", "[
   unsetenv("PRISM_SAME_HOST");
 }
 
+TEST_CASE("settings: PRISM_SAME_HOST_SNDBUF is 4 MiB unless set, 0 the kernel's default", "[plugin][unit]") {
+  std::string warnings;
+  CHECK(LoadSettings(&warnings).same_host_send_buffer == 4 << 20);
+  setenv("PRISM_SAME_HOST_SNDBUF", "0", 1);
+  CHECK(LoadSettings(&warnings).same_host_send_buffer == 0);
+  setenv("PRISM_SAME_HOST_SNDBUF", "lots", 1);
+  CHECK(LoadSettings(&warnings).same_host_send_buffer == 4 << 20);
+  CHECK(warnings.find("PRISM_SAME_HOST_SNDBUF='lots' is not a number") != std::string::npos);
+  unsetenv("PRISM_SAME_HOST_SNDBUF");
+}
+
 // A listener on 127.0.0.1 and, when `with_unix`, on its abstract name.
 struct Listener {
   Listener(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, uint64_t id, bool with_unix) {
@@ -60,9 +74,16 @@ struct Listener {
   std::unique_ptr<ListenComm> comm;
 };
 
-// Steps the connect and the accept for up to `limit`; true once both gave a comm.
-bool Handshake(PendingConnect& dial, ListenComm& listen, std::chrono::milliseconds limit) {
+// Steps the connect and the accept for up to `limit`; true once both gave a
+// comm. The comms are closed on return unless `kept` takes them.
+struct Comms {
   std::unique_ptr<NetComm> send, recv;
+};
+bool Handshake(PendingConnect& dial, ListenComm& listen, std::chrono::milliseconds limit, Comms* kept = nullptr) {
+  Comms local;
+  Comms& c = kept != nullptr ? *kept : local;
+  std::unique_ptr<NetComm>& send = c.send;
+  std::unique_ptr<NetComm>& recv = c.recv;
   const auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
     if (!send) REQUIRE(dial.Step(&send) == prism_ncclSuccess);
@@ -71,6 +92,37 @@ bool Handshake(PendingConnect& dial, ListenComm& listen, std::chrono::millisecon
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return false;
+}
+
+// SO_SNDBUF of every connected Unix socket of this process whose own or
+// peer address is a plugin listener's abstract name ("\0prism-net/...").
+std::vector<int> SameHostSendBuffers() {
+  std::vector<int> sizes;
+  DIR* dir = opendir("/proc/self/fd");
+  REQUIRE(dir != nullptr);
+  const std::string prefix = std::string(1, '\0') + "prism-net/";
+  while (dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    int domain = 0, listening = 0;
+    socklen_t len = sizeof(int);
+    if (e->d_name[0] == '.' || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX)
+      continue;
+    len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening != 0) continue;
+    auto named = [&](auto get) {
+      sockaddr_un a{};
+      socklen_t alen = sizeof(a);
+      return get(fd, reinterpret_cast<sockaddr*>(&a), &alen) == 0 &&
+             std::string(a.sun_path, std::min<size_t>(prefix.size(), sizeof(a.sun_path))) == prefix;
+    };
+    if (!named(getsockname) && !named(getpeername)) continue;
+    int size = 0;
+    len = sizeof(int);
+    REQUIRE(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &len) == 0);
+    sizes.push_back(size);
+  }
+  closedir(dir);
+  return sizes;
 }
 
 // A TCP port on 127.0.0.1 nobody listens on (bound once, then closed).
@@ -102,6 +154,16 @@ TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise"
     h.port_be = ClosedPort();
     PendingConnect dial(env, engines, h, 0);
     CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+  }
+  SECTION("both ends of a Unix socket get PRISM_SAME_HOST_SNDBUF") {
+    // 64 KiB: below every kernel's default (net.core.wmem_default), so the
+    // request shows whatever net.core.wmem_max is; Linux books it twice.
+    settings.same_host_send_buffer = 64 << 10;
+    Listener l(env, engines, ++id, true);
+    PendingConnect dial(env, engines, l.handle, 0);
+    Comms comms;
+    REQUIRE(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
+    CHECK(SameHostSendBuffers() == std::vector<int>{128 << 10, 128 << 10});
   }
   SECTION("another host's key: TCP is dialled, so a closed TCP port never connects") {
     Listener l(env, engines, ++id, true);
