@@ -187,6 +187,15 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   auto [rc9, text9] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us 3");
   CHECK(rc9 == 0);
   CHECK(text9.find("NCCL step cost: 3.00 us per ring step (--step-cost-us)") != std::string::npos);
+  // A packed host's turnarounds: in the report when set, in its JSON always.
+  auto [rc30, text30] = Prismd("--graph " + good + " --simulate --metrics-address none --collective-turnaround-us 450");
+  CHECK(rc30 == 0);
+  CHECK(text30.find("ring collective turnaround: 450.00 us per collective across nodes") != std::string::npos);
+  CHECK(text9.find("ring collective turnaround") == std::string::npos);
+  auto [rc31, text31] = Prismd("--graph " + good + " --simulate --json --metrics-address none --collective-turnaround-us 450");
+  CHECK(rc31 == 0);
+  CHECK(nlohmann::json::parse(text31)["nccl_collective_turnaround_us"].get<double>() == 450.0);
+  CHECK(j8["nccl_collective_turnaround_us"].get<double>() == 0.0);
   const std::string trace = TempPath(".json");
   auto [rc12, text12] = Prismd("--graph " + good + " --simulate --metrics-address none --step-cost-us 3 --trace " + trace);
   CHECK(rc12 == 0);

@@ -233,6 +233,22 @@ class Perturbations(unittest.TestCase):
         self.assertIn("slow rank mean 0.98% <= 1%", text)
 
 
+class TruthAgainstItself(unittest.TestCase):
+    def test_a_second_truth_is_judged_against_the_first_as_a_hybrid_is(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_run(out, "st-truth", 0, [500.0, 100.0, 100.0])
+        step_run(out, "st-truth-again", 0, [500.0, 101.0, 103.0])
+        step_run(out, "st-truth-late", 0, [500.0] + [100.0] * 9 + [135.0, 100.0])
+        step_run(out, "st-truth-late-again", 0, [500.0] + [100.0] * 9 + [118.0, 100.0])
+        text = run_compare(out, data)
+        self.assertIn("## st: truth-again vs truth, rank 0", text)
+        self.assertIn("mean iteration: truth 100.000 ms, again 102.000 ms, error +2.00%", text)
+        self.assertIn("bounds: mean 2.00% > 0.5%; worst iteration 3.00% > 1.5%", text)
+        self.assertIn("## st: truth-late-again vs truth-late, rank 0", text)
+        self.assertIn("late iteration 12.59% > 1%", text)
+
+
 class TruthGate(unittest.TestCase):
     def test_a_sweep_truth_is_checked_against_the_model_at_large_sizes(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -32,10 +32,21 @@ TRUTHS = [
     ("step-n16-dp8-2g5", 701.217, ONE_GPU + ", 2026-12-02"),
     ("step-n16-pp4-2g5", 273.237, ONE_GPU + ", 2026-12-02"),
     ("step-n16-pp4-2g5-slow", 282.874, ONE_GPU + ", 2026-12-02"),
+    # Real peers over Unix sockets (docs/timing.md "Three layouts"): the same
+    # layouts again, truths of 2026-12-04 00:37-00:41 and 02:50 UTC.
+    ("step-n16-tp4-2g5", 446.919, ONE_GPU + ", 2026-12-04"),
+    ("step-n16-tp4-2g5", 452.180, ONE_GPU + ", 2026-12-04"),
+    ("step-n16-dp8-2g5", 697.269, ONE_GPU + ", 2026-12-04"),
+    ("step-n16-dp8-2g5", 698.034, ONE_GPU + ", 2026-12-04"),
+    ("step-n16-pp4-2g5", 273.444, ONE_GPU + ", 2026-12-04"),
+    ("step-n16-pp4-2g5-slow", 281.280, ONE_GPU + ", 2026-12-04"),
 ]
 # What a truth's host adds that a cluster does not (docs/network-model.md,
 # "A packed host's step turnaround"): prismd flags for the "host" column.
-HOST_FLAGS = {TWO_GPUS: [], ONE_GPU: ["--step-turnaround-us", "225"]}
+# 450 us once per ring collective fits the one-GPU truths, tp4's rings of four
+# among them, where 225 us per step (--step-turnaround-us 225) over-charged
+# the short rings.
+HOST_FLAGS = {TWO_GPUS: [], ONE_GPU: ["--collective-turnaround-us", "450"]}
 
 
 def host_flags(host):

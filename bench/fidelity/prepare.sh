@@ -4,7 +4,7 @@
 # JSON (what driver.py executes; for very large worlds only RANKS), and the
 # model's per-op times from `prismd --simulate` (the ground truth's check).
 # Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
-#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --step-turnaround-us 225 on one GPU)
+#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"

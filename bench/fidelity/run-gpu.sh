@@ -8,6 +8,8 @@
 #   BUNDLE  scripts/bundle-runtime.sh output (plugin, prismd)
 #   DATA    bench/fidelity/prepare.sh output (graphs, programs, model times)
 #   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late | hybrid1-run | hybrid2-run
+#           | truth-again | truth-late-again (the truth once more, judged against the first as a hybrid
+#           is: the truth's own run-to-run spread, the floor under any hybrid's error)
 #           (hybrid1-run: rank 0 (RUN_RANK) started by `scripts/prism run` as an ordinary program:
 #           env://, the store prismd hosts, lazy communicators -- for worlds of thousands, where one
 #           eager world-wide split per group would take minutes; hybrid2-run: ranks 0 and SECOND_REAL so)
@@ -171,6 +173,8 @@ for run in "$@"; do
   case "$kind" in
     truth) run_truth "$name" "$tag" 0 ;;
     truth-late) run_truth "$name" "$tag" 1 ;;
+    truth-again) run_truth "$name" "$tag" 0 ;;
+    truth-late-again) run_truth "$name" "$tag" 1 ;;
     hybrid1) run_hybrid "$name" "$tag" 0 0 ;;
     hybrid1-late) run_hybrid "$name" "$tag" 0 1 ;;
     hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;

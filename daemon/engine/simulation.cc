@@ -194,6 +194,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   result.report.step_cost = options.nccl.step_cost;
   result.report.step_cost_source = options.step_cost_source;
   result.report.step_turnaround = options.nccl.step_turnaround;
+  result.report.collective_turnaround = options.nccl.collective_turnaround;
   result.report.nccl_algo = options.nccl_algo;
   result.report.launch_in_order = options.nccl.launch_in_order;
   result.report.launch_order_source = options.launch_order_source;

@@ -190,6 +190,7 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["nccl_step_cost_us"] = static_cast<double>(step_cost.count()) / 1e3;
   j["nccl_step_cost_source"] = step_cost_source;
   j["nccl_step_turnaround_us"] = static_cast<double>(step_turnaround.count()) / 1e3;
+  j["nccl_collective_turnaround_us"] = static_cast<double>(collective_turnaround.count()) / 1e3;
   j["nccl_algo"] = nccl_algo;
   j["nccl_launch_order"] = launch_in_order ? "program" : "streams";
   j["nccl_launch_order_source"] = launch_order_source;
@@ -257,6 +258,9 @@ std::string SimulationReport::ToText() const {
   if (step_turnaround.count() > 0)
     out += fmt::format("ring step turnaround: {:.2f} us per step across nodes (--step-turnaround-us)\n",
                        static_cast<double>(step_turnaround.count()) / 1e3);
+  if (collective_turnaround.count() > 0)
+    out += fmt::format("ring collective turnaround: {:.2f} us per collective across nodes (--collective-turnaround-us)\n",
+                       static_cast<double>(collective_turnaround.count()) / 1e3);
   out += fmt::format("NCCL launch order: {}{}\n",
                      launch_in_order ? "program order, a p2p op after the collectives issued before it"
                                      : "each stream on its own",

@@ -95,6 +95,7 @@ struct SimulationReport {
   Nanoseconds step_cost;            // NCCL's cost per ring step the model used
   std::string step_cost_source;     // where that figure comes from ("" when 0 and unexplained)
   Nanoseconds step_turnaround;      // NcclBehaviour::step_turnaround
+  Nanoseconds collective_turnaround;  // NcclBehaviour::collective_turnaround
   std::string nccl_algo;            // NCCL_ALGO the model followed ("": NCCL's default)
   bool launch_in_order = false;     // NcclBehaviour::launch_in_order (launch_order.h)
   std::string launch_order_source;  // where that came from ("" when unexplained)
