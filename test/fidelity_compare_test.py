@@ -247,6 +247,20 @@ class TruthAgainstItself(unittest.TestCase):
         self.assertIn("bounds: mean 2.00% > 0.5%; worst iteration 3.00% > 1.5%", text)
         self.assertIn("## st: truth-late-again vs truth-late, rank 0", text)
         self.assertIn("late iteration 12.59% > 1%", text)
+        self.assertNotIn("own spread", text)  # no hybrid to set beside it
+
+    def test_a_hybrid_is_set_beside_the_truths_own_spread(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_run(out, "st-truth", 0, [500.0, 100.0, 100.0])
+        step_run(out, "st-truth-again", 0, [500.0, 101.0, 103.0])
+        step_run(out, "st-hybrid1", 0, [500.0, 101.0, 101.0])
+        step_run(out, "st-hybrid2", 0, [500.0, 104.0, 100.0])
+        text = run_compare(out, data)
+        self.assertIn("st: hybrid1 against the truth's own spread (truth-again), rank 0: mean 1.00% vs 2.00%; "
+                      "worst iteration 1.00% vs 3.00% -> within the truth's own spread", text)
+        self.assertIn("st: hybrid2 against the truth's own spread (truth-again), rank 0: mean 2.00% vs 2.00%; "
+                      "worst iteration 4.00% vs 3.00% -> outside the truth's own spread: worst iteration", text)
 
 
 class TruthGate(unittest.TestCase):

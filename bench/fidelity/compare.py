@@ -284,6 +284,7 @@ def step_tables(out, data, name, runs):
             late_table(out, name, truths, runs)
         if truth_kind == "truth":
             slow_table(out, data, name, truths, runs)
+        judged = {}  # (kind, rank) -> errors, for the floor line below
         for kind in hybrid_kinds:
             if kind not in runs:
                 continue
@@ -317,7 +318,25 @@ def step_tables(out, data, name, runs):
                           f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
                     errors["peak memory"] = pct(h['peak_gpu_bytes'], t['peak_gpu_bytes'])
                 print(step_verdict(errors))
+                judged[(kind, r)] = errors
                 print(f"per iteration (ms) truth/{other}: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
+        floor_lines(name, truth_kind, judged)
+
+
+def floor_lines(name, truth_kind, judged):
+    """Where a second truth ran: each hybrid's errors beside the truth's own
+    against itself (the floor under any hybrid's error on that host), per
+    real rank of the hybrid."""
+    again = truth_kind + "-again"
+    for (kind, r), e in sorted(judged.items()):
+        f = judged.get((again, r))
+        if kind == again or f is None:
+            continue
+        at = [k for k in ("mean", "worst iteration", "late iteration") if k in e and k in f]
+        verdict = ("within the truth's own spread" if all(abs(e[k]) <= abs(f[k]) for k in at)
+                   else "outside the truth's own spread: " + ", ".join(k for k in at if abs(e[k]) > abs(f[k])))
+        print(f"{name}: {kind} against the truth's own spread ({again}), rank {r}: " + "; ".join(
+            f"{k} {abs(e[k]):.2f}% vs {abs(f[k]):.2f}%" for k in at) + f" -> {verdict}")
 
 
 def timed(result):
