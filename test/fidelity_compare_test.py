@@ -202,6 +202,17 @@ class KindTable(unittest.TestCase):
                       "model NO (worst 3233.3%: send gradient; outside: send gradient)", text)
 
 
+class KindsOutside(unittest.TestCase):
+    def test_the_kinds_outside_are_told_apart_though_a_kind_has_a_comma(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_run(out, "st-truth", 0, [500.0, 100.0], {"send activation, recv gradient": 3100.0, "dp all-gather": 2600.0})
+        step_run(out, "st-hybrid1", 0, [500.0, 100.0], {"send activation, recv gradient": 3500.0, "dp all-gather": 2000.0})
+        text = run_compare(out, data)
+        self.assertIn("hybrid1 NO (worst 23.1%: dp all-gather; outside: dp all-gather | send activation, recv gradient)",
+                      text)
+
+
 class Perturbations(unittest.TestCase):
     def test_a_late_rank_table_gives_the_late_iteration_and_the_growth_it_passed_on(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

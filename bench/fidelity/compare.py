@@ -213,7 +213,7 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
             print(row)
         print(f"kinds within {KIND_BOUND_PCT:g}% (or {KIND_FLOOR_US:g} us) of the truth: " + "; ".join(
             f"{c} {'NO' if outside[c] else 'yes'} (worst {worst[c][0]:.1f}%" + (f": {worst[c][1]}" if worst[c][1] else "")
-            + (f"; outside: {', '.join(outside[c])})" if outside[c] else ")") for c, _ in cols))
+            + (f"; outside: {' | '.join(outside[c])})" if outside[c] else ")") for c, _ in cols))
 
 
 def truth_vs_model(data, name, truth_kind, truths):
