@@ -234,6 +234,60 @@ long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t secon
   return RetryRead([&] { return recvmsg(fd, &msg, MSG_DONTWAIT); }, why);
 }
 
+long WriteSomeWithFd(int fd, const void* buf, size_t len, int pass_fd, std::string* why) {
+  iovec iov{const_cast<void*>(buf), len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  for (;;) {
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    *why = Errno("send to peer");
+    return -1;
+  }
+}
+
+long ReadSomeWithFd(int fd, void* buf, size_t len, int* passed_fd, std::string* why) {
+  iovec iov{buf, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const long n = RetryRead([&] { return recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC); }, why);
+  if (n <= 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got = -1;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (*passed_fd < 0) {
+        *passed_fd = got;
+      } else {
+        close(got);  // one fd per connection is all the wire format has
+      }
+    }
+  }
+  return n;
+}
+
+bool PeerHungUp(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 size_t BytesWaiting(int fd) {
   int n = 0;
   return ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? static_cast<size_t>(n) : 0;

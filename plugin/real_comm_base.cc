@@ -1,16 +1,27 @@
 #include <unistd.h>
 
+#include "plugin/clock.h"
+#include "plugin/net_socket.h"
 #include "plugin/real_comms.h"
 
 namespace prism::plugin {
 
-RealCommBase::RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer, bool is_send)
-    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)),
+RealCommBase::RealCommBase(const CommEnv& env, std::vector<int> fds, std::unique_ptr<SharedRing> ring,
+                           std::string peer, bool is_send)
+    : env_(env), peer_(std::move(peer)), fds_(std::move(fds)), ring_(std::move(ring)),
       is_send_(is_send) {}
 
 void RealCommBase::StartProgress(const std::shared_ptr<ProgressEnginePool>& engines) {
+  if (ring_ != nullptr && is_send_) return;  // the proxy thread copies a ring send's payload in
   engine_ = engines->Attach(this);
   registered_ = engine_ != nullptr;
+}
+
+bool RealCommBase::RingPeerGone() {
+  const int64_t now = MonoNowNs();
+  if (now < next_hangup_check_ns_ || fds_.empty()) return false;
+  next_hangup_check_ns_ = now + 1000000;
+  return PeerHungUp(fds_[0]);
 }
 
 void RealCommBase::Close() {

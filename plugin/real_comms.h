@@ -23,6 +23,18 @@
 // test() reads the request's atomics and the clock after that step. At most
 // kPrismNetMaxRequests requests are in flight per comm: isend/irecv return a
 // NULL request beyond that (NCCL retries later).
+//
+// Peers on one host (PRISM_SAME_HOST_RING > 0): the comm has one Unix socket,
+// which carries the message headers, and a SharedRing (shared_ring.h), which
+// carries the payloads in message order; no payload byte enters the kernel.
+// NCCL's proxy thread copies a send's payload in (no progress thread for a
+// ring send comm), a send completing once its payload is in the ring (as
+// NCCL's does once its data is in the connection's buffers); a receive's
+// payload is copied out by the proxy thread too, or, when larger than
+// PRISM_INLINE_BYTES, by the comm's progress thread, which polls while such
+// a payload is still coming (a ring has no fd to wait on). A peer
+// that goes away while the other end waits on the ring is noticed within a
+// millisecond (its socket hangs up) and fails the comm.
 #ifndef PRISM_PLUGIN_REAL_COMMS_H_
 #define PRISM_PLUGIN_REAL_COMMS_H_
 
@@ -41,6 +53,7 @@
 #include "plugin/ll_lines.h"
 #include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
+#include "plugin/shared_ring.h"
 #include "plugin/spsc_ring.h"
 
 namespace prism::plugin {
@@ -103,11 +116,17 @@ class RealCommBase : public NetComm, protected ProgressClient {
   void Close() final;
 
  protected:
-  // Takes ownership of `fds` (connected, hellos written, non-blocking).
+  // Takes ownership of `fds` (connected, hellos written, non-blocking) and
+  // `ring` (null: payloads go over the sockets; else `fds` holds one socket).
   // `is_send`: the direction (PRISM_RETURN_ON_COMPLETE treats them apart).
-  RealCommBase(const CommEnv& env, std::vector<int> fds, std::string peer, bool is_send);
+  RealCommBase(const CommEnv& env, std::vector<int> fds, std::unique_ptr<SharedRing> ring, std::string peer,
+               bool is_send);
   ~RealCommBase() override = default;
+  // Attaches the comm to a progress thread (none for a ring comm).
   void StartProgress(const std::shared_ptr<ProgressEnginePool>& engines);
+  // Ring comms, while the ring is full (send) or empty (receive): whether the
+  // peer closed its socket; asks the kernel at most once a millisecond.
+  bool RingPeerGone();
 
   // ProgressClient (progress thread): steps the comm while it has bulk in
   // flight, unless the proxy thread holds the step lock. A broken comm does
@@ -121,6 +140,9 @@ class RealCommBase : public NetComm, protected ProgressClient {
   virtual bool StepInner(bool* progressed) = 0;
   // The fds (and events) the direction waits for; step lock held.
   virtual void FillPollLocked(std::vector<pollfd>* fds) = 0;
+  // New requests queued, or (a ring receive) a payload still coming
+  // through the ring: the progress thread polls on rather than sleep, for
+  // a ring has no fd to wake it. Any thread.
   virtual bool HasQueuedRequests() const = 0;
 
   // Proxy thread, after posting a request and in test(): moves bytes now
@@ -175,10 +197,12 @@ class RealCommBase : public NetComm, protected ProgressClient {
   CommEnv env_;
   std::string peer_;
   std::vector<int> fds_;
+  std::unique_ptr<SharedRing> ring_;  // payloads of a same-host comm; null: over the sockets
   CommFailure failure_;
 
  private:
   bool warned_ = false;
+  int64_t next_hangup_check_ns_ = 0;  // RingPeerGone
   bool is_send_;
   std::shared_ptr<ProgressEngine> engine_;
   bool registered_ = false;
@@ -192,8 +216,9 @@ class RealSendComm final : public RealCommBase {
  public:
   // Takes ownership of `fds` (connected, hellos written, non-blocking).
   // `dev`: the local NIC (its shared transmit link shapes the sends).
+  // `ring`: see RealCommBase.
   RealSendComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
-               std::vector<int> fds, std::string peer, int dev);
+               std::vector<int> fds, std::string peer, int dev, std::unique_ptr<SharedRing> ring = nullptr);
   ~RealSendComm() override;
 
   Result Isend(void* data, size_t size, int tag, const MemRegion* mr, const MessageTag& op,
@@ -224,8 +249,13 @@ class RealSendComm final : public RealCommBase {
   bool StepInner(bool* progressed) override;
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
+  // Payloads into the ring, as far as it has room.
+  bool PumpRing(bool* progressed);
+  // One of the request's items (header, chunk, ring payload) went out.
+  void ItemDone(SendRequest* req);
 
   std::vector<std::deque<WriteItem>> queues_;
+  std::deque<WriteItem> ring_queue_;  // payloads still to go into ring_
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
   SharedLink* nic_;
@@ -235,9 +265,9 @@ class RealSendComm final : public RealCommBase {
 
 class RealRecvComm final : public RealCommBase {
  public:
+  // `ring`: see RealCommBase.
   RealRecvComm(const CommEnv& env, const std::shared_ptr<ProgressEnginePool>& engines,
-               std::vector<int> fds,
-               std::string peer);
+               std::vector<int> fds, std::string peer, std::unique_ptr<SharedRing> ring = nullptr);
   ~RealRecvComm() override;
 
   Result Irecv(int n, void** data, const size_t* sizes, const int* tags,
@@ -285,9 +315,13 @@ class RealRecvComm final : public RealCommBase {
   };
 
   void FillPollLocked(std::vector<pollfd>* fds) override;
-  bool HasQueuedRequests() const override { return !submit_.Empty(); }
+  bool HasQueuedRequests() const override {
+    return !submit_.Empty() || ring_items_.load(std::memory_order_acquire) > 0;
+  }
   bool StepInner(bool* progressed) override;
   bool Pump(size_t sock, bool* progressed);
+  // Matched payloads out of the ring, as far as they have arrived.
+  bool PumpRing(bool* progressed);
   bool TryMatchHeader(bool* matched);
   // PRISM_RETURN_ON_COMPLETE=3, after a completion: whether socket `sock`
   // already holds the rest of its next message (one ioctl), so that reading
@@ -297,6 +331,8 @@ class RealRecvComm final : public RealCommBase {
 
   ProtocolBuffers buffers_;
   std::vector<std::deque<ReadItem>> queues_;
+  std::deque<ReadItem> ring_queue_;   // matched payloads still to come out of ring_
+  std::atomic<int> ring_items_{0};    // ring_queue_.size(), for HasQueuedRequests
   std::array<RecvRequest, kPrismNetMaxRequests> pool_;
   SpscRing<RecvRequest*, 64> submit_;
   std::deque<RecvRequest*> posted_;   // progress thread: not fully matched yet

@@ -26,10 +26,16 @@ ListenComm::~ListenComm() {
   if (virtual_peers_) virtual_peers_->ListenClosed(handle_.listen_id);
   close(listen_fd_);
   if (unix_fd_ >= 0) close(unix_fd_);
-  for (Incoming& in : incoming_) close(in.fd);
+  for (Incoming& in : incoming_) CloseIncoming(in);
   for (auto& [nonce, group] : groups_) {
-    for (Incoming& in : group) close(in.fd);
+    for (Incoming& in : group) CloseIncoming(in);
   }
+}
+
+void ListenComm::CloseIncoming(Incoming& in) {
+  if (in.fd >= 0) close(in.fd);
+  if (in.ring_fd >= 0) close(in.ring_fd);
+  in.fd = in.ring_fd = -1;
 }
 
 namespace {
@@ -52,8 +58,9 @@ Result ListenComm::AcceptPending(int listen_fd) {
     std::string why;
     int fd = AcceptOne(listen_fd, &again, &why);
     if (fd >= 0) {
-      if (listen_fd == unix_fd_) SizeSameHostSocket(env_, fd);
-      incoming_.push_back(Incoming{fd, {}, 0});
+      const bool same_host = listen_fd == unix_fd_;
+      if (same_host) SizeSameHostSocket(env_, fd);
+      incoming_.push_back(Incoming{fd, {}, 0, same_host, -1});
       continue;
     }
     if (again) return prism_ncclSuccess;
@@ -67,14 +74,15 @@ Result ListenComm::ReadHellos() {
   for (size_t i = 0; i < incoming_.size();) {
     Incoming& in = incoming_[i];
     std::string why;
-    long got = ReadSome(in.fd, reinterpret_cast<char*>(&in.hello) + in.got,
-                        sizeof(SocketHello) - in.got, &why);
+    char* rest = reinterpret_cast<char*>(&in.hello) + in.got;
+    const size_t want = sizeof(SocketHello) - in.got;
+    long got = in.same_host ? ReadSomeWithFd(in.fd, rest, want, &in.ring_fd, &why) : ReadSome(in.fd, rest, want, &why);
     bool drop = got < 0;
     if (got > 0) in.got += static_cast<size_t>(got);
     if (in.got == sizeof(SocketHello)) {
       const SocketHello& h = in.hello;
       if (h.magic != kRealHandleMagic || h.listen_id != handle_.listen_id || h.nsocks == 0 ||
-          h.nsocks > 16 || h.index >= h.nsocks) {
+          h.nsocks > 16 || h.index >= h.nsocks || (in.ring_fd >= 0 && h.nsocks != 1)) {
         PRISM_WARN(*env_.logger, "dropping a connection with a wrong hello on listen id %llx",
                    static_cast<unsigned long long>(handle_.listen_id));
         drop = true;
@@ -85,7 +93,7 @@ Result ListenComm::ReadHellos() {
       }
     }
     if (drop) {
-      close(in.fd);
+      CloseIncoming(in);
       incoming_.erase(incoming_.begin() + static_cast<long>(i));
       continue;
     }
@@ -94,18 +102,41 @@ Result ListenComm::ReadHellos() {
   return prism_ncclSuccess;
 }
 
-std::unique_ptr<NetComm> ListenComm::TakeCompleteGroup() {
+Result ListenComm::TakeCompleteGroup(std::unique_ptr<NetComm>* comm) {
   for (auto it = groups_.begin(); it != groups_.end(); ++it) {
     std::vector<Incoming>& g = it->second;
     const uint32_t nsocks = g.front().hello.nsocks;
     if (g.size() < nsocks) continue;
     std::vector<int> fds(nsocks, -1);
-    for (const Incoming& in : g) fds[in.hello.index] = in.fd;
+    int ring_fd = -1;
+    for (const Incoming& in : g) {
+      fds[in.hello.index] = in.fd;
+      if (in.ring_fd >= 0) ring_fd = in.ring_fd;
+    }
+    const bool same_host = g.front().same_host;
     groups_.erase(it);
-    const std::string peer = "listen " + Ipv4ToString(handle_.ipv4_be, handle_.port_be);
-    return std::make_unique<RealRecvComm>(env_, engines_, std::move(fds), peer);
+    std::string peer = "listen " + Ipv4ToString(handle_.ipv4_be, handle_.port_be);
+    std::unique_ptr<SharedRing> ring;
+    if (ring_fd >= 0) {
+      std::string why;
+      ring = SharedRing::Attach(ring_fd, &why);  // owns ring_fd from here
+      if (ring == nullptr) {
+        for (int fd : fds) close(fd);
+        PRISM_WARN(*env_.logger,
+                   "a real peer on this host connected to %s with a shared-memory ring this process cannot use: %s. "
+                   "Run every rank with the same Prism build, or set PRISM_SAME_HOST_RING=0 on every rank to send "
+                   "payloads over the Unix socket",
+                   peer.c_str(), why.c_str());
+        return prism_ncclSystemError;
+      }
+      peer += " (shared memory)";
+    } else if (same_host) {
+      peer += " (Unix socket)";
+    }
+    *comm = std::make_unique<RealRecvComm>(env_, engines_, std::move(fds), peer, std::move(ring));
+    return prism_ncclSuccess;
   }
-  return nullptr;
+  return prism_ncclSuccess;
 }
 
 Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
@@ -119,8 +150,7 @@ Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
   if (r != prism_ncclSuccess) return r;
   r = ReadHellos();
   if (r != prism_ncclSuccess) return r;
-  *comm = TakeCompleteGroup();
-  return prism_ncclSuccess;
+  return TakeCompleteGroup(comm);
 }
 
 PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,
@@ -133,7 +163,8 @@ PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEngin
       peer_(Ipv4ToString(handle.ipv4_be, handle.port_be) + (same_host_ ? " (Unix socket)" : "")),
       nonce_(std::random_device{}() * 0x100000001ull ^ static_cast<uint64_t>(MonoNowNs())),
       deadline_ns_(MonoNowNs() + env.settings->connect_timeout_ms * 1000000),
-      socks_(static_cast<size_t>(env.settings->socks_per_comm)) {}
+      socks_(same_host_ && env.settings->same_host_ring_bytes > 0 ? 1
+                                                                  : static_cast<size_t>(env.settings->socks_per_comm)) {}
 
 PendingConnect::~PendingConnect() {
   for (Sock& s : socks_) {
@@ -148,6 +179,12 @@ Result PendingConnect::StartSameHost(Sock& s) {
   if (s.fd >= 0) {
     SizeSameHostSocket(env_, s.fd);
     s.connected = true;
+    const int64_t ring_bytes = env_.settings->same_host_ring_bytes;
+    if (ring_bytes > 0 && ring_ == nullptr) {
+      std::string why;
+      ring_ = SharedRing::Create(static_cast<uint64_t>(ring_bytes), "prism-net ring", &why);
+      if (ring_ == nullptr) PRISM_INFO(*env_.logger, "%s: no shared-memory ring (%s); payloads go over the socket", peer_.c_str(), why.c_str());
+    }
     return prism_ncclSuccess;
   }
   if (again) {
@@ -190,11 +227,18 @@ Result PendingConnect::StepSocket(Sock& s, uint32_t index) {
         return prism_ncclSystemError;
     }
   }
+  return WriteHello(s, index);
+}
+
+Result PendingConnect::WriteHello(Sock& s, uint32_t index) {
   const SocketHello hello{kRealHandleMagic, handle_.listen_id, nonce_, index,
                           static_cast<uint32_t>(socks_.size())};
+  std::string why;
   while (s.hello_sent < sizeof(hello)) {
-    long n = WriteSome(s.fd, reinterpret_cast<const char*>(&hello) + s.hello_sent,
-                       sizeof(hello) - s.hello_sent, &why);
+    const char* rest = reinterpret_cast<const char*>(&hello) + s.hello_sent;
+    const size_t want = sizeof(hello) - s.hello_sent;
+    const bool pass_ring = ring_ != nullptr && index == 0 && s.hello_sent == 0;
+    long n = pass_ring ? WriteSomeWithFd(s.fd, rest, want, ring_->fd(), &why) : WriteSome(s.fd, rest, want, &why);
     if (n < 0) {
       PRISM_WARN(*env_.logger, "handshake with %s failed: %s", peer_.c_str(), why.c_str());
       return prism_ncclSystemError;
@@ -229,7 +273,8 @@ Result PendingConnect::Step(std::unique_ptr<NetComm>* comm) {
     fds.push_back(s.fd);
     s.fd = -1;
   }
-  *comm = std::make_unique<RealSendComm>(env_, engines_, std::move(fds), peer_, dev_);
+  if (ring_ != nullptr) peer_ = Ipv4ToString(handle_.ipv4_be, handle_.port_be) + " (shared memory)";
+  *comm = std::make_unique<RealSendComm>(env_, engines_, std::move(fds), peer_, dev_, std::move(ring_));
   return prism_ncclSuccess;
 }
 

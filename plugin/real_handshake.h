@@ -14,6 +14,7 @@
 #include "common/net_handles.h"
 #include "plugin/comm.h"
 #include "plugin/progress_engine.h"
+#include "plugin/shared_ring.h"
 #include "plugin/real_wire.h"
 #include "plugin/virtual_peers.h"
 
@@ -44,10 +45,16 @@ class ListenComm : public Tagged {
     int fd = -1;
     SocketHello hello{};
     size_t got = 0;
+    bool same_host = false;  // came through the Unix listener
+    int ring_fd = -1;        // a SharedRing passed with the hello (same host only)
   };
+  static void CloseIncoming(Incoming& in);
   Result AcceptPending(int listen_fd);
   Result ReadHellos();
-  std::unique_ptr<NetComm> TakeCompleteGroup();
+  // A receive comm for the first group whose sockets all came, else null.
+  // An error when the group's ring cannot be mapped (its sender would wait
+  // on it forever).
+  Result TakeCompleteGroup(std::unique_ptr<NetComm>* comm);
 
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
@@ -61,6 +68,9 @@ class ListenComm : public Tagged {
 
 // The sender side of one connection being set up: over Unix sockets when the
 // handle's host key is this process's (CommEnv::same_host_key), else TCP.
+// Over a Unix socket with PRISM_SAME_HOST_RING > 0 it opens one socket (not
+// PRISM_SOCKS_PER_COMM) and passes a new SharedRing with socket 0's hello;
+// a ring that cannot be created leaves the payload on the socket (INFO line).
 class PendingConnect {
  public:
   // `dev`: the local NIC the connection leaves through (its shared link).
@@ -85,6 +95,8 @@ class PendingConnect {
   Result StepSocket(Sock& s, uint32_t index);
   // Dials the listener's Unix socket for `s` (connected at once, or retried).
   Result StartSameHost(Sock& s);
+  // Writes the rest of `index`'s hello, with the ring's fd on socket 0's first bytes.
+  Result WriteHello(Sock& s, uint32_t index);
 
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
@@ -95,6 +107,7 @@ class PendingConnect {
   uint64_t nonce_;
   int64_t deadline_ns_;
   std::vector<Sock> socks_;
+  std::unique_ptr<SharedRing> ring_;  // created once socket 0 is connected over Unix
 };
 
 }  // namespace prism::plugin

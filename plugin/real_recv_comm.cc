@@ -9,8 +9,8 @@ namespace prism::plugin {
 
 RealRecvComm::RealRecvComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
-                           std::vector<int> fds, std::string peer)
-    : RealCommBase(env, std::move(fds), std::move(peer), false),
+                           std::vector<int> fds, std::string peer, std::unique_ptr<SharedRing> ring)
+    : RealCommBase(env, std::move(fds), std::move(ring), std::move(peer), false),
       buffers_(ProtocolBuffers::FromEnv()),
       queues_(fds_.size()) {
   for (RecvRequest& r : pool_) r.owner = this;
@@ -164,7 +164,12 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
         s.staging.resize(s.size);
         dest = s.staging.data();
       }
-      for (uint32_t j = 0; j < header_.nchunks; ++j) {
+      if (ring_ != nullptr && s.size > 0) {  // one chunk (one socket): the payload comes through the ring
+        ring_queue_.push_back(ReadItem{req, i, dest, s.size});
+        ring_items_.fetch_add(1, std::memory_order_release);
+        ++s.chunks_left;
+      }
+      for (uint32_t j = 0; j < header_.nchunks && ring_ == nullptr; ++j) {
         const ChunkSpan c = ChunkOf(s.size, header_.nchunks, j);
         if (c.length == 0) continue;
         queues_[j].push_back(ReadItem{req, i, dest + c.offset, c.length});
@@ -182,6 +187,10 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
 
 bool RealRecvComm::NextMessageLanded(size_t sock) const {
   if (env_.settings->return_on_complete != ReturnOnComplete::kLanded) return false;
+  if (ring_ != nullptr) {
+    if (!ring_queue_.empty()) return ring_->Readable() >= ring_queue_.front().left;
+    return header_got_ == sizeof(MessageHeader) && ring_->Readable() >= header_.size;
+  }
   size_t rest = 0;
   if (!queues_[sock].empty()) {
     rest = queues_[sock].front().left;
@@ -254,13 +263,48 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
   }
 }
 
+bool RealRecvComm::PumpRing(bool* progressed) {
+  while (!ring_queue_.empty()) {
+    if (LeaveToHelper()) return true;  // a bulk payload: the progress thread copies it out
+    if (ReturnToCaller() && !NextMessageLanded(0)) return true;
+    ReadItem& r = ring_queue_.front();
+    const size_t n = ring_->Read(r.ptr, r.left);
+    if (n == 0) {  // not written yet, or the sender is gone
+      if (!RingPeerGone() || ring_->Readable() > 0) return true;
+      failure_.Set("peer " + peer_ + " closed the connection with " + std::to_string(r.left) +
+                   " bytes of a message still to come through shared memory");
+      return false;
+    }
+    *progressed = true;
+    r.ptr += n;
+    r.left -= n;
+    if (r.left > 0) continue;
+    RecvRequest* req = r.req;
+    const int slot = r.slot;
+    ring_queue_.pop_front();
+    ring_items_.fetch_sub(1, std::memory_order_acq_rel);
+    if (--req->slots[slot].chunks_left == 0 && !SlotFilled(req, slot)) return false;
+  }
+  return true;
+}
+
 bool RealRecvComm::StepInner(bool* progressed) {
   RecvRequest* req;
   while (submit_.Pop(&req)) {
     *progressed = true;
     posted_.push_back(req);
   }
-  for (size_t i = 0; i < fds_.size(); ++i) {
+  if (ring_ != nullptr) {
+    // Headers from the socket, payloads from the ring, until neither moves
+    // (or a receive completed and NCCL should hear of it).
+    for (;;) {
+      bool moved = false;
+      if (!Pump(0, &moved) || !PumpRing(&moved)) return false;
+      *progressed = *progressed || moved;
+      if (!moved || ReturnToCaller()) break;
+    }
+  }
+  for (size_t i = 0; i < fds_.size() && ring_ == nullptr; ++i) {
     if (!Pump(i, progressed)) return false;
   }
   if (eof_ && !posted_.empty()) {

@@ -10,8 +10,8 @@ namespace prism::plugin {
 
 RealSendComm::RealSendComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
-                           std::vector<int> fds, std::string peer, int dev)
-    : RealCommBase(env, std::move(fds), std::move(peer), true), queues_(fds_.size()),
+                           std::vector<int> fds, std::string peer, int dev, std::unique_ptr<SharedRing> ring)
+    : RealCommBase(env, std::move(fds), std::move(ring), std::move(peer), true), queues_(fds_.size()),
       nic_(&env.nics->Tx(dev)),
       shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
   for (SendRequest& r : pool_) r.owner = this;
@@ -86,6 +86,13 @@ bool RealSendComm::StartRequest(SendRequest* req) {
   req->items_left = 1;
   queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header),
                                  sizeof(MessageHeader)});
+  if (ring_ != nullptr) {  // one chunk (one socket): the payload goes through the ring
+    if (size > 0) {
+      ring_queue_.push_back(WriteItem{req, src, size});
+      ++req->items_left;
+    }
+    return true;
+  }
   for (uint32_t j = 0; j < req->header.nchunks; ++j) {
     const ChunkSpan c = ChunkOf(size, req->header.nchunks, j);
     if (c.length == 0) continue;
@@ -120,13 +127,37 @@ bool RealSendComm::Pump(size_t sock, bool* progressed) {
       if (w.left != 0) break;
       SendRequest* req = w.req;
       q.pop_front();
-      if (--req->items_left == 0) {
-        if (req->bulk) EndBulk();
-        const int64_t now = WallNowNs();
-        req->ready_at.store(std::max<int64_t>(now, req->wire_done_ns), std::memory_order_release);
-        if (req->wire_done_ns <= now) NoteCompleted();  // due now: NCCL may hear of it
-      }
+      ItemDone(req);
     }
+  }
+  return true;
+}
+
+void RealSendComm::ItemDone(SendRequest* req) {
+  if (--req->items_left != 0) return;
+  if (req->bulk) EndBulk();
+  const int64_t now = WallNowNs();
+  req->ready_at.store(std::max<int64_t>(now, req->wire_done_ns), std::memory_order_release);
+  if (req->wire_done_ns <= now) NoteCompleted();  // due now: NCCL may hear of it
+}
+
+bool RealSendComm::PumpRing(bool* progressed) {
+  while (!ring_queue_.empty() && !ReturnToCaller()) {
+    WriteItem& w = ring_queue_.front();
+    const size_t n = ring_->Write(w.ptr, w.left);
+    if (n == 0) {  // full: the receiver has not read yet, or is gone
+      if (!RingPeerGone()) return true;
+      failure_.Set("send to " + peer_ + ": the receiver closed the connection with " + std::to_string(w.left) +
+                   " bytes of a message still to go through shared memory");
+      return false;
+    }
+    *progressed = true;
+    w.ptr += n;
+    w.left -= n;
+    if (w.left > 0) continue;
+    SendRequest* req = w.req;
+    ring_queue_.pop_front();
+    ItemDone(req);
   }
   return true;
 }
@@ -140,7 +171,7 @@ bool RealSendComm::StepInner(bool* progressed) {
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!Pump(i, progressed)) return false;
   }
-  return true;
+  return ring_ == nullptr || PumpRing(progressed);
 }
 
 void RealSendComm::FillPollLocked(std::vector<pollfd>* fds) {

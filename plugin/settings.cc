@@ -40,6 +40,9 @@ constexpr EnvParam kParams[] = {
     {"PRISM_SAME_HOST_SNDBUF", "4194304",
      "send buffer (SO_SNDBUF, bytes) of a Unix socket to a real peer on this host; the kernel caps it at "
      "net.core.wmem_max; 0: the kernel's default (net.core.wmem_default, often 208 KiB)"},
+    {"PRISM_SAME_HOST_RING", "4194304",
+     "bytes of shared memory (one memfd ring per connection) that carry the payload between real peers on this "
+     "host, the Unix socket carrying only message headers; 4096 .. 4 GiB; 0: the payload goes over the Unix socket too"},
     {"PRISM_SOCKS_PER_COMM", "1", "sockets per real-peer connection (1..16); 1: NCCL Socket's count where it starts no helper threads"},
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
@@ -198,6 +201,11 @@ Settings LoadSettings(std::string* warnings) {
   }
   s.same_host_unix = same_host != "tcp";
   s.same_host_send_buffer = static_cast<int>(r.Int("PRISM_SAME_HOST_SNDBUF", 0, int64_t{1} << 30));
+  s.same_host_ring_bytes = r.Int("PRISM_SAME_HOST_RING", 0, int64_t{1} << 32);
+  if (s.same_host_ring_bytes > 0 && s.same_host_ring_bytes < 4096) {
+    if (warnings != nullptr) *warnings += "PRISM_SAME_HOST_RING=" + std::to_string(s.same_host_ring_bytes) + " is under 4096; using 4096\n";
+    s.same_host_ring_bytes = 4096;
+  }
   s.min_chunk_bytes = r.Int("PRISM_MIN_CHUNK_BYTES", 4096, int64_t{1} << 30);
   s.link_bits_per_second =
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));

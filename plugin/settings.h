@@ -59,6 +59,7 @@ struct Settings {
   int socks_per_comm = 1;
   bool same_host_unix = true;    // PRISM_SAME_HOST=unix: real peers on this host over Unix sockets
   int same_host_send_buffer = 0; // PRISM_SAME_HOST_SNDBUF: SO_SNDBUF of those sockets; 0: the kernel's default
+  int64_t same_host_ring_bytes = 0; // PRISM_SAME_HOST_RING: payload through shared memory of this size; 0: the socket
   uint64_t min_chunk_bytes = 0;
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;

@@ -41,7 +41,8 @@ add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_link_hold_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_return_on_complete_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_modelled_link_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_same_host_test.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_same_host_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_shared_ring_test.cc)
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE
   PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md"

@@ -133,7 +133,7 @@ TEST_CASE("real peers: PRISM_IDLE_INLINE_BYTES, either threshold as the host's l
 }
 
 TEST_CASE("real peers: 10 comms, one thread, bulk and small messages mixed", "[plugin][real][movers][threads]") {
-  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1",
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1",
                               "PRISM_INLINE_BYTES=65536"});
   CHECK(a == 0);
   CHECK(b == 0);

@@ -57,6 +57,20 @@ TEST_CASE("settings: PRISM_SAME_HOST_SNDBUF is 4 MiB unless set, 0 the kernel's 
   unsetenv("PRISM_SAME_HOST_SNDBUF");
 }
 
+TEST_CASE("settings: PRISM_SAME_HOST_RING is 4 MiB unless set, 0 none, at least 4096", "[plugin][unit]") {
+  std::string warnings;
+  CHECK(LoadSettings(&warnings).same_host_ring_bytes == 4 << 20);
+  setenv("PRISM_SAME_HOST_RING", "0", 1);
+  CHECK(LoadSettings(&warnings).same_host_ring_bytes == 0);
+  setenv("PRISM_SAME_HOST_RING", "100", 1);
+  CHECK(LoadSettings(&warnings).same_host_ring_bytes == 4096);
+  CHECK(warnings.find("PRISM_SAME_HOST_RING=100 is under 4096; using 4096") != std::string::npos);
+  setenv("PRISM_SAME_HOST_RING", "big", 1);
+  CHECK(LoadSettings(&warnings).same_host_ring_bytes == 4 << 20);
+  CHECK(warnings.find("PRISM_SAME_HOST_RING='big' is not a number") != std::string::npos);
+  unsetenv("PRISM_SAME_HOST_RING");
+}
+
 // A listener on 127.0.0.1 and, when `with_unix`, on its abstract name.
 struct Listener {
   Listener(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines, uint64_t id, bool with_unix) {
@@ -125,6 +139,43 @@ std::vector<int> SameHostSendBuffers() {
   return sizes;
 }
 
+// How many of this process's fds are the plugin's shared-memory rings.
+int RingFds() {
+  int count = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  REQUIRE(dir != nullptr);
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::string(target).find("memfd:prism-net ring") != std::string::npos)
+      ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+// Sends `bytes` through `comms` and checks they arrive.
+void CheckMessage(Comms& comms, size_t bytes) {
+  std::vector<char> in(bytes), out(bytes);
+  for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<char>(i * 13);
+  void* data = out.data();
+  const int tag = 3;
+  MessageTag none;
+  void *rreq = nullptr, *sreq = nullptr;
+  REQUIRE(comms.recv->Irecv(1, &data, &bytes, &tag, nullptr, &none, &rreq) == prism_ncclSuccess);
+  REQUIRE(comms.send->Isend(in.data(), bytes, tag, nullptr, none, &sreq) == prism_ncclSuccess);
+  int sent = 0, got = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((!sent || !got) && std::chrono::steady_clock::now() < end) {
+    if (!sent) REQUIRE(static_cast<Request*>(sreq)->Test(&sent, nullptr) == prism_ncclSuccess);
+    if (!got) REQUIRE(static_cast<Request*>(rreq)->Test(&got, nullptr) == prism_ncclSuccess);
+  }
+  REQUIRE((sent && got));
+  CHECK(out == in);
+}
+
 // A TCP port on 127.0.0.1 nobody listens on (bound once, then closed).
 uint16_t ClosedPort() {
   std::string why;
@@ -165,6 +216,28 @@ TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise"
     REQUIRE(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
     CHECK(SameHostSendBuffers() == std::vector<int>{128 << 10, 128 << 10});
   }
+  SECTION("a shared-memory ring passes with the hello: one socket and one ring each end, however many sockets are asked") {
+    settings.same_host_ring_bytes = 65536;
+    settings.socks_per_comm = 4;
+    Listener l(env, engines, ++id, true);
+    PendingConnect dial(env, engines, l.handle, 0);
+    Comms comms;
+    REQUIRE(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
+    CHECK(SameHostSendBuffers().size() == 2);
+    CHECK(RingFds() == 2);
+    CheckMessage(comms, 300000);  // more than the ring holds: streamed through it
+  }
+  SECTION("PRISM_SAME_HOST_RING=0: no ring, the sockets carry the payload") {
+    settings.same_host_ring_bytes = 0;
+    settings.socks_per_comm = 2;
+    Listener l(env, engines, ++id, true);
+    PendingConnect dial(env, engines, l.handle, 0);
+    Comms comms;
+    REQUIRE(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
+    CHECK(SameHostSendBuffers().size() == 4);
+    CHECK(RingFds() == 0);
+    CheckMessage(comms, 300000);
+  }
   SECTION("another host's key: TCP is dialled, so a closed TCP port never connects") {
     Listener l(env, engines, ++id, true);
     RealListenHandle h = l.handle;
@@ -179,7 +252,9 @@ TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise"
     CommEnv other = env;
     other.same_host_key = 0;  // PRISM_SAME_HOST=tcp
     PendingConnect dial(other, engines, l.handle, 0);
-    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+    Comms comms;
+    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
+    CHECK(RingFds() == 0);  // no shared memory with another host
   }
   SECTION("matching keys but no Unix listener: falls back to TCP") {
     Listener l(env, engines, ++id, false);

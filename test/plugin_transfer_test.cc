@@ -72,17 +72,44 @@ TEST_CASE("real peers: shaped link still delivers everything", "[plugin][real]")
   CHECK(b == 0);
 }
 
-// PRISM_PROGRESS_THREADS: 5 connections each way in one context (10 comms
+// Real peers on one host move payloads through a shared-memory ring by
+// default (PRISM_SAME_HOST_RING); a ring of one page makes every larger
+// message wrap it and wait for the reader, across two processes.
+TEST_CASE("real peers: random sizes through a one-page shared-memory ring", "[plugin][real][ring]") {
+  for (const char* inline_bytes : {"PRISM_INLINE_BYTES=1073741824", "PRISM_INLINE_BYTES=4096"}) {
+    INFO(inline_bytes);
+    auto [a, b] = Run("stream", {"PRISM_SAME_HOST_RING=4096", inline_bytes});
+    CHECK(a == 0);
+    CHECK(b == 0);
+  }
+}
+
+// A ring's send side copies in on NCCL's proxy thread: only the 5 receive
+// comms of each process get a progress thread (one per comm by default).
+TEST_CASE("real peers: 10 comms through shared-memory rings, progress threads for the receives only",
+          "[plugin][real][ring]") {
+  auto [a, b] = Run("multi", {"PRISM_TEST_EXPECT_THREADS=5"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+TEST_CASE("real peers: payloads over 64 KiB copied out of the rings by progress threads", "[plugin][real][ring]") {
+  auto [a, b] = Run("multi", {"PRISM_INLINE_BYTES=65536", "PRISM_PROGRESS_THREADS=2", "PRISM_TEST_EXPECT_THREADS=2"});
+  CHECK(a == 0);
+  CHECK(b == 0);
+}
+
+// PRISM_PROGRESS_THREADS (comms whose payload goes over sockets): 5 connections each way in one context (10 comms
 // per process) streaming at once, data verified; the peer also checks how
 // many progress threads the comms started.
 TEST_CASE("real peers: 10 comms on PRISM_PROGRESS_THREADS=1", "[plugin][real][threads]") {
-  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1"});
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_PROGRESS_THREADS=1", "PRISM_TEST_EXPECT_THREADS=1"});
   CHECK(a == 0);
   CHECK(b == 0);
 }
 
 TEST_CASE("real peers: 10 comms on PRISM_PROGRESS_THREADS=3", "[plugin][real][threads]") {
-  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=3", "PRISM_TEST_EXPECT_THREADS=3",
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_PROGRESS_THREADS=3", "PRISM_TEST_EXPECT_THREADS=3",
                               "PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
   CHECK(a == 0);
   CHECK(b == 0);
@@ -90,13 +117,13 @@ TEST_CASE("real peers: 10 comms on PRISM_PROGRESS_THREADS=3", "[plugin][real][th
 
 TEST_CASE("real peers: 10 comms, PRISM_PROGRESS_THREADS=0 (one per comm)",
           "[plugin][real][threads]") {
-  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=0", "PRISM_TEST_EXPECT_THREADS=10"});
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_PROGRESS_THREADS=0", "PRISM_TEST_EXPECT_THREADS=10"});
   CHECK(a == 0);
   CHECK(b == 0);
 }
 
 TEST_CASE("real peers: 10 comms with the default thread count (one per comm)", "[plugin][real][threads]") {
-  auto [a, b] = Run("multi", {"PRISM_TEST_EXPECT_THREADS=10"});
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_TEST_EXPECT_THREADS=10"});
   CHECK(a == 0);
   CHECK(b == 0);
 }
@@ -104,7 +131,7 @@ TEST_CASE("real peers: 10 comms with the default thread count (one per comm)", "
 // PRISM_PROGRESS_THREADS=-1: no progress threads at all; the bytes move only
 // inside isend/irecv/test, on the caller's thread (as NCCL's proxy thread).
 TEST_CASE("real peers: 10 comms with no progress threads (inline)", "[plugin][real][threads][inline]") {
-  auto [a, b] = Run("multi", {"PRISM_PROGRESS_THREADS=-1", "PRISM_TEST_EXPECT_THREADS=0",
+  auto [a, b] = Run("multi", {"PRISM_SAME_HOST_RING=0", "PRISM_PROGRESS_THREADS=-1", "PRISM_TEST_EXPECT_THREADS=0",
                               "PRISM_SOCKS_PER_COMM=3", "PRISM_MIN_CHUNK_BYTES=4096"});
   CHECK(a == 0);
   CHECK(b == 0);

@@ -1,0 +1,155 @@
+#include "plugin/shared_ring.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace prism::plugin {
+
+// The first page of the memfd. The two counters sit on cache lines of
+// their own: the writer stores one and the reader the other.
+struct SharedRing::Control {
+  static constexpr uint64_t kMagic = 0x676e6952'6d736950ull;  // "PismRing"
+  static constexpr uint32_t kVersion = 1;
+  uint64_t magic;
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t capacity;
+  alignas(64) std::atomic<uint64_t> written;
+  alignas(64) std::atomic<uint64_t> consumed;
+};
+static_assert(sizeof(std::atomic<uint64_t>) == 8, "the ring's layout is shared between processes");
+
+namespace {
+
+constexpr size_t kControlBytes = 4096;
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
+              "the ring's counters are shared between processes: they must be lock-free");
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+}  // namespace
+
+SharedRing::SharedRing(int fd, void* base, size_t mapped, uint64_t capacity)
+    : fd_(fd), base_(base), mapped_(mapped), capacity_(capacity),
+      control_(static_cast<Control*>(base)), data_(static_cast<char*>(base) + kControlBytes) {}
+
+SharedRing::~SharedRing() {
+  munmap(base_, mapped_);
+  close(fd_);
+}
+
+std::unique_ptr<SharedRing> SharedRing::Create(uint64_t capacity, const std::string& label, std::string* why) {
+  static_assert(sizeof(Control) <= kControlBytes);
+  if (capacity < kMinCapacity || capacity > kMaxCapacity) {
+    *why = "ring capacity " + std::to_string(capacity) + " is outside [" + std::to_string(kMinCapacity) + ", " +
+           std::to_string(kMaxCapacity) + "]";
+    return nullptr;
+  }
+  const int fd = memfd_create(label.c_str(), MFD_CLOEXEC);
+  if (fd < 0) {
+    *why = Errno("memfd_create");
+    return nullptr;
+  }
+  const size_t bytes = kControlBytes + capacity;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *why = Errno("ftruncate of the ring's memfd");
+    close(fd);
+    return nullptr;
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    *why = Errno("mmap of the ring's memfd");
+    close(fd);
+    return nullptr;
+  }
+  Control* c = new (base) Control{};  // a fresh memfd reads as zeros
+  c->magic = Control::kMagic;
+  c->version = Control::kVersion;
+  c->capacity = capacity;
+  return std::unique_ptr<SharedRing>(new SharedRing(fd, base, bytes, capacity));
+}
+
+std::unique_ptr<SharedRing> SharedRing::Attach(int fd, std::string* why) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *why = Errno("fstat of a peer's ring");
+    close(fd);
+    return nullptr;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kControlBytes + kMinCapacity || size > kControlBytes + kMaxCapacity) {
+    *why = "a peer's ring has " + std::to_string(size) + " bytes, not a ring of this plugin";
+    close(fd);
+    return nullptr;
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    *why = Errno("mmap of a peer's ring");
+    close(fd);
+    return nullptr;
+  }
+  const Control* c = static_cast<const Control*>(base);
+  if (c->magic != Control::kMagic || c->version != Control::kVersion || c->capacity != size - kControlBytes) {
+    *why = "a peer's ring is not of this plugin's layout (magic, version " + std::to_string(c->version) +
+           " or capacity differ; are both ends the same Prism build?)";
+    munmap(base, size);
+    close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedRing>(new SharedRing(fd, base, size, size - kControlBytes));
+}
+
+size_t SharedRing::Write(const char* src, size_t len) {
+  const uint64_t written = control_->written.load(std::memory_order_relaxed);  // only this end stores it
+  const uint64_t consumed = control_->consumed.load(std::memory_order_acquire);
+  const uint64_t held = std::min<uint64_t>(written - consumed, capacity_);  // clamped: the peer's counter is not trusted
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(len, capacity_ - held));
+  for (size_t done = 0; done < n;) {  // published piece by piece: the reader copies out behind this copy
+    const size_t piece = std::min(n - done, kPublishBytes);
+    CopyIn(written + done, src + done, piece);
+    done += piece;
+    control_->written.store(written + done, std::memory_order_release);
+  }
+  return n;
+}
+
+size_t SharedRing::Read(char* dst, size_t len) {
+  const uint64_t consumed = control_->consumed.load(std::memory_order_relaxed);  // only this end stores it
+  const uint64_t written = control_->written.load(std::memory_order_acquire);
+  const uint64_t held = std::min<uint64_t>(written - consumed, capacity_);  // clamped: the peer's counter is not trusted
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(len, held));
+  for (size_t done = 0; done < n;) {  // freed piece by piece: the writer refills behind this copy
+    const size_t piece = std::min(n - done, kPublishBytes);
+    CopyOut(consumed + done, dst + done, piece);
+    done += piece;
+    control_->consumed.store(consumed + done, std::memory_order_release);
+  }
+  return n;
+}
+
+void SharedRing::CopyIn(uint64_t at_byte, const char* src, size_t n) {
+  const size_t at = static_cast<size_t>(at_byte % capacity_);
+  const size_t first = std::min(n, static_cast<size_t>(capacity_) - at);
+  std::memcpy(data_ + at, src, first);
+  std::memcpy(data_, src + first, n - first);
+}
+
+void SharedRing::CopyOut(uint64_t at_byte, char* dst, size_t n) const {
+  const size_t at = static_cast<size_t>(at_byte % capacity_);
+  const size_t first = std::min(n, static_cast<size_t>(capacity_) - at);
+  std::memcpy(dst, data_ + at, first);
+  std::memcpy(dst + first, data_, n - first);
+}
+
+uint64_t SharedRing::Readable() const {
+  const uint64_t held =
+      control_->written.load(std::memory_order_acquire) - control_->consumed.load(std::memory_order_relaxed);
+  return std::min<uint64_t>(held, capacity_);
+}
+
+}  // namespace prism::plugin

@@ -1,0 +1,81 @@
+// A byte stream between two processes on one host through shared memory:
+// the payload path of a real-peer comm whose ends share a host
+// (PRISM_SAME_HOST_RING; docs/plugin.md, "Real peers on one host").
+//
+// One writer and one reader, each in its own process (or thread), each with
+// its own mapping of one memfd: a control page, then `capacity` data bytes
+// used as a ring. Write copies what fits, Read copies what is there; neither
+// blocks nor makes a system call. The bytes come out in the order they went
+// in, like a stream socket's. Counters only grow (64-bit, never wrap):
+//   written  - consumed = bytes readable,  capacity - that = bytes writable.
+// The writer stores `written` with release after copying; the reader loads
+// it with acquire before copying out, then stores `consumed` with release.
+//
+// Ownership: a SharedRing owns its mapping and its fd; the memory lives
+// while either end's mapping does, so a peer that exits or crashes never
+// takes the bytes away from the other (no SIGBUS: the memfd is never
+// shrunk). Thread-safety: one thread writes and one thread reads at a time
+// (the comm's step lock serialises each end).
+#ifndef PRISM_PLUGIN_SHARED_RING_H_
+#define PRISM_PLUGIN_SHARED_RING_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace prism::plugin {
+
+class SharedRing {
+ public:
+  // Smallest and largest capacity Create and Attach accept.
+  static constexpr uint64_t kMinCapacity = 4096;
+  static constexpr uint64_t kMaxCapacity = uint64_t{1} << 32;
+  // Write and Read publish their progress every this many bytes, so that
+  // the other end (another process, another core) copies a message out
+  // while it is still being copied in: a message costs about one copy's
+  // time, not two.
+  static constexpr size_t kPublishBytes = 64 * 1024;
+
+  // A new ring of `capacity` bytes in a fresh memfd (named for `label` in
+  // /proc/PID/fd); null with `*why` when the capacity is out of range or
+  // memfd_create / ftruncate / mmap fail.
+  static std::unique_ptr<SharedRing> Create(uint64_t capacity, const std::string& label, std::string* why);
+  // Maps the ring behind `fd` (e.g. received over a Unix socket) and takes
+  // ownership of `fd`, also on failure. Null with `*why` when the memory is
+  // not a ring of this layout (magic, version, size).
+  static std::unique_ptr<SharedRing> Attach(int fd, std::string* why);
+
+  ~SharedRing();
+  SharedRing(const SharedRing&) = delete;
+  SharedRing& operator=(const SharedRing&) = delete;
+
+  // Writer: copies up to `len` bytes of `src` in; returns how many (0: full).
+  size_t Write(const char* src, size_t len);
+  // Reader: copies up to `len` bytes out into `dst`; returns how many (0: empty).
+  size_t Read(char* dst, size_t len);
+  // Reader: bytes readable now.
+  uint64_t Readable() const;
+
+  int fd() const { return fd_; }
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  struct Control;
+  SharedRing(int fd, void* base, size_t mapped, uint64_t capacity);
+  // `n` bytes at stream position `at_byte` (wrapping at the capacity).
+  void CopyIn(uint64_t at_byte, const char* src, size_t n);
+  void CopyOut(uint64_t at_byte, char* dst, size_t n) const;
+
+  int fd_;
+  void* base_;
+  size_t mapped_;
+  uint64_t capacity_;
+  Control* control_;
+  char* data_;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_SHARED_RING_H_

@@ -1,0 +1,235 @@
+// Real peers on one host: payloads through a shared-memory ring
+// (shared_ring.h), headers over the Unix socket (real_comms.h).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/clock.h"
+#include "plugin/comm.h"
+#include "plugin/real_comms.h"
+#include "plugin/settings.h"
+#include "plugin/shared_ring.h"
+
+namespace prism::plugin {
+namespace {
+
+std::mutex logged_mu;
+std::string logged;  // what CaptureLog was given
+
+void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(logged_mu);
+  logged += text;
+  logged += "\n";
+}
+
+std::string Logged() {
+  std::lock_guard<std::mutex> lock(logged_mu);
+  return logged;
+}
+
+std::vector<char> Pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + static_cast<size_t>(seed) * 7) & 0xff);
+  return v;
+}
+
+std::unique_ptr<SharedRing> ReaderOf(const SharedRing& writer) {
+  std::string why;
+  auto reader = SharedRing::Attach(dup(writer.fd()), &why);
+  INFO(why);
+  REQUIRE(reader != nullptr);
+  return reader;
+}
+
+TEST_CASE("shared ring: a stream through two mappings, wrapping, full and empty", "[plugin][unit][ring]") {
+  std::string why;
+  auto writer = SharedRing::Create(4096, "test ring", &why);
+  REQUIRE(writer != nullptr);
+  auto reader = ReaderOf(*writer);
+  CHECK(reader->capacity() == 4096);
+  const std::vector<char> in = Pattern(20000, 1);
+  std::vector<char> out(in.size());
+  size_t wrote = 0, read = 0;
+  CHECK(writer->Write(in.data(), 3000) == 3000);
+  wrote = 3000;
+  CHECK(writer->Write(in.data() + wrote, 3000) == 1096);  // full after 4096
+  wrote += 1096;
+  CHECK(writer->Write(in.data() + wrote, 10) == 0);
+  CHECK(reader->Readable() == 4096);
+  CHECK(reader->Read(out.data(), 1000) == 1000);
+  read = 1000;
+  // Odd sizes on both ends, so that copies straddle the wrap point.
+  while (read < in.size()) {
+    wrote += writer->Write(in.data() + wrote, std::min<size_t>(in.size() - wrote, 777));
+    read += reader->Read(out.data() + read, std::min<size_t>(in.size() - read, 1234));
+  }
+  CHECK(wrote == in.size());
+  CHECK(reader->Read(out.data(), 1) == 0);
+  CHECK(reader->Readable() == 0);
+  CHECK(out == in);
+}
+
+TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin][unit][ring]") {
+  std::string why;
+  CHECK(SharedRing::Create(100, "small", &why) == nullptr);
+  CHECK(why.find("ring capacity 100 is outside") != std::string::npos);
+  SECTION("too small a file") {
+    const int fd = memfd_create("not a ring", MFD_CLOEXEC);
+    REQUIRE(ftruncate(fd, 64) == 0);
+    CHECK(SharedRing::Attach(fd, &why) == nullptr);
+    CHECK(why.find("not a ring of this plugin") != std::string::npos);
+  }
+  SECTION("the right size but no ring in it") {
+    const int fd = memfd_create("zeros", MFD_CLOEXEC);
+    REQUIRE(ftruncate(fd, 4096 + 8192) == 0);
+    CHECK(SharedRing::Attach(fd, &why) == nullptr);
+    CHECK(why.find("same Prism build") != std::string::npos);
+  }
+}
+
+// A send comm and a receive comm over a socketpair, with a ring of
+// `ring_bytes` between them and one progress thread, which copies out
+// received payloads larger than `inline_bytes` (the send side copies in on
+// the caller's thread).
+struct RingPair {
+  explicit RingPair(uint64_t ring_bytes, uint64_t inline_bytes = uint64_t{1} << 30)
+      : settings(LoadSettings(nullptr)), nics(1, 0, 0) {
+    settings.inline_bytes = inline_bytes;
+    env.settings = &settings;
+    env.logger = &logger;
+    env.nics = &nics;
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    for (int fd : fds) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    std::string why;
+    auto ring = SharedRing::Create(ring_bytes, "test ring", &why);
+    REQUIRE(ring != nullptr);
+    auto reader = ReaderOf(*ring);
+    pool = std::make_shared<ProgressEnginePool>(1, 1000);
+    send = std::make_unique<RealSendComm>(env, pool, std::vector<int>{fds[0]}, "receiver", 0, std::move(ring));
+    recv = std::make_unique<RealRecvComm>(env, pool, std::vector<int>{fds[1]}, "sender", std::move(reader));
+  }
+  Settings settings;
+  Logger logger;
+  NicLinks nics;
+  CommEnv env;
+  std::shared_ptr<ProgressEnginePool> pool;
+  std::unique_ptr<RealSendComm> send;
+  std::unique_ptr<RealRecvComm> recv;
+};
+
+// Tests `req` until done or `limit`; the result of the last call.
+Result TestUntil(void* req, int* done, std::chrono::milliseconds limit, int* size = nullptr) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  Result r = prism_ncclSuccess;
+  *done = 0;
+  while (!*done && r == prism_ncclSuccess && std::chrono::steady_clock::now() < end)
+    r = static_cast<Request*>(req)->Test(done, size);
+  return r;
+}
+
+TEST_CASE("ring comms: messages larger and smaller than the ring arrive whole and in order", "[plugin][unit][ring]") {
+  const uint64_t inline_bytes = GENERATE(uint64_t{1} << 30, 4096);
+  INFO("PRISM_INLINE_BYTES " << inline_bytes << (inline_bytes == 4096 ? ": larger payloads copied out by the progress thread" : ""));
+  RingPair p(8192, inline_bytes);
+  const std::vector<size_t> sizes = {0, 1, 4096, 8192, 10000, 300000, 77};
+  std::vector<std::vector<char>> in, out;
+  std::vector<void*> sreqs, rreqs;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    in.push_back(Pattern(sizes[k], static_cast<int>(k)));
+    out.emplace_back(sizes[k] + 16, '\0');
+    void* data = out.back().data();
+    const size_t room = out.back().size();
+    const int tag = static_cast<int>(k % 2);
+    MessageTag none;
+    void* rreq = nullptr;
+    REQUIRE(p.recv->Irecv(1, &data, &room, &tag, nullptr, &none, &rreq) == prism_ncclSuccess);
+    REQUIRE(rreq != nullptr);
+    void* sreq = nullptr;
+    REQUIRE(p.send->Isend(in.back().data(), sizes[k], tag, nullptr, none, &sreq) == prism_ncclSuccess);
+    REQUIRE(sreq != nullptr);
+    rreqs.push_back(rreq);
+    sreqs.push_back(sreq);
+  }
+  // One thread tests both ends in turn: a message larger than the ring
+  // completes only if the receiver drains it while the sender fills it.
+  std::vector<bool> sent(sizes.size()), got(sizes.size());
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t finished = 0;
+  while (finished < 2 * sizes.size() && std::chrono::steady_clock::now() < end) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      int done = 0, size = -1;
+      if (!sent[k]) {
+        REQUIRE(static_cast<Request*>(sreqs[k])->Test(&done, nullptr) == prism_ncclSuccess);
+        if (done) sent[k] = true, ++finished;
+      }
+      if (!got[k]) {
+        REQUIRE(static_cast<Request*>(rreqs[k])->Test(&done, &size) == prism_ncclSuccess);
+        if (done) {
+          got[k] = true, ++finished;
+          CHECK(size == static_cast<int>(sizes[k]));
+        }
+      }
+    }
+  }
+  REQUIRE(finished == 2 * sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    INFO("message " << k << " of " << sizes[k] << " bytes");
+    CHECK(std::memcmp(out[k].data(), in[k].data(), sizes[k]) == 0);
+  }
+}
+
+TEST_CASE("ring comms: a peer that goes away mid-message fails the other end, naming shared memory",
+          "[plugin][unit][ring]") {
+  RingPair p(4096);
+  p.logger.Set(&CaptureLog);
+  {
+    std::lock_guard<std::mutex> lock(logged_mu);
+    logged.clear();
+  }
+  const std::vector<char> in = Pattern(10000, 3);
+  std::vector<char> out(10000);
+  void* data = out.data();
+  const size_t room = out.size();
+  const int tag = 0;
+  MessageTag none;
+  void *rreq = nullptr, *sreq = nullptr;
+  REQUIRE(p.send->Isend(const_cast<char*>(in.data()), in.size(), tag, nullptr, none, &sreq) == prism_ncclSuccess);
+  int done = 0;
+  SECTION("the receiver closes: the sender's test() fails") {
+    p.recv.reset();
+    const Result r = TestUntil(sreq, &done, std::chrono::seconds(5));
+    CHECK(r == prism_ncclSystemError);
+    CHECK_FALSE(done);
+    CHECK(Logged().find("send to receiver failed: send to receiver: the receiver closed the connection with 5904 "
+                        "bytes of a message still to go through shared memory") != std::string::npos);
+  }
+  SECTION("the sender closes with 4096 of 10000 bytes in the ring: the receive fails") {
+    REQUIRE(p.recv->Irecv(1, &data, &room, &tag, nullptr, &none, &rreq) == prism_ncclSuccess);  // reads 4096
+    p.send.reset();
+    const Result r = TestUntil(rreq, &done, std::chrono::seconds(5));
+    CHECK(r == prism_ncclSystemError);
+    CHECK_FALSE(done);
+    CHECK(Logged().find("receive from sender failed: peer sender closed the connection with 5904 bytes of a message "
+                        "still to come through shared memory") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace prism::plugin
