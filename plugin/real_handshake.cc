@@ -81,8 +81,9 @@ Result ListenComm::ReadHellos() {
     if (got > 0) in.got += static_cast<size_t>(got);
     if (in.got == sizeof(SocketHello)) {
       const SocketHello& h = in.hello;
-      if (h.magic != kRealHandleMagic || h.listen_id != handle_.listen_id || h.nsocks == 0 ||
-          h.nsocks > 16 || h.index >= h.nsocks || (in.ring_fd >= 0 && h.nsocks != 1)) {
+      const bool ring = h.magic == kRingHelloMagic;
+      if ((h.magic != kRealHandleMagic && !ring) || h.listen_id != handle_.listen_id || h.nsocks == 0 ||
+          h.nsocks > 16 || h.index >= h.nsocks || ring != (in.ring_fd >= 0) || (ring && h.nsocks != 1)) {
         PRISM_WARN(*env_.logger, "dropping a connection with a wrong hello on listen id %llx",
                    static_cast<unsigned long long>(handle_.listen_id));
         drop = true;
@@ -231,7 +232,7 @@ Result PendingConnect::StepSocket(Sock& s, uint32_t index) {
 }
 
 Result PendingConnect::WriteHello(Sock& s, uint32_t index) {
-  const SocketHello hello{kRealHandleMagic, handle_.listen_id, nonce_, index,
+  const SocketHello hello{ring_ != nullptr ? kRingHelloMagic : kRealHandleMagic, handle_.listen_id, nonce_, index,
                           static_cast<uint32_t>(socks_.size())};
   std::string why;
   while (s.hello_sent < sizeof(hello)) {

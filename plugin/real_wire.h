@@ -2,7 +2,9 @@
 //
 // Connection: the sender opens `nsocks` sockets to the listen handle's
 // address and writes one SocketHello on each; the receiver groups sockets by
-// `comm_nonce` and orders them by `index`.
+// `comm_nonce` and orders them by `index`. Between peers on one host with a
+// ring: one socket, whose hello carries the ring's fd and kRingHelloMagic;
+// its socket carries only the MessageHeaders, the ring the payloads.
 // Messages: socket 0 carries, per message, a MessageHeader followed by
 // chunk 0 of the payload; socket j > 0 carries chunk j of each message that
 // has more than j chunks, in message order. Chunking is ChunkSpan below,
@@ -15,8 +17,15 @@
 
 namespace prism::plugin {
 
+// The hello of a connection whose payloads go through a shared-memory ring
+// (shared_ring.h): its fd comes with this hello (SCM_RIGHTS, Unix sockets
+// only). A distinct magic, so that a plugin without rings drops such a
+// connection (the sender's first send then fails) instead of waiting for
+// payload bytes that never come over the socket.
+inline constexpr uint64_t kRingHelloMagic = 0x31475252534d5250ull;  // "PRMSRRG1"
+
 struct SocketHello {
-  uint64_t magic;       // kRealHandleMagic
+  uint64_t magic;       // kRealHandleMagic, or kRingHelloMagic
   uint64_t listen_id;   // from the listen handle dialled
   uint64_t comm_nonce;  // random, one per send comm
   uint32_t index;       // 0 .. nsocks-1

@@ -18,6 +18,7 @@
 #include "plugin/host_identity.h"
 #include "plugin/net_socket.h"
 #include "plugin/real_handshake.h"
+#include "plugin/real_wire.h"
 #include "plugin/settings.h"
 
 namespace prism::plugin {
@@ -237,6 +238,32 @@ TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise"
     CHECK(SameHostSendBuffers().size() == 4);
     CHECK(RingFds() == 0);
     CheckMessage(comms, 300000);
+  }
+  SECTION("a ring's hello without its fd, or a plain hello with one, is dropped, not taken for a comm") {
+    Listener l(env, engines, ++id, true);
+    for (bool ring_magic : {true, false}) {
+      INFO((ring_magic ? "ring hello without an fd" : "plain hello with an fd"));
+      bool again = false;
+      std::string why;
+      const int fd = StartConnectUnix(SameHostSocketName(l.handle.listen_id), &again, &why);
+      REQUIRE(fd >= 0);
+      const SocketHello hello{ring_magic ? kRingHelloMagic : kRealHandleMagic, l.handle.listen_id, 42, 0, 1};
+      const int passed = dup(0);
+      const long n = ring_magic ? WriteSome(fd, &hello, sizeof(hello), &why)
+                                : WriteSomeWithFd(fd, &hello, sizeof(hello), passed, &why);
+      close(passed);
+      REQUIRE(n == static_cast<long>(sizeof(hello)));
+      std::unique_ptr<NetComm> recv;
+      for (int i = 0; i < 50 && !recv; ++i) {
+        REQUIRE(l.comm->Accept(&recv) == prism_ncclSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      CHECK_FALSE(recv);
+      char byte = 0;
+      CHECK(ReadSome(fd, &byte, 1, &why) < 0);  // the listener closed it
+      CHECK(why == "peer closed the connection");
+      close(fd);
+    }
   }
   SECTION("another host's key: TCP is dialled, so a closed TCP port never connects") {
     Listener l(env, engines, ++id, true);
