@@ -12,7 +12,6 @@ RealCommBase::RealCommBase(const CommEnv& env, std::vector<int> fds, std::unique
       is_send_(is_send) {}
 
 void RealCommBase::StartProgress(const std::shared_ptr<ProgressEnginePool>& engines) {
-  if (ring_ != nullptr && is_send_) return;  // the proxy thread copies a ring send's payload in
   engine_ = engines->Attach(this);
   registered_ = engine_ != nullptr;
 }

@@ -27,12 +27,12 @@
 // Peers on one host (PRISM_SAME_HOST_RING > 0): the comm has one Unix socket,
 // which carries the message headers, and a SharedRing (shared_ring.h), which
 // carries the payloads in message order; no payload byte enters the kernel.
-// NCCL's proxy thread copies a send's payload in (no progress thread for a
-// ring send comm), a send completing once its payload is in the ring (as
-// NCCL's does once its data is in the connection's buffers); a receive's
-// payload is copied out by the proxy thread too, or, when larger than
-// PRISM_INLINE_BYTES, by the comm's progress thread, which polls while such
-// a payload is still coming (a ring has no fd to wait on). A peer
+// NCCL's proxy thread copies a send's payload in and a receive's out, or,
+// when the payload is larger than PRISM_INLINE_BYTES, the comm's progress
+// thread does, polling on while the ring is full (send) or the payload
+// still coming (receive), for a ring has no fd to wait on. A send completes
+// once its payload is in the ring (as NCCL's does once its data is in the
+// connection's buffers). A peer
 // that goes away while the other end waits on the ring is noticed within a
 // millisecond (its socket hangs up) and fails the comm.
 #ifndef PRISM_PLUGIN_REAL_COMMS_H_
@@ -245,7 +245,9 @@ class RealSendComm final : public RealCommBase {
   };
 
   void FillPollLocked(std::vector<pollfd>* fds) override;
-  bool HasQueuedRequests() const override { return !submit_.Empty(); }
+  bool HasQueuedRequests() const override {
+    return !submit_.Empty() || ring_items_.load(std::memory_order_acquire) > 0;
+  }
   bool StepInner(bool* progressed) override;
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
@@ -256,6 +258,7 @@ class RealSendComm final : public RealCommBase {
 
   std::vector<std::deque<WriteItem>> queues_;
   std::deque<WriteItem> ring_queue_;  // payloads still to go into ring_
+  std::atomic<int> ring_items_{0};    // ring_queue_.size(), for HasQueuedRequests
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
   SharedLink* nic_;

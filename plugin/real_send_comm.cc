@@ -89,6 +89,7 @@ bool RealSendComm::StartRequest(SendRequest* req) {
   if (ring_ != nullptr) {  // one chunk (one socket): the payload goes through the ring
     if (size > 0) {
       ring_queue_.push_back(WriteItem{req, src, size});
+      ring_items_.fetch_add(1, std::memory_order_release);
       ++req->items_left;
     }
     return true;
@@ -157,6 +158,7 @@ bool RealSendComm::PumpRing(bool* progressed) {
     if (w.left > 0) continue;
     SendRequest* req = w.req;
     ring_queue_.pop_front();
+    ring_items_.fetch_sub(1, std::memory_order_acq_rel);
     ItemDone(req);
   }
   return true;

@@ -104,9 +104,8 @@ TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin
 }
 
 // A send comm and a receive comm over a socketpair, with a ring of
-// `ring_bytes` between them and one progress thread, which copies out
-// received payloads larger than `inline_bytes` (the send side copies in on
-// the caller's thread).
+// `ring_bytes` between them and one progress thread, which copies in and
+// out the payloads larger than `inline_bytes`.
 struct RingPair {
   explicit RingPair(uint64_t ring_bytes, uint64_t inline_bytes = uint64_t{1} << 30)
       : settings(LoadSettings(nullptr)), nics(1, 0, 0) {
@@ -146,7 +145,7 @@ Result TestUntil(void* req, int* done, std::chrono::milliseconds limit, int* siz
 
 TEST_CASE("ring comms: messages larger and smaller than the ring arrive whole and in order", "[plugin][unit][ring]") {
   const uint64_t inline_bytes = GENERATE(uint64_t{1} << 30, 4096);
-  INFO("PRISM_INLINE_BYTES " << inline_bytes << (inline_bytes == 4096 ? ": larger payloads copied out by the progress thread" : ""));
+  INFO("PRISM_INLINE_BYTES " << inline_bytes << (inline_bytes == 4096 ? ": larger payloads copied by the progress thread" : ""));
   RingPair p(8192, inline_bytes);
   const std::vector<size_t> sizes = {0, 1, 4096, 8192, 10000, 300000, 77};
   std::vector<std::vector<char>> in, out;
