@@ -181,6 +181,24 @@ class DryRun(unittest.TestCase):
         self.assertEqual(json.loads(out.stdout), [["--nccl-algo", "Ring"], [], [],
                                                   ["--nccl-algo", "PAT", "--nccl-proto", "Simple"]])
 
+    def test_two_real_ranks_with_cores_to_spare_copy_on_the_plugins_threads(self):
+        launcher = load_launcher()
+        self.assertEqual(launcher.ring_copy_env(2, 16), {"PRISM_INLINE_BYTES": "262144"})
+        self.assertEqual(launcher.ring_copy_env(2, 8), {"PRISM_INLINE_BYTES": "262144"})
+        self.assertEqual(launcher.ring_copy_env(2, 7), {})   # under 4 cores a rank
+        self.assertEqual(launcher.ring_copy_env(8, 16), {})  # 8 ranks on 16 cores lost by it
+        self.assertEqual(launcher.ring_copy_env(1, 64), {})  # no real peer to copy to
+        # --dry-run shows what this host gives two ranks; the caller's own setting wins.
+        args = ["run", "--graph", "g", "--world", "8", "--ranks", "0,1", "--plugin", PRISM, "--dry-run", "--", "true"]
+        want = launcher.ring_copy_env(2, launcher.usable_cores()).get("PRISM_INLINE_BYTES")
+        env = {k: v for k, v in os.environ.items() if k != "PRISM_INLINE_BYTES"}
+        out = subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"].get("PRISM_INLINE_BYTES"), want)
+        env["PRISM_INLINE_BYTES"] = "4096"
+        out = subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_INLINE_BYTES"], "4096")
+
     def test_rank_ranges(self):
         out = run("run", "--graph", "g", "--world", "8", "--ranks", "2-4", "--plugin", PRISM, "--dry-run",
                   "--", "true")

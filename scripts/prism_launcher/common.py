@@ -38,6 +38,9 @@ Each real rank gets:
   PRISM_LINK_GBPS PRISM_LINK_LATENCY_US           the graph's NIC, per GPU (prism-graphgen
   PRISM_NIC_SPEED_MBPS                            inspect): sends to virtual ranks
                                                   take the full-scale job's time
+  PRISM_INLINE_BYTES=262144                       with 2+ real ranks and 4+ cores each:
+                                                  the plugin's copies between them on
+                                                  its progress threads (docs/plugin.md)
   NCCL_SOCKET_IFNAME=lo and the NCCL settings prismd's bootstrap needs
   (docs/bootstrap.md: NVLS, collnet, MNNVL, windows, RAS off; eager
   connection; no shared p2p comms; one NCCL root per communicator:
@@ -203,6 +206,34 @@ def link_env(facts):
         "PRISM_LINK_LATENCY_US": f"{latency_ns / 1e3:g}",
         "PRISM_NIC_SPEED_MBPS": str(max(1, bps // 1_000_000)),
     }
+
+
+# The real ranks of one `prism run` share this host: their payloads to each
+# other go through the plugin's shared-memory rings (docs/plugin.md, "Real
+# peers"). With at least this many cores per real rank the copies of NCCL's
+# 512 KiB steps go to the plugin's progress threads: two real ranks on a
+# 16-core GPU host moved about 3x the bytes and ran a PAT all-gather at 100
+# Gbit/s 13% over the model instead of 36%, while 8 ranks packed on the same
+# 16 cores lost by it (docs/plugin.md, "Link shaping").
+CORES_PER_RANK_FOR_COPY_THREADS = 4
+COPY_THREADS_ENV = {"PRISM_INLINE_BYTES": "262144"}
+
+
+def ring_copy_env(real_ranks, cores):
+    """PRISM_INLINE_BYTES for `real_ranks` real ranks on a host of `cores` usable cores: copies on progress
+    threads when there are 2 or more real ranks and CORES_PER_RANK_FOR_COPY_THREADS cores each, else nothing
+    (the plugin's default: NCCL's proxy thread copies). The caller's own setting wins (rank_env)."""
+    if real_ranks >= 2 and cores >= CORES_PER_RANK_FOR_COPY_THREADS * real_ranks:
+        return dict(COPY_THREADS_ENV)
+    return {}
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity mask: taskset, a cgroup's cpuset), else os.cpu_count()."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def last_line(text):

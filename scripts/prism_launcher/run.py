@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.request
 
-from prism_launcher.common import (DIVERGED, PrismError, choose_store_port, find_tool, free_port, inspect_graph, link_env, nccl_version, need_tool, parse_ranks, port_free, rank_env, say, wire_profile, world_size_of)
+from prism_launcher.common import (DIVERGED, PrismError, choose_store_port, find_tool, free_port, inspect_graph, link_env, nccl_version, need_tool, parse_ranks, port_free, rank_env, ring_copy_env, say, usable_cores, wire_profile, world_size_of)
 
 # ---------------------------------------------------------------- run: processes
 
@@ -370,7 +370,7 @@ def cmd_run(args):
         elif "PRISM_LINK_GBPS" not in os.environ:  # the caller's setting wins (rank_env)
             say("prism-graphgen not found: the real ranks' sends to virtual ranks are not shaped to the graph's "
                 "NIC (pass --graphgen PATH, or set PRISM_LINK_GBPS and PRISM_LINK_LATENCY_US)")
-    link = link_env(facts)
+    link = {**link_env(facts), **ring_copy_env(len(ranks), usable_cores())}
     graph_world = int(facts.get("ranks", 0))
     if args.world and graph_world and args.world != graph_world:
         raise PrismError(f"--world {args.world} disagrees with the graph's {graph_world} ranks: leave --world out "
