@@ -212,9 +212,10 @@ def link_env(facts):
 # other go through the plugin's shared-memory rings (docs/plugin.md, "Real
 # peers"). With at least this many cores per real rank the copies of NCCL's
 # 512 KiB steps go to the plugin's progress threads: two real ranks on a
-# 16-core GPU host moved about 3x the bytes and ran a PAT all-gather at 100
-# Gbit/s 13% over the model instead of 36%, while 8 ranks packed on the same
-# 16 cores lost by it (docs/plugin.md, "Link shaping").
+# 16-core GPU host moved about 3x the bytes, and their PAT all-gather at 100
+# Gbit/s ran a median 22% over the model instead of 35% (scattered 7-43%),
+# while 8 ranks packed on the same 16 cores lost by it (docs/plugin.md,
+# "Link shaping").
 CORES_PER_RANK_FOR_COPY_THREADS = 4
 COPY_THREADS_ENV = {"PRISM_INLINE_BYTES": "262144"}
 
