@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 namespace prism::plugin {
 namespace {
@@ -234,19 +235,24 @@ long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t secon
   return RetryRead([&] { return recvmsg(fd, &msg, MSG_DONTWAIT); }, why);
 }
 
-long WriteSomeWithFd(int fd, const void* buf, size_t len, int pass_fd, std::string* why) {
+long WriteSomeWithFds(int fd, const void* buf, size_t len, const int* pass, size_t count, std::string* why) {
+  constexpr size_t kMaxFds = 8;
+  if (count == 0 || count > kMaxFds) {
+    *why = "WriteSomeWithFds: " + std::to_string(count) + " fds (1.." + std::to_string(kMaxFds) + ")";
+    return -1;
+  }
   iovec iov{const_cast<void*>(buf), len};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  c->cmsg_len = CMSG_LEN(count * sizeof(int));
+  std::memcpy(CMSG_DATA(c), pass, count * sizeof(int));
   for (;;) {
     ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return n;
@@ -257,9 +263,9 @@ long WriteSomeWithFd(int fd, const void* buf, size_t len, int pass_fd, std::stri
   }
 }
 
-long ReadSomeWithFd(int fd, void* buf, size_t len, int* passed_fd, std::string* why) {
+long ReadSomeWithFds(int fd, void* buf, size_t len, std::vector<int>* passed, std::string* why) {
   iovec iov{buf, len};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -273,11 +279,7 @@ long ReadSomeWithFd(int fd, void* buf, size_t len, int* passed_fd, std::string* 
     for (size_t i = 0; i < count; ++i) {
       int got = -1;
       std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (*passed_fd < 0) {
-        *passed_fd = got;
-      } else {
-        close(got);  // one fd per connection is all the wire format has
-      }
+      passed->push_back(got);
     }
   }
   return n;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace prism::plugin {
 
@@ -54,12 +55,12 @@ long ReadSome(int fd, void* buf, size_t len, std::string* why);
 // ReadSome into `first` then `second` (each {pointer, length}) in one recvmsg.
 long ReadSome2(int fd, void* first, size_t first_len, void* second, size_t second_len, std::string* why);
 
-// WriteSome that passes `pass_fd` (SCM_RIGHTS) with the bytes: the peer's
-// ReadSomeWithFd of the first of them receives a copy of it. Unix sockets only.
-long WriteSomeWithFd(int fd, const void* buf, size_t len, int pass_fd, std::string* why);
-// ReadSome that also takes an fd passed with the bytes (close-on-exec): sets
-// `*passed_fd` when one came and it was still -1; further fds are closed.
-long ReadSomeWithFd(int fd, void* buf, size_t len, int* passed_fd, std::string* why);
+// WriteSome that passes `count` fds (1..8, SCM_RIGHTS) with the bytes: the
+// peer's ReadSomeWithFds of the first of them receives copies. Unix sockets only.
+long WriteSomeWithFds(int fd, const void* buf, size_t len, const int* pass, size_t count, std::string* why);
+// ReadSome that also takes the fds passed with the bytes (close-on-exec),
+// appending them to `*passed` (the caller owns and closes them).
+long ReadSomeWithFds(int fd, void* buf, size_t len, std::vector<int>* passed, std::string* why);
 // Whether the peer closed its end, or the socket failed (poll, no wait).
 // Bytes still unread do not count: a closed peer's last bytes may wait.
 bool PeerHungUp(int fd);

@@ -29,8 +29,8 @@
 // carries the payloads in message order; no payload byte enters the kernel.
 // NCCL's proxy thread copies a send's payload in and a receive's out, or,
 // when the payload is larger than PRISM_INLINE_BYTES, the comm's progress
-// thread does, polling on while the ring is full (send) or the payload
-// still coming (receive), for a ring has no fd to wait on. A send completes
+// thread does, which sleeps on the ring's bell while the ring is full
+// (send) or the payload still coming (receive). A send completes
 // once its payload is in the ring (as NCCL's does once its data is in the
 // connection's buffers). A peer
 // that goes away while the other end waits on the ring is noticed within a
@@ -127,6 +127,11 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // Ring comms, while the ring is full (send) or empty (receive): whether the
   // peer closed its socket; asks the kernel at most once a millisecond.
   bool RingPeerGone();
+  // Ring comms, progress thread about to sleep with ring work queued: arms
+  // this end's bell and adds it (and the socket, for a hang-up) to `fds`.
+  void PollRing(bool is_writer, std::vector<pollfd>* fds);
+  // Ring comms, at the start of a step: empties the bell PollRing armed.
+  void DrainRingBell(bool is_writer);
 
   // ProgressClient (progress thread): steps the comm while it has bulk in
   // flight, unless the proxy thread holds the step lock. A broken comm does
@@ -140,9 +145,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
   virtual bool StepInner(bool* progressed) = 0;
   // The fds (and events) the direction waits for; step lock held.
   virtual void FillPollLocked(std::vector<pollfd>* fds) = 0;
-  // New requests queued, or (a ring receive) a payload still coming
-  // through the ring: the progress thread polls on rather than sleep, for
-  // a ring has no fd to wake it. Any thread.
+  // New requests queued (the progress thread looks before it sleeps). Any thread.
   virtual bool HasQueuedRequests() const = 0;
 
   // Proxy thread, after posting a request and in test(): moves bytes now
@@ -203,6 +206,7 @@ class RealCommBase : public NetComm, protected ProgressClient {
  private:
   bool warned_ = false;
   int64_t next_hangup_check_ns_ = 0;  // RingPeerGone
+  bool bell_armed_ = false;           // PollRing armed it; step lock held
   bool is_send_;
   std::shared_ptr<ProgressEngine> engine_;
   bool registered_ = false;
@@ -245,9 +249,7 @@ class RealSendComm final : public RealCommBase {
   };
 
   void FillPollLocked(std::vector<pollfd>* fds) override;
-  bool HasQueuedRequests() const override {
-    return !submit_.Empty() || ring_items_.load(std::memory_order_acquire) > 0;
-  }
+  bool HasQueuedRequests() const override { return !submit_.Empty(); }
   bool StepInner(bool* progressed) override;
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
@@ -258,7 +260,6 @@ class RealSendComm final : public RealCommBase {
 
   std::vector<std::deque<WriteItem>> queues_;
   std::deque<WriteItem> ring_queue_;  // payloads still to go into ring_
-  std::atomic<int> ring_items_{0};    // ring_queue_.size(), for HasQueuedRequests
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
   SharedLink* nic_;
@@ -318,9 +319,7 @@ class RealRecvComm final : public RealCommBase {
   };
 
   void FillPollLocked(std::vector<pollfd>* fds) override;
-  bool HasQueuedRequests() const override {
-    return !submit_.Empty() || ring_items_.load(std::memory_order_acquire) > 0;
-  }
+  bool HasQueuedRequests() const override { return !submit_.Empty(); }
   bool StepInner(bool* progressed) override;
   bool Pump(size_t sock, bool* progressed);
   // Matched payloads out of the ring, as far as they have arrived.
@@ -335,7 +334,6 @@ class RealRecvComm final : public RealCommBase {
   ProtocolBuffers buffers_;
   std::vector<std::deque<ReadItem>> queues_;
   std::deque<ReadItem> ring_queue_;   // matched payloads still to come out of ring_
-  std::atomic<int> ring_items_{0};    // ring_queue_.size(), for HasQueuedRequests
   std::array<RecvRequest, kPrismNetMaxRequests> pool_;
   SpscRing<RecvRequest*, 64> submit_;
   std::deque<RecvRequest*> posted_;   // progress thread: not fully matched yet

@@ -34,8 +34,9 @@ ListenComm::~ListenComm() {
 
 void ListenComm::CloseIncoming(Incoming& in) {
   if (in.fd >= 0) close(in.fd);
-  if (in.ring_fd >= 0) close(in.ring_fd);
-  in.fd = in.ring_fd = -1;
+  for (int fd : in.ring_fds) close(fd);
+  in.fd = -1;
+  in.ring_fds.clear();
 }
 
 namespace {
@@ -60,7 +61,7 @@ Result ListenComm::AcceptPending(int listen_fd) {
     if (fd >= 0) {
       const bool same_host = listen_fd == unix_fd_;
       if (same_host) SizeSameHostSocket(env_, fd);
-      incoming_.push_back(Incoming{fd, {}, 0, same_host, -1});
+      incoming_.push_back(Incoming{fd, {}, 0, same_host, {}});
       continue;
     }
     if (again) return prism_ncclSuccess;
@@ -76,14 +77,14 @@ Result ListenComm::ReadHellos() {
     std::string why;
     char* rest = reinterpret_cast<char*>(&in.hello) + in.got;
     const size_t want = sizeof(SocketHello) - in.got;
-    long got = in.same_host ? ReadSomeWithFd(in.fd, rest, want, &in.ring_fd, &why) : ReadSome(in.fd, rest, want, &why);
+    long got = in.same_host ? ReadSomeWithFds(in.fd, rest, want, &in.ring_fds, &why) : ReadSome(in.fd, rest, want, &why);
     bool drop = got < 0;
     if (got > 0) in.got += static_cast<size_t>(got);
     if (in.got == sizeof(SocketHello)) {
       const SocketHello& h = in.hello;
       const bool ring = h.magic == kRingHelloMagic;
       if ((h.magic != kRealHandleMagic && !ring) || h.listen_id != handle_.listen_id || h.nsocks == 0 ||
-          h.nsocks > 16 || h.index >= h.nsocks || ring != (in.ring_fd >= 0) || (ring && h.nsocks != 1)) {
+          h.nsocks > 16 || h.index >= h.nsocks || ring != !in.ring_fds.empty() || (ring && h.nsocks != 1)) {
         PRISM_WARN(*env_.logger, "dropping a connection with a wrong hello on listen id %llx",
                    static_cast<unsigned long long>(handle_.listen_id));
         drop = true;
@@ -109,18 +110,18 @@ Result ListenComm::TakeCompleteGroup(std::unique_ptr<NetComm>* comm) {
     const uint32_t nsocks = g.front().hello.nsocks;
     if (g.size() < nsocks) continue;
     std::vector<int> fds(nsocks, -1);
-    int ring_fd = -1;
-    for (const Incoming& in : g) {
+    std::vector<int> ring_fds;
+    for (Incoming& in : g) {
       fds[in.hello.index] = in.fd;
-      if (in.ring_fd >= 0) ring_fd = in.ring_fd;
+      if (!in.ring_fds.empty()) ring_fds = std::move(in.ring_fds);
     }
     const bool same_host = g.front().same_host;
     groups_.erase(it);
     std::string peer = "listen " + Ipv4ToString(handle_.ipv4_be, handle_.port_be);
     std::unique_ptr<SharedRing> ring;
-    if (ring_fd >= 0) {
+    if (!ring_fds.empty()) {
       std::string why;
-      ring = SharedRing::Attach(ring_fd, &why);  // owns ring_fd from here
+      ring = SharedRing::Attach(std::move(ring_fds), &why);  // owns the fds from here
       if (ring == nullptr) {
         for (int fd : fds) close(fd);
         PRISM_WARN(*env_.logger,
@@ -239,7 +240,7 @@ Result PendingConnect::WriteHello(Sock& s, uint32_t index) {
     const char* rest = reinterpret_cast<const char*>(&hello) + s.hello_sent;
     const size_t want = sizeof(hello) - s.hello_sent;
     const bool pass_ring = ring_ != nullptr && index == 0 && s.hello_sent == 0;
-    long n = pass_ring ? WriteSomeWithFd(s.fd, rest, want, ring_->fd(), &why) : WriteSome(s.fd, rest, want, &why);
+    long n = pass_ring ? WriteSomeWithFds(s.fd, rest, want, ring_->fds().data(), ring_->fds().size(), &why) : WriteSome(s.fd, rest, want, &why);
     if (n < 0) {
       PRISM_WARN(*env_.logger, "handshake with %s failed: %s", peer_.c_str(), why.c_str());
       return prism_ncclSystemError;

@@ -46,7 +46,7 @@ class ListenComm : public Tagged {
     SocketHello hello{};
     size_t got = 0;
     bool same_host = false;  // came through the Unix listener
-    int ring_fd = -1;        // a SharedRing passed with the hello (same host only)
+    std::vector<int> ring_fds;  // a SharedRing's fds passed with the hello (same host only)
   };
   static void CloseIncoming(Incoming& in);
   Result AcceptPending(int listen_fd);

@@ -166,7 +166,6 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
       }
       if (ring_ != nullptr && s.size > 0) {  // one chunk (one socket): the payload comes through the ring
         ring_queue_.push_back(ReadItem{req, i, dest, s.size});
-        ring_items_.fetch_add(1, std::memory_order_release);
         ++s.chunks_left;
       }
       for (uint32_t j = 0; j < header_.nchunks && ring_ == nullptr; ++j) {
@@ -282,7 +281,6 @@ bool RealRecvComm::PumpRing(bool* progressed) {
     RecvRequest* req = r.req;
     const int slot = r.slot;
     ring_queue_.pop_front();
-    ring_items_.fetch_sub(1, std::memory_order_acq_rel);
     if (--req->slots[slot].chunks_left == 0 && !SlotFilled(req, slot)) return false;
   }
   return true;
@@ -295,6 +293,7 @@ bool RealRecvComm::StepInner(bool* progressed) {
     posted_.push_back(req);
   }
   if (ring_ != nullptr) {
+    DrainRingBell(false);
     // Headers from the socket, payloads from the ring, until neither moves
     // (or a receive completed and NCCL should hear of it).
     for (;;) {
@@ -319,6 +318,7 @@ void RealRecvComm::FillPollLocked(std::vector<pollfd>* fds) {
     const bool want_header = i == 0 && !eof_ && !posted_.empty() && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});
   }
+  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(false, fds);  // the payload still coming
 }
 
 }  // namespace prism::plugin

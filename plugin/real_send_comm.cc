@@ -89,7 +89,6 @@ bool RealSendComm::StartRequest(SendRequest* req) {
   if (ring_ != nullptr) {  // one chunk (one socket): the payload goes through the ring
     if (size > 0) {
       ring_queue_.push_back(WriteItem{req, src, size});
-      ring_items_.fetch_add(1, std::memory_order_release);
       ++req->items_left;
     }
     return true;
@@ -158,13 +157,13 @@ bool RealSendComm::PumpRing(bool* progressed) {
     if (w.left > 0) continue;
     SendRequest* req = w.req;
     ring_queue_.pop_front();
-    ring_items_.fetch_sub(1, std::memory_order_acq_rel);
     ItemDone(req);
   }
   return true;
 }
 
 bool RealSendComm::StepInner(bool* progressed) {
+  if (ring_ != nullptr) DrainRingBell(true);
   SendRequest* req;
   while (submit_.Pop(&req)) {
     *progressed = true;
@@ -180,6 +179,7 @@ void RealSendComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!queues_[i].empty()) fds->push_back(pollfd{fds_[i], POLLOUT, 0});
   }
+  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(true, fds);  // full: wait for the reader
 }
 
 }  // namespace prism::plugin

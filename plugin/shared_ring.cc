@@ -1,5 +1,6 @@
 #include "plugin/shared_ring.h"
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,37 +11,45 @@
 
 namespace prism::plugin {
 
-// The first page of the memfd. The two counters sit on cache lines of
-// their own: the writer stores one and the reader the other.
+// The first page of the memfd. Each end's counter and the flag it arms sit
+// on a cache line of their own.
 struct SharedRing::Control {
   static constexpr uint64_t kMagic = 0x676e6952'6d736950ull;  // "PismRing"
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   uint64_t magic;
   uint32_t version;
   uint32_t reserved;
   uint64_t capacity;
   alignas(64) std::atomic<uint64_t> written;
+  std::atomic<uint32_t> writer_waiting;  // armed by the writer: ring the space bell
   alignas(64) std::atomic<uint64_t> consumed;
+  std::atomic<uint32_t> reader_waiting;  // armed by the reader: ring the data bell
 };
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "the ring's layout is shared between processes");
 
 namespace {
 
 constexpr size_t kControlBytes = 4096;
-static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
-              "the ring's counters are shared between processes: they must be lock-free");
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "the ring's counters and flags are shared between processes: they must be lock-free");
+
+void CloseAll(const std::vector<int>& fds) {
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 }  // namespace
 
-SharedRing::SharedRing(int fd, void* base, size_t mapped, uint64_t capacity)
-    : fd_(fd), base_(base), mapped_(mapped), capacity_(capacity),
+SharedRing::SharedRing(std::array<int, kFdCount> fds, void* base, size_t mapped, uint64_t capacity)
+    : fds_(fds), base_(base), mapped_(mapped), capacity_(capacity),
       control_(static_cast<Control*>(base)), data_(static_cast<char*>(base) + kControlBytes) {}
 
 SharedRing::~SharedRing() {
   munmap(base_, mapped_);
-  close(fd_);
+  CloseAll({fds_.begin(), fds_.end()});
 }
 
 std::unique_ptr<SharedRing> SharedRing::Create(uint64_t capacity, const std::string& label, std::string* why) {
@@ -50,47 +59,54 @@ std::unique_ptr<SharedRing> SharedRing::Create(uint64_t capacity, const std::str
            std::to_string(kMaxCapacity) + "]";
     return nullptr;
   }
-  const int fd = memfd_create(label.c_str(), MFD_CLOEXEC);
-  if (fd < 0) {
-    *why = Errno("memfd_create");
-    return nullptr;
-  }
+  std::array<int, kFdCount> fds{memfd_create(label.c_str(), MFD_CLOEXEC), eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
+                                eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   const size_t bytes = kControlBytes + capacity;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  void* base = MAP_FAILED;
+  if (fds[0] < 0) {
+    *why = Errno("memfd_create");
+  } else if (fds[1] < 0 || fds[2] < 0) {
+    *why = Errno("eventfd for the ring's bells");
+  } else if (ftruncate(fds[0], static_cast<off_t>(bytes)) != 0) {
     *why = Errno("ftruncate of the ring's memfd");
-    close(fd);
-    return nullptr;
+  } else {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0], 0);
+    if (base == MAP_FAILED) *why = Errno("mmap of the ring's memfd");
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) {
-    *why = Errno("mmap of the ring's memfd");
-    close(fd);
+    CloseAll({fds.begin(), fds.end()});
     return nullptr;
   }
   Control* c = new (base) Control{};  // a fresh memfd reads as zeros
   c->magic = Control::kMagic;
   c->version = Control::kVersion;
   c->capacity = capacity;
-  return std::unique_ptr<SharedRing>(new SharedRing(fd, base, bytes, capacity));
+  return std::unique_ptr<SharedRing>(new SharedRing(fds, base, bytes, capacity));
 }
 
-std::unique_ptr<SharedRing> SharedRing::Attach(int fd, std::string* why) {
+std::unique_ptr<SharedRing> SharedRing::Attach(std::vector<int> fds, std::string* why) {
+  if (fds.size() != kFdCount) {
+    *why = "a peer passed " + std::to_string(fds.size()) + " fds for its ring, not " + std::to_string(kFdCount) +
+           " (are both ends the same Prism build?)";
+    CloseAll(fds);
+    return nullptr;
+  }
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
+  if (fstat(fds[0], &st) != 0) {
     *why = Errno("fstat of a peer's ring");
-    close(fd);
+    CloseAll(fds);
     return nullptr;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kControlBytes + kMinCapacity || size > kControlBytes + kMaxCapacity) {
     *why = "a peer's ring has " + std::to_string(size) + " bytes, not a ring of this plugin";
-    close(fd);
+    CloseAll(fds);
     return nullptr;
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0], 0);
   if (base == MAP_FAILED) {
     *why = Errno("mmap of a peer's ring");
-    close(fd);
+    CloseAll(fds);
     return nullptr;
   }
   const Control* c = static_cast<const Control*>(base);
@@ -98,10 +114,10 @@ std::unique_ptr<SharedRing> SharedRing::Attach(int fd, std::string* why) {
     *why = "a peer's ring is not of this plugin's layout (magic, version " + std::to_string(c->version) +
            " or capacity differ; are both ends the same Prism build?)";
     munmap(base, size);
-    close(fd);
+    CloseAll(fds);
     return nullptr;
   }
-  return std::unique_ptr<SharedRing>(new SharedRing(fd, base, size, size - kControlBytes));
+  return std::unique_ptr<SharedRing>(new SharedRing({fds[0], fds[1], fds[2]}, base, size, size - kControlBytes));
 }
 
 size_t SharedRing::Write(const char* src, size_t len) {
@@ -113,7 +129,8 @@ size_t SharedRing::Write(const char* src, size_t len) {
     const size_t piece = std::min(n - done, kPublishBytes);
     CopyIn(written + done, src + done, piece);
     done += piece;
-    control_->written.store(written + done, std::memory_order_release);
+    control_->written.store(written + done, std::memory_order_seq_cst);
+    RingIfArmed(control_->reader_waiting, data_bell());
   }
   return n;
 }
@@ -127,7 +144,8 @@ size_t SharedRing::Read(char* dst, size_t len) {
     const size_t piece = std::min(n - done, kPublishBytes);
     CopyOut(consumed + done, dst + done, piece);
     done += piece;
-    control_->consumed.store(consumed + done, std::memory_order_release);
+    control_->consumed.store(consumed + done, std::memory_order_seq_cst);
+    RingIfArmed(control_->writer_waiting, space_bell());
   }
   return n;
 }
@@ -148,8 +166,40 @@ void SharedRing::CopyOut(uint64_t at_byte, char* dst, size_t n) const {
 
 uint64_t SharedRing::Readable() const {
   const uint64_t held =
-      control_->written.load(std::memory_order_acquire) - control_->consumed.load(std::memory_order_relaxed);
+      control_->written.load(std::memory_order_seq_cst) - control_->consumed.load(std::memory_order_relaxed);
   return std::min<uint64_t>(held, capacity_);
+}
+
+void SharedRing::ArmReader() {
+  control_->reader_waiting.store(1, std::memory_order_seq_cst);
+  if (Readable() > 0) RingIfArmed(control_->reader_waiting, data_bell());  // the writer may have missed the flag
+}
+
+void SharedRing::ArmWriter() {
+  control_->writer_waiting.store(1, std::memory_order_seq_cst);
+  const uint64_t held = control_->written.load(std::memory_order_relaxed) -
+                        control_->consumed.load(std::memory_order_seq_cst);
+  if (held < capacity_) RingIfArmed(control_->writer_waiting, space_bell());
+}
+
+void SharedRing::RingIfArmed(std::atomic<uint32_t>& flag, int bell) {
+  if (flag.load(std::memory_order_seq_cst) != 0 && flag.exchange(0, std::memory_order_seq_cst) != 0) Ring(bell);
+}
+
+void SharedRing::Ring(int bell) {
+  const uint64_t one = 1;
+  ssize_t r = write(bell, &one, sizeof(one));  // EAGAIN only when the count is full: it is rung already
+  (void)r;
+}
+
+void SharedRing::DrainReaderBell() { Drain(data_bell()); }
+
+void SharedRing::DrainWriterBell() { Drain(space_bell()); }
+
+void SharedRing::Drain(int bell) {
+  uint64_t count = 0;
+  ssize_t r = read(bell, &count, sizeof(count));  // EAGAIN: not rung
+  (void)r;
 }
 
 }  // namespace prism::plugin

@@ -250,7 +250,7 @@ TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise"
       const SocketHello hello{ring_magic ? kRingHelloMagic : kRealHandleMagic, l.handle.listen_id, 42, 0, 1};
       const int passed = dup(0);
       const long n = ring_magic ? WriteSome(fd, &hello, sizeof(hello), &why)
-                                : WriteSomeWithFd(fd, &hello, sizeof(hello), passed, &why);
+                                : WriteSomeWithFds(fd, &hello, sizeof(hello), &passed, 1, &why);
       close(passed);
       REQUIRE(n == static_cast<long>(sizeof(hello)));
       std::unique_ptr<NetComm> recv;

@@ -1,6 +1,7 @@
 // Real peers on one host: payloads through a shared-memory ring
 // (shared_ring.h), headers over the Unix socket (real_comms.h).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,7 +52,9 @@ std::vector<char> Pattern(size_t n, int seed) {
 
 std::unique_ptr<SharedRing> ReaderOf(const SharedRing& writer) {
   std::string why;
-  auto reader = SharedRing::Attach(dup(writer.fd()), &why);
+  std::vector<int> fds;
+  for (int fd : writer.fds()) fds.push_back(dup(fd));
+  auto reader = SharedRing::Attach(std::move(fds), &why);
   INFO(why);
   REQUIRE(reader != nullptr);
   return reader;
@@ -85,6 +88,58 @@ TEST_CASE("shared ring: a stream through two mappings, wrapping, full and empty"
   CHECK(out == in);
 }
 
+bool Rung(int bell) {
+  pollfd p{bell, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+TEST_CASE("shared ring: an armed end's bell rings once the other end gives it something", "[plugin][unit][ring]") {
+  std::string why;
+  auto writer = SharedRing::Create(4096, "test ring", &why);
+  REQUIRE(writer != nullptr);
+  auto reader = ReaderOf(*writer);
+  char byte = 7;
+  std::vector<char> page(4096, 'x');
+  SECTION("the data bell: rung by a write after the reader armed it, not before") {
+    CHECK(writer->Write(&byte, 1) == 1);
+    CHECK_FALSE(Rung(reader->data_bell()));  // nobody armed it: a write costs no system call
+    CHECK(reader->Read(&byte, 1) == 1);
+    reader->ArmReader();
+    CHECK_FALSE(Rung(reader->data_bell()));
+    CHECK(writer->Write(&byte, 1) == 1);
+    CHECK(Rung(reader->data_bell()));
+    reader->DrainReaderBell();
+    CHECK_FALSE(Rung(reader->data_bell()));
+    CHECK(writer->Write(&byte, 1) == 1);  // disarmed by the ring: no second one
+    CHECK_FALSE(Rung(reader->data_bell()));
+  }
+  SECTION("arming with data already there rings at once") {
+    CHECK(writer->Write(&byte, 1) == 1);
+    reader->ArmReader();
+    CHECK(Rung(reader->data_bell()));
+  }
+  SECTION("the space bell: rung by a read after the full writer armed it") {
+    CHECK(writer->Write(page.data(), page.size()) == 4096);
+    writer->ArmWriter();
+    CHECK_FALSE(Rung(writer->space_bell()));
+    CHECK(reader->Read(page.data(), 100) == 100);
+    CHECK(Rung(writer->space_bell()));
+    writer->DrainWriterBell();
+    CHECK_FALSE(Rung(writer->space_bell()));
+    writer->ArmWriter();  // room already: rings at once
+    CHECK(Rung(writer->space_bell()));
+  }
+  SECTION("draining one end's bell leaves the other end's rung") {
+    CHECK(writer->Write(page.data(), page.size()) == 4096);
+    writer->ArmWriter();
+    reader->ArmReader();  // data there: rings the data bell
+    CHECK(reader->Read(page.data(), 10) == 10);  // rings the space bell
+    reader->DrainReaderBell();
+    CHECK_FALSE(Rung(reader->data_bell()));
+    CHECK(Rung(writer->space_bell()));
+  }
+}
+
 TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin][unit][ring]") {
   std::string why;
   CHECK(SharedRing::Create(100, "small", &why) == nullptr);
@@ -92,14 +147,21 @@ TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin
   SECTION("too small a file") {
     const int fd = memfd_create("not a ring", MFD_CLOEXEC);
     REQUIRE(ftruncate(fd, 64) == 0);
-    CHECK(SharedRing::Attach(fd, &why) == nullptr);
+    CHECK(SharedRing::Attach({fd, dup(fd), dup(fd)}, &why) == nullptr);
     CHECK(why.find("not a ring of this plugin") != std::string::npos);
   }
   SECTION("the right size but no ring in it") {
     const int fd = memfd_create("zeros", MFD_CLOEXEC);
     REQUIRE(ftruncate(fd, 4096 + 8192) == 0);
-    CHECK(SharedRing::Attach(fd, &why) == nullptr);
+    CHECK(SharedRing::Attach({fd, dup(fd), dup(fd)}, &why) == nullptr);
     CHECK(why.find("same Prism build") != std::string::npos);
+  }
+  SECTION("one fd where a ring has three") {
+    std::string made;
+    auto ring = SharedRing::Create(4096, "ring", &made);
+    REQUIRE(ring != nullptr);
+    CHECK(SharedRing::Attach({dup(ring->fds()[0])}, &why) == nullptr);
+    CHECK(why.find("passed 1 fds for its ring, not 3") != std::string::npos);
   }
 }
 
