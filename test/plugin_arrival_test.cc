@@ -29,6 +29,7 @@
 #include "plugin/real_comms.h"
 #include "plugin/ring_loops.h"
 #include "plugin/virtual_comms.h"
+#include "test/plugin_log_capture.h"
 #include "test/pat_stand_in.h"
 #include "test/plugin_fake_nccl.h"
 #include "test/virtual_recv_rig.h"
@@ -1504,26 +1505,10 @@ TEST_CASE("virtual recv: a PAT receive mirrors an own send that went to a real p
 
 namespace {
 
-std::mutex warned_mu;
-std::string warned;  // what CaptureLog was given, NCCL's logger's way
+using prism::plugin::testing::LogCapture;
 
-void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char text[2048];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(text, sizeof(text), fmt, args);
-  va_end(args);
-  std::lock_guard<std::mutex> lock(warned_mu);
-  warned += text;
-  warned += "\n";
-}
-
-// Routes `rig`'s warnings to CaptureLog, starting from none.
-void CaptureWarnings(Rig* rig) {
-  rig->logger.Set(&CaptureLog);
-  std::lock_guard<std::mutex> lock(warned_mu);
-  warned.clear();
-}
+// Routes `rig`'s warnings to LogCapture, starting from none.
+void CaptureWarnings(Rig* rig) { LogCapture::Capture(&rig->logger); }
 
 }  // namespace
 
@@ -1544,7 +1529,7 @@ TEST_CASE("virtual recv: a PAT receive that waits long names the own send of its
   Request* r = PostReceive(&recv, &buf, &tag);
   CHECK(StaysPending(r, 2300));  // past the 2 s after which it warns
   {
-    std::lock_guard<std::mutex> lock(warned_mu);
+    const std::string warned = LogCapture::Text();
     INFO(warned);
     CHECK(warned.find("own send on PAT dimension 0 (to rank 0), step 0") != std::string::npos);
     CHECK(warned.find("NCCL_HOSTID") != std::string::npos);
@@ -1581,7 +1566,7 @@ TEST_CASE("virtual recv: a ring receive that waits long for its own send names t
   Request* r = PostReceive(&recv, &buf1, &tag1);
   CHECK(StaysPending(r, 2300));  // past the 2 s after which it warns
   {
-    std::lock_guard<std::mutex> lock(warned_mu);
+    const std::string warned = LogCapture::Text();
     INFO(warned);
     CHECK(warned.find("(channel 0, step 1, peer -1; RING/LL, 228 bytes, 1 channel(s), comm rank 0 of 8)") !=
           std::string::npos);

@@ -8,9 +8,6 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
-#include <mutex>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -21,28 +18,12 @@
 #include "plugin/real_comms.h"
 #include "plugin/settings.h"
 #include "plugin/shared_ring.h"
+#include "test/plugin_log_capture.h"
 
 namespace prism::plugin {
 namespace {
 
-std::mutex logged_mu;
-std::string logged;  // what CaptureLog was given
-
-void CaptureLog(prism_ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char text[2048];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(text, sizeof(text), fmt, args);
-  va_end(args);
-  std::lock_guard<std::mutex> lock(logged_mu);
-  logged += text;
-  logged += "\n";
-}
-
-std::string Logged() {
-  std::lock_guard<std::mutex> lock(logged_mu);
-  return logged;
-}
+using testing::LogCapture;
 
 std::vector<char> Pattern(size_t n, int seed) {
   std::vector<char> v(n);
@@ -259,11 +240,7 @@ TEST_CASE("ring comms: messages larger and smaller than the ring arrive whole an
 TEST_CASE("ring comms: a peer that goes away mid-message fails the other end, naming shared memory",
           "[plugin][unit][ring]") {
   RingPair p(4096);
-  p.logger.Set(&CaptureLog);
-  {
-    std::lock_guard<std::mutex> lock(logged_mu);
-    logged.clear();
-  }
+  LogCapture::Capture(&p.logger);
   const std::vector<char> in = Pattern(10000, 3);
   std::vector<char> out(10000);
   void* data = out.data();
@@ -278,7 +255,7 @@ TEST_CASE("ring comms: a peer that goes away mid-message fails the other end, na
     const Result r = TestUntil(sreq, &done, std::chrono::seconds(5));
     CHECK(r == prism_ncclSystemError);
     CHECK_FALSE(done);
-    CHECK(Logged().find("send to receiver failed: send to receiver: the receiver closed the connection with 5904 "
+    CHECK(LogCapture::Text().find("send to receiver failed: send to receiver: the receiver closed the connection with 5904 "
                         "bytes of a message still to go through shared memory") != std::string::npos);
   }
   SECTION("the sender closes with 4096 of 10000 bytes in the ring: the receive fails") {
@@ -287,7 +264,7 @@ TEST_CASE("ring comms: a peer that goes away mid-message fails the other end, na
     const Result r = TestUntil(rreq, &done, std::chrono::seconds(5));
     CHECK(r == prism_ncclSystemError);
     CHECK_FALSE(done);
-    CHECK(Logged().find("receive from sender failed: peer sender closed the connection with 5904 bytes of a message "
+    CHECK(LogCapture::Text().find("receive from sender failed: peer sender closed the connection with 5904 bytes of a message "
                         "still to come through shared memory") != std::string::npos);
   }
 }
