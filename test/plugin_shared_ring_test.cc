@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plugin/clock.h"
@@ -119,6 +121,53 @@ TEST_CASE("shared ring: an armed end's bell rings once the other end gives it so
     CHECK_FALSE(Rung(reader->data_bell()));
     CHECK(Rung(writer->space_bell()));
   }
+}
+
+// Sleeps on `bell` (the armed end's) until it rings; false when it did not
+// within 10 s: a lost wake-up, as nothing else keeps these threads waiting.
+bool SleepOnBell(int bell) {
+  pollfd p{bell, POLLIN, 0};
+  return poll(&p, 1, 10000) == 1;
+}
+
+TEST_CASE("shared ring: two threads that sleep on the bells instead of spinning lose no wake-up",
+          "[plugin][unit][ring]") {
+  std::string why;
+  auto writer = SharedRing::Create(4096, "test ring", &why);
+  REQUIRE(writer != nullptr);
+  auto reader = ReaderOf(*writer);
+  const std::vector<char> in = Pattern(3 << 20, 5);
+  std::vector<char> out(in.size());
+  std::atomic<bool> writer_ok{true};
+  std::thread w([&] {
+    size_t at = 0, piece = 1;
+    while (at < in.size() && writer_ok) {
+      const size_t n = writer->Write(in.data() + at, std::min(piece, in.size() - at));
+      at += n;
+      piece = piece * 7 % 9001 + 1;  // 1 byte to 9 KiB: across the 4 KiB ring's wrap and full
+      if (n > 0) continue;
+      writer->ArmWriter();
+      if (!SleepOnBell(writer->space_bell())) writer_ok = false;
+      writer->DrainWriterBell();
+    }
+  });
+  size_t at = 0, piece = 3;
+  bool reader_ok = true;
+  while (at < out.size() && reader_ok) {
+    const size_t n = reader->Read(out.data() + at, std::min(piece, out.size() - at));
+    at += n;
+    piece = piece * 5 % 7001 + 1;
+    if (n > 0) continue;
+    reader->ArmReader();
+    reader_ok = SleepOnBell(reader->data_bell());
+    reader->DrainReaderBell();
+  }
+  writer_ok = writer_ok && reader_ok;
+  w.join();
+  CHECK(reader_ok);
+  CHECK(writer_ok);
+  CHECK(at == out.size());
+  CHECK(out == in);
 }
 
 TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin][unit][ring]") {
