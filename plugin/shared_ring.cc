@@ -1,5 +1,6 @@
 #include "plugin/shared_ring.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8, "the ring's layout is shared b
 namespace {
 
 constexpr size_t kControlBytes = 4096;
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the ring's counters and flags are shared between processes: they must be lock-free");
 
@@ -59,8 +61,8 @@ std::unique_ptr<SharedRing> SharedRing::Create(uint64_t capacity, const std::str
            std::to_string(kMaxCapacity) + "]";
     return nullptr;
   }
-  std::array<int, kFdCount> fds{memfd_create(label.c_str(), MFD_CLOEXEC), eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC),
-                                eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+  std::array<int, kFdCount> fds{memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
+                                eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   const size_t bytes = kControlBytes + capacity;
   void* base = MAP_FAILED;
   if (fds[0] < 0) {
@@ -69,6 +71,8 @@ std::unique_ptr<SharedRing> SharedRing::Create(uint64_t capacity, const std::str
     *why = Errno("eventfd for the ring's bells");
   } else if (ftruncate(fds[0], static_cast<off_t>(bytes)) != 0) {
     *why = Errno("ftruncate of the ring's memfd");
+  } else if (fcntl(fds[0], F_ADD_SEALS, kSeals) != 0) {  // its size fixed for good: no SIGBUS at either end
+    *why = Errno("sealing the ring's memfd");
   } else {
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0], 0);
     if (base == MAP_FAILED) *why = Errno("mmap of the ring's memfd");
@@ -94,6 +98,11 @@ std::unique_ptr<SharedRing> SharedRing::Attach(std::vector<int> fds, std::string
   struct stat st {};
   if (fstat(fds[0], &st) != 0) {
     *why = Errno("fstat of a peer's ring");
+    CloseAll(fds);
+    return nullptr;
+  }
+  if ((fcntl(fds[0], F_GET_SEALS) & kSeals) != kSeals) {
+    *why = "a peer's ring is not sealed against resizing (a shrink would crash this process); not a ring of this plugin";
     CloseAll(fds);
     return nullptr;
   }

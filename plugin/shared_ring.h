@@ -22,8 +22,8 @@
 //
 // Ownership: a SharedRing owns its mapping and its three fds; the memory
 // lives while either end's mapping does, so a peer that exits or crashes
-// never takes the bytes away from the other (no SIGBUS: the memfd is never
-// shrunk). Thread-safety: one thread writes and one thread reads at a time
+// never takes the bytes away from the other (no SIGBUS: the memfd is sealed
+// against resizing, and Attach refuses one that is not). Thread-safety: one thread writes and one thread reads at a time
 // (the comm's step lock serialises each end).
 #ifndef PRISM_PLUGIN_SHARED_RING_H_
 #define PRISM_PLUGIN_SHARED_RING_H_

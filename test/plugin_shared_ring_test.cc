@@ -181,10 +181,17 @@ TEST_CASE("shared ring: what is not a ring is refused with the reason", "[plugin
     CHECK(why.find("not a ring of this plugin") != std::string::npos);
   }
   SECTION("the right size but no ring in it") {
-    const int fd = memfd_create("zeros", MFD_CLOEXEC);
+    const int fd = memfd_create("zeros", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     REQUIRE(ftruncate(fd, 4096 + 8192) == 0);
+    REQUIRE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
     CHECK(SharedRing::Attach({fd, dup(fd), dup(fd)}, &why) == nullptr);
     CHECK(why.find("same Prism build") != std::string::npos);
+  }
+  SECTION("a memfd its sender could still shrink") {
+    const int fd = memfd_create("unsealed", MFD_CLOEXEC);
+    REQUIRE(ftruncate(fd, 4096 + 8192) == 0);
+    CHECK(SharedRing::Attach({fd, dup(fd), dup(fd)}, &why) == nullptr);
+    CHECK(why.find("not sealed against resizing") != std::string::npos);
   }
   SECTION("one fd where a ring has three") {
     std::string made;
