@@ -16,21 +16,21 @@ void RealCommBase::StartProgress(const std::shared_ptr<ProgressEnginePool>& engi
   registered_ = engine_ != nullptr;
 }
 
-void RealCommBase::PollRing(bool is_writer, std::vector<pollfd>* fds) {
-  if (is_writer) {
+void RealCommBase::PollRing(std::vector<pollfd>* fds) {
+  if (is_send_) {
     ring_->ArmWriter();
   } else {
     ring_->ArmReader();
   }
   bell_armed_ = true;
-  fds->push_back(pollfd{is_writer ? ring_->space_bell() : ring_->data_bell(), POLLIN, 0});
+  fds->push_back(pollfd{is_send_ ? ring_->space_bell() : ring_->data_bell(), POLLIN, 0});
   fds->push_back(pollfd{fds_[0], POLLRDHUP, 0});  // a peer that hangs up while this end waits
 }
 
-void RealCommBase::DrainRingBell(bool is_writer) {
+void RealCommBase::DrainRingBell() {
   if (!bell_armed_) return;
   bell_armed_ = false;
-  if (is_writer) {
+  if (is_send_) {
     ring_->DrainWriterBell();
   } else {
     ring_->DrainReaderBell();

@@ -128,10 +128,11 @@ class RealCommBase : public NetComm, protected ProgressClient {
   // peer closed its socket; asks the kernel at most once a millisecond.
   bool RingPeerGone();
   // Ring comms, progress thread about to sleep with ring work queued: arms
-  // this end's bell and adds it (and the socket, for a hang-up) to `fds`.
-  void PollRing(bool is_writer, std::vector<pollfd>* fds);
+  // this end's bell (a send comm writes the ring, a receive comm reads it)
+  // and adds it, and the socket for a hang-up, to `fds`.
+  void PollRing(std::vector<pollfd>* fds);
   // Ring comms, at the start of a step: empties the bell PollRing armed.
-  void DrainRingBell(bool is_writer);
+  void DrainRingBell();
 
   // ProgressClient (progress thread): steps the comm while it has bulk in
   // flight, unless the proxy thread holds the step lock. A broken comm does

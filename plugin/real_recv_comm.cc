@@ -164,15 +164,18 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
         s.staging.resize(s.size);
         dest = s.staging.data();
       }
-      if (ring_ != nullptr && s.size > 0) {  // one chunk (one socket): the payload comes through the ring
-        ring_queue_.push_back(ReadItem{req, i, dest, s.size});
-        ++s.chunks_left;
-      }
-      for (uint32_t j = 0; j < header_.nchunks && ring_ == nullptr; ++j) {
-        const ChunkSpan c = ChunkOf(s.size, header_.nchunks, j);
-        if (c.length == 0) continue;
-        queues_[j].push_back(ReadItem{req, i, dest + c.offset, c.length});
-        ++s.chunks_left;
+      if (ring_ != nullptr) {  // one chunk (one socket): the payload comes through the ring
+        if (s.size > 0) {
+          ring_queue_.push_back(ReadItem{req, i, dest, s.size});
+          ++s.chunks_left;
+        }
+      } else {
+        for (uint32_t j = 0; j < header_.nchunks; ++j) {
+          const ChunkSpan c = ChunkOf(s.size, header_.nchunks, j);
+          if (c.length == 0) continue;
+          queues_[j].push_back(ReadItem{req, i, dest + c.offset, c.length});
+          ++s.chunks_left;
+        }
       }
       req->deliver_ns = std::max(req->deliver_ns, header_.deliver_ns);
       if (--req->unmatched == 0) posted_.erase(it);
@@ -293,18 +296,20 @@ bool RealRecvComm::StepInner(bool* progressed) {
     posted_.push_back(req);
   }
   if (ring_ != nullptr) {
-    DrainRingBell(false);
-    // Headers from the socket, payloads from the ring, until neither moves
-    // (or a receive completed and NCCL should hear of it).
+    DrainRingBell();
+    // Headers from the socket, payloads from the ring. The socket is read
+    // again only once every matched payload is out (the next header may be
+    // there): not once per piece while a payload is still being copied in.
     for (;;) {
       bool moved = false;
       if (!Pump(0, &moved) || !PumpRing(&moved)) return false;
       *progressed = *progressed || moved;
-      if (!moved || ReturnToCaller()) break;
+      if (!moved || !ring_queue_.empty() || ReturnToCaller()) break;
     }
-  }
-  for (size_t i = 0; i < fds_.size() && ring_ == nullptr; ++i) {
-    if (!Pump(i, progressed)) return false;
+  } else {
+    for (size_t i = 0; i < fds_.size(); ++i) {
+      if (!Pump(i, progressed)) return false;
+    }
   }
   if (eof_ && !posted_.empty()) {
     failure_.Set("peer " + peer_ + " closed the connection while receives were posted");
@@ -318,7 +323,7 @@ void RealRecvComm::FillPollLocked(std::vector<pollfd>* fds) {
     const bool want_header = i == 0 && !eof_ && !posted_.empty() && header_got_ < sizeof(MessageHeader);
     if (!queues_[i].empty() || want_header) fds->push_back(pollfd{fds_[i], POLLIN, 0});
   }
-  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(false, fds);  // the payload still coming
+  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(fds);  // the payload still coming
 }
 
 }  // namespace prism::plugin

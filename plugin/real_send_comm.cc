@@ -163,7 +163,7 @@ bool RealSendComm::PumpRing(bool* progressed) {
 }
 
 bool RealSendComm::StepInner(bool* progressed) {
-  if (ring_ != nullptr) DrainRingBell(true);
+  if (ring_ != nullptr) DrainRingBell();
   SendRequest* req;
   while (submit_.Pop(&req)) {
     *progressed = true;
@@ -179,7 +179,7 @@ void RealSendComm::FillPollLocked(std::vector<pollfd>* fds) {
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!queues_[i].empty()) fds->push_back(pollfd{fds_[i], POLLOUT, 0});
   }
-  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(true, fds);  // full: wait for the reader
+  if (ring_ != nullptr && !ring_queue_.empty()) PollRing(fds);  // full: wait for the reader
 }
 
 }  // namespace prism::plugin

@@ -308,9 +308,10 @@ def wire_profile(version):
     raise PrismError(f"--nccl-version '{version}': use X.Y.Z, e.g. 2.28.9")
 
 
-def rank_env(args, rank, world, plugin, store_port, daemon, link):
+def rank_env(args, rank, world, plugin, store_port, daemon, plugin_env):
+    """`plugin_env`: the PRISM_* settings the run chose (link_env, ring_copy_env); the caller's own win."""
     env = dict(NCCL_DEFAULTS)
-    env.update(link)
+    env.update(plugin_env)
     env.update({
         "NCCL_NET_PLUGIN": plugin,
         "NCCL_NET": "Prism",

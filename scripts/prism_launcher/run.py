@@ -370,7 +370,7 @@ def cmd_run(args):
         elif "PRISM_LINK_GBPS" not in os.environ:  # the caller's setting wins (rank_env)
             say("prism-graphgen not found: the real ranks' sends to virtual ranks are not shaped to the graph's "
                 "NIC (pass --graphgen PATH, or set PRISM_LINK_GBPS and PRISM_LINK_LATENCY_US)")
-    link = {**link_env(facts), **ring_copy_env(len(ranks), usable_cores())}
+    plugin_env = {**link_env(facts), **ring_copy_env(len(ranks), usable_cores())}
     graph_world = int(facts.get("ranks", 0))
     if args.world and graph_world and args.world != graph_world:
         raise PrismError(f"--world {args.world} disagrees with the graph's {graph_world} ranks: leave --world out "
@@ -383,7 +383,7 @@ def cmd_run(args):
         store_port = args.store_port or 29500
         daemon = args.daemon or "unix://<prismd of this run>"
         for r in ranks:
-            env = rank_env(args, r, world, plugin, store_port, daemon, link)
+            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env)
             shown = {k: env[k] for k in sorted(env) if k.startswith(("NCCL_", "PRISM_", "RANK", "WORLD", "LOCAL_",
                                                                       "MASTER_", "TORCH", "GROUP_", "PYTHONPATH"))}
             print(json.dumps({"rank": r, "env": shown, "command": command}))
@@ -422,7 +422,7 @@ def cmd_run(args):
     procs = {}
     try:
         for r in ranks:
-            env = rank_env(args, r, world, plugin, store_port, daemon, link)
+            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env)
             procs[r] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, bufsize=1, start_new_session=True, preexec_fn=rank_preexec())
             pump(procs[r].stdout, f"[rank {r}] ", os.path.join(log_dir, f"rank{r}.log"), out_lock)
