@@ -315,6 +315,17 @@ class ThreadCpu(unittest.TestCase):
                       "(128 threads), prism progress 0.43 (288 threads); all 11.05", text)
 
 
+class Neighbour(unittest.TestCase):
+    def test_the_gpu_neighbours_rate_is_given_per_run(self):
+        text = one_file_run("sw-hybrid1-run", "neighbour.txt",
+                            "gpu neighbour: 11.4 GB/s each way over 9.0 s (asked 12.5)\n")
+        self.assertIn("[sw-hybrid1-run] gpu neighbour: 11.4 GB/s each way over 9.0 s (asked 12.5)", text)
+
+    def test_a_neighbour_that_printed_nothing_is_named(self):
+        text = one_file_run("sw-hybrid1-run", "neighbour.txt", "")
+        self.assertIn("[sw-hybrid1-run] gpu neighbour: no output (did it start?)", text)
+
+
 class NcclChoices(unittest.TestCase):
     def test_the_algorithms_and_protocols_nccl_chose_are_listed_per_size(self):
         text = one_file_run("sw-truth", "nccl-choices.txt",

@@ -505,6 +505,18 @@ def link_hold_summary(out):
             print(f"  rank 0: {reports[0]}")
 
 
+def neighbour_summary(out):
+    """The GPU neighbour beside each run (NEIGHBOUR_GBPS: gpu_neighbour.py's
+    neighbour.txt): the rate it held, or why it did not run."""
+    for d in sorted(os.listdir(out)):
+        path = os.path.join(out, d, "neighbour.txt")
+        if not os.path.isfile(path):
+            continue
+        with open(path, errors="replace") as f:
+            lines = [l.strip() for l in f if l.strip()]
+        print(f"\n[{d}] {lines[-1] if lines else 'gpu neighbour: no output (did it start?)'}")
+
+
 def thread_cpu_summary(out, top=3):
     """Where each run's CPU went (THREAD_CPU=1: thread_cpu.py's threads.txt):
     the busiest thread names and the total, in cores."""
@@ -595,6 +607,7 @@ def main():
     prismd_summary(out)
     link_hold_summary(out)
     thread_cpu_summary(out)
+    neighbour_summary(out)
     nccl_choices_summary(out)
     hang_summary(out)
 

@@ -26,7 +26,10 @@
 #      YIELD_FIFO=1 (with the shim: the threads that yield run SCHED_FIFO 1, so a poller with work
 #      takes a core at once; root only),
 #      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
-#      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py).
+#      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
+#      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
+#      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
+#      the GPU's host link alone; its rate in the run's neighbour.txt).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
@@ -170,6 +173,10 @@ for run in "$@"; do
   if [[ "${THREAD_CPU:-0}" == 1 ]]; then
     python3 "$here/thread_cpu.py" "$here/driver.py" "$OUT/$tag/threads.txt" 0.5 & sampler=$!
   fi
+  neighbour=""
+  if [[ -n "${NEIGHBOUR_GBPS:-}" ]]; then
+    python3 "$here/gpu_neighbour.py" "$NEIGHBOUR_GBPS" > "$OUT/$tag/neighbour.txt" 2>&1 & neighbour=$!
+  fi
   case "$kind" in
     truth) run_truth "$name" "$tag" 0 ;;
     truth-late) run_truth "$name" "$tag" 1 ;;
@@ -183,6 +190,7 @@ for run in "$@"; do
     *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
   esac
   [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
+  [[ -n "$neighbour" ]] && { kill -TERM "$neighbour"; wait "$neighbour"; }
   nccl_choices "$OUT/$tag"
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
