@@ -25,6 +25,8 @@ prism_discover_tests(plugin_tests TEST_PREFIX "plugin: ")
 
 # A library holding a logger and ncclGetVersion (plugin unit: NCCL version lookup).
 add_library(fake_libnccl_version SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_libnccl_version.cc)
+# A stand-in for libcudart (plugin unit: GPU copies on the plugin's own streams).
+add_library(fake_libcudart SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_libcudart.cc)
 
 add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_units_test.cc
@@ -42,10 +44,12 @@ add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_return_on_complete_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_modelled_link_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_same_host_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_shared_ring_test.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_shared_ring_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_cuda_copy_test.cc)
 target_link_libraries(plugin_unit_tests PRIVATE prism_test_main prism_plugin_core prism_session)
 target_compile_definitions(plugin_unit_tests PRIVATE
   PRISM_PLUGIN_DOC="${PROJECT_SOURCE_DIR}/docs/plugin.md"
-  PRISM_FAKE_LIBNCCL="$<TARGET_FILE:fake_libnccl_version>")
-add_dependencies(plugin_unit_tests fake_libnccl_version)
+  PRISM_FAKE_LIBNCCL="$<TARGET_FILE:fake_libnccl_version>"
+  PRISM_FAKE_LIBCUDART="$<TARGET_FILE:fake_libcudart>")
+add_dependencies(plugin_unit_tests fake_libnccl_version fake_libcudart)
 prism_discover_tests(plugin_unit_tests TEST_PREFIX "plugin unit: ")
