@@ -136,7 +136,7 @@ void VirtualRecvComm::Deregistering(const MemRegion& mr) {
 }
 
 bool VirtualRecvComm::ZeroOnceFor(const Slot& s, const MemRegion* mr) const {
-  if (!env_.settings->recv_zero_once || mr == nullptr || mr->on_gpu() || s.gpu) return false;
+  if (!env_.settings->recv_zero_once || mr == nullptr) return false;
   if (s.protocol != LineProtocol::kSimple || mr->size != buffers_.simple || !s.op.valid()) return false;
   const OpKind kind = s.op.op->info().kind;
   if (kind == OpKind::kSend || kind == OpKind::kRecv) return false;
@@ -299,11 +299,10 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
   last_fill_ = LastFill{slot.seq, slot.op.valid() ? slot.op.step : 0, slot.step, slot.bytes, bytes};
   std::vector<char> host;
   char* dst = slot.data;
+  zeroed_.Written(slot.data, bytes);
   if (slot.gpu) {
     host.resize(bytes);
     dst = host.data();
-  } else {
-    zeroed_.Written(dst, bytes);
   }
   const bool ll = slot.protocol == LineProtocol::kLL;
   // PRISM_RECV_FILL=own: this rank's own lines of the step first, with this
@@ -332,12 +331,27 @@ bool VirtualRecvComm::FillOwnSimple(const Slot& slot) {
       std::memcpy(host.data() + off, own.data(), std::min(own.size(), host.size() - off));
   }
   std::string why;
+  zeroed_.Written(slot.data, host.size());
   if (!slot.gpu) {
-    zeroed_.Written(slot.data, host.size());
     std::memcpy(slot.data, host.data(), host.size());
     return true;
   }
   return env_.cuda->Copy(slot.data, host.data(), host.size(), &why);
+}
+
+// A zero fill of a buffer only this comm writes (Slot::zero_once): only the
+// bytes not zeroed since the plugin last wrote them; GPU memory gap by gap.
+bool VirtualRecvComm::ZeroOnce(const Slot& slot) {
+  if (!slot.gpu) {
+    zeroed_.Zero(slot.data, slot.bytes);
+    return true;
+  }
+  std::string why;
+  for (const auto& [offset, length] : zeroed_.Gaps(slot.data, slot.bytes)) {
+    if (!env_.cuda->Memset(slot.data + offset, 0, length, &why)) return false;
+  }
+  zeroed_.Remember(slot.data, slot.bytes);
+  return true;
 }
 
 bool VirtualRecvComm::Fill(const Slot& slot) {
@@ -347,10 +361,7 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   if (policy == RecvFill::kNone || slot.bytes == 0) return true;
   std::string why;
   if (policy == RecvFill::kZeros || policy == RecvFill::kOwn) {
-    if (slot.zero_once) {
-      zeroed_.Zero(slot.data, slot.bytes);
-      return true;
-    }
+    if (slot.zero_once) return ZeroOnce(slot);
     if (!slot.gpu) {
       std::memset(slot.data, 0, slot.bytes);
       return true;
@@ -360,11 +371,10 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
   // Pattern: byte k of receive seq is (seq * 31 + k) mod 256.
   std::vector<char> host;
   char* dst = slot.data;
+  zeroed_.Written(slot.data, slot.bytes);
   if (slot.gpu) {
     host.resize(slot.bytes);
     dst = host.data();
-  } else {
-    zeroed_.Written(dst, slot.bytes);
   }
   for (uint64_t k = 0; k < slot.bytes; ++k) dst[k] = static_cast<char>((slot.seq * 31 + k) & 0xff);
   return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);

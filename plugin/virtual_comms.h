@@ -162,8 +162,9 @@ class VirtualRecvComm final : public NetComm {
   void ResolvePlainLink(RecvRequest& req, Slot& slot);
   uint64_t StreamBytes(const Slot& slot);
   bool Fill(const Slot& slot);
+  bool ZeroOnce(const Slot& slot);
   // True when a zero fill of `s` (registered as `mr`) may skip the bytes
-  // zeroed_ holds: host memory, the Simple protocol's own buffer of a
+  // zeroed_ holds: host or GPU memory, the Simple protocol's own buffer of a
   // collective's connection (registered with that protocol's size; a p2p
   // pool is shared with other comms), the message inside it.
   bool ZeroOnceFor(const Slot& s, const MemRegion* mr) const;

@@ -20,36 +20,44 @@ bool ZeroedRanges::Covers(const char* p, uint64_t n) const {
   return it->second >= hi;
 }
 
-uint64_t ZeroedRanges::Zero(char* p, uint64_t n) {
-  if (n == 0) return 0;
+std::vector<std::pair<uint64_t, uint64_t>> ZeroedRanges::Gaps(const char* p, uint64_t n) const {
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  if (n == 0) return gaps;
+  const uintptr_t lo = Addr(p), hi = lo + n;
+  uintptr_t cursor = lo;  // bytes of [lo, cursor) are zero or already a gap
+  auto it = ranges_.upper_bound(lo);
+  if (it != ranges_.begin() && std::prev(it)->second > lo) cursor = std::prev(it)->second;
+  for (; it != ranges_.end() && it->first < hi && cursor < hi; ++it) {
+    if (it->first > cursor) gaps.emplace_back(cursor - lo, it->first - cursor);
+    cursor = std::max(cursor, it->second);
+  }
+  if (cursor < hi) gaps.emplace_back(cursor - lo, hi - cursor);
+  return gaps;
+}
+
+void ZeroedRanges::Remember(const char* p, uint64_t n) {
+  if (n == 0) return;
   const uintptr_t lo = Addr(p), hi = lo + n;
   uintptr_t start = lo, end = hi;  // the merged range
-  uint64_t written = 0;
-  uintptr_t cursor = lo;           // bytes below it are zero
   auto it = ranges_.upper_bound(lo);
-  if (it != ranges_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->second >= lo) {      // overlaps or touches [lo, hi) from below
-      start = prev->first;
-      cursor = std::max(cursor, prev->second);
-      end = std::max(end, prev->second);
-      it = ranges_.erase(prev);
-    }
+  if (it != ranges_.begin() && std::prev(it)->second >= lo) {  // overlaps or touches [lo, hi) from below
+    --it;
+    start = it->first;
   }
-  while (it != ranges_.end() && it->first <= hi) {  // overlaps or touches from above
-    if (it->first > cursor) {
-      std::memset(p + (cursor - lo), 0, it->first - cursor);
-      written += it->first - cursor;
-    }
-    cursor = std::max(cursor, it->second);
+  while (it != ranges_.end() && it->first <= hi) {  // every range overlapping or touching: merged
     end = std::max(end, it->second);
     it = ranges_.erase(it);
   }
-  if (cursor < hi) {
-    std::memset(p + (cursor - lo), 0, hi - cursor);
-    written += hi - cursor;
-  }
   ranges_.emplace(start, end);
+}
+
+uint64_t ZeroedRanges::Zero(char* p, uint64_t n) {
+  uint64_t written = 0;
+  for (const auto& [offset, length] : Gaps(p, n)) {
+    std::memset(p + offset, 0, length);
+    written += length;
+  }
+  Remember(p, n);
   return written;
 }
 

@@ -1,6 +1,8 @@
-// Host bytes of one receive comm's buffers that the plugin zeroed and has
-// not written since, so that a zero fill (PRISM_RECV_FILL=zeros, and own
-// outside all-gathers) need not write them again.
+// Bytes of one receive comm's buffers (host or GPU memory) that the plugin
+// zeroed and has not written since, so that a zero fill
+// (PRISM_RECV_FILL=zeros, and own outside all-gathers) need not write them
+// again. Host memory is zeroed here (Zero); GPU memory by the caller, gap by
+// gap (Gaps, then Remember).
 //
 // Why that is sound: NCCL's kernel only reads a net receive buffer (NCCL
 // v2.28.9-1 src/transport/net.cc: a receive connection's buffers are
@@ -9,7 +11,7 @@
 // bytes are the plugin's own. Bytes the plugin zeroed therefore stay zero
 // until the plugin itself writes them -- as long as no other comm writes
 // the same memory. The caller keeps that premise (VirtualRecvComm, the
-// "Zero once" paragraph of docs/plugin.md): only host memory, only the
+// "Zero once" paragraph of docs/plugin.md): only the
 // Simple protocol's own buffer of a collective's connection (a shared p2p
 // pool is written by other comms), and every other write of the plugin into
 // a tracked buffer (pattern, own payload, LL/LL128 lines) calls Written
@@ -22,6 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace prism::plugin {
 
@@ -30,6 +34,11 @@ class ZeroedRanges {
   // Zeroes the bytes of [p, p + n) not already known to be zero and
   // remembers the whole range as zero; the bytes it wrote (0: none).
   uint64_t Zero(char* p, uint64_t n);
+  // The parts of [p, p + n) not known to be zero, as (offset from p,
+  // length), lowest first.
+  std::vector<std::pair<uint64_t, uint64_t>> Gaps(const char* p, uint64_t n) const;
+  // [p, p + n) holds zeros now (the caller wrote its gaps): remembered.
+  void Remember(const char* p, uint64_t n);
   // [p, p + n) is about to hold other bytes (or to be freed): forgotten.
   void Written(const char* p, uint64_t n);
   // True when every byte of [p, p + n) is known to be zero.

@@ -47,9 +47,11 @@ FAKE_EXPORT const char* fakeCudartLog() {
   copy = log_text;
   return copy.c_str();
 }
+// Empties the log and numbers streams from 1 again.
 FAKE_EXPORT void fakeCudartReset() {
   std::lock_guard<std::mutex> lock(mu);
   log_text.clear();
+  streams_made = 0;
 }
 
 FAKE_EXPORT int cudaMemcpy(void* dst, const void* src, size_t n, int) {

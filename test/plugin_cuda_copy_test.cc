@@ -4,46 +4,17 @@
 // calling thread keeps its device; nothing is queued on the legacy default
 // stream, where PyTorch's default stream may be waiting for the very NCCL
 // operation whose send or receive is being copied.
-#include <dlfcn.h>
-
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
 #include "plugin/cuda_copy.h"
+#include "test/fake_cudart.h"
 
 namespace pp = prism::plugin;
 
-namespace {
-
-// The stand-in's own functions, from the copy CudaCopier loaded.
-struct FakeCudart {
-  FakeCudart() {
-    lib = dlopen(PRISM_FAKE_LIBCUDART, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    set_device_range = reinterpret_cast<void (*)(const void*, size_t, int)>(dlsym(lib, "fakeCudartSetDeviceRange"));
-    log = reinterpret_cast<const char* (*)()>(dlsym(lib, "fakeCudartLog"));
-    reset = reinterpret_cast<void (*)()>(dlsym(lib, "fakeCudartReset"));
-    set_device = reinterpret_cast<int (*)(int)>(dlsym(lib, "cudaSetDevice"));
-    get_device = reinterpret_cast<int (*)(int*)>(dlsym(lib, "cudaGetDevice"));
-    REQUIRE((set_device_range && log && reset && set_device && get_device));
-  }
-  ~FakeCudart() { dlclose(lib); }
-  int Device() const {
-    int d = -1;
-    get_device(&d);
-    return d;
-  }
-  void* lib;
-  void (*set_device_range)(const void*, size_t, int);
-  const char* (*log)();
-  void (*reset)();
-  int (*set_device)(int);
-  int (*get_device)(int*);
-};
-
-}  // namespace
+using prism::test::FakeCudart;
 
 TEST_CASE("GPU copies: the plugin's own non-blocking stream on the memory's device, never the legacy one",
           "[cuda]") {

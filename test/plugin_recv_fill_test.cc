@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "plugin/clock.h"
+#include "plugin/cuda_copy.h"
 #include "plugin/ll_lines.h"
 #include "plugin/virtual_comms.h"
 #include "plugin/zeroed_ranges.h"
+#include "test/fake_cudart.h"
 #include "test/virtual_recv_rig.h"
 
 namespace {
@@ -264,4 +266,44 @@ TEST_CASE("virtual recv: a p2p receive is zeroed every time (NCCL's shared p2p p
     CHECK(All(slot, kMessage, 0));
     slot[100] = 'y';  // another comm's receive into the pool
   }
+}
+
+TEST_CASE("virtual recv: a GPU buffer's zero fill is written once too, through the CUDA runtime",
+          "[plugin][unit][fill][cuda]") {
+  VirtualRecvRig rig(FillSettings(RecvFill::kZeros), 8'000'000'000'000ull, 1'000, 0xF114, 2, 0);
+  prism::plugin::CudaCopier cuda({PRISM_FAKE_LIBCUDART});
+  std::string why;
+  REQUIRE(cuda.Load(&why));
+  rig.env.cuda = &cuda;
+  prism::test::FakeCudart fake;
+  VirtualSendComm send(rig.env, rig.session, 1, 0);
+  VirtualRecvComm recv(rig.env, rig.session, 2, 0);
+  const size_t simple = ProtocolBuffers::FromEnv().simple;
+  std::vector<char> gpu(simple, 'x');  // the stand-in's "device memory" is host memory
+  fake.set_device_range(gpu.data(), gpu.size(), 0);
+  const MemRegion mr(gpu.data(), simple, kPrismPtrCuda);
+  char* slot = gpu.data() + 3 * (simple / prism::plugin::kNcclSteps);
+  const size_t slot_size = simple / prism::plugin::kNcclSteps;
+  const std::vector<char> ones(kMessage, 1), twice(2 * kMessage, 1);
+  fake.reset();
+  REQUIRE(RingStep(&rig, &send, &recv, 1, "AllReduce", ones, slot, slot_size, &mr) == kMessage);
+  CHECK(All(slot, kMessage, 0));
+  CHECK(fake.Count("cudaMemsetAsync 4096 ") == 1);
+  slot[100] = 'y';  // only the plugin writes here: still zero to it, so not written again
+  REQUIRE(RingStep(&rig, &send, &recv, 2, "AllReduce", ones, slot, slot_size, &mr) == kMessage);
+  CHECK(slot[100] == 'y');
+  CHECK(fake.Count("cudaMemsetAsync") == 1);
+  // A larger message: only its new half is written.
+  REQUIRE(RingStep(&rig, &send, &recv, 3, "AllReduce", twice, slot, slot_size, &mr) == 2 * kMessage);
+  CHECK(slot[100] == 'y');
+  CHECK(All(slot + kMessage, kMessage, 0));
+  CHECK(fake.Count("cudaMemsetAsync 4096 ") == 2);
+  // The pattern fill writes the slot (a copy): the next zero fill writes it all again.
+  rig.settings.recv_fill = RecvFill::kPattern;
+  REQUIRE(RingStep(&rig, &send, &recv, 4, "AllReduce", ones, slot, slot_size, &mr) == kMessage);
+  rig.settings.recv_fill = RecvFill::kZeros;
+  REQUIRE(RingStep(&rig, &send, &recv, 5, "AllReduce", ones, slot, slot_size, &mr) == kMessage);
+  CHECK(All(slot, 2 * kMessage, 0));
+  CHECK(fake.Count("cudaMemsetAsync 4096 ") == 3);
+  CHECK(fake.Count("legacy") == 0);
 }
