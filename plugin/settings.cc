@@ -81,7 +81,7 @@ constexpr EnvParam kParams[] = {
      "rank had this rank's data; everything else zeros) | zeros | none | pattern (none/pattern: Simple only; "
      "LL/LL128 always carry valid flag lines)"},
     {"PRISM_RECV_ZERO_ONCE", "1",
-     "1: a zero fill skips the bytes of a collective's Simple host buffer that the plugin zeroed and has not "
+     "1: a zero fill skips the bytes of a collective's Simple buffer (host or GPU) that the plugin zeroed and has not "
      "written since (NCCL's kernel only reads them); 0: every receive writes its zeros again"},
     {"PRISM_EVENT_FLUSH_US", "50", "events to prismd are batched at most this long"},
     {"PRISM_RING_WAITS_FOR_SCHEDULE", "0",
