@@ -199,6 +199,33 @@ class DryRun(unittest.TestCase):
         out = subprocess.run([sys.executable, PRISM, *args], capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_INLINE_BYTES"], "4096")
 
+    def test_real_ranks_spread_over_the_gpus_one_each_where_there_are_enough(self):
+        launcher = load_launcher()
+        self.assertEqual(launcher.gpu_pool("none", {"CUDA_VISIBLE_DEVICES": "0,1"}), [])
+        self.assertEqual(launcher.gpu_pool("2,GPU-ab", {}), ["2", "GPU-ab"])
+        self.assertEqual(launcher.gpu_pool("auto", {"CUDA_VISIBLE_DEVICES": "3, 1"}, lambda: ["0"]), ["3", "1"])
+        self.assertEqual(launcher.gpu_pool("auto", {}, lambda: ["0", "1"]), ["0", "1"])
+        self.assertEqual(launcher.gpu_pool("auto", {}, lambda: []), [])
+        with self.assertRaises(launcher.PrismError):
+            launcher.gpu_pool("0,,1", {})
+        self.assertEqual(launcher.gpu_env([0, 5], ["6", "7"]),
+                         ({0: {"CUDA_VISIBLE_DEVICES": "6"}, 5: {"CUDA_VISIBLE_DEVICES": "7"}}, None))
+        self.assertEqual(launcher.gpu_env([0], []), ({0: {}}, None))
+        by_rank, note = launcher.gpu_env([0, 1, 2], ["0", "1"])
+        self.assertEqual([by_rank[r]["CUDA_VISIBLE_DEVICES"] for r in (0, 1, 2)], ["0", "1", "0"])
+        self.assertIn("3 real ranks on 2 GPU(s) (GPU 0: ranks 0, 2)", note)
+        # --dry-run: the caller's list is the pool, each rank one of it; --gpus none leaves the caller's.
+        base = ["run", "--graph", "g", "--world", "8", "--ranks", "0,5", "--plugin", PRISM, "--dry-run"]
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="4,7")
+        for extra, want, shared in (([], ["4", "7"], False), (["--gpus", "none"], ["4,7", "4,7"], False),
+                                    (["--gpus", "2"], ["2", "2"], True)):
+            out = subprocess.run([sys.executable, PRISM, *base, *extra, "--", "true"], capture_output=True, text=True,
+                                 timeout=60, env=env)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            rows = [json.loads(line) for line in out.stdout.splitlines()]
+            self.assertEqual([r["env"].get("CUDA_VISIBLE_DEVICES") for r in rows], want, extra)
+            self.assertEqual("share a GPU" in out.stderr, shared, out.stderr)
+
     def test_rank_ranges(self):
         out = run("run", "--graph", "g", "--world", "8", "--ranks", "2-4", "--plugin", PRISM, "--dry-run",
                   "--", "true")

@@ -41,12 +41,18 @@ Each real rank gets:
   PRISM_INLINE_BYTES=262144                       with 2+ real ranks and 4+ cores each:
                                                   the plugin's copies between them on
                                                   its progress threads (docs/plugin.md)
+  CUDA_VISIBLE_DEVICES=<one GPU>                  the real ranks spread over --gpus in
+                                                  order (default auto: the caller's
+                                                  CUDA_VISIBLE_DEVICES list, else every
+                                                  GPU nvidia-smi lists; none: not set),
+                                                  so that each has a GPU of its own
+                                                  where there are enough
   NCCL_SOCKET_IFNAME=lo and the NCCL settings prismd's bootstrap needs
   (docs/bootstrap.md: NVLS, collnet, MNNVL, windows, RAS off; eager
   connection; no shared p2p comms; one NCCL root per communicator:
   TORCH_NCCL_RANKS_PER_ROOT=1048576)
-Variables set in the caller's environment win, except RANK, WORLD_SIZE and
-NCCL_HOSTID. NCCL_COMM_ID is not set (prismd learns every NCCL id from the
+Variables set in the caller's environment win, except RANK, WORLD_SIZE,
+NCCL_HOSTID and CUDA_VISIBLE_DEVICES (narrowed to the rank's GPU). NCCL_COMM_ID is not set (prismd learns every NCCL id from the
 store), unless --comm-id asks for the older fixed-id mode. The caller's
 LD_PRELOAD goes to the ranks only, not to prismd.
 """
@@ -229,6 +235,56 @@ def ring_copy_env(real_ranks, cores):
     return {}
 
 
+def gpu_pool(spec, environ, list_gpus=None):
+    """The GPUs `prism run --gpus SPEC` spreads the real ranks over, as CUDA_VISIBLE_DEVICES entries: SPEC
+    'none' gives [] (the ranks keep the caller's CUDA_VISIBLE_DEVICES, or all the host's GPUs); a list 'A,B,...'
+    itself; 'auto' the caller's CUDA_VISIBLE_DEVICES list when set, else the GPUs `list_gpus()` finds (default:
+    nvidia-smi's), else [] (no GPU found: nothing set)."""
+    if spec == "none":
+        return []
+    if spec != "auto":
+        pool = [g.strip() for g in spec.split(",")]
+        if not pool or any(not g for g in pool):
+            raise PrismError(f"--gpus {spec!r}: give auto, none or a comma-separated list of GPUs (0,1 or GPU-UUIDs)")
+        return pool
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    return (list_gpus or nvidia_smi_gpus)()
+
+
+def nvidia_smi_gpus():
+    """The host's GPUs by index, as `nvidia-smi -L` lists them; [] without nvidia-smi or when it fails."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return []
+    try:
+        out = subprocess.run([tool, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode != 0:
+        return []
+    return [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
+
+
+def gpu_env(ranks, pool):
+    """Each real rank's CUDA_VISIBLE_DEVICES: the k-th rank of `ranks` gets pool[k % len(pool)] ({} per
+    rank when the pool is empty), and the note to print when some share a GPU (else None)."""
+    if not pool:
+        return {r: {} for r in ranks}, None
+    by_rank = {r: {"CUDA_VISIBLE_DEVICES": pool[k % len(pool)]} for k, r in enumerate(ranks)}
+    if len(ranks) <= len(pool):
+        return by_rank, None
+    sharing = {}
+    for r in ranks:
+        sharing.setdefault(by_rank[r]["CUDA_VISIBLE_DEVICES"], []).append(r)
+    shared = "; ".join(f"GPU {g}: ranks {', '.join(map(str, rs))}" for g, rs in sharing.items() if len(rs) > 1)
+    note = (f"{len(ranks)} real ranks on {len(pool)} GPU(s) ({shared}): ranks that share a GPU share its host link "
+            f"too, which slows them at fast links (docs/timing.md, \"Two real ranks on one GPU\"); run them under "
+            f"CUDA MPS so that they run at once")
+    return by_rank, note
+
+
 def usable_cores():
     """The cores this process may run on (its affinity mask: taskset, a cgroup's cpuset), else os.cpu_count()."""
     try:
@@ -308,8 +364,9 @@ def wire_profile(version):
     raise PrismError(f"--nccl-version '{version}': use X.Y.Z, e.g. 2.28.9")
 
 
-def rank_env(args, rank, world, plugin, store_port, daemon, plugin_env):
-    """`plugin_env`: the PRISM_* settings the run chose (link_env, ring_copy_env); the caller's own win."""
+def rank_env(args, rank, world, plugin, store_port, daemon, plugin_env, device_env=None):
+    """`plugin_env`: the PRISM_* settings the run chose (link_env, ring_copy_env); the caller's own win.
+    `device_env`: this rank's CUDA_VISIBLE_DEVICES (gpu_env), which narrows the caller's."""
     env = dict(NCCL_DEFAULTS)
     env.update(plugin_env)
     env.update({
@@ -334,6 +391,7 @@ def rank_env(args, rank, world, plugin, store_port, daemon, plugin_env):
         env["NCCL_COMM_ID"] = args.comm_id
     env.update(os.environ)  # the caller's explicit settings win ...
     env.update({"RANK": str(rank), "WORLD_SIZE": str(world), "NCCL_HOSTID": f"prism-real-{rank}"})  # ... but these
+    env.update(device_env or {})  # ... and the rank's own GPU, one of the caller's
     env.update(getattr(args, "rank_env_extra", None) or {})  # prism capture's torch trace
     if not args.comm_id:
         env.pop("NCCL_COMM_ID", None)  # one fixed id would serialise every communicator's init

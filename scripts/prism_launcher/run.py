@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.request
 
-from prism_launcher.common import (DIVERGED, PrismError, choose_store_port, find_tool, free_port, inspect_graph, link_env, nccl_version, need_tool, parse_ranks, port_free, rank_env, ring_copy_env, say, usable_cores, wire_profile, world_size_of)
+from prism_launcher.common import (DIVERGED, PrismError, choose_store_port, find_tool, free_port, gpu_env, gpu_pool, inspect_graph, link_env, nccl_version, need_tool, parse_ranks, port_free, rank_env, ring_copy_env, say, usable_cores, wire_profile, world_size_of)
 
 # ---------------------------------------------------------------- run: processes
 
@@ -371,6 +371,9 @@ def cmd_run(args):
             say("prism-graphgen not found: the real ranks' sends to virtual ranks are not shaped to the graph's "
                 "NIC (pass --graphgen PATH, or set PRISM_LINK_GBPS and PRISM_LINK_LATENCY_US)")
     plugin_env = {**link_env(facts), **ring_copy_env(len(ranks), usable_cores())}
+    device_env, sharing = gpu_env(ranks, gpu_pool(getattr(args, "gpus", "auto"), os.environ))
+    if sharing:
+        say(sharing)
     graph_world = int(facts.get("ranks", 0))
     if args.world and graph_world and args.world != graph_world:
         raise PrismError(f"--world {args.world} disagrees with the graph's {graph_world} ranks: leave --world out "
@@ -383,9 +386,10 @@ def cmd_run(args):
         store_port = args.store_port or 29500
         daemon = args.daemon or "unix://<prismd of this run>"
         for r in ranks:
-            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env)
+            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env, device_env[r])
             shown = {k: env[k] for k in sorted(env) if k.startswith(("NCCL_", "PRISM_", "RANK", "WORLD", "LOCAL_",
-                                                                      "MASTER_", "TORCH", "GROUP_", "PYTHONPATH"))}
+                                                                      "MASTER_", "TORCH", "GROUP_", "PYTHONPATH",
+                                                                      "CUDA_VISIBLE_DEVICES"))}
             print(json.dumps({"rank": r, "env": shown, "command": command}))
         return 0
     if not os.path.isfile(args.graph):
@@ -422,7 +426,7 @@ def cmd_run(args):
     procs = {}
     try:
         for r in ranks:
-            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env)
+            env = rank_env(args, r, world, plugin, store_port, daemon, plugin_env, device_env[r])
             procs[r] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, bufsize=1, start_new_session=True, preexec_fn=rank_preexec())
             pump(procs[r].stdout, f"[rank {r}] ", os.path.join(log_dir, f"rank{r}.log"), out_lock)
