@@ -76,6 +76,7 @@ struct MemRegion : Tagged {
   void* base = nullptr;
   size_t size = 0;
   int type = kPrismPtrHost;  // NCCL_PTR_HOST / CUDA / DMABUF
+  int device = -1;           // on_gpu(): the GPU its memory is on (CudaCopier::DeviceOf at regMr)
   bool on_gpu() const { return type != kPrismPtrHost; }
 };
 

@@ -90,6 +90,7 @@ bool CudaCopier::Load(std::string* why) {
 }
 
 int CudaCopier::DeviceOf(const void* ptr) const {
+  if (!loaded_) return -1;
   PointerAttributes attr{};
   if (api_->pointer_get_attributes(&attr, ptr) != 0) {
     api_->get_last_error();  // an unknown pointer: host memory to us; leave no error behind
@@ -142,24 +143,22 @@ bool CudaCopier::OnStream(int device, const char* what, Work&& work, std::string
   return err == 0;
 }
 
-bool CudaCopier::Copy(void* dst, const void* src, size_t bytes, std::string* why) {
+bool CudaCopier::Copy(void* dst, const void* src, size_t bytes, int device, std::string* why) {
   if (!loaded_) {
     *why = load_error_;
     return false;
   }
-  const int dst_device = DeviceOf(dst);
-  const int device = dst_device >= 0 ? dst_device : DeviceOf(src);
   return OnStream(device, "cudaMemcpyAsync", [&](void* stream) {
     return api_->memcpy_async(dst, src, bytes, kCudaMemcpyDefault, stream);
   }, why);
 }
 
-bool CudaCopier::Memset(void* dst, int value, size_t bytes, std::string* why) {
+bool CudaCopier::Memset(void* dst, int value, size_t bytes, int device, std::string* why) {
   if (!loaded_) {
     *why = load_error_;
     return false;
   }
-  return OnStream(DeviceOf(dst), "cudaMemsetAsync", [&](void* stream) {
+  return OnStream(device, "cudaMemsetAsync", [&](void* stream) {
     return api_->memset_async(dst, value, bytes, stream);
   }, why);
 }

@@ -3,8 +3,9 @@
 // Only used when PRISM_GDR/PRISM_DMABUF advertise GPU pointers.
 //
 // Every copy and memset runs on a stream of the copier's own, created
-// non-blocking, on the device that holds the GPU side of the copy, and
-// returns once it is done. Never the legacy default stream: PyTorch's
+// non-blocking, on the device that holds the GPU side of the copy (asked
+// once per registered region, DeviceOf, and passed in), and returns once
+// it is done. Never the legacy default stream: PyTorch's
 // default stream is that stream, and once the program waits on a
 // collective (ProcessGroupNCCL makes the current stream wait for the
 // operation's end), anything queued there waits for the collective's
@@ -42,16 +43,19 @@ class CudaCopier {
   // used here. False with `*why` when none does.
   bool Load(std::string* why);
 
+  // The device `ptr` lives on, or -1 for host memory (or an unknown
+  // pointer). For regMr, once per region: the copies below take its answer.
+  int DeviceOf(const void* ptr) const;
+
   // cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault) on the copier's
-  // stream, then waits for it; false with `*why`.
-  bool Copy(void* dst, const void* src, size_t bytes, std::string* why);
+  // stream of `device` (the GPU side's, DeviceOf; -1: the calling thread's
+  // current device), then waits for it; false with `*why`.
+  bool Copy(void* dst, const void* src, size_t bytes, int device, std::string* why);
   // cudaMemsetAsync(dst, value, bytes) the same way; false with `*why`.
-  bool Memset(void* dst, int value, size_t bytes, std::string* why);
+  bool Memset(void* dst, int value, size_t bytes, int device, std::string* why);
 
  private:
   struct Api;
-  // The device `ptr` lives on, or -1 for host memory (or an unknown pointer).
-  int DeviceOf(const void* ptr) const;
   // Runs `work(stream)` on a leased stream of `device` (-1: the calling
   // thread's current device), then synchronises it.
   template <typename Work>

@@ -332,7 +332,9 @@ Result Plugin::RegMr(void* comm, void* data, size_t size, int type, void** mhand
       return prism_ncclSystemError;
     }
   }
-  *mhandle = new MemRegion(data, size, type);
+  auto* mr = new MemRegion(data, size, type);
+  if (mr->on_gpu()) mr->device = cuda_.DeviceOf(data);  // once, not per copy
+  *mhandle = mr;
   return prism_ncclSuccess;
 }
 

@@ -235,6 +235,7 @@ class RealSendComm final : public RealCommBase {
     bool in_use = false;
     const char* data = nullptr;
     bool gpu = false;
+    int device = -1;  // gpu: MemRegion::device
     MessageHeader header{};
     bool bulk = false;           // more than PRISM_INLINE_BYTES: the progress thread sends it
     int64_t wire_done_ns = 0;
@@ -285,6 +286,7 @@ class RealRecvComm final : public RealCommBase {
     uint64_t max_size = 0;
     int tag = 0;
     bool gpu = false;
+    int device = -1;  // gpu: MemRegion::device
     // LL/LL128: NCCL's kernel polls flags inside the data instead of waiting
     // for test(). On a shaped link (the header carries a delivery time) the
     // bytes go to `staging` and reach the buffer only when the request

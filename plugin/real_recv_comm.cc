@@ -45,6 +45,7 @@ Result RealRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* t
     s.max_size = sizes[i];
     s.tag = tags != nullptr ? tags[i] : 0;
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
+    s.device = s.gpu ? mrs[i]->device : -1;
     s.lines = ReceiveProtocol(s.op, mrs != nullptr ? mrs[i] : nullptr, buffers_) != LineProtocol::kSimple;
     s.held = false;
     s.matched = false;
@@ -101,7 +102,7 @@ bool RealRecvComm::RecvRequest::Publish() {
       continue;
     }
     std::string why;
-    if (!owner->env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
+    if (!owner->env_.cuda->Copy(s.user, s.staging.data(), s.size, s.device, &why)) {
       PRISM_WARN(*owner->env_.logger, "receive from %s: %s", owner->peer_.c_str(), why.c_str());
       return false;
     }
@@ -117,7 +118,7 @@ bool RealRecvComm::SlotFilled(RecvRequest* req, int slot) {
   }
   if (s.gpu && !s.held && s.size > 0) {
     std::string why;
-    if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, &why)) {
+    if (!env_.cuda->Copy(s.user, s.staging.data(), s.size, s.device, &why)) {
       failure_.Set(why);
       return false;
     }

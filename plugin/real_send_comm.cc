@@ -35,6 +35,7 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
   req->in_use = true;
   req->data = static_cast<const char*>(data);
   req->gpu = mr != nullptr && mr->on_gpu();
+  req->device = req->gpu ? mr->device : -1;
   const int64_t now = WallNowNs();
   const LinkModel::Times t =
       shaped_ ? nic_->Reserve(Bytes(size), Nanoseconds(now)) : LinkModel::Times{Nanoseconds(now), Nanoseconds(now)};
@@ -77,7 +78,7 @@ bool RealSendComm::StartRequest(SendRequest* req) {
   if (req->gpu && size > 0) {
     req->staging.resize(size);
     std::string why;
-    if (!env_.cuda->Copy(req->staging.data(), req->data, size, &why)) {
+    if (!env_.cuda->Copy(req->staging.data(), req->data, size, req->device, &why)) {
       failure_.Set(why);
       return false;
     }

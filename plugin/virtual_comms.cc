@@ -180,6 +180,7 @@ Result VirtualRecvComm::Irecv(int n, void** data, const size_t* sizes, const int
     s.data = static_cast<char*>(data[i]);
     s.max_size = sizes[i];
     s.gpu = mrs != nullptr && mrs[i] != nullptr && mrs[i]->on_gpu();
+    s.device = s.gpu ? mrs[i]->device : -1;
     s.seq = next_seq_++;
     if (ops != nullptr) s.op = ops[i];
     TrackStep(s, mrs != nullptr ? mrs[i] : nullptr);
@@ -313,7 +314,7 @@ bool VirtualRecvComm::FillLines(const Slot& slot) {
   (ll ? SetLlFlags : SetLl128Flags)(dst, copied, slot.step);
   (ll ? WriteLlLines : WriteLl128Lines)(dst + copied, bytes - copied, slot.step);
   std::string why;
-  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), bytes, &why);
+  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), bytes, slot.device, &why);
 }
 
 // Simple, PRISM_RECV_FILL=own, an all-gather (FillsOwn), at arrival: a ring
@@ -336,7 +337,7 @@ bool VirtualRecvComm::FillOwnSimple(const Slot& slot) {
     std::memcpy(slot.data, host.data(), host.size());
     return true;
   }
-  return env_.cuda->Copy(slot.data, host.data(), host.size(), &why);
+  return env_.cuda->Copy(slot.data, host.data(), host.size(), slot.device, &why);
 }
 
 // A zero fill of a buffer only this comm writes (Slot::zero_once): only the
@@ -348,7 +349,7 @@ bool VirtualRecvComm::ZeroOnce(const Slot& slot) {
   }
   std::string why;
   for (const auto& [offset, length] : zeroed_.Gaps(slot.data, slot.bytes)) {
-    if (!env_.cuda->Memset(slot.data + offset, 0, length, &why)) return false;
+    if (!env_.cuda->Memset(slot.data + offset, 0, length, slot.device, &why)) return false;
   }
   zeroed_.Remember(slot.data, slot.bytes);
   return true;
@@ -366,7 +367,7 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
       std::memset(slot.data, 0, slot.bytes);
       return true;
     }
-    return env_.cuda->Memset(slot.data, 0, slot.bytes, &why);
+    return env_.cuda->Memset(slot.data, 0, slot.bytes, slot.device, &why);
   }
   // Pattern: byte k of receive seq is (seq * 31 + k) mod 256.
   std::vector<char> host;
@@ -377,7 +378,7 @@ bool VirtualRecvComm::Fill(const Slot& slot) {
     dst = host.data();
   }
   for (uint64_t k = 0; k < slot.bytes; ++k) dst[k] = static_cast<char>((slot.seq * 31 + k) & 0xff);
-  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, &why);
+  return !slot.gpu || env_.cuda->Copy(slot.data, host.data(), slot.bytes, slot.device, &why);
 }
 
 VirtualLink VirtualRecvComm::LinkOf(const OpSchedule* s) const { return ModelledLink(*env_.settings, s); }

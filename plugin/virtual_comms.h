@@ -104,6 +104,7 @@ class VirtualRecvComm final : public NetComm {
     char* data = nullptr;
     uint64_t max_size = 0;
     bool gpu = false;
+    int device = -1;           // gpu: MemRegion::device
     bool zero_once = false;    // a zero fill may skip bytes still zero (ZeroOnceFor)
     uint64_t seq = 0;
     MessageTag op;

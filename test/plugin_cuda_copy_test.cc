@@ -25,14 +25,17 @@ TEST_CASE("GPU copies: the plugin's own non-blocking stream on the memory's devi
   std::vector<char> gpu(4096, 0), host(4096, 'h');
   fake.set_device_range(gpu.data(), gpu.size(), 3);  // `gpu` plays device 3's memory
   fake.set_device(1);                                 // the caller (NCCL's proxy thread) is on device 1
+  REQUIRE(copier.DeviceOf(gpu.data() + 100) == 3);    // regMr asks once per region
+  REQUIRE(copier.DeviceOf(host.data()) == -1);
+  const int device = copier.DeviceOf(gpu.data());
   fake.reset();
 
   SECTION("a copy into GPU memory, then one out of it: one stream, made once, synchronised after each") {
-    REQUIRE(copier.Copy(gpu.data(), host.data(), 1000, &why));
+    REQUIRE(copier.Copy(gpu.data(), host.data(), 1000, device, &why));
     REQUIRE(gpu[999] == 'h');
     host.assign(host.size(), 0);
     gpu[5] = 'g';
-    REQUIRE(copier.Copy(host.data(), gpu.data(), 10, &why));
+    REQUIRE(copier.Copy(host.data(), gpu.data(), 10, device, &why));
     REQUIRE(host[5] == 'g');
     CHECK(std::string(fake.log()) ==
           "cudaSetDevice 3\n"
@@ -47,7 +50,7 @@ TEST_CASE("GPU copies: the plugin's own non-blocking stream on the memory's devi
     CHECK(fake.Device() == 1);  // the caller's device, restored
   }
   SECTION("a memset the same way") {
-    REQUIRE(copier.Memset(gpu.data(), 7, 64, &why));
+    REQUIRE(copier.Memset(gpu.data(), 7, 64, device, &why));
     REQUIRE(gpu[63] == 7);
     const std::string log = fake.log();
     CHECK(log.find("cudaMemsetAsync 64 stream") != std::string::npos);
@@ -57,7 +60,7 @@ TEST_CASE("GPU copies: the plugin's own non-blocking stream on the memory's devi
   SECTION("a caller already on the memory's device is not moved") {
     fake.set_device(3);
     fake.reset();
-    REQUIRE(copier.Copy(gpu.data(), host.data(), 8, &why));
+    REQUIRE(copier.Copy(gpu.data(), host.data(), 8, device, &why));
     CHECK(std::string(fake.log()).find("cudaSetDevice") == std::string::npos);
     CHECK(fake.Device() == 3);
   }
@@ -71,6 +74,7 @@ TEST_CASE("GPU copies: a missing CUDA runtime is named with the fix", "[cuda]") 
   CHECK(why == "cannot dlopen the CUDA runtime (tried /nonexistent/libcudart.so; GPU buffers need it: put it on "
                "LD_LIBRARY_PATH or unset PRISM_GDR/PRISM_DMABUF)");
   std::vector<char> a(8), b(8);
-  CHECK_FALSE(copier.Copy(a.data(), b.data(), 8, &why));
+  CHECK_FALSE(copier.Copy(a.data(), b.data(), 8, -1, &why));
+  CHECK(copier.DeviceOf(a.data()) == -1);
   CHECK(why.find("cannot dlopen the CUDA runtime") == 0);
 }

@@ -280,8 +280,10 @@ TEST_CASE("virtual recv: a GPU buffer's zero fill is written once too, through t
   VirtualRecvComm recv(rig.env, rig.session, 2, 0);
   const size_t simple = ProtocolBuffers::FromEnv().simple;
   std::vector<char> gpu(simple, 'x');  // the stand-in's "device memory" is host memory
-  fake.set_device_range(gpu.data(), gpu.size(), 0);
-  const MemRegion mr(gpu.data(), simple, kPrismPtrCuda);
+  fake.set_device_range(gpu.data(), gpu.size(), 2);
+  MemRegion mr(gpu.data(), simple, kPrismPtrCuda);
+  mr.device = cuda.DeviceOf(gpu.data());  // as regMr sets it
+  REQUIRE(mr.device == 2);
   char* slot = gpu.data() + 3 * (simple / prism::plugin::kNcclSteps);
   const size_t slot_size = simple / prism::plugin::kNcclSteps;
   const std::vector<char> ones(kMessage, 1), twice(2 * kMessage, 1);
@@ -306,4 +308,7 @@ TEST_CASE("virtual recv: a GPU buffer's zero fill is written once too, through t
   CHECK(All(slot, 2 * kMessage, 0));
   CHECK(fake.Count("cudaMemsetAsync 4096 ") == 3);
   CHECK(fake.Count("legacy") == 0);
+  // Every write went to the region's device (set once at regMr), none to the caller's (0).
+  CHECK(fake.Count(" device 2") == fake.Count("cudaMemsetAsync") + fake.Count("cudaMemcpyAsync") + 1);  // + the stream
+  CHECK(fake.Count(" device 0") == 0);
 }
