@@ -274,6 +274,37 @@ class TruthAgainstItself(unittest.TestCase):
                       "worst iteration 4.00% vs 3.00% -> outside the truth's own spread: worst iteration", text)
 
 
+    def test_three_truths_are_pooled_and_each_is_held_against_the_others(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_run(out, "st-truth", 0, [500.0, 100.0, 104.0], {"tp all-reduce": 1000.0})
+        step_run(out, "st-truth-again", 0, [500.0, 102.0, 100.0], {"tp all-reduce": 1100.0})
+        step_run(out, "st-truth-again2", 0, [500.0, 98.0, 101.0], {"tp all-reduce": 1040.0})
+        step_run(out, "st-hybrid1", 0, [500.0, 100.0, 101.0], {"tp all-reduce": 1050.0})
+        text = run_compare(out, data)
+        # Per iteration the median of the three runs: 100, 101; per kind the median of the medians: 1040.
+        self.assertIn("## st: hybrid1 vs the pooled truth (3 runs), rank 0", text)
+        self.assertIn("mean iteration: truth 100.500 ms, hybrid 100.500 ms, error +0.00%; worst iteration |error| 0.00%",
+                      text)
+        self.assertIn("tp all-reduce                          1040.0       1050.0    +1.0%", text)
+        # The first truth against the median of the other two (100, 100.5): +1.5%, worst 3.48%.
+        self.assertIn("## st: truth vs the pool of the other 2, rank 0", text)
+        self.assertIn("mean iteration: truth 100.250 ms, again 102.000 ms, error +1.75%; worst iteration |error| 3.48%",
+                      text)
+        # Each truth against the other two: mean 1.75%, 0.25%, 1.97% (median 1.75); worst 3.48, 3.03, 2.97.
+        self.assertIn("st: hybrid1 against the pooled truth (3 runs), rank 0: mean 0.00% (a truth against the others: "
+                      "median 1.75%, worst 1.97%); worst iteration 0.00% (a truth against the others: median 3.03%, "
+                      "worst 3.48%) -> within a typical truth's spread", text)
+        # A truth that left no results (a run that timed out) is left out of the pool, and named.
+        os.makedirs(os.path.join(out, "st-truth-again3"))
+        self.assertIn("(left out, no results: truth-again3)", run_compare(out, data))
+        # With two truths there is no pool.
+        os.rename(os.path.join(out, "st-truth-again2"), os.path.join(out, "elsewhere"))
+        text = run_compare(out, data)
+        self.assertIn("st: no pooled truth: 2 of its runs left results (three are needed)", text)
+        self.assertNotIn("against the pooled", text)
+
+
 class TruthGate(unittest.TestCase):
     def test_a_sweep_truth_is_checked_against_the_model_at_large_sizes(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

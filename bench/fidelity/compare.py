@@ -9,6 +9,8 @@ import re
 import statistics
 import sys
 
+import pooled as pooled_mod
+
 
 def load(path):
     """A JSON file (prismd's pretty-printed report), or the last line of a
@@ -268,16 +270,15 @@ def step_verdict(errors):
 
 def step_tables(out, data, name, runs):
     # A second truth (truth-again) is judged as a hybrid is: its errors
-    # against the first are the truth's own run-to-run spread.
-    for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run", "truth-again"]),
-                                     ("truth-late", ["hybrid1-late", "truth-late-again"])):
-        truths = {}
-        for r in range(0, 64):
-            j = load(os.path.join(out, f"{name}-{truth_kind}", f"r{r}.json"))
-            if j:
-                truths[r] = j
+    # against the first are the truth's own run-to-run spread. Three truths
+    # or more are also pooled (pooled_tables).
+    for truth_kind, base_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run"]),
+                                   ("truth-late", ["hybrid1-late"])):
+        truths = run_results(out, name, truth_kind)
         if not truths:
             continue
+        again_kinds = again_runs(truth_kind, runs)
+        hybrid_kinds = base_kinds + again_kinds
         truth_vs_model(data, name, truth_kind, truths)
         kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs)
         if truth_kind == "truth-late" and "hybrid1-late" in runs:
@@ -290,47 +291,114 @@ def step_tables(out, data, name, runs):
                 continue
             for r in sorted(truths):
                 h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
-                if not h:
-                    continue
-                t = truths[r]
-                wu = t.get("warmup", 0)
-                ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
-                n = min(len(ti), len(hi))
-                errs = [pct(hi[i], ti[i]) for i in range(n)]
-                mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
-                errors = {"mean": pct(mh, mt), "worst iteration": max(abs(e) for e in errs)}
-                if "STRAGGLER_RANK" in read_meta(data, name):
-                    errors["slow rank mean"] = errors["mean"]
-                other = "again" if kind.endswith("again") else "hybrid"  # a second truth, or a hybrid run
-                print(f"\n## {name}: {kind} vs {truth_kind}, rank {r}: {n} iterations after {wu} warm-up")
-                print(f"mean iteration: truth {mt:.3f} ms, {other} {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
-                      f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
-                      f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
-                if "late" in kind and len(t["iteration_ms"]) > int(os.environ.get("LATE_ITER", "10")):
-                    k = int(os.environ.get("LATE_ITER", "10"))
-                    print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, {other} {h['iteration_ms'][k]:.3f} ms, "
-                          f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
-                    errors["late iteration"] = pct(h['iteration_ms'][k], t['iteration_ms'][k])
-                if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
-                    print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
-                          f"{t['nccl_device_bytes']}), {other} {h['peak_gpu_bytes']} B (reserved "
-                          f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
-                          f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
-                    errors["peak memory"] = pct(h['peak_gpu_bytes'], t['peak_gpu_bytes'])
-                print(step_verdict(errors))
-                judged[(kind, r)] = errors
-                print(f"per iteration (ms) truth/{other}: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
-        floor_lines(name, truth_kind, judged)
+                if h:
+                    other = "again" if "again" in kind else "hybrid"  # a second truth, or a hybrid run
+                    judged[(kind, r)] = judge_run(data, name, f"{kind} vs {truth_kind}", truths[r], h, kind, r, other)
+        floor_lines(name, again_kinds[0] if again_kinds else None, judged)
+        if len(again_kinds) >= 2:
+            pooled_tables(out, data, name, truth_kind, [truth_kind] + again_kinds, base_kinds, runs)
 
 
-def floor_lines(name, truth_kind, judged):
-    """Where a second truth ran: each hybrid's errors beside the truth's own
-    against itself (the floor under any hybrid's error on that host), per
-    real rank of the hybrid."""
-    again = truth_kind + "-again"
+def run_results(out, name, kind):
+    """A run's results per rank (r<rank>.json of ranks 0..63): {rank: result}."""
+    results = {}
+    for r in range(0, 64):
+        j = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json"))
+        if j:
+            results[r] = j
+    return results
+
+
+def again_runs(truth_kind, runs):
+    """The repeats of a truth that ran (truth-again, truth-again2, ...), in order."""
+    found = [k for k in runs if re.fullmatch(re.escape(truth_kind) + r"-again(\d*)", k)]
+    return sorted(found, key=lambda k: int(k.rsplit("again", 1)[1] or 1))
+
+
+def judge_run(data, name, title, t, h, kind, r, other):
+    """One run (a hybrid, or a truth's repeat) against a truth, rank r:
+    mean, worst iteration, the late iteration (late runs), peak memory, each
+    against STEP_BOUNDS; prints the verdict and returns the errors (%)."""
+    wu = t.get("warmup", 0)
+    ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
+    n = min(len(ti), len(hi))
+    errs = [pct(hi[i], ti[i]) for i in range(n)]
+    mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
+    errors = {"mean": pct(mh, mt), "worst iteration": max(abs(e) for e in errs)}
+    if "STRAGGLER_RANK" in read_meta(data, name):
+        errors["slow rank mean"] = errors["mean"]
+    print(f"\n## {name}: {title}, rank {r}: {n} iterations after {wu} warm-up")
+    print(f"mean iteration: truth {mt:.3f} ms, {other} {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
+          f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
+          f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
+    k = int(os.environ.get("LATE_ITER", "10"))
+    if "late" in kind and len(t["iteration_ms"]) > k and len(h["iteration_ms"]) > k:
+        print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, {other} {h['iteration_ms'][k]:.3f} ms, "
+              f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
+        errors["late iteration"] = pct(h['iteration_ms'][k], t['iteration_ms'][k])
+    if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
+        print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
+              f"{t['nccl_device_bytes']}), {other} {h['peak_gpu_bytes']} B (reserved "
+              f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
+              f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
+        errors["peak memory"] = pct(h['peak_gpu_bytes'], t['peak_gpu_bytes'])
+    print(step_verdict(errors))
+    print(f"per iteration (ms) truth/{other}: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
+    return errors
+
+
+def pooled_tables(out, data, name, truth_kind, truth_kinds, base_kinds, runs):
+    """Three truths or more of one spec (truth, truth-again, truth-again2,
+    ...): the hybrids against their pool (pooled.pool_results: per iteration
+    the median of the runs), and each truth against the pool of the others,
+    which is the floor a deterministic hybrid is held to on that host."""
+    per_kind = {k: run_results(out, name, k) for k in truth_kinds}
+    failed = [k for k in truth_kinds if not per_kind[k]]
+    truth_kinds = [k for k in truth_kinds if per_kind[k]]
+    ranks = sorted(set.intersection(*(set(per_kind[k]) for k in truth_kinds))) if truth_kinds else []
+    if len(truth_kinds) < 3 or not ranks:
+        print(f"\n{name}: no pooled {truth_kind}: {len(truth_kinds)} of its runs left results (three are needed)")
+        return
+    pooled = {r: pooled_mod.pool_results([per_kind[k][r] for k in truth_kinds]) for r in ranks}
+    label = f"pooled {truth_kind} ({len(truth_kinds)} runs)"
+    print(f"\n## {name}: the hybrids against the {label}: per iteration the median of the runs, "
+          f"per operation kind the median of their medians"
+          + (f" (left out, no results: {', '.join(failed)})" if failed else ""))
+    kind_tables(out, data, name, label, pooled, base_kinds, runs)
+    judged = {}
+    for kind in base_kinds:
+        for r in ranks:
+            h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json")) if kind in runs else None
+            if h:
+                judged[(kind, r)] = judge_run(data, name, f"{kind} vs the {label}", pooled[r], h, kind, r, "hybrid")
+    for kind in truth_kinds:
+        for r in sorted({r for _, r in judged} or {ranks[0]}):  # the hybrids' real ranks
+            rest = pooled_mod.pool_results([per_kind[k][r] for k in truth_kinds if k != kind])
+            judged[(kind, r)] = judge_run(data, name, f"{kind} vs the pool of the other {len(truth_kinds) - 1}",
+                                          rest, per_kind[kind][r], kind, r, "again")
+    for (kind, r), e in sorted(judged.items()):
+        if kind in truth_kinds:
+            continue
+        floor = [judged[(k, r)] for k in truth_kinds]
+        at = [key for key in ("mean", "worst iteration", "late iteration") if key in e]
+        typical = {key: statistics.median(abs(f[key]) for f in floor) for key in at}
+        inside = all(abs(e[key]) <= typical[key] for key in at)
+        print(f"{name}: {kind} against the {label}, rank {r}: " + "; ".join(
+            f"{key} {abs(e[key]):.2f}% (a truth against the others: median {typical[key]:.2f}%, "
+            f"worst {max(abs(f[key]) for f in floor):.2f}%)" for key in at)
+            + (" -> within a typical truth's spread" if inside else
+               " -> outside a typical truth's spread: " + ", ".join(k for k in at if abs(e[k]) > typical[k])))
+
+
+def floor_lines(name, again, judged):
+    """Where a second truth ran (`again`: its run kind, or None): each
+    hybrid's errors beside the truth's own against itself (the floor under
+    any hybrid's error on that host), per real rank of the hybrid."""
+    if not again:
+        return
     for (kind, r), e in sorted(judged.items()):
         f = judged.get((again, r))
-        if kind == again or f is None:
+        if "again" in kind or f is None:
             continue
         at = [k for k in ("mean", "worst iteration", "late iteration") if k in e and k in f]
         verdict = ("within the truth's own spread" if all(abs(e[k]) <= abs(f[k]) for k in at)
@@ -593,7 +661,7 @@ def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
     for d in sorted(os.listdir(out)):
-        m = re.match(r"(.+)-(truth|truth-late|truth-again|truth-late-again|hybrid1|hybrid2|hybrid1-late|hybrid1-run|hybrid2-run)$", d)
+        m = re.match(r"(.+)-(truth|truth-late|truth-again\d*|truth-late-again\d*|hybrid1|hybrid2|hybrid1-late|hybrid1-run|hybrid2-run)$", d)
         if m:
             runs.setdefault(m.group(1), set()).add(m.group(2))
     for name, kinds in runs.items():

@@ -53,6 +53,9 @@ def parse_args(argv=None):
     ap.add_argument("--late-iteration", type=int, default=-1, help="this rank computes longer in that iteration")
     ap.add_argument("--late-ms", type=float, default=0.0)
     ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
+    ap.add_argument("--op-timing", choices=["all", "comm", "compute", "none"], default="all",
+                    help="step: which ops of a measured iteration get CUDA timing events around them (the "
+                         "timeline, comm_us, compute_us); iterations are timed either way")
     ap.add_argument("--out", default="", help="also write the JSON line here")
     a = ap.parse_args(argv)
     # One command line for every real rank (prism run): {rank} in paths.
@@ -214,6 +217,7 @@ class Runner:
         """Enqueues one pass over the program (a group_start..group_end pair
         of send/recv goes out as one batch_isend_irecv, one NCCL group)."""
         events = {}
+        comm_timed = timed if self.a.op_timing in ("all", "comm") else None
         ops, i = self.ops, 0
         while i < len(ops):
             op, t = ops[i], ops[i]["type"]
@@ -222,7 +226,7 @@ class Runner:
                 while ops[j]["type"] != "group_end":
                     group.append(ops[j])
                     j += 1
-                self._launch(lambda g=group: self.p2p(g), group[0], events, range(i, j + 1), timed)
+                self._launch(lambda g=group: self.p2p(g), group[0], events, range(i, j + 1), comm_timed)
                 i = j + 1
                 continue
             if t == "compute":
@@ -230,12 +234,13 @@ class Runner:
                 # Timed too (compute_us): whether a sleep lasts what the graph
                 # says while every rank shares the GPUs (SleepClock is measured
                 # once, on an idle GPU).
+                time_it = timed is not None and 0 < ns == op["duration_ns"] and self.a.op_timing in ("all", "compute")
                 self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i],
-                             self.compute_timed if timed is not None and 0 < ns == op["duration_ns"] else None)
+                             self.compute_timed if time_it else None)
             elif t == "collective":
-                self._launch(lambda op=op: self.collective(op), op, events, [i], timed)
+                self._launch(lambda op=op: self.collective(op), op, events, [i], comm_timed)
             elif t in ("send", "recv"):
-                self._launch(lambda op=op: self.p2p([op]), op, events, [i], timed)
+                self._launch(lambda op=op: self.p2p([op]), op, events, [i], comm_timed)
             i += 1
         if not self.a.cpu:
             self.compute.wait_stream(self.side)

@@ -10,6 +10,8 @@
 #   RUN     NAME:KIND   KIND = truth | hybrid1 | hybrid2 | truth-late | hybrid1-late | hybrid1-run | hybrid2-run
 #           | truth-again | truth-late-again (the truth once more, judged against the first as a hybrid
 #           is: the truth's own run-to-run spread, the floor under any hybrid's error)
+#           | truth-againN | truth-late-againN (N = 2, 3, ...: more repeats; with three truths or more
+#           compare.py also pools them and holds the hybrids and each truth against the pool)
 #           (hybrid1-run: rank 0 (RUN_RANK) started by `scripts/prism run` as an ordinary program:
 #           env://, the store prismd hosts, lazy communicators -- for worlds of thousands, where one
 #           eager world-wide split per group would take minutes; hybrid2-run: ranks 0 and SECOND_REAL so)
@@ -26,6 +28,8 @@
 #      YIELD_FIFO=1 (with the shim: the threads that yield run SCHED_FIFO 1, so a poller with work
 #      takes a core at once; root only),
 #      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
+#      OP_TIMING=all|comm|compute|none (driver.py --op-timing: which ops of a measured iteration get
+#      CUDA timing events; the per-op tables need all),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -74,7 +78,8 @@ driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
   env $(rank_env "$name" "$tag") NCCL_HOSTID="$tag-$r" "${RANK_ENV[@]}" \
     timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
       --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
-      --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" "$@" \
+      --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" \
+      --op-timing "${OP_TIMING:-all}" "$@" \
       > "$OUT/$tag/r$r.log" 2>&1 &
 }
 
@@ -180,8 +185,8 @@ for run in "$@"; do
   case "$kind" in
     truth) run_truth "$name" "$tag" 0 ;;
     truth-late) run_truth "$name" "$tag" 1 ;;
-    truth-again) run_truth "$name" "$tag" 0 ;;
-    truth-late-again) run_truth "$name" "$tag" 1 ;;
+    truth-again|truth-again[0-9]*) run_truth "$name" "$tag" 0 ;;
+    truth-late-again|truth-late-again[0-9]*) run_truth "$name" "$tag" 1 ;;
     hybrid1) run_hybrid "$name" "$tag" 0 0 ;;
     hybrid1-late) run_hybrid "$name" "$tag" 0 1 ;;
     hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;
