@@ -84,17 +84,19 @@ void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::
       NicCalendar& rx = nics_[r.dst].rx;
       const Nanoseconds start = EarliestCommonStart({&tx, &rx}, r.ready, r.took);
       const Nanoseconds end = SatAdd(start, r.took);
+      const Nanoseconds left = InterleavedStart(r.src, r.ready, r.took, start);
       tx.Reserve(start, end, forget_before_);
       rx.Reserve(start, end, forget_before_);
-      done->push_back({r.ticket, start, end});
+      done->push_back({r.ticket, left, SatAdd(left, r.took)});
       return;
     }
     case Request::Kind::kSend: {
       NicCalendar& tx = nics_[r.src].tx;
       Nanoseconds start = r.ready;
       if (r.duration > Nanoseconds(0)) {
-        start = tx.NextFree(r.ready, r.duration);
-        tx.Reserve(start, SatAdd(start, r.duration), forget_before_);
+        const Nanoseconds queued = tx.NextFree(r.ready, r.duration);
+        start = InterleavedStart(r.src, r.ready, r.duration, queued);
+        tx.Reserve(queued, SatAdd(queued, r.duration), forget_before_);
       }
       done->push_back({r.ticket, start, SatAdd(start, r.took)});
       return;
@@ -181,6 +183,18 @@ Nanoseconds NicScheduler::SharedSent(const Directions& d, uint32_t comm, Nanosec
   if (wire <= half) return SatAdd(step_end, wire + wire);
   const Nanoseconds left = wire - half;
   return Min(queued, SatAdd(d.tx.NextFree(h->end, left), left));
+}
+
+// A point-to-point transfer behind a ring share of a communicator on its
+// sender's transmit side goes as a share of another communicator does
+// (SharedSent): a 2 MiB pipeline send posted during a 32 MiB DP
+// reduce-scatter leaves between the ring's steps, not after all of it
+// (the dp8 ground truth without per-operation CUDA events, 2026-12-04:
+// docs/network-model.md, "Launch order").
+Nanoseconds NicScheduler::InterleavedStart(uint32_t src, Nanoseconds ready, Nanoseconds wire,
+                                           Nanoseconds queued) const {
+  if (nic_model_ != NicModel::kInterleave || queued <= ready) return queued;
+  return SharedSent(nics_[src], kPointToPointComm, ready, wire, queued) - wire;
 }
 
 Nanoseconds NicScheduler::ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration) {

@@ -13,12 +13,12 @@
 //    own transmit side, in the first gap that fits there; the collective
 //    ends when the last share has left plus the rest of its time (never
 //    before the model's time from its start). Other transfers as kCalendar.
-//  - kInterleave: kQueues, except that a share that finds its transmit side
-//    carrying a ring share of another communicator does not wait for that
-//    share's end: it leaves behind the other share's ring step in progress
-//    (what NCCL has queued of it), then interleaved with the rest of it at
-//    half the rate, then alone, as far as the side's reservations at its
-//    grant say (SharedSent). Its reservation is kQueues' (the whole share
+//  - kInterleave: kQueues, except that a share, or a point-to-point
+//    transfer, that finds its transmit side carrying a ring share of another
+//    communicator does not wait for that share's end: it leaves behind the
+//    other share's ring step in progress (what NCCL has queued of it), then
+//    interleaved with the rest of it at half the rate, then alone, as far as
+//    the side's reservations at its grant say (SharedSent). Its reservation is kQueues' (the whole share
 //    after the other one), so the side's work stays counted for later
 //    requests; no grant's end ever moves (the hybrid's contract), so the
 //    other share keeps its end: the newcomer alone pays for the sharing.
@@ -173,6 +173,12 @@ class NicScheduler {
   // in the first gap that holds it (never later than start + wire).
   static Nanoseconds SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
                                 Nanoseconds start);
+  // kInterleave: when a point-to-point transfer of `wire` from `src`, ready
+  // at `ready` and first free there at `queued`, effectively starts (its
+  // last byte leaves `wire` later): through SharedSent, as a share of a
+  // communicator no ring has; `queued` under the other models.
+  Nanoseconds InterleavedStart(uint32_t src, Nanoseconds ready, Nanoseconds wire, Nanoseconds queued) const;
+  static constexpr uint32_t kPointToPointComm = UINT32_MAX;  // no ring's communicator
   // Reserves every member's both directions for `duration` from the first
   // instant >= `ready` at which all are free; returns that instant.
   Nanoseconds ReserveMembers(const EngineComm& c, Nanoseconds ready, Nanoseconds duration);
