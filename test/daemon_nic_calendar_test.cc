@@ -243,9 +243,12 @@ TEST_CASE("nic scheduler, interleave: a send behind another communicator's ring 
     s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
     s.RequestPointToPoint(2, 0, 4, Nanoseconds(100'000), Nanoseconds(500'000));
     s.Grant(Nanoseconds(100'000), Nanoseconds(100'000), &done, &checks);
+    // A send forecast asks first when such a send would start: its grant's start.
+    const Nanoseconds forecast = s.SendStart(0, Nanoseconds(100'000), Nanoseconds(500'000));
     s.RequestSend(3, 0, Nanoseconds(100'000), Nanoseconds(500'000), Nanoseconds(520'000));
     s.Grant(Nanoseconds(100'000), Nanoseconds(100'000), &done, &checks);
     REQUIRE(done.size() == 3);
+    CHECK(forecast == done[2].start);
     return std::vector<int64_t>{done[1].start.count(), done[1].end.count(), done[2].start.count(),
                                 done[2].end.count()};
   };

@@ -92,9 +92,10 @@ class NicScheduler {
   void RequestSend(uint32_t ticket, uint32_t src, Nanoseconds ready, Nanoseconds wire, Nanoseconds took);
 
   // When a RequestSend(src, ready, wire) made later, with no other request
-  // on src's transmit side before it, would start (not kShared).
+  // on src's transmit side before it, would start (not kShared): the same
+  // start as its grant, interleaving included (a send forecast's first byte).
   Nanoseconds SendStart(uint32_t src, Nanoseconds ready, Nanoseconds wire) const {
-    return wire > Nanoseconds(0) ? nics_[src].tx.NextFree(ready, wire) : ready;
+    return wire > Nanoseconds(0) ? InterleavedStart(src, ready, wire, nics_[src].tx.NextFree(ready, wire)) : ready;
   }
   bool HasRequests() const { return !requests_.empty(); }
   // Grants every request made since the last call, shortest first, at
