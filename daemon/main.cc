@@ -449,11 +449,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-classes", f.no_classes, "replay every rank (no equivalence classes)");
   app.add_option("--nic-model", f.nic_model,
                  "queues (default: each member of a ring collective queues its share on its own NIC, first "
-                 "come first served; other transfers as calendar), calendar (a transfer holds all its NICs alone "
+                 "come first served; a point-to-point transfer behind such a share goes between its steps; "
+                 "other transfers as calendar), calendar (a transfer holds all its NICs alone "
                  "in a gap common to them), shared (transfers in flight share each NIC equally; --simulate "
-                 "only) or interleave (queues, but a ring share or a point-to-point transfer that finds its NIC "
-                 "carrying another communicator's ring share goes behind that one's step in progress, then "
-                 "shares the NIC with the rest; docs/network-model.md)");
+                 "only) or interleave (queues, and a ring share that finds its NIC carrying another communicator's "
+                 "ring share goes behind that one's step in progress, then shares the NIC with the rest; "
+                 "docs/network-model.md)");
   app.add_option("--step-cost-us", f.step_cost_us,
                  "NCCL's own cost per ring step beyond the link latency, in us, or auto (the graph's figure, "
                  "measured by prism capture, else the one measured for NCCL 2.28's Simple ring; "

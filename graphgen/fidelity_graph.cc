@@ -444,10 +444,10 @@ absl::StatusOr<pg::Graph> GenerateFidelityGraph(const FidelitySpec& s) {
   // the sweep graph is the whole run.
   a["iterations"] = absl::StrCat(s.kind == "step" ? s.warmup + s.iterations : 1);
   a["warmup"] = absl::StrCat(s.warmup);
-  // The bench's truths run their ranks as MPS clients of one GPU, and their
-  // timelines show each rank's NCCL kernels starting in the order it issued
-  // them (docs/network-model.md, "Launch order"): the replay follows it.
-  a["nccl_launch_order"] = "program";
+  // No nccl_launch_order: each stream on its own. (Until 2026-12-04 these
+  // graphs asked for program order, from truths whose per-operation CUDA
+  // events held a rank's sends behind its collectives; without the events
+  // they do not: docs/network-model.md, "Launch order".)
   return g;
 }
 

@@ -208,11 +208,13 @@ TEST_CASE("nic scheduler, interleave: a short collective shares a NIC another co
   // at half the rate while the ring's 2 ms left go on: 0.4 ms, out at 1.4 ms.
   const auto [pair_end, send_start] = PairAfterRing(NicModel::kInterleave, 400'000);
   CHECK(pair_end == 1'400'000);
-  // A send posted then goes between the ring's steps too: behind the step in
+  // A send posted then goes between the ring's steps: behind the step in
   // progress (1 ms), then at half the rate: it starts at 1.001 ms (its 1 us
-  // of wire takes 2 us shared). Under the queues it waits for both shares.
+  // of wire takes 2 us shared), under the queues too; under the calendar it
+  // waits for both shares.
   CHECK(send_start == 1'001'000);
-  CHECK(PairAfterRing(NicModel::kQueues, 400'000).second == 3'200'000);
+  CHECK(PairAfterRing(NicModel::kQueues, 400'000).second == 1'001'000);
+  CHECK(PairAfterRing(NicModel::kCalendar, 400'000).second == 3'200'000);
   // 1.5 ms of wire: 1 ms of it goes while the ring's 2 ms are shared, the
   // other 0.5 ms alone after the ring: out at 3.5 ms (queued: 4.5 ms).
   CHECK(PairAfterRing(NicModel::kQueues, 3'000'000).first == 4'500'000);
@@ -221,10 +223,10 @@ TEST_CASE("nic scheduler, interleave: a short collective shares a NIC another co
 
 // The dp8 ground truth's case (TP1 PP2 DP8, 2026-12-04): a pipeline send
 // posted while its rank's NIC carries a DP reduce-scatter's share. Without
-// per-operation CUDA events the truth ran 529 ms an iteration, as if the
-// send went between the reduce-scatter's ring steps; queued behind the whole
-// share, the model gave 600.7 ms.
-TEST_CASE("nic scheduler, interleave: a send behind another communicator's ring share goes between its steps",
+// per-operation CUDA events the truth ran 529.9 ms an iteration, as if the
+// send went between the reduce-scatter's ring steps (the model: 526.9 ms);
+// queued behind the whole share, the model gave 600.7 ms.
+TEST_CASE("nic scheduler, queues and interleave: a send behind a ring share goes between its steps",
           "[engine][nic]") {
   using prism::Nanoseconds;
   using prism::engine::NicModel;
@@ -252,12 +254,13 @@ TEST_CASE("nic scheduler, interleave: a send behind another communicator's ring 
     return std::vector<int64_t>{done[1].start.count(), done[1].end.count(), done[2].start.count(),
                                 done[2].end.count()};
   };
-  // Queued: after the share (3 ms), then the second after the first.
-  CHECK(sends(NicModel::kQueues) == std::vector<int64_t>{3'000'000, 3'500'000, 3'500'000, 4'020'000});
-  // Interleaved: behind the ring's step in progress (it ends at 1 ms), then
-  // at half the rate while the ring's 2 ms left go on: out at 2 ms, so it
-  // counts as started at 1.5 ms. The second finds the same share: the same
-  // (two transfers beside one share are not split three ways).
+  // Under the calendar: after the share (3 ms), then the second after the first.
+  CHECK(sends(NicModel::kCalendar) == std::vector<int64_t>{3'000'000, 3'500'000, 3'500'000, 4'020'000});
+  // Queues and interleave: behind the ring's step in progress (it ends at
+  // 1 ms), then at half the rate while the ring's 2 ms left go on: out at
+  // 2 ms, so it counts as started at 1.5 ms. The second finds the same
+  // share: the same (two transfers beside one share are not split three ways).
+  CHECK(sends(NicModel::kQueues) == std::vector<int64_t>{1'500'000, 2'000'000, 1'500'000, 2'020'000});
   CHECK(sends(NicModel::kInterleave) == std::vector<int64_t>{1'500'000, 2'000'000, 1'500'000, 2'020'000});
 }
 

@@ -403,8 +403,10 @@ TEST_CASE("follow capture: a GPU-host capture of train_gpt.py at 1024 ranks equa
   // 512); this one does not, and simulates 47 ms faster. Its hybrid run is
   // not recorded yet: the figure below is the simulation's own (prismd
   // --simulate is deterministic), held so that a change of the capture's
-  // compute shows, not a measured time.
-  constexpr double kSimulatedSeconds = 0.5346;
+  // compute shows, not a measured time. 0.5346 s until 2026-12-04, when a
+  // pipeline send behind a DP ring's share on its NIC began to go between
+  // the ring's steps (docs/network-model.md, "NIC serialisation").
+  constexpr double kSimulatedSeconds = 0.5164;
   const double simulated = PrismdRingIteration(captured);
   INFO("captured graph: " << simulated << " s per iteration (simulated, prismd --simulate --nccl-algo Ring)");
   CHECK(simulated == Approx(kSimulatedSeconds).epsilon(0.01));

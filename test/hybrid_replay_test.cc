@@ -73,6 +73,7 @@ prism::engine::NcclBehaviour RecordedModel() {
   prism::engine::NcclBehaviour nccl;
   nccl.p2p_buffer = prism::Bytes(0);
   nccl.startup_calibrates = true;
+  nccl.p2p_between_ring_steps = false;  // a pipeline send waited for a whole DP share then
   return nccl;
 }
 

@@ -55,7 +55,8 @@ def parse_args(argv=None):
     ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
     ap.add_argument("--op-timing", choices=["all", "comm", "compute", "none"], default="all",
                     help="step: which ops of a measured iteration get CUDA timing events around them (the "
-                         "timeline, comm_us, compute_us); iterations are timed either way")
+                         "timeline, comm_us, compute_us); iterations are timed either way. Events around "
+                         "communication change what some programs do (run-gpu.sh passes compute)")
     ap.add_argument("--out", default="", help="also write the JSON line here")
     a = ap.parse_args(argv)
     # One command line for every real rank (prism run): {rank} in paths.

@@ -28,8 +28,9 @@
 #      YIELD_FIFO=1 (with the shim: the threads that yield run SCHED_FIFO 1, so a poller with work
 #      takes a core at once; root only),
 #      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
-#      OP_TIMING=all|comm|compute|none (driver.py --op-timing: which ops of a measured iteration get
-#      CUDA timing events; the per-op tables need all),
+#      OP_TIMING=compute|all|comm|none (driver.py --op-timing, default compute: which ops of a
+#      measured iteration get CUDA timing events; the per-kind tables need all or comm, and events
+#      around communication change what a truth does: README.md),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -79,7 +80,7 @@ driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
     timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
       --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
       --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" \
-      --op-timing "${OP_TIMING:-all}" "$@" \
+      --op-timing "${OP_TIMING:-compute}" "$@" \
       > "$OUT/$tag/r$r.log" 2>&1 &
 }
 

@@ -95,6 +95,12 @@ struct NcclBehaviour {
   // operation); off: when both sides are posted. docs/network-model.md,
   // "Send completion": per operation as the truths, iterations 3% fast.
   bool p2p_eager = false;
+  // Under the queues and interleave NIC models a point-to-point transfer that
+  // finds its sender's NIC carrying a ring share goes between that share's
+  // steps (nic_scheduler.h; the dp8 and dp4 truths without the driver's
+  // events, 2026-12-04); off: it waits for the whole share, the model before
+  // that date (its recorded hybrid runs replay with it).
+  bool p2p_between_ring_steps = true;
   // A rank's communication ops start in the order it issued them, and a
   // send or receive only once the collectives its rank issued before it
   // have ended, as the GPU host's truths show (launch_order.h;

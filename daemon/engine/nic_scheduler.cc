@@ -153,7 +153,7 @@ Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nan
     const bool interleave = nic_model_ == NicModel::kInterleave;
     const Nanoseconds sent = interleave && start > ready ? SharedSent(d, comm, ready, wire, start) : end;
     d.tx.Reserve(start, end, forget_before_);
-    if (interleave && wire > Nanoseconds(0)) {
+    if (wire > Nanoseconds(0)) {  // kQueues and kInterleave: point-to-point transfers go between its steps
       if (d.shares.size() >= d.prune_at) {  // forgotten with the calendar's reservations
         std::erase_if(d.shares, [this](const TxShare& s) { return s.end <= forget_before_; });
         d.prune_at = std::max<size_t>(64, 2 * d.shares.size());
@@ -186,14 +186,16 @@ Nanoseconds NicScheduler::SharedSent(const Directions& d, uint32_t comm, Nanosec
 }
 
 // A point-to-point transfer behind a ring share of a communicator on its
-// sender's transmit side goes as a share of another communicator does
-// (SharedSent): a 2 MiB pipeline send posted during a 32 MiB DP
-// reduce-scatter leaves between the ring's steps, not after all of it
-// (the dp8 ground truth without per-operation CUDA events, 2026-12-04:
-// docs/network-model.md, "Launch order").
+// sender's transmit side goes as a share of another communicator does under
+// kInterleave (SharedSent), under kQueues too: a 2 MiB pipeline send posted
+// during a 32 MiB DP reduce-scatter leaves between the ring's steps, not
+// after all of it (the dp8 and dp4 ground truths without per-operation CUDA
+// events, 2026-12-04: docs/network-model.md, "NIC serialisation").
 Nanoseconds NicScheduler::InterleavedStart(uint32_t src, Nanoseconds ready, Nanoseconds wire,
                                            Nanoseconds queued) const {
-  if (nic_model_ != NicModel::kInterleave || queued <= ready) return queued;
+  if ((nic_model_ != NicModel::kQueues && nic_model_ != NicModel::kInterleave) || queued <= ready ||
+      !model_.nccl().p2p_between_ring_steps)
+    return queued;
   return SharedSent(nics_[src], kPointToPointComm, ready, wire, queued) - wire;
 }
 

@@ -12,13 +12,14 @@
 //    reduce-scatter across nodes queues its share of the wire time on its
 //    own transmit side, in the first gap that fits there; the collective
 //    ends when the last share has left plus the rest of its time (never
-//    before the model's time from its start). Other transfers as kCalendar.
-//  - kInterleave: kQueues, except that a share, or a point-to-point
-//    transfer, that finds its transmit side carrying a ring share of another
-//    communicator does not wait for that share's end: it leaves behind the
-//    other share's ring step in progress (what NCCL has queued of it), then
-//    interleaved with the rest of it at half the rate, then alone, as far as
-//    the side's reservations at its grant say (SharedSent). Its reservation is kQueues' (the whole share
+//    before the model's time from its start). Other transfers as kCalendar,
+//    except that a point-to-point transfer that finds its transmit side
+//    carrying a ring share does not wait for that share's end: it leaves
+//    behind the share's ring step in progress (what NCCL has queued of it),
+//    then interleaved with the rest of it at half the rate, then alone, as
+//    far as the side's reservations at its grant say (SharedSent).
+//  - kInterleave: kQueues, and a ring share that finds its transmit side
+//    carrying a ring share of another communicator goes the same way. Its reservation is kQueues' (the whole share
 //    after the other one), so the side's work stays counted for later
 //    requests; no grant's end ever moves (the hybrid's contract), so the
 //    other share keeps its end: the newcomer alone pays for the sharing.
@@ -139,7 +140,7 @@ class NicScheduler {
     Nanoseconds ready, duration;  // NIC time wanted from `ready` on (the grant order's key)
     Nanoseconds took;             // kSend: the transfer's whole time from its start
   };
-  // A ring share queued on a transmit side (kInterleave): [start, end) of
+  // A ring share queued on a transmit side (kQueues, kInterleave): [start, end) of
   // communicator `comm`, sent one ring step of `step` at a time.
   struct TxShare {
     Nanoseconds start, end, step;
@@ -147,7 +148,7 @@ class NicScheduler {
   };
   struct Directions {
     NicCalendar tx, rx;
-    std::vector<TxShare> shares;  // kInterleave: tx's ring shares not yet forgotten, in grant order
+    std::vector<TxShare> shares;  // kQueues, kInterleave: tx's ring shares not yet forgotten, in grant order
     size_t prune_at = 64;         // shares' size at which the forgotten ones are dropped
   };
 
@@ -174,10 +175,10 @@ class NicScheduler {
   // in the first gap that holds it (never later than start + wire).
   static Nanoseconds SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
                                 Nanoseconds start);
-  // kInterleave: when a point-to-point transfer of `wire` from `src`, ready
-  // at `ready` and first free there at `queued`, effectively starts (its
-  // last byte leaves `wire` later): through SharedSent, as a share of a
-  // communicator no ring has; `queued` under the other models.
+  // kQueues, kInterleave: when a point-to-point transfer of `wire` from
+  // `src`, ready at `ready` and first free there at `queued`, effectively
+  // starts (its last byte leaves `wire` later): through SharedSent, as a
+  // share of a communicator no ring has; `queued` under the other models.
   Nanoseconds InterleavedStart(uint32_t src, Nanoseconds ready, Nanoseconds wire, Nanoseconds queued) const;
   static constexpr uint32_t kPointToPointComm = UINT32_MAX;  // no ring's communicator
   // Reserves every member's both directions for `duration` from the first
