@@ -84,10 +84,10 @@ void NicScheduler::GrantOne(const Request& r, std::vector<NicGrant>* done, std::
       NicCalendar& rx = nics_[r.dst].rx;
       const Nanoseconds start = EarliestCommonStart({&tx, &rx}, r.ready, r.took);
       const Nanoseconds end = SatAdd(start, r.took);
-      const Nanoseconds left = InterleavedStart(r.src, r.ready, r.took, start);
-      tx.Reserve(start, end, forget_before_);
+      const Nanoseconds sending_from = InterleavedStart(r.src, r.ready, r.took, start);
+      tx.Reserve(start, end, forget_before_);  // the side's work stays counted whole
       rx.Reserve(start, end, forget_before_);
-      done->push_back({r.ticket, left, SatAdd(left, r.took)});
+      done->push_back({r.ticket, sending_from, SatAdd(sending_from, r.took)});
       return;
     }
     case Request::Kind::kSend: {
@@ -153,7 +153,7 @@ Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nan
     const bool interleave = nic_model_ == NicModel::kInterleave;
     const Nanoseconds sent = interleave && start > ready ? SharedSent(d, comm, ready, wire, start) : end;
     d.tx.Reserve(start, end, forget_before_);
-    if (wire > Nanoseconds(0)) {  // kQueues and kInterleave: point-to-point transfers go between its steps
+    if (wire > Nanoseconds(0)) {  // point-to-point transfers go between its steps (InterleavedStart)
       if (d.shares.size() >= d.prune_at) {  // forgotten with the calendar's reservations
         std::erase_if(d.shares, [this](const TxShare& s) { return s.end <= forget_before_; });
         d.prune_at = std::max<size_t>(64, 2 * d.shares.size());
