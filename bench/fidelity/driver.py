@@ -53,10 +53,10 @@ def parse_args(argv=None):
     ap.add_argument("--late-iteration", type=int, default=-1, help="this rank computes longer in that iteration")
     ap.add_argument("--late-ms", type=float, default=0.0)
     ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
-    ap.add_argument("--op-timing", choices=["all", "comm", "compute", "none"], default="all",
+    ap.add_argument("--op-timing", choices=["compute", "all", "comm", "none"], default="compute",
                     help="step: which ops of a measured iteration get CUDA timing events around them (the "
                          "timeline, comm_us, compute_us); iterations are timed either way. Events around "
-                         "communication change what some programs do (run-gpu.sh passes compute)")
+                         "communication change what some programs do: all or comm only for per-kind tables")
     ap.add_argument("--out", default="", help="also write the JSON line here")
     a = ap.parse_args(argv)
     # One command line for every real rank (prism run): {rank} in paths.

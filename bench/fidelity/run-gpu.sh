@@ -160,6 +160,7 @@ run_launcher() {  # NAME TAG REAL-RANKS: the driver as an ordinary program under
     --prismd-arg=--record-sessions --prismd-arg="$OUT/$tag/sessions.rec" \
     -- python3 "$here/driver.py" --env-init --ops "$D/$name/ops{rank}.json" --comms "$D/$name/comms.json" \
       --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" --out "$OUT/$tag/r{rank}.json" \
+      --op-timing "${OP_TIMING:-compute}" \
     > "$OUT/$tag/run.log" 2>&1
 }
 
