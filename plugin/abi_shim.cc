@@ -189,7 +189,9 @@ prism_ncclResult_t ProfStop(void* handle) {
 }
 prism_ncclResult_t ProfRecord(void* handle, prism_ncclProfilerEventState_t state,
                               prism_ncclProfilerEventStateArgs_v5_t* args) {
-  return prism_ncclSuccess;  // sizes and states come through the net side
+  // Sizes and states come through the net side; only a kernel channel's stop
+  // stamp is read here (PRISM_OP_TIMES).
+  return PRISM_GUARD("profiler recordEventState", ThePlugin().tracker().RecordEventState(handle, state, args));
 }
 prism_ncclResult_t ProfFinalize(void* context) {
   return PRISM_GUARD("profiler finalize", ThePlugin().tracker().Finalize(context));

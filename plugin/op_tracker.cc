@@ -19,6 +19,7 @@ enum HandleTag : uint32_t {
   kProxyOpTag = 0x50505859,   // "PPXY"
   kStepTag = 0x50535450,      // "PSTP"
   kGroupTag = 0x50475250,     // "PGRP"
+  kKernelTag = 0x504b4348,    // "PKCH"
   kDeadTag = 0x44454144,      // "DEAD"
 };
 
@@ -186,6 +187,33 @@ void OpRecord::RecordReceive(int64_t done_ns, uint64_t bytes) {
   ++summary_.messages;
 }
 
+void OpRecord::RecordKernelStart(uint64_t gpu_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++kernel_.channels_started;
+  if (gpu_ns != 0 && (kernel_.first_start_ns == 0 || gpu_ns < kernel_.first_start_ns)) kernel_.first_start_ns = gpu_ns;
+}
+
+bool OpRecord::RecordKernelStop(uint64_t gpu_ns, KernelSpan* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++kernel_.channels_stopped;
+  kernel_.last_stop_ns = std::max(kernel_.last_stop_ns, gpu_ns);
+  if (kernel_logged_ || kernel_.channels_stopped < kernel_.channels_started ||
+      kernel_.channels_stopped < int{info_.channels})
+    return false;
+  kernel_.complete = true;
+  kernel_logged_ = true;
+  *out = kernel_;
+  return true;
+}
+
+bool OpRecord::TakeUnloggedKernelSpan(KernelSpan* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kernel_logged_) return false;
+  kernel_logged_ = true;
+  *out = kernel_;
+  return true;
+}
+
 void OpRecord::ProxyOpStarted() {
   std::lock_guard<std::mutex> lock(mu_);
   ++live_proxy_ops_;
@@ -226,6 +254,12 @@ struct OpTracker::StepHandle {
   int32_t step = 0;
 };
 
+struct OpTracker::KernelHandle {
+  uint32_t tag = kKernelTag;
+  std::shared_ptr<OpRecord> op;
+  uint64_t stop_ns = 0;  // KernelChStop's stamp, read at stop
+};
+
 struct OpTracker::ProxyOpHandle {
   uint32_t tag = kProxyOpTag;
   std::shared_ptr<OpRecord> op;
@@ -244,9 +278,13 @@ prism_ncclResult_t OpTracker::Init(void** context, uint64_t comm_id, int* activa
   ctx->nranks = nranks;
   *context = ctx;
   // NetPlugin alone enables the whole chain (Coll/P2p, ProxyOp, ProxyStep).
-  if (activation_mask != nullptr)
+  // KernelCh (op_times.h) adds a profiler proxy op per channel of every
+  // operation: asked for only while the times are kept.
+  if (activation_mask != nullptr) {
     *activation_mask |= static_cast<int>(kPrismProfileColl | kPrismProfileP2p | kPrismProfileProxyOp |
                                          kPrismProfileProxyStep | kPrismProfileNetPlugin);
+    if (op_times_ != nullptr) *activation_mask |= static_cast<int>(kPrismProfileKernelCh);
+  }
   return prism_ncclSuccess;
 }
 
@@ -255,7 +293,10 @@ prism_ncclResult_t OpTracker::Finalize(void* context) {
   auto* ctx = static_cast<Context*>(context);
   {
     std::lock_guard<std::mutex> lock(ctx->mu);
-    for (auto& h : ctx->retired) h->tag = kDeadTag;
+    for (auto& h : ctx->retired) {
+      if (h->op) LogUnlogged(*h->op);
+      h->tag = kDeadTag;
+    }
     ctx->retired.clear();
   }
   ctx->tag = kDeadTag;
@@ -281,12 +322,15 @@ prism_ncclResult_t OpTracker::StartEvent(void* context, void** handle,
       FillTag(*descr);
       *handle = nullptr;  // nothing to stop: the net side never stops it
       break;
+    case kPrismProfileKernelCh:
+      *handle = op_times_ != nullptr ? StartKernel(*descr) : nullptr;
+      break;
     case kPrismProfileGroup:
       static_assert(kGroupTag == 0x50475250);
       *handle = &group_handle_;
       break;
     default:
-      *handle = nullptr;  // groups, API events, proxy control, kernel channels: not needed
+      *handle = nullptr;  // API events, proxy control: not needed
       break;
   }
   return prism_ncclSuccess;
@@ -354,6 +398,23 @@ void* OpTracker::StartStep(const prism_ncclProfilerEventDescr_v5_t& d) {
   return &s;
 }
 
+void* OpTracker::StartKernel(const prism_ncclProfilerEventDescr_v5_t& d) {
+  // The parent is the Coll/P2p event (NCCL's taskEventHandle), stopped and
+  // retired by now: retired handles stay alive for kRetiredOps more ops.
+  if (TagOf(d.parentObj) != kOpTag) return nullptr;
+  const auto* parent = static_cast<const OpHandle*>(d.parentObj);
+  if (!parent->op) return nullptr;
+  auto* h = new KernelHandle();
+  h->op = parent->op;
+  h->op->RecordKernelStart(d.kernelCh.pTimer);
+  return h;
+}
+
+void OpTracker::LogUnlogged(OpRecord& op) {
+  KernelSpan span;
+  if (op_times_ != nullptr && op.TakeUnloggedKernelSpan(&span)) op_times_->Append(op.info(), span);
+}
+
 void OpTracker::FillTag(const prism_ncclProfilerEventDescr_v5_t& d) {
   if (d.netPlugin.id != kNetPluginId || d.netPlugin.data == nullptr) return;
   if (TagOf(d.parentObj) != kStepTag) return;
@@ -376,9 +437,20 @@ prism_ncclResult_t OpTracker::StopEvent(void* handle) {
       std::lock_guard<std::mutex> lock(ctx->mu);  // NCCL may still name it as a parent: retire
       ctx->retired.emplace_back(h);
       if (ctx->retired.size() > kRetiredOps) {
-        ctx->retired.front()->tag = kDeadTag;
+        OpHandle* oldest = ctx->retired.front().get();
+        if (oldest->op) LogUnlogged(*oldest->op);
+        oldest->tag = kDeadTag;
         ctx->retired.pop_front();
       }
+      break;
+    }
+    case kKernelTag: {
+      auto* h = static_cast<KernelHandle*>(handle);
+      KernelSpan span;
+      if (h->op && h->op->RecordKernelStop(h->stop_ns, &span) && op_times_ != nullptr)
+        op_times_->Append(h->op->info(), span);
+      h->tag = kDeadTag;
+      delete h;
       break;
     }
     case kProxyOpTag: {
@@ -392,6 +464,13 @@ prism_ncclResult_t OpTracker::StopEvent(void* handle) {
     default:
       break;  // steps live inside their proxy op; other kinds were never handed out
   }
+  return prism_ncclSuccess;
+}
+
+prism_ncclResult_t OpTracker::RecordEventState(void* handle, prism_ncclProfilerEventState_t state,
+                                               const prism_ncclProfilerEventStateArgs_v5_t* args) {
+  if (state != kPrismProfilerKernelChStop || args == nullptr || TagOf(handle) != kKernelTag) return prism_ncclSuccess;
+  static_cast<KernelHandle*>(handle)->stop_ns = args->kernelCh.pTimer;
   return prism_ncclSuccess;
 }
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "plugin/ll_lines.h"
+#include "plugin/op_times.h"
 #include "plugin/profiler_abi.h"
 
 namespace prism::plugin {
@@ -138,6 +139,18 @@ class OpRecord {
   bool OwnChunk(std::vector<char>* out) const;
   bool HasOwnChunk() const;
 
+  // NCCL's kernel stamps (KernelCh events, GPU %globaltimer ns; op_times.h),
+  // one start and one stop per channel the kernel ran the operation on.
+  void RecordKernelStart(uint64_t gpu_ns);
+  // True exactly once: when the span became complete (every channel that
+  // started stopped, and at least info().channels did); fills `*out`.
+  // `gpu_ns` 0: a stop without a stamp (counted, not timed).
+  bool RecordKernelStop(uint64_t gpu_ns, KernelSpan* out);
+  // The span so far, for an operation whose line was not written yet (its
+  // communicator is finalized, or its handle retired): true once, never
+  // after RecordKernelStop returned true.
+  bool TakeUnloggedKernelSpan(KernelSpan* out);
+
   // Proxy-op accounting (the profiler's ProxyOp start/stop).
   void ProxyOpStarted();
   // True exactly once: when the last live proxy op stopped; fills `*out`.
@@ -156,6 +169,8 @@ class OpRecord {
   std::vector<std::vector<std::vector<char>>> payloads_;  // [channel][step], all-gather only
   std::vector<char> own_chunk_;                           // the first kept payload
   OpSummary summary_;
+  KernelSpan kernel_;
+  bool kernel_logged_ = false;
   int live_proxy_ops_ = 0;
   bool finished_ = false;
 };
@@ -196,6 +211,13 @@ class OpTracker {
   OpTracker(const OpTracker&) = delete;
   OpTracker& operator=(const OpTracker&) = delete;
 
+  // PRISM_OP_TIMES: every later Init also asks NCCL for its kernel events
+  // (KernelCh), and each operation's line goes to `log` (op_times.h).
+  // `log` (nullable: off) must outlive the tracker. Call before the first
+  // Init, on the thread that then calls it or one that happens-before it
+  // (the plugin calls it inside its once-only init).
+  void KeepOpTimes(OpTimesLog* log) { op_times_ = log; }
+
   // The profiler ABI, one call each (profiler_shim.cc forwards; NCCL's
   // arguments as given). Unknown or foreign handles are ignored.
   prism_ncclResult_t Init(void** context, uint64_t comm_id, int* activation_mask, int nranks,
@@ -203,6 +225,9 @@ class OpTracker {
   prism_ncclResult_t StartEvent(void* context, void** handle,
                                 const prism_ncclProfilerEventDescr_v5_t* descr);
   prism_ncclResult_t StopEvent(void* handle);
+  // Reads only KernelChStop (its GPU stamp); every other state is ignored.
+  prism_ncclResult_t RecordEventState(void* handle, prism_ncclProfilerEventState_t state,
+                                      const prism_ncclProfilerEventStateArgs_v5_t* args);
   prism_ncclResult_t Finalize(void* context);
 
   // The net side: asks NCCL (through `prof_fn`, the callback its init got)
@@ -223,6 +248,7 @@ class OpTracker {
   struct OpHandle;
   struct ProxyOpHandle;
   struct StepHandle;
+  struct KernelHandle;
   // The one handle every Group event gets: NCCL 2.26 and 2.27 start no
   // collective or p2p events under a group without one. It carries nothing;
   // stopping it does nothing. `tag` is the .cc's kGroupTag.
@@ -233,10 +259,14 @@ class OpTracker {
   void* StartOp(Context* ctx, const prism_ncclProfilerEventDescr_v5_t& d);
   void* StartProxyOp(const prism_ncclProfilerEventDescr_v5_t& d);
   void* StartStep(const prism_ncclProfilerEventDescr_v5_t& d);
+  void* StartKernel(const prism_ncclProfilerEventDescr_v5_t& d);
   void FillTag(const prism_ncclProfilerEventDescr_v5_t& d);
   void FinishIfDone(const std::shared_ptr<OpRecord>& op);
+  // Writes the line of a retired operation that has none yet.
+  void LogUnlogged(OpRecord& op);
 
   OpListener* listener_;
+  OpTimesLog* op_times_ = nullptr;
   mutable std::mutex mu_;      // guards next_id_ and ops_started_
   uint64_t next_id_ = 1;
   uint64_t ops_started_ = 0;

@@ -72,6 +72,11 @@ Result Plugin::InitOnce() {
     PRISM_INFO(logger_, "plugin %s in NCCL version code %d, settings: %s", prism::kVersion, env_.nccl_version,
                DescribeSettings().c_str());
     if (!warnings.empty()) PRISM_WARN(logger_, "bad settings:\n%s", warnings.c_str());
+    if (!settings_.op_times_dir.empty()) {
+      op_times_ = std::make_unique<OpTimesLog>(settings_.op_times_dir, &logger_);
+      tracker_.KeepOpTimes(op_times_.get());
+      PRISM_INFO(logger_, "operation times (NCCL's kernel stamps) go to %s", op_times_->path().c_str());
+    }
     for (int d = 0; d < settings_.nic.count; ++d) {
       nic_names_.push_back(FormatNicName(settings_.nic.name_pattern, d));
     }

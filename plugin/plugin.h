@@ -126,6 +126,7 @@ class Plugin {
   CommEnv env_;
   OpRelay relay_{&env_};
   OpTracker tracker_{&relay_};
+  std::unique_ptr<OpTimesLog> op_times_;  // PRISM_OP_TIMES; set in InitOnce, then only read
   std::atomic<prism_ncclProfilerCallback_t> prof_fn_{nullptr};
   std::vector<std::string> nic_names_;
   uint32_t local_ipv4_be_ = 0;

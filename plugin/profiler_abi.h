@@ -31,8 +31,11 @@ enum : uint64_t {
   kPrismProfileNetPlugin = 1u << 7,
 };
 
-// ncclProfilerEventState_t: a plain int enum; Prism reads none of its values.
+// ncclProfilerEventState_t: a plain int enum. Prism reads one value:
+// ncclProfilerKernelChStop (22 in 2.27 to 2.30), whose args carry the
+// channel's GPU stop time (kernelCh.pTimer).
 typedef int prism_ncclProfilerEventState_t;
+inline constexpr prism_ncclProfilerEventState_t kPrismProfilerKernelChStop = 22;
 
 // The net plugin's callback into NCCL's profiler front end (the `profFn`
 // argument of the net plugin's init). `type`: 0 start, 1 stop, 2 update,

@@ -50,6 +50,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_LINK_REPORT", "0",
      "1: when the last communicator's net context is finalized (net ABI v11, NCCL 2.28+), print on stderr "
      "how well the shaped real-peer links held the model (bytes landed after the modelled delivery)"},
+    {"PRISM_OP_TIMES", "",
+     "a directory: the profiler role asks NCCL for its kernel's per-channel timestamps and writes one JSON line "
+     "per operation (kind, size, algorithm, GPU start and stop) to DIR/prism-ops.<pid>.jsonl; times collectives "
+     "without CUDA events in the program's streams (docs/plugin.md, \"Operation times\"); empty: off"},
     {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
     {"PRISM_INLINE_BYTES", "1073741824",
@@ -211,6 +215,7 @@ Settings LoadSettings(std::string* warnings) {
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));
   s.link_latency_ns = std::llround(r.Double("PRISM_LINK_LATENCY_US", 0, 1e7) * 1e3);
   s.link_report = r.Int("PRISM_LINK_REPORT", 0, 1) == 1;
+  s.op_times_dir = r.String("PRISM_OP_TIMES");
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
   s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));
   s.inline_bytes = static_cast<uint64_t>(r.Int("PRISM_INLINE_BYTES", 0, int64_t{1} << 40));

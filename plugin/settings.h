@@ -80,6 +80,7 @@ struct Settings {
   bool ring_lockstep = true;             // PRISM_RING_LOCKSTEP
   bool ring_floor_end = false;           // PRISM_RING_FLOOR=end (model: false)
   bool link_report = false;              // PRISM_LINK_REPORT
+  std::string op_times_dir;              // PRISM_OP_TIMES; empty: off (plugin/op_times.h)
   int rank = -1;                      // RANK (set by launchers), for prismd's logs
 };
 

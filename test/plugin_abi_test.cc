@@ -329,3 +329,60 @@ TEST_CASE("the v4 profiler table initialises like v5", "[plugin][abi]") {
   });
   CHECK(msg == "");
 }
+
+// PRISM_OP_TIMES through the exported v5 table: the kernel-channel mask, the
+// stop stamp through recordEventState, the line in the directory.
+TEST_CASE("PRISM_OP_TIMES: the v5 table times an operation by NCCL's kernel stamps", "[plugin][abi]") {
+  char dir[] = "/tmp/prism-abi-op-times-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string msg = InChild([&dir]() -> std::string {
+    setenv("PRISM_OP_TIMES", dir, 1);
+    prism::testing::PluginDriver drv(PRISM_PLUGIN_SO);
+    auto* v5 = static_cast<prism_ncclProfiler_v5_t*>(dlsym(drv.lib(), "ncclProfiler_v5"));
+    if (v5 == nullptr) return "no ncclProfiler_v5";
+    void* ctx = nullptr;
+    int mask = 0;
+    if (v5->init(&ctx, 0xabc, &mask, "c", 1, 8, 3, prism::testing::DriverLogger) != prism_ncclSuccess)
+      return "init failed";
+    if ((mask & kPrismProfileKernelCh) == 0) return "no kernel events asked for: mask " + std::to_string(mask);
+    prism_ncclProfilerEventDescr_v5_t d{};
+    d.type = kPrismProfileColl;
+    d.rank = 3;
+    d.coll.func = "AllGather";
+    d.coll.count = 1 << 20;
+    d.coll.datatype = "ncclInt8";
+    d.coll.nChannels = 1;
+    d.coll.algo = "RING";
+    d.coll.proto = "SIMPLE";
+    void* op = nullptr;
+    v5->startEvent(ctx, &op, &d);
+    if (op == nullptr) return "no operation handle";
+    v5->stopEvent(op);
+    prism_ncclProfilerEventDescr_v5_t k{};
+    k.type = kPrismProfileKernelCh;
+    k.parentObj = op;
+    k.kernelCh.pTimer = 7'000;
+    void* kernel = nullptr;
+    v5->startEvent(ctx, &kernel, &k);
+    if (kernel == nullptr) return "no kernel handle";
+    prism_ncclProfilerEventStateArgs_v5_t a{};
+    a.kernelCh.pTimer = 19'000;
+    v5->recordEventState(kernel, kPrismProfilerKernelChStop, &a);
+    v5->stopEvent(kernel);
+    v5->finalize(ctx);
+    const std::string file = std::string(dir) + "/prism-ops." + std::to_string(getpid()) + ".jsonl";
+    FILE* f = std::fopen(file.c_str(), "r");
+    if (f == nullptr) return "no " + file;
+    char line[1024] = {0};
+    const bool got = std::fgets(line, sizeof(line), f) != nullptr;
+    std::fclose(f);
+    const std::string l = got ? line : "";
+    if (l.find("\"kind\":\"allgather\"") == std::string::npos ||
+        l.find("\"kernel_start_ns\":7000,\"kernel_stop_ns\":19000,\"kernel_channels\":1,\"complete\":true") ==
+            std::string::npos)
+      return "line: " + l;
+    return "";
+  });
+  std::system((std::string("rm -rf '") + dir + "'").c_str());
+  CHECK(msg == "");
+}

@@ -125,6 +125,25 @@ void FakeNccl::StopProxyOp(FakeSub* sub) {
   sub->opEventHandle = nullptr;
 }
 
+void FakeNccl::StartKernelCh(FakeSub* sub, uint64_t gpu_start_ns) {
+  if ((sub->eActivationMask & kPrismProfileKernelCh) == 0) return;
+  prism_ncclProfilerEventDescr_v5_t d{};
+  d.type = kPrismProfileKernelCh;
+  d.parentObj = sub->taskEventHandle;
+  d.kernelCh.channelId = sub->channelId;
+  d.kernelCh.pTimer = gpu_start_ns;
+  tracker_->StartEvent(sub->profilerContext, &sub->kernelEventHandle, &d);
+}
+
+void FakeNccl::StopKernelCh(FakeSub* sub, uint64_t gpu_stop_ns) {
+  if (sub->kernelEventHandle == nullptr) return;
+  prism_ncclProfilerEventStateArgs_v5_t a{};
+  a.kernelCh.pTimer = gpu_stop_ns;
+  tracker_->RecordEventState(sub->kernelEventHandle, kPrismProfilerKernelChStop, &a);
+  tracker_->StopEvent(sub->kernelEventHandle);
+  sub->kernelEventHandle = nullptr;
+}
+
 void FakeNccl::StartStep(FakeSub* sub, int step_id) {
   const int step = Divup(step_id, sub->sliceSteps);
   FakeProxyEventHandle& p = sub->pHandles[step % kNcclSteps];

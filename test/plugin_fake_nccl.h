@@ -11,6 +11,10 @@
 //  - src/enqueue.cc hostStreamPlanTask: task events start, the proxy ops are
 //    posted, the task events stop -- before the proxy thread starts the
 //    ProxyOps that name them as parents.
+//  - src/plugin/profiler.cc ncclProfiler{Start,Stop}KernelChEvent (parent =
+//    the task event; channelId and pTimer; stop = recordEventState
+//    KernelChStop with the stop stamp, then stopEvent), called by the
+//    profiler proxy (src/transport/profiler.cc) once the kernel stamped.
 //  - src/transport/net.cc send/recvProxyProgress: per step, start the step
 //    event, then isend/irecv with phandle = &pHandles[step % NCCL_STEPS],
 //    ..., stop the step event; stop every ProxyOp of the args once all are done.
@@ -47,6 +51,7 @@ struct FakeSub {
   void* profilerContext = nullptr;
   void* taskEventHandle = nullptr;  // the Coll/P2p event (maybe stopped already)
   void* opEventHandle = nullptr;    // the ProxyOp event
+  void* kernelEventHandle = nullptr;  // the KernelCh event
   int eActivationMask = 0;
   int rank = 0;
   pid_t pid = 0;
@@ -109,6 +114,12 @@ class FakeNccl {
   // NCCL step `step_id` (a multiple of sub->sliceSteps).
   void StartStep(FakeSub* sub, int step_id);
   void StopStep(FakeSub* sub, int step_id);
+
+  // ncclProfilerStartKernelChEvent / StopKernelChEvent: the profiler proxy
+  // reports the kernel's stamps (GPU %globaltimer) for `sub`'s channel; the
+  // stop is recordEventState(KernelChStop, stamp) and then stopEvent.
+  void StartKernelCh(FakeSub* sub, uint64_t gpu_start_ns);
+  void StopKernelCh(FakeSub* sub, uint64_t gpu_stop_ns);
 
   // What isend/irecv of step `step_id` gets as its phandle.
   static void* PHandle(FakeSub* sub, int step_id);

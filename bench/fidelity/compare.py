@@ -176,6 +176,13 @@ def model_kinds(data, name, rank=0):
 KIND_BOUND_PCT, KIND_FLOOR_US = 5.0, 100.0
 
 
+def comm_timing(result):
+    """How a run timed its communication (driver.py --op-timing): CUDA events
+    around each call (the default) or NCCL's kernel stamps; durations taken
+    the two ways are not set side by side."""
+    return result.get("comm_timing", "cuda-events")
+
+
 def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
     """Per real rank: the median duration of every communication kind in the
     truth, in each hybrid run and in prismd --simulate (where its trace has
@@ -184,10 +191,13 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
     with it (its data in the connection's buffers), not when the peer has it."""
     for r in sorted(truths):
         comm = truths[r].get("comm_us", {})
-        cols = []
+        method = comm_timing(truths[r])
+        cols, other_method = [], []
         for kind in hybrid_kinds:
             h = load(os.path.join(out, f"{name}-{kind}", f"r{r}.json")) if kind in runs else None
-            if h and h.get("comm_us"):
+            if h and h.get("comm_us") and comm_timing(h) != method:
+                other_method.append(f"{kind} ({comm_timing(h)})")
+            elif h and h.get("comm_us"):
                 cols.append((kind, {k: v["median"] for k, v in h["comm_us"].items()}))
         mk = model_kinds(data, name, r)
         if mk:
@@ -195,7 +205,9 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
         if not comm or not cols:
             continue
         print(f"\n## {name}: per operation kind, rank {r}: median us over the measured iterations "
-              f"({truth_kind}; err against it)")
+              f"({truth_kind}, timed by {method}; err against it)")
+        if other_method:
+            print(f"left out, timed another way than the truth: {', '.join(other_method)}")
         print(f"{'kind':34s} {'truth':>10s}" + "".join(f" {c:>12s} {'err':>8s}" for c, _ in cols))
         worst = {c: (0.0, "") for c, _ in cols}
         outside = {c: [] for c, _ in cols}

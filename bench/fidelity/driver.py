@@ -24,7 +24,10 @@ import re
 import signal
 import statistics
 import sys
+import tempfile
 import time
+
+import op_times
 
 DTYPE_BYTES = 2  # the graph's ops are bf16
 
@@ -53,10 +56,15 @@ def parse_args(argv=None):
     ap.add_argument("--late-iteration", type=int, default=-1, help="this rank computes longer in that iteration")
     ap.add_argument("--late-ms", type=float, default=0.0)
     ap.add_argument("--cpu", action="store_true", help="gloo on the CPU, sleeps on the host (a smoke test only)")
-    ap.add_argument("--op-timing", choices=["compute", "all", "comm", "none"], default="compute",
+    ap.add_argument("--op-timing", choices=["compute", "all", "comm", "none", "nccl"], default="compute",
                     help="step: which ops of a measured iteration get CUDA timing events around them (the "
                          "timeline, comm_us, compute_us); iterations are timed either way. Events around "
-                         "communication change what some programs do: all or comm only for per-kind tables")
+                         "communication change what some programs do: all or comm only for per-kind tables. "
+                         "nccl: compute ops by events, communication by NCCL's own kernel stamps "
+                         "(PRISM_OP_TIMES through Prism's profiler role; no event in the streams)")
+    ap.add_argument("--op-times-dir", default="",
+                    help="--op-timing nccl: where the plugin writes its operation lines (PRISM_OP_TIMES; "
+                         "default: that variable, else op-times/ beside --out, else a new temporary directory)")
     ap.add_argument("--out", default="", help="also write the JSON line here")
     a = ap.parse_args(argv)
     # One command line for every real rank (prism run): {rank} in paths.
@@ -140,6 +148,9 @@ class Runner:
 
     def init(self):
         a, torch, dist = self.a, self.torch, self.dist
+        self.op_calls = None  # --op-timing nccl: (label, iteration, t0_ns, t1_ns) of measured comm calls
+        if a.op_timing == "nccl" and not a.cpu:
+            self.start_op_times()
         if a.env_init:
             if not a.cpu:
                 torch.cuda.set_device(self.dev)
@@ -162,6 +173,22 @@ class Runner:
         for op in self.ops:
             targets.update(op["deps"])
         self.dep_targets = targets
+
+    def start_op_times(self):
+        """--op-timing nccl: the plugin's profiler role writes NCCL's kernel
+        stamps per operation (PRISM_OP_TIMES), set before NCCL loads it."""
+        prof = os.environ.get("NCCL_PROFILER_PLUGIN", "")
+        if not prof or prof == "none":
+            raise SystemExit("driver: --op-timing nccl needs Prism's plugin as NCCL's profiler: set "
+                             "NCCL_PROFILER_PLUGIN=/path/to/libnccl-net-prism.so (prism run and run-gpu.sh do)")
+        d = self.a.op_times_dir or os.environ.get("PRISM_OP_TIMES", "")
+        if not d:
+            d = (os.path.join(os.path.dirname(os.path.abspath(self.a.out)), "op-times") if self.a.out
+                 else tempfile.mkdtemp(prefix="prism-op-times-"))
+        os.makedirs(d, exist_ok=True)
+        os.environ["PRISM_OP_TIMES"] = d
+        self.op_times_dir = d
+        self.op_calls = []
 
     def init_with_own_store(self):
         """The ground truth's and run-gpu.sh's start: rank 0 hosts the store,
@@ -219,6 +246,7 @@ class Runner:
         of send/recv goes out as one batch_isend_irecv, one NCCL group)."""
         events = {}
         comm_timed = timed if self.a.op_timing in ("all", "comm") else None
+        brackets = self.op_calls if timed is not None else None  # None unless --op-timing nccl
         ops, i = self.ops, 0
         while i < len(ops):
             op, t = ops[i], ops[i]["type"]
@@ -227,7 +255,7 @@ class Runner:
                 while ops[j]["type"] != "group_end":
                     group.append(ops[j])
                     j += 1
-                self._launch(lambda g=group: self.p2p(g), group[0], events, range(i, j + 1), comm_timed)
+                self._launch(lambda g=group: self.p2p(g), group[0], events, range(i, j + 1), comm_timed, brackets)
                 i = j + 1
                 continue
             if t == "compute":
@@ -235,18 +263,22 @@ class Runner:
                 # Timed too (compute_us): whether a sleep lasts what the graph
                 # says while every rank shares the GPUs (SleepClock is measured
                 # once, on an idle GPU).
-                time_it = timed is not None and 0 < ns == op["duration_ns"] and self.a.op_timing in ("all", "compute")
+                time_it = (timed is not None and 0 < ns == op["duration_ns"]
+                           and self.a.op_timing in ("all", "compute", "nccl"))
                 self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i],
                              self.compute_timed if time_it else None)
             elif t == "collective":
-                self._launch(lambda op=op: self.collective(op), op, events, [i], comm_timed)
+                self._launch(lambda op=op: self.collective(op), op, events, [i], comm_timed, brackets)
             elif t in ("send", "recv"):
-                self._launch(lambda op=op: self.p2p([op]), op, events, [i], comm_timed)
+                self._launch(lambda op=op: self.p2p([op]), op, events, [i], comm_timed, brackets)
             i += 1
         if not self.a.cpu:
             self.compute.wait_stream(self.side)
 
-    def _launch(self, fn, op, events, indices, timed):
+    def _launch(self, fn, op, events, indices, timed, brackets=None):
+        """Enqueues `fn` on the op's stream after its dependencies. `timed`:
+        CUDA events around it; `brackets`: the host clock around the call
+        (NCCL's operations are matched to it by op_times.py)."""
         if self.a.cpu:
             fn()
             return
@@ -259,7 +291,10 @@ class Runner:
             start = torch.cuda.Event(enable_timing=True) if timed is not None else None
             if start is not None:
                 start.record()
+            t0 = time.time_ns() if brackets is not None else 0
             fn()
+            if brackets is not None:
+                brackets.append((op.get("label", ""), self.iteration, t0, time.time_ns()))
             if start is not None:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
@@ -358,7 +393,9 @@ class Runner:
         return result
 
     def finish(self, result):
-        self.dist.destroy_process_group()
+        self.dist.destroy_process_group()  # finalize: the plugin writes its last operation lines
+        if self.op_calls is not None:
+            self.add_op_times(result)
         nccl = nccl_device_bytes()
         if nccl is not None:
             result["nccl_device_bytes"] = nccl
@@ -368,6 +405,19 @@ class Runner:
         if self.a.out:
             with open(self.a.out, "w") as f:
                 f.write(line + "\n")
+
+    def add_op_times(self, result):
+        """--op-timing nccl: comm_us from NCCL's kernel stamps (op_times.py)."""
+        records, bad = op_times.read_lines(op_times.log_path(self.op_times_dir, os.getpid()))
+        matched = op_times.match_calls(self.op_calls, records)
+        result["comm_timing"] = "nccl-kernel"
+        result["op_times"] = op_times.summary(matched, bad)
+        comm = op_times.comm_us(matched, lambda label: re.sub(r"\s*(mb|layer)\s+\d+", "", label).strip())
+        if comm:
+            result["comm_us"] = comm
+        why = op_times.problem(result["op_times"], self.op_times_dir)
+        if why:
+            print("driver: " + why, file=sys.stderr, flush=True)
 
 
 def main(argv=None):

@@ -28,9 +28,10 @@
 #      YIELD_FIFO=1 (with the shim: the threads that yield run SCHED_FIFO 1, so a poller with work
 #      takes a core at once; root only),
 #      PIN_CORES=1 (rank r runs on its own nproc/N cores, truth and hybrid alike: taskset),
-#      OP_TIMING=compute|all|comm|none (driver.py --op-timing, default compute: which ops of a
-#      measured iteration get CUDA timing events; the per-kind tables need all or comm, and events
-#      around communication change what a truth does: README.md),
+#      OP_TIMING=compute|all|comm|none|nccl (driver.py --op-timing, default compute: which ops of a
+#      measured iteration get CUDA timing events; the per-kind tables need all, comm or nccl, and
+#      events around communication change what a truth does: README.md; nccl times communication
+#      by NCCL's own kernel stamps through the plugin's PRISM_OP_TIMES, lines in RUN/op-times/),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -202,7 +203,7 @@ for run in "$@"; do
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"
-tar -C "$OUT" -czf "$OUT/results.tgz" --exclude='nccl.*.log' --exclude='mps-*' $(cd "$OUT" && ls -d */ 2>/dev/null) 2>/dev/null
+tar -C "$OUT" -czf "$OUT/results.tgz" --exclude='nccl.*.log' --exclude='mps-*' --exclude='op-times' $(cd "$OUT" && ls -d */ 2>/dev/null) 2>/dev/null
 tar -C "$OUT" -czf "$OUT/nccl-logs.tgz" $(cd "$OUT" && find . -name 'nccl.*.log' | head -64) 2>/dev/null || true
 failed=$(cd "$OUT" && for f in */FAILED; do [[ -f "$f" ]] && dirname "$f"; done)
 if [[ -n "$failed" ]]; then
