@@ -10,7 +10,13 @@
 //   and for the engine's virtual ranks in every replay. For any source:
 //   --iterations N (iterations the engine plays; default the recording's,
 //   else the graph's, else 1: recordings made before 2026-12-02 do not say);
-//   --nic-model queues|interleave (prismd's; default queues).
+//   --nic-model queues|interleave (prismd's; default queues);
+//   --no-p2p-eager, --collective-turnaround-us US, --step-turnaround-us US,
+//   --launch-order graph|true|false: as prismd's flags, with prismd's
+//   defaults (eager sends, no turnaround, the graph's launch order). Until
+//   2026-12-04 the replay played sends non-eager while prismd's default is
+//   eager: a model:R replay of the fidelity bench's pp4 graph came out at
+//   273.1 ms an iteration against --simulate's 264.3.
 //   RECORDING: a file; paced:FILE (replayed in real time, reports arriving
 //   as they did live: the live run's schedules; pacedMS:FILE with an engine
 //   lookahead of MS milliseconds instead of the recording's); or model:R,R (what
@@ -43,6 +49,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "daemon/engine/launch_order.h"
 #include "daemon/hybrid/session_recorder.h"
 #include "daemon/hybrid/session_replay.h"
 #include "proto/graph_file.h"
@@ -77,6 +84,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   prism::engine::NcclBehaviour nccl;
+  nccl.p2p_eager = true;  // prismd's default (daemon/main.cc), not the struct's
+  std::string launch_order = "graph";
   uint64_t iterations = 0;  // 0: the recording's, else the graph's
   prism::engine::NicModel nic_model = prism::engine::NicModel::kQueues;
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
@@ -95,6 +104,18 @@ int main(int argc, char** argv) {
       argv += 2, argc -= 2;
     } else if (flag == "--iterations" && absl::SimpleAtoi(argv[2], &iterations) && iterations >= 1) {
       argv += 2, argc -= 2;
+    } else if (flag == "--no-p2p-eager") {
+      nccl.p2p_eager = false;
+      argv += 1, argc -= 1;
+    } else if (flag == "--collective-turnaround-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
+      nccl.collective_turnaround = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
+      argv += 2, argc -= 2;
+    } else if (flag == "--step-turnaround-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
+      nccl.step_turnaround = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
+      argv += 2, argc -= 2;
+    } else if (flag == "--launch-order") {
+      launch_order = argv[2];
+      argv += 2, argc -= 2;
     } else {
       std::fprintf(stderr, "hybrid_explain: unknown option, or a bad value after it: %s (--iterations takes a whole number >= 1)\n", flag.c_str());
       return 2;
@@ -102,11 +123,17 @@ int main(int argc, char** argv) {
   }
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] "
+                 "[--no-p2p-eager] [--collective-turnaround-us US] [--step-turnaround-us US] "
+                 "[--launch-order graph|true|false] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
   if (!graph.ok()) { std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()); return 1; }
+  auto launch = prism::engine::ResolveLaunchOrder(launch_order, graph->job());
+  if (!launch.ok()) { std::fprintf(stderr, "hybrid_explain: --launch-order: %s\n", launch.status().ToString().c_str()); return 2; }
+  nccl.launch_in_order = launch->in_order;
+  const uint32_t world = static_cast<uint32_t>(graph->ranks_size());
   // The graph's count is what model:R replays; a recording's own count wins in a replay.
   if (iterations > 0) (*graph->mutable_job()->mutable_attributes())["iterations"] = std::to_string(iterations);
   // "model:R,R..." stands for the recording those real ranks would make if
@@ -127,7 +154,12 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> reals;
     for (absl::string_view s : absl::StrSplit(source.substr(6), ',')) {
       uint32_t r = 0;
-      if (absl::SimpleAtoi(s, &r)) reals.push_back(r);
+      if (!absl::SimpleAtoi(s, &r) || r >= world) {
+        std::fprintf(stderr, "hybrid_explain: model:%s: rank %s is not one of the graph's %u ranks\n",
+                     source.substr(6).c_str(), std::string(s).c_str(), world);
+        return 2;
+      }
+      reals.push_back(r);
     }
     rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl, nic_model);
   } else {
@@ -138,7 +170,11 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> ranks;
   for (absl::string_view s : absl::StrSplit(argv[3], ',')) {
     uint32_t r = 0;
-    if (!absl::SimpleAtoi(s, &r)) { std::fprintf(stderr, "bad rank %s\n", std::string(s).c_str()); return 2; }
+    if (!absl::SimpleAtoi(s, &r) || r >= world) {
+      std::fprintf(stderr, "hybrid_explain: rank %s to trace is not one of the graph's %u ranks\n",
+                   std::string(s).c_str(), world);
+      return 2;
+    }
     ranks.push_back(r);
   }
   // The engine plays the virtual ranks with the same NCCL behaviour as the
