@@ -744,5 +744,50 @@ sys.exit(2)
         held.close()
 
 
+def op_line(kind, nbytes, start, stop, nranks=8, algo="RING", pid=1):
+    return json.dumps({"pid": pid, "comm": "0x1", "rank": 0, "nranks": nranks, "op": 1, "kind": kind, "seq": 0,
+                       "peer": -1, "root": 0, "bytes": nbytes, "algo": algo, "proto": "SIMPLE", "channels": 2,
+                       "enqueued_wall_ns": 1, "kernel_start_ns": start, "kernel_stop_ns": stop,
+                       "kernel_channels": 2 if start is not None else 0, "complete": start is not None}) + "\n"
+
+
+class OpTimes(unittest.TestCase):
+    """prism op-times DIR: the plugin's PRISM_OP_TIMES lines per operation kind."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_rows_per_kind_and_size_busiest_first_with_what_had_no_stamps(self):
+        with open(os.path.join(self.tmp, "prism-ops.100.jsonl"), "w") as f:
+            f.write(op_line("allreduce", 32 << 20, 1_000, 31_000) + op_line("allreduce", 32 << 20, 40_000, 72_000))
+            f.write(op_line("send", 1 << 20, None, None, nranks=2, algo=""))
+        with open(os.path.join(self.tmp, "prism-ops.101.jsonl"), "w") as f:
+            f.write(op_line("allgather", 4 << 20, 0, 90_000, pid=101) + '{"kind": "allga')  # cut short
+        out = run("op-times", self.tmp)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0], f"4 NCCL operations from 2 process(es) in {self.tmp}")
+        self.assertRegex(lines[2], r"^allgather +4 MiB +RING +SIMPLE +8 +1 +90\.0 +90\.0 +90\.0 +0\.090$")
+        self.assertRegex(lines[3], r"^allreduce +32 MiB +RING +SIMPLE +8 +2 +31\.0 +30\.0 +32\.0 +0\.062$")
+        self.assertIn("1 operation(s) carried no kernel stamps", out.stdout)
+        self.assertIn("1 line(s) did not parse", out.stdout)
+        as_json = json.loads(run("op-times", self.tmp, "--json").stdout)
+        self.assertEqual((as_json["operations"], as_json["without_stamps"], as_json["bad_lines"]), (4, 1, 1))
+        self.assertEqual([r["kind"] for r in as_json["rows"]], ["allgather", "allreduce"])
+
+    def test_a_directory_without_lines_says_how_to_make_them(self):
+        for target, expected in ((self.tmp, "holds no prism-ops.<pid>.jsonl"),
+                                 (os.path.join(self.tmp, "absent"), "no such file or directory")):
+            with self.subTest(target):
+                out = run("op-times", target)
+                self.assertEqual(out.returncode, 2)
+                self.assertTrue(out.stderr.startswith("prism: error: "), out.stderr)
+                self.assertIn(expected, out.stderr)
+                self.assertIn("PRISM_OP_TIMES=", out.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
