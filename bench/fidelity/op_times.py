@@ -15,9 +15,13 @@ No CUDA event goes into the program's streams: the point (a DP8 step ran
 them; docs/timing.md).
 """
 import bisect
-import json
 import os
 import statistics
+import sys
+
+# The reader `prism op-times` uses (scripts/prism_launcher/op_times.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from prism_launcher.op_times import read_op_lines  # noqa: E402
 
 
 def log_path(directory, pid):
@@ -25,22 +29,12 @@ def log_path(directory, pid):
 
 
 def read_lines(path):
-    """(records, bad): the JSON lines of one process's log; lines that do
-    not parse (a line cut by a crash) are counted, not raised."""
-    records, bad = [], 0
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    bad += 1
-    except FileNotFoundError:
-        pass
-    return records, bad
+    """(records, bad): the JSON lines of one process's log, as `prism
+    op-times` reads them (lines that do not parse are counted); ([], 0)
+    when the file is absent."""
+    if not os.path.isfile(path):
+        return [], 0
+    return read_op_lines([path])
 
 
 def match_calls(calls, records):
