@@ -12,7 +12,7 @@
 //   else the graph's, else 1: recordings made before 2026-12-02 do not say);
 //   --nic-model queues|interleave (prismd's; default queues);
 //   --no-p2p-eager, --collective-turnaround-us US, --step-turnaround-us US,
-//   --launch-order graph|true|false: as prismd's flags, with prismd's
+//   --launch-order graph|true|false, --late RANK:ITERATION:MS: as prismd's flags, with prismd's
 //   defaults (eager sends, no turnaround, the graph's launch order). Until
 //   2026-12-04 the replay played sends non-eager while prismd's default is
 //   eager: a model:R replay of the fidelity bench's pp4 graph came out at
@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   prism::engine::NcclBehaviour nccl;
   nccl.p2p_eager = true;  // prismd's default (daemon/main.cc), not the struct's
   std::string launch_order = "graph";
+  std::vector<prism::engine::LateRank> late;  // prismd's --late
   uint64_t iterations = 0;  // 0: the recording's, else the graph's
   prism::engine::NicModel nic_model = prism::engine::NicModel::kQueues;
   while (argc > 4 && std::string(argv[1]).rfind("--", 0) == 0) {
@@ -116,6 +117,11 @@ int main(int argc, char** argv) {
     } else if (flag == "--launch-order") {
       launch_order = argv[2];
       argv += 2, argc -= 2;
+    } else if (flag == "--late") {
+      auto parsed = prism::engine::ParseLateRanks(argv[2]);
+      if (!parsed.ok()) { std::fprintf(stderr, "hybrid_explain: %s\n", std::string(parsed.status().message()).c_str()); return 2; }
+      late = *std::move(parsed);
+      argv += 2, argc -= 2;
     } else {
       std::fprintf(stderr, "hybrid_explain: unknown option, or a bad value after it: %s (--iterations takes a whole number >= 1)\n", flag.c_str());
       return 2;
@@ -125,7 +131,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] "
                  "[--no-p2p-eager] [--collective-turnaround-us US] [--step-turnaround-us US] "
-                 "[--launch-order graph|true|false] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
+                 "[--launch-order graph|true|false] [--late RANK:ITERATION:MS] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }
   auto graph = prism::graph::ReadGraphFile(argv[1]);
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
       }
       reals.push_back(r);
     }
-    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl, nic_model);
+    rec = prism::daemon::ModelRecording(*graph, reals, 1'000'000'000, nccl, nic_model, late);
   } else {
     rec = prism::daemon::ReadRecording(source);
   }
@@ -186,8 +192,9 @@ int main(int argc, char** argv) {
   po.lookahead = lookahead;
   po.nccl = nccl;
   po.nic_model = nic_model;
+  po.late = late;
   auto replay = paced ? prism::daemon::ReplaySessionsPaced(*graph, *rec, po)
-                      : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl, nic_model);
+                      : prism::daemon::ReplaySessions(*graph, *rec, ranks, nccl, nic_model, late);
   if (!replay.ok()) { std::fprintf(stderr, "%s\n", replay.status().ToString().c_str()); return 1; }
   std::printf("summary\tschedules\t%zu\tlate\t%llu\tmatched\t%llu\tdivergences\t%llu\tholds\t%zu\tforecasts\t%zu"
               "\tsend_forecasts\t%llu\tforecast_misses\t%llu\n",

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/hybrid/control_plane.h"
 #include "daemon/hybrid/hybrid_run.h"
+#include "daemon/engine/late_ranks.h"
 #include "daemon/engine/launch_order.h"
 #include "daemon/engine/nccl_algorithm.h"
 #include "daemon/engine/nccl_tuning.h"
@@ -81,6 +83,7 @@ struct Flags {
   bool metrics_address_given = false;
   std::string listen;
   std::string real_ranks;
+  std::string late;  // --late RANK:ITERATION:MS[,...]
   // Hybrid mode (daemon/hybrid/).
   std::string nccl_comm_id;
   int wire_profile = 0;  // learnt from the first real rank
@@ -198,6 +201,19 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     auto ranks = prism::engine::ParseRankList(f.real_ranks, world);
     if (!ranks.ok()) return absl::InvalidArgumentError(absl::StrCat("--real-ranks: ", ranks.status().message()));
     o.real_ranks = *ranks;
+  }
+  if (!f.late.empty()) {
+    auto late = prism::engine::ParseLateRanks(f.late);
+    if (!late.ok()) return late.status();
+    for (const prism::engine::LateRank& l : *late) {
+      if (l.rank >= world)
+        return absl::InvalidArgumentError(absl::StrCat("--late: rank ", l.rank, " is outside the graph's ", world,
+                                                       " ranks"));
+      if (std::find(o.real_ranks.begin(), o.real_ranks.end(), l.rank) != o.real_ranks.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--late: rank ", l.rank, " is a real rank: make it late in its own program (--late is for virtual ranks)"));
+    }
+    o.late = *std::move(late);
   }
   if (!f.realtime.empty() || hybrid) {
     prism::engine::RealtimeOptions rt;
@@ -468,6 +484,11 @@ int main(int argc, char** argv) {
                "a send that fits in the p2p buffer goes on the wire when posted, before its receive, as NCCL's "
                "receiving proxy allows and the GPU host's truths show (the default); --no-p2p-eager: when both "
                "sides are posted (docs/network-model.md, \"Send completion\")");
+  app.add_option("--late", f.late,
+                 "RANK:ITERATION:MS[,...]: that virtual rank starts that iteration (0-based) late by MS "
+                 "milliseconds (its first compute op lasts that much longer), in --simulate and in hybrid runs; "
+                 "the report says what the iteration took beyond the others (docs/timing.md, \"A late virtual "
+                 "rank\")");
   app.add_option("--step-turnaround-us", f.step_turnaround_us,
                  "a ring step's turnaround across nodes that the wire does not hide, us per step (default 0; the "
                  "GPU host's 16 ranks packed on one GPU: 225; docs/network-model.md)")

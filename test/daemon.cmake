@@ -7,7 +7,8 @@ if(TARGET prism_engine AND TARGET prism_server AND TARGET prismd)
     daemon_test_graphs.cc daemon_network_model_test.cc daemon_step_cost_test.cc daemon_nccl_choice_test.cc daemon_pat_kernel_test.cc daemon_engine_test.cc daemon_classes_test.cc
     daemon_realtime_test.cc daemon_server_test.cc daemon_hostile_test.cc daemon_status_test.cc
     daemon_socket_test.cc daemon_nic_calendar_test.cc daemon_nic_models_test.cc daemon_throughput_test.cc
-    daemon_golden_test.cc daemon_event_queue_test.cc daemon_tables_test.cc daemon_replay_accounting_test.cc)
+    daemon_golden_test.cc daemon_event_queue_test.cc daemon_tables_test.cc daemon_replay_accounting_test.cc
+    daemon_late_ranks_test.cc)
   target_link_libraries(daemon_tests PRIVATE prism_test_main prism_engine prism_server prism_graphgen CURL::libcurl)
   target_compile_definitions(daemon_tests PRIVATE PRISMD_PATH="$<TARGET_FILE:prismd>"
                              PRISM_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")

@@ -245,6 +245,13 @@ class Perturbations(unittest.TestCase):
         self.assertIn("growth over the run's median iteration: late iteration truth +35.000 ms, hybrid +20.000 ms; "
                       "iterations 10..13 together truth +36.000 ms, hybrid +20.000 ms (the delay: 20 ms)", text)
         self.assertIn("late iteration 11.11% > 1%", text)
+        self.assertNotIn("the model (prismd --simulate --late", text)
+        # prepare.sh's model-late.json: what prismd --simulate --late makes of the same delay.
+        with open(os.path.join(data, "st", "model-late.json"), "w") as f:
+            json.dump({"late": [{"rank": 0, "iteration": 10, "ms": 20.0, "iteration_over_others_ms": 17.5}]}, f)
+        text = run_compare(out, data)
+        self.assertIn("the model (prismd --simulate --late 0:10:20, prepare.sh): late iteration +17.500 ms over the "
+                      "others", text)
 
     def test_a_slow_rank_table_gives_what_it_cost_against_the_spec_it_came_from(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -190,3 +190,28 @@ TEST_CASE("a virtual sender's grouped sends to the real rank follow each other b
   CHECK(wire == 83'887);
   CHECK(ready[1] == wire);
 }
+
+TEST_CASE("a late virtual rank (prismd --late): the real rank's collective is ready that much later, once",
+          "[hybrid][closed-form][late]") {
+  const g::Graph graph =
+      prism::testing::CollectiveGraph(4, g::ALLREDUCE, kBytes, g::ALGORITHM_RING, 3, kCompute);
+  const prism::Nanoseconds late_by = prism::FromMicroseconds(700);
+  // Rank 2's first compute of iteration 0 (before collective 0) lasts 0.7 ms longer.
+  auto r = d::ReplaySessions(graph, Stream(4, prism::rpc::OP_ALL_REDUCE, /*ring=*/true, kRealOps), {},
+                             prism::engine::NcclBehaviour(), prism::engine::NicModel::kQueues,
+                             {{2, 0, late_by}});
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  REQUIRE(r->schedules.size() == kRealOps.size());
+  for (size_t k = 0; k < kRealOps.size(); ++k) {
+    INFO("collective " << k);
+    const int64_t ready = (k == 0 ? late_by.count() : kRealOps[k - 1].end) + kCompute;
+    CHECK(static_cast<int64_t>(r->schedules[k].schedule.ready_ns()) - kStart == ready);
+  }
+  // A real rank cannot be late this way: it is late in its own program.
+  auto refused = d::ReplaySessions(graph, Stream(4, prism::rpc::OP_ALL_REDUCE, true, kRealOps), {},
+                                   prism::engine::NcclBehaviour(), prism::engine::NicModel::kQueues,
+                                   {{0, 0, late_by}});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(std::string(refused.status().message()).find("rank 0 is a real rank") != std::string::npos);
+}

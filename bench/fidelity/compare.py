@@ -294,7 +294,7 @@ def step_tables(out, data, name, runs):
         truth_vs_model(data, name, truth_kind, truths)
         kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs)
         if truth_kind == "truth-late" and "hybrid1-late" in runs:
-            late_table(out, name, truths, runs)
+            late_table(out, data, name, truths, runs)
         if truth_kind == "truth":
             slow_table(out, data, name, truths, runs)
         judged = {}  # (kind, rank) -> errors, for the floor line below
@@ -424,7 +424,17 @@ def timed(result):
     return result["iteration_ms"][result.get("warmup", 0):]
 
 
-def late_table(out, name, truths, runs):
+def model_late(data, name):
+    """What prismd --simulate --late made of rank 0's delay (prepare.sh's
+    model-late.json): its "late" entry, or None."""
+    m = load(os.path.join(data, name, "model-late.json"))
+    try:
+        return m["late"][0]
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
+def late_table(out, data, name, truths, runs):
     """A late real rank (run-gpu.sh's truth-late and hybrid1-late: rank 0
     computes LATE_MS longer in iteration LATE_ITER, warm-up counted): per real
     rank, the iterations around the late one in both runs, and how much the
@@ -454,6 +464,10 @@ def late_table(out, name, truths, runs):
         (tg, tg4), (hg, hg4) = growth(t["iteration_ms"]), growth(h["iteration_ms"])
         print(f"growth over the run's median iteration: late iteration truth {tg:+.3f} ms, hybrid {hg:+.3f} ms; "
               f"iterations {k}..{k + 3} together truth {tg4:+.3f} ms, hybrid {hg4:+.3f} ms (the delay: {late_ms:g} ms)")
+        model = model_late(data, name)
+        if model is not None:
+            print(f"the model (prismd --simulate --late 0:{model['iteration']}:{model['ms']:g}, prepare.sh): late "
+                  f"iteration {model['iteration_over_others_ms']:+.3f} ms over the others")
 
 
 def straggler_base(name, runs_all):

@@ -4,7 +4,9 @@
 # JSON (what driver.py executes; for very large worlds only RANKS), and the
 # model's per-op times from `prismd --simulate` (the ground truth's check).
 # Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
-#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU)
+#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU),
+#   LATE_ITER, LATE_MS (run-gpu.sh's late real rank, default 10 and 20: a step spec's model-late.json is
+#   prismd --simulate --late 0:LATE_ITER:LATE_MS, what the model makes of it, for compare.py's late table)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -49,5 +51,12 @@ PY
   trace=(--trace "$d/model-trace.json" --trace-ranks "0,$second")
   # shellcheck disable=SC2086
   "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none ${PRISMD_FLAGS:-} > "$d/model.json"
+  if grep -q '^MODE=step' "$d/meta.env"; then
+    late_iter="${LATE_ITER:-10}"; its="$(sed -n 's/^ITERATIONS=//p' "$d/meta.env")"
+    (( its > late_iter + 4 )) || its=$(( late_iter + 5 ))
+    # shellcheck disable=SC2086
+    "$pd" --graph "$d/graph" --simulate --json --metrics-address none --iterations "$its" \
+      --late "0:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late.json"
+  fi
   echo "prepare: $name: $n ranks -> $d"
 done

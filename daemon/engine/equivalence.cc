@@ -181,7 +181,11 @@ std::vector<uint32_t> RefineColours(const RankWorld& full) {
   const uint32_t n = full.ranks();
   std::vector<uint32_t> colour(n);
   Interner initial;
-  for (uint32_t r = 0; r < n; ++r) colour[r] = initial.Id({full.program(r), full.real[r] ? r + uint64_t{1} : 0});
+  // A real rank, or one kept alone (a late rank), starts in a colour of its own.
+  for (uint32_t r = 0; r < n; ++r) {
+    const bool own = full.real[r] || (!full.alone.empty() && full.alone[r]);
+    colour[r] = initial.Id({full.program(r), own ? r + uint64_t{1} : 0});
+  }
   absl::flat_hash_map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, uint32_t> shapes;
   std::vector<uint32_t> shape_id(full.communicators());
   for (uint32_t c = 0; c < full.communicators(); ++c) {

@@ -30,6 +30,7 @@ struct RankWorld {
   graph::Topology topology;
   std::vector<ProgramInfo> programs;
   std::vector<uint8_t> real;             // per rank
+  std::vector<uint8_t> alone;            // per rank, or empty: virtual ranks kept out of classes (WorldOptions)
   std::vector<uint64_t> slot_begin;      // per rank + 1: its first entry of slot_canonical
   std::vector<uint32_t> slot_canonical;  // per (rank, slot): the first slot naming the same communicator
   std::vector<uint64_t> peer_begin;      // per rank + 1: its first entry of peer / peer_same_node

@@ -15,6 +15,7 @@ bool IsComm(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend ||
 
 EngineOptions FixOptions(EngineOptions o) {
   if (o.iterations == 0) o.iterations = 1;
+  if (o.late != nullptr && o.late->empty()) o.late = nullptr;  // Issue asks only when there are some
   return o;
 }
 
@@ -103,6 +104,7 @@ bool ReplayEngine::MoveStream(uint32_t actor, uint32_t stream, StreamState& st) 
     }
     reached_ = st.reached < Nanoseconds(0) ? now_ : st.reached;
     st.reached = Nanoseconds(-1);
+    const uint64_t iteration = st.iteration;  // the op's, before Step moves on
     st.Step(len);
     stepped = true;
     if (op.kind == OpKind::kGroupStart) {
@@ -112,7 +114,7 @@ bool ReplayEngine::MoveStream(uint32_t actor, uint32_t stream, StreamState& st) 
       CountDone(actor, k);  // stray end: nothing to wait for
     } else {
       ++st.inflight;
-      Issue(actor, s, op, k);
+      Issue(actor, s, op, k, iteration);
       if (!st.in_group) return true;  // waits for it
     }
   }
@@ -180,12 +182,15 @@ inline void ReplayEngine::Advance(uint32_t actor, uint32_t done) {
 }
 
 // Inlined into MoveStream (its one caller): the call cost a fifth of Issue.
-[[gnu::always_inline]] inline void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k) {
+[[gnu::always_inline]] inline void ReplayEngine::Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k,
+                                                      uint64_t iteration) {
   accounting_.Started(actor, op, reached_);
   switch (op.kind) {
     case OpKind::kCompute:
       if (!s.real) {
-        queue_.Push(SatAdd(now_, op.duration), actor, k, now_);
+        Nanoseconds took = op.duration;
+        if (options_.late != nullptr) [[unlikely]] took += options_.late->Extra(actor, iteration, k);
+        queue_.Push(SatAdd(now_, took), actor, k, now_);
       } else if (NextCommReached(actor, op.stream)) {
         queue_.Push(now_, actor, k, now_);  // the rank already moved past it
       } else {

@@ -43,6 +43,7 @@
 #include "daemon/engine/event_queue.h"
 #include "daemon/engine/fifo.h"
 #include "daemon/engine/injected_events.h"
+#include "daemon/engine/late_ranks.h"
 #include "daemon/engine/launch_order.h"
 #include "daemon/engine/mixed_collectives.h"
 #include "daemon/engine/network_model.h"
@@ -62,6 +63,9 @@ struct EngineOptions {
   uint64_t iterations = 1;
   uint64_t progress_every_events = 1 << 16;
   NicModel nic_model = NicModel::kQueues;  // nic_scheduler.h
+  // Virtual ranks late in one iteration (late_ranks.h); null or empty: none.
+  // Not owned; must outlive the engine.
+  const LateComputes* late = nullptr;
 };
 
 class ReplayEngine {
@@ -174,7 +178,7 @@ class ReplayEngine {
   // that waits for a dependency remembers which (StreamState::blocked_on).
   bool Ready(uint32_t actor, const OpInfo& op, uint32_t k, StreamState& st);
   // Starts op `k` (`op`) of `actor` (`s`).
-  void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k);
+  void Issue(uint32_t actor, const ActorState& s, const OpInfo& op, uint32_t k, uint64_t iteration);
   void Complete(uint32_t actor, uint32_t k, Nanoseconds issued);
   // Complete's part for hybrid runs and traces (out of the hot path): the
   // observer's OnRealRankOpComplete, the trace's record, the completion

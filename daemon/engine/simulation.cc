@@ -155,6 +155,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   wopts.use_classes = options.use_classes;
   wopts.graph_validated = options.graph_validated;
   wopts.real_ranks = options.real_ranks;
+  wopts.alone_ranks = LateRankIds(options.late);
   auto world = BuildWorld(graph, model, wopts);
   if (!world.ok()) return world.status();
   if (const uint64_t entries = EngineStateEntries(*world, *iterations); entries > kMaxStateEntries)
@@ -169,8 +170,11 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
     result.trace = std::make_unique<TraceRecorder>(*options.trace_ranks, *result.world);
     result.trace->SetStepCost(options.nccl.step_cost, options.step_cost_source);
   }
+  auto late = LateComputes::Build(*result.world, options.late, *iterations);
+  if (!late.ok()) return late.status();
   EngineOptions eopts;
   eopts.iterations = *iterations;
+  eopts.late = &*late;
   eopts.progress_every_events = std::max<uint64_t>(options.progress_every_events, 1);
   eopts.nic_model = options.nic_model;
   ReplayEngine engine(*result.world, model, eopts);
@@ -200,6 +204,7 @@ absl::StatusOr<SimulationResult> Simulate(const graph::Graph& graph, const Simul
   result.report.launch_order_source = options.launch_order_source;
   result.report.algorithm_choice = options.nccl.nccl_choice ? "NCCL 2.28.9's tuning" : "the model's formulas";
   result.report.algorithms = AlgorithmChoices(*result.world, model);
+  result.report.late = options.late;
   return result;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/limits.h"
+#include "daemon/engine/late_ranks.h"
 #include "daemon/engine/realtime.h"
 #include "daemon/engine/replay_engine.h"
 #include "daemon/engine/simulation_report.h"
@@ -54,6 +55,9 @@ struct SimulationOptions {
   std::string step_cost_source;  // where nccl.step_cost comes from
   std::string launch_order_source;  // where nccl.launch_in_order comes from (launch_order.h)
   std::string nccl_algo;         // NCCL_ALGO as given ("": NCCL's default)
+  // Virtual ranks late in one iteration (late_ranks.h; prismd --late): each
+  // is kept out of the equivalence classes; a real one is an error.
+  std::vector<LateRank> late;
 };
 
 class SimulationResult {

@@ -195,6 +195,12 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   j["nccl_launch_order"] = launch_in_order ? "program" : "streams";
   j["nccl_launch_order_source"] = launch_order_source;
   j["algorithm_choice"] = algorithm_choice;
+  if (!late.empty()) {
+    auto& l = j["late"] = nlohmann::ordered_json::array();
+    for (const LateRank& r : late)
+      l.push_back({{"rank", r.rank}, {"iteration", r.iteration}, {"ms", static_cast<double>(r.extra.count()) / 1e6},
+                   {"iteration_over_others_ms", static_cast<double>(OverOtherIterations(r.iteration).count()) / 1e6}});
+  }
   auto& algos = j["algorithms"] = nlohmann::ordered_json::array();
   for (const AlgorithmRow& a : algorithms)
     algos.push_back({{"kind", a.kind}, {"algorithm", a.algorithm}, {"protocol", a.protocol}, {"forced", a.forced},
@@ -224,6 +230,18 @@ std::string SimulationReport::ToJson(bool include_wall) const {
   return j.dump(2) + "\n";
 }
 
+Nanoseconds SimulationReport::OverOtherIterations(uint64_t k) const {
+  if (k >= iteration_times.size()) return Nanoseconds(0);
+  std::vector<int64_t> others;
+  for (size_t i = 1; i < iteration_times.size(); ++i)
+    if (i != k) others.push_back(iteration_times[i].count());
+  if (others.empty()) return Nanoseconds(0);
+  std::sort(others.begin(), others.end());
+  const size_t n = others.size();
+  const int64_t median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+  return Nanoseconds(iteration_times[k].count() - median);
+}
+
 std::string SimulationReport::ToText() const {
   std::string out = fmt::format("graph {} ({} ranks), {} iteration(s)\n", graph_name, world_size, iterations);
   if (stopped)
@@ -243,6 +261,12 @@ std::string SimulationReport::ToText() const {
   }
   for (size_t i = 0; i < iteration_times.size() && i < 20; ++i)
     out += fmt::format("  iteration {}: {:.6f} s\n", i, iteration_times[i].seconds());
+  if (!late.empty()) {
+    out += fmt::format("late (--late): {}\n", DescribeLateRanks(late));
+    for (const LateRank& l : late)
+      out += fmt::format("  iteration {}: {:+.3f} ms against the median of the other iterations after the first\n",
+                         l.iteration, static_cast<double>(OverOtherIterations(l.iteration).count()) / 1e6);
+  }
   if (throughput.known)
     out += fmt::format("throughput: {:.0f} tokens/s ({} tokens per iteration), {:.1f} TFLOP/s per GPU of "
                        "{:.0f} peak: MFU {:.1f}% (model FLOPs: docs/metrics.md)\n",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/units.h"
+#include "daemon/engine/late_ranks.h"
 #include "daemon/engine/replay_stats.h"
 #include "daemon/engine/world.h"
 #include "proto/graph.pb.h"
@@ -101,6 +102,11 @@ struct SimulationReport {
   std::string launch_order_source;  // where that came from ("" when unexplained)
   std::string algorithm_choice;     // "NCCL 2.28.9's tuning" or "the model's formulas"
   std::vector<AlgorithmRow> algorithms;
+  std::vector<LateRank> late;       // prismd --late: virtual ranks late in one iteration
+
+  // What iteration `k` took beyond the median of the other iterations after
+  // the first (the start-up); zero without two such iterations.
+  Nanoseconds OverOtherIterations(uint64_t k) const;
 
   // One JSON object. include_wall = false leaves out wall_s, engine_wall_s
   // and events_per_second, the only fields that differ between identical runs.

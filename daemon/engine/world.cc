@@ -95,6 +95,15 @@ absl::StatusOr<EngineWorld> BuildWorld(const graph::Graph& graph, const NetworkM
   if (!topology.ok()) return topology.status();
   auto ranks = BuildRankWorld(graph, *std::move(topology), options.real_ranks);
   if (!ranks.ok()) return ranks.status();
+  if (!options.alone_ranks.empty()) {
+    ranks->alone.assign(ranks->ranks(), 0);
+    for (uint32_t r : options.alone_ranks) {
+      if (r >= ranks->ranks())
+        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " is outside the ", ranks->ranks(),
+                                                       "-rank world of the graph"));
+      ranks->alone[r] = 1;
+    }
+  }
   if (auto s = CheckLinks(*ranks, model); !s.ok()) return s;
   PlayTreesAhead(*ranks, model);
   if (!options.use_classes) {

@@ -34,6 +34,7 @@ namespace prism::engine {
 struct WorldOptions {
   bool use_classes = true;
   std::vector<uint32_t> real_ranks;            // never merged with other ranks
+  std::vector<uint32_t> alone_ranks;           // virtual, but never merged either (late_ranks.h)
   // The caller already ran graph::ValidateGraph on this very graph
   // (graph::ReadGraphFile does): BuildWorld skips it (at 131,072 ranks it
   // is a sixth of the load).

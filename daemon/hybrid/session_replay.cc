@@ -128,10 +128,12 @@ void FeedLine(const RecordedLine& line, HybridScheduler* scheduler, CollectingSi
 
 engine::SimulationOptions ReplayEngineOptions(const Recording& recording, engine::EngineInbox* inbox,
                                               HybridScheduler* scheduler, const std::vector<uint32_t>& trace_ranks,
-                                              const engine::NcclBehaviour& nccl, engine::NicModel nic_model) {
+                                              const engine::NcclBehaviour& nccl, engine::NicModel nic_model,
+                                              const std::vector<engine::LateRank>& late) {
   engine::SimulationOptions o;
   o.nccl = nccl;
   o.nic_model = nic_model;
+  o.late = late;
   o.real_ranks = recording.real_ranks;
   o.iterations = recording.iterations;  // 0: the graph's
   o.inbox = inbox;
@@ -201,7 +203,8 @@ void Shift(Recording* out, int64_t by) {
 
 absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
                                                    const std::vector<uint32_t>& trace_ranks,
-                                                   const engine::NcclBehaviour& nccl, engine::NicModel nic_model) {
+                                                   const engine::NcclBehaviour& nccl, engine::NicModel nic_model,
+                                                   const std::vector<engine::LateRank>& late) {
   auto programs = RealRankPrograms::Build(graph, recording.real_ranks);
   if (!programs.ok()) return programs.status();
   engine::EngineInbox inbox;
@@ -214,7 +217,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, co
   // then applies each at its own time.
   for (const RecordedLine& line : recording.lines) FeedLine(line, &scheduler, &sink, &opened);
   inbox.Post(engine::EndOfInput{});
-  auto result = engine::Simulate(graph, ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks, nccl, nic_model));
+  auto result = engine::Simulate(graph, ReplayEngineOptions(recording, &inbox, &scheduler, trace_ranks, nccl, nic_model, late));
   if (!result.ok()) return result.status();
   return Collect(*result, &scheduler, &sink);
 }
@@ -251,7 +254,7 @@ absl::StatusOr<SessionReplayResult> ReplaySessionsPaced(const graph::Graph& grap
     inbox.Post(engine::EndOfInput{});
   });
   engine::SimulationOptions o = ReplayEngineOptions(recording, &inbox, &scheduler, options.trace_ranks, options.nccl,
-                                                    options.nic_model);
+                                                    options.nic_model, options.late);
   o.pacer = &pacer;
   auto result = engine::Simulate(graph, o);
   feeder.join();
@@ -440,11 +443,12 @@ graph::Algorithm PlayedAlgorithm(const engine::EngineWorld& world, const engine:
 
 absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
                                          int64_t start_realtime_ns, const engine::NcclBehaviour& nccl,
-                                         engine::NicModel nic_model) {
+                                         engine::NicModel nic_model, const std::vector<engine::LateRank>& late) {
   engine::SimulationOptions o;
   o.use_classes = false;
   o.nccl = nccl;
   o.nic_model = nic_model;
+  o.late = late;
   o.trace_ranks = real_ranks;
   auto sim = engine::Simulate(graph, o);
   if (!sim.ok()) return sim.status();

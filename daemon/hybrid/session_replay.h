@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/units.h"
+#include "daemon/engine/late_ranks.h"
 #include "daemon/engine/network_model.h"
 #include "daemon/engine/nic_scheduler.h"
 #include "daemon/engine/realtime.h"
@@ -72,10 +73,12 @@ struct SessionReplayResult {
 // `nccl`: what the model follows of the job's NCCL, as for the live run
 // (a recording made before 2026-12-02 replays with `p2p_buffer` 0: its
 // virtual sends ended with their receives). `nic_model`: prismd's --nic-model.
+// `late`: prismd's --late (virtual ranks late in one iteration).
 absl::StatusOr<SessionReplayResult> ReplaySessions(const graph::Graph& graph, const Recording& recording,
                                                    const std::vector<uint32_t>& trace_ranks = {},
                                                    const engine::NcclBehaviour& nccl = engine::NcclBehaviour(),
-                                                   engine::NicModel nic_model = engine::NicModel::kQueues);
+                                                   engine::NicModel nic_model = engine::NicModel::kQueues,
+                                                   const std::vector<engine::LateRank>& late = {});
 
 // How ReplaySessionsPaced plays.
 struct PacedReplayOptions {
@@ -83,6 +86,7 @@ struct PacedReplayOptions {
   std::optional<Nanoseconds> lookahead;    // the engine's (default: the recording's), to try another
   engine::NcclBehaviour nccl;              // as for ReplaySessions
   engine::NicModel nic_model = engine::NicModel::kQueues;  // as for ReplaySessions
+  std::vector<engine::LateRank> late;      // as for ReplaySessions
   SessionRecorder* recorder = nullptr;     // records the replay as prismd --record-sessions would (its cost included)
   // HybridSchedulerOptions::ring_answer_wait (default: prismd's); 0 holds a
   // ring the engine has not yet seen its members reach at once, as prismd
@@ -126,11 +130,13 @@ Recording KeepOperationEvents(const Recording& recording);
 // the simulation's own iteration times: the hybrid path's self-check (a
 // difference is time the hybrid mode adds or loses by itself). `nccl`: what
 // the model follows of the job's NCCL (prismd's --step-cost-us, --nccl-algo);
-// `nic_model`: prismd's --nic-model.
+// `nic_model`: prismd's --nic-model. `late`: prismd's --late (the real
+// ranks then report what a late virtual rank made of their operations).
 absl::StatusOr<Recording> ModelRecording(const graph::Graph& graph, const std::vector<uint32_t>& real_ranks,
                                          int64_t start_realtime_ns,
                                          const engine::NcclBehaviour& nccl = engine::NcclBehaviour(),
-                                         engine::NicModel nic_model = engine::NicModel::kQueues);
+                                         engine::NicModel nic_model = engine::NicModel::kQueues,
+                                         const std::vector<engine::LateRank>& late = {});
 
 // Writes `recording` in the recorder's format (times and order kept).
 absl::Status WriteRecording(const Recording& recording, const std::string& path);
