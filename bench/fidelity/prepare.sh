@@ -5,8 +5,9 @@
 # model's per-op times from `prismd --simulate` (the ground truth's check).
 # Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
 #   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU),
-#   LATE_ITER, LATE_MS (run-gpu.sh's late real rank, default 10 and 20: a step spec's model-late.json is
-#   prismd --simulate --late 0:LATE_ITER:LATE_MS, what the model makes of it, for compare.py's late table)
+#   LATE_RANK, LATE_ITER, LATE_MS (run-gpu.sh's late rank, default 0, 10 and 20: a step spec's
+#   model-late.json is prismd --simulate --late LATE_RANK:LATE_ITER:LATE_MS, what the model makes of it,
+#   for compare.py's late table)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -56,7 +57,7 @@ PY
     (( its > late_iter + 4 )) || its=$(( late_iter + 5 ))
     # shellcheck disable=SC2086
     "$pd" --graph "$d/graph" --simulate --json --metrics-address none --iterations "$its" \
-      --late "0:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late.json"
+      --late "${LATE_RANK:-0}:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late.json"
   fi
   echo "prepare: $name: $n ranks -> $d"
 done

@@ -17,7 +17,9 @@
 #           eager world-wide split per group would take minutes; hybrid2-run: ranks 0 and SECOND_REAL so)
 #           (NAME = a prepared spec, e.g. step-n8:truth step-n8:hybrid1)
 # Env: OUT (default /tmp/prism-fidelity), GPUS (GPUs to spread truth ranks on, default 1),
-#      LATE_ITER (default 10), LATE_MS (default 20), RUN_TIMEOUT (s, default 300),
+#      LATE_ITER (default 10), LATE_MS (default 20), LATE_RANK (default 0: the rank that is late in
+#      truth-late and hybrid1-late; a rank the hybrid plays virtually is made late by prismd --late, rank 0
+#      by its own program), RUN_TIMEOUT (s, default 300),
 #      RUN_RANK (hybrid1-run's real rank, default 0; prepare the spec with it in RANKS),
 #      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
 #      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set; else every
@@ -40,7 +42,8 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
 OUT="${OUT:-/tmp/prism-fidelity}"; mkdir -p "$OUT"
-GPUS="${GPUS:-1}"; LATE_ITER="${LATE_ITER:-10}"; LATE_MS="${LATE_MS:-20}"; RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+GPUS="${GPUS:-1}"; LATE_ITER="${LATE_ITER:-10}"; LATE_MS="${LATE_MS:-20}"; LATE_RANK="${LATE_RANK:-0}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
@@ -89,7 +92,7 @@ run_truth() {  # NAME TAG LATE
   local name="$1" tag="$2" late="$3" pids=()
   RANK_ENV=(NCCL_COMM_ID=127.0.0.1:$((port + 1)))
   for ((r = 0; r < N; r++)); do
-    local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
+    local extra=(); [[ "$late" == 1 && "$r" == "$LATE_RANK" ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
   hang_watch "$tag" "${pids[@]}" & local watch=$!
@@ -131,16 +134,18 @@ wait_ranks() {  # TAG "RANK..." PID... (one pid per rank, same order)
 }
 
 run_hybrid() {  # NAME TAG REAL-RANKS LATE
-  local name="$1" tag="$2" reals="$3" late="$4" pids=()
+  local name="$1" tag="$2" reals="$3" late="$4" pids=() late_flag=()
   local sock="/tmp/prism-fid-$tag.sock" metrics="127.0.0.1:$((port + 2))"
+  # A late rank the hybrid plays virtually: prismd makes it late (--late).
+  [[ "$late" == 1 && ",$reals," != *",$LATE_RANK,"* ]] && late_flag=(--late "$LATE_RANK:$LATE_ITER:$LATE_MS")
   "$B/prismd" --graph "$D/$name/graph" --real-ranks "$reals" --nccl-comm-id "127.0.0.1:$((port + 1))" \
     --listen "unix://$sock" --metrics-address "$metrics" --record-sessions "$OUT/$tag/sessions.rec" \
-    ${PRISMD_FLAGS:-} > "$OUT/$tag/prismd.log" 2>&1 &
+    "${late_flag[@]}" ${PRISMD_FLAGS:-} > "$OUT/$tag/prismd.log" 2>&1 &
   local pd=$!
   for _ in $(seq 100); do [[ -S "$sock" ]] && break; sleep 0.1; done
   RANK_ENV=(NCCL_COMM_ID=127.0.0.1:$((port + 1)) PRISM_DAEMON="unix://$sock")
   for r in ${reals//,/ }; do
-    local extra=(); [[ "$late" == 1 && "$r" == 0 ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
+    local extra=(); [[ "$late" == 1 && "$r" == "$LATE_RANK" ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
   hang_watch "$tag" "${pids[@]}" & local watch=$!
