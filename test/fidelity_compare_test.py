@@ -329,6 +329,33 @@ class TruthAgainstItself(unittest.TestCase):
         self.assertIn("st: no pooled truth: 2 of its runs left results (three are needed)", text)
         self.assertNotIn("against the pooled", text)
 
+    def test_pooled_slow_rank_cost_against_the_pooled_base(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_data(data, "st-slow", 104.0, meta="STRAGGLER_RANK=3\nSTRAGGLER_SCALE=1.5\n")
+        for kind, base, slow in (("truth", 100.0, 103.0), ("truth-again", 99.0, 101.0),
+                                 ("truth-again2", 104.0, 102.0)):
+            step_run(out, f"st-{kind}", 0, [500.0, base, base])
+            step_run(out, f"st-slow-{kind}", 0, [500.0, slow, slow])
+        step_run(out, "st-hybrid1", 0, [500.0, 100.0, 100.0])
+        step_run(out, "st-slow-hybrid1", 0, [500.0, 103.5, 103.5])
+        text = run_compare(out, data)
+        # Pools: base 100 (median of 100, 99, 104), slow 102 (of 103, 101, 102): the slow rank cost 2 ms.
+        self.assertIn("st-slow: what the slow rank cost, pooled (3 truths of st and the pool above), rank 0's mean "
+                      "iteration: truth +2.000 ms, hybrid1 +3.500 ms (+1.500 ms against the truth's), model +4.000 ms "
+                      "(+2.000 ms against the truth's)", text)
+
+    def test_truths_timed_two_ways_pool_no_kind_medians(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        step_run(out, "st-truth", 0, [500.0, 100.0], {"tp all-reduce": 1000.0}, comm_timing="nccl-kernel")
+        step_run(out, "st-truth-again", 0, [500.0, 100.0], {"tp all-reduce": 1100.0}, comm_timing="nccl-kernel")
+        step_run(out, "st-truth-again2", 0, [500.0, 100.0], {"tp all-reduce": 1900.0})
+        step_run(out, "st-hybrid1", 0, [500.0, 100.0], {"tp all-reduce": 1050.0}, comm_timing="nccl-kernel")
+        text = run_compare(out, data)
+        self.assertIn("## st: hybrid1 vs the pooled truth (3 runs), rank 0", text)
+        self.assertNotIn("per operation kind, rank 0: median us over the measured iterations (pooled truth", text)
+
 
 class TruthGate(unittest.TestCase):
     def test_a_sweep_truth_is_checked_against_the_model_at_large_sizes(self):

@@ -400,6 +400,36 @@ def pooled_tables(out, data, name, truth_kind, truth_kinds, base_kinds, runs):
             f"worst {max(abs(f[key]) for f in floor):.2f}%)" for key in at)
             + (" -> within a typical truth's spread" if inside else
                " -> outside a typical truth's spread: " + ", ".join(k for k in at if abs(e[k]) > typical[k])))
+    if truth_kind == "truth" and 0 in pooled:
+        pooled_slow_cost(out, data, name, truth_kinds, base_kinds, runs, pooled[0])
+
+
+def pooled_slow_cost(out, data, name, truth_kinds, base_kinds, runs, pooled_slow):
+    """A slow-rank spec whose base spec also has three truths or more: what
+    the slow rank cost, pooled truth against pooled truth (rank 0's mean
+    measured iteration), beside each hybrid's (slow run against its base run)
+    and the model's. One truth of each gives a cost that the truths' own
+    scatter (a few ms) can swamp; the pools shrink it."""
+    meta = read_meta(data, name)
+    base = straggler_base(name, {d.rsplit("-", 1)[0] for d in os.listdir(out)})
+    if "STRAGGLER_RANK" not in meta or not base:
+        return
+    base_runs = [r[0] for r in (run_results(out, base, k) for k in truth_kinds) if 0 in r]
+    if len(base_runs) < 3:
+        return
+    truth_cost = statistics.mean(timed(pooled_slow)) - statistics.mean(timed(pooled_mod.pool_results(base_runs)))
+    parts = [f"truth {truth_cost:+.3f} ms"]
+    for kind in base_kinds:
+        h = load(os.path.join(out, f"{name}-{kind}", "r0.json")) if kind in runs else None
+        b = load(os.path.join(out, f"{base}-{kind}", "r0.json"))
+        if h and b and timed(h) and timed(b):
+            cost = statistics.mean(timed(h)) - statistics.mean(timed(b))
+            parts.append(f"{kind} {cost:+.3f} ms ({cost - truth_cost:+.3f} ms against the truth's)")
+    model, mb = model_iteration_ms(data, name), model_iteration_ms(data, base)
+    if model and mb:
+        parts.append(f"model {model - mb:+.3f} ms ({model - mb - truth_cost:+.3f} ms against the truth's)")
+    print(f"{name}: what the slow rank cost, pooled ({len(base_runs)} truths of {base} and the pool above), "
+          f"rank 0's mean iteration: " + ", ".join(parts))
 
 
 def floor_lines(name, again, judged):

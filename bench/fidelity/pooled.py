@@ -15,7 +15,8 @@ pool_results(results) -> one result in the driver's format:
   warmup               the first run's
   comm_us[kind]        {"median": the median of the runs' medians,
                         "n": the runs' counts together}, for the kinds
-                       every run has
+                       every run has, when every run timed them the same
+                       way (comm_timing, kept); none when they differ
   peak_* / nccl_device_bytes   the first run's (the memory of one program
                        does not scatter: compare.py checks it to the byte)
 """
@@ -33,7 +34,10 @@ def pool_results(results):
         "warmup": results[0].get("warmup", 0),
         "iteration_ms": [statistics.median(r["iteration_ms"][i] for r in results) for i in range(n)],
     }
-    kinds = set.intersection(*(set(r.get("comm_us", {})) for r in results))
+    methods = {r.get("comm_timing", "cuda-events") for r in results}
+    kinds = set.intersection(*(set(r.get("comm_us", {})) for r in results)) if len(methods) == 1 else set()
+    if len(methods) == 1 and "comm_timing" in results[0]:
+        pooled["comm_timing"] = results[0]["comm_timing"]
     if kinds:
         pooled["comm_us"] = {
             k: {"median": statistics.median(r["comm_us"][k]["median"] for r in results),
