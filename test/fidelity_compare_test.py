@@ -88,6 +88,29 @@ class SweepWithoutTruth(unittest.TestCase):
         self.assertIn("allgather         1048576       110.0        99.0   -10.0%        100.0    -9.1%", text)
 
 
+class PooledSweep(unittest.TestCase):
+    def test_three_sweep_truths_are_pooled_per_op_and_each_held_against_the_others(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        os.makedirs(os.path.join(data, "sw"))
+        with open(os.path.join(data, "sw", "meta.env"), "w") as f:
+            f.write("N=8\nMODE=sweep\n")
+        with open(os.path.join(data, "sw", "model-trace.json"), "w") as f:
+            json.dump({"traceEvents": [{"ph": "X", "name": "allgather 1048576", "cat": "collective", "pid": 0,
+                                        "dur": 100.0}]}, f)
+        for run, us in (("sw-truth", 100.0), ("sw-truth-again", 116.0), ("sw-truth-again2", 104.0),
+                        ("sw-hybrid1", 106.0)):
+            os.makedirs(os.path.join(out, run))
+            with open(os.path.join(out, run, "r0.json"), "w") as f:
+                json.dump({"ops": {"allgather 1048576": {"median_us": us}, "allgather 65536": {"median_us": 9.0}}}, f)
+        text = run_compare(out, data)
+        self.assertIn("## sw: against the pooled truth (3 runs: truth, truth-again, truth-again2), rank 0", text)
+        self.assertRegex(text, r"allgather +1048576 +104\.0 +106\.0 +\+1\.9% +100\.0 +-3\.8%")
+        # Each truth against the median of the other two: 100 vs 110, 116 vs 102, 104 vs 108.
+        self.assertIn("sw: worst |error| at 1 MiB and above against the pooled truth: hybrid1 1.92% (a truth against "
+                      "the others: median 9.09%, worst 13.73%; truth 9.09%, truth-again 13.73%, truth-again2 3.70%)",
+                      text)
+
+
 class TruthAgainstModel(unittest.TestCase):
     def test_spread_and_kinds_beside_the_model(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

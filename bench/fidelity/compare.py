@@ -147,6 +147,59 @@ def sweep_tables(out, data, name, runs):
                 sim = f"{m:>13.1f}{pct(m, b):>+8.1f}%" if m else f"{'-':>13}{'-':>9}"
                 print(f"{op:<14}{int(size):>11}{b:>12.1f}{a:>12.1f}{e:>+8.1f}%{sim}")
             print(f"worst |error| at 1 MiB and above: {worst:.2f}%")
+    sweep_pooled(out, data, name, runs)
+
+
+def sweep_worst(h, t, labels):
+    """The worst |error| (%) of sweep result h against t over labels of 1 MiB and more."""
+    errs = [abs(pct(h["ops"][l]["median_us"], t["ops"][l]["median_us"])) for l in labels
+            if l in h["ops"] and l in t["ops"] and int(l.split()[1]) >= 1 << 20]
+    return max(errs) if errs else None
+
+
+def sweep_pooled(out, data, name, runs):
+    """Three truths of a sweep or more (truth, truth-again, truth-again2,
+    ...): per op the median of the runs' medians, each hybrid against that
+    pool, and each truth against the pool of the others (how far one run of
+    the real program strays from the rest: the floor under a hybrid's
+    error). A single truth's 1 MiB operation has scattered 16% between two
+    runs on the one-GPU host (docs/limitations.md); the pool shrinks it."""
+    kinds = [k for k in ["truth"] + again_runs("truth", runs)
+             if load(os.path.join(out, f"{name}-{k}", "r0.json"))]
+    if len(kinds) < 3:
+        return
+    truths = {k: load(os.path.join(out, f"{name}-{k}", "r0.json")) for k in kinds}
+    pool = pooled_mod.pool_ops(list(truths.values()))
+    labels = sorted(pool["ops"], key=lambda l: (l.split()[0], int(l.split()[1])))
+    model = model_ops(data, name)
+    hybrids = [k for k in sorted(runs) if k.startswith("hybrid")
+               and load(os.path.join(out, f"{name}-{k}", "r0.json"))]
+    cols = [(k, load(os.path.join(out, f"{name}-{k}", "r0.json"))) for k in hybrids]
+    print(f"\n## {name}: against the pooled truth ({len(kinds)} runs: {', '.join(kinds)}), rank 0, median per op")
+    print(f"{'op':<14}{'bytes':>11}{'pooled us':>12}" + "".join(f"{k:>13}{'err':>9}" for k, _ in cols)
+          + f"{'simulate us':>13}{'err':>9}")
+    for l in labels:
+        op, size = l.split()
+        t = pool["ops"][l]["median_us"]
+        row = f"{op:<14}{int(size):>11}{t:>12.1f}"
+        for _, h in cols:
+            a = h["ops"].get(l, {}).get("median_us")
+            row += f"{a:>13.1f}{pct(a, t):>+8.1f}%" if a else f"{'-':>13}{'-':>9}"
+        m = model.get(l)
+        row += f"{m:>13.1f}{pct(m, t):>+8.1f}%" if m else f"{'-':>13}{'-':>9}"
+        print(row)
+    floor = {}
+    for k in kinds:
+        rest = pooled_mod.pool_ops([truths[o] for o in kinds if o != k])
+        floor[k] = sweep_worst(truths[k], rest, labels)
+    spread = [w for w in floor.values() if w is not None]
+    spread_text = (f"a truth against the others: median {statistics.median(spread):.2f}%, worst {max(spread):.2f}%"
+                   if spread else "no truth has ops of 1 MiB or more")
+    print(f"{name}: worst |error| at 1 MiB and above against the pooled truth: "
+          + "; ".join(f"{k} {sweep_worst(h, pool, labels):.2f}%" for k, h in cols
+                      if sweep_worst(h, pool, labels) is not None)
+          + f" ({spread_text}; "
+          + ", ".join(f"{k} {w:.2f}%" for k, w in floor.items() if w is not None) + ")")
 
 
 def op_kind(label):

@@ -19,6 +19,9 @@ pool_results(results) -> one result in the driver's format:
                        way (comm_timing, kept); none when they differ
   peak_* / nccl_device_bytes   the first run's (the memory of one program
                        does not scatter: compare.py checks it to the byte)
+
+pool_ops(results) -> a sweep's ops in the driver's format: per label every
+run has, {"median_us": the median of the runs' medians}.
 """
 import statistics
 
@@ -47,3 +50,12 @@ def pool_results(results):
         if key in results[0]:
             pooled[key] = results[0][key]
     return pooled
+
+
+def pool_ops(results):
+    """One sweep result ({"ops": {label: {"median_us": ...}}}) from K >= 1 runs."""
+    if not results:
+        raise ValueError("pool_ops: no runs to pool")
+    labels = set.intersection(*(set(r.get("ops", {})) for r in results))
+    return {"ops": {l: {"median_us": statistics.median(r["ops"][l]["median_us"] for r in results)}
+                    for l in sorted(labels)}}
