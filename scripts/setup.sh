@@ -28,8 +28,9 @@ PACKAGES=(
   python3
 )
 # Only for tests (scripts/setup.sh --all): chromium for the status page's
-# browser test, python3-protobuf for the Chakra reader test.
-TEST_PACKAGES=(chromium fonts-liberation python3-protobuf)
+# browser test, python3-protobuf for the Chakra reader test, python3-yaml
+# for bench/fidelity/prepare.sh (the acceptance runner's test).
+TEST_PACKAGES=(chromium fonts-liberation python3-protobuf python3-yaml)
 [ "$all" = 1 ] && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The fidelity acceptance runs on a GPU host, in groups that each fit in
+# ten minutes of one H200 (about 25 s a 16-rank truth, 15 s a hybrid):
+# every layout's ground truth TRUTHS times (pooled by compare.py), its
+# hybrids with one and two real ranks, the late and the slow rank, and
+# the PAT sweeps; then compare.py's tables for the group.
+#
+# Usage:
+#   bench/fidelity/acceptance.sh prepare DATA          (build host: prepare.sh for every spec below,
+#                                                       PRISMD_FLAGS as the runs need)
+#   bench/fidelity/acceptance.sh run BUNDLE DATA GROUP (GPU host: one group; OUT as run-gpu.sh's)
+# GROUP:
+#   dp    step-n16-dp8-2g5, step-n16-dp4-2g5: TRUTHS truths, hybrid1, hybrid2 each
+#   pp    step-n16-pp4-2g5 and -slow: the same; pp4's late rank (TRUTHS truth-late, hybrid1-late)
+#   tp    step-n16-tp4-2g5, step-n8-2g5: TRUTHS truths, hybrid1, hybrid2 each
+#   pat   sweep-n8-pat-2g5, sweep-n16-pat-2g5: TRUTHS truths and hybrid1 each (NCCL_ALGO=PAT)
+#   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8 and pp4, for the per-kind tables
+#         (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them)
+# Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
+#      command line instead of running it), OUT, and everything
+#      run-gpu.sh reads. PRISMD_FLAGS defaults to --collective-turnaround-us 450 (the GPU host's 16
+#      packed ranks; docs/network-model.md, "A packed host's step turnaround").
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PRISMD_FLAGS="${PRISMD_FLAGS:---collective-turnaround-us 450}"
+export RUN_TIMEOUT="${RUN_TIMEOUT:-60}"
+TRUTHS="${TRUTHS:-3}"
+
+STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
+SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
+
+usage() { sed -n '2,27p' "$0" >&2; exit 2; }
+
+truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
+  local spec="$1" kind="$2" i
+  echo "$spec:$kind"
+  for ((i = 1; i < TRUTHS; i++)); do
+    if ((i == 1)); then echo "$spec:$kind-again"; else echo "$spec:$kind-again$i"; fi
+  done
+}
+
+step_runs() {  # SPEC...: the truths with the hybrids between them (a hybrid never runs on a cold host first)
+  local s
+  for s in "$@"; do
+    mapfile -t t < <(truths "$s" truth)
+    echo "${t[0]}"; echo "$s:hybrid1"; echo "${t[1]}"; echo "$s:hybrid2"; printf '%s\n' "${t[@]:2}"
+  done
+}
+
+case "${1:-}" in
+  prepare)
+    data="${2:?DATA}"
+    (( TRUTHS >= 3 )) || { echo "acceptance: TRUTHS=$TRUTHS: three or more are needed to pool" >&2; exit 2; }
+    specs=(); for s in "${STEP_SPECS[@]}" "${SWEEP_SPECS[@]}"; do specs+=("$here/specs/$s.yaml"); done
+    "$here/prepare.sh" "$data" "${specs[@]}" || exit 1
+    # The ground truths run ITERATIONS after WARMUP: 12 after 3 keeps a 16-rank truth near 25 s.
+    for s in "${STEP_SPECS[@]}"; do sed -i 's/^ITERATIONS=.*/ITERATIONS=15/; s/^WARMUP=.*/WARMUP=3/' "$data/$s/meta.env"; done
+    echo "acceptance: prepared ${#STEP_SPECS[@]} step specs and ${#SWEEP_SPECS[@]} sweeps in $data"
+    ;;
+  run)
+    bundle="${2:?BUNDLE}"; data="${3:?DATA}"; group="${4:?GROUP}"
+    (( TRUTHS >= 3 )) || { echo "acceptance: TRUTHS=$TRUTHS: three or more are needed to pool" >&2; exit 2; }
+    case "$group" in
+      dp) mapfile -t runs < <(step_runs step-n16-dp8-2g5 step-n16-dp4-2g5) ;;
+      pp) mapfile -t runs < <(step_runs step-n16-pp4-2g5 step-n16-pp4-2g5-slow; truths step-n16-pp4-2g5 truth-late
+                              echo step-n16-pp4-2g5:hybrid1-late) ;;
+      tp) mapfile -t runs < <(step_runs step-n16-tp4-2g5 step-n8-2g5) ;;
+      pat) runs=(); for s in "${SWEEP_SPECS[@]}"; do mapfile -t t < <(truths "$s" truth); runs+=("${t[@]}" "$s:hybrid1"); done ;;
+      kinds) export OP_TIMING=nccl
+             runs=(step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1) ;;
+      *) usage ;;
+    esac
+    echo "acceptance: group $group: ${#runs[@]} runs"
+    [[ "${DRY:-0}" == 1 ]] && { echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; }
+    exec "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
+    ;;
+  *) usage ;;
+esac

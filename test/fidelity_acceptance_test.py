@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""bench/fidelity/acceptance.sh without a GPU: `prepare` makes every spec's
+data (graphs, programs, the model's times, model-late.json) with the
+ground truths cut to 15 iterations; each group's `run` (DRY=1) lists the
+runs it gives run-gpu.sh: TRUTHS truths with the hybrids between them.
+
+  fidelity_acceptance_test.py BUILD_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "bench", "fidelity", "acceptance.sh")
+BUILD = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(HERE, "..", "build")
+
+
+def run(*args, env=None):
+    e = dict(os.environ, BUILD_DIR=BUILD, **(env or {}))
+    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, env=e, timeout=600)
+
+
+class Acceptance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = tempfile.mkdtemp()
+        cls.prepared = run("prepare", cls.data)
+
+    def test_prepare_makes_every_spec_with_short_truths_and_the_model_of_a_late_rank(self):
+        self.assertEqual(self.prepared.returncode, 0, self.prepared.stderr)
+        specs = sorted(os.listdir(self.data))
+        self.assertEqual(specs, ["step-n16-dp4-2g5", "step-n16-dp8-2g5", "step-n16-pp4-2g5", "step-n16-pp4-2g5-slow",
+                                 "step-n16-tp4-2g5", "step-n8-2g5", "sweep-n16-pat-2g5", "sweep-n8-pat-2g5"])
+        with open(os.path.join(self.data, "step-n16-dp8-2g5", "meta.env")) as f:
+            meta = f.read()
+        self.assertIn("ITERATIONS=15\n", meta)
+        self.assertIn("WARMUP=3\n", meta)
+        with open(os.path.join(self.data, "step-n16-pp4-2g5", "model-late.json")) as f:
+            late = json.load(f)["late"][0]
+        self.assertEqual((late["rank"], late["iteration"], late["ms"]), (0, 10, 20.0))
+        with open(os.path.join(self.data, "step-n16-pp4-2g5", "model.json")) as f:
+            self.assertEqual(json.load(f)["nccl_collective_turnaround_us"], 450.0)  # the GPU host's packed ranks
+
+    def test_each_group_lists_pooled_truths_and_its_hybrids(self):
+        out = run("run", "B", self.data, "pp", env={"DRY": "1"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        runs = out.stdout.strip().splitlines()[-1].split()[3:]
+        self.assertEqual(runs[:5], ["step-n16-pp4-2g5:truth", "step-n16-pp4-2g5:hybrid1",
+                                    "step-n16-pp4-2g5:truth-again", "step-n16-pp4-2g5:hybrid2",
+                                    "step-n16-pp4-2g5:truth-again2"])
+        self.assertIn("step-n16-pp4-2g5-slow:truth-again2", runs)
+        self.assertEqual(runs[-4:], ["step-n16-pp4-2g5:truth-late", "step-n16-pp4-2g5:truth-late-again",
+                                     "step-n16-pp4-2g5:truth-late-again2", "step-n16-pp4-2g5:hybrid1-late"])
+        five = run("run", "B", self.data, "pat", env={"DRY": "1", "TRUTHS": "5"})
+        runs = five.stdout.strip().splitlines()[-1].split()[3:]
+        self.assertEqual(sum(1 for r in runs if r.startswith("sweep-n8-pat-2g5:truth")), 5)
+        self.assertIn("sweep-n16-pat-2g5:hybrid1", runs)
+
+    def test_fewer_than_three_truths_or_an_unknown_group_is_refused(self):
+        two = run("run", "B", self.data, "dp", env={"DRY": "1", "TRUTHS": "2"})
+        self.assertEqual(two.returncode, 2)
+        self.assertIn("three or more are needed to pool", two.stderr)
+        self.assertEqual(run("run", "B", self.data, "everything", env={"DRY": "1"}).returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
