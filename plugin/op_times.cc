@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "plugin/op_tracker.h"
 
 namespace prism::plugin {
 namespace {

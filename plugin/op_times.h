@@ -15,7 +15,9 @@
 // one level, when missing); a line per operation once every channel that
 // started has stopped and at least the operation's channel count has, and
 // at the communicator's finalize for the operations still without one
-// (those carry "complete":false). Each line is one write(2) with O_APPEND,
+// (those carry "complete":false). The tracker hands them over through
+// KernelTimesSink (op_tracker.h), as it hands operations to prismd through
+// OpListener. Each line is one write(2) with O_APPEND,
 // so a program that ends without destroying its communicators keeps every
 // line of the operations that had finished.
 //
@@ -37,35 +39,27 @@
 #include <string>
 
 #include "plugin/log.h"
+#include "plugin/op_tracker.h"
 
 namespace prism::plugin {
-
-struct OpInfo;
-
-// NCCL's kernel stamps of one operation (GPU %globaltimer, ns).
-struct KernelSpan {
-  uint64_t first_start_ns = 0;  // 0: no channel reported a start
-  uint64_t last_stop_ns = 0;    // 0: no channel reported a stop
-  int channels_started = 0;
-  int channels_stopped = 0;
-  bool complete = false;        // every started channel stopped, at least the op's channel count
-};
 
 // The JSON line (with its '\n') for one operation. Pure; any thread.
 std::string OpTimesLine(const OpInfo& info, const KernelSpan& span, int pid);
 
-class OpTimesLog {
+class OpTimesLog final : public KernelTimesSink {
  public:
   // `directory`: non-empty. `logger` (nullable) must outlive the log; the
   // one warning when the file cannot be written goes there and to stderr.
   OpTimesLog(std::string directory, Logger* logger);
-  ~OpTimesLog();
+  ~OpTimesLog() override;
   OpTimesLog(const OpTimesLog&) = delete;
   OpTimesLog& operator=(const OpTimesLog&) = delete;
 
   // Writes the operation's line (opening the file on first use). A failure
   // is warned once, naming the path and the fix; the line is dropped.
   void Append(const OpInfo& info, const KernelSpan& span);
+  // KernelTimesSink: the tracker's finished operations.
+  void OnKernelSpan(const OpInfo& info, const KernelSpan& span) override { Append(info, span); }
 
   // DIR/prism-ops.<pid>.jsonl for this process.
   std::string path() const;

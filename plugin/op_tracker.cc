@@ -412,7 +412,7 @@ void* OpTracker::StartKernel(const prism_ncclProfilerEventDescr_v5_t& d) {
 
 void OpTracker::LogUnlogged(OpRecord& op) {
   KernelSpan span;
-  if (op_times_ != nullptr && op.TakeUnloggedKernelSpan(&span)) op_times_->Append(op.info(), span);
+  if (op_times_ != nullptr && op.TakeUnloggedKernelSpan(&span)) op_times_->OnKernelSpan(op.info(), span);
 }
 
 void OpTracker::FillTag(const prism_ncclProfilerEventDescr_v5_t& d) {
@@ -448,7 +448,7 @@ prism_ncclResult_t OpTracker::StopEvent(void* handle) {
       auto* h = static_cast<KernelHandle*>(handle);
       KernelSpan span;
       if (h->op && h->op->RecordKernelStop(h->stop_ns, &span) && op_times_ != nullptr)
-        op_times_->Append(h->op->info(), span);
+        op_times_->OnKernelSpan(h->op->info(), span);
       h->tag = kDeadTag;
       delete h;
       break;

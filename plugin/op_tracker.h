@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "plugin/ll_lines.h"
-#include "plugin/op_times.h"
 #include "plugin/profiler_abi.h"
 
 namespace prism::plugin {
@@ -91,6 +90,16 @@ struct OpSummary {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint32_t messages = 0;
+};
+
+// NCCL's kernel stamps of one operation (GPU %globaltimer, ns): KernelCh
+// events, asked for only while a KernelTimesSink is kept (PRISM_OP_TIMES).
+struct KernelSpan {
+  uint64_t first_start_ns = 0;  // 0: no channel reported a start
+  uint64_t last_stop_ns = 0;    // 0: no channel reported a stop
+  int channels_started = 0;
+  int channels_stopped = 0;
+  bool complete = false;        // every started channel stopped, at least the op's channel count
 };
 
 // The shared record of one operation.
@@ -196,6 +205,13 @@ void RecordPatSend(const MessageTag& tag, int64_t wire_done_ns, uint64_t bytes);
 // step, a PAT's of the same channel, dimension and step. False while not sent.
 bool MirrorSendOf(const MessageTag& tag, int64_t* wire_done_ns, uint64_t* bytes);
 
+// Receives each operation's kernel span once (op_times.h writes it).
+class KernelTimesSink {
+ public:
+  virtual ~KernelTimesSink() = default;
+  virtual void OnKernelSpan(const OpInfo& info, const KernelSpan& span) = 0;
+};
+
 // Receives operation boundaries (the plugin forwards them to prismd).
 class OpListener {
  public:
@@ -212,11 +228,11 @@ class OpTracker {
   OpTracker& operator=(const OpTracker&) = delete;
 
   // PRISM_OP_TIMES: every later Init also asks NCCL for its kernel events
-  // (KernelCh), and each operation's line goes to `log` (op_times.h).
-  // `log` (nullable: off) must outlive the tracker. Call before the first
-  // Init, on the thread that then calls it or one that happens-before it
-  // (the plugin calls it inside its once-only init).
-  void KeepOpTimes(OpTimesLog* log) { op_times_ = log; }
+  // (KernelCh), and each operation's span goes to `sink` once (op_times.h
+  // writes it as a line). `sink` (nullable: off) must outlive the tracker.
+  // Call before the first Init, on the thread that then calls it or one
+  // that happens-before it (the plugin calls it inside its once-only init).
+  void KeepOpTimes(KernelTimesSink* sink) { op_times_ = sink; }
 
   // The profiler ABI, one call each (profiler_shim.cc forwards; NCCL's
   // arguments as given). Unknown or foreign handles are ignored.
@@ -266,7 +282,7 @@ class OpTracker {
   void LogUnlogged(OpRecord& op);
 
   OpListener* listener_;
-  OpTimesLog* op_times_ = nullptr;
+  KernelTimesSink* op_times_ = nullptr;
   mutable std::mutex mu_;      // guards next_id_ and ops_started_
   uint64_t next_id_ = 1;
   uint64_t ops_started_ = 0;

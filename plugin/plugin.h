@@ -22,6 +22,7 @@
 #include "plugin/nccl_net_abi.h"
 #include "plugin/op_relay.h"
 #include "plugin/op_schedules.h"
+#include "plugin/op_times.h"
 #include "plugin/op_tracker.h"
 #include "plugin/profiler_abi.h"
 #include "plugin/progress_engine.h"
