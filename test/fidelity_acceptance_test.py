@@ -37,9 +37,10 @@ class Acceptance(unittest.TestCase):
             meta = f.read()
         self.assertIn("ITERATIONS=15\n", meta)
         self.assertIn("WARMUP=3\n", meta)
-        with open(os.path.join(self.data, "step-n16-pp4-2g5", "model-late.json")) as f:
-            late = json.load(f)["late"][0]
-        self.assertEqual((late["rank"], late["iteration"], late["ms"]), (0, 10, 20.0))
+        for rank in (0, 4):  # rank 0 and the spec's second real rank (TP2 x DP2)
+            with open(os.path.join(self.data, "step-n16-pp4-2g5", f"model-late-r{rank}.json")) as f:
+                late = json.load(f)["late"][0]
+            self.assertEqual((late["rank"], late["iteration"], late["ms"]), (rank, 10, 20.0))
         with open(os.path.join(self.data, "step-n16-pp4-2g5", "model.json")) as f:
             self.assertEqual(json.load(f)["nccl_collective_turnaround_us"], 450.0)  # the GPU host's packed ranks
 

@@ -270,7 +270,7 @@ class Perturbations(unittest.TestCase):
         self.assertIn("late iteration 11.11% > 1%", text)
         self.assertNotIn("the model (prismd --simulate --late", text)
         # prepare.sh's model-late.json: what prismd --simulate --late makes of the same delay.
-        with open(os.path.join(data, "st", "model-late.json"), "w") as f:
+        with open(os.path.join(data, "st", "model-late-r0.json"), "w") as f:
             json.dump({"late": [{"rank": 0, "iteration": 10, "ms": 20.0, "iteration_over_others_ms": 17.5}]}, f)
         text = run_compare(out, data)
         self.assertIn("the model (prismd --simulate --late 0:10:20, prepare.sh): late iteration +17.500 ms over the "

@@ -13,6 +13,8 @@
 #   dp    step-n16-dp8-2g5, step-n16-dp4-2g5: TRUTHS truths, hybrid1, hybrid2 each
 #   pp    step-n16-pp4-2g5 and -slow: the same; pp4's late rank (TRUTHS truth-late, hybrid1-late)
 #   tp    step-n16-tp4-2g5, step-n8-2g5: TRUTHS truths, hybrid1, hybrid2 each
+#   vlate step-n16-pp4-2g5 with rank 4 late (LATE_RANK=4): TRUTHS truth-late, hybrid1-late (rank 4 is
+#         virtual there: prismd --late); the model says a later stage absorbs the delay
 #   pat   sweep-n8-pat-2g5, sweep-n16-pat-2g5: TRUTHS truths and hybrid1 each (NCCL_ALGO=PAT)
 #   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8 and pp4, for the per-kind tables
 #         (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them)
@@ -29,7 +31,7 @@ TRUTHS="${TRUTHS:-3}"
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,27p' "$0" >&2; exit 2; }
+usage() { sed -n '2,29p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i
@@ -65,6 +67,8 @@ case "${1:-}" in
       pp) mapfile -t runs < <(step_runs step-n16-pp4-2g5 step-n16-pp4-2g5-slow; truths step-n16-pp4-2g5 truth-late
                               echo step-n16-pp4-2g5:hybrid1-late) ;;
       tp) mapfile -t runs < <(step_runs step-n16-tp4-2g5 step-n8-2g5) ;;
+      vlate) export LATE_RANK=4
+             mapfile -t runs < <(truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late) ;;
       pat) runs=(); for s in "${SWEEP_SPECS[@]}"; do mapfile -t t < <(truths "$s" truth); runs+=("${t[@]}" "$s:hybrid1"); done ;;
       kinds) export OP_TIMING=nccl
              runs=(step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1) ;;

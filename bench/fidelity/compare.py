@@ -507,10 +507,10 @@ def timed(result):
     return result["iteration_ms"][result.get("warmup", 0):]
 
 
-def model_late(data, name):
-    """What prismd --simulate --late made of rank 0's delay (prepare.sh's
-    model-late.json): its "late" entry, or None."""
-    m = load(os.path.join(data, name, "model-late.json"))
+def model_late(data, name, rank):
+    """What prismd --simulate --late made of that rank's delay (prepare.sh's
+    model-late-r<rank>.json): its "late" entry, or None."""
+    m = load(os.path.join(data, name, f"model-late-r{rank}.json"))
     try:
         return m["late"][0]
     except (TypeError, KeyError, IndexError):
@@ -549,7 +549,7 @@ def late_table(out, data, name, truths, runs):
         (tg, tg4), (hg, hg4) = growth(t["iteration_ms"]), growth(h["iteration_ms"])
         print(f"growth over the run's median iteration: late iteration truth {tg:+.3f} ms, hybrid {hg:+.3f} ms; "
               f"iterations {k}..{k + 3} together truth {tg4:+.3f} ms, hybrid {hg4:+.3f} ms (the delay: {late_ms:g} ms)")
-        model = model_late(data, name)
+        model = model_late(data, name, late_rank)
         if model is not None:
             print(f"the model (prismd --simulate --late {model['rank']}:{model['iteration']}:{model['ms']:g}, prepare.sh): late "
                   f"iteration {model['iteration_over_others_ms']:+.3f} ms over the others")

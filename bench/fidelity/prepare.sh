@@ -5,9 +5,9 @@
 # model's per-op times from `prismd --simulate` (the ground truth's check).
 # Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
 #   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU),
-#   LATE_RANK, LATE_ITER, LATE_MS (run-gpu.sh's late rank, default 0, 10 and 20: a step spec's
-#   model-late.json is prismd --simulate --late LATE_RANK:LATE_ITER:LATE_MS, what the model makes of it,
-#   for compare.py's late table)
+#   LATE_ITER, LATE_MS (run-gpu.sh's late rank, default 10 and 20: a step spec's model-late-rR.json, for
+#   R = 0 and its SECOND_REAL, is prismd --simulate --late R:LATE_ITER:LATE_MS, what the model makes of
+#   that rank's delay, for compare.py's late table)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -55,9 +55,11 @@ PY
   if grep -q '^MODE=step' "$d/meta.env"; then
     late_iter="${LATE_ITER:-10}"; its="$(sed -n 's/^ITERATIONS=//p' "$d/meta.env")"
     (( its > late_iter + 4 )) || its=$(( late_iter + 5 ))
-    # shellcheck disable=SC2086
-    "$pd" --graph "$d/graph" --simulate --json --metrics-address none --iterations "$its" \
-      --late "${LATE_RANK:-0}:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late.json"
+    for late_rank in 0 "$second"; do
+      # shellcheck disable=SC2086
+      "$pd" --graph "$d/graph" --simulate --json --metrics-address none --iterations "$its" \
+        --late "$late_rank:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late-r$late_rank.json"
+    done
   fi
   echo "prepare: $name: $n ranks -> $d"
 done
