@@ -600,6 +600,32 @@ sys.exit(2)
         self.assertEqual(env["PRISM_LINK_GBPS"], "200")  # 4 x 400 Gbit/s over 8 GPUs, as the engine
         self.assertEqual(env["PRISM_NIC_SPEED_MBPS"], "400000")  # what one NIC is, for NCCL's tuning
 
+    def test_op_times_point_the_ranks_at_the_log_dir_and_the_run_ends_with_their_table(self):
+        out = subprocess.run([sys.executable, PRISM, "run", "--graph", self.graph, "--ranks", "3", "--op-times",
+                              "--dry-run", "--", "python3", "t.py"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout.splitlines()[0])["env"]["PRISM_OP_TIMES"],
+                         "<log dir of this run>/op-times")
+        cmd, log_dir = self.launch("5", extra=["--op-times"])
+        # The stand-in rank never loads NCCL: no lines, and the run says so at its end.
+        run_out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run_out.returncode, 0, run_out.stdout + run_out.stderr)
+        self.assertIn(f"prism: no operation times: {os.path.join(log_dir, 'op-times')}: no such file or directory",
+                      run_out.stderr)
+        # Lines there (as a real rank's plugin writes them) give the table.
+        os.makedirs(os.path.join(log_dir, "op-times"))
+        with open(os.path.join(log_dir, "op-times", "prism-ops.7.jsonl"), "w") as f:
+            f.write(op_line("allreduce", 1 << 20, 100, 2_100))
+        sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+        from prism_launcher.op_times import print_op_times
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            print_op_times(os.path.join(log_dir, "op-times"), limit=12)
+        self.assertIn("NCCL's kernel time per operation kind on the real ranks (1 operations", err.getvalue())
+        self.assertRegex(err.getvalue(), r"allreduce +1 MiB +RING +SIMPLE x1 +median 2\.0 us, total 0\.002 ms")
+
     def test_a_virtual_rank_0s_nccl_id_comes_from_prismds_store(self):
         cmd, _ = self.launch("5")
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

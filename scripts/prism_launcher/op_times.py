@@ -14,7 +14,7 @@ import json
 import os
 import statistics
 
-from prism_launcher.common import PrismError
+from prism_launcher.common import PrismError, say
 
 OP_TIMES_HELP = __doc__
 
@@ -90,6 +90,24 @@ def human_bytes(n):
         if n >= size:
             return f"{n / size:.4g} {unit}"
     return f"{n} B"
+
+
+def print_op_times(target, limit):
+    """prism run --op-times: the table at the end of the run, or why there is none."""
+    try:
+        files = op_files(target)
+    except PrismError as e:
+        say(f"no operation times: {e}")
+        return
+    records, _ = read_op_lines(files)
+    rows, unstamped = summarise(records)
+    say(f"NCCL's kernel time per operation kind on the real ranks ({len(records)} operations; all of it: "
+        f"prism op-times {target}):")
+    for row in rows[:limit]:
+        say(f"  {row['kind']:14s} {human_bytes(row['bytes']):>10s} {row['algo']:>6s} {row['proto']:>7s} "
+            f"x{row['count']:<6d} median {row['median_us']:.1f} us, total {row['total_ms']:.3f} ms")
+    if unstamped:
+        say(f"  {unstamped} operation(s) without kernel stamps")
 
 
 def cmd_op_times(args):

@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 
+from prism_launcher.op_times import print_op_times
 from prism_launcher.common import (DIVERGED, PrismError, choose_store_port, find_tool, free_port, gpu_env, gpu_pool, inspect_graph, link_env, nccl_version, need_tool, parse_ranks, port_free, rank_env, ring_copy_env, say, usable_cores, wire_profile, world_size_of)
 
 # ---------------------------------------------------------------- run: processes
@@ -378,6 +379,8 @@ def cmd_run(args):
     if args.world and graph_world and args.world != graph_world:
         raise PrismError(f"--world {args.world} disagrees with the graph's {graph_world} ranks: leave --world out "
                          f"(the graph's is the default) or make a graph of {args.world} ranks")
+    if getattr(args, "op_times", False):
+        plugin_env["PRISM_OP_TIMES"] = "<log dir of this run>/op-times"  # set below, once the log dir exists
     if args.dry_run:
         world = args.world or int(facts.get("ranks", 0)) or world_size_of(args.graph, args.graphgen)
         bad = [r for r in ranks if r < 0 or r >= world]
@@ -395,6 +398,8 @@ def cmd_run(args):
     if not os.path.isfile(args.graph):
         raise PrismError(f"graph {args.graph}: no such file (make one with `prism graph ...`)")
     log_dir = make_log_dir(args.log_dir)
+    if "PRISM_OP_TIMES" in plugin_env:
+        plugin_env["PRISM_OP_TIMES"] = os.path.join(log_dir, "op-times")
     store_port = choose_store_port(args)
     out_lock = threading.Lock()
     prismd = None
@@ -442,5 +447,7 @@ def cmd_run(args):
             say(f"prismd's report (all of it in {prismd.log_path}):")
             for line in summary:
                 say(f"  {line}")
+    if "PRISM_OP_TIMES" in plugin_env:
+        print_op_times(os.environ.get("PRISM_OP_TIMES") or plugin_env["PRISM_OP_TIMES"], limit=12)
     say(f"job exited with status {status}")
     return status
