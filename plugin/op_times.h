@@ -26,8 +26,8 @@
 // "proto","channels","enqueued_wall_ns" (CLOCK_REALTIME when NCCL started
 // the operation's profiler event, inside the launching call),
 // "kernel_start_ns","kernel_stop_ns" (GPU %globaltimer: earliest channel
-// start, latest channel stop; null without KernelCh events, e.g. NCCL
-// 2.26),"kernel_channels","complete"}.
+// start, latest channel stop; null without KernelCh events),
+// "kernel_channels","complete"}.
 //
 // Thread-safety: Append may be called from any thread (NCCL's proxy thread
 // stops kernel events; finalize runs on the application's).

@@ -45,8 +45,8 @@ def op_files(target):
     files = sorted(glob.glob(os.path.join(target, "prism-ops.*.jsonl")))
     if not files:
         raise PrismError(f"{target} holds no prism-ops.<pid>.jsonl: the ranks wrote no operation times there "
-                         f"(set PRISM_OP_TIMES={target} and NCCL_PROFILER_PLUGIN to the plugin's path; "
-                         "prism run sets the latter)")
+                         f"(set PRISM_OP_TIMES={target} and NCCL_PROFILER_PLUGIN to the plugin's path, which prism "
+                         "run sets; NCCL 2.27 or newer)")
     return files
 
 
@@ -128,8 +128,8 @@ def cmd_op_times(args):
     if args.limit > 0 and len(rows) > args.limit:
         print(f"... {len(rows) - args.limit} more rows (--limit 0 prints them all)")
     if unstamped:
-        print(f"{unstamped} operation(s) carried no kernel stamps (NCCL older than 2.27, a point-to-point operation "
-              "NCCL moved without its proxy thread, or a rank that ended before its kernel reported)")
+        print(f"{unstamped} operation(s) carried no kernel stamps (a point-to-point operation NCCL moved without "
+              "its proxy thread, or a rank that ended before its kernel reported)")
     if bad:
         print(f"{bad} line(s) did not parse (a file cut short?)")
     return 0
