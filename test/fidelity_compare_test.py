@@ -252,6 +252,8 @@ class KindsOutside(unittest.TestCase):
         text = run_compare(out, data)
         self.assertIn("hybrid1 NO (worst 23.1%: dp all-gather; outside: dp all-gather | send activation, recv gradient)",
                       text)
+        self.assertRegex(text, r"\nst +hybrid1 +0 +1 +\+0\.00% +0\.00% +- +NO +outside: kinds \(dp all-gather \| "
+                               r"send activation, recv gradient\)\n")
 
 
 class Perturbations(unittest.TestCase):
@@ -367,6 +369,10 @@ class TruthAgainstItself(unittest.TestCase):
         self.assertIn("st-slow: what the slow rank cost, pooled (3 truths of st and the pool above), rank 0's mean "
                       "iteration: truth +2.000 ms, hybrid1 +3.500 ms (+1.500 ms against the truth's), model +4.000 ms "
                       "(+2.000 ms against the truth's)", text)
+        # The last table: one line per hybrid and real rank against its (pooled) truth.
+        summary = text[text.index("## Acceptance summary"):]
+        self.assertRegex(summary, r"\nst +hybrid1 +0 +3 +\+0\.00% +0\.00% +- +- +within\n")
+        self.assertRegex(summary, r"\nst-slow +hybrid1 +0 +3 +\+1\.47% +1\.47% +- +- +outside: slow rank mean\n")
 
     def test_truths_timed_two_ways_pool_no_kind_medians(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -236,6 +236,21 @@ def comm_timing(result):
     return result.get("comm_timing", "cuda-events")
 
 
+def kind_outside(us, truth_us):
+    """Whether a kind's median misses the truth's by more than both bounds."""
+    return abs(pct(us, truth_us)) > KIND_BOUND_PCT and abs(us - truth_us) > KIND_FLOOR_US
+
+
+def kinds_missed(truth, run):
+    """The kinds of `run` whose median misses `truth`'s (kind_outside), or
+    None when the two have no kinds timed the same way to compare."""
+    tc, hc = truth.get("comm_us", {}), run.get("comm_us", {})
+    common = [k for k in tc if k in hc]
+    if not common or comm_timing(truth) != comm_timing(run):
+        return None
+    return [k for k in sorted(common) if kind_outside(hc[k]["median"], tc[k]["median"])]
+
+
 def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
     """Per real rank: the median duration of every communication kind in the
     truth, in each hybrid run and in prismd --simulate (where its trace has
@@ -275,7 +290,7 @@ def kind_tables(out, data, name, truth_kind, truths, hybrid_kinds, runs):
                 row += f" {med[k]:12.1f} {e:+7.1f}%"
                 if abs(e) > worst[c][0]:
                     worst[c] = (abs(e), k)
-                if abs(e) > KIND_BOUND_PCT and abs(med[k] - t) > KIND_FLOOR_US:
+                if kind_outside(med[k], t):
                     outside[c].append(k)
             print(row)
         print(f"kinds within {KIND_BOUND_PCT:g}% (or {KIND_FLOOR_US:g} us) of the truth: " + "; ".join(
@@ -380,6 +395,25 @@ def again_runs(truth_kind, runs):
     return sorted(found, key=lambda k: int(k.rsplit("again", 1)[1] or 1))
 
 
+def run_errors(data, name, t, h, kind):
+    """The errors (%) of run h against truth t that STEP_BOUNDS judges: mean,
+    worst iteration, the slow rank's mean (a straggler spec), the late
+    iteration (late runs), peak memory. Pure."""
+    wu = t.get("warmup", 0)
+    ti, hi = t["iteration_ms"][wu:], h["iteration_ms"][wu:]
+    n = min(len(ti), len(hi))
+    mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
+    errors = {"mean": pct(mh, mt), "worst iteration": max(abs(pct(hi[i], ti[i])) for i in range(n))}
+    if "STRAGGLER_RANK" in read_meta(data, name):
+        errors["slow rank mean"] = errors["mean"]
+    k = int(os.environ.get("LATE_ITER", "10"))
+    if "late" in kind and len(t["iteration_ms"]) > k and len(h["iteration_ms"]) > k:
+        errors["late iteration"] = pct(h["iteration_ms"][k], t["iteration_ms"][k])
+    if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
+        errors["peak memory"] = pct(h["peak_gpu_bytes"], t["peak_gpu_bytes"])
+    return errors
+
+
 def judge_run(data, name, title, t, h, kind, r, other):
     """One run (a hybrid, or a truth's repeat) against a truth, rank r:
     mean, worst iteration, the late iteration (late runs), peak memory, each
@@ -389,24 +423,20 @@ def judge_run(data, name, title, t, h, kind, r, other):
     n = min(len(ti), len(hi))
     errs = [pct(hi[i], ti[i]) for i in range(n)]
     mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
-    errors = {"mean": pct(mh, mt), "worst iteration": max(abs(e) for e in errs)}
-    if "STRAGGLER_RANK" in read_meta(data, name):
-        errors["slow rank mean"] = errors["mean"]
+    errors = run_errors(data, name, t, h, kind)
     print(f"\n## {name}: {title}, rank {r}: {n} iterations after {wu} warm-up")
     print(f"mean iteration: truth {mt:.3f} ms, {other} {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
           f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
           f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
     k = int(os.environ.get("LATE_ITER", "10"))
-    if "late" in kind and len(t["iteration_ms"]) > k and len(h["iteration_ms"]) > k:
+    if "late iteration" in errors:
         print(f"late iteration {k}: truth {t['iteration_ms'][k]:.3f} ms, {other} {h['iteration_ms'][k]:.3f} ms, "
-              f"error {pct(h['iteration_ms'][k], t['iteration_ms'][k]):+.2f}%")
-        errors["late iteration"] = pct(h['iteration_ms'][k], t['iteration_ms'][k])
-    if "peak_gpu_bytes" in t and "peak_gpu_bytes" in h:
+              f"error {errors['late iteration']:+.2f}%")
+    if "peak memory" in errors:
         print(f"peak GPU memory: truth {t['peak_gpu_bytes']} B (reserved {t['peak_reserved_bytes']}, NCCL "
               f"{t['nccl_device_bytes']}), {other} {h['peak_gpu_bytes']} B (reserved "
               f"{h['peak_reserved_bytes']}, NCCL {h['nccl_device_bytes']}), error "
-              f"{pct(h['peak_gpu_bytes'], t['peak_gpu_bytes']):+.4f}%")
-        errors["peak memory"] = pct(h['peak_gpu_bytes'], t['peak_gpu_bytes'])
+              f"{errors['peak memory']:+.4f}%")
     print(step_verdict(errors))
     print(f"per iteration (ms) truth/{other}: " + " ".join(f"{ti[i]:.2f}/{hi[i]:.2f}" for i in range(n)))
     return errors
@@ -768,6 +798,51 @@ def human_bytes(n):
     return str(n)
 
 
+def acceptance_summary(out, data, runs):
+    """The last table: per step spec, hybrid run and real rank, its errors
+    against the pooled truth (three truths or more) or the one truth, each
+    against the bounds (STEP_BOUNDS, a straggler spec's mean by "slow rank
+    mean" alone; kinds: KIND_BOUND_PCT or KIND_FLOOR_US), in one line each:
+    what a note about the acceptance quotes."""
+    rows = []
+    for name, kinds in sorted(runs.items()):
+        if read_meta(data, name).get("MODE") == "sweep":
+            continue
+        for truth_kind, hybrid_kinds in (("truth", ["hybrid1", "hybrid2", "hybrid1-run", "hybrid2-run"]),
+                                         ("truth-late", ["hybrid1-late"])):
+            truth_kinds = [k for k in [truth_kind] + again_runs(truth_kind, kinds) if run_results(out, name, k)]
+            if not truth_kinds:
+                continue
+            per_kind = {k: run_results(out, name, k) for k in truth_kinds}
+            ranks = set.intersection(*(set(v) for v in per_kind.values()))
+            pooled = len(truth_kinds) >= 3
+            for kind in [k for k in hybrid_kinds if k in kinds]:
+                for r, h in sorted(run_results(out, name, kind).items()):
+                    if r not in ranks:
+                        continue
+                    t = (pooled_mod.pool_results([per_kind[k][r] for k in truth_kinds]) if pooled
+                         else per_kind[truth_kind][r])
+                    rows.append((name, kind, r, len(truth_kinds) if pooled else 1, run_errors(data, name, t, h, kind),
+                                 kinds_missed(t, h)))
+    if not rows:
+        return
+    print(f"\n## Acceptance summary: each hybrid against its truth (the pool of three runs or more, else the one); "
+          f"bounds " + ", ".join(f"{k} {b:g}%" for k, b in STEP_BOUNDS)
+          + f", operation kinds {KIND_BOUND_PCT:g}% (or {KIND_FLOOR_US:g} us)")
+    print(f"{'spec':28s} {'run':12s} {'rank':>4s} {'truths':>6s} {'mean':>8s} {'worst':>7s} {'late':>8s} "
+          f"{'kinds':>6s}  verdict")
+    for name, kind, r, n, e, missed in rows:
+        # A straggler spec's mean is judged by its own bound ("slow rank mean").
+        outside = [k for k, b in STEP_BOUNDS if k in e and abs(e[k]) > b
+                   and not (k == "mean" and "slow rank mean" in e)]
+        if missed:
+            outside.append("kinds (" + " | ".join(missed) + ")")
+        late = f"{e['late iteration']:+7.2f}%" if "late iteration" in e else f"{'-':>8s}"
+        kinds_col = "-" if missed is None else ("yes" if not missed else "NO")
+        print(f"{name[:28]:28s} {kind:12s} {r:4d} {n:6d} {e['mean']:+7.2f}% {e['worst iteration']:6.2f}% {late} "
+              f"{kinds_col:>6s}  " + ("within" if not outside else "outside: " + ", ".join(outside)))
+
+
 def main():
     out, data = sys.argv[1], sys.argv[2]
     runs = {}
@@ -783,6 +858,7 @@ def main():
             step_tables(out, data, name, kinds)
         else:
             model_tables(out, data, name, kinds)
+    acceptance_summary(out, data, runs)
     prismd_summary(out)
     link_hold_summary(out)
     thread_cpu_summary(out)
