@@ -4,7 +4,10 @@
 
 namespace prism::engine {
 NicScheduler::NicScheduler(const EngineWorld& world, const NetworkModel& model, NicModel nic_model)
-    : world_(world), model_(model), nic_model_(nic_model), nics_(world.actors.size()) {
+    : world_(world), model_(model), nic_model_(nic_model),
+      keeps_shares_(nic_model == NicModel::kInterleave ||
+                    (nic_model == NicModel::kQueues && model.nccl().p2p_between_ring_steps)),
+      nics_(world.actors.size()) {
   if (nic_model_ == NicModel::kShared) shared_ = std::make_unique<SharedNics>(2 * world.actors.size());
 }
 
@@ -153,7 +156,7 @@ Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nan
     const bool interleave = nic_model_ == NicModel::kInterleave;
     const Nanoseconds sent = interleave && start > ready ? SharedSent(d, comm, ready, wire, start) : end;
     d.tx.Reserve(start, end, forget_before_);
-    if (wire > Nanoseconds(0)) {  // point-to-point transfers go between its steps (InterleavedStart)
+    if (keeps_shares_ && wire > Nanoseconds(0)) {  // read by SharedSent (InterleavedStart, interleave)
       if (d.shares.size() >= d.prune_at) {  // forgotten with the calendar's reservations
         std::erase_if(d.shares, [this](const TxShare& s) { return s.end <= forget_before_; });
         d.prune_at = std::max<size_t>(64, 2 * d.shares.size());
@@ -193,9 +196,7 @@ Nanoseconds NicScheduler::SharedSent(const Directions& d, uint32_t comm, Nanosec
 // events, 2026-12-04: docs/network-model.md, "NIC serialisation").
 Nanoseconds NicScheduler::InterleavedStart(uint32_t src, Nanoseconds ready, Nanoseconds wire,
                                            Nanoseconds queued) const {
-  if ((nic_model_ != NicModel::kQueues && nic_model_ != NicModel::kInterleave) || queued <= ready ||
-      !model_.nccl().p2p_between_ring_steps)
-    return queued;
+  if (!keeps_shares_ || queued <= ready || !model_.nccl().p2p_between_ring_steps) return queued;
   return SharedSent(nics_[src], kPointToPointComm, ready, wire, queued) - wire;
 }
 

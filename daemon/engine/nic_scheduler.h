@@ -193,6 +193,10 @@ class NicScheduler {
   const EngineWorld& world_;
   const NetworkModel& model_;
   const NicModel nic_model_;
+  // Whether anything reads a side's ring shares (SharedSent): kInterleave,
+  // or kQueues with point-to-point transfers between ring steps. Fixed at
+  // construction, so a model that reads none records none.
+  const bool keeps_shares_;
   std::vector<Directions> nics_;                // per actor
   Nanoseconds now_, forget_before_;             // of the Grant in progress
   std::vector<Request> requests_;               // made at the current instant
