@@ -190,7 +190,9 @@ prism_ncclResult_t ProfStop(void* handle) {
 prism_ncclResult_t ProfRecord(void* handle, prism_ncclProfilerEventState_t state,
                               prism_ncclProfilerEventStateArgs_v5_t* args) {
   // Sizes and states come through the net side; only a kernel channel's stop
-  // stamp is read here (PRISM_OP_TIMES).
+  // stamp is read here (PRISM_OP_TIMES). NCCL's proxy thread calls this for
+  // every state of every network step: those return at once.
+  if (state != kPrismProfilerKernelChStop) return prism_ncclSuccess;
   return PRISM_GUARD("profiler recordEventState", ThePlugin().tracker().RecordEventState(handle, state, args));
 }
 prism_ncclResult_t ProfFinalize(void* context) {
