@@ -195,9 +195,9 @@ def sweep_pooled(out, data, name, runs):
     spread = [w for w in floor.values() if w is not None]
     spread_text = (f"a truth against the others: median {statistics.median(spread):.2f}%, worst {max(spread):.2f}%"
                    if spread else "no truth has ops of 1 MiB or more")
+    worst = {k: sweep_worst(h, pool, labels) for k, h in cols}
     print(f"{name}: worst |error| at 1 MiB and above against the pooled truth: "
-          + "; ".join(f"{k} {sweep_worst(h, pool, labels):.2f}%" for k, h in cols
-                      if sweep_worst(h, pool, labels) is not None)
+          + "; ".join(f"{k} {w:.2f}%" for k, w in worst.items() if w is not None)
           + f" ({spread_text}; "
           + ", ".join(f"{k} {w:.2f}%" for k, w in floor.items() if w is not None) + ")")
 
