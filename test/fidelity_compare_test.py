@@ -271,6 +271,19 @@ class Perturbations(unittest.TestCase):
                       "iterations 10..13 together truth +36.000 ms, hybrid +20.000 ms (the delay: 20 ms)", text)
         self.assertIn("late iteration 11.11% > 1%", text)
         self.assertNotIn("the model (prismd --simulate --late", text)
+        self.assertNotIn("late op as its GPU ran it", text)  # driver.py left no late_op
+        # driver.py's late_op: the late sleep ran 15 ms long in the truth, as asked in the hybrid.
+        for run, took in (("st-truth-late", 37.0), ("st-hybrid1-late", 22.0)):
+            with open(os.path.join(out, run, "r0.json")) as f:
+                r = json.load(f)
+            r["late_op"] = {"label": "fwd mb 0", "iteration": 10, "graph_ms": 2.0, "late_ms": 20.0,
+                            "measured_ms": took, "start_ms": 0.5, "usual_ms": 2.01, "usual_start_ms": 0.4}
+            with open(os.path.join(out, run, "r0.json"), "w") as f:
+                json.dump(r, f)
+        text = run_compare(out, data)
+        self.assertIn("st: rank 0's late op as its GPU ran it (ms)", text)
+        self.assertRegex(text, r"\ntruth-late +fwd mb 0 +22\.000 +37\.000 +\+15\.000 +2\.010 +0\.500 +0\.400\n")
+        self.assertRegex(text, r"\nhybrid1-late +fwd mb 0 +22\.000 +22\.000 +\+0\.000 ")
         # prepare.sh's model-late.json: what prismd --simulate --late makes of the same delay.
         with open(os.path.join(data, "st", "model-late-r0.json"), "w") as f:
             json.dump({"late": [{"rank": 0, "iteration": 10, "ms": 20.0, "iteration_over_others_ms": 17.5}]}, f)

@@ -96,5 +96,28 @@ class DriverRefuses(unittest.TestCase):
                 os.environ["NCCL_PROFILER_PLUGIN"] = saved
 
 
+class FakeEvent:
+    """A CUDA timing event at a made-up time (ms)."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def elapsed_time(self, later):
+        return later.ms - self.ms
+
+
+class DriverLateOp(unittest.TestCase):
+    def test_the_late_op_is_set_beside_what_was_asked_and_its_usual_run(self):
+        import driver  # noqa: E402
+        ops = [{"type": "compute", "label": "fwd mb 0", "duration_ns": 2_000_000}]
+        marks = [FakeEvent(100.0 * i) for i in range(4)]  # iteration starts
+        usual = [("fwd mb 0", FakeEvent(100.0 * i + 0.5), FakeEvent(100.0 * i + 2.5), i) for i in (1, 3)]
+        late = ("fwd mb 0", FakeEvent(201.0), FakeEvent(238.0), 2)  # 37 ms, 1 ms into iteration 2
+        op = driver.late_op(late, marks, usual, ops, 20.0)
+        self.assertEqual(op, {"label": "fwd mb 0", "iteration": 2, "graph_ms": 2.0, "late_ms": 20.0,
+                              "measured_ms": 37.0, "start_ms": 1.0, "usual_ms": 2.0, "usual_start_ms": 0.5})
+        self.assertIsNone(driver.late_op(late, marks, [], ops, 20.0)["usual_ms"])
+
+
 if __name__ == "__main__":
     unittest.main()

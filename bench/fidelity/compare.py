@@ -556,6 +556,7 @@ def late_table(out, data, name, truths, runs):
     much?)."""
     k, late_ms = int(os.environ.get("LATE_ITER", "10")), float(os.environ.get("LATE_MS", "20"))
     late_rank = int(os.environ.get("LATE_RANK", "0"))
+    late_op_lines(out, name, late_rank, ["truth-late"] + again_runs("truth-late", runs) + ["hybrid1-late"])
     for r in sorted(truths):
         h = load(os.path.join(out, f"{name}-hybrid1-late", f"r{r}.json"))
         t = truths[r]
@@ -583,6 +584,29 @@ def late_table(out, data, name, truths, runs):
         if model is not None:
             print(f"the model (prismd --simulate --late {model['rank']}:{model['iteration']}:{model['ms']:g}, prepare.sh): late "
                   f"iteration {model['iteration_over_others_ms']:+.3f} ms over the others")
+
+
+def late_op_lines(out, name, late_rank, kinds):
+    """The late rank's late op as its GPU ran it, per run that left one
+    (driver.py's late_op): did the sleep last what was asked, and did it
+    start when it usually does? A late truth whose iteration grew by more
+    than the delay says here whether the op itself ran long."""
+    rows = []
+    for kind in kinds:
+        op = (load(os.path.join(out, f"{name}-{kind}", f"r{late_rank}.json")) or {}).get("late_op")
+        if op:
+            rows.append((kind, op))
+    if not rows:
+        return
+    print(f"\n## {name}: rank {late_rank}'s late op as its GPU ran it (ms)")
+    print(f"{'run':<22}{'op':<20}{'asked':>9}{'took':>9}{'over':>8}{'usual':>9}{'start':>9}{'usual start':>13}")
+    for kind, op in rows:
+        asked = op["graph_ms"] + op["late_ms"]
+
+        def num(v):
+            return f"{v:.3f}" if v is not None else "-"
+        print(f"{kind:<22}{op['label'][:19]:<20}{asked:>9.3f}{op['measured_ms']:>9.3f}{op['measured_ms'] - asked:>+8.3f}"
+              f"{num(op['usual_ms']):>9}{op['start_ms']:>9.3f}{num(op['usual_start_ms']):>13}")
 
 
 def straggler_base(name, runs_all):

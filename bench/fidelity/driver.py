@@ -115,6 +115,21 @@ def timeline(marks, timed):
     return sorted(rows, key=lambda r: (r[0], r[2]))
 
 
+def late_op(entry, marks, compute_timed, ops, late_ms):
+    """The op made late (--late-iteration), as the GPU ran it: how long its
+    sleep lasted against what was asked (the graph's duration plus
+    --late-ms), when it started in its iteration, and the same op's usual
+    figures in the timed iterations (a late truth's iteration may grow by
+    more than the delay: is it the sleep, or what came after it?)."""
+    label, s, e, it = entry
+    graph_ms = next((o["duration_ns"] for o in ops if o["type"] == "compute" and o.get("label", "") == label), 0) / 1e6
+    usual = [(marks[i].elapsed_time(s2), s2.elapsed_time(e2)) for l2, s2, e2, i in compute_timed if l2 == label]
+    return {"label": label, "iteration": it, "graph_ms": round(graph_ms, 4), "late_ms": late_ms,
+            "measured_ms": round(s.elapsed_time(e), 4), "start_ms": round(marks[it].elapsed_time(s), 4),
+            "usual_ms": round(statistics.median(d for _, d in usual), 4) if usual else None,
+            "usual_start_ms": round(statistics.median(t for t, _ in usual), 4) if usual else None}
+
+
 def nccl_device_bytes():
     """Sum of NCCL's device allocations in this process's NCCL_DEBUG_FILE (ALLOC)."""
     pattern = os.environ.get("NCCL_DEBUG_FILE", "")
@@ -168,6 +183,7 @@ class Runner:
         self.side = torch.cuda.Stream() if not a.cpu else None
         self.clock = SleepClock(torch, a.cpu)
         self.compute_timed = []  # (label, start, end, iteration) of timed compute ops (step)
+        self.late_timed = []  # the same for the op made late (--late-iteration)
         self.iteration = 0  # the step being enqueued (timed ops carry it)
         targets = set()
         for op in self.ops:
@@ -265,8 +281,10 @@ class Runner:
                 # once, on an idle GPU).
                 time_it = (timed is not None and 0 < ns == op["duration_ns"]
                            and self.a.op_timing in ("all", "compute", "nccl"))
-                self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i],
-                             self.compute_timed if time_it else None)
+                # The late op itself is timed in any case (late_op): did its
+                # sleep last what was asked while the others waited for it?
+                sink = self.compute_timed if time_it else (self.late_timed if ns != op["duration_ns"] else None)
+                self._launch(lambda ns=ns: self.clock.sleep(ns), op, events, [i], sink)
             elif t == "collective":
                 self._launch(lambda op=op: self.collective(op), op, events, [i], comm_timed, brackets)
             elif t in ("send", "recv"):
@@ -352,6 +370,8 @@ class Runner:
                 self.wait_idle()
                 times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
             result["iteration_ms"] = [round(t, 4) for t in times]
+            if self.late_timed:
+                result["late_op"] = late_op(self.late_timed[0], marks, self.compute_timed, self.ops, a.late_ms)
             if timed or self.compute_timed:
                 result["timeline"] = timeline(marks, timed + self.compute_timed)
             result["warmup"] = a.warmup
