@@ -45,7 +45,14 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   engine_ = std::thread([this, o] { result_ = engine::Simulate(graph_, o); });
 }
 
-HybridHarness::~HybridHarness() { Stop(); }
+// The scheduler's pusher calls PushSchedules (this object's Record) until
+// StopPushing: stopped before mu_, cv_ and schedules_ go, which are
+// destroyed before scheduler_ (an intermittent double free in
+// hybrid_tests, 2026-12-05).
+HybridHarness::~HybridHarness() {
+  Stop();
+  scheduler_->StopPushing();
+}
 
 absl::StatusOr<engine::SimulationResult> HybridHarness::Stop() {
   if (!stopped_) {

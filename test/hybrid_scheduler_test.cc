@@ -139,6 +139,26 @@ TEST_CASE("a PAT all-gather whose virtual members are still computing when the r
                       prism::rpc::OpSchedule::STREAM);
 }
 
+// StopPushing: prismd tears its session service (the sink) down before the
+// scheduler, so once it returns the pusher must call no sink, though the
+// members' schedule comes due after it.
+TEST_CASE("after StopPushing the scheduler's pusher hands no schedule to the sink", "[hybrid]") {
+  HybridHarness h(CollectiveGraph(4, g::ALLREDUCE, 1 << 20, g::ALGORITHM_DEFAULT, 1, 50'000'000), {0},
+                  prism::FromMilliseconds(20), prism::Nanoseconds(0), false, prism::FromSeconds(5));
+  h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+  const prism::rpc::OpKey key = Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0);
+  prism::rpc::EventBatch b;
+  AddStarted(&b, 1, key, 0, 4, 1 << 20, RealtimeNow());
+  h.Feed(1, b);
+  REQUIRE(h.WaitSchedule(key, std::chrono::milliseconds(0), /*holds=*/true).has_value());  // the reply's hold
+  h.scheduler().StopPushing();
+  h.scheduler().StopPushing();  // idempotent
+  // The members arrive 50 ms in; their schedule would be pushed.
+  CHECK_FALSE(h.WaitSchedule(key, std::chrono::milliseconds(300)).has_value());
+  h.scheduler().Flush();  // returns: nothing will push
+  REQUIRE(h.Stop().ok());
+}
+
 namespace {
 
 // The newest schedule for `key` that is (`forecast`) or is not a forecast

@@ -282,6 +282,7 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   }
   inbox.Post(engine::StopRequest{});
   engine_thread.join();
+  scheduler.StopPushing();  // its pusher writes to the session service, which goes before the scheduler
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   const double cpu = CpuSeconds() - cpu0;
   (*control)->Stop();

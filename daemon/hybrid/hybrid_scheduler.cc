@@ -87,13 +87,16 @@ HybridScheduler::HybridScheduler(RealRankPrograms programs, engine::EngineInbox*
   pusher_ = std::thread([this] { PusherMain(); });
 }
 
-HybridScheduler::~HybridScheduler() {
+HybridScheduler::~HybridScheduler() { StopPushing(); }
+
+void HybridScheduler::StopPushing() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   outbox_cv_.notify_all();
-  pusher_.join();
+  flushed_cv_.notify_all();
+  if (pusher_.joinable()) pusher_.join();
 }
 
 HybridScheduler::Counters HybridScheduler::counters() const {

@@ -24,7 +24,9 @@
 // methods; one mutex guards all state. Pushes from the engine thread go
 // through an outbox served by one pusher thread (started by the
 // constructor, joined by the destructor), so the engine never blocks on a
-// gRPC write. Every `*` argument must outlive the object.
+// gRPC write. Every `*` argument must outlive the object; a sink given to
+// OnSessionOpened must outlive StopPushing() (or the destructor, which
+// calls it).
 #ifndef PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 #define PRISM_DAEMON_HYBRID_HYBRID_SCHEDULER_H_
 
@@ -173,6 +175,13 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // (the end of a replay of recorded sessions; tests). Any thread but the
   // sink's own PushSchedules.
   void Flush();
+
+  // Joins the pusher thread: once it returns no sink is called again (a
+  // push in progress ends first; schedules still in the outbox, and any
+  // later ones, are dropped). Call it before the sinks go (prismd: before
+  // its session service is torn down), after the engine thread is joined.
+  // Idempotent; any thread but the sink's own PushSchedules.
+  void StopPushing();
 
   struct Counters {
     uint64_t ops_matched = 0, ops_unmatched = 0, ops_finished = 0;
