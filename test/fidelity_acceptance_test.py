@@ -59,6 +59,19 @@ class Acceptance(unittest.TestCase):
         self.assertEqual(sum(1 for r in runs if r.startswith("sweep-n8-pat-2g5:truth")), 5)
         self.assertIn("sweep-n16-pat-2g5:hybrid1", runs)
 
+    def test_several_groups_run_one_after_the_other_each_in_its_own_out_and_environment(self):
+        out = run("run", "B", self.data, "vlate,kinds", env={"DRY": "1", "OUT": "/o"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "acceptance: group vlate: 4 runs (OUT /o/vlate)")
+        self.assertEqual(lines[2], "acceptance: group kinds: 4 runs (OUT /o/kinds)")
+        self.assertTrue(lines[1].endswith("step-n16-pp4-2g5:truth-late-again2 step-n16-pp4-2g5:hybrid1-late"))
+        self.assertIn("step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1", lines[3])
+        bad = run("run", "B", self.data, "vlate,everything", env={"DRY": "1"})
+        self.assertEqual(bad.returncode, 2)  # refused before any group runs
+        self.assertIn("unknown group everything", bad.stderr)
+        self.assertNotIn("acceptance: group vlate", bad.stdout)
+
     def test_fewer_than_three_truths_or_an_unknown_group_is_refused(self):
         two = run("run", "B", self.data, "dp", env={"DRY": "1", "TRUTHS": "2"})
         self.assertEqual(two.returncode, 2)

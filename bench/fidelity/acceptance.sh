@@ -8,7 +8,10 @@
 # Usage:
 #   bench/fidelity/acceptance.sh prepare DATA          (build host: prepare.sh for every spec below,
 #                                                       PRISMD_FLAGS as the runs need)
-#   bench/fidelity/acceptance.sh run BUNDLE DATA GROUP (GPU host: one group; OUT as run-gpu.sh's)
+#   bench/fidelity/acceptance.sh run BUNDLE DATA GROUP[,GROUP...]
+#                                                      (GPU host: one group, OUT as run-gpu.sh's; several,
+#                                                       one after the other, each in OUT/GROUP, e.g.
+#                                                       vlate,kinds,pat in one ten-minute command)
 # GROUP:
 #   dp    step-n16-dp8-2g5, step-n16-dp4-2g5: TRUTHS truths, hybrid1, hybrid2 each
 #   pp    step-n16-pp4-2g5 and -slow: the same; pp4's late rank (TRUTHS truth-late, hybrid1-late)
@@ -31,7 +34,7 @@ TRUTHS="${TRUTHS:-3}"
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,29p' "$0" >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i
@@ -49,6 +52,28 @@ step_runs() {  # SPEC...: the truths with the hybrids between them (a hybrid nev
   done
 }
 
+group_env() {  # GROUP: exports what the group's runs need; fails for an unknown group
+  case "$1" in
+    dp|pp|tp|pat) ;;
+    vlate) export LATE_RANK=4 ;;
+    kinds) export OP_TIMING=nccl ;;
+    *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds)" >&2; return 1 ;;
+  esac
+}
+
+group_runs() {  # GROUP: its runs, one per line
+  local s t
+  case "$1" in
+    dp) step_runs step-n16-dp8-2g5 step-n16-dp4-2g5 ;;
+    pp) step_runs step-n16-pp4-2g5 step-n16-pp4-2g5-slow; truths step-n16-pp4-2g5 truth-late
+        echo step-n16-pp4-2g5:hybrid1-late ;;
+    tp) step_runs step-n16-tp4-2g5 step-n8-2g5 ;;
+    vlate) truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late ;;
+    pat) for s in "${SWEEP_SPECS[@]}"; do truths "$s" truth; echo "$s:hybrid1"; done ;;
+    kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 ;;
+  esac
+}
+
 case "${1:-}" in
   prepare)
     data="${2:?DATA}"
@@ -60,23 +85,22 @@ case "${1:-}" in
     echo "acceptance: prepared ${#STEP_SPECS[@]} step specs and ${#SWEEP_SPECS[@]} sweeps in $data"
     ;;
   run)
-    bundle="${2:?BUNDLE}"; data="${3:?DATA}"; group="${4:?GROUP}"
+    bundle="${2:?BUNDLE}"; data="${3:?DATA}"; groups="${4:?GROUP}"
     (( TRUTHS >= 3 )) || { echo "acceptance: TRUTHS=$TRUTHS: three or more are needed to pool" >&2; exit 2; }
-    case "$group" in
-      dp) mapfile -t runs < <(step_runs step-n16-dp8-2g5 step-n16-dp4-2g5) ;;
-      pp) mapfile -t runs < <(step_runs step-n16-pp4-2g5 step-n16-pp4-2g5-slow; truths step-n16-pp4-2g5 truth-late
-                              echo step-n16-pp4-2g5:hybrid1-late) ;;
-      tp) mapfile -t runs < <(step_runs step-n16-tp4-2g5 step-n8-2g5) ;;
-      vlate) export LATE_RANK=4
-             mapfile -t runs < <(truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late) ;;
-      pat) runs=(); for s in "${SWEEP_SPECS[@]}"; do mapfile -t t < <(truths "$s" truth); runs+=("${t[@]}" "$s:hybrid1"); done ;;
-      kinds) export OP_TIMING=nccl
-             runs=(step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1) ;;
-      *) usage ;;
-    esac
-    echo "acceptance: group $group: ${#runs[@]} runs"
-    [[ "${DRY:-0}" == 1 ]] && { echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; }
-    exec "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
+    IFS=, read -r -a list <<< "$groups"
+    for group in "${list[@]}"; do group_env "$group" > /dev/null || usage; done
+    out="${OUT:-/tmp/prism-fidelity}"; rc=0
+    for group in "${list[@]}"; do
+      (  # each group in its own environment (LATE_RANK, OP_TIMING) and, with several, its own OUT
+        group_env "$group"
+        mapfile -t runs < <(group_runs "$group")
+        (( ${#list[@]} > 1 )) && export OUT="$out/$group"
+        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}"
+        if [[ "${DRY:-0}" == 1 ]]; then echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; fi
+        "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
+      ) || rc=1
+    done
+    exit "$rc"
     ;;
   *) usage ;;
 esac
