@@ -305,6 +305,12 @@ class Perturbations(unittest.TestCase):
         self.assertIn("what the slow rank cost (mean iteration against st): truth +2.000 ms (+2.00%), "
                       "hybrid1 +3.000 ms (+3.00%), model +4.000 ms (+4.00%)", text)
         self.assertIn("slow rank mean 0.98% <= 1%", text)
+        self.assertNotIn("slow rank 3's compute", text)  # the truth's rank 3 left no compute_us
+        with open(os.path.join(out, "st-slow-truth", "r3.json"), "w") as f:
+            json.dump({"warmup": 1, "iteration_ms": [500.0, 102.0, 102.0],
+                       "compute_us": {"fwd": {"median": 3010.0, "n": 8, "graph_us": 3000.0}}}, f)
+        text = run_compare(out, data)
+        self.assertIn("slow rank 3's compute fwd in the truth: median 3010.0 us (graph 3000.0 us)\n", text)
 
 
 class TruthAgainstItself(unittest.TestCase):

@@ -642,6 +642,12 @@ def slow_table(out, data, name, truths, runs):
         if model:
             row += f" {model:11.3f} {pct(model, t):+7.2f}%"
         print(row)
+    slow = truths.get(int(meta["STRAGGLER_RANK"]), {}).get("compute_us", {})
+    for k, v in sorted(slow.items()):  # did its sleeps last what the graph asks of it, beside rank 0's?
+        r0 = truths[0].get("compute_us", {}).get(k)
+        print(f"slow rank {meta['STRAGGLER_RANK']}'s compute {k} in the truth: median {v['median']:.1f} us "
+              f"(graph {v.get('graph_us', float('nan')):.1f} us)"
+              + (f"; rank 0's {r0['median']:.1f} us (graph {r0.get('graph_us', float('nan')):.1f} us)" if r0 else ""))
     base = straggler_base(name, {d.rsplit("-", 1)[0] for d in os.listdir(out)})
     if base:
         parts = []
