@@ -64,7 +64,7 @@ class Acceptance(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.strip().splitlines()
         self.assertEqual(lines[0], "acceptance: group vlate: 4 runs (OUT /o/vlate)")
-        self.assertEqual(lines[2], "acceptance: group kinds: 4 runs (OUT /o/kinds)")
+        self.assertEqual(lines[2], "acceptance: group kinds: 6 runs (OUT /o/kinds)")
         self.assertTrue(lines[1].endswith("step-n16-pp4-2g5:truth-late-again2 step-n16-pp4-2g5:hybrid1-late"))
         self.assertIn("step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1", lines[3])
         bad = run("run", "B", self.data, "vlate,everything", env={"DRY": "1"})

@@ -19,8 +19,9 @@
 #   vlate step-n16-pp4-2g5 with rank 4 late (LATE_RANK=4): TRUTHS truth-late, hybrid1-late (rank 4 is
 #         virtual there: prismd --late); the model says a later stage absorbs the delay
 #   pat   sweep-n8-pat-2g5, sweep-n16-pat-2g5: TRUTHS truths and hybrid1 each (NCCL_ALGO=PAT)
-#   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8 and pp4, for the per-kind tables
-#         (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them)
+#   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8, pp4 and pp4-slow, for the per-kind
+#         tables (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them;
+#         pp4-slow's say where the truth absorbs the slow rank that the model passes on)
 # Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
 #      command line instead of running it), OUT, and everything
 #      run-gpu.sh reads. PRISMD_FLAGS defaults to --collective-turnaround-us 450 (the GPU host's 16
@@ -70,7 +71,8 @@ group_runs() {  # GROUP: its runs, one per line
     tp) step_runs step-n16-tp4-2g5 step-n8-2g5 ;;
     vlate) truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late ;;
     pat) for s in "${SWEEP_SPECS[@]}"; do truths "$s" truth; echo "$s:hybrid1"; done ;;
-    kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 ;;
+    kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 \
+                          step-n16-pp4-2g5-slow:truth step-n16-pp4-2g5-slow:hybrid1 ;;
   esac
 }
 
