@@ -1138,12 +1138,14 @@ TEST_CASE("virtual recv: a broadcast through a virtual peer tells the user once 
     const MessageTag tag = ring.recv_tag();
     PostReceive(&recv, &buf, &tag);
     CHECK_FALSE(told.load());  // an all-gather's virtual peers send this rank's own bytes
+    ring.Finish();
   }
   OneStepRing ring(&rig, 2, "SIMPLE", "Broadcast");
   std::vector<char> buf(4096, 'x');
   const MessageTag tag = ring.recv_tag();
   PostReceive(&recv, &buf, &tag);
   CHECK(told.load());
+  ring.Finish();
 }
 
 TEST_CASE("virtual recv: an all-reduce's virtual peers still send zeros under PRISM_RECV_FILL=own",

@@ -149,6 +149,8 @@ void ScenarioOutOfOrder(Link& l) {
   if (s1[0] != 5000 || s2[0] != 7000) throw PluginError("out of order: wrong sizes");
   Verify(b1, 5000, 1, 0, "out of order tag 1");
   Verify(b2, 7000, 2, 1, "out of order tag 2");
+  PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, mh1));
+  PRISM_DRV_CHECK(l.drv->net().deregMr(l.recv, mh2));
 }
 
 // NCCL_NET_MAX_REQUESTS: 32 requests in flight per comm, the 33rd gets a

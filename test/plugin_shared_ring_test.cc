@@ -289,7 +289,7 @@ TEST_CASE("ring comms: messages larger and smaller than the ring arrive whole an
   REQUIRE(finished == 2 * sizes.size());
   for (size_t k = 0; k < sizes.size(); ++k) {
     INFO("message " << k << " of " << sizes[k] << " bytes");
-    CHECK(std::memcmp(out[k].data(), in[k].data(), sizes[k]) == 0);
+    if (sizes[k] > 0) CHECK(std::memcmp(out[k].data(), in[k].data(), sizes[k]) == 0);  // an empty vector's data() may be null
   }
 }
 
