@@ -60,11 +60,15 @@ class Acceptance(unittest.TestCase):
         self.assertIn("sweep-n16-pat-2g5:hybrid1", runs)
 
     def test_several_groups_run_one_after_the_other_each_in_its_own_out_and_environment(self):
-        out = run("run", "B", self.data, "vlate,kinds", env={"DRY": "1", "OUT": "/o"})
+        out = run("run", "B", self.data, "pp,vlate,kinds,pat", env={"DRY": "1", "OUT": "/o"})
         self.assertEqual(out.returncode, 0, out.stderr)
-        lines = out.stdout.strip().splitlines()
-        self.assertEqual(lines[0], "acceptance: group vlate: 4 runs (OUT /o/vlate)")
-        self.assertEqual(lines[2], "acceptance: group kinds: 6 runs (OUT /o/kinds)")
+        lines = out.stdout.strip().splitlines()[2:6]  # vlate and kinds
+        # Each group's environment is its own: pp's late rank stays 0, pat's timing the default
+        # (the list's check once exported vlate's LATE_RANK and kinds' OP_TIMING to every group).
+        self.assertEqual(out.stdout.strip().splitlines()[0], "acceptance: group pp: 14 runs (OUT /o/pp)")
+        self.assertEqual(out.stdout.strip().splitlines()[6], "acceptance: group pat: 8 runs (OUT /o/pat)")
+        self.assertEqual(lines[0], "acceptance: group vlate: 4 runs (OUT /o/vlate) LATE_RANK=4")
+        self.assertEqual(lines[2], "acceptance: group kinds: 6 runs (OUT /o/kinds) OP_TIMING=nccl")
         self.assertTrue(lines[1].endswith("step-n16-pp4-2g5:truth-late-again2 step-n16-pp4-2g5:hybrid1-late"))
         self.assertIn("step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1", lines[3])
         bad = run("run", "B", self.data, "vlate,everything", env={"DRY": "1"})

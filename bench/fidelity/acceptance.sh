@@ -90,14 +90,14 @@ case "${1:-}" in
     bundle="${2:?BUNDLE}"; data="${3:?DATA}"; groups="${4:?GROUP}"
     (( TRUTHS >= 3 )) || { echo "acceptance: TRUTHS=$TRUTHS: three or more are needed to pool" >&2; exit 2; }
     IFS=, read -r -a list <<< "$groups"
-    for group in "${list[@]}"; do group_env "$group" > /dev/null || usage; done
+    for group in "${list[@]}"; do ( group_env "$group" ) > /dev/null || usage; done  # checked, nothing exported
     out="${OUT:-/tmp/prism-fidelity}"; rc=0
     for group in "${list[@]}"; do
       (  # each group in its own environment (LATE_RANK, OP_TIMING) and, with several, its own OUT
         group_env "$group"
         mapfile -t runs < <(group_runs "$group")
         (( ${#list[@]} > 1 )) && export OUT="$out/$group"
-        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}"
+        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}${LATE_RANK:+ LATE_RANK=$LATE_RANK}${OP_TIMING:+ OP_TIMING=$OP_TIMING}"
         if [[ "${DRY:-0}" == 1 ]]; then echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; fi
         "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
       ) || rc=1

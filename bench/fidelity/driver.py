@@ -261,7 +261,9 @@ class Runner:
         """Enqueues one pass over the program (a group_start..group_end pair
         of send/recv goes out as one batch_isend_irecv, one NCCL group)."""
         events = {}
-        comm_timed = timed if self.a.op_timing in ("all", "comm") else None
+        # A sweep times every operation by events whatever --op-timing says
+        # (its per-op medians are what it measures); a step as asked.
+        comm_timed = timed if self.a.mode == "sweep" or self.a.op_timing in ("all", "comm") else None
         brackets = self.op_calls if timed is not None else None  # None unless --op-timing nccl
         ops, i = self.ops, 0
         while i < len(ops):
