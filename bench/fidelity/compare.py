@@ -425,8 +425,8 @@ def judge_run(data, name, title, t, h, kind, r, other):
     mt, mh = statistics.mean(ti[:n]), statistics.mean(hi[:n])
     errors = run_errors(data, name, t, h, kind)
     print(f"\n## {name}: {title}, rank {r}: {n} iterations after {wu} warm-up")
-    print(f"mean iteration: truth {mt:.3f} ms, {other} {mh:.3f} ms, error {pct(mh, mt):+.2f}%; "
-          f"worst iteration |error| {max(abs(e) for e in errs):.2f}%; "
+    print(f"mean iteration: truth {mt:.3f} ms, {other} {mh:.3f} ms, error {errors['mean']:+.2f}%; "
+          f"worst iteration |error| {errors['worst iteration']:.2f}%; "
           f"mean |error| per iteration {statistics.mean(abs(e) for e in errs):.2f}%")
     k = int(os.environ.get("LATE_ITER", "10"))
     if "late iteration" in errors:

@@ -180,7 +180,8 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
   // push in progress ends first; schedules still in the outbox, and any
   // later ones, are dropped). Call it before the sinks go (prismd: before
   // its session service is torn down), after the engine thread is joined.
-  // Idempotent; any thread but the sink's own PushSchedules.
+  // Idempotent; from one thread at a time (prismd's main thread, then the
+  // destructor), never from the sink's own PushSchedules.
   void StopPushing();
 
   struct Counters {
