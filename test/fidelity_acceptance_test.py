@@ -41,8 +41,27 @@ class Acceptance(unittest.TestCase):
             with open(os.path.join(self.data, "step-n16-pp4-2g5", f"model-late-r{rank}.json")) as f:
                 late = json.load(f)["late"][0]
             self.assertEqual((late["rank"], late["iteration"], late["ms"]), (rank, 10, 20.0))
-        with open(os.path.join(self.data, "step-n16-pp4-2g5", "model.json")) as f:
-            self.assertEqual(json.load(f)["nccl_collective_turnaround_us"], 450.0)  # the GPU host's packed ranks
+        # The GPU host's packed ranks: a step turnaround for the spec's rank count, in the model and in
+        # meta.env for the hybrids (truth_host.py).
+        for spec, turnaround in (("step-n16-pp4-2g5", 140.0), ("step-n8-2g5", 45.0)):
+            with open(os.path.join(self.data, spec, "model.json")) as f:
+                model = json.load(f)
+            self.assertEqual((model["nccl_step_turnaround_us"], model["nccl_collective_turnaround_us"]),
+                             (turnaround, 0.0))
+            with open(os.path.join(self.data, spec, "meta.env")) as f:
+                self.assertIn(f'MODEL_FLAGS="--step-turnaround-us {turnaround:g}"\n', f.read())
+
+    def test_a_host_without_a_figure_for_the_rank_count_is_refused_by_name(self):
+        tool = os.path.join(HERE, "..", "bench", "fidelity", "truth_host.py")
+        ok = subprocess.run([sys.executable, tool, "one-h200", "16"], capture_output=True, text=True)
+        self.assertEqual((ok.returncode, ok.stdout), (0, "--step-turnaround-us 140\n"))
+        cluster = subprocess.run([sys.executable, tool, "cluster", "8192"], capture_output=True, text=True)
+        self.assertEqual((cluster.returncode, cluster.stdout), (0, "\n"))
+        for args, says in ((["one-h200", "12"], "no step turnaround measured on one-h200 for 12 ranks"),
+                           (["an-h100", "16"], "unknown host an-h100")):
+            bad = subprocess.run([sys.executable, tool, *args], capture_output=True, text=True)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn(says, bad.stderr)
 
     def test_each_group_lists_pooled_truths_and_its_hybrids(self):
         out = run("run", "B", self.data, "pp", env={"DRY": "1"})

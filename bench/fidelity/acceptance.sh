@@ -7,7 +7,7 @@
 #
 # Usage:
 #   bench/fidelity/acceptance.sh prepare DATA          (build host: prepare.sh for every spec below,
-#                                                       PRISMD_FLAGS as the runs need)
+#                                                       with the GPU host's TRUTH_HOST)
 #   bench/fidelity/acceptance.sh run BUNDLE DATA GROUP[,GROUP...]
 #                                                      (GPU host: one group, OUT as run-gpu.sh's; several,
 #                                                       one after the other, each in OUT/GROUP, e.g.
@@ -23,19 +23,20 @@
 #         tables (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them;
 #         pp4-slow's say where the truth absorbs the slow rank that the model passes on)
 # Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
-#      command line instead of running it), OUT, and everything
-#      run-gpu.sh reads. PRISMD_FLAGS defaults to --collective-turnaround-us 450 (the GPU host's 16
-#      packed ranks; docs/network-model.md, "A packed host's step turnaround").
+#      command line instead of running it), OUT, and everything run-gpu.sh reads; for prepare,
+#      TRUTH_HOST (default one-h200: the model of each spec gets that host's step turnaround for its
+#      rank count, truth_host.py; docs/network-model.md, "A packed host's step turnaround") and
+#      PRISMD_FLAGS (more model flags). Both reach the hybrids through meta.env's MODEL_FLAGS.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export PRISMD_FLAGS="${PRISMD_FLAGS:---collective-turnaround-us 450}"
+export TRUTH_HOST="${TRUTH_HOST:-one-h200}"
 export RUN_TIMEOUT="${RUN_TIMEOUT:-60}"
 TRUTHS="${TRUTHS:-3}"
 
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,32p' "$0" >&2; exit 2; }
+usage() { sed -n '2,29p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i

@@ -23,6 +23,11 @@ import subprocess
 import sys
 import tempfile
 
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import truth_host  # noqa: E402
+
 # How a truth was timed. Until 2026-12-04 (commit 03c604e) driver.py put a
 # CUDA event before and after every operation of a measured iteration; those
 # events change the program (docs/timing.md, "The driver's own events, and
@@ -60,17 +65,30 @@ TRUTHS = [
     ("step-n16-pp4-2g5", 274.4, ONE_GPU + ", 2026-12-04", WARMUP),
     ("step-n16-pp4-2g5-slow", 277.8, ONE_GPU + ", 2026-12-04", WARMUP),
     ("step-n16-tp4-2g5", 448.9, ONE_GPU + ", 2026-12-04", WARMUP),
+    # Pools of three truths (one for dp4: two of three hung), rank 0's mean
+    # (docs/timing.md "The acceptance runs on the new defaults", runs of
+    # 02:06-02:27 UTC 2026-12-05); step-n8-2g5 is eight ranks on the GPU.
+    ("step-n16-dp8-2g5", 529.134, ONE_GPU + ", 2026-12-05", COMPUTE),
+    ("step-n16-dp4-2g5", 473.132, ONE_GPU + ", 2026-12-05", COMPUTE),
+    ("step-n16-tp4-2g5", 447.611, ONE_GPU + ", 2026-12-05", COMPUTE),
+    ("step-n16-pp4-2g5", 270.267, ONE_GPU + ", 2026-12-05", COMPUTE),
+    ("step-n16-pp4-2g5-slow", 279.964, ONE_GPU + ", 2026-12-05", COMPUTE),
+    ("step-n8-2g5", 402.775, ONE_GPU + ", 2026-12-05", COMPUTE),
 ]
-# What a truth's host adds that a cluster does not (docs/network-model.md,
-# "A packed host's step turnaround"): prismd flags for the "host" column.
-# 450 us once per ring collective fits the one-GPU truths, tp4's rings of four
-# among them, where 225 us per step (--step-turnaround-us 225) over-charged
-# the short rings.
-HOST_FLAGS = {TWO_GPUS: [], ONE_GPU: ["--collective-turnaround-us", "450"]}
+# What a truth's host adds that a cluster does not: truth_host.py's step
+# turnaround for the spec's rank count on that host (docs/network-model.md,
+# "A packed host's step turnaround").
+HOSTS = {TWO_GPUS: "two-h200", ONE_GPU: "one-h200"}
 
 
-def host_flags(host):
-    return HOST_FLAGS[ONE_GPU] if host.startswith(ONE_GPU) else HOST_FLAGS[TWO_GPUS]
+def host_flags(host, ranks):
+    return truth_host.flags(HOSTS[ONE_GPU] if host.startswith(ONE_GPU) else HOSTS[TWO_GPUS], ranks)
+
+
+def spec_ranks(spec_path):
+    with open(spec_path) as f:
+        layout = yaml.safe_load(f)["layout"]
+    return layout["tp"] * layout["pp"] * layout["dp"]
 
 
 def model_ms(build, spec_path, flags, tmp):
@@ -102,7 +120,7 @@ def main():
 
         for name, truth, host, timed in TRUTHS:
             m = model(name, a.flags)
-            h = model(name, a.flags + host_flags(host))
+            h = model(name, a.flags + host_flags(host, spec_ranks(os.path.join(specs, name + ".yaml"))))
             e, eh = 100.0 * (m - truth) / truth, 100.0 * (h - truth) / truth
             evented = timed == EVENTS
             errors.setdefault(("defaults", evented), []).append(abs(e))

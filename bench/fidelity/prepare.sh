@@ -4,7 +4,11 @@
 # JSON (what driver.py executes; for very large worlds only RANKS), and the
 # model's per-op times from `prismd --simulate` (the ground truth's check).
 # Usage: bench/fidelity/prepare.sh OUTDIR SPEC.yaml...   Env: BUILD_DIR, RANKS (default: all, up to 64),
-#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --collective-turnaround-us 450 on one GPU),
+#   TRUTH_HOST (the host the ground truths run on: one-h200, two-h200 or cluster; unset: cluster): the model gets
+#     what that host adds to a ring step for the spec's rank count (truth_host.py: one-h200, 16 ranks,
+#     --step-turnaround-us 140),
+#   PRISMD_FLAGS (more flags for the model's prismd --simulate, e.g. --launch-order false),
+#   both written into meta.env as MODEL_FLAGS, which run-gpu.sh's hybrids run with,
 #   LATE_ITER, LATE_MS (run-gpu.sh's late rank, default 10 and 20: a step spec's model-late-rR.json, for
 #   R = 0 and its SECOND_REAL, is prismd --simulate --late R:LATE_ITER:LATE_MS, what the model makes of
 #   that rank's delay, for compare.py's late table)
@@ -26,7 +30,10 @@ for spec in "$@"; do
     ranks="$(seq 0 $((n - 1)))"
   fi
   for r in $ranks; do "$gg" inspect "$d/graph" --ops "$r" > "$d/ops$r.json"; done
-  python3 - "$spec" "$d/meta.env" "$n" <<'PY'
+  host_flags=""
+  if [[ -n "${TRUTH_HOST:-}" ]]; then host_flags="$(python3 "$repo/bench/fidelity/truth_host.py" "$TRUTH_HOST" "$n")" || exit 2; fi
+  model_flags="$(echo $host_flags ${PRISMD_FLAGS:-})"
+  python3 - "$spec" "$d/meta.env" "$n" "$model_flags" <<'PY'
 import sys, yaml
 s = yaml.safe_load(open(sys.argv[1])); n = int(sys.argv[3])
 it, wu = int(s.get("iterations", 20)), int(s.get("warmup", 5))
@@ -44,6 +51,8 @@ with open(sys.argv[2], "w") as f:
         f.write("SECOND_REAL=1\n")
     if s.get("straggler"):  # compare.py's slow-rank table
         f.write(f"STRAGGLER_RANK={s['straggler']['rank']}\nSTRAGGLER_SCALE={s['straggler']['compute_scale']}\n")
+    # The flags the model ran with (the truth's host, PRISMD_FLAGS): run-gpu.sh's hybrids take the same.
+    f.write(f"MODEL_FLAGS=\"{sys.argv[4]}\"\n")
 PY
   # The real ranks' modelled ops (compare.py's model columns): a trace of rank 0 and hybrid2's
   # second real rank, small at any world.
@@ -51,15 +60,15 @@ PY
   (( second < n )) || second=0
   trace=(--trace "$d/model-trace.json" --trace-ranks "0,$second")
   # shellcheck disable=SC2086
-  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none ${PRISMD_FLAGS:-} > "$d/model.json"
+  "$pd" --graph "$d/graph" --simulate --json "${trace[@]}" --metrics-address none $model_flags > "$d/model.json"
   if grep -q '^MODE=step' "$d/meta.env"; then
     late_iter="${LATE_ITER:-10}"; its="$(sed -n 's/^ITERATIONS=//p' "$d/meta.env")"
     (( its > late_iter + 4 )) || its=$(( late_iter + 5 ))
     for late_rank in 0 "$second"; do
       # shellcheck disable=SC2086
       "$pd" --graph "$d/graph" --simulate --json --metrics-address none --iterations "$its" \
-        --late "$late_rank:$late_iter:${LATE_MS:-20}" ${PRISMD_FLAGS:-} > "$d/model-late-r$late_rank.json"
+        --late "$late_rank:$late_iter:${LATE_MS:-20}" $model_flags > "$d/model-late-r$late_rank.json"
     done
   fi
-  echo "prepare: $name: $n ranks -> $d"
+  echo "prepare: $name: $n ranks -> $d${model_flags:+ (model: $model_flags)}"
 done

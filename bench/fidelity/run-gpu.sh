@@ -21,7 +21,8 @@
 #      truth-late and hybrid1-late; a rank the hybrid plays virtually is made late by prismd --late, rank 0
 #      by its own program), RUN_TIMEOUT (s, default 300),
 #      RUN_RANK (hybrid1-run's real rank, default 0; prepare the spec with it in RANKS),
-#      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS,
+#      EXTRA_ENV (extra VAR=value words for every rank), PRISMD_FLAGS (more flags for the hybrids' prismd,
+#      after the spec's MODEL_FLAGS in DATA's meta.env: those its model ran with, prepare.sh),
 #      NCCL_CHOOSES=1 (NCCL picks algorithm and protocol: no NCCL_ALGO/NCCL_PROTO set; else every
 #      rank runs NCCL_PROTO=Simple and the spec's algorithm: NCCL_ALGO=Ring, Tree or PAT),
 #      YIELD_SLEEP_US=N (default 20; 0: off): every rank preloads BUNDLE/libprism-yield-sleep.so, so
@@ -140,7 +141,7 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
   [[ "$late" == 1 && ",$reals," != *",$LATE_RANK,"* ]] && late_flag=(--late "$LATE_RANK:$LATE_ITER:$LATE_MS")
   "$B/prismd" --graph "$D/$name/graph" --real-ranks "$reals" --nccl-comm-id "127.0.0.1:$((port + 1))" \
     --listen "unix://$sock" --metrics-address "$metrics" --record-sessions "$OUT/$tag/sessions.rec" \
-    "${late_flag[@]}" ${PRISMD_FLAGS:-} > "$OUT/$tag/prismd.log" 2>&1 &
+    "${late_flag[@]}" ${MODEL_FLAGS:-} ${PRISMD_FLAGS:-} > "$OUT/$tag/prismd.log" 2>&1 &
   local pd=$!
   for _ in $(seq 100); do [[ -S "$sock" ]] && break; sleep 0.1; done
   RANK_ENV=(NCCL_COMM_ID=127.0.0.1:$((port + 1)) PRISM_DAEMON="unix://$sock")
@@ -159,11 +160,12 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
 }
 
 run_launcher() {  # NAME TAG REAL-RANKS: the driver as an ordinary program under `prism run`
-  local name="$1" tag="$2" reals="$3"
+  local name="$1" tag="$2" reals="$3" f pd_args=()
+  for f in ${MODEL_FLAGS:-} ${PRISMD_FLAGS:-}; do pd_args+=(--prismd-arg="$f"); done
   env $(rank_env "$name" "$tag") timeout "$RUN_TIMEOUT" python3 "$here/../../scripts/prism" run \
     --graph "$D/$name/graph" --ranks "$reals" --plugin "$B/libnccl-net-prism.so" --prismd "$B/prismd" \
     --metrics-port $((port + 2)) --store-port $((port + 3)) --log-dir "$OUT/$tag" \
-    --prismd-arg=--record-sessions --prismd-arg="$OUT/$tag/sessions.rec" \
+    --prismd-arg=--record-sessions --prismd-arg="$OUT/$tag/sessions.rec" "${pd_args[@]}" \
     -- python3 "$here/driver.py" --env-init --ops "$D/$name/ops{rank}.json" --comms "$D/$name/comms.json" \
       --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" --out "$OUT/$tag/r{rank}.json" \
       --op-timing "${OP_TIMING:-compute}" \
@@ -178,6 +180,7 @@ nccl_choices() {  # RUNDIR: what NCCL chose per collective and size, all ranks' 
 
 for run in "$@"; do
   name="${run%%:*}"; kind="${run#*:}"
+  MODEL_FLAGS=""  # data prepared before meta.env carried it: the hybrid gets PRISMD_FLAGS alone
   # shellcheck disable=SC1090
   source "$D/$name/meta.env"
   tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""What a ground truth's host adds to the model that a cluster does not.
+
+A ground truth packs every rank of a spec on the GPU host as MPS clients of
+one GPU, each its own NCCL "host". A ring step's handoff there (the GPU
+noticing the step's data, the proxy thread posting the next send) waits for
+a GPU and cores that fifteen other ranks share, which a cluster's ranks,
+each with its GPU, do not: prismd's `--step-turnaround-us T` charges it on
+every step of a ring collective across nodes (docs/network-model.md, "A
+packed host's step turnaround"). T depends on how many ranks share the GPU
+and the host's cores, so the bench takes it from this table, measured per
+host and ranks per GPU, and a real cluster's prediction takes none.
+
+One place for it: prepare.sh asks `truth_host.py HOST N` for the model's
+flags of an N-rank spec (and writes them into meta.env, so that run-gpu.sh's
+hybrids run with the same), model_table.py imports `flags`.
+
+Usage: truth_host.py HOST RANKS   prints the prismd flags, one line (empty: none)
+  HOST: one-h200 (every rank on one H200, 16 cores), two-h200 (two H200s, 32
+  cores), cluster (a GPU each: nothing added)
+"""
+import sys
+
+# Ranks per GPU -> T (us), fitted to the iteration means of the truths taken
+# without CUDA events around communication (model_table.py's rows; the
+# command and the fit in docs/network-model.md):
+#   16 ranks (dp4 124, dp8 143, tp4 124, pp4 156 us on the truths of
+#   2026-12-05: 140 us)
+#   8 ranks (step-n8-2g5, 2026-12-05, 402.775 ms against 401.303 ms with
+#   none: 44 us)
+PACKED_STEP_TURNAROUND_US = {
+    "one-h200": {16: 140, 8: 45},
+    "two-h200": {},  # 4 and 8 ranks per GPU, 4 cores each: its truths hold without (2026-12-01)
+    "cluster": {},
+}
+
+
+def step_turnaround_us(host, ranks):
+    """T in us for a truth of RANKS ranks on HOST (0: none); KeyError for an
+    unknown host, ValueError for a rank count the host has no figure for."""
+    table = PACKED_STEP_TURNAROUND_US[host]
+    if not table:
+        return 0
+    if ranks not in table:
+        known = ", ".join(str(k) for k in sorted(table))
+        raise ValueError(f"no step turnaround measured on {host} for {ranks} ranks (measured: {known}); "
+                         f"take its truths without and fit T as docs/network-model.md says, or set "
+                         f"TRUTH_HOST=cluster for no host term")
+    return table[ranks]
+
+
+def flags(host, ranks):
+    """The prismd flags that model a truth of RANKS ranks on HOST."""
+    t = step_turnaround_us(host, ranks)
+    return ["--step-turnaround-us", str(t)] if t else []
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    host, ranks = argv[1], argv[2]
+    try:
+        print(" ".join(flags(host, int(ranks))))
+    except KeyError:
+        sys.stderr.write(f"truth_host: unknown host {host} (known: {', '.join(PACKED_STEP_TURNAROUND_US)})\n")
+        return 2
+    except ValueError as e:
+        sys.stderr.write(f"truth_host: {e}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
