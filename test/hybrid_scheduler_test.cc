@@ -478,6 +478,27 @@ TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep i
   REQUIRE(h.Stop().ok());
 }
 
+TEST_CASE("with --ring-turnaround a MIRROR schedule across nodes carries the step turnaround too, one inside a node "
+          "the step cost alone",
+          "[hybrid]") {
+  const prism::Nanoseconds step_cost(12'500), turnaround(140'000);
+  for (const uint32_t gpus_per_node : {1u, 4u}) {  // four nodes, or the ring inside one node
+    g::Graph graph = SweepGraph({"allreduce"}, 4, 1);
+    graph.mutable_cluster()->set_gpus_per_node(gpus_per_node);
+    HybridHarness h(graph, {0}, prism::FromMilliseconds(20), step_cost, false,
+                    prism::daemon::HybridSchedulerOptions().ring_answer_wait, nullptr, turnaround);
+    h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
+    prism::rpc::EventBatch b;
+    AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
+    h.Feed(1, b);
+    auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
+    REQUIRE(s.has_value());
+    CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
+    CHECK(s->step_cost_ns() == static_cast<uint64_t>((gpus_per_node == 1 ? step_cost + turnaround : step_cost).count()));
+    REQUIRE(h.Stop().ok());
+  }
+}
+
 TEST_CASE("after all-reduces, a virtual sender's send to the real rank becomes a STREAM schedule", "[hybrid]") {
   HybridHarness h(SweepGraph({"allreduce", "sendrecv"}, 4, 2), {0});
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
