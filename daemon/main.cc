@@ -493,7 +493,7 @@ int main(int argc, char** argv) {
                  "rank\")");
   app.add_option("--step-turnaround-us", f.step_turnaround_us,
                  "a ring step's turnaround across nodes that the wire does not hide, us per step (default 0; the "
-                 "GPU host's 16 ranks packed on one GPU: 225; docs/network-model.md)")
+                 "GPU host's 16 ranks packed on one H200: 140, 8 ranks: 45; docs/network-model.md)")
       ->check(CLI::Range(0.0, 100000.0));
   app.add_option("--collective-turnaround-us", f.collective_turnaround_us,
                  "the same host cost paid once per ring collective across nodes instead of per step, us (default "
