@@ -98,7 +98,6 @@ struct Flags {
   int64_t lookahead_ms = 0;
   std::string ring_hold = "on";
   std::string ring_forecast = "on";
-  std::string ring_turnaround = "off";
   std::string on_divergence = "stop";
   int64_t stall_after_s = 5;
   std::string record_sessions;
@@ -369,7 +368,6 @@ int RunHybrid(const Flags& f, const prism::graph::Graph& g, prism::engine::Simul
   h.lookahead = prism::FromMilliseconds(f.lookahead_ms);
   h.ring_hold = f.ring_hold == "on";
   h.ring_forecast = f.ring_forecast == "on";
-  h.ring_turnaround = f.ring_turnaround == "on";
   h.record_sessions_path = f.record_sessions;
   auto on_divergence = prism::daemon::ParseOnDivergence(f.on_divergence);
   if (!on_divergence.ok()) return Fail(on_divergence.status(), kExitUsage);
@@ -547,11 +545,6 @@ int main(int argc, char** argv) {
                  "hybrid: on (default): a real rank's collective whose virtual members only compute after its own "
                  "previous one gets its schedule ahead, relative to that one's end, and a pipeline receive from a "
                  "virtual sender gets its schedule once the send's time is fixed; off: both wait for the engine")
-      ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--ring-turnaround", f.ring_turnaround,
-                 "hybrid: on: the virtual members of a real rank's ring collective across nodes pay "
-                 "--step-turnaround-us on each step, as the engine's own rings do; off (default): NCCL's step cost "
-                 "alone (the real rank's host pays its own)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--on-divergence", f.on_divergence,
                  "hybrid: stop (default: the first divergence of the real ranks from the graph ends the run, exit "

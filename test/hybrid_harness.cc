@@ -15,7 +15,7 @@ int64_t RealtimeNow() {
 
 HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead,
                              Nanoseconds step_cost, bool follow, Nanoseconds ring_answer_wait,
-                             daemon::SessionRecorder* recorder, Nanoseconds mirror_step_turnaround)
+                             daemon::SessionRecorder* recorder)
     : graph_(std::move(graph)), pacer_([&] {
         engine::RealtimeOptions rt;
         rt.lookahead = lookahead;
@@ -27,7 +27,6 @@ HybridHarness::HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nan
   so.max_divergence_logs = 3;
   so.matched_logs = 0;
   so.step_cost = step_cost;
-  so.mirror_step_turnaround = mirror_step_turnaround;
   so.unmatched_ops_diverge = !follow;
   so.ring_answer_wait = ring_answer_wait;
   so.recorder = recorder;

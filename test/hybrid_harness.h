@@ -32,12 +32,10 @@ class HybridHarness : public daemon::ScheduleSink {
   // `ring_answer_wait`: HybridSchedulerOptions::ring_answer_wait (prismd's by
   // default; a test that must not see a hold for want of time gives seconds).
   // `recorder` (nullable, outlives the harness): prismd --record-sessions.
-  // `mirror_step_turnaround`: HybridSchedulerOptions::mirror_step_turnaround
-  // (prismd --ring-turnaround on with --step-turnaround-us).
   HybridHarness(graph::Graph graph, std::vector<uint32_t> real, Nanoseconds lookahead = FromMilliseconds(20),
                 Nanoseconds step_cost = Nanoseconds(0), bool follow = false,
                 Nanoseconds ring_answer_wait = daemon::HybridSchedulerOptions().ring_answer_wait,
-                daemon::SessionRecorder* recorder = nullptr, Nanoseconds mirror_step_turnaround = Nanoseconds(0));
+                daemon::SessionRecorder* recorder = nullptr);
   ~HybridHarness() override;
 
   daemon::HybridScheduler& scheduler() { return *scheduler_; }

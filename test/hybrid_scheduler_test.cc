@@ -456,11 +456,9 @@ TEST_CASE("a forecast runs from the real member's issue too: the engine complete
   REQUIRE(h.Stop().ok());
 }
 
-namespace {
-
-// Real rank 0 starts the world's first all-reduce (1 MiB over ranks 0-3):
-// its schedule, which must be a ring's (MIRROR).
-prism::rpc::OpSchedule FirstAllReduceMirror(HybridHarness& h) {
+TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep in the plugin), STREAM ones none",
+          "[hybrid]") {
+  HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(12'500));
   h.Communicator(kWorldHash, 0, {0, 1, 2, 3});
   prism::rpc::EventBatch b;
   AddStarted(&b, 1, Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
@@ -468,15 +466,7 @@ prism::rpc::OpSchedule FirstAllReduceMirror(HybridHarness& h) {
   auto s = h.WaitSchedule(Key(kWorldHash, prism::rpc::OP_ALL_REDUCE, 0), std::chrono::seconds(5));
   REQUIRE(s.has_value());
   CHECK(s->mode() == prism::rpc::OpSchedule::MIRROR);
-  return *s;
-}
-
-}  // namespace
-
-TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep in the plugin), STREAM ones none",
-          "[hybrid]") {
-  HybridHarness h(SweepGraph({"allreduce"}, 4, 1), {0}, prism::FromMilliseconds(20), prism::Nanoseconds(12'500));
-  CHECK(FirstAllReduceMirror(h).step_cost_ns() == 12'500);
+  CHECK(s->step_cost_ns() == 12'500);
   // An operation the graph lacks is on time, and a ring still carries it.
   prism::rpc::EventBatch u;
   AddStarted(&u, 2, Key(0x1234, prism::rpc::OP_ALL_REDUCE, 0), 0, 4, 1 << 20, RealtimeNow());
@@ -486,21 +476,6 @@ TEST_CASE("MIRROR schedules carry prismd's NCCL step cost (the ring's lockstep i
   CHECK(unmatched->unmatched());
   CHECK(unmatched->step_cost_ns() == 12'500);
   REQUIRE(h.Stop().ok());
-}
-
-TEST_CASE("with --ring-turnaround a MIRROR schedule across nodes carries the step turnaround too, one inside a node "
-          "the step cost alone",
-          "[hybrid]") {
-  const prism::Nanoseconds step_cost(12'500), turnaround(140'000);
-  for (const uint32_t gpus_per_node : {1u, 4u}) {  // four nodes, or the ring inside one node
-    g::Graph graph = SweepGraph({"allreduce"}, 4, 1);
-    graph.mutable_cluster()->set_gpus_per_node(gpus_per_node);
-    HybridHarness h(graph, {0}, prism::FromMilliseconds(20), step_cost, false,
-                    prism::daemon::HybridSchedulerOptions().ring_answer_wait, nullptr, turnaround);
-    const prism::Nanoseconds expected = gpus_per_node == 1 ? step_cost + turnaround : step_cost;
-    CHECK(FirstAllReduceMirror(h).step_cost_ns() == static_cast<uint64_t>(expected.count()));
-    REQUIRE(h.Stop().ok());
-  }
 }
 
 TEST_CASE("after all-reduces, a virtual sender's send to the real rank becomes a STREAM schedule", "[hybrid]") {

@@ -198,7 +198,6 @@ absl::Status RunHybrid(const graph::Graph& graph, HybridOptions options, server:
   pacer.Start();
   HybridSchedulerOptions so = HybridSchedulerOptions::ForGraph(graph);
   so.step_cost = options.engine.nccl.step_cost;
-  so.mirror_step_turnaround = options.ring_turnaround ? options.engine.nccl.step_turnaround : Nanoseconds(0);
   so.unmatched_ops_diverge = !options.control.follow_real_ranks;
   so.hold_early_rings = options.ring_hold && !options.control.follow_real_ranks;
   so.forecast = options.ring_forecast;

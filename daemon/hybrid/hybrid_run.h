@@ -42,10 +42,6 @@ struct HybridOptions {
   bool ring_hold = true;
   // Forecast schedules (HybridSchedulerOptions::forecast; prismd --ring-forecast).
   bool ring_forecast = true;
-  // The virtual members of a real rank's ring pay the engine's step
-  // turnaround per step (HybridSchedulerOptions::mirror_step_turnaround;
-  // prismd --ring-turnaround).
-  bool ring_turnaround = false;
   // How long a stall (HybridScheduler::StallReport) lasts before prismd
   // reports it, as a divergence; 0: never.
   Nanoseconds stall_after = FromSeconds(5);

@@ -172,7 +172,7 @@ rpc::OpSchedule HybridScheduler::Schedule(const rpc::OpKey& key, rpc::OpSchedule
   if (pacer_ != nullptr) s.set_ready_ns(pacer_->RealtimeFromEmulated(Nanoseconds(ready)));
   s.set_link_bits_per_second(stream.rate.count());
   s.set_link_latency_ns(static_cast<uint64_t>(LinkOf(key.comm_hash()).latency.count()));
-  if (mode == rpc::OpSchedule::MIRROR) s.set_step_cost_ns(static_cast<uint64_t>(MirrorStepCostOf(key.comm_hash()).count()));
+  if (mode == rpc::OpSchedule::MIRROR) s.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   return s;
 }
 
@@ -263,8 +263,7 @@ rpc::OpSchedule HybridScheduler::OnTimeSchedule(const rpc::OpStarted& s) const {
   d.set_ready_ns(static_cast<uint64_t>(std::max<int64_t>(0, ready)));
   d.set_link_bits_per_second(stream.rate.count());
   d.set_link_latency_ns(static_cast<uint64_t>(LinkOf(s.key().comm_hash()).latency.count()));
-  if (d.mode() == rpc::OpSchedule::MIRROR)
-    d.set_step_cost_ns(static_cast<uint64_t>(MirrorStepCostOf(s.key().comm_hash()).count()));
+  if (d.mode() == rpc::OpSchedule::MIRROR) d.set_step_cost_ns(static_cast<uint64_t>(options_.step_cost.count()));
   d.set_unmatched(true);
   return d;
 }

@@ -81,12 +81,6 @@ struct HybridSchedulerOptions {
   int max_divergence_logs = 20;       // lines on stderr; all are counted and on /status
   int matched_logs = 8;               // the first matched operations are logged (algorithm, channels)
   Nanoseconds step_cost{0};           // NCCL's cost per ring step (MIRROR schedules carry it)
-  // Added to step_cost on the MIRROR schedules of communicators across
-  // nodes: the virtual members of a real rank's ring pay the model's step
-  // turnaround on each step, as the engine's own rings do (prismd
-  // --ring-turnaround on; NcclBehaviour::step_turnaround). 0: they pay
-  // NCCL's step cost alone.
-  Nanoseconds mirror_step_turnaround{0};
   SessionRecorder* recorder = nullptr;  // nullable; --record-sessions
   DivergenceWatch* divergences = nullptr;  // nullable; told every divergence (--on-divergence)
   // False with prismd --follow: the graph has no program of the real ranks,
@@ -301,9 +295,6 @@ class HybridScheduler final : public ScheduleSource, public engine::EngineObserv
     Nanoseconds latency;
   };
   Link LinkOf(uint64_t comm_hash) const;
-  // What a MIRROR schedule of that communicator charges a virtual member
-  // per ring step: step_cost, plus mirror_step_turnaround across nodes.
-  Nanoseconds MirrorStepCostOf(uint64_t comm_hash) const;
   void Deliver(uint32_t rank, rpc::OpSchedule s, rpc::ScheduleBatch* reply);
   // The forecast schedule of the rank's started collective `st`; nullopt
   // when its anchor is unknown (never reported, or long gone).

@@ -5,18 +5,12 @@
 #include "daemon/hybrid/hybrid_scheduler.h"
 
 #include "absl/strings/match.h"
-#include "common/time_math.h"
 
 namespace prism::daemon {
 
 HybridScheduler::Link HybridScheduler::LinkOf(uint64_t comm_hash) const {
   if (one_node_comms_.count(comm_hash) != 0) return Link{options_.same_node.bandwidth, options_.same_node.latency};
   return Link{options_.link_bandwidth, Max(Nanoseconds(0), options_.link_latency)};
-}
-
-Nanoseconds HybridScheduler::MirrorStepCostOf(uint64_t comm_hash) const {
-  if (one_node_comms_.count(comm_hash) != 0) return options_.step_cost;
-  return SatAdd(options_.step_cost, options_.mirror_step_turnaround);
 }
 
 HybridSchedulerOptions HybridSchedulerOptions::ForCluster(const graph::Cluster& cluster) {
