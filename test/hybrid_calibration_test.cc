@@ -8,6 +8,10 @@
 // iteration 32 ms after it.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+
 #include "daemon/engine/simulation.h"
 #include "daemon/hybrid/session_replay.h"
 #include "test/daemon_test_graphs.h"
@@ -42,25 +46,24 @@ g::Graph Tp2Pp2Dp4(uint32_t iterations) {
 // reduce-scatter of iteration `iteration` (of `iterations`) starts sending `late` after the model's time and
 // ends `late + slow` after it (everything the rank does from its first send
 // on moves by that much): a clean measurement `slow` longer than the model's.
-d::Recording SlowReduceScatter(const g::Graph& graph, uint64_t iteration, uint64_t iterations, Nanoseconds late,
-                               Nanoseconds slow) {
-  auto rec = d::ModelRecording(graph, {0}, kStart);
-  REQUIRE(rec.ok());
+// `nth`: which of the iteration's operations of `kind` (default the first).
+d::Recording SlowOperation(d::Recording rec, prism::rpc::OpKind kind, uint64_t iteration, uint64_t iterations,
+                           Nanoseconds late, Nanoseconds slow, uint64_t nth = 0) {
   std::vector<uint64_t> ids;
-  for (const auto& line : rec->lines)
+  for (const auto& line : rec.lines)
     for (const auto& e : line.events.events())
-      if (e.has_op_started() && e.op_started().key().kind() == prism::rpc::OP_REDUCE_SCATTER)
-        ids.push_back(e.op_started().op_id());
+      if (e.has_op_started() && e.op_started().key().kind() == kind) ids.push_back(e.op_started().op_id());
   REQUIRE(ids.size() % iterations == 0);
   REQUIRE(!ids.empty());
-  const uint64_t op_id = ids[iteration * (ids.size() / iterations)];
+  REQUIRE(nth < ids.size() / iterations);
+  const uint64_t op_id = ids[iteration * (ids.size() / iterations) + nth];
   uint64_t first_send = 0;
-  for (const auto& line : rec->lines)
+  for (const auto& line : rec.lines)
     for (const auto& e : line.events.events())
       if (e.has_op_finished() && e.op_finished().op_id() == op_id) first_send = e.op_finished().first_send_ns();
   REQUIRE(first_send > 0);
   const auto move = [&](uint64_t t) { return t >= first_send ? t + static_cast<uint64_t>((late + slow).count()) : t; };
-  for (auto& line : rec->lines) {
+  for (auto& line : rec.lines) {
     if (line.at >= static_cast<int64_t>(first_send)) line.at += (late + slow).count();
     for (auto& e : *line.events.mutable_events()) {
       if (e.has_op_started()) e.mutable_op_started()->set_at_ns(move(e.op_started().at_ns()));
@@ -70,7 +73,44 @@ d::Recording SlowReduceScatter(const g::Graph& graph, uint64_t iteration, uint64
       f->set_first_send_ns(f->op_id() == op_id ? first_send + late.count() : move(f->first_send_ns()));
     }
   }
-  return *std::move(rec);
+  return rec;
+}
+
+d::Recording SlowReduceScatter(const g::Graph& graph, uint64_t iteration, uint64_t iterations, Nanoseconds late,
+                               Nanoseconds slow) {
+  auto rec = d::ModelRecording(graph, {0}, kStart);
+  REQUIRE(rec.ok());
+  return SlowOperation(*std::move(rec), prism::rpc::OP_REDUCE_SCATTER, iteration, iterations, late, slow);
+}
+
+// `rec` as a PyTorch program reports it: its CPU runs ahead of the GPU, so
+// NCCL reaches an operation long before the GPU gets there. Each OpStarted
+// of `kind` moves into the line that reported the latest end of an
+// operation of `after` (stamped then): the side stream's reduce-scatter,
+// reached once the all-gather before it ended, is in flight for the engine
+// through the whole iteration while it waits on the GPU for its backward.
+d::Recording ReachedEarly(d::Recording rec, prism::rpc::OpKind kind, prism::rpc::OpKind after) {
+  std::vector<std::pair<size_t, prism::rpc::Event>> moved;  // (target line, event)
+  std::optional<size_t> after_line;
+  absl::flat_hash_map<uint64_t, prism::rpc::OpKind> kinds;  // op_id -> kind
+  for (size_t i = 0; i < rec.lines.size(); ++i) {
+    auto* events = rec.lines[i].events.mutable_events();
+    for (int j = 0; j < events->size();) {
+      const auto& e = events->Get(j);
+      if (e.has_op_started()) kinds[e.op_started().op_id()] = e.op_started().key().kind();
+      if (e.has_op_started() && e.op_started().key().kind() == kind && after_line && *after_line < i) {
+        prism::rpc::Event early = e;
+        early.mutable_op_started()->set_at_ns(rec.lines[*after_line].at);
+        moved.emplace_back(*after_line, std::move(early));
+        events->DeleteSubrange(j, 1);
+        continue;
+      }
+      if (e.has_op_finished() && kinds[e.op_finished().op_id()] == after) after_line = i;
+      ++j;
+    }
+  }
+  for (auto& [line, event] : moved) *rec.lines[line].events.add_events() = std::move(event);
+  return rec;
 }
 
 std::vector<Nanoseconds> Replayed(const g::Graph& graph, const d::Recording& rec,
@@ -117,4 +157,57 @@ TEST_CASE("calibration: a slow DP reduce-scatter in the start-up iteration does 
   REQUIRE(steady.size() >= 3);
   INFO("iteration 2: model " << simulated[2].count() << " ns, hybrid " << steady[2].count() << " ns");
   CHECK(steady[2] >= simulated[2] + Nanoseconds(slow.count() / 2));
+}
+
+// How many of `rank`'s all-reduces took at least `at_least` in the replay
+// of `rec` (the rank plays virtually).
+int LongAllReduces(const g::Graph& graph, const d::Recording& rec, uint32_t rank, Nanoseconds at_least) {
+  auto replay = d::ReplaySessions(graph, rec, {rank});
+  INFO(replay.status().message());
+  REQUIRE(replay.ok());
+  CHECK(replay->divergences == 0);
+  const uint32_t actor = replay->actor_of_rank.at(rank);
+  int n = 0;
+  for (const auto& r : replay->trace) {
+    if (r.actor != actor) continue;
+    const g::Op& op = graph.programs(0).ops(static_cast<int>(r.op));
+    if (op.has_collective() && op.collective().kind() == g::ALLREDUCE && r.end - r.start >= at_least) ++n;
+  }
+  return n;
+}
+
+TEST_CASE("calibration: a TP all-reduce across nodes calibrates while the side stream's reduce-scatter waits for "
+          "its backward",
+          "[hybrid][calibration]") {
+  // TP2 PP2 DP2, a GPU per node (TP across nodes), the DP reduce-scatter,
+  // optimizer and all-gather on a second stream. Ranks 2 and 3, the first
+  // stage's other TP pair, are all-virtual and in step with real rank 0.
+  prism::testing::TrainingSpec s;
+  s.tp = 2, s.pp = 2, s.dp = 2;
+  s.microbatches = 4;
+  s.layers_per_stage = 2;
+  s.activation_bytes = 2 << 20;
+  s.grad_bytes = 16 << 20;
+  s.dp_on_second_stream = true;
+  s.cluster.gpus_per_node = 1;
+  s.cluster.nics_per_node = 1;
+  g::Graph graph = prism::testing::TrainingGraph(s);
+  constexpr uint64_t kIterations = 4;
+  (*graph.mutable_job()->mutable_attributes())["iterations"] = std::to_string(kIterations);
+
+  auto rec = d::ModelRecording(graph, {0}, kStart);
+  REQUIRE(rec.ok());
+  const d::Recording early = ReachedEarly(*std::move(rec), prism::rpc::OP_REDUCE_SCATTER, prism::rpc::OP_ALL_GATHER);
+  const Nanoseconds slow(5'000'000);
+  // Early reports alone time nothing differently.
+  CHECK(LongAllReduces(graph, early, 2, slow) == 0);
+  // Iteration 1's third all-reduce (a forward TP one, no DP traffic in
+  // flight) starts on time and takes 5 ms longer than the model's: rank 2's
+  // next all-reduce takes it. Before 2026-12-05 no measurement was clean
+  // here: the reduce-scatter NCCL had reached counted as communication in
+  // flight, and the all-reduce's own hold of its virtual member's NIC as
+  // other traffic.
+  const d::Recording slowed =
+      SlowOperation(early, prism::rpc::OP_ALL_REDUCE, 1, kIterations, Nanoseconds(0), slow, 2);
+  CHECK(LongAllReduces(graph, slowed, 2, slow) >= 1);
 }

@@ -67,12 +67,15 @@ d::Recording FixtureRecording(const std::string& name) {
 
 // The model the fixtures' runs had (2026-11-30 to 2026-12-01): virtual
 // sends ended with their receives, before the send completion at the
-// connection's buffers (docs/network-model.md, "Send completion"), and the
-// start-up iteration's measurements calibrated (docs/timing.md, "Calibration").
+// connection's buffers (docs/network-model.md, "Send completion"), the
+// start-up iteration's measurements calibrated, and a collective across nodes
+// calibrated only when its real rank started after the model's end of it
+// (docs/timing.md, "Calibration").
 prism::engine::NcclBehaviour RecordedModel() {
   prism::engine::NcclBehaviour nccl;
   nccl.p2p_buffer = prism::Bytes(0);
   nccl.startup_calibrates = true;
+  nccl.own_hold_unclean = true;  // no TP or DP collective across nodes calibrated then
   nccl.p2p_between_ring_steps = false;  // a pipeline send waited for a whole DP share then
   return nccl;
 }

@@ -33,6 +33,13 @@ struct CollectiveInstance {
   // and warms up (a real rank's first DP all-reduce took 39.6 ms where later
   // ones took 9 ms, docs/timing.md): its real duration calibrates nothing.
   bool startup = false;
+  // Every virtual member's NIC was free of other traffic when the last
+  // member arrived (checked before this instance's own hold): a real
+  // duration is then not stretched by the virtual members' other transfers.
+  bool virtual_nics_free = false;
+  // The model's time for it (set when every member arrived, in hybrid runs):
+  // what a measurement of it is held against (calibration.h).
+  Nanoseconds model;
 };
 
 }  // namespace prism::engine

@@ -2,8 +2,8 @@
 
 namespace prism::engine {
 
-std::optional<Nanoseconds> MixedCollectives::Calibrated(const OpInfo& op, const CommShape& shape) {
-  const auto measured = calibration_.Find(op, shape);
+std::optional<Nanoseconds> MixedCollectives::Calibrated(const OpInfo& op, const CommShape& shape, Nanoseconds model) {
+  const auto measured = calibration_.Find(op, shape, model);
   if (measured) {
     ++stats_.calibrated_instances;
     if (observer_) observer_->OnCalibratedCollective();
@@ -49,10 +49,11 @@ void MixedCollectives::Finish(const CollectiveInstance& in, Nanoseconds now, Nan
   // Its members' NICs stay busy until the real end, when later than the model's.
   nics_.HoldMembersUntil(comm, now, end, horizon);
   const Nanoseconds start = Max(in.real_started, in.last_virtual);
-  const bool measures = !in.startup || startup_calibrates_;  // not NCCL's warm-up
+  const bool measures = !in.startup || rules_.startup_calibrates;  // not NCCL's warm-up
+  const bool nics_free = rules_.own_hold_unclean ? nics_.VirtualMembersFreeBy(comm, start) : in.virtual_nics_free;
   if (measures && in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start &&
-      in.real_alone && nics_.VirtualMembersFreeBy(comm, start))
-    calibration_.Record(op, c.shape, in.real_done - start);
+      in.real_alone && nics_free)
+    calibration_.Record(op, c.shape, in.real_done - start, in.model);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }
 

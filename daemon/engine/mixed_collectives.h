@@ -43,21 +43,27 @@
 
 namespace prism::engine {
 
+// Which real measurements calibrate: today's rules, or an older engine's
+// (for replaying recordings of runs made with it).
+struct CalibrationRules {
+  bool startup_calibrates = false;  // NcclBehaviour::startup_calibrates (before 2026-12-02)
+  bool own_hold_unclean = false;    // NcclBehaviour::own_hold_unclean (before 2026-12-05)
+};
+
 class MixedCollectives {
  public:
-  // `startup_calibrates`: a first-iteration measurement calibrates too
-  // (NcclBehaviour::startup_calibrates, the engine before 2026-12-02).
   MixedCollectives(const EngineWorld& world, NicScheduler& nics, ReplayQueue& queue, ReplayStats& stats,
-                   bool startup_calibrates = false)
-      : world_(world), nics_(nics), queue_(queue), stats_(stats), startup_calibrates_(startup_calibrates) {}
+                   CalibrationRules rules = {})
+      : world_(world), nics_(nics), queue_(queue), stats_(stats), rules_(rules) {}
   MixedCollectives(const MixedCollectives&) = delete;
   MixedCollectives& operator=(const MixedCollectives&) = delete;
 
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
 
-  // An all-virtual instance of `op` on a communicator of `shape`: the
-  // duration a real measurement gave, if any (counted as calibrated).
-  std::optional<Nanoseconds> Calibrated(const OpInfo& op, const CommShape& shape);
+  // An all-virtual instance of `op` on a communicator of `shape`, which the
+  // model times `model`: the duration a real measurement gives it, if any
+  // (counted as calibrated; Calibration::Find).
+  std::optional<Nanoseconds> Calibrated(const OpInfo& op, const CommShape& shape, Nanoseconds model);
 
   // Every member of instance `call` of `comm` (which has real members) has
   // arrived, at the engine's instant `now` (`horizon`: the furthest time
@@ -79,7 +85,7 @@ class MixedCollectives {
   ReplayQueue& queue_;
   ReplayStats& stats_;
   EngineObserver* observer_ = nullptr;
-  bool startup_calibrates_;
+  const CalibrationRules rules_;
   // Instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, CollectiveInstance> awaiting_;
   Calibration calibration_;

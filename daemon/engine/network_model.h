@@ -115,6 +115,14 @@ struct NcclBehaviour {
   // one (mixed_collectives.h): the engine before 2026-12-02, which the
   // recordings of runs made with it replay to.
   bool startup_calibrates = false;
+  // The clean-measurement rule of the engine before 2026-12-05, which the
+  // recordings of runs made with it replay to: a mixed collective's own hold
+  // of its virtual members' NICs (until the model's end) made its real
+  // measurement unclean, and so did a real rank's operation that NCCL had
+  // reached but that waited for a dependency (a side stream's collective
+  // enqueued ahead). A collective across nodes calibrated only when its real
+  // ranks started sending after the model's end of it.
+  bool own_hold_unclean = false;
   NcclAllowed Allowed() const { return {ring, tree, pat, ll, ll128, simple}; }
 };
 

@@ -39,9 +39,9 @@ Nanoseconds ReplayAccounting::IterationTime(uint64_t iteration) const {
   return stats_.iteration_end[iteration] - prev;
 }
 
-bool ReplayAccounting::CommunicatedAlone(uint32_t actor, Nanoseconds started) const {
+bool ReplayAccounting::CommunicatedAlone(uint32_t actor, Nanoseconds started, uint32_t held) const {
   const ActorTally& t = actors_[actor];
-  return t.communicating <= 1 && started > Nanoseconds(0) && t.last_comm_done <= started;
+  return t.communicating <= 1 + held && started > Nanoseconds(0) && t.last_comm_done <= started;
 }
 
 bool ReplayAccounting::Finished() const {

@@ -36,8 +36,10 @@ class ReplayAccounting {
   bool CountDone(uint32_t actor, uint64_t iteration, Nanoseconds now);
 
   // Whether `actor` has had no other communication in flight since
-  // `started` (> 0) besides the one op it is ending now.
-  bool CommunicatedAlone(uint32_t actor, Nanoseconds started) const;
+  // `started` (> 0) besides the one op it is ending now. `held`: of its ops
+  // in flight, those that have sent nothing yet because they wait for a
+  // dependency (ReplayEngine::CommHeldByDeps); they do not count.
+  bool CommunicatedAlone(uint32_t actor, Nanoseconds started, uint32_t held = 0) const;
   bool Finished() const;
   uint64_t iterations_done() const { return iterations_done_; }
   // Op instances over so far, and in the whole replay (progress).

@@ -26,7 +26,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
       launch_in_order_(model.nccl().launch_in_order),
       nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
-      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_, model.nccl().startup_calibrates) {
+      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_, {model.nccl().startup_calibrates, model.nccl().own_hold_unclean}) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -142,6 +142,29 @@ bool ReplayEngine::LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint
     }
   }
   return false;
+}
+
+uint32_t ReplayEngine::CommHeldByDeps(uint32_t actor, uint32_t stream) const {
+  const ActorState& s = state_[actor];
+  const ProgramInfo& p = *s.program;
+  const uint32_t* done = done_.data() + s.done_base;
+  uint32_t held = 0;
+  for (uint32_t t = 0; t < s.streams; ++t) {
+    const StreamState& st = streams_[s.stream_base + t];
+    if (t == stream || st.inflight != 1 || st.in_group) continue;
+    const std::vector<uint32_t>& ops = p.stream_ops[t];
+    const uint64_t pos = st.Pos(ops.size()) - 1;  // Step moved past the op in flight
+    const uint64_t iteration = pos / ops.size();
+    const OpInfo& op = p.ops[ops[pos % ops.size()]];
+    if (!IsComm(op.kind)) continue;
+    for (uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
+      if (done[p.deps[i]] <= iteration) {
+        ++held;
+        break;
+      }
+    }
+  }
+  return held;
 }
 
 bool ReplayEngine::WaitsForLaterCompletion(uint32_t actor, uint32_t stream, const OpInfo& op) {
@@ -311,14 +334,17 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); MixedCollectives extends that to the real end.
+    // Checked before its own hold, which keeps them busy until its end.
+    in.virtual_nics_free = nics_.VirtualMembersFreeBy(comm, in.last);
+    in.model = ModelTime(comm, op);
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
-      nics_.HoldCollective(comm, op, in.last, ModelTime(comm, op));
+      nics_.HoldCollective(comm, op, in.last, in.model);
     if (observer_ != nullptr) ForecastNextArrival(comm, call, in);
     mixed_.AllArrived(comm, call, std::move(in), now_, horizon_);
     return;
   }
   Nanoseconds took = ModelTime(comm, op);
-  if (const auto measured = mixed_.Calibrated(op, c.shape)) took = *measured;
+  if (const auto measured = mixed_.Calibrated(op, c.shape, took)) took = *measured;
   // A collective across nodes sends and receives on every member's NIC share:
   // granted with the other requests of this instant.
   if (c.shape.SpansNodes()) {
@@ -392,8 +418,10 @@ void ReplayEngine::RealCollectiveDone(uint32_t actor, uint32_t k, Nanoseconds at
   Instance* arriving = open->call >= cs.base ? &cs.pending[open->call - cs.base] : nullptr;  // a member is missing
   // Other communication of this rank in flight now, or ended after this
   // one's first send: its duration is not this collective's alone.
-  mixed_.RealMemberDone(open->comm, open->call, arriving, at, started, accounting_.CommunicatedAlone(actor, started),
-                        now_, horizon_);
+  const uint32_t held =
+      model_.nccl().own_hold_unclean ? 0 : CommHeldByDeps(actor, state_[actor].program->ops[k].stream);
+  const bool alone = accounting_.CommunicatedAlone(actor, started, held);
+  mixed_.RealMemberDone(open->comm, open->call, arriving, at, started, alone, now_, horizon_);
   Complete(actor, k, open->issued);  // now_ == at: this handler runs the report's event
 }
 

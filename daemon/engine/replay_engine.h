@@ -167,6 +167,14 @@ class ReplayEngine {
   bool AdvanceStream(uint32_t actor, uint32_t stream);
   // AdvanceStream for a stream `st` known Movable.
   bool MoveStream(uint32_t actor, uint32_t stream, StreamState& st);
+  // Of a real `actor`'s communication ops in flight on streams other than
+  // `stream`, how many wait for a dependency not yet met. A real rank's op
+  // is in flight from when its NCCL reached it, and a program enqueues a
+  // side stream's collective ahead of the compute it follows (PyTorch's
+  // CPU runs ahead of the GPU): its kernel waits on the stream and sends
+  // nothing, so it does not make another collective's measurement unclean.
+  // A group in flight counts as sending.
+  uint32_t CommHeldByDeps(uint32_t actor, uint32_t stream) const;
   // NCCL's launch order holds op `k` back (only when launch_in_order_).
   bool LaunchWaits(uint32_t actor, uint32_t stream, uint32_t k, uint64_t iteration) const;
   // Whether a virtual stream's next op `op` must wait past now: a completion
