@@ -11,7 +11,7 @@
 //   --iterations N (iterations the engine plays; default the recording's,
 //   else the graph's, else 1: recordings made before 2026-12-02 do not say);
 //   --nic-model queues|interleave (prismd's; default queues);
-//   --no-p2p-eager, --collective-turnaround-us US, --step-turnaround-us US,
+//   --no-p2p-eager, --no-calibration, --collective-turnaround-us US, --step-turnaround-us US,
 //   --launch-order graph|true|false, --late RANK:ITERATION:MS: as prismd's flags, with prismd's
 //   defaults (eager sends, no turnaround, the graph's launch order). Until
 //   2026-12-04 the replay played sends non-eager while prismd's default is
@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--no-p2p-eager") {
       nccl.p2p_eager = false;
       argv += 1, argc -= 1;
+    } else if (flag == "--no-calibration") {
+      nccl.calibrate = false;
+      argv += 1, argc -= 1;
     } else if (flag == "--collective-turnaround-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.collective_turnaround = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       argv += 2, argc -= 2;
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr,
                  "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] "
-                 "[--no-p2p-eager] [--collective-turnaround-us US] [--step-turnaround-us US] "
+                 "[--no-p2p-eager] [--no-calibration] [--collective-turnaround-us US] [--step-turnaround-us US] "
                  "[--launch-order graph|true|false] [--late RANK:ITERATION:MS] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;
   }

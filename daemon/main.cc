@@ -67,6 +67,7 @@ struct Flags {
   std::string step_cost_us = "auto";
   int64_t p2p_buffer_kib = static_cast<int64_t>(prism::engine::NcclBehaviour::kNcclP2pBuffer.count() >> 10);
   bool p2p_eager = true;
+  bool calibrate = true;
   double step_turnaround_us = 0;
   double collective_turnaround_us = 0;
   std::string launch_order = "graph";
@@ -158,6 +159,7 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, g, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
   o.nccl.p2p_eager = f.p2p_eager;
+  o.nccl.calibrate = f.calibrate;
   o.nccl.step_turnaround = prism::Nanoseconds(static_cast<int64_t>(f.step_turnaround_us * 1000.0 + 0.5));
   o.nccl.collective_turnaround = prism::Nanoseconds(static_cast<int64_t>(f.collective_turnaround_us * 1000.0 + 0.5));
   auto launch = prism::engine::ResolveLaunchOrder(f.launch_order, g.job());
@@ -484,6 +486,10 @@ int main(int argc, char** argv) {
                "a send that fits in the p2p buffer goes on the wire when posted, before its receive, as NCCL's "
                "receiving proxy allows and the GPU host's truths show (the default); --no-p2p-eager: when both "
                "sides are posted (docs/network-model.md, \"Send completion\")");
+  app.add_flag("--calibration,!--no-calibration", f.calibrate,
+               "hybrid runs: a real rank's clean measurement of a collective times the all-virtual ones of the "
+               "same kind, size and shape (the default); --no-calibration: virtual ranks play the model alone "
+               "(docs/timing.md, \"Calibration\")");
   app.add_option("--late", f.late,
                  "RANK:ITERATION:MS[,...]: that virtual rank starts that iteration (0-based) late by MS "
                  "milliseconds (its first compute op lasts that much longer), in --simulate and in hybrid runs; "

@@ -161,8 +161,9 @@ TEST_CASE("calibration: a slow DP reduce-scatter in the start-up iteration does 
 
 // How many of `rank`'s all-reduces took at least `at_least` in the replay
 // of `rec` (the rank plays virtually).
-int LongAllReduces(const g::Graph& graph, const d::Recording& rec, uint32_t rank, Nanoseconds at_least) {
-  auto replay = d::ReplaySessions(graph, rec, {rank});
+int LongAllReduces(const g::Graph& graph, const d::Recording& rec, uint32_t rank, Nanoseconds at_least,
+                   const prism::engine::NcclBehaviour& nccl = prism::engine::NcclBehaviour()) {
+  auto replay = d::ReplaySessions(graph, rec, {rank}, nccl);
   INFO(replay.status().message());
   REQUIRE(replay.ok());
   CHECK(replay->divergences == 0);
@@ -210,4 +211,8 @@ TEST_CASE("calibration: a TP all-reduce across nodes calibrates while the side s
   const d::Recording slowed =
       SlowOperation(early, prism::rpc::OP_ALL_REDUCE, 1, kIterations, Nanoseconds(0), slow, 2);
   CHECK(LongAllReduces(graph, slowed, 2, slow) >= 1);
+  // prismd --no-calibration: rank 2 plays the model alone.
+  prism::engine::NcclBehaviour model_only;
+  model_only.calibrate = false;
+  CHECK(LongAllReduces(graph, slowed, 2, slow, model_only) == 0);
 }

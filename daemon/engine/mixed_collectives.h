@@ -46,6 +46,7 @@ namespace prism::engine {
 // Which real measurements calibrate: today's rules, or an older engine's
 // (for replaying recordings of runs made with it).
 struct CalibrationRules {
+  bool calibrate = true;            // NcclBehaviour::calibrate (false: measurements time nothing)
   bool startup_calibrates = false;  // NcclBehaviour::startup_calibrates (before 2026-12-02)
   bool own_hold_unclean = false;    // NcclBehaviour::own_hold_unclean (before 2026-12-05)
 };

@@ -123,6 +123,10 @@ struct NcclBehaviour {
   // enqueued ahead). A collective across nodes calibrated only when its real
   // ranks started sending after the model's end of it.
   bool own_hold_unclean = false;
+  // Real ranks' clean measurements time all-virtual collectives of the same
+  // kind, size and shape (MixedCollectives; prismd --no-calibration: false,
+  // every virtual rank plays the model alone).
+  bool calibrate = true;
   NcclAllowed Allowed() const { return {ring, tree, pat, ll, ll128, simple}; }
 };
 
