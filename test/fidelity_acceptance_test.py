@@ -49,12 +49,12 @@ class Acceptance(unittest.TestCase):
             self.assertEqual((model["nccl_step_turnaround_us"], model["nccl_collective_turnaround_us"]),
                              (turnaround, 0.0))
             with open(os.path.join(self.data, spec, "meta.env")) as f:
-                self.assertIn(f'MODEL_FLAGS="--step-turnaround-us {turnaround:g}"\n', f.read())
+                self.assertIn(f'MODEL_FLAGS="--step-turnaround-us {turnaround:g} --no-calibration"\n', f.read())
 
     def test_a_host_without_a_figure_for_the_rank_count_is_refused_by_name(self):
         tool = os.path.join(HERE, "..", "bench", "fidelity", "truth_host.py")
         ok = subprocess.run([sys.executable, tool, "one-h200", "16"], capture_output=True, text=True)
-        self.assertEqual((ok.returncode, ok.stdout), (0, "--step-turnaround-us 140\n"))
+        self.assertEqual((ok.returncode, ok.stdout), (0, "--step-turnaround-us 140 --no-calibration\n"))
         cluster = subprocess.run([sys.executable, tool, "cluster", "8192"], capture_output=True, text=True)
         self.assertEqual((cluster.returncode, cluster.stdout), (0, "\n"))
         for args, says in ((["one-h200", "12"], "no step turnaround measured on one-h200 for 12 ranks"),
