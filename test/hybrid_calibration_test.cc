@@ -24,23 +24,29 @@ namespace {
 
 constexpr int64_t kStart = 1'800'000'000'000'000'000;
 
-// TP2 PP2 DP4, two GPUs per node (a TP pair per node), the DP collectives on
-// the compute stream: the DP groups {0,2,4,6} and {1,3,5,7} of the first
-// stage have the same shape, and with real rank 0 the second is all-virtual.
-g::Graph Tp2Pp2Dp4(uint32_t iterations) {
+// TP2 PP2 DP`dp`, 4 microbatches of 2 layers a stage, 2 MiB activations,
+// `gpus_per_node` GPUs (and NICs) a node, the DP collectives on a second
+// stream or on the compute one.
+g::Graph Tp2Pp2(uint32_t dp, uint64_t grad_bytes, bool dp_on_second_stream, uint32_t gpus_per_node,
+                uint32_t iterations) {
   prism::testing::TrainingSpec s;
-  s.tp = 2, s.pp = 2, s.dp = 4;
+  s.tp = 2, s.pp = 2, s.dp = dp;
   s.microbatches = 4;
   s.layers_per_stage = 2;
   s.activation_bytes = 2 << 20;
-  s.grad_bytes = 64 << 20;
-  s.dp_on_second_stream = false;
-  s.cluster.gpus_per_node = 2;
-  s.cluster.nics_per_node = 2;
+  s.grad_bytes = grad_bytes;
+  s.dp_on_second_stream = dp_on_second_stream;
+  s.cluster.gpus_per_node = gpus_per_node;
+  s.cluster.nics_per_node = gpus_per_node;
   g::Graph graph = prism::testing::TrainingGraph(s);
   (*graph.mutable_job()->mutable_attributes())["iterations"] = std::to_string(iterations);
   return graph;
 }
+
+// TP2 PP2 DP4, two GPUs per node (a TP pair per node), the DP collectives on
+// the compute stream: the DP groups {0,2,4,6} and {1,3,5,7} of the first
+// stage have the same shape, and with real rank 0 the second is all-virtual.
+g::Graph Tp2Pp2Dp4(uint32_t iterations) { return Tp2Pp2(4, 64 << 20, false, 2, iterations); }
 
 // The model-exact recording of real rank 0, except that its first DP
 // reduce-scatter of iteration `iteration` (of `iterations`) starts sending `late` after the model's time and
@@ -183,18 +189,8 @@ TEST_CASE("calibration: a TP all-reduce across nodes calibrates while the side s
   // TP2 PP2 DP2, a GPU per node (TP across nodes), the DP reduce-scatter,
   // optimizer and all-gather on a second stream. Ranks 2 and 3, the first
   // stage's other TP pair, are all-virtual and in step with real rank 0.
-  prism::testing::TrainingSpec s;
-  s.tp = 2, s.pp = 2, s.dp = 2;
-  s.microbatches = 4;
-  s.layers_per_stage = 2;
-  s.activation_bytes = 2 << 20;
-  s.grad_bytes = 16 << 20;
-  s.dp_on_second_stream = true;
-  s.cluster.gpus_per_node = 1;
-  s.cluster.nics_per_node = 1;
-  g::Graph graph = prism::testing::TrainingGraph(s);
   constexpr uint64_t kIterations = 4;
-  (*graph.mutable_job()->mutable_attributes())["iterations"] = std::to_string(kIterations);
+  const g::Graph graph = Tp2Pp2(2, 16 << 20, true, 1, kIterations);
 
   auto rec = d::ModelRecording(graph, {0}, kStart);
   REQUIRE(rec.ok());
