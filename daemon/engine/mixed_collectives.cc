@@ -51,8 +51,9 @@ void MixedCollectives::Finish(const CollectiveInstance& in, Nanoseconds now, Nan
   const Nanoseconds start = Max(in.real_started, in.last_virtual);
   const bool measures = !in.startup || rules_.startup_calibrates;  // not NCCL's warm-up
   const bool nics_free = rules_.own_hold_unclean ? nics_.VirtualMembersFreeBy(comm, start) : in.virtual_nics_free;
-  if (rules_.calibrate && measures && in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual && in.real_done > start &&
-      in.real_alone && nics_free)
+  const bool clean = in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual &&
+                     in.real_done > start && in.real_alone && nics_free;
+  if (rules_.calibrate && measures && clean)
     calibration_.Record(op, c.shape, in.real_done - start, in.model);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
 }

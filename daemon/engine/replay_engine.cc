@@ -26,7 +26,8 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       has_real_(std::any_of(world.actors.begin(), world.actors.end(), [](const Actor& a) { return a.real; })),
       launch_in_order_(model.nccl().launch_in_order),
       nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
-      accounting_(world, options_.iterations), mixed_(world, nics_, queue_, stats_,
+      accounting_(world, options_.iterations),
+      mixed_(world, nics_, queue_, stats_,
              {model.nccl().calibrate, model.nccl().startup_calibrates, model.nccl().own_hold_unclean}) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
