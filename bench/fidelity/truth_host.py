@@ -14,7 +14,7 @@ host and ranks per GPU, and a real cluster's prediction takes none.
 On that host the bench's hybrids also run without calibration (prismd
 --no-calibration, docs/timing.md "Calibration"): T is fitted to iteration
 means with the model's own TP all-reduce times, which it over-charges
-(per operation the packed host's ring step costs 5-100 us) to stand in for
+(per operation the packed host's ring step costs 0-100 us) to stand in for
 NIC effects of the truth's link that the model lacks (its FIFO tail,
 docs/network-model.md). A real rank's clean measurement gives the
 all-virtual TP all-reduces the truth's own time and removes that stand-in
