@@ -36,8 +36,9 @@ absl::Status ParseStep(const YAML::Node& doc, FidelitySpec& s) {
   for (auto [key, v] : {std::pair{"tp", &s.tp}, {"pp", &s.pp}, {"dp", &s.dp}})
     if (auto st = layout.GetUint32(key, *v); !st.ok()) return st;
   if (auto st = layout.Finish(); !st.ok()) return st;
-  if (s.tp < 1 || s.pp < 2 || s.dp < 2)
-    return KeyError("layout", "tp must be at least 1, pp and dp at least 2 (tp 1: a step without TP all-reduces)");
+  if (s.tp < 1 || s.pp < 1 || s.dp < 2)
+    return KeyError("layout", "tp and pp must be at least 1, dp at least 2 (tp 1: a step without TP all-reduces; "
+                              "pp 1: without pipeline sends)");
   MapReader step(doc["step"], "step");
   if (auto st = step.CheckIsMap(); !st.ok()) return st;
   if (auto st = step.GetUint32("microbatches", s.microbatches); !st.ok()) return st;
@@ -47,8 +48,9 @@ absl::Status ParseStep(const YAML::Node& doc, FidelitySpec& s) {
   for (auto [key, v] : {std::pair{"tp_bytes", &s.tp_bytes}, {"pp_bytes", &s.pp_bytes}, {"dp_bytes", &s.dp_bytes}})
     if (auto st = GetSize(step, key, *v); !st.ok()) return st;
   if (auto st = step.Finish(); !st.ok()) return st;
-  if ((s.tp > 1 && s.tp_bytes == 0) || s.pp_bytes == 0 || s.dp_bytes == 0)
-    return KeyError("step", "tp_bytes (unless layout.tp is 1), pp_bytes and dp_bytes are required (e.g. 4M)");
+  if ((s.tp > 1 && s.tp_bytes == 0) || (s.pp > 1 && s.pp_bytes == 0) || s.dp_bytes == 0)
+    return KeyError("step", "tp_bytes (unless layout.tp is 1), pp_bytes (unless layout.pp is 1) and dp_bytes are "
+                            "required (e.g. 4M)");
   if (s.dp_bytes % s.dp != 0) return KeyError("step.dp_bytes", absl::StrCat("must be divisible by layout.dp ", s.dp));
   const uint64_t us_limit = limits::kMaxOpDurationNs / 1000;
   for (uint64_t us : {s.fwd_us, s.bwd_us, s.optimizer_us})
@@ -327,14 +329,19 @@ pg::Graph StepGraph(const FidelitySpec& s) {
       }
   };
   // tp 1: no TP groups (no op uses the slot; it names the world).
-  std::vector<uint32_t> tp_of(n, 0), pp_of(n), dp_of(n);
+  std::vector<uint32_t> tp_of(n, 0), pp_of(n, 0), dp_of(n, 0);
   if (tp > 1)
     add_groups(pg::COMM_KIND_TP, "tp", pp, dp, tp,
                [&](uint32_t stage, uint32_t d, uint32_t t) { return rank_of(stage, d, t); }, tp_of);
-  add_groups(pg::COMM_KIND_PP, "pp", dp, tp, pp,
-             [&](uint32_t d, uint32_t t, uint32_t stage) { return rank_of(stage, d, t); }, pp_of);
-  add_groups(pg::COMM_KIND_DP, "dp", pp, tp, dp,
-             [&](uint32_t stage, uint32_t t, uint32_t d) { return rank_of(stage, d, t); }, dp_of);
+  // pp 1: no pipeline groups (no op uses the slot; it names the world).
+  if (pp > 1)
+    add_groups(pg::COMM_KIND_PP, "pp", dp, tp, pp,
+               [&](uint32_t d, uint32_t t, uint32_t stage) { return rank_of(stage, d, t); }, pp_of);
+  // tp 1 and pp 1: the DP group is the world (one communicator, as an FSDP
+  // job's world-wide all-gathers use).
+  if (tp > 1 || pp > 1)
+    add_groups(pg::COMM_KIND_DP, "dp", pp, tp, dp,
+               [&](uint32_t stage, uint32_t t, uint32_t d) { return rank_of(stage, d, t); }, dp_of);
   for (uint32_t stage = 0; stage < pp; ++stage) {
     auto* p = g.add_programs();
     p->set_id(stage);

@@ -11,8 +11,9 @@
 //   link: {gbps: 10, latency_us: 10}
 //   iterations: 30                  # measured
 //   warmup: 5
-//   layout: {tp: 2, pp: 2, dp: 2}   # step: rank order tp fastest, then dp, then pp; pp, dp >= 2,
-//                                   # tp >= 1 (tp 1: no TP groups and no TP all-reduces)
+//   layout: {tp: 2, pp: 2, dp: 2}   # step: rank order tp fastest, then dp, then pp; dp >= 2,
+//                                   # tp, pp >= 1 (tp 1: no TP groups and no TP all-reduces;
+//                                   # pp 1: no PP groups and no sends; both 1: DP is the world)
 //   step: {microbatches: 4, layers: 2, fwd_us: 2000, bwd_us: 4000, optimizer_us: 1000,
 //          tp_bytes: 4M, pp_bytes: 8M, dp_bytes: 16M}
 //   straggler: {rank: 3, compute_scale: 1.1}   # step, optional: that rank's compute
@@ -31,7 +32,7 @@
 // stage's program with every compute duration scaled (the ground truth's
 // driver runs it, and prismd plays it when that rank is virtual). Groups (in creation order): world, the
 // TP groups, the PP groups, the DP groups, each a split of world with
-// PyTorch's color. Sweep program: every (op, size) pair in spec order,
+// PyTorch's color (tp and pp 1: the DP collectives go on the world). Sweep program: every (op, size) pair in spec order,
 // warmup + iterations times back to back, on the world communicator.
 // Pure functions; thread-safe.
 #ifndef PRISM_GRAPHGEN_FIDELITY_GRAPH_H_

@@ -51,6 +51,20 @@ def sweep_data(data, name, model_us):
         json.dump({"traceEvents": events}, f)
 
 
+class PrismdLines(unittest.TestCase):
+    def test_a_hybrid_runs_late_receives_line_is_shown_with_its_lag(self):
+        log = ("prismd: hybrid: 14 real-rank operations matched, 0 unmatched, 14 finished\n"
+               "prismd: late receives in steady iterations (6): 0.120 ms per iteration (0.16% of the iteration) "
+               "waiting for prismd's schedule over 40 receives, 0.310 ms by NCCL's test() after the time\n"
+               "prismd: engine lag over 900 events: p50 <=1 us, p99 <=20 us\n"
+               "prismd: an unrelated line\n")
+        text = one_file_run("big-hybrid1-run", "prismd.log", log)
+        self.assertIn("late receives in steady iterations (6): 0.120 ms per iteration (0.16% of the iteration)",
+                      text)
+        self.assertIn("engine lag over 900 events", text)
+        self.assertNotIn("an unrelated line", text)
+
+
 class SweepWithoutTruth(unittest.TestCase):
     def test_the_real_rank_beside_the_model_per_op(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -170,14 +170,50 @@ TEST_CASE("a fidelity step with tp 1 has no TP group and no TP all-reduce", "[hy
   }
   CHECK(dp_ops == 4);  // two layers: an all-gather and a reduce-scatter each
   auto bad = prism::graphgen::ParseFidelitySpec(
-      "name: t\nkind: step\nlayout: {tp: 2, pp: 1, dp: 4}\nstep: {tp_bytes: 1M, pp_bytes: 1M, dp_bytes: 4M}\n",
+      "name: t\nkind: step\nlayout: {tp: 2, pp: 2, dp: 1}\nstep: {tp_bytes: 1M, pp_bytes: 1M, dp_bytes: 4M}\n",
       "test");
   REQUIRE_FALSE(bad.ok());
-  CHECK(std::string(bad.status().message()).find("pp and dp at least 2") != std::string::npos);
+  CHECK(std::string(bad.status().message()).find("dp at least 2") != std::string::npos);
   auto no_tp_bytes = prism::graphgen::ParseFidelitySpec(
       "name: t\nkind: step\nlayout: {tp: 2, pp: 2, dp: 2}\nstep: {pp_bytes: 1M, dp_bytes: 4M}\n", "test");
   REQUIRE_FALSE(no_tp_bytes.ok());
   CHECK(std::string(no_tp_bytes.status().message()).find("tp_bytes") != std::string::npos);
+}
+
+// PP 1 (TP 1 too): an FSDP-like step, its DP all-gathers and reduce-scatters
+// on the world communicator, no pipeline group, no send; it plays and
+// replays to itself with a real rank.
+TEST_CASE("a fidelity step with pp 1 has no pipeline and, with tp 1, its DP collectives on the world",
+          "[hybrid][spec]") {
+  auto spec = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: step\niterations: 3\nwarmup: 0\nlayout: {tp: 1, pp: 1, dp: 8}\n"
+      "step: {microbatches: 2, layers: 2, fwd_us: 100, bwd_us: 200, optimizer_us: 50, dp_bytes: 8M}\n",
+      "test");
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  REQUIRE(graph.ok());
+  CHECK(graph->ranks_size() == 8);
+  CHECK(graph->programs_size() == 1);
+  CHECK(graph->communicators_size() == 1);  // the world alone
+  int collectives = 0;
+  for (const g::Op& op : graph->programs(0).ops()) {
+    CHECK_FALSE(op.has_send());
+    CHECK_FALSE(op.has_recv());
+    if (!op.has_collective()) continue;
+    ++collectives;
+    CHECK(graph->programs(0).comm_slot_names(static_cast<int>(op.collective().comm_slot())) == "dp");
+  }
+  CHECK(collectives == 4);  // two layers: an all-gather and a reduce-scatter each
+  for (const g::Rank& r : graph->ranks()) CHECK(r.comm_slots(3) == graph->communicators(0).id());
+  CheckSelfConsistent(*graph, {0});
+  CheckSelfConsistent(*graph, {0, 1});
+  // TP 2, PP 1: TP groups and DP groups, still no pipeline group.
+  auto tp2 = prism::graphgen::ParseFidelitySpec(
+      "name: t\nkind: step\nlayout: {tp: 2, pp: 1, dp: 4}\nstep: {tp_bytes: 1M, dp_bytes: 4M}\n", "test");
+  REQUIRE(tp2.ok());
+  auto tp2_graph = prism::graphgen::GenerateFidelityGraph(*tp2);
+  REQUIRE(tp2_graph.ok());
+  for (const g::Communicator& c : tp2_graph->communicators()) CHECK(c.kind() != g::COMM_KIND_PP);
 }
 
 // Every spec in the folder parses and makes a graph (a spec is the whole
@@ -201,6 +237,12 @@ TEST_CASE("every bench fidelity spec parses and generates its graph", "[hybrid][
 // The full-scale step, one real rank (about a second of CPU).
 TEST_CASE("self-check: bench step-n8192 with real rank 0", "[hybrid][self-check]") {
   CheckSelfConsistent(BenchSpecGraph("step-n8192.yaml", 3), {0});
+}
+
+// The FSDP-like step over all 8192 ranks (PAT all-gathers and
+// reduce-scatters on the world), one real rank.
+TEST_CASE("self-check: bench step-n8192-fsdp-pat with real rank 0", "[hybrid][self-check]") {
+  CheckSelfConsistent(BenchSpecGraph("step-n8192-fsdp-pat.yaml", 3), {0});
 }
 
 TEST_CASE("a fidelity spec's algorithm makes its all-reduces tree, other collectives stay ring", "[hybrid][spec]") {

@@ -46,7 +46,8 @@ with open(sys.argv[2], "w") as f:
     # The NCCL_ALGO every rank runs with (run-gpu.sh): the spec's algorithm.
     f.write(f"NCCL_ALGO_SPEC={ {'ring': 'Ring', 'tree': 'Tree', 'pat': 'PAT'}[s.get('algorithm', 'ring')] }\n")
     if mode == "step":
-        l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp']}\n")
+        # The first rank of the next stage, or (pp 1) of the next DP replica.
+        l = s["layout"]; f.write(f"SECOND_REAL={l['tp'] * l['dp'] if l['pp'] > 1 else l['tp']}\n")
     else:
         f.write("SECOND_REAL=1\n")
     if s.get("straggler"):  # compare.py's slow-rank table
