@@ -180,40 +180,44 @@ TEST_CASE("a fidelity step with tp 1 has no TP group and no TP all-reduce", "[hy
   CHECK(std::string(no_tp_bytes.status().message()).find("tp_bytes") != std::string::npos);
 }
 
+// The graph of an inline fidelity spec (the spec and the graph must be good).
+g::Graph InlineSpecGraph(const std::string& yaml) {
+  auto spec = prism::graphgen::ParseFidelitySpec(yaml, "test");
+  INFO(spec.status().message());
+  REQUIRE(spec.ok());
+  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
+  INFO(graph.status().message());
+  REQUIRE(graph.ok());
+  return *std::move(graph);
+}
+
 // PP 1 (TP 1 too): an FSDP-like step, its DP all-gathers and reduce-scatters
 // on the world communicator, no pipeline group, no send; it plays and
 // replays to itself with a real rank.
 TEST_CASE("a fidelity step with pp 1 has no pipeline and, with tp 1, its DP collectives on the world",
           "[hybrid][spec]") {
-  auto spec = prism::graphgen::ParseFidelitySpec(
+  const g::Graph graph = InlineSpecGraph(
       "name: t\nkind: step\niterations: 3\nwarmup: 0\nlayout: {tp: 1, pp: 1, dp: 8}\n"
-      "step: {microbatches: 2, layers: 2, fwd_us: 100, bwd_us: 200, optimizer_us: 50, dp_bytes: 8M}\n",
-      "test");
-  REQUIRE(spec.ok());
-  auto graph = prism::graphgen::GenerateFidelityGraph(*spec);
-  REQUIRE(graph.ok());
-  CHECK(graph->ranks_size() == 8);
-  CHECK(graph->programs_size() == 1);
-  CHECK(graph->communicators_size() == 1);  // the world alone
+      "step: {microbatches: 2, layers: 2, fwd_us: 100, bwd_us: 200, optimizer_us: 50, dp_bytes: 8M}\n");
+  CHECK(graph.ranks_size() == 8);
+  CHECK(graph.programs_size() == 1);
+  CHECK(graph.communicators_size() == 1);  // the world alone
   int collectives = 0;
-  for (const g::Op& op : graph->programs(0).ops()) {
+  for (const g::Op& op : graph.programs(0).ops()) {
     CHECK_FALSE(op.has_send());
     CHECK_FALSE(op.has_recv());
     if (!op.has_collective()) continue;
     ++collectives;
-    CHECK(graph->programs(0).comm_slot_names(static_cast<int>(op.collective().comm_slot())) == "dp");
+    CHECK(graph.programs(0).comm_slot_names(static_cast<int>(op.collective().comm_slot())) == "dp");
   }
   CHECK(collectives == 4);  // two layers: an all-gather and a reduce-scatter each
-  for (const g::Rank& r : graph->ranks()) CHECK(r.comm_slots(3) == graph->communicators(0).id());
-  CheckSelfConsistent(*graph, {0});
-  CheckSelfConsistent(*graph, {0, 1});
+  for (const g::Rank& r : graph.ranks()) CHECK(r.comm_slots(3) == graph.communicators(0).id());
+  CheckSelfConsistent(graph, {0});
+  CheckSelfConsistent(graph, {0, 1});
   // TP 2, PP 1: TP groups and DP groups, still no pipeline group.
-  auto tp2 = prism::graphgen::ParseFidelitySpec(
-      "name: t\nkind: step\nlayout: {tp: 2, pp: 1, dp: 4}\nstep: {tp_bytes: 1M, dp_bytes: 4M}\n", "test");
-  REQUIRE(tp2.ok());
-  auto tp2_graph = prism::graphgen::GenerateFidelityGraph(*tp2);
-  REQUIRE(tp2_graph.ok());
-  for (const g::Communicator& c : tp2_graph->communicators()) CHECK(c.kind() != g::COMM_KIND_PP);
+  const g::Graph tp2 =
+      InlineSpecGraph("name: t\nkind: step\nlayout: {tp: 2, pp: 1, dp: 4}\nstep: {tp_bytes: 1M, dp_bytes: 4M}\n");
+  for (const g::Communicator& c : tp2.communicators()) CHECK(c.kind() != g::COMM_KIND_PP);
 }
 
 // Every spec in the folder parses and makes a graph (a spec is the whole
