@@ -95,6 +95,18 @@ class Acceptance(unittest.TestCase):
         self.assertIn("unknown group everything", bad.stderr)
         self.assertNotIn("acceptance: group vlate", bad.stdout)
 
+    def test_the_calibration_group_runs_three_layouts_with_calibrated_hybrids(self):
+        out = run("run", "B", self.data, "cal,tp", env={"DRY": "1", "OUT": "/o"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "acceptance: group cal: 15 runs (OUT /o/cal) PRISMD_FLAGS=--calibration")
+        runs = lines[1].split()[3:]
+        self.assertEqual(sorted({r.split(":")[0] for r in runs}),
+                         ["step-n16-dp4-2g5", "step-n16-pp4-2g5", "step-n16-tp4-2g5"])
+        self.assertIn("step-n16-pp4-2g5:hybrid2", runs)
+        # The next group runs as the packed host's MODEL_FLAGS say (no --calibration of its own).
+        self.assertEqual(lines[2], "acceptance: group tp: 10 runs (OUT /o/tp)")
+
     def test_fewer_than_three_truths_or_an_unknown_group_is_refused(self):
         two = run("run", "B", self.data, "dp", env={"DRY": "1", "TRUTHS": "2"})
         self.assertEqual(two.returncode, 2)

@@ -22,6 +22,9 @@
 #   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8, pp4 and pp4-slow, for the per-kind
 #         tables (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them;
 #         pp4-slow's say where the truth absorbs the slow rank that the model passes on)
+#   cal   step-n16-tp4-2g5, step-n16-dp4-2g5, step-n16-pp4-2g5 with the hybrids calibrated (PRISMD_FLAGS
+#         --calibration, prismd's default, which the packed host's MODEL_FLAGS turn off: truth_host.py):
+#         TRUTHS truths, hybrid1, hybrid2 each, against the tp, dp and pp groups' hybrids
 # Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
 #      command line instead of running it), OUT, and everything run-gpu.sh reads; for prepare,
 #      TRUTH_HOST (default one-h200: the model of each spec gets that host's step turnaround for its
@@ -36,7 +39,7 @@ TRUTHS="${TRUTHS:-3}"
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,29p' "$0" >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i
@@ -59,7 +62,8 @@ group_env() {  # GROUP: exports what the group's runs need; fails for an unknown
     dp|pp|tp|pat) ;;
     vlate) export LATE_RANK=4 ;;
     kinds) export OP_TIMING=nccl ;;
-    *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds)" >&2; return 1 ;;
+    cal) export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--calibration" ;;
+    *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds, cal)" >&2; return 1 ;;
   esac
 }
 
@@ -72,6 +76,7 @@ group_runs() {  # GROUP: its runs, one per line
     tp) step_runs step-n16-tp4-2g5 step-n8-2g5 ;;
     vlate) truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late ;;
     pat) for s in "${SWEEP_SPECS[@]}"; do truths "$s" truth; echo "$s:hybrid1"; done ;;
+    cal) step_runs step-n16-tp4-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 ;;
     kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 \
                           step-n16-pp4-2g5-slow:truth step-n16-pp4-2g5-slow:hybrid1 ;;
   esac
@@ -98,7 +103,7 @@ case "${1:-}" in
         group_env "$group"
         mapfile -t runs < <(group_runs "$group")
         (( ${#list[@]} > 1 )) && export OUT="$out/$group"
-        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}${LATE_RANK:+ LATE_RANK=$LATE_RANK}${OP_TIMING:+ OP_TIMING=$OP_TIMING}"
+        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}${LATE_RANK:+ LATE_RANK=$LATE_RANK}${OP_TIMING:+ OP_TIMING=$OP_TIMING}${PRISMD_FLAGS:+ PRISMD_FLAGS=$PRISMD_FLAGS}"
         if [[ "${DRY:-0}" == 1 ]]; then echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; fi
         "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
       ) || rc=1
