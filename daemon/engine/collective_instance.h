@@ -34,8 +34,8 @@ struct CollectiveInstance {
   // ones took 9 ms, docs/timing.md): its real duration calibrates nothing.
   bool startup = false;
   // Every virtual member's NIC was free of other traffic when the last
-  // member arrived (checked before this instance's own hold): a real
-  // duration is then not stretched by the virtual members' other transfers.
+  // member arrived (MixedCollectives::AllArrived, before this instance's own
+  // hold): a real duration is then not stretched by their other transfers.
   bool virtual_nics_free = false;
   // The model's time for it (set when every member arrived, in hybrid runs):
   // what a measurement of it is held against (calibration.h).

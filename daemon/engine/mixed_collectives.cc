@@ -13,6 +13,7 @@ std::optional<Nanoseconds> MixedCollectives::Calibrated(const OpInfo& op, const 
 
 void MixedCollectives::AllArrived(uint32_t comm, uint64_t call, CollectiveInstance&& in, Nanoseconds now,
                                   Nanoseconds horizon) {
+  if (nccl_.calibrate && !nccl_.own_hold_unclean) in.virtual_nics_free = nics_.VirtualMembersFreeBy(comm, in.last);
   if (in.real_left == 0) Finish(in, now, horizon);
   else awaiting_.emplace(std::make_pair(comm, call), std::move(in));
 }
@@ -49,13 +50,17 @@ void MixedCollectives::Finish(const CollectiveInstance& in, Nanoseconds now, Nan
   // Its members' NICs stay busy until the real end, when later than the model's.
   nics_.HoldMembersUntil(comm, now, end, horizon);
   const Nanoseconds start = Max(in.real_started, in.last_virtual);
-  const bool measures = !in.startup || rules_.startup_calibrates;  // not NCCL's warm-up
-  const bool nics_free = rules_.own_hold_unclean ? nics_.VirtualMembersFreeBy(comm, start) : in.virtual_nics_free;
-  const bool clean = in.real_started > Nanoseconds(0) && in.real_started >= in.last_virtual &&
-                     in.real_done > start && in.real_alone && nics_free;
-  if (rules_.calibrate && measures && clean)
-    calibration_.Record(op, c.shape, in.real_done - start, in.model);
+  if (Clean(in, comm, start)) calibration_.Record(op, c.shape, in.real_done - start, in.model);
   if (observer_) observer_->OnCollective(op.collective, c.kind, end - in.last, op.bytes);
+}
+
+bool MixedCollectives::Clean(const CollectiveInstance& in, uint32_t comm, Nanoseconds start) const {
+  if (!nccl_.calibrate) return false;
+  if (in.startup && !nccl_.startup_calibrates) return false;  // NCCL's warm-up
+  if (in.real_started <= Nanoseconds(0) || in.real_started < in.last_virtual || in.real_done <= start) return false;
+  if (!in.real_alone) return false;
+  // The engine before 2026-12-05 read the NICs now, its own hold included.
+  return nccl_.own_hold_unclean ? nics_.VirtualMembersFreeBy(comm, start) : in.virtual_nics_free;
 }
 
 }  // namespace prism::engine

@@ -43,19 +43,14 @@
 
 namespace prism::engine {
 
-// Which real measurements calibrate: today's rules, or an older engine's
-// (for replaying recordings of runs made with it).
-struct CalibrationRules {
-  bool calibrate = true;            // NcclBehaviour::calibrate (false: measurements time nothing)
-  bool startup_calibrates = false;  // NcclBehaviour::startup_calibrates (before 2026-12-02)
-  bool own_hold_unclean = false;    // NcclBehaviour::own_hold_unclean (before 2026-12-05)
-};
-
 class MixedCollectives {
  public:
+  // `nccl` (outlives it): which measurements calibrate (NcclBehaviour::
+  // calibrate, and the older engines' rules startup_calibrates and
+  // own_hold_unclean, for replaying recordings made with them).
   MixedCollectives(const EngineWorld& world, NicScheduler& nics, ReplayQueue& queue, ReplayStats& stats,
-                   CalibrationRules rules = {})
-      : world_(world), nics_(nics), queue_(queue), stats_(stats), rules_(rules) {}
+                   const NcclBehaviour& nccl)
+      : world_(world), nics_(nics), queue_(queue), stats_(stats), nccl_(nccl) {}
   MixedCollectives(const MixedCollectives&) = delete;
   MixedCollectives& operator=(const MixedCollectives&) = delete;
 
@@ -69,6 +64,9 @@ class MixedCollectives {
   // Every member of instance `call` of `comm` (which has real members) has
   // arrived, at the engine's instant `now` (`horizon`: the furthest time
   // handled): it finishes now if every real member reported, else waits.
+  // Called before the instance's own hold of its members' NICs is granted
+  // (NicScheduler::HoldCollective at the same instant), so that whether
+  // they carried other traffic is read without it.
   void AllArrived(uint32_t comm, uint64_t call, CollectiveInstance&& in, Nanoseconds now, Nanoseconds horizon);
   // A real member of instance `call` of `comm` reported its end `at` and
   // first send `started`; `alone`: it had no other communication in flight
@@ -80,13 +78,16 @@ class MixedCollectives {
 
  private:
   void Finish(const CollectiveInstance& in, Nanoseconds now, Nanoseconds horizon);
+  // Whether the real members' duration of `in` (from `start`) is a clean
+  // measurement of the collective (docs/timing.md, "Calibration").
+  bool Clean(const CollectiveInstance& in, uint32_t comm, Nanoseconds start) const;
 
   const EngineWorld& world_;
   NicScheduler& nics_;
   ReplayQueue& queue_;
   ReplayStats& stats_;
   EngineObserver* observer_ = nullptr;
-  const CalibrationRules rules_;
+  const NcclBehaviour& nccl_;
   // Instances whose members all arrived, waiting for real members' reports; key (comm, call).
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, CollectiveInstance> awaiting_;
   Calibration calibration_;

@@ -27,8 +27,7 @@ ReplayEngine::ReplayEngine(const EngineWorld& world, const NetworkModel& model, 
       launch_in_order_(model.nccl().launch_in_order),
       nics_(world, model, options.nic_model), launch_order_(world.programs), p2p_(world, model, nics_, queue_),
       accounting_(world, options_.iterations),
-      mixed_(world, nics_, queue_, stats_,
-             {model.nccl().calibrate, model.nccl().startup_calibrates, model.nccl().own_hold_unclean}) {
+      mixed_(world, nics_, queue_, stats_, model.nccl()) {
   state_.resize(world_.actors.size());
   real_.resize(world_.actors.size());
   uint64_t ops = 0;
@@ -336,8 +335,6 @@ void ReplayEngine::ResolveCollective(uint32_t comm, uint64_t call, Instance& in)
     // Until the real end is known, the virtual members' NICs are busy until
     // the model's end for it, as in an all-virtual instance (other traffic of
     // theirs queues behind it); MixedCollectives extends that to the real end.
-    // Checked before its own hold, which keeps them busy until its end.
-    in.virtual_nics_free = nics_.VirtualMembersFreeBy(comm, in.last);
     in.model = ModelTime(comm, op);
     if (c.shape.SpansNodes())  // granted with the other requests of this instant
       nics_.HoldCollective(comm, op, in.last, in.model);
