@@ -38,3 +38,9 @@ target_include_directories(ring_floor_bench PRIVATE ${PROJECT_SOURCE_DIR})
 add_executable(virtual_fill_bench ${CMAKE_CURRENT_SOURCE_DIR}/virtual_fill_bench.cc)
 target_include_directories(virtual_fill_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(virtual_fill_bench PRIVATE prism_plugin_core)
+
+# link_order_bench: a short ring's time on a NIC that a bandwidth-bound ring
+# holds, as posted against round-robin (PRISM_LINK_ORDER, plugin/link_arbiter.h).
+add_executable(link_order_bench ${CMAKE_CURRENT_SOURCE_DIR}/link_order_bench.cc)
+target_include_directories(link_order_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(link_order_bench PRIVATE prism_plugin_core)

@@ -21,7 +21,7 @@
 #include "plugin/cuda_copy.h"
 #include "plugin/host_load.h"
 #include "plugin/link_hold.h"
-#include "plugin/link_model.h"
+#include "plugin/shared_link.h"
 #include "plugin/ll_lines.h"
 #include "plugin/log.h"
 #include "plugin/nccl_net_abi.h"
@@ -92,9 +92,11 @@ inline LineProtocol ReceiveProtocol(const MessageTag& op, const MemRegion* mr, c
 // the virtual peers on its own node, owned by the Plugin. Thread-safe.
 class NicLinks {
  public:
-  NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns) {
+  NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns, LinkOrder order = LinkOrder::kPosted)
+      : order_(order) {
     for (int i = 0; i < count; ++i)
-      links_.emplace_back(std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns)));
+      links_.emplace_back(
+          std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns), order));
   }
   SharedLink& Tx(int dev) { return *links_[dev >= 0 && dev < static_cast<int>(links_.size()) ? dev : 0]; }
   // The transmit side of this GPU's link inside its node (NVLink in the
@@ -103,11 +105,12 @@ class NicLinks {
   // same in every handle); later figures are ignored.
   SharedLink& SameNodeTx(BitsPerSecond bandwidth, Nanoseconds latency) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!same_node_) same_node_ = std::make_unique<SharedLink>(bandwidth, latency);
+    if (!same_node_) same_node_ = std::make_unique<SharedLink>(bandwidth, latency, order_);
     return *same_node_;
   }
 
  private:
+  const LinkOrder order_;
   std::vector<std::unique_ptr<SharedLink>> links_;
   std::mutex mu_;
   std::unique_ptr<SharedLink> same_node_;

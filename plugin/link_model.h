@@ -15,11 +15,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
 #include "common/units.h"
 
 namespace prism::plugin {
+
+// In which order a NIC shared by several connections sends their messages
+// (PRISM_LINK_ORDER; link_arbiter.h): as posted, one FIFO over all of them,
+// or the connections in turn, a message at a time.
+enum class LinkOrder : uint8_t { kPosted, kRoundRobin };
 
 class LinkModel {
  public:
@@ -39,6 +43,8 @@ class LinkModel {
   }
 
   bool shaped() const { return bandwidth_.count() > 0 || latency_ > Nanoseconds(0); }
+  // The previous message's wire_done (0 before the first).
+  Nanoseconds wire_free() const { return wire_free_; }
   Nanoseconds latency() const { return latency_; }
   BitsPerSecond bandwidth() const { return bandwidth_; }
 
@@ -46,30 +52,6 @@ class LinkModel {
   BitsPerSecond bandwidth_;
   Nanoseconds latency_;
   Nanoseconds wire_free_;
-};
-
-// The transmit side of one NIC (device) of the process, shared by every
-// connection through it, real or virtual: a NIC's bandwidth is divided among
-// its connections and channels, not granted to each (docs/design.md: a
-// ground truth is only as good as its links). Thread-safe (isend runs on NCCL's
-// proxy threads, one per communicator).
-class SharedLink {
- public:
-  SharedLink(BitsPerSecond bandwidth, Nanoseconds latency) : link_(bandwidth, latency) {}
-  SharedLink(const SharedLink&) = delete;
-  SharedLink& operator=(const SharedLink&) = delete;
-
-  LinkModel::Times Reserve(Bytes bytes, Nanoseconds now) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return link_.Reserve(bytes, now);
-  }
-  bool shaped() const { return link_.shaped(); }
-  Nanoseconds latency() const { return link_.latency(); }
-  BitsPerSecond bandwidth() const { return link_.bandwidth(); }
-
- private:
-  std::mutex mu_;
-  LinkModel link_;
 };
 
 }  // namespace prism::plugin

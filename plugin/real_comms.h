@@ -1,5 +1,5 @@
 // Send and receive comms between two plugin instances over TCP (real peers).
-// Wire format: real_wire.h. Link shaping: link_model.h (the sender's NIC
+// Wire format: real_wire.h. Link shaping: shared_link.h (the sender's NIC
 // link, shared by all its connections, is authoritative: it stamps the
 // delivery time into each message header). Both directions record their
 // transfers in the NCCL operation they belong to (op_tracker.h), so that a
@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "plugin/comm.h"
-#include "plugin/link_model.h"
+#include "plugin/shared_link.h"
 #include "plugin/ll_lines.h"
 #include "plugin/progress_engine.h"
 #include "plugin/real_wire.h"
@@ -239,6 +239,12 @@ class RealSendComm final : public RealCommBase {
     MessageHeader header{};
     bool bulk = false;           // more than PRISM_INLINE_BYTES: the progress thread sends it
     int64_t wire_done_ns = 0;
+    // As posted, kept until the NIC's arbiter decides its times (Launch).
+    uint64_t size = 0;
+    int tag = 0;
+    int64_t posted_ns = 0;
+    const MemRegion* mr = nullptr;
+    MessageTag op;
     std::vector<char> staging;   // GPU payload copied to host (progress thread)
     int items_left = 0;          // progress thread
     std::atomic<int64_t> ready_at{-1};
@@ -253,6 +259,12 @@ class RealSendComm final : public RealCommBase {
   void FillPollLocked(std::vector<pollfd>* fds) override;
   bool HasQueuedRequests() const override { return !submit_.Empty(); }
   bool StepInner(bool* progressed) override;
+  // Proxy thread: hands the requests whose NIC times are decided, in
+  // posting order, to the progress side (Launch).
+  void LaunchDecided();
+  // Proxy thread: stamps `req` with its link times `t` (unshaped: none),
+  // records it as this rank's send and queues its bytes.
+  void Launch(SendRequest* req, const LinkModel::Times* t);
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
   // Payloads into the ring, as far as it has room.
@@ -264,8 +276,10 @@ class RealSendComm final : public RealCommBase {
   std::deque<WriteItem> ring_queue_;  // payloads still to go into ring_
   std::array<SendRequest, kPrismNetMaxRequests> pool_;
   SpscRing<SendRequest*, 64> submit_;
-  SharedLink* nic_;
-  bool shaped_;
+  // Posted on the NIC's link, times not yet decided (PRISM_LINK_ORDER=
+  // round-robin), oldest first. Proxy thread.
+  std::deque<SendRequest*> awaiting_link_;
+  std::unique_ptr<LinkConnection> nic_;  // null: unshaped
   uint64_t next_seq_ = 0;
 };
 

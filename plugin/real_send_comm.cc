@@ -12,8 +12,9 @@ RealSendComm::RealSendComm(const CommEnv& env,
                            const std::shared_ptr<ProgressEnginePool>& engines,
                            std::vector<int> fds, std::string peer, int dev, std::unique_ptr<SharedRing> ring)
     : RealCommBase(env, std::move(fds), std::move(ring), std::move(peer), true), queues_(fds_.size()),
-      nic_(&env.nics->Tx(dev)),
-      shaped_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0) {
+      nic_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0
+               ? std::make_unique<LinkConnection>(&env.nics->Tx(dev))
+               : nullptr) {
   for (SendRequest& r : pool_) r.owner = this;
   StartProgress(engines);
 }
@@ -36,22 +37,45 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
   req->data = static_cast<const char*>(data);
   req->gpu = mr != nullptr && mr->on_gpu();
   req->device = req->gpu ? mr->device : -1;
-  const int64_t now = WallNowNs();
-  const LinkModel::Times t =
-      shaped_ ? nic_->Reserve(Bytes(size), Nanoseconds(now)) : LinkModel::Times{Nanoseconds(now), Nanoseconds(now)};
-  req->wire_done_ns = shaped_ ? t.wire_done.count() : 0;
-  RecordOwnSend(env_, op, mr, data, size, now, t.wire_done.count());
-  req->header = MessageHeader{size, tag,
-                              ChunkCount(size, env_.settings->min_chunk_bytes,
-                                         static_cast<uint32_t>(fds_.size())),
-                              shaped_ ? t.deliver.count() : 0, next_seq_++};
+  req->size = size;
+  req->tag = tag;
+  req->mr = mr;
+  req->op = op;
+  req->posted_ns = WallNowNs();
   req->ready_at.store(-1, std::memory_order_relaxed);
-  req->bulk = IsBulk(size);
+  *request = req;
+  if (nic_ == nullptr) {
+    Launch(req, nullptr);
+    return prism_ncclSuccess;
+  }
+  nic_->Post(Bytes(size), Nanoseconds(req->posted_ns));
+  awaiting_link_.push_back(req);
+  LaunchDecided();
+  return prism_ncclSuccess;
+}
+
+void RealSendComm::LaunchDecided() {
+  while (!awaiting_link_.empty()) {
+    const std::optional<LinkModel::Times> t = nic_->NextDecided(Nanoseconds(WallNowNs()));
+    if (!t) return;
+    SendRequest* req = awaiting_link_.front();
+    awaiting_link_.pop_front();
+    Launch(req, &*t);
+  }
+}
+
+void RealSendComm::Launch(SendRequest* req, const LinkModel::Times* t) {
+  req->wire_done_ns = t != nullptr ? t->wire_done.count() : 0;
+  RecordOwnSend(env_, req->op, req->mr, req->data, req->size, req->posted_ns,
+                t != nullptr ? t->wire_done.count() : req->posted_ns);
+  req->header = MessageHeader{req->size, req->tag,
+                              ChunkCount(req->size, env_.settings->min_chunk_bytes,
+                                         static_cast<uint32_t>(fds_.size())),
+                              t != nullptr ? t->deliver.count() : 0, next_seq_++};
+  req->bulk = IsBulk(req->size);
   if (req->bulk) BeginBulk();
   submit_.Push(req);  // capacity 64 > pool size: never full
   Advance();  // small: out now if the socket takes it; bulk: to the progress thread
-  *request = req;
-  return prism_ncclSuccess;
 }
 
 Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
@@ -60,6 +84,7 @@ Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
   // Not done, or not due yet on a shaped link: move bytes (this request's or
   // the ones behind it) before looking again.
   if (at < 0 || WallNowNs() < at) {
+    owner->LaunchDecided();
     owner->Advance();
     at = ready_at.load(std::memory_order_acquire);
   }

@@ -47,6 +47,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_MIN_CHUNK_BYTES", "262144", "messages are striped over sockets in chunks of at least this"},
     {"PRISM_LINK_GBPS", "0", "modelled link bandwidth in Gbit/s (8 = 1 GB/s); 0: unshaped"},
     {"PRISM_LINK_LATENCY_US", "0", "modelled one-way link latency in microseconds"},
+    {"PRISM_LINK_ORDER", "posted",
+     "in which order a shaped NIC sends the messages of its connections: posted (one FIFO, each message reserved "
+     "when NCCL posts it) or round-robin (whenever the NIC frees, the next connection in turn with a message "
+     "posted sends it, as a NIC serves its queue pairs)"},
     {"PRISM_LINK_REPORT", "0",
      "1: when the last communicator's net context is finalized (net ABI v11, NCCL 2.28+), print on stderr "
      "how well the shaped real-peer links held the model (bytes landed after the modelled delivery)"},
@@ -215,6 +219,10 @@ Settings LoadSettings(std::string* warnings) {
       static_cast<uint64_t>(std::llround(r.Double("PRISM_LINK_GBPS", 0, 1e5) * 1e9));
   s.link_latency_ns = std::llround(r.Double("PRISM_LINK_LATENCY_US", 0, 1e7) * 1e3);
   s.link_report = r.Int("PRISM_LINK_REPORT", 0, 1) == 1;
+  const std::string order = r.String("PRISM_LINK_ORDER");
+  if (order != "posted" && order != "round-robin" && warnings != nullptr)
+    *warnings += "PRISM_LINK_ORDER='" + order + "' is not posted|round-robin; using posted\n";
+  s.link_order = order == "round-robin" ? LinkOrder::kRoundRobin : LinkOrder::kPosted;
   s.op_times_dir = r.String("PRISM_OP_TIMES");
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
   s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin/link_model.h"
+
 namespace prism::plugin {
 
 // One registry entry. `default_value` is the text used when the variable is
@@ -63,6 +65,7 @@ struct Settings {
   uint64_t min_chunk_bytes = 0;
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;
+  LinkOrder link_order = LinkOrder::kPosted;  // PRISM_LINK_ORDER
   int64_t spin_ns = 0;
   int progress_threads = 0;           // per context; 0: one per comm; -1: inline (kInlineProgress)
   uint64_t inline_bytes = 0;          // PRISM_INLINE_BYTES: larger messages go to the progress thread

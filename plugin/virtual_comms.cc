@@ -86,26 +86,46 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
     }
   }
   if (req == nullptr) return prism_ncclSuccess;
-  const int64_t now = WallNowNs();
-  const LinkModel::Times t = link_->Reserve(Bytes(size), Nanoseconds(now));
-  const int64_t wire_done = t.wire_done.count();  // CLOCK_REALTIME ns, as every stamp on the wire
-  const uint64_t seq = next_seq_++;
   req->in_use = true;
   req->size = size;
-  req->done_at = wire_done;
-  conn_->RecordSent(seq, wire_done);
-  RecordOwnSend(env_, op, mr, data, size, now, wire_done);
-  SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, seq, size, now, op);
+  req->done_at = INT64_MAX;
+  req->seq = next_seq_++;
+  req->posted_ns = WallNowNs();
+  req->data = data;
+  req->mr = mr;
+  req->op = op;
+  SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, req->seq, size, req->posted_ns, op);
   e.tag = tag;
   session_->Emit(e);
-  // The completion time is already known: report it at once.
-  session_->Emit(MessageEvent(SessionEvent::kCompleted, conn_id_, seq, size, wire_done, op));
+  link_.Post(Bytes(size), Nanoseconds(req->posted_ns));
+  awaiting_link_.push_back(req);
+  LaunchDecided();
   *request = req;
   return prism_ncclSuccess;
 }
 
+void VirtualSendComm::LaunchDecided() {
+  while (!awaiting_link_.empty()) {
+    const std::optional<LinkModel::Times> t = link_.NextDecided(Nanoseconds(WallNowNs()));
+    if (!t) return;
+    SendRequest* req = awaiting_link_.front();
+    awaiting_link_.pop_front();
+    Launch(req, *t);
+  }
+}
+
+void VirtualSendComm::Launch(SendRequest* req, const LinkModel::Times& t) {
+  const int64_t wire_done = t.wire_done.count();  // CLOCK_REALTIME ns, as every stamp on the wire
+  req->done_at = wire_done;
+  conn_->RecordSent(req->seq, wire_done);
+  RecordOwnSend(env_, req->op, req->mr, req->data, req->size, req->posted_ns, wire_done);
+  // The completion time is known now: report it at once.
+  session_->Emit(MessageEvent(SessionEvent::kCompleted, conn_id_, req->seq, req->size, wire_done, req->op));
+}
+
 Result VirtualSendComm::SendRequest::Test(int* done, int* sizes) {
   *done = 0;
+  if (done_at == INT64_MAX) owner->LaunchDecided();
   if (WallNowNs() < done_at) return prism_ncclSuccess;
   *done = 1;
   if (sizes != nullptr) sizes[0] = static_cast<int>(size);

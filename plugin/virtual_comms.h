@@ -31,6 +31,7 @@
 #define PRISM_PLUGIN_VIRTUAL_COMMS_H_
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,15 +65,29 @@ class VirtualSendComm final : public NetComm {
     VirtualSendComm* owner = nullptr;
     bool in_use = false;
     uint64_t size = 0;
-    int64_t done_at = 0;
+    int64_t done_at = 0;  // wire_done once the link decided it; INT64_MAX before
+    // As posted, kept until the link decides its times (Launch).
+    uint64_t seq = 0;
+    int64_t posted_ns = 0;
+    const void* data = nullptr;
+    const MemRegion* mr = nullptr;
+    MessageTag op;
     Result Test(int* done, int* sizes) override;
   };
+
+  // Proxy thread: completes the posting of every request whose link times
+  // are decided, oldest first (Launch).
+  void LaunchDecided();
+  // Records `req` as sent, leaving the wire at `t.wire_done`, and tells
+  // prismd when it completes.
+  void Launch(SendRequest* req, const LinkModel::Times& t);
 
   CommEnv env_;
   std::shared_ptr<DaemonSession> session_;
   std::shared_ptr<ConnState> conn_;
   uint64_t conn_id_;
-  SharedLink* link_;
+  LinkConnection link_;
+  std::deque<SendRequest*> awaiting_link_;  // posted, times not yet decided (PRISM_LINK_ORDER)
   uint64_t next_seq_ = 0;
   bool closed_ = false;
   std::array<SendRequest, kPrismNetMaxRequests> pool_;

@@ -107,6 +107,17 @@ class Acceptance(unittest.TestCase):
         # The next group runs as the packed host's MODEL_FLAGS say (no --calibration of its own).
         self.assertEqual(lines[2], "acceptance: group tp: 10 runs (OUT /o/tp)")
 
+    def test_the_round_robin_group_sets_every_rank_s_nic_order_and_the_engine_s_model(self):
+        out = run("run", "B", self.data, "rr,pp", env={"DRY": "1", "OUT": "/o", "EXTRA_ENV": "A=1"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "acceptance: group rr: 15 runs (OUT /o/rr) PRISMD_FLAGS=--nic-model interleave "
+                                   "EXTRA_ENV=A=1 PRISM_LINK_ORDER=round-robin")
+        self.assertIn("step-n16-dp4-2g5:truth-again2", lines[1].split())
+        # The next group keeps the caller's EXTRA_ENV alone and the posting order.
+        self.assertTrue(lines[2].startswith("acceptance: group pp: "), lines[2])
+        self.assertTrue(lines[2].endswith("EXTRA_ENV=A=1"), lines[2])
+
     def test_fewer_than_three_truths_or_an_unknown_group_is_refused(self):
         two = run("run", "B", self.data, "dp", env={"DRY": "1", "TRUTHS": "2"})
         self.assertEqual(two.returncode, 2)

@@ -268,6 +268,74 @@ void ScenarioMulti(std::vector<Link>& links) {
   }
 }
 
+// Two connections through the same NIC: link 0 posts a window of eight
+// 512 KiB messages, then link 1 one of 4 KiB. Every request is tested in
+// turn, link 0's first, until all are done. PRISM_TEST_EXPECT_AHEAD_MAX and
+// _MIN bound how many of link 0's sends had completed when link 1's did (the
+// NIC's order, PRISM_LINK_ORDER: all 8 as posted; round-robin at most the
+// one already on the wire when link 1's came, whose end lies only 4 KiB's
+// wire time before link 1's).
+void ScenarioTurns(std::vector<Link>& links) {
+  constexpr int kWindow = 8;
+  constexpr size_t kBig = 512 << 10, kSmall = 4096;
+  struct Message {
+    Link* link;
+    size_t size;
+    int tag;
+    uint64_t seq;
+    std::vector<char> out, in;
+    void *out_mh = nullptr, *in_mh = nullptr, *send = nullptr, *recv = nullptr;
+    int sent = 0, received = 0;
+  };
+  std::vector<Message> msgs(kWindow + 1);
+  for (int i = 0; i <= kWindow; ++i) {
+    Message& m = msgs[i];
+    const bool big = i < kWindow;
+    m = Message{big ? &links[0] : &links[1], big ? kBig : kSmall, big ? 40 : 41, big ? uint64_t(i) : 0};
+    m.out.resize(m.size);
+    m.in.resize(m.size);
+    Fill(m.out, m.size, m.tag, m.seq);
+    m.out_mh = RegHost(*m.link, m.link->send, m.out);
+    m.in_mh = RegHost(*m.link, m.link->recv, m.in);
+    void* d[1] = {m.in.data()};
+    size_t max[1] = {m.size};
+    int t[1] = {m.tag};
+    void* mh[1] = {m.in_mh};
+    m.recv = m.link->drv->Recv(m.link->recv, 1, d, max, t, mh);
+  }
+  // Every payload is ready: the sends go out back to back.
+  for (Message& m : msgs) m.send = m.link->drv->Send(m.link->send, m.out.data(), m.size, m.tag, m.out_mh);
+  auto& net = links[0].drv->net();
+  int ahead = -1;
+  const int64_t deadline = prism::testing::NowNs() + 60'000'000'000;
+  for (bool all = false; !all;) {
+    all = true;
+    for (Message& m : msgs) {
+      int sizes[8];
+      if (!m.sent) PRISM_DRV_CHECK(net.test(m.send, &m.sent, sizes));
+      if (!m.received) PRISM_DRV_CHECK(net.test(m.recv, &m.received, sizes));
+      all = all && m.sent && m.received;
+    }
+    if (ahead < 0 && msgs[kWindow].sent) {
+      ahead = 0;
+      for (int i = 0; i < kWindow; ++i) ahead += msgs[i].sent;
+    }
+    if (prism::testing::NowNs() > deadline) throw PluginError("turns: requests timed out");
+  }
+  for (Message& m : msgs) {
+    Verify(m.in, m.size, m.tag, m.seq, "turns");
+    PRISM_DRV_CHECK(net.deregMr(m.link->send, m.out_mh));
+    PRISM_DRV_CHECK(net.deregMr(m.link->recv, m.in_mh));
+  }
+  const char* at_most = std::getenv("PRISM_TEST_EXPECT_AHEAD_MAX");
+  const char* at_least = std::getenv("PRISM_TEST_EXPECT_AHEAD_MIN");
+  if ((at_most != nullptr && ahead > std::atoi(at_most)) || (at_least != nullptr && ahead < std::atoi(at_least))) {
+    throw PluginError("link 1's send completed after " + std::to_string(ahead) + " of link 0's " +
+                      std::to_string(kWindow) + ", expected at most " + (at_most ? at_most : "-") +
+                      ", at least " + (at_least ? at_least : "-"));
+  }
+}
+
 int ThreadCount() {
   int n = 0;
   DIR* d = opendir("/proc/self/task");
@@ -294,9 +362,9 @@ int main(int argc, char** argv) {
     std::string word, hex;
     if (!(std::cin >> word >> hex) || word != "PEER") throw PluginError("no PEER line on stdin");
     // "multi": kMultiPairs connections each way in one context (several
-    // comms per progress thread pool); the others use one.
+    // comms per progress thread pool); "turns" two; the others use one.
     constexpr int kMultiPairs = 5;
-    const int pairs = scenario == "multi" ? kMultiPairs : 1;
+    const int pairs = scenario == "multi" ? kMultiPairs : scenario == "turns" ? 2 : 1;
     const int threads_before = ThreadCount();
     std::vector<void*> sends(pairs), recvs(pairs);
     for (int k = 0; k < pairs; ++k) {
@@ -327,6 +395,11 @@ int main(int argc, char** argv) {
       std::vector<Link> links;
       for (int k = 0; k < pairs; ++k) links.push_back(Link{&drv, sends[k], recvs[k], is_a});
       ScenarioMulti(links);
+    } else if (scenario == "turns") {
+      prism::testing::OrderRecvsByPeerIndex(drv, sends, &recvs);
+      std::vector<Link> links;
+      for (int k = 0; k < pairs; ++k) links.push_back(Link{&drv, sends[k], recvs[k], is_a});
+      ScenarioTurns(links);
     } else {
       throw PluginError("unknown scenario " + scenario);
     }

@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <deque>
@@ -13,6 +14,7 @@
 #include "common/daemon_address.h"
 #include "plugin/comm.h"
 #include "plugin/daemon_session.h"
+#include "plugin/link_arbiter.h"
 #include "plugin/link_model.h"
 #include "plugin/real_comms.h"
 #include "plugin/real_wire.h"
@@ -20,7 +22,9 @@
 
 using prism::plugin::ChunkCount;
 using prism::plugin::ChunkOf;
+using prism::plugin::LinkArbiter;
 using prism::plugin::LinkModel;
+using prism::plugin::LinkOrder;
 
 TEST_CASE("link model: back-to-back sends queue behind each other", "[plugin][unit]") {
   LinkModel link(prism::BitsPerSecond(8'000'000'000ull), prism::FromMicroseconds(20));  // 1 GB/s, 20 us
@@ -38,6 +42,113 @@ TEST_CASE("link model: unshaped completes at post time", "[plugin][unit]") {
   LinkModel link(prism::BitsPerSecond(0), prism::Nanoseconds(0));
   CHECK_FALSE(link.shaped());
   CHECK(link.Reserve(prism::Bytes(1 << 30), prism::Nanoseconds(42)).wire_done.count() == 42);
+}
+
+namespace {
+
+constexpr prism::BitsPerSecond kOneGBps(8'000'000'000ull);  // 1 byte per ns
+prism::Nanoseconds Ns(int64_t ns) { return prism::Nanoseconds(ns); }
+
+// conn `a` posts `window` messages of 1000 B at 0, conn `b` one of 100 B at 10.
+struct TwoConnections {
+  explicit TwoConnections(LinkOrder order, int window = 8) : arbiter(kOneGBps, Ns(20), order) {
+    a = arbiter.AddConnection();
+    b = arbiter.AddConnection();
+    for (int i = 0; i < window; ++i) arbiter.Post(a, prism::Bytes(1000), Ns(0));
+    arbiter.Post(b, prism::Bytes(100), Ns(10));
+  }
+  LinkArbiter arbiter;
+  uint32_t a = 0, b = 0;
+};
+
+}  // namespace
+
+TEST_CASE("link arbiter: as posted, a message waits for every one posted before it", "[plugin][unit]") {
+  TwoConnections t(LinkOrder::kPosted);
+  for (int i = 0; i < 8; ++i) {
+    auto m = t.arbiter.NextDecided(t.a, Ns(10));
+    REQUIRE(m);
+    CHECK(m->wire_done.count() == 1000 * (i + 1));
+  }
+  auto m = t.arbiter.NextDecided(t.b, Ns(10));
+  REQUIRE(m);
+  CHECK(m->wire_done.count() == 8100);
+  CHECK(m->deliver.count() == 8120);
+  CHECK_FALSE(t.arbiter.NextDecided(t.a, Ns(10)));
+}
+
+TEST_CASE("link arbiter: round-robin, a later connection waits only for the message on the wire", "[plugin][unit]") {
+  TwoConnections t(LinkOrder::kRoundRobin);
+  auto first = t.arbiter.NextDecided(t.a, Ns(10));  // the NIC was idle: out at once
+  REQUIRE(first);
+  CHECK(first->wire_done.count() == 1000);
+  // Before the NIC frees nothing else is decided: a message posted until then
+  // could still take the turn.
+  CHECK_FALSE(t.arbiter.NextDecided(t.a, Ns(999)));
+  CHECK_FALSE(t.arbiter.NextDecided(t.b, Ns(999)));
+  auto small = t.arbiter.NextDecided(t.b, Ns(1000));
+  REQUIRE(small);
+  CHECK(small->wire_done.count() == 1100);
+  CHECK(small->deliver.count() == 1120);
+  // Then a's window, one after another.
+  for (int i = 1; i < 8; ++i) {
+    auto m = t.arbiter.NextDecided(t.a, Ns(1'000'000));
+    REQUIRE(m);
+    CHECK(m->wire_done.count() == 1100 + 1000 * i);
+  }
+  CHECK_FALSE(t.arbiter.NextDecided(t.a, Ns(1'000'000)));
+}
+
+TEST_CASE("link arbiter: round-robin decisions do not depend on when they are asked", "[plugin][unit]") {
+  TwoConnections early(LinkOrder::kRoundRobin), late(LinkOrder::kRoundRobin);
+  std::vector<int64_t> asked_often, asked_once;
+  for (int64_t now = 0; now <= 9000; now += 50) {
+    while (auto m = early.arbiter.NextDecided(early.a, Ns(now))) asked_often.push_back(m->wire_done.count());
+    while (auto m = early.arbiter.NextDecided(early.b, Ns(now))) asked_often.push_back(-m->wire_done.count());
+  }
+  while (auto m = late.arbiter.NextDecided(late.a, Ns(9000))) asked_once.push_back(m->wire_done.count());
+  while (auto m = late.arbiter.NextDecided(late.b, Ns(9000))) asked_once.push_back(-m->wire_done.count());
+  std::sort(asked_often.begin(), asked_often.end());
+  std::sort(asked_once.begin(), asked_once.end());
+  CHECK(asked_often == asked_once);
+  CHECK(asked_once.size() == 9);
+}
+
+TEST_CASE("link arbiter: round-robin takes the connections in turn and never before a posting",
+          "[plugin][unit]") {
+  LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
+  const uint32_t a = arbiter.AddConnection(), b = arbiter.AddConnection(), c = arbiter.AddConnection();
+  for (int i = 0; i < 3; ++i) {
+    arbiter.Post(a, prism::Bytes(100), Ns(0));
+    arbiter.Post(b, prism::Bytes(100), Ns(0));
+  }
+  arbiter.Post(c, prism::Bytes(100), Ns(250));  // after a's and b's first two turns began
+  std::vector<std::pair<int64_t, char>> order;
+  for (auto [conn, name] : {std::pair{a, 'a'}, std::pair{b, 'b'}, std::pair{c, 'c'}}) {
+    while (auto m = arbiter.NextDecided(conn, Ns(10'000))) order.emplace_back(m->wire_done.count(), name);
+  }
+  std::sort(order.begin(), order.end());
+  std::string names;
+  for (auto& o : order) names += o.second;
+  CHECK(names == "abab" "cab");  // c's turn comes at 300, the first decision after its posting
+  CHECK(order.back().first == 700);
+  // An idle NIC sends a message at its posting.
+  arbiter.Post(c, prism::Bytes(100), Ns(5000));
+  auto m = arbiter.NextDecided(c, Ns(5000));
+  REQUIRE(m);
+  CHECK(m->wire_done.count() == 5100);
+}
+
+TEST_CASE("link arbiter: a removed connection's waiting messages leave the NIC to the others", "[plugin][unit]") {
+  TwoConnections t(LinkOrder::kRoundRobin);
+  REQUIRE(t.arbiter.NextDecided(t.a, Ns(0)));
+  t.arbiter.RemoveConnection(t.a);
+  auto m = t.arbiter.NextDecided(t.b, Ns(1000));
+  REQUIRE(m);
+  CHECK(m->wire_done.count() == 1100);
+  const uint32_t again = t.arbiter.AddConnection();  // the id is reused, with nothing of a's
+  CHECK(again == t.a);
+  CHECK_FALSE(t.arbiter.NextDecided(again, Ns(1'000'000)));
 }
 
 TEST_CASE("chunks cover the message exactly once", "[plugin][unit]") {

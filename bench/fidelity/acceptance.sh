@@ -25,6 +25,11 @@
 #   cal   step-n16-tp4-2g5, step-n16-dp4-2g5, step-n16-pp4-2g5 with the hybrids calibrated (PRISMD_FLAGS
 #         --calibration, prismd's default, which the packed host's MODEL_FLAGS turn off: truth_host.py):
 #         TRUTHS truths, hybrid1, hybrid2 each, against the tp, dp and pp groups' hybrids
+#   rr    step-n16-tp4-2g5, step-n16-dp4-2g5, step-n16-pp4-2g5 with every rank's NICs sending their
+#         connections' messages in turn (EXTRA_ENV PRISM_LINK_ORDER=round-robin, docs/plugin.md "Link
+#         shaping") and the hybrids' prismd on --nic-model interleave: TRUTHS truths, hybrid1, hybrid2
+#         each, against the tp, dp and pp groups' (NICs in posting order): the truths' spread and
+#         the model's fit under each order
 # Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
 #      command line instead of running it), OUT, and everything run-gpu.sh reads; for prepare,
 #      TRUTH_HOST (default one-h200: the model of each spec gets that host's step turnaround for its
@@ -39,7 +44,7 @@ TRUTHS="${TRUTHS:-3}"
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,32p' "$0" >&2; exit 2; }
+usage() { sed -n '2,37p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i
@@ -63,7 +68,9 @@ group_env() {  # GROUP: exports what the group's runs need; fails for an unknown
     vlate) export LATE_RANK=4 ;;
     kinds) export OP_TIMING=nccl ;;
     cal) export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--calibration" ;;
-    *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds, cal)" >&2; return 1 ;;
+    rr) export EXTRA_ENV="${EXTRA_ENV:+$EXTRA_ENV }PRISM_LINK_ORDER=round-robin"
+        export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--nic-model interleave" ;;
+    *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds, cal, rr)" >&2; return 1 ;;
   esac
 }
 
@@ -76,7 +83,7 @@ group_runs() {  # GROUP: its runs, one per line
     tp) step_runs step-n16-tp4-2g5 step-n8-2g5 ;;
     vlate) truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late ;;
     pat) for s in "${SWEEP_SPECS[@]}"; do truths "$s" truth; echo "$s:hybrid1"; done ;;
-    cal) step_runs step-n16-tp4-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 ;;
+    cal|rr) step_runs step-n16-tp4-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 ;;
     kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 \
                           step-n16-pp4-2g5-slow:truth step-n16-pp4-2g5-slow:hybrid1 ;;
   esac
@@ -103,7 +110,7 @@ case "${1:-}" in
         group_env "$group"
         mapfile -t runs < <(group_runs "$group")
         (( ${#list[@]} > 1 )) && export OUT="$out/$group"
-        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}${LATE_RANK:+ LATE_RANK=$LATE_RANK}${OP_TIMING:+ OP_TIMING=$OP_TIMING}${PRISMD_FLAGS:+ PRISMD_FLAGS=$PRISMD_FLAGS}"
+        echo "acceptance: group $group: ${#runs[@]} runs${OUT:+ (OUT $OUT)}${LATE_RANK:+ LATE_RANK=$LATE_RANK}${OP_TIMING:+ OP_TIMING=$OP_TIMING}${PRISMD_FLAGS:+ PRISMD_FLAGS=$PRISMD_FLAGS}${EXTRA_ENV:+ EXTRA_ENV=$EXTRA_ENV}"
         if [[ "${DRY:-0}" == 1 ]]; then echo "$here/run-gpu.sh $bundle $data ${runs[*]}"; exit 0; fi
         "$here/run-gpu.sh" "$bundle" "$data" "${runs[@]}"
       ) || rc=1

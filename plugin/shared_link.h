@@ -1,0 +1,85 @@
+// The transmit side of one NIC (device) of the process, shared by every
+// connection through it, real or virtual: a NIC's bandwidth is divided among
+// its connections and channels, not granted to each (docs/design.md: a
+// ground truth is only as good as its links). In which order its connections'
+// messages go is the LinkArbiter's (PRISM_LINK_ORDER).
+//
+// Thread-safe (isend and test run on NCCL's proxy threads, one per
+// communicator). The link must outlive every LinkConnection on it.
+#ifndef PRISM_PLUGIN_SHARED_LINK_H_
+#define PRISM_PLUGIN_SHARED_LINK_H_
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+#include "common/units.h"
+#include "plugin/link_arbiter.h"
+#include "plugin/link_model.h"
+
+namespace prism::plugin {
+
+class SharedLink {
+ public:
+  SharedLink(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order = LinkOrder::kPosted)
+      : arbiter_(bandwidth, latency, order),
+        shaped_(arbiter_.link().shaped()),
+        latency_(latency),
+        bandwidth_(bandwidth) {}
+  SharedLink(const SharedLink&) = delete;
+  SharedLink& operator=(const SharedLink&) = delete;
+
+  // LinkArbiter's, under the link's lock.
+  uint32_t AddConnection() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arbiter_.AddConnection();
+  }
+  void RemoveConnection(uint32_t conn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    arbiter_.RemoveConnection(conn);
+  }
+  void Post(uint32_t conn, Bytes bytes, Nanoseconds now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    arbiter_.Post(conn, bytes, now);
+  }
+  std::optional<LinkModel::Times> NextDecided(uint32_t conn, Nanoseconds now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arbiter_.NextDecided(conn, now);
+  }
+
+  bool shaped() const { return shaped_; }
+  Nanoseconds latency() const { return latency_; }
+  BitsPerSecond bandwidth() const { return bandwidth_; }
+  LinkOrder order() const { return arbiter_.order(); }
+
+ private:
+  std::mutex mu_;
+  LinkArbiter arbiter_;
+  const bool shaped_;
+  const Nanoseconds latency_;
+  const BitsPerSecond bandwidth_;
+};
+
+// One send comm's connection on a SharedLink, from construction to
+// destruction. Thread-compatible: the comm's proxy thread uses it.
+class LinkConnection {
+ public:
+  explicit LinkConnection(SharedLink* link) : link_(link), id_(link->AddConnection()) {}
+  ~LinkConnection() { link_->RemoveConnection(id_); }
+  LinkConnection(const LinkConnection&) = delete;
+  LinkConnection& operator=(const LinkConnection&) = delete;
+
+  // A message of `bytes` posted now; its times come from NextDecided, in
+  // posting order (at once under LinkOrder::kPosted).
+  void Post(Bytes bytes, Nanoseconds now) { link_->Post(id_, bytes, now); }
+  std::optional<LinkModel::Times> NextDecided(Nanoseconds now) { return link_->NextDecided(id_, now); }
+  const SharedLink& link() const { return *link_; }
+
+ private:
+  SharedLink* link_;
+  const uint32_t id_;
+};
+
+}  // namespace prism::plugin
+
+#endif  // PRISM_PLUGIN_SHARED_LINK_H_
