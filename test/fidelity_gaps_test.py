@@ -48,6 +48,24 @@ class Gaps(unittest.TestCase):
             self.assertEqual(rows["(to the iteration's end)"], ["60.00", "+0.00"])
             self.assertEqual(rows["iteration"], ["101.00", "+5.00"])
 
+    def test_spread_gives_each_run_s_sd_of_every_gap(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            t, h = os.path.join(tmp, "truth"), os.path.join(tmp, "hybrid1")
+            # The truth's backward starts 40 or 44 ms in (sd 2), its iterations
+            # 100 or 104; the hybrid's do not move.
+            r = {"rank": 0, "warmup": 1, "iteration_ms": [0.0, 100.0, 104.0, 100.0, 104.0], "timeline": []}
+            for it, bwd in enumerate([0.0, 40.0, 44.0, 40.0, 44.0]):
+                r["timeline"] += [[it, "fwd", 10.0, 11.0], [it, "bwd", bwd, bwd + 1.0]]
+            write(t, r)
+            write(h, result([99.0, 102.0, 102.0], {"fwd": 10.0, "bwd": 42.0}))
+            out = gaps("--rank", "0", "--truth", t, "--run", "hybrid1=" + h, "--spread")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            rows = {line[:26].strip(): line[26:].split() for line in out.stdout.splitlines()[2:]}
+            self.assertEqual(rows["fwd"], ["0.00", "0.00"])
+            self.assertEqual(rows["bwd"], ["2.00", "0.00"])
+            self.assertEqual(rows["(to the iteration's end)"], ["0.00", "0.00"])
+            self.assertEqual(rows["iteration"], ["2.00", "0.00"])
+
     def test_a_result_without_a_timeline_is_named(self):
         with tempfile.TemporaryDirectory() as tmp:
             d = os.path.join(tmp, "truth")

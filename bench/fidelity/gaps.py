@@ -10,9 +10,15 @@ or shorter the same gap was. A pipeline exchange that a virtual stage answers
 late, or a TP all-reduce that the model holds back less than the truth's NIC
 did, shows as one row.
 
+With --spread it prints instead, for every truth and run apart, the
+standard deviation of each gap over that run's measured iterations (and of
+the iteration): where a truth's iteration-to-iteration spread comes from,
+which no deterministic model can follow (two truths' link orders side by
+side: docs/plugin.md, "Link shaping").
+
 Usage: bench/fidelity/gaps.py --rank R --truth DIR [--truth DIR ...]
                               [--run NAME=DIR ...] [--graph GRAPH [--prismd BIN]]
-                              [-- PRISMD_FLAGS...]
+                              [--spread] [-- PRISMD_FLAGS...]
   DIR     a run-gpu.sh result directory with r<R>.json (driver.py's
           `timeline`, op_timing compute or all)
   GRAPH   the spec's graph: the model's column, from `prismd --graph GRAPH
@@ -52,6 +58,32 @@ def run_starts(run_dir, rank):
     if not starts or not times:
         sys.exit(f"gaps.py: {path}: no measured iteration")
     return {k: statistics.mean(v) for k, v in starts.items()}, statistics.mean(times)
+
+
+def run_gap_spreads(run_dir, rank, labels):
+    """Per label of `labels` (in order), then to the iteration's end and the
+    iteration: the standard deviation (ms) over the run's measured iterations."""
+    path = os.path.join(run_dir, f"r{rank}.json")
+    with open(path) as f:
+        result = json.load(f)
+    if "timeline" not in result:
+        sys.exit(f"gaps.py: {path} has no timeline (driver.py --op-timing compute or all)")
+    warmup = result.get("warmup", 0)
+    per_iteration = {}
+    for it, label, start, _ in result["timeline"]:
+        if it >= warmup:
+            per_iteration.setdefault(it, {})[label] = start
+    rows = [[] for _ in range(len(labels) + 2)]
+    for it, starts in sorted(per_iteration.items()):
+        if it >= len(result["iteration_ms"]) or any(k not in starts for k in labels):
+            continue
+        iteration = result["iteration_ms"][it]
+        for i, g in enumerate(gaps(starts, iteration, labels)):
+            rows[i].append(g)
+        rows[-1].append(iteration)
+    if len(rows[-1]) < 2:
+        sys.exit(f"gaps.py: {path}: fewer than two measured iterations with every op of the truth's")
+    return [statistics.pstdev(v) for v in rows]
 
 
 def pooled(runs):
@@ -105,9 +137,13 @@ def main(argv):
     p.add_argument("--run", action="append", default=[], help="NAME=DIR, a run held against the truth")
     p.add_argument("--graph", help="the spec's graph, for the model's column")
     p.add_argument("--prismd", default=os.path.join("build", "daemon", "prismd"))
+    p.add_argument("--spread", action="store_true", help="each run's sd of every gap over its iterations")
     a = p.parse_args(argv)
     truth, truth_iteration = pooled([run_starts(d, a.rank) for d in a.truth])
     labels = sorted(truth, key=truth.get)
+    if a.spread:
+        print_spreads(a, labels)
+        return
     columns = []
     for spec in a.run:
         name, sep, directory = spec.partition("=")
@@ -129,6 +165,22 @@ def main(argv):
         print(f"{label:26s}{base[i]:10.2f}" + "".join(f"{d[i] - base[i]:+10.2f}" for d in diffs))
     print(f"{'iteration':26s}{truth_iteration:10.2f}"
           + "".join(f"{it - truth_iteration:+10.2f}" for _, (_, it) in columns))
+
+
+def print_spreads(a, labels):
+    """--spread: the sd of every gap, per truth and run, in the truths' op order."""
+    columns = [(f"truth{i + 1}" if len(a.truth) > 1 else "truth", d) for i, d in enumerate(a.truth)]
+    for spec in a.run:
+        name, sep, directory = spec.partition("=")
+        if not sep:
+            sys.exit(f"gaps.py: --run {spec}: NAME=DIR")
+        columns.append((name, directory))
+    spreads = [run_gap_spreads(d, a.rank, labels) for _, d in columns]
+    print(f"rank {a.rank}: standard deviation of the gap before each compute op over each run's measured "
+          f"iterations, ms")
+    print(f"{'op':26s}" + "".join(f"{name:>10s}" for name, _ in columns))
+    for i, label in enumerate(labels + ["(to the iteration's end)", "iteration"]):
+        print(f"{label:26s}" + "".join(f"{sd[i]:10.2f}" for sd in spreads))
 
 
 if __name__ == "__main__":
