@@ -18,7 +18,9 @@
 // host's cores. The short ring starts up to --spread-us before or after the
 // bulk one (uniform). Per order, over the trials: the short ring's time from
 // its start to its last delivery (mean, sd, p10, median, p90, max) and the
-// bulk one's mean; the first row has the short ring alone on the NIC.
+// bulk one's mean; the first row has the short ring alone on the NIC, the
+// round-robin rows take turns of whole messages (connections whose payload
+// follows its header on a socket) or of 64 KiB slices (kRoundRobinSlice).
 // Defaults: the bench's step-n16-tp4-2g5 at 2.5 Gbit/s, whose DP2 reduce-
 // scatter of 16 MiB is one step of 8 MiB a rank, one window of eight 512 KiB
 // messages on each of two channels, and whose TP all-reduce of 1 MiB over a
@@ -56,8 +58,10 @@ struct Trial {
   double bulk_ms = 0;  // the bulk one's start to its last delivery
 };
 
-// One trial: `with_bulk` false runs the short ring alone.
-Trial RunTrial(const Options& o, LinkOrder order, bool with_bulk, std::mt19937_64& rng) {
+// One trial: `with_bulk` false runs the short ring alone; `whole`: round-
+// robin turns of whole messages (a payload behind its header on a socket),
+// else of 64 KiB slices.
+Trial RunTrial(const Options& o, LinkOrder order, bool whole, bool with_bulk, std::mt19937_64& rng) {
   LinkArbiter nic(prism::BitsPerSecond(static_cast<uint64_t>(o.gbps * 1e9)),
                   prism::FromMicroseconds(static_cast<int64_t>(o.latency_us)), order);
   std::uniform_int_distribution<int64_t> jitter(0, static_cast<int64_t>(o.jitter_us * 1000));
@@ -77,13 +81,13 @@ Trial RunTrial(const Options& o, LinkOrder order, bool with_bulk, std::mt19937_6
   const uint64_t bulk_bytes = uint64_t(o.bulk_kib) << 10, ring_bytes = uint64_t(o.ring_kib) << 10;
   std::vector<int> bulk_left;  // per bulk connection: messages not yet posted
   for (int c = 0; with_bulk && c < o.bulk_channels; ++c) {
-    bulk.push_back(nic.AddConnection());
+    bulk.push_back(nic.AddConnection(whole));
     const int first = std::min(o.window, o.bulk_messages);
     for (int w = 0; w < first; ++w) posts.push(Post{bulk_start + jitter(rng), bulk.back(), bulk_bytes});
     bulk_left.push_back(o.bulk_messages - first);
   }
   for (int c = 0; c < o.ring_channels; ++c) {
-    ring.push_back(nic.AddConnection());
+    ring.push_back(nic.AddConnection(whole));
     posts.push(Post{ring_start + jitter(rng), ring.back(), ring_bytes});
   }
   std::vector<int> ring_steps_left(ring.size(), o.ring_steps), bulk_done(bulk.size(), 0);
@@ -189,15 +193,21 @@ int main(int argc, char** argv) {
   std::printf("%-22s %8s %8s %8s %8s %8s %8s %10s\n", "NIC order", "mean ms", "sd", "p10", "median", "p90", "max",
               "bulk ms");
   std::mt19937_64 rng(o.seed);
-  const std::pair<const char*, LinkOrder> orders[] = {{"posted", LinkOrder::kPosted},
-                                                      {"round-robin", LinkOrder::kRoundRobin}};
+  struct Row {
+    const char* name;
+    LinkOrder order;
+    bool whole;
+  };
+  const Row rows[] = {{"posted", LinkOrder::kPosted, false},
+                      {"round-robin, messages", LinkOrder::kRoundRobin, true},
+                      {"round-robin, slices", LinkOrder::kRoundRobin, false}};
   std::vector<Trial> alone;
-  for (int i = 0; i < o.trials; ++i) alone.push_back(RunTrial(o, LinkOrder::kPosted, false, rng));
+  for (int i = 0; i < o.trials; ++i) alone.push_back(RunTrial(o, LinkOrder::kPosted, false, false, rng));
   PrintRow("alone on the NIC", alone);
-  for (const auto& [name, order] : orders) {
+  for (const Row& row : rows) {
     std::vector<Trial> trials;
-    for (int i = 0; i < o.trials; ++i) trials.push_back(RunTrial(o, order, true, rng));
-    PrintRow(name, trials);
+    for (int i = 0; i < o.trials; ++i) trials.push_back(RunTrial(o, row.order, row.whole, true, rng));
+    PrintRow(row.name, trials);
   }
   return 0;
 }

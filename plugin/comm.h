@@ -92,11 +92,13 @@ inline LineProtocol ReceiveProtocol(const MessageTag& op, const MemRegion* mr, c
 // the virtual peers on its own node, owned by the Plugin. Thread-safe.
 class NicLinks {
  public:
-  NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns, LinkOrder order = LinkOrder::kPosted)
-      : order_(order) {
+  // `order`, `decide_ahead`: every link's (PRISM_LINK_ORDER, PRISM_LINK_DECIDE_AHEAD_US).
+  NicLinks(int count, uint64_t bits_per_second, int64_t latency_ns, LinkOrder order = LinkOrder::kPosted,
+           Nanoseconds decide_ahead = Nanoseconds(0))
+      : order_(order), decide_ahead_(decide_ahead) {
     for (int i = 0; i < count; ++i)
-      links_.emplace_back(
-          std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns), order));
+      links_.emplace_back(std::make_unique<SharedLink>(BitsPerSecond(bits_per_second), Nanoseconds(latency_ns),
+                                                       order, decide_ahead));
   }
   SharedLink& Tx(int dev) { return *links_[dev >= 0 && dev < static_cast<int>(links_.size()) ? dev : 0]; }
   // The transmit side of this GPU's link inside its node (NVLink in the
@@ -105,12 +107,13 @@ class NicLinks {
   // same in every handle); later figures are ignored.
   SharedLink& SameNodeTx(BitsPerSecond bandwidth, Nanoseconds latency) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!same_node_) same_node_ = std::make_unique<SharedLink>(bandwidth, latency, order_);
+    if (!same_node_) same_node_ = std::make_unique<SharedLink>(bandwidth, latency, order_, decide_ahead_);
     return *same_node_;
   }
 
  private:
   const LinkOrder order_;
+  const Nanoseconds decide_ahead_;
   std::vector<std::unique_ptr<SharedLink>> links_;
   std::mutex mu_;
   std::unique_ptr<SharedLink> same_node_;

@@ -5,7 +5,7 @@
 
 namespace prism::plugin {
 
-uint32_t LinkArbiter::AddConnection() {
+uint32_t LinkArbiter::AddConnection(bool whole_messages) {
   uint32_t id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -15,6 +15,7 @@ uint32_t LinkArbiter::AddConnection() {
     conns_.emplace_back();
   }
   conns_[id].in_use = true;
+  conns_[id].whole_messages = whole_messages;
   return id;
 }
 
@@ -54,13 +55,17 @@ void LinkArbiter::DecideUpTo(Nanoseconds now) {
       at = EarliestWaiting();
       next = NextInTurn(at);
     }
-    if (at > now) return;  // a message posted before `at` may still come
+    if (at > now + decide_ahead_) return;  // a message posted before then may still take this turn
     Connection& c = conns_[static_cast<uint32_t>(next)];
-    const Posted p = c.waiting.front();
+    Posted& p = c.waiting.front();
+    const Bytes slice = c.whole_messages ? p.left : Bytes(std::min(p.left.count(), kRoundRobinSlice.count()));
+    const LinkModel::Times t = link_.Reserve(slice, at);
+    p.left = Bytes(p.left.count() - slice.count());
+    last_served_ = static_cast<uint32_t>(next);
+    if (p.left.count() > 0) continue;
     c.waiting.pop_front();
     --waiting_;
-    c.decided.push_back(link_.Reserve(p.bytes, at));
-    last_served_ = static_cast<uint32_t>(next);
+    c.decided.push_back(t);
   }
 }
 

@@ -8,17 +8,29 @@
 //      start = max(posted, previous message's wire_done)
 //    decided at once. A connection that posted NCCL's window (up to 8 steps
 //    of 512 KiB per channel) holds every later message of the NIC behind it.
-//  - kRoundRobin: whenever the NIC is free (at its previous wire_done, or at
-//    a posting that finds it idle), the next connection in turn among those
-//    with a message posted by then sends its oldest one, whole:
-//      start = max(free, posted);  wire_done = start + bytes / bandwidth
-//    as a NIC takes work from its queue pairs in turn. A message that has to
-//    wait is decided only once the NIC frees for it, so its times are known
-//    then, not at its posting; a message posted later still waits at most one
-//    message of every other busy connection.
-// Decisions depend only on messages posted by the time they are made, so a
-// caller may ask at any later time (NextDecided's `now`) and gets the same
-// answer: undecided messages are decided up to `now` on every call.
+//  - kRoundRobin: whenever the NIC is free (at its previous slice's end, or
+//    at a posting that finds it idle), the next connection in turn among
+//    those with a message posted by then sends the next slice of its oldest
+//    one, as a NIC takes packets from its queue pairs in turn:
+//      slice = min(kRoundRobinSlice, what is left of it)  (a whole-message
+//              connection: all of it)
+//      start = max(free, posted);  end = start + slice / bandwidth
+//    A message's wire_done is its last slice's end, and it is decided then,
+//    not at its posting. Connections in turn share the NIC about equally, as
+//    a NIC's queue pairs do; a message posted later waits for at most one
+//    slice of every other busy connection per slice of its own. A
+//    connection whose bytes must go out with their times (a payload behind
+//    its header on a socket) takes whole-message turns instead, so that its
+//    times are known when its first byte leaves.
+//    A turn is decided `decide_ahead` before it begins (at the first call at
+//    or after that), with the messages posted by then: the message's times
+//    then reach its receiver that long before they come, enough for its
+//    bytes to land, and a message posted within that span takes its turn
+//    from the next one on.
+// Decisions depend only on the messages posted by the time they are made, so
+// a caller may ask at any later time (NextDecided's `now`) and gets the same
+// answer: undecided turns are decided up to `now + decide_ahead` on every
+// call.
 //
 // Thread-compatible: one owner (SharedLink holds it under its mutex).
 #ifndef PRISM_PLUGIN_LINK_ARBITER_H_
@@ -34,15 +46,20 @@
 
 namespace prism::plugin {
 
+// kRoundRobin's slice: 64 KiB, 210 us at 2.5 Gbit/s, 5 us at 100 Gbit/s.
+inline constexpr Bytes kRoundRobinSlice{64 * 1024};
+
 class LinkArbiter {
  public:
-  LinkArbiter(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order)
-      : link_(bandwidth, latency), order_(order) {}
+  LinkArbiter(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order,
+              Nanoseconds decide_ahead = Nanoseconds(0))
+      : link_(bandwidth, latency), order_(order), decide_ahead_(decide_ahead) {}
   LinkArbiter(const LinkArbiter&) = delete;
   LinkArbiter& operator=(const LinkArbiter&) = delete;
 
   // A new connection's id (ids of removed connections are reused).
-  uint32_t AddConnection();
+  // `whole_messages`: kRoundRobin turns of whole messages, not slices.
+  uint32_t AddConnection(bool whole_messages = false);
   // Drops the connection's undecided and uncollected messages; its id may be
   // handed out again.
   void RemoveConnection(uint32_t conn);
@@ -61,16 +78,18 @@ class LinkArbiter {
 
  private:
   struct Posted {
-    Bytes bytes;
+    Bytes left;  // kRoundRobin: not yet given a slice
     Nanoseconds at;
   };
   struct Connection {
     bool in_use = false;
+    bool whole_messages = false;
     std::deque<Posted> waiting;               // posted, not yet decided
     std::deque<LinkModel::Times> decided;     // decided, not yet collected
   };
 
-  // kRoundRobin: makes every decision due by `now`.
+  // kRoundRobin: makes every decision due by `now` (turns beginning up to
+  // `now + decide_ahead_`).
   void DecideUpTo(Nanoseconds now);
   // The connection whose turn it is at `at` among those with a message posted
   // by then, starting after the last one served; -1 when none.
@@ -80,6 +99,7 @@ class LinkArbiter {
 
   LinkModel link_;
   const LinkOrder order_;
+  const Nanoseconds decide_ahead_;
   std::vector<Connection> conns_;
   std::vector<uint32_t> free_ids_;
   uint32_t last_served_ = 0;

@@ -66,7 +66,7 @@ Result Plugin::InitOnce() {
     // link when shaped, else (virtual peers only) the NIC speed reported.
     const VirtualLink link = ModelledLink(settings_, nullptr);
     nics_ = std::make_unique<NicLinks>(settings_.nic.count, link.bandwidth.count(), link.latency.count(),
-                                       settings_.link_order);
+                                       settings_.link_order, Nanoseconds(settings_.link_decide_ahead_ns));
     env_ = CommEnv{&settings_, &logger_, &cuda_, nics_.get(), &schedules_, NcclVersionOfLogger(logger_.function()),
                    &link_hold_, &told_virtual_broadcast_, &host_load_};
     if (settings_.same_host_unix) env_.same_host_key = SameHostKey();

@@ -257,7 +257,7 @@ class RealSendComm final : public RealCommBase {
   };
 
   void FillPollLocked(std::vector<pollfd>* fds) override;
-  bool HasQueuedRequests() const override { return !submit_.Empty(); }
+  bool HasQueuedRequests() const override { return !submit_.Empty() || !headers_.Empty(); }
   bool StepInner(bool* progressed) override;
   // Proxy thread: hands the requests whose NIC times are decided, in
   // posting order, to the progress side (Launch).
@@ -280,6 +280,11 @@ class RealSendComm final : public RealCommBase {
   // round-robin), oldest first. Proxy thread.
   std::deque<SendRequest*> awaiting_link_;
   std::unique_ptr<LinkConnection> nic_;  // null: unshaped
+  // A ring comm under PRISM_LINK_ORDER=round-robin: a message's payload
+  // goes into the ring at its isend (submit_), its header, which carries its
+  // times, once the NIC decided them at its last slice (headers_).
+  const bool header_later_;
+  SpscRing<SendRequest*, 64> headers_;
   uint64_t next_seq_ = 0;
 };
 

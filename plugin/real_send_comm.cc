@@ -13,8 +13,9 @@ RealSendComm::RealSendComm(const CommEnv& env,
                            std::vector<int> fds, std::string peer, int dev, std::unique_ptr<SharedRing> ring)
     : RealCommBase(env, std::move(fds), std::move(ring), std::move(peer), true), queues_(fds_.size()),
       nic_(env.settings->link_bits_per_second > 0 || env.settings->link_latency_ns > 0
-               ? std::make_unique<LinkConnection>(&env.nics->Tx(dev))
-               : nullptr) {
+               ? std::make_unique<LinkConnection>(&env.nics->Tx(dev), /*whole_messages=*/ring_ == nullptr)
+               : nullptr),
+      header_later_(nic_ != nullptr && ring_ != nullptr && nic_->link().order() == LinkOrder::kRoundRobin) {
   for (SendRequest& r : pool_) r.owner = this;
   StartProgress(engines);
 }
@@ -48,9 +49,16 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
     Launch(req, nullptr);
     return prism_ncclSuccess;
   }
+  if (header_later_) {  // the payload into the ring now, the header at Launch
+    req->items_left = size > 0 ? 2 : 1;
+    req->bulk = IsBulk(size);
+    if (req->bulk) BeginBulk();
+    submit_.Push(req);  // capacity 64 > pool size: never full
+  }
   nic_->Post(Bytes(size), Nanoseconds(req->posted_ns));
   awaiting_link_.push_back(req);
   LaunchDecided();
+  if (header_later_) Advance();
   return prism_ncclSuccess;
 }
 
@@ -72,6 +80,11 @@ void RealSendComm::Launch(SendRequest* req, const LinkModel::Times* t) {
                               ChunkCount(req->size, env_.settings->min_chunk_bytes,
                                          static_cast<uint32_t>(fds_.size())),
                               t != nullptr ? t->deliver.count() : 0, next_seq_++};
+  if (header_later_) {
+    headers_.Push(req);  // capacity 64 > pool size: never full
+    Advance();
+    return;
+  }
   req->bulk = IsBulk(req->size);
   if (req->bulk) BeginBulk();
   submit_.Push(req);  // capacity 64 > pool size: never full
@@ -98,7 +111,7 @@ Result RealSendComm::SendRequest::Test(int* done, int* sizes) {
 }
 
 bool RealSendComm::StartRequest(SendRequest* req) {
-  const uint64_t size = req->header.size;
+  const uint64_t size = req->size;  // the header is not written yet under header_later_
   const char* src = req->data;
   if (req->gpu && size > 0) {
     req->staging.resize(size);
@@ -108,6 +121,10 @@ bool RealSendComm::StartRequest(SendRequest* req) {
       return false;
     }
     src = req->staging.data();
+  }
+  if (header_later_) {  // items_left set at isend: the payload's and the header's
+    if (size > 0) ring_queue_.push_back(WriteItem{req, src, size});
+    return true;
   }
   req->items_left = 1;
   queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header),
@@ -194,6 +211,10 @@ bool RealSendComm::StepInner(bool* progressed) {
   while (submit_.Pop(&req)) {
     *progressed = true;
     if (!StartRequest(req)) return false;
+  }
+  while (headers_.Pop(&req)) {
+    *progressed = true;
+    queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header), sizeof(MessageHeader)});
   }
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!Pump(i, progressed)) return false;

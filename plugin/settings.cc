@@ -50,7 +50,10 @@ constexpr EnvParam kParams[] = {
     {"PRISM_LINK_ORDER", "posted",
      "in which order a shaped NIC sends the messages of its connections: posted (one FIFO, each message reserved "
      "when NCCL posts it) or round-robin (whenever the NIC frees, the next connection in turn with a message "
-     "posted sends it, as a NIC serves its queue pairs)"},
+     "posted sends its next 64 KiB slice, as a NIC serves its queue pairs)"},
+    {"PRISM_LINK_DECIDE_AHEAD_US", "500",
+     "round-robin: a NIC's turn is decided this long before it begins, so that a message's times reach its "
+     "receiver ahead of its bytes; a message posted within that span takes its turn from the next one on"},
     {"PRISM_LINK_REPORT", "0",
      "1: when the last communicator's net context is finalized (net ABI v11, NCCL 2.28+), print on stderr "
      "how well the shaped real-peer links held the model (bytes landed after the modelled delivery)"},
@@ -223,6 +226,7 @@ Settings LoadSettings(std::string* warnings) {
   if (order != "posted" && order != "round-robin" && warnings != nullptr)
     *warnings += "PRISM_LINK_ORDER='" + order + "' is not posted|round-robin; using posted\n";
   s.link_order = order == "round-robin" ? LinkOrder::kRoundRobin : LinkOrder::kPosted;
+  s.link_decide_ahead_ns = std::llround(r.Double("PRISM_LINK_DECIDE_AHEAD_US", 0, 1e6) * 1e3);
   s.op_times_dir = r.String("PRISM_OP_TIMES");
   s.spin_ns = std::llround(r.Double("PRISM_SPIN_US", 0, 1e6) * 1e3);
   s.progress_threads = static_cast<int>(r.Int("PRISM_PROGRESS_THREADS", -1, 64));

@@ -66,6 +66,7 @@ struct Settings {
   uint64_t link_bits_per_second = 0;  // 0: unshaped
   int64_t link_latency_ns = 0;
   LinkOrder link_order = LinkOrder::kPosted;  // PRISM_LINK_ORDER
+  int64_t link_decide_ahead_ns = 0;           // PRISM_LINK_DECIDE_AHEAD_US (round-robin)
   int64_t spin_ns = 0;
   int progress_threads = 0;           // per context; 0: one per comm; -1: inline (kInlineProgress)
   uint64_t inline_bytes = 0;          // PRISM_INLINE_BYTES: larger messages go to the progress thread

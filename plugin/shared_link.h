@@ -21,8 +21,9 @@ namespace prism::plugin {
 
 class SharedLink {
  public:
-  SharedLink(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order = LinkOrder::kPosted)
-      : arbiter_(bandwidth, latency, order),
+  SharedLink(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order = LinkOrder::kPosted,
+             Nanoseconds decide_ahead = Nanoseconds(0))
+      : arbiter_(bandwidth, latency, order, decide_ahead),
         shaped_(arbiter_.link().shaped()),
         latency_(latency),
         bandwidth_(bandwidth) {}
@@ -30,9 +31,9 @@ class SharedLink {
   SharedLink& operator=(const SharedLink&) = delete;
 
   // LinkArbiter's, under the link's lock.
-  uint32_t AddConnection() {
+  uint32_t AddConnection(bool whole_messages) {
     std::lock_guard<std::mutex> lock(mu_);
-    return arbiter_.AddConnection();
+    return arbiter_.AddConnection(whole_messages);
   }
   void RemoveConnection(uint32_t conn) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,10 +62,15 @@ class SharedLink {
 };
 
 // One send comm's connection on a SharedLink, from construction to
-// destruction. Thread-compatible: the comm's proxy thread uses it.
+// destruction. `whole_messages`: its messages take whole turns under
+// LinkOrder::kRoundRobin (a comm whose payload follows its header on a
+// socket must send both when the message's times are known; a comm whose
+// payload goes ahead through shared memory, or a virtual one, need not).
+// Thread-compatible: the comm's proxy thread uses it.
 class LinkConnection {
  public:
-  explicit LinkConnection(SharedLink* link) : link_(link), id_(link->AddConnection()) {}
+  LinkConnection(SharedLink* link, bool whole_messages)
+      : link_(link), id_(link->AddConnection(whole_messages)) {}
   ~LinkConnection() { link_->RemoveConnection(id_); }
   LinkConnection(const LinkConnection&) = delete;
   LinkConnection& operator=(const LinkConnection&) = delete;

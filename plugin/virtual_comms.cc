@@ -56,7 +56,7 @@ VirtualSendComm::VirtualSendComm(const CommEnv& env, std::shared_ptr<DaemonSessi
       session_(std::move(session)),
       conn_(session_->Conn(conn_id)),
       conn_id_(conn_id),
-      link_(link != nullptr ? link : &env.nics->Tx(dev)) {
+      link_(link != nullptr ? link : &env.nics->Tx(dev), /*whole_messages=*/false) {
   for (SendRequest& r : pool_) r.owner = this;
   EmitConnEvent(*session_, SessionEvent::kConnOpened, conn_id, /*is_send=*/true, dev);
 }

@@ -139,6 +139,61 @@ TEST_CASE("link arbiter: round-robin takes the connections in turn and never bef
   CHECK(m->wire_done.count() == 5100);
 }
 
+TEST_CASE("link arbiter: round-robin turns are slices, or whole messages where a connection asks", "[plugin][unit]") {
+  const uint64_t slice = prism::plugin::kRoundRobinSlice.count();  // ns at 1 GB/s
+  for (bool whole : {false, true}) {
+    INFO("a's connection takes whole turns: " << whole);
+    LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
+    const uint32_t a = arbiter.AddConnection(whole), b = arbiter.AddConnection();
+    arbiter.Post(a, prism::Bytes(4 * slice), Ns(0));
+    arbiter.Post(b, prism::Bytes(1000), Ns(10));
+    // Sliced, it is decided at its last slice; whole, at once (the NIC was idle).
+    auto big = arbiter.NextDecided(a, Ns(10));
+    CHECK(big.has_value() == whole);
+    if (!big) big = arbiter.NextDecided(a, Ns(1'000'000));
+    auto small = arbiter.NextDecided(b, Ns(1'000'000));
+    REQUIRE(small);
+    REQUIRE(big);
+    if (whole) {
+      CHECK(big->wire_done.count() == static_cast<int64_t>(4 * slice));
+      CHECK(small->wire_done.count() == static_cast<int64_t>(4 * slice + 1000));
+    } else {
+      CHECK(small->wire_done.count() == static_cast<int64_t>(slice + 1000));  // after a's first slice
+      CHECK(big->wire_done.count() == static_cast<int64_t>(4 * slice + 1000));
+    }
+  }
+}
+
+TEST_CASE("link arbiter: round-robin turns are decided ahead, with the messages posted by then", "[plugin][unit]") {
+  // 1 GB/s; a's first 1000 B message holds the NIC [0, 1000). c posts at 850,
+  // after the turn at 1100 was asked for (at 800).
+  for (int64_t ahead : {300, 0}) {
+    INFO("decided " << ahead << " ns ahead");
+    LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin, Ns(ahead));
+    const uint32_t a = arbiter.AddConnection(), b = arbiter.AddConnection(), c = arbiter.AddConnection();
+    arbiter.Post(a, prism::Bytes(1000), Ns(0));
+    arbiter.Post(a, prism::Bytes(1000), Ns(0));
+    arbiter.Post(b, prism::Bytes(100), Ns(600));
+    auto first = arbiter.NextDecided(a, Ns(0));  // the NIC was idle: decided at its posting
+    REQUIRE(first);
+    CHECK(first->wire_done.count() == 1000);
+    CHECK(arbiter.NextDecided(b, Ns(1000 - ahead)).has_value());  // the turn at 1000 is due then
+    auto second = arbiter.NextDecided(a, Ns(800));
+    arbiter.Post(c, prism::Bytes(100), Ns(850));
+    auto late = arbiter.NextDecided(c, Ns(5000));
+    REQUIRE(late);
+    if (!second) second = arbiter.NextDecided(a, Ns(5000));
+    REQUIRE(second);
+    if (ahead > 0) {  // the turn at 1100 was a's: c takes the next
+      CHECK(second->wire_done.count() == 2100);
+      CHECK(late->wire_done.count() == 2200);
+    } else {  // decided at 1100: c, posted by then, comes before a in turn
+      CHECK(late->wire_done.count() == 1200);
+      CHECK(second->wire_done.count() == 2200);
+    }
+  }
+}
+
 TEST_CASE("link arbiter: a removed connection's waiting messages leave the NIC to the others", "[plugin][unit]") {
   TwoConnections t(LinkOrder::kRoundRobin);
   REQUIRE(t.arbiter.NextDecided(t.a, Ns(0)));

@@ -159,10 +159,10 @@ TEST_CASE("virtual peers: sends to a virtual peer on this rank's node take the n
 }
 
 // PRISM_LINK_ORDER applies to sends to virtual peers too: in a hybrid run
-// the real rank's NIC carries them beside its sends to real peers. Four 4 MiB
-// sends on one connection, then 64 KiB on another, at 1 GB/s: as posted the
-// 64 KiB completes after all four; round-robin after the first only (4.2 ms
-// before the second).
+// the real rank's NIC carries them beside its sends to real peers. Four 16
+// MiB sends on one connection, then 64 KiB on another, at 1 GB/s: as posted
+// the 64 KiB completes after all four; round-robin after one 64 KiB slice of
+// the first (16.8 ms before the first ends).
 TEST_CASE("virtual peers: a NIC's connections take turns under PRISM_LINK_ORDER=round-robin", "[plugin][virtual]") {
   SessionDaemon daemon(PRISM_SESSION_TESTD, {"--mode", "link", "--gbps", "8", "--auto-accept", "1"});
   REQUIRE(!daemon.address().empty());
@@ -177,13 +177,13 @@ TEST_CASE("virtual peers: a NIC's connections take turns under PRISM_LINK_ORDER=
       void* a = ConnectVirtual(drv, ctx, 6161);
       void* b = ConnectVirtual(drv, ctx, 6162);
       if (a == nullptr || b == nullptr) return "connect on a virtual handle returned no comm";
-      std::vector<char> abuf(16 << 20), bbuf(64 << 10);
+      std::vector<char> abuf(64 << 20), bbuf(64 << 10);
       void* amh = nullptr;
       void* bmh = nullptr;
       drv.net().regMr(a, abuf.data(), abuf.size(), kPrismPtrHost, &amh);
       drv.net().regMr(b, bbuf.data(), bbuf.size(), kPrismPtrHost, &bmh);
       std::vector<void*> ra;
-      for (int i = 0; i < 4; ++i) ra.push_back(drv.Send(a, abuf.data() + (i << 22), 4 << 20, 3, amh));
+      for (int i = 0; i < 4; ++i) ra.push_back(drv.Send(a, abuf.data() + (i << 24), 16 << 20, 3, amh));
       void* rb = drv.Send(b, bbuf.data(), bbuf.size(), 3, bmh);
       std::vector<int> adone(4, 0);
       int bdone = 0, ahead = -1, sizes[8];
@@ -202,8 +202,8 @@ TEST_CASE("virtual peers: a NIC's connections take turns under PRISM_LINK_ORDER=
       drv.net().closeSend(b);
       drv.net().finalize(ctx);
       const bool turns = std::string(order) == "round-robin";
-      if (turns ? ahead > 1 : ahead != 4) {
-        return "the 64 KiB send completed after " + std::to_string(ahead) + " of the four 4 MiB sends";
+      if (turns ? ahead > 0 : ahead != 4) {
+        return "the 64 KiB send completed after " + std::to_string(ahead) + " of the four 16 MiB sends";
       }
       return std::string();
     });
