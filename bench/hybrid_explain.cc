@@ -10,7 +10,7 @@
 //   and for the engine's virtual ranks in every replay. For any source:
 //   --iterations N (iterations the engine plays; default the recording's,
 //   else the graph's, else 1: recordings made before 2026-12-02 do not say);
-//   --nic-model queues|interleave (prismd's; default queues);
+//   --nic-model queues|interleave|turns (prismd's; default queues);
 //   --no-p2p-eager, --no-calibration, --collective-turnaround-us US, --step-turnaround-us US,
 //   --launch-order graph|true|false, --late RANK:ITERATION:MS: as prismd's flags, with prismd's
 //   defaults (eager sends, no turnaround, the graph's launch order). Until
@@ -99,9 +99,12 @@ int main(int argc, char** argv) {
     } else if (flag == "--step-cost-us" && absl::SimpleAtod(argv[2], &us) && us >= 0) {
       nccl.step_cost = prism::Nanoseconds(static_cast<int64_t>(us * 1000.0 + 0.5));
       argv += 2, argc -= 2;
-    } else if (flag == "--nic-model" && (std::string(argv[2]) == "queues" || std::string(argv[2]) == "interleave")) {
-      nic_model = std::string(argv[2]) == "queues" ? prism::engine::NicModel::kQueues
-                                                   : prism::engine::NicModel::kInterleave;
+    } else if (flag == "--nic-model" && (std::string(argv[2]) == "queues" || std::string(argv[2]) == "interleave" ||
+                                         std::string(argv[2]) == "turns")) {
+      const std::string m = argv[2];
+      nic_model = m == "queues"       ? prism::engine::NicModel::kQueues
+                  : m == "interleave" ? prism::engine::NicModel::kInterleave
+                                      : prism::engine::NicModel::kTurns;
       argv += 2, argc -= 2;
     } else if (flag == "--iterations" && absl::SimpleAtoi(argv[2], &iterations) && iterations >= 1) {
       argv += 2, argc -= 2;
@@ -132,7 +135,7 @@ int main(int argc, char** argv) {
   }
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model M] "
+                 "usage: hybrid_explain [--iterations N] [--step-cost-us US] [--ring-only] [--nic-model queues|interleave|turns] "
                  "[--no-p2p-eager] [--no-calibration] [--collective-turnaround-us US] [--step-turnaround-us US] "
                  "[--launch-order graph|true|false] [--late RANK:ITERATION:MS] GRAPH RECORDING RANKS (e.g. 0,1,4)\n");
     return 2;

@@ -152,9 +152,11 @@ absl::StatusOr<prism::engine::SimulationOptions> EngineOptions(const Flags& f, c
     o.nic_model = prism::engine::NicModel::kCalendar;
   } else if (f.nic_model == "interleave") {
     o.nic_model = prism::engine::NicModel::kInterleave;
+  } else if (f.nic_model == "turns") {
+    o.nic_model = prism::engine::NicModel::kTurns;
   } else if (f.nic_model != "queues") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar, shared or interleave"));
+        absl::StrCat("--nic-model ", f.nic_model, ": queues, calendar, shared, interleave or turns"));
   }
   PRISM_RETURN_IF_ERROR(StepCostOption(f.step_cost_us, g, &o));
   o.nccl.p2p_buffer = prism::Bytes(static_cast<uint64_t>(f.p2p_buffer_kib) << 10);
@@ -470,9 +472,10 @@ int main(int argc, char** argv) {
                  "come first served; a point-to-point transfer behind such a share goes between its steps; "
                  "other transfers as calendar), calendar (a transfer holds all its NICs alone "
                  "in a gap common to them), shared (transfers in flight share each NIC equally; --simulate "
-                 "only) or interleave (queues, and a ring share that finds its NIC carrying another communicator's "
-                 "ring share goes behind that one's step in progress, then shares the NIC with the rest; "
-                 "docs/network-model.md)");
+                 "only), interleave (queues, and a ring share that finds its NIC carrying another communicator's "
+                 "ring share goes behind that one's step in progress, then shares the NIC with the rest) or turns "
+                 "(interleave without waiting for the step in progress: a NIC that serves its queue pairs in "
+                 "turn, the plugin's PRISM_LINK_ORDER=round-robin); docs/network-model.md");
   app.add_option("--step-cost-us", f.step_cost_us,
                  "NCCL's own cost per ring step beyond the link latency, in us, or auto (the graph's figure, "
                  "measured by prism capture, else the one measured for NCCL 2.28's Simple ring; "

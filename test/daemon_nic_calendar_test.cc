@@ -221,6 +221,20 @@ TEST_CASE("nic scheduler, interleave: a short collective shares a NIC another co
   CHECK(PairAfterRing(NicModel::kInterleave, 3'000'000).first == 3'500'000);
 }
 
+TEST_CASE("nic scheduler, turns: a short collective shares a NIC from its ready time, not after a ring step",
+          "[engine][nic]") {
+  using prism::engine::NicModel;
+  // The same as interleave, without the ring's step in progress first: from
+  // 0.1 ms at half the rate, 0.2 ms of wire out at 0.5 ms; the send starts
+  // at 0.101 ms (1 us of wire, 2 us shared).
+  const auto [pair_end, send_start] = PairAfterRing(NicModel::kTurns, 400'000);
+  CHECK(pair_end == 500'000);
+  CHECK(send_start == 101'000);
+  // 1.5 ms of wire: 1.45 ms of it shares the ring's 2.9 ms left, the other
+  // 0.05 ms goes alone after the ring: out at 3.05 ms.
+  CHECK(PairAfterRing(NicModel::kTurns, 3'000'000).first == 3'050'000);
+}
+
 // The dp8 ground truth's case (TP1 PP2 DP8, 2026-12-04): a pipeline send
 // posted while its rank's NIC carries a DP reduce-scatter's share. Without
 // per-operation CUDA events the truth ran 529.9 ms an iteration, as if the

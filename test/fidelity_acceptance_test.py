@@ -111,7 +111,7 @@ class Acceptance(unittest.TestCase):
         out = run("run", "B", self.data, "rr,pp", env={"DRY": "1", "OUT": "/o", "EXTRA_ENV": "A=1"})
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.strip().splitlines()
-        self.assertEqual(lines[0], "acceptance: group rr: 15 runs (OUT /o/rr) PRISMD_FLAGS=--nic-model interleave "
+        self.assertEqual(lines[0], "acceptance: group rr: 15 runs (OUT /o/rr) PRISMD_FLAGS=--nic-model turns "
                                    "EXTRA_ENV=A=1 PRISM_LINK_ORDER=round-robin")
         self.assertIn("step-n16-dp4-2g5:truth-again2", lines[1].split())
         # The next group keeps the caller's EXTRA_ENV alone and the posting order.

@@ -27,7 +27,7 @@
 #         TRUTHS truths, hybrid1, hybrid2 each, against the tp, dp and pp groups' hybrids
 #   rr    step-n16-tp4-2g5, step-n16-dp4-2g5, step-n16-pp4-2g5 with every rank's NICs sending their
 #         connections' messages in turn (EXTRA_ENV PRISM_LINK_ORDER=round-robin, docs/plugin.md "Link
-#         shaping") and the hybrids' prismd on --nic-model interleave: TRUTHS truths, hybrid1, hybrid2
+#         shaping") and the hybrids' prismd on --nic-model turns: TRUTHS truths, hybrid1, hybrid2
 #         each, against the tp, dp and pp groups' (NICs in posting order): the truths' spread and
 #         the model's fit under each order
 # Env: TRUTHS (default 3, at least 3 to pool), RUN_TIMEOUT (default 60), DRY=1 (print the run-gpu.sh
@@ -69,7 +69,7 @@ group_env() {  # GROUP: exports what the group's runs need; fails for an unknown
     kinds) export OP_TIMING=nccl ;;
     cal) export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--calibration" ;;
     rr) export EXTRA_ENV="${EXTRA_ENV:+$EXTRA_ENV }PRISM_LINK_ORDER=round-robin"
-        export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--nic-model interleave" ;;
+        export PRISMD_FLAGS="${PRISMD_FLAGS:+$PRISMD_FLAGS }--nic-model turns" ;;
     *) echo "acceptance: unknown group $1 (dp, pp, tp, vlate, pat, kinds, cal, rr)" >&2; return 1 ;;
   esac
 }

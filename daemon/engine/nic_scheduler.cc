@@ -5,7 +5,7 @@
 namespace prism::engine {
 NicScheduler::NicScheduler(const EngineWorld& world, const NetworkModel& model, NicModel nic_model)
     : world_(world), model_(model), nic_model_(nic_model),
-      keeps_shares_(nic_model == NicModel::kInterleave ||
+      keeps_shares_(nic_model == NicModel::kInterleave || nic_model == NicModel::kTurns ||
                     (nic_model == NicModel::kQueues && model.nccl().p2p_between_ring_steps)),
       nics_(world.actors.size()) {
   if (nic_model_ == NicModel::kShared) shared_ = std::make_unique<SharedNics>(2 * world.actors.size());
@@ -134,7 +134,7 @@ const NicScheduler::TxWire& NicScheduler::TxWireOf(const OpInfo& op, const Engin
 }
 
 bool NicScheduler::QueuesOnTx(const OpInfo& op, const EngineComm& c) const {
-  if ((nic_model_ != NicModel::kQueues && nic_model_ != NicModel::kInterleave) || !c.shape.SpansNodes()) return false;
+  if ((nic_model_ != NicModel::kQueues && !Interleaves()) || !c.shape.SpansNodes()) return false;
   if (op.collective != graph::ALLREDUCE && op.collective != graph::ALLGATHER &&
       op.collective != graph::REDUCESCATTER)
     return false;
@@ -153,7 +153,7 @@ Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nan
     Directions& d = nics_[m];
     const Nanoseconds start = d.tx.NextFree(ready, wire);
     const Nanoseconds end = SatAdd(start, wire);
-    const bool interleave = nic_model_ == NicModel::kInterleave;
+    const bool interleave = Interleaves();
     const Nanoseconds sent = interleave && start > ready ? SharedSent(d, comm, ready, wire, start) : end;
     d.tx.Reserve(start, end, forget_before_);
     if (keeps_shares_ && wire > Nanoseconds(0)) {  // read by SharedSent (InterleavedStart, interleave)
@@ -174,14 +174,17 @@ Nanoseconds NicScheduler::QueueOnMembersTx(uint32_t comm, Nanoseconds ready, Nan
 // goes first; from there the two alternate until the other share has left.
 // Its end stays as granted (the engine never moves a grant's end); the
 // reservation of this share after it keeps the side's work for later ones.
+// kTurns: a NIC that takes its queue pairs in turn shares from `ready` on.
 Nanoseconds NicScheduler::SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
-                                     Nanoseconds start) {
+                                     Nanoseconds start) const {
   const Nanoseconds queued = SatAdd(start, wire);
   const auto h = std::find_if(d.shares.rbegin(), d.shares.rend(),
                               [ready](const TxShare& s) { return s.start <= ready && ready < s.end; });
   if (h == d.shares.rend() || h->comm == comm) return queued;
   const int64_t in_step = (ready - h->start).count() / h->step.count() + 1;  // steps begun by `ready`
-  const Nanoseconds step_end = Min(h->end, SatAdd(h->start, Nanoseconds(in_step * h->step.count())));
+  const Nanoseconds step_end = nic_model_ == NicModel::kTurns
+                                   ? ready
+                                   : Min(h->end, SatAdd(h->start, Nanoseconds(in_step * h->step.count())));
   const Nanoseconds half = Nanoseconds((h->end - step_end).count() / 2);  // this share's part of the rest
   if (wire <= half) return SatAdd(step_end, wire + wire);
   const Nanoseconds left = wire - half;

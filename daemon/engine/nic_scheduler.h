@@ -23,6 +23,12 @@
 //    after the other one), so the side's work stays counted for later
 //    requests; no grant's end ever moves (the hybrid's contract), so the
 //    other share keeps its end: the newcomer alone pays for the sharing.
+//  - kTurns: kInterleave, except that a share or point-to-point transfer
+//    that finds its transmit side carrying another communicator's ring share
+//    does not wait for that share's ring step in progress: the NIC takes the
+//    two in turn from its ready time on (a NIC that serves its queue pairs in
+//    turn, as the plugin's PRISM_LINK_ORDER=round-robin does in 64 KiB
+//    slices, which this leaves out).
 //  - kCalendar: a transfer holds every direction it needs, from the first
 //    instant all are free for its whole duration (nic_calendar.h).
 //  - kShared: transfers in flight share each direction equally
@@ -52,7 +58,7 @@
 namespace prism::engine {
 
 // docs/network-model.md, "NIC serialisation"; prismd --nic-model.
-enum class NicModel : uint8_t { kQueues, kCalendar, kShared, kInterleave };
+enum class NicModel : uint8_t { kQueues, kCalendar, kShared, kInterleave, kTurns };
 
 // A granted transfer: the engine's ticket, when it started on the NICs and
 // when it ends (its last byte delivered).
@@ -170,11 +176,14 @@ class NicScheduler {
   // kInterleave: when a share of `wire` for `comm`, ready at `ready`, whose
   // side `d` is first free for it at `start` (> ready), has left: start +
   // wire, unless `ready` falls in a ring share H of another communicator;
-  // then it waits for the end of H's step in progress, shares the side with
-  // the rest of H (each at half the rate), and sends what is left after H
-  // in the first gap that holds it (never later than start + wire).
-  static Nanoseconds SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
-                                Nanoseconds start);
+  // then it waits for the end of H's step in progress (kTurns: not), shares
+  // the side with the rest of H (each at half the rate), and sends what is
+  // left after H in the first gap that holds it (never later than start +
+  // wire).
+  Nanoseconds SharedSent(const Directions& d, uint32_t comm, Nanoseconds ready, Nanoseconds wire,
+                         Nanoseconds start) const;
+  // kInterleave or kTurns: ring shares of different communicators share a side.
+  bool Interleaves() const { return nic_model_ == NicModel::kInterleave || nic_model_ == NicModel::kTurns; }
   // kQueues, kInterleave: when a point-to-point transfer of `wire` from
   // `src`, ready at `ready` and first free there at `queued`, effectively
   // starts (its last byte leaves `wire` later): through SharedSent, as a
