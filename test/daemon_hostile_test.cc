@@ -173,7 +173,7 @@ TEST_CASE("prismd exits non-zero with a message on bad files and prints JSON on 
   CHECK(nlohmann::json::parse(text5)["iteration_time_s"].get<double>() > 0);
   auto [rc6, text6] = Prismd("--graph " + good + " --simulate --nic-model fair --metrics-address none");
   CHECK(rc6 == 2);
-  CHECK(text6.find("--nic-model fair: queues, calendar, shared or interleave") != std::string::npos);
+  CHECK(text6.find("--nic-model fair: queues, calendar, shared, interleave or turns") != std::string::npos);
   auto [rc7, text7] = Prismd("--graph " + good + " --simulate --json --nic-model calendar --metrics-address none");
   CHECK(rc7 == 0);
   CHECK(nlohmann::json::parse(text7)["iteration_time_s"].get<double>() > 0);
