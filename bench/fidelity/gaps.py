@@ -41,14 +41,21 @@ import tempfile
 MODEL_ITERATION = 5  # the model's iteration read: past any start-up
 
 
-def run_starts(run_dir, rank):
-    """(mean start in ms from the iteration's start per compute label, mean
-    iteration in ms) over the run's measured iterations."""
+def read_result(run_dir, rank):
+    """(path, driver.py's result for `rank`), stopping with a clear message
+    when it has no timeline."""
     path = os.path.join(run_dir, f"r{rank}.json")
     with open(path) as f:
         result = json.load(f)
     if "timeline" not in result:
         sys.exit(f"gaps.py: {path} has no timeline (driver.py --op-timing compute or all)")
+    return path, result
+
+
+def run_starts(run_dir, rank):
+    """(mean start in ms from the iteration's start per compute label, mean
+    iteration in ms) over the run's measured iterations."""
+    path, result = read_result(run_dir, rank)
     warmup = result.get("warmup", 0)
     starts = {}
     for it, label, start, _ in result["timeline"]:
@@ -63,11 +70,7 @@ def run_starts(run_dir, rank):
 def run_gap_spreads(run_dir, rank, labels):
     """Per label of `labels` (in order), then to the iteration's end and the
     iteration: the standard deviation (ms) over the run's measured iterations."""
-    path = os.path.join(run_dir, f"r{rank}.json")
-    with open(path) as f:
-        result = json.load(f)
-    if "timeline" not in result:
-        sys.exit(f"gaps.py: {path} has no timeline (driver.py --op-timing compute or all)")
+    path, result = read_result(run_dir, rank)
     warmup = result.get("warmup", 0)
     per_iteration = {}
     for it, label, start, _ in result["timeline"]:
