@@ -272,10 +272,10 @@ void ScenarioMulti(std::vector<Link>& links) {
 // 512 KiB messages, then link 1 one of 4 KiB. Every request is tested in
 // turn, link 0's first, until all are done. PRISM_TEST_EXPECT_AHEAD_MAX and
 // _MIN bound how many of link 0's sends had completed when link 1's did (the
-// NIC's order, PRISM_LINK_ORDER: all 8 as posted; round-robin none in
-// slices, and in whole-message turns at most the one already on the wire
-// when link 1's came, whose end lies only 4 KiB's wire time before link
-// 1's).
+// NIC's order, PRISM_LINK_ORDER: all 8 as posted, the last of which ends
+// only 4 KiB's wire time before link 1's; round-robin none in slices, and
+// in whole-message turns at most the one already on the wire when link 1's
+// came).
 void ScenarioTurns(std::vector<Link>& links) {
   constexpr int kWindow = 8;
   constexpr size_t kBig = 512 << 10, kSmall = 4096;

@@ -172,7 +172,10 @@ TEST_CASE("real peers: a NIC's connections take turns under PRISM_LINK_ORDER=rou
     CHECK(a == 0);
     CHECK(b == 0);
   }
-  auto [a, b] = Run("turns", {"PRISM_LINK_GBPS=0.2", "PRISM_TEST_EXPECT_AHEAD_MIN=8"});
+  // As posted: at least seven of the eight (the eighth ends only 4 KiB's
+  // wire time, 164 us, before the 4 KiB; a test() pass slower than that on a
+  // loaded host sees the two done together, the 4 KiB looked at last).
+  auto [a, b] = Run("turns", {"PRISM_LINK_GBPS=0.2", "PRISM_TEST_EXPECT_AHEAD_MIN=7"});
   CHECK(a == 0);
   CHECK(b == 0);
 }

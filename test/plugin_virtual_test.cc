@@ -161,8 +161,8 @@ TEST_CASE("virtual peers: sends to a virtual peer on this rank's node take the n
 // PRISM_LINK_ORDER applies to sends to virtual peers too: in a hybrid run
 // the real rank's NIC carries them beside its sends to real peers. Four 16
 // MiB sends on one connection, then 64 KiB on another, at 1 GB/s: as posted
-// the 64 KiB completes after all four; round-robin after one 64 KiB slice of
-// the first (16.8 ms before the first ends).
+// the 64 KiB completes after all four (at least three seen done); round-
+// robin after one 64 KiB slice of the first (16.8 ms before the first ends).
 TEST_CASE("virtual peers: a NIC's connections take turns under PRISM_LINK_ORDER=round-robin", "[plugin][virtual]") {
   SessionDaemon daemon(PRISM_SESSION_TESTD, {"--mode", "link", "--gbps", "8", "--auto-accept", "1"});
   REQUIRE(!daemon.address().empty());
@@ -202,7 +202,10 @@ TEST_CASE("virtual peers: a NIC's connections take turns under PRISM_LINK_ORDER=
       drv.net().closeSend(b);
       drv.net().finalize(ctx);
       const bool turns = std::string(order) == "round-robin";
-      if (turns ? ahead > 0 : ahead != 4) {
+      // As posted, the fourth ends only 64 KiB's wire time (66 us) before the
+      // 64 KiB: a slow pass of tests may see the two done together, the 64
+      // KiB looked at last.
+      if (turns ? ahead > 0 : ahead < 3) {
         return "the 64 KiB send completed after " + std::to_string(ahead) + " of the four 16 MiB sends";
       }
       return std::string();
