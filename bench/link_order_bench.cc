@@ -30,6 +30,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <queue>
 #include <random>
 #include <string>
@@ -95,16 +97,24 @@ Trial RunTrial(const Options& o, LinkOrder order, bool whole, bool with_bulk, st
   int64_t ring_end = 0, bulk_end = 0;
   const int64_t turnaround = static_cast<int64_t>(o.turnaround_us * 1000);
   int running = static_cast<int>(ring.size() + bulk.size());
+  // A connection's times in posting order: those Post gave at once, then the arbiter's.
+  std::vector<std::deque<LinkModel::Times>> at_once(bulk.size() + ring.size());
+  auto next = [&](uint32_t conn, int64_t t) -> std::optional<LinkModel::Times> {
+    if (at_once[conn].empty()) return nic.NextDecided(conn, Nanoseconds(t));
+    const LinkModel::Times m = at_once[conn].front();
+    at_once[conn].pop_front();
+    return m;
+  };
   for (int64_t t = 0; running > 0; t += 1000) {
     while (!posts.empty() && posts.top().at <= t) {
       const Post p = posts.top();
       posts.pop();
-      nic.Post(p.conn, Bytes(p.bytes), Nanoseconds(p.at));
+      if (const auto m = nic.Post(p.conn, Bytes(p.bytes), Nanoseconds(p.at))) at_once[p.conn].push_back(*m);
       ++undecided[p.conn];
     }
     for (size_t c = 0; c < bulk.size(); ++c) {
       while (undecided[bulk[c]] > 0) {
-        const auto m = nic.NextDecided(bulk[c], Nanoseconds(t));
+        const auto m = next(bulk[c], t);
         if (!m) break;
         --undecided[bulk[c]];
         if (bulk_left[c] > 0) {
@@ -119,7 +129,7 @@ Trial RunTrial(const Options& o, LinkOrder order, bool whole, bool with_bulk, st
     }
     for (size_t c = 0; c < ring.size(); ++c) {
       while (undecided[ring[c]] > 0) {
-        const auto m = nic.NextDecided(ring[c], Nanoseconds(t));
+        const auto m = next(ring[c], t);
         if (!m) break;
         --undecided[ring[c]];
         if (--ring_steps_left[c] == 0) {

@@ -27,15 +27,16 @@ void LinkArbiter::RemoveConnection(uint32_t conn) {
   free_ids_.push_back(conn);
 }
 
-void LinkArbiter::Post(uint32_t conn, Bytes bytes, Nanoseconds now) {
+std::optional<LinkModel::Times> LinkArbiter::Post(uint32_t conn, Bytes bytes, Nanoseconds now) {
   Connection& c = conns_.at(conn);
-  if (order_ == LinkOrder::kPosted) {
-    c.decided.push_back(link_.Reserve(bytes, now));
-    return;
-  }
+  if (order_ == LinkOrder::kPosted) return link_.Reserve(bytes, now);
   c.waiting.push_back(Posted{bytes, now});
   ++waiting_;
   DecideUpTo(now);
+  if (!c.waiting.empty() || c.decided.size() != 1) return std::nullopt;  // it, or one before it, still to come
+  const LinkModel::Times t = c.decided.front();
+  c.decided.pop_front();
+  return t;
 }
 
 std::optional<LinkModel::Times> LinkArbiter::NextDecided(uint32_t conn, Nanoseconds now) {

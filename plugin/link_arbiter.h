@@ -64,10 +64,13 @@ class LinkArbiter {
   // handed out again.
   void RemoveConnection(uint32_t conn);
 
-  // A message of `bytes` posted by `conn` at `now`. (Two threads' clocks may
-  // put a posting a few ns before a decision already made; it then takes
-  // part from the next decision on.)
-  void Post(uint32_t conn, Bytes bytes, Nanoseconds now);
+  // A message of `bytes` posted by `conn` at `now`: its times when they are
+  // decided at once and nothing of `conn`'s waits to be collected before it
+  // (always under kPosted; the caller then does not collect it), else
+  // nullopt (NextDecided gives them). (Two threads' clocks may put a posting
+  // a few ns before a decision already made; it then takes part from the
+  // next decision on.)
+  std::optional<LinkModel::Times> Post(uint32_t conn, Bytes bytes, Nanoseconds now);
   // The times of `conn`'s oldest posted message not yet collected, once
   // decided (always, under kPosted); nullopt while it waits for the NIC.
   // Each message is returned once, in posting order.

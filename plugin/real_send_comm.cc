@@ -55,7 +55,10 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
     if (req->bulk) BeginBulk();
     submit_.Push(req);  // capacity 64 > pool size: never full
   }
-  nic_->Post(Bytes(size), Nanoseconds(req->posted_ns));
+  if (const std::optional<LinkModel::Times> t = nic_->Post(Bytes(size), Nanoseconds(req->posted_ns))) {
+    Launch(req, &*t);  // decided at once (nothing of this comm's awaits before it)
+    return prism_ncclSuccess;
+  }
   awaiting_link_.push_back(req);
   LaunchDecided();
   if (header_later_) Advance();
@@ -63,7 +66,7 @@ Result RealSendComm::Isend(void* data, size_t size, int tag, const MemRegion* mr
 }
 
 void RealSendComm::LaunchDecided() {
-  while (!awaiting_link_.empty()) {
+  while (!awaiting_link_.empty()) {  // empty under PRISM_LINK_ORDER=posted: Isend launched it
     const std::optional<LinkModel::Times> t = nic_->NextDecided(Nanoseconds(WallNowNs()));
     if (!t) return;
     SendRequest* req = awaiting_link_.front();

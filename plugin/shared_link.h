@@ -23,10 +23,7 @@ class SharedLink {
  public:
   SharedLink(BitsPerSecond bandwidth, Nanoseconds latency, LinkOrder order = LinkOrder::kPosted,
              Nanoseconds decide_ahead = Nanoseconds(0))
-      : arbiter_(bandwidth, latency, order, decide_ahead),
-        shaped_(arbiter_.link().shaped()),
-        latency_(latency),
-        bandwidth_(bandwidth) {}
+      : arbiter_(bandwidth, latency, order, decide_ahead) {}
   SharedLink(const SharedLink&) = delete;
   SharedLink& operator=(const SharedLink&) = delete;
 
@@ -39,26 +36,20 @@ class SharedLink {
     std::lock_guard<std::mutex> lock(mu_);
     arbiter_.RemoveConnection(conn);
   }
-  void Post(uint32_t conn, Bytes bytes, Nanoseconds now) {
+  std::optional<LinkModel::Times> Post(uint32_t conn, Bytes bytes, Nanoseconds now) {
     std::lock_guard<std::mutex> lock(mu_);
-    arbiter_.Post(conn, bytes, now);
+    return arbiter_.Post(conn, bytes, now);
   }
   std::optional<LinkModel::Times> NextDecided(uint32_t conn, Nanoseconds now) {
     std::lock_guard<std::mutex> lock(mu_);
     return arbiter_.NextDecided(conn, now);
   }
 
-  bool shaped() const { return shaped_; }
-  Nanoseconds latency() const { return latency_; }
-  BitsPerSecond bandwidth() const { return bandwidth_; }
   LinkOrder order() const { return arbiter_.order(); }
 
  private:
   std::mutex mu_;
   LinkArbiter arbiter_;
-  const bool shaped_;
-  const Nanoseconds latency_;
-  const BitsPerSecond bandwidth_;
 };
 
 // One send comm's connection on a SharedLink, from construction to
@@ -75,9 +66,10 @@ class LinkConnection {
   LinkConnection(const LinkConnection&) = delete;
   LinkConnection& operator=(const LinkConnection&) = delete;
 
-  // A message of `bytes` posted now; its times come from NextDecided, in
-  // posting order (at once under LinkOrder::kPosted).
-  void Post(Bytes bytes, Nanoseconds now) { link_->Post(id_, bytes, now); }
+  // A message of `bytes` posted now: its times if decided at once with
+  // nothing of this connection's before it (always under LinkOrder::kPosted),
+  // else nullopt and NextDecided gives them, in posting order.
+  std::optional<LinkModel::Times> Post(Bytes bytes, Nanoseconds now) { return link_->Post(id_, bytes, now); }
   std::optional<LinkModel::Times> NextDecided(Nanoseconds now) { return link_->NextDecided(id_, now); }
   const SharedLink& link() const { return *link_; }
 

@@ -97,10 +97,13 @@ Result VirtualSendComm::Isend(void* data, size_t size, int tag, const MemRegion*
   SessionEvent e = MessageEvent(SessionEvent::kPosted, conn_id_, req->seq, size, req->posted_ns, op);
   e.tag = tag;
   session_->Emit(e);
-  link_.Post(Bytes(size), Nanoseconds(req->posted_ns));
+  *request = req;
+  if (const std::optional<LinkModel::Times> t = link_.Post(Bytes(size), Nanoseconds(req->posted_ns))) {
+    Launch(req, *t);  // decided at once (nothing of this comm's awaits before it)
+    return prism_ncclSuccess;
+  }
   awaiting_link_.push_back(req);
   LaunchDecided();
-  *request = req;
   return prism_ncclSuccess;
 }
 

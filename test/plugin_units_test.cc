@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "common/daemon_address.h"
@@ -49,15 +51,48 @@ namespace {
 constexpr prism::BitsPerSecond kOneGBps(8'000'000'000ull);  // 1 byte per ns
 prism::Nanoseconds Ns(int64_t ns) { return prism::Nanoseconds(ns); }
 
+// The arbiter as a comm uses it: a message's times come from Post when
+// decided at once, else from NextDecided, in posting order per connection.
+class ArbiterCaller {
+ public:
+  ArbiterCaller(prism::BitsPerSecond bandwidth, prism::Nanoseconds latency, LinkOrder order,
+                prism::Nanoseconds decide_ahead = prism::Nanoseconds(0))
+      : arbiter_(bandwidth, latency, order, decide_ahead) {}
+  uint32_t AddConnection(bool whole_messages = false) { return arbiter_.AddConnection(whole_messages); }
+  void RemoveConnection(uint32_t conn) {
+    arbiter_.RemoveConnection(conn);
+    at_once_.erase(conn);
+  }
+  // Post's own answer: the times when decided at once.
+  std::optional<LinkModel::Times> Post(uint32_t conn, prism::Bytes bytes, prism::Nanoseconds now) {
+    auto t = arbiter_.Post(conn, bytes, now);
+    if (t) at_once_[conn].push_back(*t);
+    return t;
+  }
+  std::optional<LinkModel::Times> NextDecided(uint32_t conn, prism::Nanoseconds now) {
+    std::deque<LinkModel::Times>& q = at_once_[conn];
+    if (q.empty()) return arbiter_.NextDecided(conn, now);
+    const LinkModel::Times t = q.front();
+    q.pop_front();
+    return t;
+  }
+
+ private:
+  LinkArbiter arbiter_;
+  std::map<uint32_t, std::deque<LinkModel::Times>> at_once_;
+};
+
 // conn `a` posts `window` messages of 1000 B at 0, conn `b` one of 100 B at 10.
 struct TwoConnections {
   explicit TwoConnections(LinkOrder order, int window = 8) : arbiter(kOneGBps, Ns(20), order) {
     a = arbiter.AddConnection();
     b = arbiter.AddConnection();
-    for (int i = 0; i < window; ++i) arbiter.Post(a, prism::Bytes(1000), Ns(0));
-    arbiter.Post(b, prism::Bytes(100), Ns(10));
+    for (int i = 0; i < window; ++i) at_once_a += arbiter.Post(a, prism::Bytes(1000), Ns(0)).has_value();
+    at_once_b = arbiter.Post(b, prism::Bytes(100), Ns(10)).has_value();
   }
-  LinkArbiter arbiter;
+  ArbiterCaller arbiter;
+  int at_once_a = 0;       // a's messages whose times Post gave at once
+  bool at_once_b = false;
   uint32_t a = 0, b = 0;
 };
 
@@ -65,6 +100,8 @@ struct TwoConnections {
 
 TEST_CASE("link arbiter: as posted, a message waits for every one posted before it", "[plugin][unit]") {
   TwoConnections t(LinkOrder::kPosted);
+  CHECK(t.at_once_a == 8);  // as posted, every message's times come with its posting
+  CHECK(t.at_once_b);
   for (int i = 0; i < 8; ++i) {
     auto m = t.arbiter.NextDecided(t.a, Ns(10));
     REQUIRE(m);
@@ -79,6 +116,8 @@ TEST_CASE("link arbiter: as posted, a message waits for every one posted before 
 
 TEST_CASE("link arbiter: round-robin, a later connection waits only for the message on the wire", "[plugin][unit]") {
   TwoConnections t(LinkOrder::kRoundRobin);
+  CHECK(t.at_once_a == 1);  // the NIC was idle for a's first, the rest wait
+  CHECK_FALSE(t.at_once_b);
   auto first = t.arbiter.NextDecided(t.a, Ns(10));  // the NIC was idle: out at once
   REQUIRE(first);
   CHECK(first->wire_done.count() == 1000);
@@ -116,7 +155,7 @@ TEST_CASE("link arbiter: round-robin decisions do not depend on when they are as
 
 TEST_CASE("link arbiter: round-robin takes the connections in turn and never before a posting",
           "[plugin][unit]") {
-  LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
+  ArbiterCaller arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
   const uint32_t a = arbiter.AddConnection(), b = arbiter.AddConnection(), c = arbiter.AddConnection();
   for (int i = 0; i < 3; ++i) {
     arbiter.Post(a, prism::Bytes(100), Ns(0));
@@ -143,7 +182,7 @@ TEST_CASE("link arbiter: round-robin turns are slices, or whole messages where a
   const uint64_t slice = prism::plugin::kRoundRobinSlice.count();  // ns at 1 GB/s
   for (bool whole : {false, true}) {
     INFO("a's connection takes whole turns: " << whole);
-    LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
+    ArbiterCaller arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin);
     const uint32_t a = arbiter.AddConnection(whole), b = arbiter.AddConnection();
     arbiter.Post(a, prism::Bytes(4 * slice), Ns(0));
     arbiter.Post(b, prism::Bytes(1000), Ns(10));
@@ -169,7 +208,7 @@ TEST_CASE("link arbiter: round-robin turns are decided ahead, with the messages 
   // after the turn at 1100 was asked for (at 800).
   for (int64_t ahead : {300, 0}) {
     INFO("decided " << ahead << " ns ahead");
-    LinkArbiter arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin, Ns(ahead));
+    ArbiterCaller arbiter(kOneGBps, Ns(0), LinkOrder::kRoundRobin, Ns(ahead));
     const uint32_t a = arbiter.AddConnection(), b = arbiter.AddConnection(), c = arbiter.AddConnection();
     arbiter.Post(a, prism::Bytes(1000), Ns(0));
     arbiter.Post(a, prism::Bytes(1000), Ns(0));
