@@ -37,6 +37,7 @@ add_executable(plugin_unit_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_op_tracker_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_op_times_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_arrival_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plugin_arrival_pat_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_ring_floor_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_pat_floor_order_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/plugin_ll_lines_test.cc
