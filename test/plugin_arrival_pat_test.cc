@@ -8,13 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <string>
-#include <mutex>
-#include <cstdio>
-#include <cstdarg>
 #include <algorithm>
-#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,7 +23,6 @@
 #include "plugin/op_schedules.h"
 #include "plugin/op_tracker.h"
 #include "plugin/real_comms.h"
-#include "plugin/ring_loops.h"
 #include "plugin/virtual_comms.h"
 #include "test/plugin_log_capture.h"
 #include "test/pat_stand_in.h"

@@ -3,23 +3,15 @@
 // it picks, with which inputs), with tags from FakeNccl and a DaemonSession
 // that is never started (events stay queued; schedules are put by hand).
 
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
-#include <string>
-#include <mutex>
-#include <cstdio>
-#include <cstdarg>
 #include <algorithm>
 #include <cstring>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "plugin/arrival.h"
@@ -27,11 +19,8 @@
 #include "plugin/daemon_session.h"
 #include "plugin/op_schedules.h"
 #include "plugin/op_tracker.h"
-#include "plugin/real_comms.h"
 #include "plugin/ring_loops.h"
 #include "plugin/virtual_comms.h"
-#include "test/plugin_log_capture.h"
-#include "test/pat_stand_in.h"
 #include "test/arrival_fixture.h"
 #include "test/plugin_fake_nccl.h"
 
