@@ -49,7 +49,9 @@ class Acceptance(unittest.TestCase):
             self.assertEqual((model["nccl_step_turnaround_us"], model["nccl_collective_turnaround_us"]),
                              (turnaround, 0.0))
             with open(os.path.join(self.data, spec, "meta.env")) as f:
-                self.assertIn(f'MODEL_FLAGS="--step-turnaround-us {turnaround:g} --no-calibration"\n', f.read())
+                meta = f.read()
+            self.assertIn(f'MODEL_FLAGS="--step-turnaround-us {turnaround:g} --no-calibration"\n', meta)
+            self.assertIn("TRUTH_HOST=one-h200\n", meta)  # run-gpu.sh checks the GPU against it
 
     def test_a_host_without_a_figure_for_the_rank_count_is_refused_by_name(self):
         tool = os.path.join(HERE, "..", "bench", "fidelity", "truth_host.py")
@@ -62,6 +64,19 @@ class Acceptance(unittest.TestCase):
             bad = subprocess.run([sys.executable, tool, *args], capture_output=True, text=True)
             self.assertEqual(bad.returncode, 2)
             self.assertIn(says, bad.stderr)
+
+    def test_a_gpu_other_than_the_one_the_host_s_figures_came_from_is_named(self):
+        tool = os.path.join(HERE, "..", "bench", "fidelity", "truth_host.py")
+        for host, gpu in (("one-h200", "NVIDIA H200"), ("two-h200", "NVIDIA H200 NVL"), ("cluster", "NVIDIA H100")):
+            same = subprocess.run([sys.executable, tool, "--gpu", host, gpu], capture_output=True, text=True)
+            self.assertEqual((same.returncode, same.stdout), (0, ""), (host, gpu))
+        other = subprocess.run([sys.executable, tool, "--gpu", "one-h200", "NVIDIA H100 80GB HBM3"],
+                               capture_output=True, text=True)
+        self.assertEqual(other.returncode, 1)
+        self.assertIn("measured on an H200, this GPU is NVIDIA H100 80GB HBM3", other.stdout)
+        unknown = subprocess.run([sys.executable, tool, "--gpu", "an-h100", "NVIDIA H100"], capture_output=True, text=True)
+        self.assertEqual(unknown.returncode, 2)
+        self.assertIn("unknown host an-h100", unknown.stderr)
 
     def test_each_group_lists_pooled_truths_and_its_hybrids(self):
         out = run("run", "B", self.data, "pp", env={"DRY": "1"})

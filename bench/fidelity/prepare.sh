@@ -55,6 +55,8 @@ with open(sys.argv[2], "w") as f:
     # The flags the model ran with (the truth's host, PRISMD_FLAGS): run-gpu.sh's hybrids take the same.
     f.write(f"MODEL_FLAGS=\"{sys.argv[4]}\"\n")
 PY
+  # The host the model was prepared for: run-gpu.sh says so when the GPU it finds is another.
+  if [[ -n "${TRUTH_HOST:-}" ]]; then echo "TRUTH_HOST=$TRUTH_HOST" >> "$d/meta.env"; fi
   # The real ranks' modelled ops (compare.py's model columns): a trace of rank 0 and hybrid2's
   # second real rank, small at any world.
   second="$(sed -n 's/^SECOND_REAL=//p' "$d/meta.env")"

@@ -178,11 +178,26 @@ nccl_choices() {  # RUNDIR: what NCCL chose per collective and size, all ranks' 
   sort <<<"$lines" | uniq -c | awk '{sub(":", "", $2); print $2, $3, $7, $9, $1}' | sort -k1,1 -k2,2n > "$1/nccl-choices.txt"
 }
 
+# The GPU this host has, beside the one each spec's model was prepared for (meta.env's TRUTH_HOST,
+# truth_host.py): a figure measured on another GPU is said, at the run and in summary.txt.
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -1)"
+host_notes=()
+host_note() {  # TAG: one line when meta.env's TRUTH_HOST is not this GPU's
+  local why
+  [[ -n "${TRUTH_HOST:-}" && -n "$gpu_name" ]] || return 0
+  why="$(python3 "$here/truth_host.py" --gpu "$TRUTH_HOST" "$gpu_name")" && return 0
+  [[ -n "$why" ]] || return 0
+  echo "run-gpu: $1: $why"
+  [[ " ${host_notes[*]} " == *" $TRUTH_HOST "* ]] || host_notes+=("$TRUTH_HOST")
+}
+
 for run in "$@"; do
   name="${run%%:*}"; kind="${run#*:}"
   MODEL_FLAGS=""  # data prepared before meta.env carried it: the hybrid gets PRISMD_FLAGS alone
+  TRUTH_HOST=""   # likewise: no host to check the GPU against
   # shellcheck disable=SC1090
   source "$D/$name/meta.env"
+  host_note "$name-$kind"
   tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
   restart_mps
   t0=$(date +%s.%N); sampler=""
@@ -211,6 +226,9 @@ for run in "$@"; do
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"
+for h in "${host_notes[@]}"; do
+  echo "run-gpu: $(python3 "$here/truth_host.py" --gpu "$h" "$gpu_name")" | tee -a "$OUT/summary.txt"
+done
 tar -C "$OUT" -czf "$OUT/results.tgz" --exclude='nccl.*.log' --exclude='mps-*' --exclude='op-times' $(cd "$OUT" && ls -d */ 2>/dev/null) 2>/dev/null
 tar -C "$OUT" -czf "$OUT/nccl-logs.tgz" $(cd "$OUT" && find . -name 'nccl.*.log' | head -64) 2>/dev/null || true
 failed=$(cd "$OUT" && for f in */FAILED; do [[ -f "$f" ]] && dirname "$f"; done)

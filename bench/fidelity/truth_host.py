@@ -28,7 +28,15 @@ One place for it: prepare.sh asks `truth_host.py HOST N` for the model's
 flags of an N-rank spec (and writes them into meta.env, so that run-gpu.sh's
 hybrids run with the same), model_table.py imports `flags`.
 
-Usage: truth_host.py HOST RANKS   prints the prismd flags, one line (empty: none)
+The figures hold for the GPU they were measured on: on an H100 (16 cores,
+2026-12-05, the same 16-rank specs) the truths need 111 us (tp4) to 268 us
+(dp8) and no one T fits them (docs/network-model.md). run-gpu.sh therefore
+asks `truth_host.py --gpu HOST NAME` whether the GPU it finds is the one
+HOST's figures came from, and says so in every result when it is not.
+
+Usage: truth_host.py HOST RANKS       prints the prismd flags, one line (empty: none)
+       truth_host.py --gpu HOST NAME  exit 0 when NAME (nvidia-smi's name) is HOST's GPU or HOST
+                                      names none; else 1, and why on stdout
   HOST: one-h200 (every rank on one H200, 16 cores), two-h200 (two H200s, 32
   cores), cluster (a GPU each: nothing added)
 """
@@ -46,6 +54,9 @@ PACKED_STEP_TURNAROUND_US = {
     "two-h200": {},  # 4 and 8 ranks per GPU, 4 cores each: its truths hold without (2026-12-01)
     "cluster": {},
 }
+
+# The GPU each host's figures were measured on (a word of nvidia-smi's name); None: any.
+HOST_GPU = {"one-h200": "H200", "two-h200": "H200", "cluster": None}
 
 
 def step_turnaround_us(host, ranks):
@@ -68,7 +79,30 @@ def flags(host, ranks):
     return ["--step-turnaround-us", str(t), "--no-calibration"] if t else []
 
 
+def gpu_mismatch(host, gpu_name):
+    """None when GPU_NAME (nvidia-smi's name, e.g. "NVIDIA H200") is the GPU HOST's
+    figures were measured on, or HOST names none; else one line saying so.
+    KeyError for an unknown host."""
+    want = HOST_GPU[host]
+    if want is None or want in gpu_name.split():
+        return None
+    return (f"TRUTH_HOST={host}'s step turnaround was measured on an {want}, this GPU is {gpu_name.strip()}: "
+            f"the model's host term (and every hybrid's, from meta.env) is not this host's; the truths "
+            f"still stand, the model column and the hybrids' errors carry the difference "
+            f"(bench/fidelity/truth_host.py)")
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "--gpu":
+        try:
+            why = gpu_mismatch(argv[2], argv[3])
+        except KeyError:
+            sys.stderr.write(f"truth_host: unknown host {argv[2]} (known: {', '.join(PACKED_STEP_TURNAROUND_US)})\n")
+            return 2
+        if why:
+            print(why)
+            return 1
+        return 0
     if len(argv) != 3:
         sys.stderr.write(__doc__)
         return 2
