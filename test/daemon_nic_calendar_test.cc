@@ -235,6 +235,39 @@ TEST_CASE("nic scheduler, turns: a short collective shares a NIC from its ready 
   CHECK(PairAfterRing(NicModel::kTurns, 3'000'000).first == 3'050'000);
 }
 
+// A 400 kB all-gather of the pair (0.2 ms of wire) and the ring's 4 MB one
+// (3 ms) made ready at one instant on actor 0's transmit side: {pair end,
+// ring end}.
+std::pair<int64_t, int64_t> PairBesideRing(prism::engine::NicModel nic) {
+  using prism::Nanoseconds;
+  const prism::engine::EngineWorld w = TwoComms();
+  const prism::engine::NetworkModel model(ByteANanosecond());
+  const prism::engine::OpInfo ring_op = AllGather(4'000'000), pair_op = AllGather(400'000);
+  prism::engine::NicScheduler s(w, model, nic);
+  std::vector<prism::engine::NicGrant> done;
+  std::vector<prism::engine::NicCheck> checks;
+  s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
+  s.RequestCollective(2, 1, pair_op, Nanoseconds(0), Nanoseconds(200'000));
+  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
+  REQUIRE(done.size() == 2);
+  int64_t pair_end = 0, ring_end = 0;
+  for (const auto& g : done) (g.ticket == 2 ? pair_end : ring_end) = g.end.count();
+  return {pair_end, ring_end};
+}
+
+TEST_CASE("nic scheduler, turns: of two transfers ready at one instant the shorter takes the NIC in turn "
+          "with the longer; the queues send it whole first",
+          "[engine][nic]") {
+  using prism::engine::NicModel;
+  // Queues (and interleave): shortest first, the pair alone (0.2 ms), the
+  // ring's share behind it on actor 0 (out at 3.2 ms).
+  CHECK(PairBesideRing(NicModel::kQueues) == std::pair<int64_t, int64_t>{200'000, 3'200'000});
+  CHECK(PairBesideRing(NicModel::kInterleave) == std::pair<int64_t, int64_t>{200'000, 3'200'000});
+  // Turns: longest first, so the pair finds the ring's share and goes at
+  // half the rate (0.4 ms); the ring keeps its 3 ms (no grant's end moves).
+  CHECK(PairBesideRing(NicModel::kTurns) == std::pair<int64_t, int64_t>{400'000, 3'000'000});
+}
+
 // The dp8 ground truth's case (TP1 PP2 DP8, 2026-12-04): a pipeline send
 // posted while its rank's NIC carries a DP reduce-scatter's share. Without
 // per-operation CUDA events the truth ran 529.9 ms an iteration, as if the
