@@ -268,6 +268,46 @@ TEST_CASE("nic scheduler, turns: of two transfers ready at one instant the short
   CHECK(PairBesideRing(NicModel::kTurns) == std::pair<int64_t, int64_t>{400'000, 3'000'000});
 }
 
+// A 0.1 ms send from actor 0 to 4 beside (a) the ring's 4 MB all-gather,
+// (b) a 1 ms send from actor 0 to 1, all made ready at 0: {the short send's
+// end, the other's end}.
+std::pair<int64_t, int64_t> SendBeside(prism::engine::NicModel nic, bool beside_ring) {
+  using prism::Nanoseconds;
+  const prism::engine::EngineWorld w = TwoComms();
+  const prism::engine::NetworkModel model(ByteANanosecond());
+  const prism::engine::OpInfo ring_op = AllGather(4'000'000);
+  prism::engine::NicScheduler s(w, model, nic);
+  std::vector<prism::engine::NicGrant> done;
+  std::vector<prism::engine::NicCheck> checks;
+  if (beside_ring) {
+    s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
+  } else {
+    s.RequestPointToPoint(1, 0, 1, Nanoseconds(0), Nanoseconds(1'000'000));
+  }
+  s.RequestPointToPoint(2, 0, 4, Nanoseconds(0), Nanoseconds(100'000));
+  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
+  REQUIRE(done.size() == 2);
+  int64_t short_end = 0, other_end = 0;
+  for (const auto& g : done) (g.ticket == 2 ? short_end : other_end) = g.end.count();
+  return {short_end, other_end};
+}
+
+TEST_CASE("nic scheduler, turns: a send made beside a ring share takes the NIC in turn with it; of two "
+          "sends the shorter still goes first",
+          "[engine][nic]") {
+  using prism::engine::NicModel;
+  using Ends = std::pair<int64_t, int64_t>;
+  // Beside the ring: under the queues the send goes whole first (out at 0.1
+  // ms) and the ring's share after it; under turns the ring's share is
+  // granted first and the send, at half the rate, is out at 0.2 ms.
+  CHECK(SendBeside(NicModel::kQueues, true) == Ends{100'000, 3'100'000});
+  CHECK(SendBeside(NicModel::kTurns, true) == Ends{200'000, 3'000'000});
+  // Two sends (no ring share to take turns with): shortest first under
+  // every model, the long one behind it.
+  CHECK(SendBeside(NicModel::kQueues, false) == Ends{100'000, 1'100'000});
+  CHECK(SendBeside(NicModel::kTurns, false) == Ends{100'000, 1'100'000});
+}
+
 // The dp8 ground truth's case (TP1 PP2 DP8, 2026-12-04): a pipeline send
 // posted while its rank's NIC carries a DP reduce-scatter's share. Without
 // per-operation CUDA events the truth ran 529.9 ms an iteration, as if the

@@ -51,13 +51,21 @@ void NicScheduler::Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGr
   now_ = now;
   forget_before_ = horizon - kMemory;
   batch_.swap(requests_);  // both vectors keep their capacity
-  // kTurns: longest first, so that a shorter request finds the longer one's
-  // ring share and takes the NIC in turn with it (SharedSent); the others
-  // shortest first (the header).
-  const bool longest_first = nic_model_ == NicModel::kTurns;
-  std::stable_sort(batch_.begin(), batch_.end(), [longest_first](const Request& a, const Request& b) {
-    return longest_first ? b.duration < a.duration : a.duration < b.duration;
-  });
+  if (nic_model_ == NicModel::kTurns) {
+    // The ring shares first, longest first, so that a shorter request finds
+    // the longer ones' shares and takes the NIC in turn with them
+    // (SharedSent); then the rest shortest first (the header).
+    for (Request& r : batch_) r.ring_share = r.kind != Request::Kind::kPointToPoint &&
+                                             r.kind != Request::Kind::kSend &&
+                                             QueuesOnTx(*r.op, world_.comms[r.comm]);
+    std::stable_sort(batch_.begin(), batch_.end(), [](const Request& a, const Request& b) {
+      if (a.ring_share != b.ring_share) return a.ring_share;
+      return a.ring_share ? b.duration < a.duration : a.duration < b.duration;
+    });
+  } else {
+    std::stable_sort(batch_.begin(), batch_.end(),
+                     [](const Request& a, const Request& b) { return a.duration < b.duration; });
+  }
   for (const Request& r : batch_) GrantOne(r, done, checks);
   batch_.clear();
 }

@@ -3,8 +3,9 @@
 // Each actor has a transmit and a receive direction (its GPU's NIC share,
 // network_model.h). Transfers between nodes ask for directions at the
 // engine's current instant; the requests made at one instant are granted
-// together, shortest first (kTurns: longest first; then in the order made), so that which of two
-// transfers that became ready at the same instant goes first never depends
+// together, shortest first (kTurns: ring shares first, longest first; then
+// in the order made), so that which of two transfers that became ready at
+// the same instant goes first never depends
 // on which event the engine handled first (a DP reduce-scatter granted
 // before a TP all-reduce of the same rank held it back by the whole
 // reduce-scatter). How a grant uses the directions is the NicModel:
@@ -28,11 +29,12 @@
 //    does not wait for that share's ring step in progress: the NIC takes the
 //    two in turn from its ready time on (a NIC that serves its queue pairs in
 //    turn, as the plugin's PRISM_LINK_ORDER=round-robin does in 64 KiB
-//    slices, which this leaves out). One instant's requests are granted
-//    longest first, so that a short one (a TP all-reduce, a pipeline send)
-//    made beside a long ring share finds it and pays for the turns, as on
-//    such a NIC, where shortest first would send it whole before the long
-//    one; the long one keeps the end it had alone (no grant's end moves).
+//    slices, which this leaves out). One instant's ring shares are granted
+//    first, longest first, then the other requests shortest first, so that
+//    a short one (a TP all-reduce, a pipeline send) made beside a long ring
+//    share finds it and pays for the turns, as on such a NIC, where shortest
+//    first would send it whole before the long one; the long one keeps the
+//    end it had alone (no grant's end moves).
 //  - kCalendar: a transfer holds every direction it needs, from the first
 //    instant all are free for its whole duration (nic_calendar.h).
 //  - kShared: transfers in flight share each direction equally
@@ -110,7 +112,7 @@ class NicScheduler {
   }
   bool HasRequests() const { return !requests_.empty(); }
   // Grants every request made since the last call, shortest first (kTurns:
-  // longest first), at `now`; `horizon` is the furthest time the engine has
+  // ring shares first, longest first), at `now`; `horizon` is the furthest time the engine has
   // handled (older reservations may be forgotten, see kMemory). Appends the grants whose
   // ends are known (all but kShared's) to `done`, in grant order. kShared:
   // for each transfer it starts, appends to `checks` when the first transfer
@@ -149,6 +151,7 @@ class NicScheduler {
     const OpInfo* op = nullptr; // kCollective, kHold
     Nanoseconds ready, duration;  // NIC time wanted from `ready` on (the grant order's key)
     Nanoseconds took;             // kSend: the transfer's whole time from its start
+    bool ring_share = false;      // kTurns, set by Grant: queues a ring share on transmit sides
   };
   // A ring share queued on a transmit side (kQueues, kInterleave): [start, end) of
   // communicator `comm`, sent one ring step of `step` at a time.
