@@ -256,7 +256,7 @@ std::pair<int64_t, int64_t> PairBesideRing(prism::engine::NicModel nic) {
 }
 
 TEST_CASE("nic scheduler, turns: of two transfers ready at one instant the shorter takes the NIC in turn "
-          "with the longer; the queues send it whole first",
+          "with the longer, and the queues send it whole first",
           "[engine][nic]") {
   using prism::engine::NicModel;
   // Queues (and interleave): shortest first, the pair alone (0.2 ms), the
@@ -292,7 +292,7 @@ std::pair<int64_t, int64_t> SendBeside(prism::engine::NicModel nic, bool beside_
   return {short_end, other_end};
 }
 
-TEST_CASE("nic scheduler, turns: a send made beside a ring share takes the NIC in turn with it; of two "
+TEST_CASE("nic scheduler, turns: a send made beside a ring share takes the NIC in turn with it, and of two "
           "sends the shorter still goes first",
           "[engine][nic]") {
   using prism::engine::NicModel;
