@@ -235,24 +235,33 @@ TEST_CASE("nic scheduler, turns: a short collective shares a NIC from its ready 
   CHECK(PairAfterRing(NicModel::kTurns, 3'000'000).first == 3'050'000);
 }
 
+// Grants, at one instant (0), the requests `make` makes on a scheduler of
+// TwoComms under `nic`, tickets 1 and 2: {ticket 2's end, ticket 1's end}.
+template <typename Make>
+std::pair<int64_t, int64_t> EndsAtOneInstant(prism::engine::NicModel nic, Make make) {
+  const prism::engine::EngineWorld w = TwoComms();
+  const prism::engine::NetworkModel model(ByteANanosecond());
+  prism::engine::NicScheduler s(w, model, nic);
+  std::vector<prism::engine::NicGrant> done;
+  std::vector<prism::engine::NicCheck> checks;
+  make(s);
+  s.Grant(prism::Nanoseconds(0), prism::Nanoseconds(0), &done, &checks);
+  REQUIRE(done.size() == 2);
+  int64_t second_end = 0, first_end = 0;
+  for (const auto& g : done) (g.ticket == 2 ? second_end : first_end) = g.end.count();
+  return {second_end, first_end};
+}
+
 // A 400 kB all-gather of the pair (0.2 ms of wire) and the ring's 4 MB one
 // (3 ms) made ready at one instant on actor 0's transmit side: {pair end,
 // ring end}.
 std::pair<int64_t, int64_t> PairBesideRing(prism::engine::NicModel nic) {
   using prism::Nanoseconds;
-  const prism::engine::EngineWorld w = TwoComms();
-  const prism::engine::NetworkModel model(ByteANanosecond());
   const prism::engine::OpInfo ring_op = AllGather(4'000'000), pair_op = AllGather(400'000);
-  prism::engine::NicScheduler s(w, model, nic);
-  std::vector<prism::engine::NicGrant> done;
-  std::vector<prism::engine::NicCheck> checks;
-  s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
-  s.RequestCollective(2, 1, pair_op, Nanoseconds(0), Nanoseconds(200'000));
-  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
-  REQUIRE(done.size() == 2);
-  int64_t pair_end = 0, ring_end = 0;
-  for (const auto& g : done) (g.ticket == 2 ? pair_end : ring_end) = g.end.count();
-  return {pair_end, ring_end};
+  return EndsAtOneInstant(nic, [&](prism::engine::NicScheduler& s) {
+    s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
+    s.RequestCollective(2, 1, pair_op, Nanoseconds(0), Nanoseconds(200'000));
+  });
 }
 
 TEST_CASE("nic scheduler, turns: of two transfers ready at one instant the shorter takes the NIC in turn "
@@ -273,23 +282,15 @@ TEST_CASE("nic scheduler, turns: of two transfers ready at one instant the short
 // end, the other's end}.
 std::pair<int64_t, int64_t> SendBeside(prism::engine::NicModel nic, bool beside_ring) {
   using prism::Nanoseconds;
-  const prism::engine::EngineWorld w = TwoComms();
-  const prism::engine::NetworkModel model(ByteANanosecond());
   const prism::engine::OpInfo ring_op = AllGather(4'000'000);
-  prism::engine::NicScheduler s(w, model, nic);
-  std::vector<prism::engine::NicGrant> done;
-  std::vector<prism::engine::NicCheck> checks;
-  if (beside_ring) {
-    s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
-  } else {
-    s.RequestPointToPoint(1, 0, 1, Nanoseconds(0), Nanoseconds(1'000'000));
-  }
-  s.RequestPointToPoint(2, 0, 4, Nanoseconds(0), Nanoseconds(100'000));
-  s.Grant(Nanoseconds(0), Nanoseconds(0), &done, &checks);
-  REQUIRE(done.size() == 2);
-  int64_t short_end = 0, other_end = 0;
-  for (const auto& g : done) (g.ticket == 2 ? short_end : other_end) = g.end.count();
-  return {short_end, other_end};
+  return EndsAtOneInstant(nic, [&](prism::engine::NicScheduler& s) {
+    if (beside_ring) {
+      s.RequestCollective(1, 0, ring_op, Nanoseconds(0), Nanoseconds(3'000'000));
+    } else {
+      s.RequestPointToPoint(1, 0, 1, Nanoseconds(0), Nanoseconds(1'000'000));
+    }
+    s.RequestPointToPoint(2, 0, 4, Nanoseconds(0), Nanoseconds(100'000));
+  });
 }
 
 TEST_CASE("nic scheduler, turns: a send made beside a ring share takes the NIC in turn with it, and of two "

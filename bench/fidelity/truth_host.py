@@ -92,13 +92,18 @@ def gpu_mismatch(host, gpu_name):
             f"(bench/fidelity/truth_host.py)")
 
 
+def unknown_host(host):
+    """Says HOST is none of the table's, on stderr; returns main's exit code 2."""
+    sys.stderr.write(f"truth_host: unknown host {host} (known: {', '.join(PACKED_STEP_TURNAROUND_US)})\n")
+    return 2
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == "--gpu":
         try:
             why = gpu_mismatch(argv[2], argv[3])
         except KeyError:
-            sys.stderr.write(f"truth_host: unknown host {argv[2]} (known: {', '.join(PACKED_STEP_TURNAROUND_US)})\n")
-            return 2
+            return unknown_host(argv[2])
         if why:
             print(why)
             return 1
@@ -110,8 +115,7 @@ def main(argv):
     try:
         print(" ".join(flags(host, int(ranks))))
     except KeyError:
-        sys.stderr.write(f"truth_host: unknown host {host} (known: {', '.join(PACKED_STEP_TURNAROUND_US)})\n")
-        return 2
+        return unknown_host(host)
     except ValueError as e:
         sys.stderr.write(f"truth_host: {e}\n")
         return 2

@@ -112,11 +112,12 @@ class NicScheduler {
   }
   bool HasRequests() const { return !requests_.empty(); }
   // Grants every request made since the last call, shortest first (kTurns:
-  // ring shares first, longest first), at `now`; `horizon` is the furthest time the engine has
-  // handled (older reservations may be forgotten, see kMemory). Appends the grants whose
-  // ends are known (all but kShared's) to `done`, in grant order. kShared:
-  // for each transfer it starts, appends to `checks` when the first transfer
-  // in flight would finish right after that start.
+  // ring shares first, longest first), at `now`; `horizon` is the furthest
+  // time the engine has handled (older reservations may be forgotten, see
+  // kMemory). Appends the grants whose ends are known (all but kShared's) to
+  // `done`, in grant order. kShared: for each transfer it starts, appends to
+  // `checks` when the first transfer in flight would finish right after that
+  // start.
   void Grant(Nanoseconds now, Nanoseconds horizon, std::vector<NicGrant>* done, std::vector<NicCheck>* checks);
 
   // kShared: wake-up `generation` is due at `now`. Only the latest wake-up
