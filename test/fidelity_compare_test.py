@@ -159,6 +159,27 @@ class TruthAgainstModel(unittest.TestCase):
         self.assertIn("compute fwd: median 1530.0 us over 4 (graph 1500.0 us)", text)
 
 
+class TruthHosts(unittest.TestCase):
+    def test_a_slow_iteration_is_put_beside_the_hosts_that_stalled_around_it(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        # Rank 0's iteration 2 is 10% over the median: rank 1 collected for 12 ms while enqueuing it.
+        # Iteration 4 is 5% over: rank 0's host had fallen behind (it waited 0.1 ms before iteration 5).
+        host0 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 0.1], "gc": [[1, 0, 0.2]]}
+        host1 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 97.0],
+                 "gc": [[2, 2, 12.0], [3, 0, 0.3]]}
+        for rank, host in ((0, host0), (1, host1)):
+            os.makedirs(os.path.join(out, "st-truth"), exist_ok=True)
+            with open(os.path.join(out, "st-truth", f"r{rank}.json"), "w") as f:
+                json.dump({"warmup": 1, "iteration_ms": [500.0, 100.0, 110.0, 100.0, 105.0, 100.0],
+                           "host": host}, f)
+        text = run_compare(out, data)
+        self.assertIn("hosts (2 ranks, gc python): 3 collections in the measured iterations, longest 12.0 ms", text)
+        self.assertIn("iteration 2 +10.00% over the median: rank 1 gc 12.0 ms", text)
+        self.assertIn("iteration 4 +5.00% over the median: rank 0 host behind (0.10 ms wait)", text)
+        self.assertNotIn("iteration 3 ", text)
+
+
 class StepBounds(unittest.TestCase):
     def test_hybrid_against_truth_is_judged_against_the_bounds(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -9,6 +9,7 @@ import re
 import statistics
 import sys
 
+import host_watch
 import pooled as pooled_mod
 
 
@@ -324,6 +325,30 @@ def truth_vs_model(data, name, truth_kind, truths):
           f"sd {statistics.stdev(ti):.3f}, lag-1 autocorrelation {lag1:+.2f}")
     for k, v in sorted(t.get("compute_us", {}).items()):
         print(f"compute {k}: median {v['median']:.1f} us over {v['n']} (graph {v.get('graph_us', float('nan')):.1f} us)")
+    host_lines(truths, t.get("warmup", 0), ti)
+
+
+def host_lines(truths, warmup, iteration_ms, spike_pct=1.0):
+    """What the ranks' hosts did around the truth's slow iterations (rank 0's
+    iterations more than spike_pct over their median): garbage collections
+    and hosts that had fallen behind their GPU (driver.py's host section,
+    host_watch.py). A spike no host explains is the network's or the GPU's."""
+    hosts = {r: res["host"] for r, res in truths.items() if isinstance(res.get("host"), dict)}
+    if not hosts:
+        return
+    measured = range(warmup, warmup + len(iteration_ms))
+    pauses = [c[2] for h in hosts.values() for c in h.get("gc", []) if c[0] in measured]
+    modes = sorted({h.get("gc_mode", "?") for h in hosts.values()})
+    longest = f", longest {max(pauses):.1f} ms" if pauses else ""
+    print(f"hosts ({len(hosts)} ranks, gc {'/'.join(modes)}): {len(pauses)} collections in the measured "
+          f"iterations{longest}")
+    med = statistics.median(iteration_ms)
+    for i, ms in enumerate(iteration_ms):
+        if pct(ms, med) <= spike_pct:
+            continue
+        it = warmup + i
+        why = [f"rank {r} {w}" for r, h in sorted(hosts.items()) for w in [host_watch.stalls(h, it)] if w]
+        print(f"  iteration {it} {pct(ms, med):+.2f}% over the median: " + ("; ".join(why) or "no host stalled"))
 
 
 # The bounds for a step (the fidelity issue's acceptance, tighter than the

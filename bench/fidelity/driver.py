@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+import host_watch
 import op_times
 
 DTYPE_BYTES = 2  # the graph's ops are bf16
@@ -65,6 +66,10 @@ def parse_args(argv=None):
     ap.add_argument("--op-times-dir", default="",
                     help="--op-timing nccl: where the plugin writes its operation lines (PRISM_OP_TIMES; "
                          "default: that variable, else op-times/ beside --out, else a new temporary directory)")
+    ap.add_argument("--gc", choices=host_watch.GC_MODES, default="python",
+                    help="step: Python's garbage collector during the iterations: python (as Python runs it), "
+                         "freeze (collect once after start-up and never scan those objects again), off "
+                         "(disabled); the result's host section records every collection either way")
     ap.add_argument("--out", default="", help="also write the JSON line here")
     a = ap.parse_args(argv)
     # One command line for every real rank (prism run): {rank} in paths.
@@ -341,9 +346,12 @@ class Runner:
         result = {"rank": a.rank, "world": a.world, "mode": a.mode, "spec": self.summary["job"]["name"]}
         if a.mode == "step":
             marks, timed, done_marks = [], [], []
+            watch = host_watch.HostWatch(a.gc)
+            watch.start()
             for it in range(a.iterations):
                 extra = int(a.late_ms * 1e6) if it == a.late_iteration else 0
                 if a.cpu:
+                    watch.enqueuing(it)
                     marks.append(time.perf_counter())
                     self.run_iteration(extra, None)
                     continue
@@ -356,7 +364,9 @@ class Runner:
                 # iterations, and NCCL's host-side enqueue then lagged the
                 # GPU: ground truths slowed down mid-run, by 2x at 16 ranks.
                 if len(done_marks) >= 2:
-                    done_marks[-2].synchronize()
+                    watch.wait_for_gpu(it, done_marks[-2].synchronize)
+                else:
+                    watch.enqueuing(it)
                 self.iteration = it
                 self.run_iteration(extra, timed if it >= a.warmup else None)
                 done = torch.cuda.Event(blocking=True)
@@ -371,7 +381,9 @@ class Runner:
                 marks.append(end)
                 self.wait_idle()
                 times = [marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)]
+            watch.stop()
             result["iteration_ms"] = [round(t, 4) for t in times]
+            result["host"] = watch.as_json()
             if self.late_timed:
                 result["late_op"] = late_op(self.late_timed[0], marks, self.compute_timed, self.ops, a.late_ms)
             if timed or self.compute_timed:

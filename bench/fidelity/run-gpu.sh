@@ -35,6 +35,8 @@
 #      measured iteration get CUDA timing events; the per-kind tables need all, comm or nccl, and
 #      events around communication change what a truth does: README.md; nccl times communication
 #      by NCCL's own kernel stamps through the plugin's PRISM_OP_TIMES, lines in RUN/op-times/),
+#      GC_MODE=python|freeze|off (driver.py --gc, default python: Python's garbage collector in the
+#      measured loop; every rank's r<rank>.json records its collections and host waits either way),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -85,7 +87,7 @@ driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
     timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
       --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
       --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" \
-      --op-timing "${OP_TIMING:-compute}" "$@" \
+      --op-timing "${OP_TIMING:-compute}" --gc "${GC_MODE:-python}" "$@" \
       > "$OUT/$tag/r$r.log" 2>&1 &
 }
 
@@ -168,7 +170,7 @@ run_launcher() {  # NAME TAG REAL-RANKS: the driver as an ordinary program under
     --prismd-arg=--record-sessions --prismd-arg="$OUT/$tag/sessions.rec" "${pd_args[@]}" \
     -- python3 "$here/driver.py" --env-init --ops "$D/$name/ops{rank}.json" --comms "$D/$name/comms.json" \
       --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" --out "$OUT/$tag/r{rank}.json" \
-      --op-timing "${OP_TIMING:-compute}" \
+      --op-timing "${OP_TIMING:-compute}" --gc "${GC_MODE:-python}" \
     > "$OUT/$tag/run.log" 2>&1
 }
 
