@@ -102,9 +102,11 @@ class Acceptance(unittest.TestCase):
         self.assertEqual(out.stdout.strip().splitlines()[0], "acceptance: group pp: 14 runs (OUT /o/pp)")
         self.assertEqual(out.stdout.strip().splitlines()[6], "acceptance: group pat: 8 runs (OUT /o/pat)")
         self.assertEqual(lines[0], "acceptance: group vlate: 4 runs (OUT /o/vlate) LATE_RANK=4")
-        self.assertEqual(lines[2], "acceptance: group kinds: 6 runs (OUT /o/kinds) OP_TIMING=nccl")
+        self.assertEqual(lines[2], "acceptance: group kinds: 12 runs (OUT /o/kinds) OP_TIMING=nccl")
         self.assertTrue(lines[1].endswith("step-n16-pp4-2g5:truth-late-again2 step-n16-pp4-2g5:hybrid1-late"))
-        self.assertIn("step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1", lines[3])
+        # Each spec's truths pooled (one truth's DP medians move by 5%), its hybrid after the first.
+        self.assertIn("step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-dp8-2g5:truth-again "
+                      "step-n16-dp8-2g5:truth-again2 step-n16-pp4-2g5:truth", lines[3])
         bad = run("run", "B", self.data, "vlate,everything", env={"DRY": "1"})
         self.assertEqual(bad.returncode, 2)  # refused before any group runs
         self.assertIn("unknown group everything", bad.stderr)

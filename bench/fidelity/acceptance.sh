@@ -19,9 +19,10 @@
 #   vlate step-n16-pp4-2g5 with rank 4 late (LATE_RANK=4): TRUTHS truth-late, hybrid1-late (rank 4 is
 #         virtual there: prismd --late); the model says a later stage absorbs the delay
 #   pat   sweep-n8-pat-2g5, sweep-n16-pat-2g5: TRUTHS truths and hybrid1 each (NCCL_ALGO=PAT)
-#   kinds one group with OP_TIMING=nccl: one truth and hybrid1 of dp8, pp4 and pp4-slow, for the per-kind
-#         tables (NCCL's kernel stamps; compare its iterations with the dp group's before trusting them;
-#         pp4-slow's say where the truth absorbs the slow rank that the model passes on)
+#   kinds one group with OP_TIMING=nccl: TRUTHS truths and hybrid1 of dp8, pp4 and pp4-slow, for the
+#         per-kind tables against the pool (NCCL's kernel stamps; one truth's DP medians moved by 5% from
+#         run to run; compare its iterations with the dp group's before trusting them; pp4-slow's say
+#         where the truth absorbs the slow rank that the model passes on)
 #   cal   step-n16-tp4-2g5, step-n16-dp4-2g5, step-n16-pp4-2g5 with the hybrids calibrated (PRISMD_FLAGS
 #         --calibration, prismd's default, which the packed host's MODEL_FLAGS turn off: truth_host.py):
 #         TRUTHS truths, hybrid1, hybrid2 each, against the tp, dp and pp groups' hybrids
@@ -44,7 +45,7 @@ TRUTHS="${TRUTHS:-3}"
 STEP_SPECS=(step-n16-dp8-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow step-n16-tp4-2g5 step-n8-2g5)
 SWEEP_SPECS=(sweep-n8-pat-2g5 sweep-n16-pat-2g5)
 
-usage() { sed -n '2,37p' "$0" >&2; exit 2; }
+usage() { sed -n '2,38p' "$0" >&2; exit 2; }
 
 truths() {  # SPEC KIND: KIND, KIND-again, KIND-again2, ... TRUTHS runs in all
   local spec="$1" kind="$2" i
@@ -84,8 +85,10 @@ group_runs() {  # GROUP: its runs, one per line
     vlate) truths step-n16-pp4-2g5 truth-late; echo step-n16-pp4-2g5:hybrid1-late ;;
     pat) for s in "${SWEEP_SPECS[@]}"; do truths "$s" truth; echo "$s:hybrid1"; done ;;
     cal|rr) step_runs step-n16-tp4-2g5 step-n16-dp4-2g5 step-n16-pp4-2g5 ;;
-    kinds) printf '%s\n' step-n16-dp8-2g5:truth step-n16-dp8-2g5:hybrid1 step-n16-pp4-2g5:truth step-n16-pp4-2g5:hybrid1 \
-                          step-n16-pp4-2g5-slow:truth step-n16-pp4-2g5-slow:hybrid1 ;;
+    kinds) for s in step-n16-dp8-2g5 step-n16-pp4-2g5 step-n16-pp4-2g5-slow; do
+             mapfile -t t < <(truths "$s" truth)
+             echo "${t[0]}"; echo "$s:hybrid1"; printf '%s\n' "${t[@]:1}"
+           done ;;
   esac
 }
 
