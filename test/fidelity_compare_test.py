@@ -180,6 +180,31 @@ class TruthHosts(unittest.TestCase):
         self.assertNotIn("iteration 3 ", text)
 
 
+class TruthSpikes(unittest.TestCase):
+    def test_a_slow_iteration_names_its_first_late_op_and_the_rank_that_came_into_it_late(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        step_data(data, "st", 100.0)
+        os.makedirs(os.path.join(out, "st-truth"))
+
+        def timeline(shift_fwd, shift_opt):  # iterations 1-5: fwd at 10 ms, optimizer at 90 ms
+            tl = []
+            for it in range(1, 6):
+                tl.append([it, "fwd mb 0 layer 0", 10.0 + shift_fwd.get(it, 0.0), 12.0 + shift_fwd.get(it, 0.0)])
+                tl.append([it, "optimizer", 90.0 + shift_opt.get(it, 0.0), 91.0 + shift_opt.get(it, 0.0)])
+            return tl
+        # Iteration 4 is 8% over the median: rank 1's optimizer of iteration 3 started 9 ms late, and rank 0
+        # waited for it, its first forward of iteration 4 8 ms late.
+        ranks = {0: timeline({4: 8.0}, {}), 1: timeline({}, {3: 9.0})}
+        for rank, tl in ranks.items():
+            with open(os.path.join(out, "st-truth", f"r{rank}.json"), "w") as f:
+                json.dump({"warmup": 1, "iteration_ms": [500.0, 100.0, 100.0, 100.0, 108.0, 100.0],
+                           "timeline": tl}, f)
+        text = run_compare(out, data)
+        self.assertIn("iteration 4 +8.00% over the median: first late: rank 0 fwd mb 0 layer 0 +8.0 ms at 18.0 ms; "
+                      "came in late from iteration 3: rank 1 (optimizer +9.0 ms)", text)
+        self.assertNotIn("iteration 3 ", text)  # at the median: not a slow iteration
+
+
 class StepBounds(unittest.TestCase):
     def test_hybrid_against_truth_is_judged_against_the_bounds(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -11,6 +11,7 @@ import sys
 
 import host_watch
 import pooled as pooled_mod
+import spikes
 
 
 def load(path):
@@ -329,26 +330,38 @@ def truth_vs_model(data, name, truth_kind, truths):
 
 
 def host_lines(truths, warmup, iteration_ms, spike_pct=1.0):
-    """What the ranks' hosts did around the truth's slow iterations (rank 0's
-    iterations more than spike_pct over their median): garbage collections
-    and hosts that had fallen behind their GPU (driver.py's host section,
-    host_watch.py). A spike no host explains is the network's or the GPU's."""
+    """What happened around the truth's slow iterations (rank 0's iterations
+    more than spike_pct over their median): the ranks' hosts that stalled
+    (garbage collections, hosts that had fallen behind their GPU: driver.py's
+    host section, host_watch.py; a spike no host explains is the network's or
+    the GPU's) and the first ops, over every rank's timeline, that started
+    late (spikes.py: where the delay began, and whether that op ran long or
+    waited)."""
     hosts = {r: res["host"] for r, res in truths.items() if isinstance(res.get("host"), dict)}
-    if not hosts:
-        return
     measured = range(warmup, warmup + len(iteration_ms))
-    pauses = [c[2] for h in hosts.values() for c in h.get("gc", []) if c[0] in measured]
-    modes = sorted({h.get("gc_mode", "?") for h in hosts.values()})
-    longest = f", longest {max(pauses):.1f} ms" if pauses else ""
-    print(f"hosts ({len(hosts)} ranks, gc {'/'.join(modes)}): {len(pauses)} collections in the measured "
-          f"iterations{longest}")
+    if hosts:
+        pauses = [c[2] for h in hosts.values() for c in h.get("gc", []) if c[0] in measured]
+        modes = sorted({h.get("gc_mode", "?") for h in hosts.values()})
+        longest = f", longest {max(pauses):.1f} ms" if pauses else ""
+        print(f"hosts ({len(hosts)} ranks, gc {'/'.join(modes)}): {len(pauses)} collections in the measured "
+              f"iterations{longest}")
     med = statistics.median(iteration_ms)
     for i, ms in enumerate(iteration_ms):
         if pct(ms, med) <= spike_pct:
             continue
         it = warmup + i
-        why = [f"rank {r} {w}" for r, h in sorted(hosts.items()) for w in [host_watch.stalls(h, it)] if w]
-        print(f"  iteration {it} {pct(ms, med):+.2f}% over the median: " + ("; ".join(why) or "no host stalled"))
+        parts = []
+        if hosts:
+            why = [f"rank {r} {w}" for r, h in sorted(hosts.items()) for w in [host_watch.stalls(h, it)] if w]
+            parts.append("; ".join(why) or "no host stalled")
+        late, before = spikes.first_late_ops(truths, it), spikes.late_into(truths, it)
+        if late:
+            parts.append("first late: " + spikes.describe(late))
+        if before:
+            parts.append(f"came in late from iteration {it - 1}: " + "; ".join(
+                f"rank {r} ({label} {lateness:+.1f} ms)" for r, label, lateness in before))
+        if parts:
+            print(f"  iteration {it} {pct(ms, med):+.2f}% over the median: " + "; ".join(parts))
 
 
 # The bounds for a step (the fidelity issue's acceptance, tighter than the

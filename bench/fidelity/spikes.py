@@ -1,0 +1,82 @@
+"""Where a ground truth's slow iterations began (compare.py).
+
+A truth packs every rank onto one host, and its iterations scatter upwards:
+most sit near the model, a few run 2-7% over it. driver.py's timeline gives
+every timed op of every rank as [iteration, label, start_ms, end_ms], times
+from that rank's own iteration start. An op that started later than it
+usually does (its median start over the measured iterations) in a slow
+iteration is where the delay shows on that rank; the earliest such op over
+all ranks is where it began, and whether the op itself ran long (a compute
+whose sleep lasted longer) or waited (its start moved, its length did not)
+says which.
+
+first_late_ops(results, iteration, late_ms, top) -> [(rank, label, late_ms,
+    start_ms, longer_ms)], the ops of that iteration that started at least
+    late_ms after their usual start, earliest first (each in its own rank's
+    iteration: the ranks' clocks are not compared).
+late_into(results, iteration, late_ms, top) -> [(rank, label, late_ms)], the
+    ranks whose last timed op of the iteration before started at least
+    late_ms after its usual start, latest first: a rank that came into the
+    iteration late, which its peers then wait for in their first collective.
+
+On the one-GPU host (one H100, 2026-12-05, 21 truths of the dp, pp and tp
+layouts, bundle of main ddd4a34), every one of the 56 iterations more than
+1% over their truth's median had its first late op at `fwd mb 0 layer 0`,
+right after the iteration's DP all-gather; of the 12 over 3% that had a
+timed iteration before them (the late runs' late iteration aside), 9 came
+after a rank whose optimizer of the iteration before started 6-16 ms late.
+"""
+import statistics
+
+
+def per_op(result):
+    """{label: {iteration: (start_ms, end_ms)}} of one rank's timeline."""
+    ops = {}
+    for it, label, start, end in result.get("timeline", []):
+        ops.setdefault(label, {})[it] = (start, end)
+    return ops
+
+
+def first_late_ops(results, iteration, late_ms=1.0, top=3):
+    """The ops of `iteration` (over every rank in results: {rank: driver
+    result}) that started at least late_ms after their median start, earliest
+    first, at most `top`: (rank, label, how late, start, how much longer it ran
+    than its median), all ms."""
+    late = []
+    for rank, result in results.items():
+        for label, runs in per_op(result).items():
+            if iteration not in runs or len(runs) < 3:
+                continue
+            start, end = runs[iteration]
+            usual_start = statistics.median(s for s, _ in runs.values())
+            usual_length = statistics.median(e - s for s, e in runs.values())
+            if start - usual_start >= late_ms:
+                late.append((rank, label, start - usual_start, start, (end - start) - usual_length))
+    late.sort(key=lambda op: op[3])
+    return late[:top]
+
+
+def describe(ops):
+    """One phrase per op: 'rank 3 fwd mb 0 layer 0 +14.0 ms at 28.2 ms'."""
+    return "; ".join(f"rank {r} {label} {lateness:+.1f} ms at {start:.1f} ms"
+                     + (f" (ran {longer:+.1f} ms long)" if abs(longer) >= 0.5 else "")
+                     for r, label, lateness, start, longer in ops)
+
+
+def late_into(results, iteration, late_ms=1.0, top=3):
+    """The ranks whose last timed op of iteration - 1 (the op whose usual
+    start is latest) started at least late_ms after its usual start, latest
+    first, at most `top`: (rank, label, how late in ms)."""
+    late = []
+    for rank, result in results.items():
+        ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
+        if not ops:
+            continue
+        usual = {label: statistics.median(s for s, _ in runs.values()) for label, runs in ops.items()}
+        last = max(usual, key=usual.get)
+        if iteration - 1 in ops[last]:
+            lateness = ops[last][iteration - 1][0] - usual[last]
+            if lateness >= late_ms:
+                late.append((rank, last, lateness))
+    late.sort(key=lambda op: -op[2])
+    return late[:top]
