@@ -20,11 +20,12 @@ late_into(results, iteration, late_ms, top) -> [(rank, label, late_ms)], the
     iteration late, which its peers then wait for in their first collective.
 
 On the one-GPU host (one H100, 2026-12-05, 21 truths of the dp, pp and tp
-layouts, bundle of main ddd4a34), every one of the 56 iterations more than
-1% over their truth's median had its first late op at `fwd mb 0 layer 0`,
-right after the iteration's DP all-gather; of the 12 over 3% that had a
-timed iteration before them (the late runs' late iteration aside), 9 came
-after a rank whose optimizer of the iteration before started 6-16 ms late.
+layouts, bundle of main ddd4a34), every one of the 53 iterations more than
+1% over their truth's median (the late runs' late iteration aside) had its
+first late op at `fwd mb 0 layer 0`, right after the iteration's DP
+all-gather; of the 11 over 3% that had a timed iteration before them, 9
+came after a rank whose optimizer of the iteration before started 5.9-14.6
+ms late.
 """
 import statistics
 
