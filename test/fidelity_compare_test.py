@@ -159,6 +159,13 @@ class TruthAgainstModel(unittest.TestCase):
         self.assertIn("compute fwd: median 1530.0 us over 4 (graph 1500.0 us)", text)
 
 
+def truth_rank(out, rank, iteration_ms, **fields):
+    """Rank `rank`'s driver result in OUT/st-truth (warm-up 1) with more fields (host, timeline)."""
+    os.makedirs(os.path.join(out, "st-truth"), exist_ok=True)
+    with open(os.path.join(out, "st-truth", f"r{rank}.json"), "w") as f:
+        json.dump(dict(warmup=1, iteration_ms=iteration_ms, **fields), f)
+
+
 class TruthHosts(unittest.TestCase):
     def test_a_slow_iteration_is_put_beside_the_hosts_that_stalled_around_it(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
@@ -169,10 +176,7 @@ class TruthHosts(unittest.TestCase):
         host1 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 97.0],
                  "gc": [[2, 2, 12.0], [3, 0, 0.3]]}
         for rank, host in ((0, host0), (1, host1)):
-            os.makedirs(os.path.join(out, "st-truth"), exist_ok=True)
-            with open(os.path.join(out, "st-truth", f"r{rank}.json"), "w") as f:
-                json.dump({"warmup": 1, "iteration_ms": [500.0, 100.0, 110.0, 100.0, 105.0, 100.0],
-                           "host": host}, f)
+            truth_rank(out, rank, [500.0, 100.0, 110.0, 100.0, 105.0, 100.0], host=host)
         text = run_compare(out, data)
         self.assertIn("hosts (2 ranks, gc python): 3 collections in the measured iterations, longest 12.0 ms", text)
         self.assertIn("iteration 2 +10.00% over the median: rank 1 gc 12.0 ms", text)
@@ -184,7 +188,6 @@ class TruthSpikes(unittest.TestCase):
     def test_a_slow_iteration_names_its_first_late_op_and_the_rank_that_came_into_it_late(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
         step_data(data, "st", 100.0)
-        os.makedirs(os.path.join(out, "st-truth"))
 
         def timeline(shift_fwd, shift_opt):  # iterations 1-5: fwd at 10 ms, optimizer at 90 ms
             tl = []
@@ -196,9 +199,7 @@ class TruthSpikes(unittest.TestCase):
         # waited for it, its first forward of iteration 4 8 ms late.
         ranks = {0: timeline({4: 8.0}, {}), 1: timeline({}, {3: 9.0})}
         for rank, tl in ranks.items():
-            with open(os.path.join(out, "st-truth", f"r{rank}.json"), "w") as f:
-                json.dump({"warmup": 1, "iteration_ms": [500.0, 100.0, 100.0, 100.0, 108.0, 100.0],
-                           "timeline": tl}, f)
+            truth_rank(out, rank, [500.0, 100.0, 100.0, 100.0, 108.0, 100.0], timeline=tl)
         text = run_compare(out, data)
         self.assertIn("iteration 4 +8.00% over the median: first late: rank 0 fwd mb 0 layer 0 +8.0 ms at 18.0 ms; "
                       "came in late from iteration 3: rank 1 (optimizer +9.0 ms)", text)
