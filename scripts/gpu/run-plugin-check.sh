@@ -11,7 +11,11 @@
 # are compared with its own Socket run and the summary gives, per variant and
 # operation, the median of the K ratios with their range: on the one-GPU host
 # (2026-12-02) the same plugin configuration run twice differed by up to 30%
-# per operation, more than any variant moved it.
+# per operation, more than any variant moved it. The plugin runs first in
+# the odd passes, so an odd K puts it first once more often than Socket: on
+# one H100 (2026-12-05, K=3) the 8-rank 1 MiB all-reduce took 1884 and 1735
+# us in the two passes the plugin ran first and 1266 us in the one Socket
+# did (Socket 1670-1690 in all three); an even K balances the order.
 # The plugin reports the NIC speed NCCL Socket reports for lo (its
 # /sys/class/net/lo/speed, else NCCL's 10000 Mb/s), so that NCCL tunes both
 # alike (channels, protocol): measured on the GPU host on 2026-12-02 with the
