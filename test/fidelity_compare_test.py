@@ -172,15 +172,20 @@ class TruthHosts(unittest.TestCase):
         step_data(data, "st", 100.0)
         # Rank 0's iteration 2 is 10% over the median: rank 1 collected for 12 ms while enqueuing it.
         # Iteration 4 is 5% over: rank 0's host had fallen behind (it waited 0.1 ms before iteration 5).
-        host0 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 0.1], "gc": [[1, 0, 0.2]]}
+        # Rank 1 began to enqueue iteration 4 12 ms after rank 0 (usually with it): +6 ms against the two's median.
+        ms = 1_000_000
+        host0 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 0.1], "gc": [[1, 0, 0.2]],
+                 "enqueue_ns": [i * 100 * ms for i in range(6)]}
         host1 = {"gc_mode": "python", "wait_ms": [None, None, 90.0, 95.0, 96.0, 97.0],
-                 "gc": [[2, 2, 12.0], [3, 0, 0.3]]}
+                 "gc": [[2, 2, 12.0], [3, 0, 0.3]],
+                 "enqueue_ns": [i * 100 * ms + (12 * ms if i == 4 else 0) for i in range(6)]}
         for rank, host in ((0, host0), (1, host1)):
             truth_rank(out, rank, [500.0, 100.0, 110.0, 100.0, 105.0, 100.0], host=host)
         text = run_compare(out, data)
         self.assertIn("hosts (2 ranks, gc python): 3 collections in the measured iterations, longest 12.0 ms", text)
         self.assertIn("iteration 2 +10.00% over the median: rank 1 gc 12.0 ms", text)
-        self.assertIn("iteration 4 +5.00% over the median: rank 0 host behind (0.10 ms wait)", text)
+        self.assertIn("iteration 4 +5.00% over the median: rank 0 host behind (0.10 ms wait); "
+                      "rank 1 began to enqueue it +6.0 ms late", text)
         self.assertNotIn("iteration 3 ", text)
 
 

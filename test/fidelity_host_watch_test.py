@@ -85,6 +85,28 @@ class Collections(unittest.TestCase):
             host_watch.HostWatch("manual")
 
 
+class Enqueues(unittest.TestCase):
+    def test_each_iteration_keeps_the_wall_clock_at_which_its_enqueue_began(self):
+        wall = FakeClock()
+        w = host_watch.HostWatch("python", clock_ns=FakeClock(), collector=FakeCollector(), wall_ns=wall)
+        w.start()
+        wall.ns = 1_000
+        w.enqueuing(0)
+        w.wait_for_gpu(1, lambda: setattr(wall, "ns", 5_000))
+        self.assertEqual(w.as_json()["enqueue_ns"], [1_000, 5_000])
+
+    def test_a_rank_later_than_its_own_habit_is_named_and_a_stage_that_is_always_later_is_not(self):
+        ms = 1_000_000
+        # Rank 1 (a later pipeline stage) always begins 30 ms after rank 0; in iteration 3 rank 2 begins 9 ms
+        # later than it usually does.
+        hosts = {0: {"enqueue_ns": [i * 100 * ms for i in range(5)]},
+                 1: {"enqueue_ns": [i * 100 * ms + 30 * ms for i in range(5)]},
+                 2: {"enqueue_ns": [i * 100 * ms + (9 * ms if i == 3 else 0) for i in range(5)]}}
+        self.assertEqual([(r, round(x, 1)) for r, x in host_watch.late_enqueues(hosts, 3)], [(2, 9.0)])
+        self.assertEqual(host_watch.late_enqueues(hosts, 2), [])
+        self.assertEqual(host_watch.late_enqueues({0: hosts[0]}, 3), [])  # one rank: nothing to hold it against
+
+
 class Stalls(unittest.TestCase):
     def test_a_long_collection_or_a_host_behind_its_gpu_is_named_and_a_quiet_host_is_not(self):
         host = {"wait_ms": [None, None, 90.0, 0.2, 90.0], "gc": [[2, 2, 8.0], [4, 0, 0.1]]}

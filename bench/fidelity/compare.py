@@ -353,6 +353,7 @@ def host_lines(truths, warmup, iteration_ms, spike_pct=1.0):
         parts = []
         if hosts:
             why = [f"rank {r} {w}" for r, h in sorted(hosts.items()) for w in [host_watch.stalls(h, it)] if w]
+            why += [f"rank {r} began to enqueue it {ms:+.1f} ms late" for r, ms in host_watch.late_enqueues(hosts, it)]
             parts.append("; ".join(why) or "no host stalled")
         late, before = spikes.first_late_ops(truths, it), spikes.late_into(truths, it)
         if late:

@@ -10,7 +10,10 @@ truth and not in the hybrid. HostWatch records, per iteration:
   (driver.py runs at most one iteration ahead): near zero, the host was
   behind and its GPU may have idled;
 - every garbage collection (generation, duration) and the iteration being
-  enqueued when it ran.
+  enqueued when it ran;
+- when (wall clock, the same for every process of the host) it began to
+  enqueue each iteration, so that a rank that began later than it usually
+  does, against the other ranks, can be named (late_enqueues).
 
 It can also take Python's collector off the hot loop (`gc_mode`):
 `python` leaves it as Python runs it; `freeze` collects once and freezes
@@ -22,17 +25,20 @@ measured loop (a job that runs this way collects by hand, as Megatron's
 Not thread-safe: one per process, used from the thread that enqueues.
 """
 import gc
+import statistics
 import time
 
 GC_MODES = ("python", "freeze", "off")
 
 
 class HostWatch:
-    def __init__(self, gc_mode="python", clock_ns=time.perf_counter_ns, collector=gc):
+    def __init__(self, gc_mode="python", clock_ns=time.perf_counter_ns, collector=gc, wall_ns=time.time_ns):
         if gc_mode not in GC_MODES:
             raise ValueError(f"gc mode {gc_mode!r}: one of {', '.join(GC_MODES)}")
         self.gc_mode = gc_mode
         self._clock_ns = clock_ns
+        self._wall_ns = wall_ns
+        self.enqueue_ns = {}  # iteration -> wall clock (ns) when the host began to enqueue it
         self._gc = collector
         self._gc_start_ns = None
         self.iteration = -1  # the iteration being enqueued; -1 before the loop
@@ -73,11 +79,13 @@ class HostWatch:
         t0 = self._clock_ns()
         wait()
         self.wait_ms[iteration] = (self._clock_ns() - t0) / 1e6
+        self.enqueue_ns[iteration] = self._wall_ns()
 
     def enqueuing(self, iteration):
         """The host enqueues `iteration` without waiting (the first ones)."""
         self.iteration = iteration
         self.wait_ms.setdefault(iteration, None)
+        self.enqueue_ns[iteration] = self._wall_ns()
 
     def _on_gc(self, phase, info):
         if phase == "start":
@@ -89,10 +97,12 @@ class HostWatch:
 
     def as_json(self):
         """{"gc_mode", "wait_ms": [per iteration, None where the host did not
-        wait], "gc": [[iteration, generation, ms], ...]}"""
+        wait], "enqueue_ns": [per iteration, wall clock ns or None],
+        "gc": [[iteration, generation, ms], ...]}"""
         n = max(self.wait_ms) + 1 if self.wait_ms else 0
         waits = [None if self.wait_ms.get(i) is None else round(self.wait_ms[i], 3) for i in range(n)]
-        return {"gc_mode": self.gc_mode, "wait_ms": waits, "gc": list(self.collections)}
+        return {"gc_mode": self.gc_mode, "wait_ms": waits,
+                "enqueue_ns": [self.enqueue_ns.get(i) for i in range(n)], "gc": list(self.collections)}
 
 
 def stalls(host, iteration, gc_ms=1.0, wait_ms=1.0):
@@ -109,3 +119,23 @@ def stalls(host, iteration, gc_ms=1.0, wait_ms=1.0):
         if it < len(waits) and waits[it] is not None and waits[it] < wait_ms:
             reasons.append(f"host behind ({waits[it]:.2f} ms wait)")
     return ", ".join(dict.fromkeys(reasons))
+
+
+def late_enqueues(hosts, iteration, late_ms=1.0):
+    """The ranks ({rank: as_json()}) that began to enqueue `iteration` at
+    least late_ms later than their habit says: a pipeline's stages enqueue
+    at different times by design. A rank's habit is its median offset from
+    the ranks' median start over the iterations every rank recorded; the
+    iteration's reference is the median of the ranks' starts less their
+    habits (so a late rank does not move it). Returns [(rank, ms late)],
+    latest first."""
+    starts = {r: h.get("enqueue_ns", []) for r, h in hosts.items()}
+    n = min((len(v) for v in starts.values()), default=0)
+    common = [i for i in range(n) if all(v[i] is not None for v in starts.values())]
+    if iteration not in common or len(common) < 3 or len(starts) < 2:
+        return []
+    mid = {i: statistics.median(v[i] for v in starts.values()) for i in common}
+    habit = {r: statistics.median(v[i] - mid[i] for i in common) for r, v in starts.items()}
+    reference = statistics.median(v[iteration] - habit[r] for r, v in starts.items())
+    late = [(r, (v[iteration] - habit[r] - reference) / 1e6) for r, v in starts.items()]
+    return sorted([x for x in late if x[1] >= late_ms], key=lambda x: -x[1])
