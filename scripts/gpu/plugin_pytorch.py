@@ -5,7 +5,11 @@ process per rank, all on cuda:0 (each rank its own NCCL_HOSTID).
 
 Env: RANK, WORLD_SIZE, MASTER_PORT, PRISM_CHECK_LABEL, PRISM_CHECK_SIZES
 (comma-separated bytes), PRISM_CHECK_ITERS (iterations per round, 5),
-PRISM_CHECK_ROUNDS (timed rounds, 5), OUT (results directory).
+PRISM_CHECK_ROUNDS (timed rounds, 5), PRISM_CHECK_WAIT (how a round waits
+for the GPU: spin, torch.cuda.synchronize, the default; blocking, a
+blocking CUDA event, so that the ranks' main threads leave their cores to
+the proxy threads while they wait, as bench/fidelity/driver.py does),
+OUT (results directory).
 Rank 0 writes $OUT/<label>.json and prints one line per (op, size).
 An operation's time is the median over the rounds of the slowest rank's mean
 per iteration in that round (plugin_check_ratios.steady_time). With one
@@ -27,6 +31,21 @@ from plugin_check_ratios import steady_time
 
 def log(rank, msg):
     print(f"[rank {rank}] {msg}", flush=True)
+
+
+def gpu_waiter(mode):
+    """How a round waits for its operations: 'spin' (torch.cuda.synchronize:
+    the thread spins on a core) or 'blocking' (a blocking event recorded on
+    the current stream, which every operation here makes wait for NCCL)."""
+    if mode == "spin":
+        return torch.cuda.synchronize
+    if mode == "blocking":
+        def wait():
+            ev = torch.cuda.Event(blocking=True)
+            ev.record()
+            ev.synchronize()
+        return wait
+    raise SystemExit(f"PRISM_CHECK_WAIT={mode!r}: use spin or blocking")
 
 
 def make_ops(rank, world, n, dev):
@@ -85,6 +104,7 @@ def main():
     iters = int(os.environ.get("PRISM_CHECK_ITERS", "5"))
     rounds = max(1, int(os.environ.get("PRISM_CHECK_ROUNDS", "5")))
     out_dir = os.environ.get("OUT", "")
+    wait_gpu = gpu_waiter(os.environ.get("PRISM_CHECK_WAIT", "spin"))
     dev = torch.device("cuda:0")
     torch.cuda.set_device(dev)
     t0 = time.time()
@@ -113,7 +133,7 @@ def main():
                 start = time.perf_counter()
                 for _ in range(iters):
                     run()
-                torch.cuda.synchronize()
+                wait_gpu()
                 round_secs.append((time.perf_counter() - start) / iters)
             # The slowest rank defines each round's time.
             t = torch.tensor(round_secs, dtype=torch.float64, device=dev)
@@ -130,6 +150,7 @@ def main():
     dist.destroy_process_group()
     if rank == 0:
         doc = {"label": label, "world_size": world, "init_s": init_s, "iters": iters, "rounds": rounds,
+               "wait": os.environ.get("PRISM_CHECK_WAIT", "spin"),
                "results": results, "failures": failures}
         if out_dir:
             with open(os.path.join(out_dir, f"{label}.json"), "w") as f:

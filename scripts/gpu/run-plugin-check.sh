@@ -31,6 +31,9 @@
 #      WORLDS (default "2 8"), PRISM_CHECK_SIZES, PRISM_CHECK_ITERS (iterations
 #        per timed round, 5), PRISM_CHECK_ROUNDS (timed rounds, 5; an
 #        operation's time is the median round, plugin_pytorch.py),
+#      PRISM_CHECK_WAIT (spin, the default, or blocking: how every rank of
+#        both transports waits for the GPU at the end of a round; blocking
+#        leaves the cores to NCCL's proxy threads, plugin_pytorch.py),
 #      PRISM_CHECK_NIC_MBPS (default: as above; a variant's own
 #        PRISM_NIC_SPEED_MBPS wins),
 #      PRISM_VARIANTS (default "prism"): space-separated plugin runs, each
