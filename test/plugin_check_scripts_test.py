@@ -29,7 +29,7 @@ case "$1" in
       echo "$PRISM_CHECK_LABEL" >> "$OUT/order.txt"
       cat > "$OUT/$PRISM_CHECK_LABEL.json" <<EOF
 {"label": "$PRISM_CHECK_LABEL", "world_size": $WORLD_SIZE, "init_s": 1, "iters": 5, "failures": [],
- "nic": "${PRISM_NIC_SPEED_MBPS:-unset}", "subsys": "$NCCL_DEBUG_SUBSYS",
+ "nic": "${PRISM_NIC_SPEED_MBPS:-unset}", "subsys": "$NCCL_DEBUG_SUBSYS", "wait": "${PRISM_CHECK_WAIT:-spin}",
  "results": [{"op": "all_reduce", "bytes": 1048576, "time_us": $t, "algbw_GBps": 1, "correct": true}]}
 EOF
     fi ;;
@@ -68,6 +68,12 @@ class PluginCheckScripts(unittest.TestCase):
                     doc = json.load(f)
                 docs[doc["label"]] = doc
         return proc.stdout, docs
+
+    def test_the_wait_for_the_gpu_reaches_every_rank_of_both_transports(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            _, docs = self.run_check(tmp, {"PRISM_CHECK_WAIT": "blocking"})
+            self.assertEqual({label: doc["wait"] for label, doc in docs.items()},
+                             {"prism-w2": "blocking", "socket-w2": "blocking"})
 
     def test_variants_nic_speed_and_ratios(self):
         with tempfile.TemporaryDirectory() as tmp:
