@@ -1,7 +1,7 @@
 """Where a ground truth's slow iterations began (compare.py).
 
 A truth packs every rank onto one host, and its iterations scatter upwards:
-most sit near the model, a few run 2-7% over it. driver.py's timeline gives
+most sit near the model, a few run 1-10% over it. driver.py's timeline gives
 every timed op of every rank as [iteration, label, start_ms, end_ms], times
 from that rank's own iteration start. An op that started later than it
 usually does (its median start over the measured iterations) in a slow
