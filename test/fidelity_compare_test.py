@@ -211,6 +211,29 @@ class TruthSpikes(unittest.TestCase):
         self.assertNotIn("iteration 3 ", text)  # at the median: not a slow iteration
 
 
+class SpikesCommand(unittest.TestCase):
+    def test_it_counts_slow_iterations_by_their_first_late_op_and_leaves_a_made_late_one_out(self):
+        out = tempfile.mkdtemp()
+
+        def timeline(shift_fwd, shift_opt):  # iterations 1-6: fwd at 10 ms, optimizer at 90 ms
+            return [row for it in range(1, 7) for row in (
+                [it, "fwd mb 0 layer 0", 10.0 + shift_fwd.get(it, 0.0), 12.0 + shift_fwd.get(it, 0.0)],
+                [it, "optimizer", 90.0 + shift_opt.get(it, 0.0), 91.0 + shift_opt.get(it, 0.0)])]
+        # Iteration 4: 8% over, after rank 1's late optimizer; iteration 6: 20% over, but the run made it late.
+        iteration_ms = [500.0, 100.0, 100.0, 100.0, 108.0, 100.0, 120.0]
+        truth_rank(out, 0, iteration_ms, timeline=timeline({4: 8.0, 6: 20.0}, {}),
+                   late_op={"iteration": 6})
+        truth_rank(out, 1, iteration_ms, timeline=timeline({}, {3: 9.0}))
+        spikes = os.path.join(HERE, "..", "bench", "fidelity", "spikes.py")
+        text = subprocess.run([sys.executable, spikes, os.path.join(out, "st-truth")], capture_output=True,
+                              text=True, check=True).stdout
+        self.assertIn("st-truth iteration 4 +8.00%: first late rank 0 fwd mb 0 layer 0 +8.0 ms at 18.0 ms; "
+                      "came in latest: rank 1 optimizer +9.0 ms", text)
+        self.assertNotIn("iteration 6", text)
+        self.assertIn("1 iterations over 1%; first late op: fwd mb 0 layer 0 1", text)
+        self.assertIn("over 3% with a timed iteration before: 1; after a rank that came in 5 ms or more late: 1", text)
+
+
 class StepBounds(unittest.TestCase):
     def test_hybrid_against_truth_is_judged_against_the_bounds(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

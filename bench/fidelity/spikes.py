@@ -26,8 +26,18 @@ first late op at `fwd mb 0 layer 0`, right after the iteration's DP
 all-gather; of the 11 over 3% that had a timed iteration before them, 9
 came after a rank whose optimizer of the iteration before started 5.9-14.6
 ms late.
+
+Usage: bench/fidelity/spikes.py [--over PCT] RUN_DIR...   (truth run directories,
+    r<rank>.json each): every iteration of rank 0 more than PCT (default 1)
+    over its run's median, the late run's own late iteration aside, with its
+    first late op and the rank that came into it latest; then the counts.
 """
+import glob
+import json
+import os
+import re
 import statistics
+import sys
 
 
 def per_op(result):
@@ -81,3 +91,59 @@ def late_into(results, iteration, late_ms=1.0, top=3):
                 late.append((rank, last, lateness))
     late.sort(key=lambda op: -op[2])
     return late[:top]
+
+
+def run_results(run_dir):
+    """{rank: driver result} of a run directory's r<rank>.json files."""
+    results = {}
+    for path in glob.glob(os.path.join(run_dir, "r*.json")):
+        m = re.fullmatch(r"r(\d+)\.json", os.path.basename(path))
+        if m:
+            with open(path) as f:
+                results[int(m.group(1))] = json.load(f)
+    return results
+
+
+def slow_iterations(results, over_pct):
+    """Rank 0's measured iterations more than over_pct over their median, the
+    iteration a --late-iteration run made late aside: [(iteration, % over)]."""
+    t = results[0]
+    warmup, times = t.get("warmup", 0), t["iteration_ms"][t.get("warmup", 0):]
+    med = statistics.median(times)
+    made_late = {r["late_op"]["iteration"] for r in results.values() if r.get("late_op")}
+    return [(warmup + i, 100.0 * (ms - med) / med) for i, ms in enumerate(times)
+            if 100.0 * (ms - med) / med > over_pct and warmup + i not in made_late]
+
+
+def main(argv):
+    over = 1.0
+    if len(argv) > 2 and argv[1] == "--over":
+        over, argv = float(argv[2]), argv[:1] + argv[3:]
+    if len(argv) < 2:
+        sys.stderr.write(__doc__)
+        return 2
+    firsts, big, big_led = {}, 0, 0
+    for run_dir in argv[1:]:
+        results = run_results(run_dir)
+        if 0 not in results or "timeline" not in results[0]:
+            print(f"{run_dir}: no rank 0 result with a timeline (driver.py --op-timing compute)")
+            continue
+        for it, pct in slow_iterations(results, over):
+            first, into = first_late_ops(results, it, top=1), late_into(results, it, top=1)
+            label = first[0][1] if first else "none"
+            firsts[label] = firsts.get(label, 0) + 1
+            came = f"rank {into[0][0]} {into[0][1]} {into[0][2]:+.1f} ms" if into else "-"
+            print(f"{os.path.basename(os.path.normpath(run_dir))} iteration {it} {pct:+.2f}%: first late "
+                  f"{describe(first) or 'none'}; came in latest: {came}")
+            if pct > 3.0 and it - 1 >= results[0].get("warmup", 0):
+                big += 1
+                big_led += bool(into and into[0][2] >= 5.0)
+    total = sum(firsts.values())
+    print(f"{total} iterations over {over:g}%; first late op: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(firsts.items(), key=lambda kv: -kv[1])))
+    print(f"over 3% with a timed iteration before: {big}; after a rank that came in 5 ms or more late: {big_led}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
