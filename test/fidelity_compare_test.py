@@ -234,6 +234,24 @@ class SpikesCommand(unittest.TestCase):
         self.assertIn("over 3% with a timed iteration before: 1; after a rank that came in 5 ms or more late: 1", text)
 
 
+    def test_it_counts_where_waits_opened_and_not_where_a_rank_carried_one(self):
+        out = tempfile.mkdtemp()
+
+        def timeline(shifts):  # iterations 1-5: fwd at 10 ms, bwd at 50 ms, optimizer at 90 ms
+            return [[it, label, at + shifts.get((it, label), 0.0), at + 1.0 + shifts.get((it, label), 0.0)]
+                    for it in range(1, 6) for label, at in (("fwd", 10.0), ("bwd", 50.0), ("optimizer", 90.0))]
+        # Rank 0, iteration 3: a wait opened before bwd (6 ms) and the optimizer carried it; rank 1, iteration
+        # 4: one opened before the optimizer (5 ms); rank 1's 3 ms wait before bwd is under 4 ms.
+        iteration_ms = [500.0, 100.0, 100.0, 100.0, 100.0, 100.0]
+        truth_rank(out, 0, iteration_ms, timeline=timeline({(3, "bwd"): 6.0, (3, "optimizer"): 6.0}))
+        truth_rank(out, 1, iteration_ms, timeline=timeline({(4, "optimizer"): 5.0, (2, "bwd"): 3.0}))
+        spikes = os.path.join(HERE, "..", "bench", "fidelity", "spikes.py")
+        text = subprocess.run([sys.executable, spikes, os.path.join(out, "st-truth")], capture_output=True,
+                              text=True, check=True).stdout
+        self.assertIn("waits of 4 ms or more that opened right before an op (the op before it on time): "
+                      "bwd 1, optimizer 1\n", text)
+
+
 class StepBounds(unittest.TestCase):
     def test_hybrid_against_truth_is_judged_against_the_bounds(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

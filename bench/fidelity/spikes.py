@@ -18,6 +18,12 @@ late_into(results, iteration, late_ms, top) -> [(rank, label, late_ms)], the
     ranks whose last timed op of the iteration before started at least
     late_ms after its usual start, latest first: a rank that came into the
     iteration late, which its peers then wait for in their first collective.
+waits_opened(results, late_ms, on_time_ms) -> {label: count}, over every
+    rank and iteration: the ops that started at least late_ms after their
+    usual start while the op before them on that rank (by usual start)
+    started within on_time_ms of its own. The wait opened between the two:
+    in what the rank ran there (a collective, a pipeline receive) or in its
+    host, not in a delay it carried from earlier in the iteration.
 
 On the one-GPU host (one H100, 2026-12-05, 21 truths of the dp, pp and tp
 layouts, bundle of main ddd4a34), every one of the 53 iterations more than
@@ -25,12 +31,15 @@ layouts, bundle of main ddd4a34), every one of the 53 iterations more than
 first late op at `fwd mb 0 layer 0`, right after the iteration's DP
 all-gather; of the 11 over 3% that had a timed iteration before them, 9
 came after a rank whose optimizer of the iteration before started 5.9-14.6
-ms late.
+ms late. Waits of 4 ms or more opened before the optimizer 134 times (the
+DP reduce-scatter before it), before pp4's `bwd mb 7 layer 0` 27 (the
+pipeline receive), 112 before other ops, and never in a compute op.
 
 Usage: bench/fidelity/spikes.py [--over PCT] RUN_DIR...   (truth run directories,
     r<rank>.json each): every iteration of rank 0 more than PCT (default 1)
     over its run's median, the late run's own late iteration aside, with its
-    first late op and the rank that came into it latest; then the counts.
+    first late op and the rank that came into it latest; then the counts,
+    and where waits of 4 ms or more opened (waits_opened).
 """
 import glob
 import json
@@ -93,6 +102,25 @@ def late_into(results, iteration, late_ms=1.0, top=3):
     return late[:top]
 
 
+def waits_opened(results, late_ms=4.0, on_time_ms=1.0):
+    """{label: how many times} an op of that label started at least late_ms
+    after its median start while the op before it on the same rank (ops in
+    the order of their median starts) started less than on_time_ms after its
+    own, over every rank and iteration of `results` ({rank: driver result})."""
+    opened = {}
+    for result in results.values():
+        ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
+        usual = {label: statistics.median(s for s, _ in runs.values()) for label, runs in ops.items()}
+        order = sorted(usual, key=usual.get)
+        for before, label in zip(order, order[1:]):
+            for it, (start, _) in ops[label].items():
+                if it not in ops[before]:
+                    continue
+                if start - usual[label] >= late_ms and ops[before][it][0] - usual[before] < on_time_ms:
+                    opened[label] = opened.get(label, 0) + 1
+    return opened
+
+
 def run_results(run_dir):
     """{rank: driver result} of a run directory's r<rank>.json files."""
     results = {}
@@ -122,12 +150,14 @@ def main(argv):
     if len(argv) < 2:
         sys.stderr.write(__doc__)
         return 2
-    firsts, big, big_led = {}, 0, 0
+    firsts, big, big_led, opened = {}, 0, 0, {}
     for run_dir in argv[1:]:
         results = run_results(run_dir)
         if 0 not in results or "timeline" not in results[0]:
             print(f"{run_dir}: no rank 0 result with a timeline (driver.py --op-timing compute)")
             continue
+        for label, n in waits_opened(results).items():
+            opened[label] = opened.get(label, 0) + n
         for it, pct in slow_iterations(results, over):
             first, into = first_late_ops(results, it, top=1), late_into(results, it, top=1)
             label = first[0][1] if first else "none"
@@ -142,6 +172,8 @@ def main(argv):
     print(f"{total} iterations over {over:g}%; first late op: "
           + ", ".join(f"{k} {v}" for k, v in sorted(firsts.items(), key=lambda kv: -kv[1])))
     print(f"over 3% with a timed iteration before: {big}; after a rank that came in 5 ms or more late: {big_led}")
+    print("waits of 4 ms or more that opened right before an op (the op before it on time): "
+          + (", ".join(f"{k} {v}" for k, v in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"))
     return 0
 
 
