@@ -241,9 +241,11 @@ class SpikesCommand(unittest.TestCase):
             return [[it, label, at + shifts.get((it, label), 0.0), at + 1.0 + shifts.get((it, label), 0.0)]
                     for it in range(1, 6) for label, at in (("fwd", 10.0), ("bwd", 50.0), ("optimizer", 90.0))]
         # Rank 0, iteration 3: a wait opened before bwd (6 ms) and the optimizer carried it; rank 1, iteration
-        # 4: one opened before the optimizer (5 ms); rank 1's 3 ms wait before bwd is under 4 ms.
+        # 4: one opened before the optimizer (5 ms); rank 1's 3 ms wait before bwd is under 4 ms; the 7 ms
+        # before rank 0's bwd of iteration 5 is the run's own late iteration (late_op), left out.
         iteration_ms = [500.0, 100.0, 100.0, 100.0, 100.0, 100.0]
-        truth_rank(out, 0, iteration_ms, timeline=timeline({(3, "bwd"): 6.0, (3, "optimizer"): 6.0}))
+        truth_rank(out, 0, iteration_ms, timeline=timeline({(3, "bwd"): 6.0, (3, "optimizer"): 6.0, (5, "bwd"): 7.0}),
+                   late_op={"iteration": 5})
         truth_rank(out, 1, iteration_ms, timeline=timeline({(4, "optimizer"): 5.0, (2, "bwd"): 3.0}))
         spikes = os.path.join(HERE, "..", "bench", "fidelity", "spikes.py")
         text = subprocess.run([sys.executable, spikes, os.path.join(out, "st-truth")], capture_output=True,

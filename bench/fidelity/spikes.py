@@ -19,9 +19,9 @@ late_into(results, iteration, late_ms, top) -> [(rank, label, late_ms)], the
     late_ms after its usual start, latest first: a rank that came into the
     iteration late, which its peers then wait for in their first collective.
 waits_opened(results, late_ms, on_time_ms) -> {label: count}, over every
-    rank and iteration: the ops that started at least late_ms after their
-    usual start while the op before them on that rank (by usual start)
-    started within on_time_ms of its own. The wait opened between the two:
+    rank and iteration (a late run's own late iteration aside): the ops that
+    started at least late_ms after their usual start while the op before
+    them on that rank (by usual start) started within on_time_ms of its own. The wait opened between the two:
     in what the rank ran there (a collective, a pipeline receive) or in its
     host, not in a delay it carried from earlier in the iteration.
 
@@ -33,7 +33,7 @@ all-gather; of the 11 over 3% that had a timed iteration before them, 9
 came after a rank whose optimizer of the iteration before started 5.9-14.6
 ms late. Waits of 4 ms or more opened before the optimizer 134 times (the
 DP reduce-scatter before it), before pp4's `bwd mb 7 layer 0` 27 (the
-pipeline receive), 112 before other ops, and never in a compute op.
+pipeline receive), 106 before other ops, and never in a compute op.
 
 Usage: bench/fidelity/spikes.py [--over PCT] RUN_DIR...   (truth run directories,
     r<rank>.json each): every iteration of rank 0 more than PCT (default 1)
@@ -106,7 +106,9 @@ def waits_opened(results, late_ms=4.0, on_time_ms=1.0):
     """{label: how many times} an op of that label started at least late_ms
     after its median start while the op before it on the same rank (ops in
     the order of their median starts) started less than on_time_ms after its
-    own, over every rank and iteration of `results` ({rank: driver result})."""
+    own, over every rank and iteration of `results` ({rank: driver result})
+    but the one a --late-iteration run made late."""
+    made_late = made_late_iterations(results)
     opened = {}
     for result in results.values():
         ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
@@ -114,7 +116,7 @@ def waits_opened(results, late_ms=4.0, on_time_ms=1.0):
         order = sorted(usual, key=usual.get)
         for before, label in zip(order, order[1:]):
             for it, (start, _) in ops[label].items():
-                if it not in ops[before]:
+                if it not in ops[before] or it in made_late:
                     continue
                 if start - usual[label] >= late_ms and ops[before][it][0] - usual[before] < on_time_ms:
                     opened[label] = opened.get(label, 0) + 1
@@ -132,13 +134,18 @@ def run_results(run_dir):
     return results
 
 
+def made_late_iterations(results):
+    """The iterations a --late-iteration run made late (driver.py's late_op)."""
+    return {r["late_op"]["iteration"] for r in results.values() if r.get("late_op")}
+
+
 def slow_iterations(results, over_pct):
     """Rank 0's measured iterations more than over_pct over their median, the
     iteration a --late-iteration run made late aside: [(iteration, % over)]."""
     t = results[0]
     warmup, times = t.get("warmup", 0), t["iteration_ms"][t.get("warmup", 0):]
     med = statistics.median(times)
-    made_late = {r["late_op"]["iteration"] for r in results.values() if r.get("late_op")}
+    made_late = made_late_iterations(results)
     return [(warmup + i, 100.0 * (ms - med) / med) for i, ms in enumerate(times)
             if 100.0 * (ms - med) / med > over_pct and warmup + i not in made_late]
 
