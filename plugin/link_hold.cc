@@ -50,6 +50,10 @@ void LinkHoldStats::RecordLanded(int64_t now_ns, int64_t deliver_ns, int64_t pos
 
 void LinkHoldStats::RecordSeen(int64_t late_ns) { seen_.Record(late_ns); }
 
+void LinkHoldStats::RecordMatched(int64_t now_ns, int64_t deliver_ns, int64_t posted_ns) {
+  if (deliver_ns > 0) matched_.Record(now_ns - std::max(deliver_ns, posted_ns));
+}
+
 namespace {
 std::string Bound(int64_t us) {
   return us == INT64_MAX ? std::string(">10000") : "<=" + std::to_string(us);
@@ -63,11 +67,13 @@ std::string LinkHoldStats::Summary() const {
   char line[512];
   std::snprintf(line, sizeof(line),
                 "shaped receives: %" PRIu64 "; bytes landed after the modelled delivery (or the posting, if later): %" PRIu64
-                " (%.1f%%), p50 %s us, p99 %s us, max %.1f us; test() saw them p50 %s us, p99 %s us later",
+                " (%.1f%%), p50 %s us, p99 %s us, max %.1f us; test() saw them p50 %s us, p99 %s us later"
+                "; headers read after it: %" PRIu64 ", max %.1f us",
                 n, late, 100.0 * static_cast<double>(late) / static_cast<double>(n),
                 Bound(landed_.QuantileUpperUs(0.5)).c_str(), Bound(landed_.QuantileUpperUs(0.99)).c_str(),
                 static_cast<double>(landed_.max_ns()) / 1e3, Bound(seen_.QuantileUpperUs(0.5)).c_str(),
-                Bound(seen_.QuantileUpperUs(0.99)).c_str());
+                Bound(seen_.QuantileUpperUs(0.99)).c_str(), matched_.CountAbove(0),
+                static_cast<double>(matched_.max_ns()) / 1e3);
   return line;
 }
 

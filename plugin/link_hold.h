@@ -56,14 +56,23 @@ class LinkHoldStats {
   void RecordLanded(int64_t now_ns, int64_t deliver_ns, int64_t posted_ns);
   // test() first saw the receive done `late_ns` after it could complete.
   void RecordSeen(int64_t late_ns);
+  // The receive's header was matched `now_ns` (read by this side and taken
+  // by a posted receive); its delivery time `deliver_ns` (0: not counted),
+  // its posting `posted_ns`. The sender writes the header when it posts the
+  // message, long before a shaped delivery, so a header matched after that
+  // time says the receiving side was late to read it; a receive that landed
+  // late with its header on time was late in its payload (the sender's copy
+  // into the ring or socket, or this side's copy out).
+  void RecordMatched(int64_t now_ns, int64_t deliver_ns, int64_t posted_ns);
 
   const DelayHistogram& landed_late() const { return landed_; }
   const DelayHistogram& seen_late() const { return seen_; }
+  const DelayHistogram& matched_late() const { return matched_; }
 
   // One line for people: "shaped receives: N; bytes landed after the
   // modelled delivery (or the posting, if later): K (P%), p50 <=a us, p99
-  // <=b us, max c us; test() saw them p50 <=d us, p99 <=e us later". Empty
-  // when nothing was counted.
+  // <=b us, max c us; test() saw them p50 <=d us, p99 <=e us later;
+  // headers read after it: H, max f us". Empty when nothing was counted.
   std::string Summary() const;
 
   // Late by more than this counts against the link: beyond the jitter of a
@@ -83,6 +92,7 @@ class LinkHoldStats {
  private:
   DelayHistogram landed_;
   DelayHistogram seen_;
+  DelayHistogram matched_;
 };
 
 }  // namespace prism::plugin

@@ -179,6 +179,9 @@ bool RealRecvComm::TryMatchHeader(bool* matched) {
         }
       }
       req->deliver_ns = std::max(req->deliver_ns, header_.deliver_ns);
+      if (env_.link_hold != nullptr && header_.deliver_ns > 0) {
+        env_.link_hold->RecordMatched(WallNowNs(), header_.deliver_ns, req->posted_ns);
+      }
       if (--req->unmatched == 0) posted_.erase(it);
       header_got_ = 0;
       *matched = true;

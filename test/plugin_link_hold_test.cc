@@ -126,10 +126,13 @@ TEST_CASE("shaped real peers: an LL or LL128 payload reaches NCCL's buffer only 
   CHECK(final_ok);
   CHECK_FALSE(PayloadVisibleBeforeDone(&p, 4800 * 1024, &final_ok));
   CHECK(final_ok);
-  // Every byte landed long before its delivery, and each was counted.
+  // Every byte landed long before its delivery, and each was counted; so
+  // was each header, read long before it too.
   CHECK(stats.landed_late().count() == 2);
   CHECK(stats.landed_late().CountAbove(0) == 0);
   CHECK(stats.seen_late().count() == 2);
+  CHECK(stats.matched_late().count() == 2);
+  CHECK(stats.matched_late().CountAbove(0) == 0);
 }
 
 TEST_CASE("shaped real peers: a Simple payload is written as it lands (the kernel waits for test())",
@@ -238,6 +241,7 @@ TEST_CASE("unshaped real peers: an LL or LL128 payload lands in NCCL's buffer as
     FinishSend(posted);
   }
   CHECK(stats.landed_late().count() == 0);  // unshaped: nothing counted
+  CHECK(stats.matched_late().count() == 0);
 }
 
 TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the summary", "[plugin][unit][hold]") {
@@ -264,9 +268,14 @@ TEST_CASE("link hold: delays in buckets, quantiles as bucket bounds, and the sum
   s.RecordLanded(2'030'000, 2'000'000, 500'000);  // 30 us after its delivery
   s.RecordLanded(9'001'000, 2'000'000, 9'000'000);  // posted 7 ms late, landed 1 us after the posting
   s.RecordSeen(4'000);
+  s.RecordMatched(600'000, 2'000'000, 500'000);  // header read long before its delivery
+  s.RecordMatched(2'040'000, 2'000'000, 500'000);  // read 40 us after its delivery: this side was late
+  s.RecordMatched(9'000'000, 0, 0);  // unshaped: not counted
+  CHECK(s.matched_late().count() == 2);
   CHECK(s.Summary() ==
         "shaped receives: 3; bytes landed after the modelled delivery (or the posting, if later): 2 (66.7%), "
-        "p50 <=1 us, p99 <=50 us, max 30.0 us; test() saw them p50 <=5 us, p99 <=5 us later");
+        "p50 <=1 us, p99 <=50 us, max 30.0 us; test() saw them p50 <=5 us, p99 <=5 us later; "
+        "headers read after it: 1, max 40.0 us");
 }
 
 TEST_CASE("link hold: a warning when the shaped links clearly did not hold, none within the jitter",
