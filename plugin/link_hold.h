@@ -58,11 +58,13 @@ class LinkHoldStats {
   void RecordSeen(int64_t late_ns);
   // The receive's header was matched `now_ns` (read by this side and taken
   // by a posted receive); its delivery time `deliver_ns` (0: not counted),
-  // its posting `posted_ns`. The sender writes the header when it posts the
-  // message, long before a shaped delivery, so a header matched after that
-  // time says the receiving side was late to read it; a receive that landed
-  // late with its header on time was late in its payload (the sender's copy
-  // into the ring or socket, or this side's copy out).
+  // its posting `posted_ns`. The sender writes the header in the isend that
+  // posts the message (PRISM_LINK_ORDER=posted, the default; round-robin
+  // writes it once its link decides, in a later call of the sender's), long
+  // before a shaped delivery, so a header matched after that time says the
+  // receiving side was late to read it; a receive that landed late with its
+  // header on time was late in its payload (the sender's copy into the ring
+  // or socket, or this side's copy out).
   void RecordMatched(int64_t now_ns, int64_t deliver_ns, int64_t posted_ns);
 
   const DelayHistogram& landed_late() const { return landed_; }
