@@ -57,6 +57,15 @@ def per_op(result):
     return ops
 
 
+def timed_ops(result):
+    """One rank's ops that ran in three iterations or more (enough for a
+    median), with their usual start: ({label: {iteration: (start_ms,
+    end_ms)}}, {label: median start ms})."""
+    ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
+    usual = {label: statistics.median(s for s, _ in runs.values()) for label, runs in ops.items()}
+    return ops, usual
+
+
 def first_late_ops(results, iteration, late_ms=1.0, top=3):
     """The ops of `iteration` (over every rank in results: {rank: driver
     result}) that started at least late_ms after their median start, earliest
@@ -64,11 +73,12 @@ def first_late_ops(results, iteration, late_ms=1.0, top=3):
     than its median), all ms."""
     late = []
     for rank, result in results.items():
-        for label, runs in per_op(result).items():
-            if iteration not in runs or len(runs) < 3:
+        ops, usual = timed_ops(result)
+        for label, runs in ops.items():
+            if iteration not in runs:
                 continue
             start, end = runs[iteration]
-            usual_start = statistics.median(s for s, _ in runs.values())
+            usual_start = usual[label]
             usual_length = statistics.median(e - s for s, e in runs.values())
             if start - usual_start >= late_ms:
                 late.append((rank, label, start - usual_start, start, (end - start) - usual_length))
@@ -89,10 +99,9 @@ def late_into(results, iteration, late_ms=1.0, top=3):
     first, at most `top`: (rank, label, how late in ms)."""
     late = []
     for rank, result in results.items():
-        ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
+        ops, usual = timed_ops(result)
         if not ops:
             continue
-        usual = {label: statistics.median(s for s, _ in runs.values()) for label, runs in ops.items()}
         last = max(usual, key=usual.get)
         if iteration - 1 in ops[last]:
             lateness = ops[last][iteration - 1][0] - usual[last]
@@ -111,8 +120,7 @@ def waits_opened(results, late_ms=4.0, on_time_ms=1.0):
     made_late = made_late_iterations(results)
     opened = {}
     for result in results.values():
-        ops = {label: runs for label, runs in per_op(result).items() if len(runs) >= 3}
-        usual = {label: statistics.median(s for s, _ in runs.values()) for label, runs in ops.items()}
+        ops, usual = timed_ops(result)
         order = sorted(usual, key=usual.get)
         for before, label in zip(order, order[1:]):
             for it, (start, _) in ops[label].items():

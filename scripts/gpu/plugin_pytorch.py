@@ -104,7 +104,8 @@ def main():
     iters = int(os.environ.get("PRISM_CHECK_ITERS", "5"))
     rounds = max(1, int(os.environ.get("PRISM_CHECK_ROUNDS", "5")))
     out_dir = os.environ.get("OUT", "")
-    wait_gpu = gpu_waiter(os.environ.get("PRISM_CHECK_WAIT", "spin"))
+    wait_mode = os.environ.get("PRISM_CHECK_WAIT", "spin")
+    wait_gpu = gpu_waiter(wait_mode)
     dev = torch.device("cuda:0")
     torch.cuda.set_device(dev)
     t0 = time.time()
@@ -150,7 +151,7 @@ def main():
     dist.destroy_process_group()
     if rank == 0:
         doc = {"label": label, "world_size": world, "init_s": init_s, "iters": iters, "rounds": rounds,
-               "wait": os.environ.get("PRISM_CHECK_WAIT", "spin"),
+               "wait": wait_mode,
                "results": results, "failures": failures}
         if out_dir:
             with open(os.path.join(out_dir, f"{label}.json"), "w") as f:
