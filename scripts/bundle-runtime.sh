@@ -7,6 +7,7 @@
 #   OUTDIR/prism-graphgen         (DT_RPATH $ORIGIN/lib), when built (prism graph/inspect)
 #   OUTDIR/prism-session-capture  (DT_RPATH $ORIGIN/lib), when built (prism capture)
 #   OUTDIR/libprism-yield-sleep.so  when built (bench/fidelity/run-gpu.sh YIELD_SLEEP_US)
+#   OUTDIR/prism-cpu-stalls         when built (bench/fidelity/run-gpu.sh CPU_STALLS)
 #   OUTDIR/plugin_ring_bench      when built (scripts/gpu/run-plugin-speed.sh; needs only libc/libstdc++)
 #   OUTDIR/lib/*.so*              the ldd closure, minus the C/C++ runtime
 #                                 (libc, libstdc++, libgcc_s, ld-linux, libm,
@@ -44,6 +45,8 @@ else
 fi
 yield_shim="$(find_first "$build/bench/libprism-yield-sleep.so" || true)"
 [[ -n "$yield_shim" ]] && install -m 0755 "$yield_shim" "$out/libprism-yield-sleep.so"
+cpu_stalls="$(find_first "$build/bench/prism-cpu-stalls" || true)"
+[[ -n "$cpu_stalls" ]] && install -m 0755 "$cpu_stalls" "$out/prism-cpu-stalls"
 ring_bench="$(find_first "$build/bench/plugin_ring_bench" || true)"
 [[ -n "$ring_bench" ]] && install -m 0755 "$ring_bench" "$out/plugin_ring_bench"
 graphgen="$(find_first "${GRAPHGEN:-}" "$build/graphgen/prism-graphgen" || true)"

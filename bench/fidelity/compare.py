@@ -11,6 +11,7 @@ import sys
 
 import host_watch
 import pooled as pooled_mod
+import cpu_stalls
 import spikes
 
 
@@ -798,6 +799,15 @@ def neighbour_summary(out):
         print(f"\n[{d}] {lines[-1] if lines else 'gpu neighbour: no output (did it start?)'}")
 
 
+def cpu_stalls_summary(out):
+    """How late each run's CPUs woke a sleeper (CPU_STALLS=1: cpu-stalls.txt, cpu_stalls.py), and
+    whether rank 0's slow iterations held the long stalls."""
+    for d in sorted(os.listdir(out)):
+        path = os.path.join(out, d, "cpu-stalls.txt")
+        if os.path.isfile(path):
+            print(f"\n[{d}] {cpu_stalls.summary(path, spikes.run_results(os.path.join(out, d)))}")
+
+
 def thread_cpu_summary(out, top=3):
     """Where each run's CPU went (THREAD_CPU=1: thread_cpu.py's threads.txt):
     the busiest thread names and the total, in cores."""
@@ -934,6 +944,7 @@ def main():
     prismd_summary(out)
     link_hold_summary(out)
     thread_cpu_summary(out)
+    cpu_stalls_summary(out)
     neighbour_summary(out)
     nccl_choices_summary(out)
     hang_summary(out)

@@ -37,6 +37,8 @@
 #      by NCCL's own kernel stamps through the plugin's PRISM_OP_TIMES, lines in RUN/op-times/),
 #      GC_MODE=python|freeze|off (driver.py --gc, default python: Python's garbage collector in the
 #      measured loop; every rank's r<rank>.json records its collections and host waits either way),
+#      CPU_STALLS=1 (beside each run, BUNDLE/prism-cpu-stalls: how late each CPU woke a fair and a
+#      SCHED_FIFO sleeper, and the CPUs' steal time, in the run's cpu-stalls.txt; cpu_stalls.py),
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -206,6 +208,14 @@ for run in "$@"; do
   if [[ "${THREAD_CPU:-0}" == 1 ]]; then
     python3 "$here/thread_cpu.py" "$here/driver.py" "$OUT/$tag/threads.txt" 0.5 & sampler=$!
   fi
+  stalls=""
+  if [[ "${CPU_STALLS:-0}" == 1 ]]; then
+    if [[ -x "$B/prism-cpu-stalls" ]]; then
+      "$B/prism-cpu-stalls" --out "$OUT/$tag/cpu-stalls.txt" & stalls=$!
+    else
+      echo "run-gpu: CPU_STALLS=1 but $B/prism-cpu-stalls is missing (rebuild the bundle: scripts/bundle-runtime.sh)" >&2
+    fi
+  fi
   neighbour=""
   if [[ -n "${NEIGHBOUR_GBPS:-}" ]]; then
     python3 "$here/gpu_neighbour.py" "$NEIGHBOUR_GBPS" > "$OUT/$tag/neighbour.txt" 2>&1 & neighbour=$!
@@ -224,6 +234,7 @@ for run in "$@"; do
   esac
   [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
   [[ -n "$neighbour" ]] && { kill -TERM "$neighbour"; wait "$neighbour"; }
+  [[ -n "$stalls" ]] && { kill -TERM "$stalls"; wait "$stalls"; }
   nccl_choices "$OUT/$tag"
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
