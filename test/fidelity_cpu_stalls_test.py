@@ -89,6 +89,19 @@ class Iterations(unittest.TestCase):
         self.assertIn("fair 3 wakes over 2 ms on 1 of 2 CPUs, longest 12.0 ms", text)
         self.assertIn("steal 12 ms over 2 CPUs", text)
         self.assertIn("fifo stalls of 5 ms or more in 1 of 2 slow iterations (over 1%), 0 of 4 others", text)
+        # measured from enqueue 3 (iteration 2 starts) to the last enqueue + two iterations: 200..800 ms
+        self.assertIn("fifo in the measured iterations (0.6 s): 1 wakes over 2 ms, 1 of 5 ms or more, longest 9.0 ms",
+                      text)
+
+    def test_stalls_outside_the_measured_iterations_are_left_out_of_its_count(self):
+        times = [100] * 8
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write(report([(T0 + 50 * MS, 0, "fair", 30000), (T0 + 950 * MS, 0, "fair", 9000),
+                            (T0 + 300 * MS, 1, "fair", 2500)]))
+        text = cpu_stalls.summary(f.name, results(times, self.ENQ))
+        os.unlink(f.name)
+        self.assertIn("fair in the measured iterations (0.6 s): 1 wakes over 2 ms, 0 of 5 ms or more, longest 2.5 ms",
+                      text)
 
     def test_a_refused_fifo_sleeper_is_said(self):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -97,6 +110,14 @@ class Iterations(unittest.TestCase):
         os.unlink(f.name)
         self.assertIn("fifo: none ran", text)
         self.assertIn("SCHED_FIFO refused", text)
+        self.assertNotIn("fifo stalls of", text)
+
+    def test_a_report_without_its_summary_is_said_to_be_cut(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("\n".join(l for l in report([(T0, 0, "fair", 3000)]).splitlines() if l.startswith("stall")))
+        text = cpu_stalls.summary(f.name, {})
+        os.unlink(f.name)
+        self.assertIn("1 stall lines but no summary", text)
 
 
 @unittest.skipUnless(PROGRAM, "prism-cpu-stalls not given")

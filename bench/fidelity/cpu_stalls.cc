@@ -15,12 +15,13 @@
 // sleeping --period-us at a time and recording how much later than asked it
 // woke. It runs until SIGTERM or SIGINT (or --duration-ms), then writes:
 //
-//   # prism-cpu-stalls: ...
-//   wakes POLICY cpu C n N p50_us A p99_us B max_us M over N2 over_ms T
-//   steal cpu C ms S                  (from /proc/stat, over the watch)
 //   stall WALL_NS C POLICY LATE_US    (each wake later than --stall-us; WALL_NS is
 //                                      CLOCK_REALTIME when the sleep began, as
 //                                      driver.py's host records)
+//   # prism-cpu-stalls: ...
+//   wakes POLICY cpu C n N p50_us A p99_us B max_us M over N2 over_ms T
+//   steal cpu C ms S                  (from /proc/stat, over the watch)
+// (the summary last, so that a copy of the file's tail keeps it).
 //
 // Its own cost: 2 x CPUs wake-ups per period (about 0.05 of a core at 1 ms).
 #include <pthread.h>
@@ -127,6 +128,14 @@ Nanos Percentile(std::vector<Nanos> v, double q) {
 
 void Report(FILE* f, const Options& opt, const std::vector<Sleeper>& sleepers, const std::map<int, long long>& steal0,
             const std::map<int, long long>& steal1, Nanos watched_ns) {
+  // The stall list first, the summary last: a reader that keeps only a long
+  // report's tail (a results packer) still has every summary line.
+  for (const Sleeper& s : sleepers) {
+    for (const Stall& st : s.stalls) {
+      std::fprintf(f, "stall %" PRId64 " %d %s %" PRId64 "\n", st.wall_ns, s.cpu, s.fifo ? "fifo" : "fair",
+                   st.late_ns / 1000);
+    }
+  }
   std::fprintf(f, "# prism-cpu-stalls: %" PRId64 " us sleeps on each CPU, fair and fifo; watched %" PRId64
                " ms; stalls over %" PRId64 " us listed\n",
                opt.period_ns / 1000, watched_ns / 1'000'000, opt.stall_ns / 1000);
@@ -151,12 +160,6 @@ void Report(FILE* f, const Options& opt, const std::vector<Sleeper>& sleepers, c
     const bool watched = std::any_of(sleepers.begin(), sleepers.end(), [cpu = cpu](const Sleeper& s) { return s.cpu == cpu; });
     if (was == steal0.end() || tick <= 0 || !watched) continue;
     std::fprintf(f, "steal cpu %d ms %lld\n", cpu, (ticks - was->second) * 1000 / tick);
-  }
-  for (const Sleeper& s : sleepers) {
-    for (const Stall& st : s.stalls) {
-      std::fprintf(f, "stall %" PRId64 " %d %s %" PRId64 "\n", st.wall_ns, s.cpu, s.fifo ? "fifo" : "fair",
-                   st.late_ns / 1000);
-    }
   }
 }
 

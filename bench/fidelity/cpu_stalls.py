@@ -22,7 +22,11 @@ gpu_iteration_at(host, wall_ns) -> the iteration rank's GPU was running at
 slow_iteration_stalls(stalls, results, policy, min_ms, over_pct) ->
     (slow iterations holding a stall, slow iterations, other measured
     iterations holding one, other measured iterations), by rank 0's clock.
-summary(path, results) -> one line for compare.py.
+measured_window(results) -> (first, last) wall clock ns of rank 0's measured
+    iterations, from the same host record (None without one).
+summary(path, results) -> one line for compare.py: the whole run's late
+    wakes per policy (start-up included), the steal, then per policy those of
+    the measured iterations and the slow iterations that held one.
 """
 import bisect
 import os
@@ -73,10 +77,32 @@ def slow_iteration_stalls(stalls, results, policy="fifo", min_ms=STALL_MS, over_
     made_late = {r["late_op"]["iteration"] for r in results.values() if r.get("late_op")}
     measured = [i for i in range(warmup, len(times)) if i not in made_late]
     slow = {i for i in measured if 100.0 * (times[i] - med) / med > over_pct}
+    lo, hi = measured_window(results) or (0, 0)
     held = {gpu_iteration_at(r0["host"], wall) for wall, _, pol, late_us in stalls
-            if pol == policy and late_us >= min_ms * 1000}
+            if pol == policy and late_us >= min_ms * 1000 and lo <= wall <= hi}
     others = [i for i in measured if i not in slow]
     return (len(slow & held), len(slow), len([i for i in others if i in held]), len(others))
+
+
+def measured_window(results):
+    """(first, last) wall clock ns of rank 0's measured iterations, about: iteration k starts
+    when k-1 ends, which is when the host enqueued k+1; the last ends within two iterations of
+    its own enqueue. None without a host record."""
+    r0 = results.get(0)
+    enq = (r0 or {}).get("host", {}).get("enqueue_ns") or []
+    w = (r0 or {}).get("warmup", 0)
+    if len(enq) < w + 2 or enq[w + 1] is None or enq[-1] is None:
+        return None
+    return enq[w + 1], enq[-1] + int(2e6 * r0["iteration_ms"][-1])
+
+
+def _measured_text(stalls, window, policy):
+    lo, hi = window
+    late = [us for wall, _, pol, us in stalls if pol == policy and lo <= wall <= hi]
+    span_s = (hi - lo) / 1e9
+    return (f"{policy} in the measured iterations ({span_s:.1f} s): {len(late)} wakes over 2 ms, "
+            f"{sum(1 for us in late if us >= STALL_MS * 1000)} of {STALL_MS:g} ms or more, longest "
+            f"{max(late, default=0) / 1000:.1f} ms")
 
 
 def _policy_text(rows, policy):
@@ -92,12 +118,20 @@ def _policy_text(rows, policy):
 
 def summary(path, results):
     s = read(path)
+    if not s["wakes"]:
+        return (f"CPU stalls: {len(s['stalls'])} stall lines but no summary (the report was cut short, or "
+                "prism-cpu-stalls was killed before it wrote one)")
     text = f"CPU stalls (1 ms sleepers): {_policy_text(s['wakes'], 'fifo')}; {_policy_text(s['wakes'], 'fair')}"
     if s["steal_ms"]:
         text += f"; steal {sum(s['steal_ms'].values())} ms over {len(s['steal_ms'])} CPUs"
     else:
         text += "; steal not readable"
+    window = measured_window(results)
     for policy in ("fifo", "fair"):
+        if not any(w["policy"] == policy for w in s["wakes"]):
+            continue
+        if window:
+            text += "; " + _measured_text(s["stalls"], window, policy)
         held = slow_iteration_stalls(s["stalls"], results, policy)
         if held:
             text += (f"; {policy} stalls of {STALL_MS:g} ms or more in {held[0]} of {held[1]} slow iterations"
