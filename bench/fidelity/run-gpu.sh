@@ -39,6 +39,9 @@
 #      measured loop; every rank's r<rank>.json records its collections and host waits either way),
 #      CPU_STALLS=1 (beside each run, BUNDLE/prism-cpu-stalls: how late each CPU woke a fair and a
 #      SCHED_FIFO sleeper, and the CPUs' steal time, in the run's cpu-stalls.txt; cpu_stalls.py),
+#      RETRY_HUNG=N (default 1): a truth whose every rank ran into RUN_TIMEOUT before its result is
+#      kept as OUT/TAG.hungK (its logs, stacks and FAILED, which compare.py reports but does not
+#      compare) and run again, up to N times; 0: never,
 #      THREAD_CPU=1 (each run's threads.txt: the ranks' CPU by thread name, thread_cpu.py),
 #      NEIGHBOUR_GBPS=R (beside each run, gpu_neighbour.py moves R GB/s each way between pinned host
 #      memory and the GPU under the run's MPS: what a second real rank on the GPU costs a run through
@@ -49,6 +52,7 @@ B="$(cd "${1:?bundle}" && pwd)"; D="$(cd "${2:?data}" && pwd)"; shift 2
 OUT="${OUT:-/tmp/prism-fidelity}"; mkdir -p "$OUT"
 GPUS="${GPUS:-1}"; LATE_ITER="${LATE_ITER:-10}"; LATE_MS="${LATE_MS:-20}"; LATE_RANK="${LATE_RANK:-0}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+DRIVER="${FIDELITY_DRIVER:-$here/driver.py}"  # tests stand a script of their own in for driver.py
 export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
@@ -58,7 +62,7 @@ port=29700
 # ("CUDA-capable device(s) is/are busy or unavailable"): a fresh server per run.
 restart_mps() {
   echo quit | nvidia-cuda-mps-control; sleep 1
-  pkill -f "$here/driver.py" 2>/dev/null; sleep 0.2
+  pkill -f "$DRIVER" 2>/dev/null; sleep 0.2
   nvidia-cuda-mps-control -d
 }
 
@@ -86,7 +90,7 @@ driver() {  # NAME TAG RANK EXTRA-ARGS...: one rank in the background
     local lo=$(( (r * per) % cores )); pin=(taskset -c "$lo-$(( lo + per - 1 ))")
   fi
   env $(rank_env "$name" "$tag") NCCL_HOSTID="$tag-$r" "${RANK_ENV[@]}" \
-    timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$here/driver.py" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
+    timeout "$RUN_TIMEOUT" "${pin[@]}" python3 "$DRIVER" --rank "$r" --world "$N" --ops "$D/$name/ops$r.json" \
       --comms "$D/$name/comms.json" --iterations "$ITERATIONS" --warmup "$WARMUP" --mode "$MODE" \
       --store-port "$store" "${master[@]}" --gpu $((r % GPUS)) --out "$OUT/$tag/r$r.json" \
       --op-timing "${OP_TIMING:-compute}" --gc "${GC_MODE:-python}" "$@" \
@@ -195,20 +199,16 @@ host_note() {  # TAG: one line when meta.env's TRUTH_HOST is not this GPU's
   [[ " ${host_notes[*]} " == *" $TRUTH_HOST "* ]] || host_notes+=("$TRUTH_HOST")
 }
 
-for run in "$@"; do
-  name="${run%%:*}"; kind="${run#*:}"
-  MODEL_FLAGS=""  # data prepared before meta.env carried it: the hybrid gets PRISMD_FLAGS alone
-  TRUTH_HOST=""   # likewise: no host to check the GPU against
-  # shellcheck disable=SC1090
-  source "$D/$name/meta.env"
-  host_note "$name-$kind"
-  tag="$name-$kind"; mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
+# One run of NAME as KIND into OUT/TAG, with the samplers the env asks for beside it; 1 for an
+# unknown kind.
+one_run() {  # NAME KIND TAG
+  local name="$1" kind="$2" tag="$3"
+  mkdir -p "$OUT/$tag"; port=$((port + 10)); store=$port
   restart_mps
-  t0=$(date +%s.%N); sampler=""
+  local sampler="" stalls="" neighbour=""
   if [[ "${THREAD_CPU:-0}" == 1 ]]; then
-    python3 "$here/thread_cpu.py" "$here/driver.py" "$OUT/$tag/threads.txt" 0.5 & sampler=$!
+    python3 "$here/thread_cpu.py" "$DRIVER" "$OUT/$tag/threads.txt" 0.5 & sampler=$!
   fi
-  stalls=""
   if [[ "${CPU_STALLS:-0}" == 1 ]]; then
     if [[ -x "$B/prism-cpu-stalls" ]]; then
       "$B/prism-cpu-stalls" --out "$OUT/$tag/cpu-stalls.txt" & stalls=$!
@@ -216,7 +216,6 @@ for run in "$@"; do
       echo "run-gpu: CPU_STALLS=1 but $B/prism-cpu-stalls is missing (rebuild the bundle: scripts/bundle-runtime.sh)" >&2
     fi
   fi
-  neighbour=""
   if [[ -n "${NEIGHBOUR_GBPS:-}" ]]; then
     python3 "$here/gpu_neighbour.py" "$NEIGHBOUR_GBPS" > "$OUT/$tag/neighbour.txt" 2>&1 & neighbour=$!
   fi
@@ -230,12 +229,34 @@ for run in "$@"; do
     hybrid2) run_hybrid "$name" "$tag" "0,$SECOND_REAL" 0 ;;
     hybrid1-run) run_launcher "$name" "$tag" "${RUN_RANK:-0}" ;;
     hybrid2-run) run_launcher "$name" "$tag" "0,$SECOND_REAL" ;;
-    *) echo "run-gpu: unknown run kind $kind" >&2; continue ;;
+    *) echo "run-gpu: unknown run kind $kind" >&2; return 1 ;;
   esac
   [[ -n "$sampler" ]] && { kill -TERM "$sampler"; wait "$sampler"; }
   [[ -n "$neighbour" ]] && { kill -TERM "$neighbour"; wait "$neighbour"; }
   [[ -n "$stalls" ]] && { kill -TERM "$stalls"; wait "$stalls"; }
   nccl_choices "$OUT/$tag"
+}
+
+# A truth whose every rank ran into RUN_TIMEOUT before its result: the rare hang of a 16-rank truth
+# in its first point-to-point connections (README.md, "16-rank truths sometimes hang").
+hung_truth() {  # KIND TAG
+  [[ "$1" == truth* && -f "$OUT/$2/FAILED" && ! -f "$OUT/$2/r0.json" ]] && ! grep -qv "status 124" "$OUT/$2/FAILED"
+}
+
+for run in "$@"; do
+  name="${run%%:*}"; kind="${run#*:}"
+  MODEL_FLAGS=""  # data prepared before meta.env carried it: the hybrid gets PRISMD_FLAGS alone
+  TRUTH_HOST=""   # likewise: no host to check the GPU against
+  # shellcheck disable=SC1090
+  source "$D/$name/meta.env"
+  host_note "$name-$kind"
+  tag="$name-$kind"; t0=$(date +%s.%N)
+  for ((attempt = 1; ; attempt++)); do
+    one_run "$name" "$kind" "$tag" || continue 2
+    hung_truth "$kind" "$tag" && (( attempt <= ${RETRY_HUNG:-1} )) || break
+    rm -rf "$OUT/$tag.hung$attempt"; mv "$OUT/$tag" "$OUT/$tag.hung$attempt"
+    echo "run-gpu: $tag: every rank ran into RUN_TIMEOUT; kept as $tag.hung$attempt, run again (RETRY_HUNG)"
+  done
   echo "run-gpu: $tag done in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 done
 python3 "$here/compare.py" "$OUT" "$D" | tee "$OUT/summary.txt"

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""bench/fidelity/run-gpu.sh's handling of a hung truth, with stand-ins for the
+GPU host's tools (nvidia-smi, MPS) and for driver.py (FIDELITY_DRIVER): a
+truth whose every rank runs into RUN_TIMEOUT is kept as TAG.hungK and run
+again (RETRY_HUNG, default 1); compare.py leaves the hung run out."""
+import json
+import os
+import stat
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_GPU = os.path.join(HERE, "..", "bench", "fidelity", "run-gpu.sh")
+
+# Hangs (sleeps past RUN_TIMEOUT) in the first FAKE_HANGS attempts of a run, counted from the
+# lines the ranks append to FAKE_STATE/starts; then writes a result as driver.py would.
+FAKE_DRIVER = r'''
+import json, os, signal, sys, time
+signal.signal(signal.SIGUSR1, lambda *_: None)  # driver.py dumps its stacks on it (faulthandler)
+def arg(name):
+    return sys.argv[sys.argv.index(name) + 1]
+world = int(arg("--world"))
+with open(os.path.join(os.environ["FAKE_STATE"], "starts"), "a") as f:
+    f.write(arg("--rank") + "\n")
+with open(os.path.join(os.environ["FAKE_STATE"], "starts")) as f:
+    attempt = (len(f.readlines()) + world - 1) // world
+if attempt <= int(os.environ.get("FAKE_HANGS", "1")):
+    time.sleep(60)
+with open(arg("--out"), "w") as f:
+    json.dump({"rank": int(arg("--rank")), "world": world, "mode": "step", "iteration_ms": [10.0, 10.0],
+               "warmup": 0}, f)
+'''
+
+
+def executable(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+class HungTruth(unittest.TestCase):
+    def run_gpu(self, hangs, retry=None):
+        tmp = tempfile.mkdtemp(prefix="run-gpu-test-")
+        fake_bin, state, data, out, bundle = (os.path.join(tmp, d) for d in ("bin", "state", "data", "out", "B"))
+        for d in (fake_bin, state, os.path.join(data, "spec"), bundle):
+            os.makedirs(d)
+        executable(os.path.join(fake_bin, "nvidia-cuda-mps-control"), "#!/bin/sh\ncat > /dev/null\nexit 0\n")
+        executable(os.path.join(fake_bin, "nvidia-smi"), "#!/bin/sh\necho 'Fake GPU'\n")
+        executable(os.path.join(tmp, "driver.py"), FAKE_DRIVER)
+        with open(os.path.join(data, "spec", "meta.env"), "w") as f:
+            f.write("N=2\nITERATIONS=2\nWARMUP=0\nMODE=step\nGBPS=2.5\nLAT_US=25\n")
+        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ["PATH"], OUT=out, RUN_TIMEOUT="2",
+                   FIDELITY_DRIVER=os.path.join(tmp, "driver.py"), FAKE_STATE=state, FAKE_HANGS=str(hangs),
+                   YIELD_SLEEP_US="0")
+        if retry is not None:
+            env["RETRY_HUNG"] = str(retry)
+        proc = subprocess.run(["bash", RUN_GPU, bundle, data, "spec:truth"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        return out, proc.stdout + proc.stderr
+
+    def test_a_hung_truth_is_kept_apart_and_run_again(self):
+        out, log = self.run_gpu(hangs=1)
+        self.assertIn("spec-truth: every rank ran into RUN_TIMEOUT; kept as spec-truth.hung1, run again", log)
+        self.assertTrue(os.path.isfile(os.path.join(out, "spec-truth.hung1", "FAILED")), log)
+        with open(os.path.join(out, "spec-truth", "r0.json")) as f:
+            self.assertEqual(json.load(f)["iteration_ms"], [10.0, 10.0])
+        self.assertFalse(os.path.exists(os.path.join(out, "spec-truth", "FAILED")), log)
+
+    def test_retries_stop_at_retry_hung(self):
+        out, log = self.run_gpu(hangs=5, retry=1)
+        self.assertTrue(os.path.isdir(os.path.join(out, "spec-truth.hung1")), log)
+        self.assertFalse(os.path.exists(os.path.join(out, "spec-truth.hung2")), log)
+        self.assertTrue(os.path.isfile(os.path.join(out, "spec-truth", "FAILED")), log)
+
+    def test_retry_hung_0_never_runs_again(self):
+        out, log = self.run_gpu(hangs=1, retry=0)
+        self.assertFalse(os.path.exists(os.path.join(out, "spec-truth.hung1")), log)
+        with open(os.path.join(out, "spec-truth", "FAILED")) as f:
+            self.assertIn("status 124", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
