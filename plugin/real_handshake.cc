@@ -152,7 +152,31 @@ Result ListenComm::Accept(std::unique_ptr<NetComm>* comm) {
   if (r != prism_ncclSuccess) return r;
   r = ReadHellos();
   if (r != prism_ncclSuccess) return r;
-  return TakeCompleteGroup(comm);
+  r = TakeCompleteGroup(comm);
+  if (r == prism_ncclSuccess && !*comm) NoteWaiting();
+  if (*comm) {
+    waiting_since_ns_ = 0;
+    told_waiting_ = false;
+  }
+  return r;
+}
+
+void ListenComm::NoteWaiting() {
+  if (virtual_peers_ != nullptr || told_waiting_) return;
+  const int64_t now = MonoNowNs();
+  if (waiting_since_ns_ == 0) waiting_since_ns_ = now;
+  const int64_t waited_ms = (now - waiting_since_ns_) / 1000000;
+  if (waited_ms < env_.settings->connect_timeout_ms / 2) return;
+  told_waiting_ = true;
+  size_t grouped = 0;
+  for (const auto& [nonce, group] : groups_) grouped += group.size();
+  PRISM_WARN(*env_.logger,
+             "accept on listen %s (id %llx) has waited %lld ms for its peer: %zu connection(s) with their hello "
+             "read, %zu without; NCCL keeps calling accept while the peer never connects (is the rank that "
+             "should connect here alive and past its own connect? half of PRISM_CONNECT_TIMEOUT_MS=%lld)",
+             Ipv4ToString(handle_.ipv4_be, handle_.port_be).c_str(), static_cast<unsigned long long>(handle_.listen_id),
+             static_cast<long long>(waited_ms), grouped, incoming_.size(),
+             static_cast<long long>(env_.settings->connect_timeout_ms));
 }
 
 PendingConnect::PendingConnect(const CommEnv& env, std::shared_ptr<ProgressEnginePool> engines,

@@ -36,7 +36,11 @@ class ListenComm : public Tagged {
   ListenComm(const ListenComm&) = delete;
   ListenComm& operator=(const ListenComm&) = delete;
 
-  // Sets `*comm` to a new receive comm when one is ready, else null.
+  // Sets `*comm` to a new receive comm when one is ready, else null. Without
+  // prismd (no virtual peers, which may hold a connection back for long), an
+  // accept that has gone on for half of PRISM_CONNECT_TIMEOUT_MS without a
+  // comm says so once (WARN: the sockets and hellos it has so far), so that a
+  // peer which never connects is named rather than a silent hang.
   Result Accept(std::unique_ptr<NetComm>* comm);
   const RealListenHandle& handle() const { return handle_; }
 
@@ -55,6 +59,8 @@ class ListenComm : public Tagged {
   // An error when the group's ring cannot be mapped (its sender would wait
   // on it forever).
   Result TakeCompleteGroup(std::unique_ptr<NetComm>* comm);
+  // After an Accept that gave no comm: the once-only warning above.
+  void NoteWaiting();
 
   CommEnv env_;
   std::shared_ptr<ProgressEnginePool> engines_;
@@ -64,6 +70,8 @@ class ListenComm : public Tagged {
   std::shared_ptr<VirtualPeers> virtual_peers_;
   std::vector<Incoming> incoming_;                 // hello not complete yet
   std::map<uint64_t, std::vector<Incoming>> groups_;  // by comm_nonce
+  int64_t waiting_since_ns_ = 0;  // the first Accept since the last comm it gave; 0: none yet
+  bool told_waiting_ = false;
 };
 
 // The sender side of one connection being set up: over Unix sockets when the

@@ -61,7 +61,7 @@ constexpr EnvParam kParams[] = {
      "a directory: the profiler role asks NCCL for its kernel's per-channel timestamps and writes one JSON line "
      "per operation (kind, size, algorithm, GPU start and stop) to DIR/prism-ops.<pid>.jsonl; times collectives "
      "without CUDA events in the program's streams (docs/plugin.md, \"Operation times\"); empty: off"},
-    {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long"},
+    {"PRISM_CONNECT_TIMEOUT_MS", "60000", "connect() to a real peer fails after this long; an accept() (without prismd) whose peer has not connected after half of it says so once (WARN)"},
     {"PRISM_SPIN_US", "50", "progress threads busy-poll this long before sleeping"},
     {"PRISM_INLINE_BYTES", "1073741824",
      "a real-peer message of at most this many bytes is moved by NCCL's proxy thread inside isend/irecv/test "

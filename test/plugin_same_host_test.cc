@@ -20,6 +20,7 @@
 #include "plugin/real_handshake.h"
 #include "plugin/real_wire.h"
 #include "plugin/settings.h"
+#include "test/plugin_log_capture.h"
 
 namespace prism::plugin {
 namespace {
@@ -297,6 +298,40 @@ TEST_CASE("Unix sockets: a name nobody listens on is refused at once, not retrie
   CHECK(StartConnectUnix(SameHostSocketName(0xdeadull << 40), &again, &why) < 0);
   CHECK_FALSE(again);
   CHECK(why.find("connect @prism-net/") != std::string::npos);
+}
+
+TEST_CASE("accept: a peer that never connects is named once, after half of PRISM_CONNECT_TIMEOUT_MS",
+          "[plugin][unit]") {
+  Settings settings = LoadSettings(nullptr);
+  settings.connect_timeout_ms = 200;
+  Logger logger;
+  testing::LogCapture::Capture(&logger);
+  NicLinks nics(1, 0, 0);
+  CommEnv env;
+  env.settings = &settings;
+  env.logger = &logger;
+  env.nics = &nics;
+  env.same_host_key = SameHostKeyOf("boot", "net:[1]");
+  auto engines = std::make_shared<ProgressEnginePool>(-1, 0);
+  const uint64_t id = (uint64_t{static_cast<uint32_t>(getpid())} << 24) | 0x7b0000;
+  Listener l(env, engines, id, true);
+  std::unique_ptr<NetComm> recv;
+  REQUIRE(l.comm->Accept(&recv) == prism_ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  REQUIRE(l.comm->Accept(&recv) == prism_ncclSuccess);
+  CHECK(testing::LogCapture::Text().find("has waited") == std::string::npos);  // 40 ms: under 100
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  for (int i = 0; i < 3; ++i) REQUIRE(l.comm->Accept(&recv) == prism_ncclSuccess);
+  CHECK_FALSE(recv);
+  const std::string text = testing::LogCapture::Text();
+  CHECK(text.find("accept on listen 127.0.0.1:") != std::string::npos);
+  CHECK(text.find("for its peer: 0 connection(s) with their hello read, 0 without") != std::string::npos);
+  CHECK(text.find("has waited") == text.rfind("has waited"));  // once
+  SECTION("a peer that then connects still gets its comm") {
+    PendingConnect dial(env, engines, l.handle, 0);
+    CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
+  }
+  logger.Set(nullptr);
 }
 
 }  // namespace
