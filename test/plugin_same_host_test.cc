@@ -188,17 +188,27 @@ uint16_t ClosedPort() {
   return port;
 }
 
-TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise", "[plugin][unit]") {
-  Settings settings = LoadSettings(nullptr);
-  settings.connect_timeout_ms = 5000;
+// What a handshake needs around it: settings, a logger, one NIC, this host's key.
+struct HandshakeRig {
+  explicit HandshakeRig(int64_t connect_timeout_ms) : settings(LoadSettings(nullptr)) {
+    settings.connect_timeout_ms = connect_timeout_ms;
+    env.settings = &settings;
+    env.logger = &logger;
+    env.nics = &nics;
+    env.same_host_key = SameHostKeyOf("boot", "net:[1]");
+  }
+  Settings settings;
   Logger logger;
-  NicLinks nics(1, 0, 0);
+  NicLinks nics{1, 0, 0};
   CommEnv env;
-  env.settings = &settings;
-  env.logger = &logger;
-  env.nics = &nics;
-  env.same_host_key = SameHostKeyOf("boot", "net:[1]");
-  auto engines = std::make_shared<ProgressEnginePool>(-1, 0);
+  std::shared_ptr<ProgressEnginePool> engines = std::make_shared<ProgressEnginePool>(-1, 0);
+};
+
+TEST_CASE("same-host handshake: Unix socket where the keys match, TCP otherwise", "[plugin][unit]") {
+  HandshakeRig rig(5000);
+  Settings& settings = rig.settings;
+  CommEnv& env = rig.env;
+  auto& engines = rig.engines;
   uint64_t id = (uint64_t{static_cast<uint32_t>(getpid())} << 24) | 0x5a0000;
 
   SECTION("matching keys: the Unix listener takes it though no TCP listener is left") {
@@ -302,17 +312,10 @@ TEST_CASE("Unix sockets: a name nobody listens on is refused at once, not retrie
 
 TEST_CASE("accept: a peer that never connects is named once, after half of PRISM_CONNECT_TIMEOUT_MS",
           "[plugin][unit]") {
-  Settings settings = LoadSettings(nullptr);
-  settings.connect_timeout_ms = 200;
-  Logger logger;
-  testing::LogCapture::Capture(&logger);
-  NicLinks nics(1, 0, 0);
-  CommEnv env;
-  env.settings = &settings;
-  env.logger = &logger;
-  env.nics = &nics;
-  env.same_host_key = SameHostKeyOf("boot", "net:[1]");
-  auto engines = std::make_shared<ProgressEnginePool>(-1, 0);
+  HandshakeRig rig(200);
+  testing::LogCapture::Capture(&rig.logger);
+  CommEnv& env = rig.env;
+  auto& engines = rig.engines;
   const uint64_t id = (uint64_t{static_cast<uint32_t>(getpid())} << 24) | 0x7b0000;
   Listener l(env, engines, id, true);
   std::unique_ptr<NetComm> recv;
@@ -331,7 +334,7 @@ TEST_CASE("accept: a peer that never connects is named once, after half of PRISM
     PendingConnect dial(env, engines, l.handle, 0);
     CHECK(Handshake(dial, *l.comm, std::chrono::milliseconds(2000)));
   }
-  logger.Set(nullptr);
+  rig.logger.Set(nullptr);
 }
 
 }  // namespace
