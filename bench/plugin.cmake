@@ -44,3 +44,9 @@ target_link_libraries(virtual_fill_bench PRIVATE prism_plugin_core)
 add_executable(link_order_bench ${CMAKE_CURRENT_SOURCE_DIR}/link_order_bench.cc)
 target_include_directories(link_order_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(link_order_bench PRIVATE prism_plugin_core)
+
+# idle_test_bench: test() on a posted receive while nothing has come, over a
+# shared-memory ring (headers counted, no socket read) and over a socket alone.
+add_executable(idle_test_bench ${CMAKE_CURRENT_SOURCE_DIR}/idle_test_bench.cc)
+target_include_directories(idle_test_bench PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(idle_test_bench PRIVATE prism_plugin_core)

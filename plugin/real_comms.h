@@ -265,6 +265,9 @@ class RealSendComm final : public RealCommBase {
   // Proxy thread: stamps `req` with its link times `t` (unshaped: none),
   // records it as this rank's send and queues its bytes.
   void Launch(SendRequest* req, const LinkModel::Times* t);
+  // A message's header onto socket 0's queue; on a ring connection counted in the
+  // ring first (SharedRing::AnnounceHeader).
+  void QueueHeader(SendRequest* req);
   bool StartRequest(SendRequest* req);
   bool Pump(size_t sock, bool* progressed);
   // Payloads into the ring, as far as it has room.
@@ -347,6 +350,10 @@ class RealRecvComm final : public RealCommBase {
   // Matched payloads out of the ring, as far as they have arrived.
   bool PumpRing(bool* progressed);
   bool TryMatchHeader(bool* matched);
+  // Whether socket 0 may hold a header not read yet: always without a ring;
+  // with one, when the sender announced more than were read, or (checked
+  // once a millisecond) when it hung up, whose end of stream a read must see.
+  bool HeaderMayBeWaiting();
   // PRISM_RETURN_ON_COMPLETE=3, after a completion: whether socket `sock`
   // already holds the rest of its next message (one ioctl), so that reading
   // on completes it without waiting for bytes still on their way.
@@ -361,6 +368,7 @@ class RealRecvComm final : public RealCommBase {
   std::deque<RecvRequest*> posted_;   // progress thread: not fully matched yet
   MessageHeader header_{};
   size_t header_got_ = 0;             // bytes of header_ read so far
+  uint64_t headers_read_ = 0;         // ring connections: whole headers read (SharedRing::HeadersAnnounced)
   bool eof_ = false;                  // sender closed between messages
 };
 

@@ -245,6 +245,7 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
     // The next header only once a receive is posted to match it: a read
     // with nothing to match is a wasted syscall per message.
     if (sock != 0 || eof_ || posted_.empty()) return true;
+    if (header_got_ == 0 && !HeaderMayBeWaiting()) return true;
     if (header_got_ < sizeof(MessageHeader)) {
       long got = ReadSome(fds_[0], reinterpret_cast<char*>(&header_) + header_got_,
                           sizeof(MessageHeader) - header_got_, &why);
@@ -261,12 +262,18 @@ bool RealRecvComm::Pump(size_t sock, bool* progressed) {
       *progressed = true;
       header_got_ += static_cast<size_t>(got);
       if (header_got_ < sizeof(MessageHeader)) continue;
+      ++headers_read_;
     }
     bool matched = false;
     if (!TryMatchHeader(&matched)) return false;
     if (!matched) return true;  // stalled until a matching receive is posted
     *progressed = true;
   }
+}
+
+bool RealRecvComm::HeaderMayBeWaiting() {
+  if (ring_ == nullptr || ring_->HeadersAnnounced() != headers_read_) return true;
+  return RingPeerGone();
 }
 
 bool RealRecvComm::PumpRing(bool* progressed) {

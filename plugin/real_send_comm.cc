@@ -130,8 +130,7 @@ bool RealSendComm::StartRequest(SendRequest* req) {
     return true;
   }
   req->items_left = 1;
-  queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header),
-                                 sizeof(MessageHeader)});
+  QueueHeader(req);
   if (ring_ != nullptr) {  // one chunk (one socket): the payload goes through the ring
     if (size > 0) {
       ring_queue_.push_back(WriteItem{req, src, size});
@@ -146,6 +145,11 @@ bool RealSendComm::StartRequest(SendRequest* req) {
     ++req->items_left;
   }
   return true;
+}
+
+void RealSendComm::QueueHeader(SendRequest* req) {
+  if (ring_ != nullptr) ring_->AnnounceHeader();  // before its bytes: the receiver reads the socket only then
+  queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header), sizeof(MessageHeader)});
 }
 
 bool RealSendComm::Pump(size_t sock, bool* progressed) {
@@ -217,7 +221,7 @@ bool RealSendComm::StepInner(bool* progressed) {
   }
   while (headers_.Pop(&req)) {
     *progressed = true;
-    queues_[0].push_back(WriteItem{req, reinterpret_cast<const char*>(&req->header), sizeof(MessageHeader)});
+    QueueHeader(req);
   }
   for (size_t i = 0; i < fds_.size(); ++i) {
     if (!Pump(i, progressed)) return false;

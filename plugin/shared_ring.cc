@@ -16,7 +16,7 @@ namespace prism::plugin {
 // on a cache line of their own.
 struct SharedRing::Control {
   static constexpr uint64_t kMagic = 0x676e6952'6d736950ull;  // "PismRing"
-  static constexpr uint32_t kVersion = 2;
+  static constexpr uint32_t kVersion = 3;  // 3: the header count
   uint64_t magic;
   uint32_t version;
   uint32_t reserved;
@@ -25,6 +25,7 @@ struct SharedRing::Control {
   std::atomic<uint32_t> writer_waiting;  // armed by the writer: ring the space bell
   alignas(64) std::atomic<uint64_t> consumed;
   std::atomic<uint32_t> reader_waiting;  // armed by the reader: ring the data bell
+  alignas(64) std::atomic<uint64_t> headers;  // headers the writer has announced
 };
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "the ring's layout is shared between processes");
 
@@ -178,6 +179,10 @@ uint64_t SharedRing::Readable() const {
       control_->written.load(std::memory_order_seq_cst) - control_->consumed.load(std::memory_order_relaxed);
   return std::min<uint64_t>(held, capacity_);
 }
+
+void SharedRing::AnnounceHeader() { control_->headers.fetch_add(1, std::memory_order_seq_cst); }
+
+uint64_t SharedRing::HeadersAnnounced() const { return control_->headers.load(std::memory_order_seq_cst); }
 
 void SharedRing::ArmReader() {
   control_->reader_waiting.store(1, std::memory_order_seq_cst);

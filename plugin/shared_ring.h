@@ -20,6 +20,13 @@
 // flag (both sequentially consistent), so a wake-up is never lost. Only an
 // armed end costs the other a system call (one write per wake-up).
 //
+// Headers: the socket beside the ring carries each message's header. The
+// writer counts a header here (AnnounceHeader) before it writes it to the
+// socket, so that a reader whose count of headers read equals
+// HeadersAnnounced() knows the socket holds no new one and skips the read
+// (one system call per idle poll of a posted receive). A header counted and
+// not written yet costs the reader a read that finds nothing, as before.
+//
 // Ownership: a SharedRing owns its mapping and its three fds; the memory
 // lives while either end's mapping does, so a peer that exits or crashes
 // never takes the bytes away from the other (no SIGBUS: the memfd is sealed
@@ -72,6 +79,11 @@ class SharedRing {
   size_t Read(char* dst, size_t len);
   // Reader: bytes readable now.
   uint64_t Readable() const;
+
+  // Writer: one more message header is on its way through the socket (call
+  // before writing it). Reader: how many the writer has announced.
+  void AnnounceHeader();
+  uint64_t HeadersAnnounced() const;
 
   // Reader, before sleeping: data_bell() becomes readable once something is
   // readable (at once if something already is).

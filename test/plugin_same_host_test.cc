@@ -337,5 +337,37 @@ TEST_CASE("accept: a peer that never connects is named once, after half of PRISM
   rig.logger.Set(nullptr);
 }
 
+TEST_CASE("shared-memory ring: a sender that hangs up while a receive is posted is named, headers counted or not",
+          "[plugin][unit]") {
+  HandshakeRig rig(5000);
+  rig.settings.same_host_ring_bytes = 65536;
+  testing::LogCapture::Capture(&rig.logger);
+  const uint64_t id = (uint64_t{static_cast<uint32_t>(getpid())} << 24) | 0x7d0000;
+  Listener l(rig.env, rig.engines, id, true);
+  PendingConnect dial(rig.env, rig.engines, l.handle, 0);
+  Comms comms;
+  REQUIRE(Handshake(dial, *l.comm, std::chrono::milliseconds(2000), &comms));
+  CheckMessage(comms, 1000);  // one header counted and read: the counts agree again after it
+  std::vector<char> out(4096);
+  void* data = out.data();
+  size_t bytes = out.size();
+  const int tag = 3;
+  MessageTag none;
+  void* rreq = nullptr;
+  REQUIRE(comms.recv->Irecv(1, &data, &bytes, &tag, nullptr, &none, &rreq) == prism_ncclSuccess);
+  int got = 0;
+  REQUIRE(static_cast<Request*>(rreq)->Test(&got, nullptr) == prism_ncclSuccess);
+  CHECK(got == 0);
+  comms.send.reset();  // the sender's process goes away between messages
+  Result r = prism_ncclSuccess;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (r == prism_ncclSuccess && got == 0 && std::chrono::steady_clock::now() < end) {
+    r = static_cast<Request*>(rreq)->Test(&got, nullptr);
+  }
+  CHECK(r == prism_ncclSystemError);
+  CHECK(testing::LogCapture::Text().find("closed the connection while receives were posted") != std::string::npos);
+  rig.logger.Set(nullptr);
+}
+
 }  // namespace
 }  // namespace prism::plugin

@@ -76,6 +76,18 @@ bool Rung(int bell) {
   return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
+TEST_CASE("shared ring: the headers the writer announces are counted in the other mapping", "[plugin][unit][ring]") {
+  std::string why;
+  auto writer = SharedRing::Create(4096, "test ring", &why);
+  REQUIRE(writer != nullptr);
+  auto reader = ReaderOf(*writer);
+  CHECK(reader->HeadersAnnounced() == 0);
+  writer->AnnounceHeader();
+  writer->AnnounceHeader();
+  CHECK(reader->HeadersAnnounced() == 2);
+  CHECK(reader->Readable() == 0);  // headers are counted apart from the bytes
+}
+
 TEST_CASE("shared ring: an armed end's bell rings once the other end gives it something", "[plugin][unit][ring]") {
   std::string why;
   auto writer = SharedRing::Create(4096, "test ring", &why);
