@@ -30,8 +30,9 @@ summary(path, results) -> one line for compare.py: the whole run's late
 """
 import bisect
 import os
-import statistics
 import sys
+
+import spikes
 
 STALL_MS = 5.0  # a stall worth setting beside a slow iteration (the truths' spikes are 5-20 ms)
 
@@ -71,12 +72,9 @@ def slow_iteration_stalls(stalls, results, policy="fifo", min_ms=STALL_MS, over_
     r0 = results.get(0)
     if not r0 or "host" not in r0:
         return None
-    warmup = r0.get("warmup", 0)
-    times = r0["iteration_ms"]
-    med = statistics.median(times[warmup:])
-    made_late = {r["late_op"]["iteration"] for r in results.values() if r.get("late_op")}
-    measured = [i for i in range(warmup, len(times)) if i not in made_late]
-    slow = {i for i in measured if 100.0 * (times[i] - med) / med > over_pct}
+    made_late = spikes.made_late_iterations(results)
+    measured = [i for i in range(r0.get("warmup", 0), len(r0["iteration_ms"])) if i not in made_late]
+    slow = {i for i, _ in spikes.slow_iterations(results, over_pct)}
     lo, hi = measured_window(results) or (0, 0)
     held = {gpu_iteration_at(r0["host"], wall) for wall, _, pol, late_us in stalls
             if pol == policy and late_us >= min_ms * 1000 and lo <= wall <= hi}
@@ -146,13 +144,11 @@ def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: cpu_stalls.py RUN_DIR  (holding cpu-stalls.txt and r<rank>.json)\n")
         return 2
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from spikes import run_results
     path = os.path.join(argv[1], "cpu-stalls.txt")
     if not os.path.isfile(path):
         print(f"{argv[1]}: no cpu-stalls.txt (run-gpu.sh CPU_STALLS=1)")
         return 1
-    print(summary(path, run_results(argv[1])))
+    print(summary(path, spikes.run_results(argv[1])))
     return 0
 
 
