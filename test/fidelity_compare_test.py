@@ -589,6 +589,39 @@ class Hang(unittest.TestCase):
                       text)
 
 
+    def test_each_rank_of_a_hung_run_is_placed_by_its_main_threads_innermost_frames(self):
+        out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
+        run = os.path.join(out, "st-truth.hung1")
+        os.makedirs(run)
+        main = ('Current thread 0x00007f01 (most recent call first):\n'
+                '  File "/venv/torch/distributed/distributed_c10d.py", line {line} in {fn}\n'
+                '  File "/repo/bench/fidelity/driver.py", line {own} in {own_fn}\n'
+                '  File "/repo/bench/fidelity/driver.py", line 471 in <module>\n')
+        other = ('Thread 0x00007f02 (most recent call first):\n'
+                 '  File "/usr/lib/python3.12/threading.py", line 359 in wait\n'
+                 '  File "/usr/lib/python3.12/threading.py", line 1012 in _bootstrap\n\n')
+        p2p = dict(line=2785, fn="_coalescing_manager", own=259, own_fn="p2p")
+        logs = {0: other + main.format(**p2p), 1: main.format(**p2p) + "\n" + other,
+                2: main.format(line=2253, fn="_new_process_group_helper", own=186, own_fn="init"),
+                3: main.format(**p2p), 4: ""}
+        threads = ""
+        for rank, text in logs.items():
+            with open(os.path.join(run, f"r{rank}.log"), "w") as f:
+                f.write(text)
+            pid = 100 + rank
+            threads += f"# rank {rank} pid {pid}\n{pid} {pid} [python3] 0 syscall=running state=R\n"
+            if rank != 4:  # rank 4: its process in exit, one thread tearing down
+                threads += f"{pid} {pid + 50} [NCCL Progress 1] hrtimer_nanosleep syscall=230 state=S\n"
+            threads += f"{pid} {pid + 60} [cuda-EvtHandlr] os_acquire_rwlock_write syscall=7 state=D\n"
+        with open(os.path.join(run, "hang-threads.txt"), "w") as f:
+            f.write(threads)
+        text = run_compare(out, data)
+        self.assertIn("[st-truth.hung1] 5 rank(s) still running", text)
+        self.assertIn("  ranks 0-1, 3: distributed_c10d.py:2785 _coalescing_manager < driver.py:259 p2p\n", text)
+        self.assertIn("  rank 2: distributed_c10d.py:2253 _new_process_group_helper < driver.py:186 init\n", text)
+        self.assertIn("  rank 4: no Python stack written; 2 thread(s) left (exiting?)\n", text)
+
+
 class LinkHold(unittest.TestCase):
     def test_the_rank_whose_bytes_landed_late_most_often_is_named(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -17,10 +17,11 @@ RUN_GPU = os.path.join(HERE, "..", "bench", "fidelity", "run-gpu.sh")
 # lines the ranks append to FAKE_STATE/starts; then writes a result as driver.py would.
 FAKE_DRIVER = r'''
 import json, os, signal, sys, time
-signal.signal(signal.SIGUSR1, lambda *_: None)  # driver.py dumps its stacks on it (faulthandler)
 def arg(name):
     return sys.argv[sys.argv.index(name) + 1]
 world = int(arg("--world"))
+# driver.py dumps its stacks on SIGUSR1 (faulthandler): this one says who it is
+signal.signal(signal.SIGUSR1, lambda *_: print(f"stacks of rank {arg('--rank')}", file=sys.stderr, flush=True))
 with open(os.path.join(os.environ["FAKE_STATE"], "starts"), "a") as f:
     f.write(arg("--rank") + "\n")
 with open(os.path.join(os.environ["FAKE_STATE"], "starts")) as f:
@@ -66,6 +67,16 @@ class HungTruth(unittest.TestCase):
         with open(os.path.join(out, "spec-truth", "r0.json")) as f:
             self.assertEqual(json.load(f)["iteration_ms"], [10.0, 10.0])
         self.assertFalse(os.path.exists(os.path.join(out, "spec-truth", "FAILED")), log)
+
+    def test_every_hung_rank_leaves_its_threads_and_stacks_before_the_timeout(self):
+        out, log = self.run_gpu(hangs=1)
+        hung = os.path.join(out, "spec-truth.hung1")
+        with open(os.path.join(hung, "hang-threads.txt")) as f:
+            threads = f.read()
+        for rank in (0, 1):
+            self.assertRegex(threads, rf"# rank {rank} pid (\d+)\n\1 \1 \[.+\] \S* syscall=\S+ state=S\n", threads)
+            with open(os.path.join(hung, f"r{rank}.log")) as f:
+                self.assertIn(f"stacks of rank {rank}", f.read())
 
     def test_retries_stop_at_retry_hung(self):
         out, log = self.run_gpu(hangs=5, retry=1)

@@ -854,23 +854,85 @@ def nccl_choices_summary(out):
 
 
 def hang_summary(out, top=4):
-    """Runs whose ranks were still running shortly before RUN_TIMEOUT (run-gpu.sh's hang-threads.txt: one
-    line per thread, "pid tid [name] wchan syscall=N"): where their threads waited."""
+    """Runs whose ranks were still running shortly before RUN_TIMEOUT (run-gpu.sh's hang-threads.txt: a
+    "# rank R pid P" line, then one line per thread, "pid tid [name] wchan syscall=N state=S"): where their
+    threads waited, and per rank where its main thread was (its innermost Python frame, and the driver's,
+    from the stacks SIGUSR1 wrote into r<R>.log), ranks alike together."""
     for d in sorted(os.listdir(out)):
         path = os.path.join(out, d, "hang-threads.txt")
         if not os.path.isfile(path):
             continue
-        pids, waits = set(), {}
+        pids, waits, rank_pids, threads = set(), {}, {}, {}
         with open(path) as f:
             for line in f:
-                m = re.match(r"(\d+) \d+ \[(.*)\] (\S*)", line)
+                h = re.match(r"# rank (\d+) pid (\d+)", line)
+                if h:
+                    rank_pids[int(h.group(1))] = h.group(2)
+                    continue
+                m = re.match(r"(\d+) (\d+) \[(.*)\] (\S*)", line)
                 if m:
                     pids.add(m.group(1))
-                    key = f"{m.group(2)} in {m.group(3) or '(running)'}"
+                    threads.setdefault(m.group(1), []).append(line)
+                    key = f"{m.group(3)} in {m.group(4) or '(running)'}"
                     waits[key] = waits.get(key, 0) + 1
         common = sorted(waits.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
         print(f"\n[{d}] {len(pids)} rank(s) still running shortly before RUN_TIMEOUT; threads: " +
               ", ".join(f"{k} x{n}" for k, n in common) + " (Python stacks in the ranks' r<R>.log)")
+        where = {}
+        for rank, pid in sorted(rank_pids.items()):
+            where.setdefault(rank_whereabouts(os.path.join(out, d), rank, threads.get(pid, [])), []).append(rank)
+        for text, ranks in sorted(where.items(), key=lambda kv: kv[1][0]):
+            print(f"  {'rank' if len(ranks) == 1 else 'ranks'} {rank_ranges(ranks)}: {text}")
+
+
+def rank_whereabouts(run_dir, rank, thread_lines):
+    """One rank of a hung run in a few words: its main thread's innermost Python frame and the driver's
+    (r<R>.log), or that none was written, and how many threads it had left."""
+    frames = main_thread_frames(os.path.join(run_dir, f"r{rank}.log"))
+    if not frames:
+        stack = "no Python stack written"
+    else:
+        inner = frames[0]
+        own = next((fr for fr in frames if fr.startswith("driver.py:")), None)
+        stack = inner if own in (None, inner) else f"{inner} < {own}"
+    if len(thread_lines) <= 2:  # what a process in exit leaves: its leader and the thread tearing down
+        return f"{stack}; {len(thread_lines)} thread(s) left (exiting?)"
+    return stack
+
+
+def main_thread_frames(log_path):
+    """The main thread's frames, innermost first, as "file.py:LINE function", from the last faulthandler
+    dump in a rank's log (the block whose outermost frame is <module>); [] when there is none."""
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    blocks, block = [], None
+    for line in lines:
+        if re.match(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):", line):
+            block = []
+            blocks.append(block)
+            continue
+        m = re.match(r'\s+File "(.*)", line (\d+) in (\S+)', line)
+        if m and block is not None:
+            block.append(f"{os.path.basename(m.group(1))}:{m.group(2)} {m.group(3)}")
+        elif block is not None and block:
+            block = None
+    mains = [b for b in blocks if b and b[-1].endswith(" <module>")]
+    return mains[-1] if mains else []
+
+
+def rank_ranges(ranks):
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)
 
 
 def human_bytes(n):

@@ -104,28 +104,46 @@ run_truth() {  # NAME TAG LATE
     local extra=(); [[ "$late" == 1 && "$r" == "$LATE_RANK" ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
-  hang_watch "$tag" "${pids[@]}" & local watch=$!
+  hang_watch "$tag" "$(seq -s ' ' 0 $((N - 1)))" "${pids[@]}" & local watch=$!
   wait_ranks "$tag" "$(seq -s ' ' 0 $((N - 1)))" "${pids[@]}"
   kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
 }
 
 # Shortly before RUN_TIMEOUT (10 s, or half of it when shorter than 20 s),
-# every rank still running leaves its threads' names, wait channels and
-# syscalls in hang-threads.txt, and its Python stacks in its log (SIGUSR1:
-# driver.py's faulthandler): a hung run says where it waits.
-hang_watch() {  # TAG PID... (the pids of the ranks' `timeout` processes)
-  local tag="$1"; shift
+# every rank still running leaves its Python stacks in its log (SIGUSR1:
+# driver.py's faulthandler) and its threads' names, states, wait channels and
+# syscalls in hang-threads.txt (a "# rank R pid P" line before each rank's),
+# so that a hung run says where it waits. Every rank is signalled first and
+# /proc is read with shell builtins: a `cat` per file (16 ranks of ~90
+# threads) took seconds on the GPU host, and the last ranks were read while
+# RUN_TIMEOUT was already killing them (2026-12-06: their threads gone but
+# one, their stacks never written).
+hang_watch() {  # TAG "RANK..." PID... (the ranks' `timeout` processes, one per rank, same order)
+  local tag="$1" rank_of=($2); shift 2
   sleep $(( RUN_TIMEOUT >= 20 ? RUN_TIMEOUT - 10 : RUN_TIMEOUT / 2 ))
-  local p py t
+  local p py t r i=0 pys=() ranks=()
   for p in "$@"; do
-    for py in $(pgrep -P "$p"); do
-      kill -USR1 "$py" 2>/dev/null || continue
-      for t in /proc/"$py"/task/*; do
-        echo "$py $(basename "$t") [$(cat "$t/comm")] $(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
-      done
-    done
+    for py in $(pgrep -P "$p"); do pys+=("$py"); ranks+=("${rank_of[$i]}"); done
+    i=$((i + 1))
+  done
+  for py in "${pys[@]}"; do kill -USR1 "$py" 2>/dev/null; done
+  for ((r = 0; r < ${#pys[@]}; r++)); do
+    py=${pys[$r]}
+    [[ -d /proc/$py/task ]] || continue
+    echo "# rank ${ranks[$r]} pid $py"
+    for t in /proc/"$py"/task/*; do thread_line "$py" "$t"; done
   done > "$OUT/$tag/hang-threads.txt" 2>/dev/null
   [[ -s "$OUT/$tag/hang-threads.txt" ]] || rm -f "$OUT/$tag/hang-threads.txt"
+}
+
+thread_line() {  # PID /proc/PID/task/TID: "pid tid [name] wchan syscall=N state=S", builtins only
+  local comm="" wchan="" sc="" stat=""
+  read -r comm < "$2/comm" || true
+  read -r wchan < "$2/wchan" || true   # no newline at its end: read fails but fills it
+  read -r sc _ < "$2/syscall" || true
+  read -r stat < "$2/stat" || true
+  stat=${stat##*) }   # after the name, which may hold spaces: the state letter first
+  echo "$1 ${2##*/} [$comm] $wchan syscall=$sc state=${stat%% *}"
 }
 
 # Waits for a run's ranks; a rank that failed or timed out is named, and its
@@ -157,7 +175,7 @@ run_hybrid() {  # NAME TAG REAL-RANKS LATE
     local extra=(); [[ "$late" == 1 && "$r" == "$LATE_RANK" ]] && extra=(--late-iteration "$LATE_ITER" --late-ms "$LATE_MS")
     driver "$name" "$tag" "$r" "${extra[@]}"; pids+=($!)
   done
-  hang_watch "$tag" "${pids[@]}" & local watch=$!
+  hang_watch "$tag" "${reals//,/ }" "${pids[@]}" & local watch=$!
   wait_ranks "$tag" "${reals//,/ }" "${pids[@]}"
   kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
   python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics',timeout=5).read().decode())" \
