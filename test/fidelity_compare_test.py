@@ -588,7 +588,6 @@ class Hang(unittest.TestCase):
                       "futex_wait_queue x2, NCCL Progress 1 in hrtimer_nanosleep x1, prism progress in (running) x1",
                       text)
 
-
     def test_each_rank_of_a_hung_run_is_placed_by_its_main_threads_innermost_frames(self):
         out, data = tempfile.mkdtemp(), tempfile.mkdtemp()
         run = os.path.join(out, "st-truth.hung1")
