@@ -34,6 +34,15 @@ with open(arg("--out"), "w") as f:
 '''
 
 
+def kernel_stacks_readable():
+    """Whether this process may read a process's kernel stack (/proc/PID/task/TID/stack), as run-gpu.sh does."""
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/stack") as f:
+            return bool(f.read())
+    except OSError:
+        return False
+
+
 def executable(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -41,7 +50,7 @@ def executable(path, text):
 
 
 class HungTruth(unittest.TestCase):
-    def run_gpu(self, hangs, retry=None):
+    def run_gpu(self, hangs, retry=None, run_timeout=2):
         tmp = tempfile.mkdtemp(prefix="run-gpu-test-")
         fake_bin, state, data, out, bundle = (os.path.join(tmp, d) for d in ("bin", "state", "data", "out", "B"))
         for d in (fake_bin, state, os.path.join(data, "spec"), bundle):
@@ -51,7 +60,7 @@ class HungTruth(unittest.TestCase):
         executable(os.path.join(tmp, "driver.py"), FAKE_DRIVER)
         with open(os.path.join(data, "spec", "meta.env"), "w") as f:
             f.write("N=2\nITERATIONS=2\nWARMUP=0\nMODE=step\nGBPS=2.5\nLAT_US=25\n")
-        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ["PATH"], OUT=out, RUN_TIMEOUT="2",
+        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ["PATH"], OUT=out, RUN_TIMEOUT=str(run_timeout),
                    FIDELITY_DRIVER=os.path.join(tmp, "driver.py"), FAKE_STATE=state, FAKE_HANGS=str(hangs),
                    YIELD_SLEEP_US="0")
         if retry is not None:
@@ -69,14 +78,20 @@ class HungTruth(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(out, "spec-truth", "FAILED")), log)
 
     def test_every_hung_rank_leaves_its_threads_and_stacks_before_the_timeout(self):
-        out, log = self.run_gpu(hangs=1)
+        # The snapshot comes at half of RUN_TIMEOUT: 3 s, after the stand-ins' start even on a busy host.
+        out, log = self.run_gpu(hangs=1, run_timeout=6)
         hung = os.path.join(out, "spec-truth.hung1")
         with open(os.path.join(hung, "hang-threads.txt")) as f:
             threads = f.read()
         for rank in (0, 1):
-            self.assertRegex(threads, rf"# rank {rank} pid (\d+)\n\1 \1 \[.+\] \S* syscall=\S+ state=S\n", threads)
+            self.assertRegex(threads, rf"# rank {rank} pid (\d+)\n\1 \1 \[.+\] \S* syscall=\S+ state=[A-Z]\n", threads)
             with open(os.path.join(hung, f"r{rank}.log")) as f:
                 self.assertIn(f"stacks of rank {rank}", f.read())
+        if kernel_stacks_readable():  # as root, outside a container that hides them
+            with open(os.path.join(hung, "hang-kernel-stacks.txt")) as f:
+                stacks = f.read()
+            for rank in (0, 1):
+                self.assertRegex(stacks, rf"# rank {rank} pid \d+: its main thread's kernel stack\n\S")
 
     def test_retries_stop_at_retry_hung(self):
         out, log = self.run_gpu(hangs=5, retry=1)

@@ -113,7 +113,9 @@ run_truth() {  # NAME TAG LATE
 # every rank still running leaves its Python stacks in its log (SIGUSR1:
 # driver.py's faulthandler) and its threads' names, states, wait channels and
 # syscalls in hang-threads.txt (a "# rank R pid P" line before each rank's),
-# so that a hung run says where it waits. Every rank is signalled first and
+# so that a hung run says where it waits; as root also each main thread's
+# kernel stack (hang-kernel-stacks.txt); and the MPS server log's last 200
+# lines (mps-server-tail.log). Every rank is signalled first and
 # /proc is read with shell builtins: a `cat` per file (16 ranks of ~90
 # threads) took seconds on the GPU host, and the last ranks were read while
 # RUN_TIMEOUT was already killing them (2026-12-06: their threads gone but
@@ -134,6 +136,18 @@ hang_watch() {  # TAG "RANK..." PID... (the ranks' `timeout` processes, one per 
     for t in /proc/"$py"/task/*; do thread_line "$py" "$t"; done
   done > "$OUT/$tag/hang-threads.txt" 2>/dev/null
   [[ -s "$OUT/$tag/hang-threads.txt" ]] || rm -f "$OUT/$tag/hang-threads.txt"
+  # Where in the kernel each main thread is (readable as root: a driver
+  # ioctl, a futex), and what the MPS server said lately (its log is
+  # otherwise left out of the results).
+  for ((r = 0; r < ${#pys[@]}; r++)); do
+    py=${pys[$r]}
+    [[ -r /proc/$py/task/$py/stack ]] || continue
+    echo "# rank ${ranks[$r]} pid $py: its main thread's kernel stack"
+    while read -r line; do echo "$line"; done < /proc/"$py"/task/"$py"/stack
+  done > "$OUT/$tag/hang-kernel-stacks.txt" 2>/dev/null
+  [[ -s "$OUT/$tag/hang-kernel-stacks.txt" ]] || rm -f "$OUT/$tag/hang-kernel-stacks.txt"
+  [[ -f "${CUDA_MPS_LOG_DIRECTORY:-}/server.log" ]] && tail -n 200 "$CUDA_MPS_LOG_DIRECTORY/server.log" > "$OUT/$tag/mps-server-tail.log"
+  return 0
 }
 
 thread_line() {  # PID /proc/PID/task/TID: "pid tid [name] wchan syscall=N state=S", builtins only
