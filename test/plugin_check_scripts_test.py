@@ -49,7 +49,9 @@ def lo_speed():
 
 
 class PluginCheckScripts(unittest.TestCase):
-    def run_check(self, tmp, env_extra):
+    def run_check(self, tmp, env_extra, passes_default=False):
+        """The check with the stand-in Python; one pass unless env_extra says otherwise, or the script's
+        default with passes_default set."""
         bundle = os.path.join(tmp, "bundle")
         os.makedirs(bundle, exist_ok=True)
         open(os.path.join(bundle, "libnccl-net-prism.so"), "w").close()
@@ -58,7 +60,10 @@ class PluginCheckScripts(unittest.TestCase):
             f.write(FAKE_PYTHON)
         os.chmod(fake, os.stat(fake).st_mode | stat.S_IEXEC)
         out = os.path.join(tmp, "out")
-        env = dict(os.environ, NO_MPS="1", OUT=out, PYTHON=fake, WORLDS="2", **env_extra)
+        env = dict(os.environ, NO_MPS="1", OUT=out, PYTHON=fake, WORLDS="2", PRISM_CHECK_PASSES="1")
+        if passes_default:
+            del env["PRISM_CHECK_PASSES"]
+        env.update(env_extra)
         proc = subprocess.run(["bash", CHECK, bundle], env=env, capture_output=True, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         docs = {}
@@ -106,6 +111,12 @@ class PluginCheckScripts(unittest.TestCase):
             self.assertIn("prism: lowest median ratio 2.00 (all_reduce 1048576 B) over 3 passes", text)
             self.assertIn("slow: lowest median ratio 0.50 (all_reduce 1048576 B) over 3 passes", text)
             self.assertRegex(text, r"all_reduce\s+1048576\s+2\.00\s+2\.00\.\.3\.00")
+
+    def test_the_default_is_four_passes_socket_first_in_every_other(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            text, docs = self.run_check(tmp, {}, passes_default=True)
+            self.assertEqual(sorted(docs), sorted(f"{v}-w2-p{k}" for v in ("prism", "socket") for k in (1, 2, 3, 4)))
+            self.assertIn("prism: lowest median ratio 2.00 (all_reduce 1048576 B) over 4 passes", text)
 
     def test_passes_must_be_a_positive_integer(self):
         with tempfile.TemporaryDirectory() as tmp:

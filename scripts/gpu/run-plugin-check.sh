@@ -6,7 +6,7 @@
 # it; plugin_check_ratios.py then prints Socket time / plugin time per
 # operation and size (above 1: the plugin is faster) and NCCL's algorithm,
 # protocol and channels per run (NCCL_DEBUG_SUBSYS has TUNING).
-# PRISM_CHECK_PASSES=K (default 1) repeats that K times per world, Socket
+# PRISM_CHECK_PASSES=K (default 4) repeats that K times per world, Socket
 # first in every other pass, labels ending in -p<k>; each pass's plugin runs
 # are compared with its own Socket run and the summary gives, per variant and
 # operation, the median of the K ratios with their range: on the one-GPU host
@@ -15,7 +15,10 @@
 # the odd passes, so an odd K puts it first once more often than Socket: on
 # one H100 (2026-12-05, K=3) the 8-rank 1 MiB all-reduce took 1884 and 1735
 # us in the two passes the plugin ran first and 1266 us in the one Socket
-# did (Socket 1670-1690 in all three); an even K balances the order.
+# did (Socket 1670-1690 in all three); an even K balances the order. The
+# default is 4 passes (1 until 2026-12-06): on one H100 that day two runs
+# of one pass each would have put the 8-rank 1 MiB send/recv at 0.18 and
+# 2.16 (docs/plugin.md), so one pass decides nothing.
 # The plugin reports the NIC speed NCCL Socket reports for lo (its
 # /sys/class/net/lo/speed, else NCCL's 10000 Mb/s), so that NCCL tunes both
 # alike (channels, protocol): measured on the GPU host on 2026-12-02 with the
@@ -39,7 +42,7 @@
 #      PRISM_VARIANTS (default "prism"): space-separated plugin runs, each
 #        LABEL or LABEL:K=V,K=V (e.g. "prism threads:PRISM_INLINE_BYTES=0"),
 #        the K=V set for that run's ranks only,
-#      PRISM_CHECK_PASSES (default 1; above),
+#      PRISM_CHECK_PASSES (default 4; above),
 #      PYTHON (default python3), NO_MPS=1 to skip MPS, RUN_TIMEOUT (s per run, 75),
 #      any PRISM_* (passed on).
 # Writes $OUT/summary.txt, $OUT/<label>.json, $OUT/<label>/rank<r>.log.
@@ -112,7 +115,7 @@ start=$(date +%s)
 say "plugin: $plugin"
 say "MPS: $([[ $mps_started == 1 ]] && echo on || echo off)"
 say "plugin NIC speed: $([[ $nic_mbps == plugin ]] && echo "the plugin's PRISM_NIC_SPEED_MBPS" || echo "$nic_mbps Mb/s (NCCL Socket reports $socket_mbps)")"
-passes="${PRISM_CHECK_PASSES:-1}"
+passes="${PRISM_CHECK_PASSES:-4}"
 [[ "$passes" =~ ^[1-9][0-9]*$ ]] || { echo "PRISM_CHECK_PASSES must be a positive integer, not '$passes'" >&2; exit 2; }
 run_variants() {  # world label-suffix
   for v in ${PRISM_VARIANTS:-prism}; do
