@@ -15,6 +15,9 @@ program those events changed, so the summary lines keep them apart from
 the rows without (what the model is fitted to).
 
 Usage: bench/fidelity/model_table.py [--build build] [-- PRISMD_FLAGS...]
+  PRISMD_FLAGS go to both columns; in the host's they win over its own
+  (e.g. `-- --step-turnaround-us 90 --nic-model interleave` tries another
+  turnaround and NIC model against every truth).
 """
 import argparse
 import json
@@ -85,6 +88,29 @@ def host_flags(host, ranks):
     return truth_host.flags(HOSTS[ONE_GPU] if host.startswith(ONE_GPU) else HOSTS[TWO_GPUS], ranks)
 
 
+def option_name(token):
+    """A prismd option's name without its value or its "no-" ("--no-calibration" -> "calibration")."""
+    name = token[2:].split("=", 1)[0]
+    return name[3:] if name.startswith("no-") else name
+
+
+def with_flags(host, user):
+    """The host's flags with the user's after them, the user's winning: a host option the user gives too
+    (as --X, --no-X or --X=V) is left out with its value, since prismd refuses an option given twice.
+    with_flags(["--step-turnaround-us", "140", "--no-calibration"], ["--step-turnaround-us", "45"])
+    == ["--no-calibration", "--step-turnaround-us", "45"]."""
+    given = {option_name(t) for t in user if t.startswith("--")}
+    kept, i = [], 0
+    while i < len(host):
+        token = host[i]
+        takes_value = "=" not in token and i + 1 < len(host) and not host[i + 1].startswith("--")
+        step = 2 if takes_value else 1
+        if not (token.startswith("--") and option_name(token) in given):
+            kept += host[i:i + step]
+        i += step
+    return kept + list(user)
+
+
 def spec_ranks(spec_path):
     with open(spec_path) as f:
         layout = yaml.safe_load(f)["layout"]
@@ -120,7 +146,7 @@ def main():
 
         for name, truth, host, timed in TRUTHS:
             m = model(name, a.flags)
-            h = model(name, a.flags + host_flags(host, spec_ranks(os.path.join(specs, name + ".yaml"))))
+            h = model(name, with_flags(host_flags(host, spec_ranks(os.path.join(specs, name + ".yaml"))), a.flags))
             e, eh = 100.0 * (m - truth) / truth, 100.0 * (h - truth) / truth
             evented = timed == EVENTS
             errors.setdefault(("defaults", evented), []).append(abs(e))
