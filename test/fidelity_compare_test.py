@@ -608,7 +608,8 @@ class Hang(unittest.TestCase):
             with open(os.path.join(run, f"r{rank}.log"), "w") as f:
                 f.write(text)
             pid = 100 + rank
-            threads += f"# rank {rank} pid {pid}\n{pid} {pid} [python3] 0 syscall=running state=R\n"
+            at = " at: iteration 0 op 12 recv" if rank == 3 else ""  # driver.py's whereabouts (rank 3's alone)
+            threads += f"# rank {rank} pid {pid}{at}\n{pid} {pid} [python3] 0 syscall=running state=R\n"
             if rank != 4:  # rank 4: its process in exit, one thread tearing down
                 threads += f"{pid} {pid + 50} [NCCL Progress 1] hrtimer_nanosleep syscall=230 state=S\n"
             threads += f"{pid} {pid + 60} [cuda-EvtHandlr] os_acquire_rwlock_write syscall=7 state=D\n"
@@ -616,7 +617,9 @@ class Hang(unittest.TestCase):
             f.write(threads)
         text = run_compare(out, data)
         self.assertIn("[st-truth.hung1] 5 rank(s) still running", text)
-        self.assertIn("  ranks 0-1, 3: distributed_c10d.py:2785 _coalescing_manager < driver.py:259 p2p\n", text)
+        self.assertIn("  ranks 0-1: distributed_c10d.py:2785 _coalescing_manager < driver.py:259 p2p\n", text)
+        self.assertIn("  rank 3: at iteration 0 op 12 recv: distributed_c10d.py:2785 _coalescing_manager < "
+                      "driver.py:259 p2p\n", text)
         self.assertIn("  rank 2: distributed_c10d.py:2253 _new_process_group_helper < driver.py:186 init\n", text)
         self.assertIn("  rank 4: no Python stack written; 2 thread(s) left (exiting?)\n", text)
 

@@ -17,6 +17,8 @@ RUN_GPU = os.path.join(HERE, "..", "bench", "fidelity", "run-gpu.sh")
 # lines the ranks append to FAKE_STATE/starts; then writes a result as driver.py would.
 FAKE_DRIVER = r'''
 import json, os, signal, sys, time
+sys.path.insert(0, os.environ["FAKE_BENCH"])
+import whereabouts
 def arg(name):
     return sys.argv[sys.argv.index(name) + 1]
 world = int(arg("--world"))
@@ -26,6 +28,9 @@ with open(os.path.join(os.environ["FAKE_STATE"], "starts"), "a") as f:
     f.write(arg("--rank") + "\n")
 with open(os.path.join(os.environ["FAKE_STATE"], "starts")) as f:
     attempt = (len(f.readlines()) + world - 1) // world
+at = whereabouts.Whereabouts(arg("--out")[:-len(".json")] + ".at")
+at.note("init: group 20 of 20, members [9, 11, 13, 15]")
+at.note(f"iteration 0 op {7 + int(arg('--rank'))} recv")  # as driver.py's _launch
 if attempt <= int(os.environ.get("FAKE_HANGS", "1")):
     time.sleep(60)
 with open(arg("--out"), "w") as f:
@@ -62,6 +67,7 @@ class HungTruth(unittest.TestCase):
             f.write("N=2\nITERATIONS=2\nWARMUP=0\nMODE=step\nGBPS=2.5\nLAT_US=25\n")
         env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ["PATH"], OUT=out, RUN_TIMEOUT=str(run_timeout),
                    FIDELITY_DRIVER=os.path.join(tmp, "driver.py"), FAKE_STATE=state, FAKE_HANGS=str(hangs),
+                   FAKE_BENCH=os.path.join(HERE, "..", "bench", "fidelity"),
                    YIELD_SLEEP_US="0")
         if retry is not None:
             env["RETRY_HUNG"] = str(retry)
@@ -84,7 +90,8 @@ class HungTruth(unittest.TestCase):
         with open(os.path.join(hung, "hang-threads.txt")) as f:
             threads = f.read()
         for rank in (0, 1):
-            self.assertRegex(threads, rf"# rank {rank} pid (\d+)\n\1 \1 \[.+\] \S* syscall=\S+ state=[A-Z]\n", threads)
+            self.assertRegex(threads, rf"# rank {rank} pid (\d+) at: iteration 0 op {7 + rank} recv\n"
+                                      rf"\1 \1 \[.+\] \S* syscall=\S+ state=[A-Z]\n", threads)
             with open(os.path.join(hung, f"r{rank}.log")) as f:
                 self.assertIn(f"stacks of rank {rank}", f.read())
         if kernel_stacks_readable():  # as root, outside a container that hides them

@@ -855,19 +855,22 @@ def nccl_choices_summary(out):
 
 def hang_summary(out, top=4):
     """Runs whose ranks were still running shortly before RUN_TIMEOUT (run-gpu.sh's hang-threads.txt: a
-    "# rank R pid P" line, then one line per thread, "pid tid [name] wchan syscall=N state=S"): where their
-    threads waited, and per rank where its main thread was (its innermost Python frame, and the driver's,
-    from the stacks SIGUSR1 wrote into r<R>.log), ranks alike together."""
+    "# rank R pid P [at: OP]" line, then one line per thread, "pid tid [name] wchan syscall=N state=S"):
+    where their threads waited, and per rank the op driver.py noted last (whereabouts.py) and where its main
+    thread was (its innermost Python frame, and the driver's, from the stacks SIGUSR1 wrote into r<R>.log),
+    ranks alike together."""
     for d in sorted(os.listdir(out)):
         path = os.path.join(out, d, "hang-threads.txt")
         if not os.path.isfile(path):
             continue
-        pids, waits, rank_pids, threads = set(), {}, {}, {}
+        pids, waits, rank_pids, threads, rank_at = set(), {}, {}, {}, {}
         with open(path) as f:
             for line in f:
-                h = re.match(r"# rank (\d+) pid (\d+)", line)
+                h = re.match(r"# rank (\d+) pid (\d+)(?: at: (.*))?", line)
                 if h:
                     rank_pids[int(h.group(1))] = h.group(2)
+                    if h.group(3):
+                        rank_at[int(h.group(1))] = h.group(3).strip()
                     continue
                 m = re.match(r"(\d+) (\d+) \[(.*)\] (\S*)", line)
                 if m:
@@ -880,7 +883,10 @@ def hang_summary(out, top=4):
               ", ".join(f"{k} x{n}" for k, n in common) + " (Python stacks in the ranks' r<R>.log)")
         where = {}
         for rank, pid in sorted(rank_pids.items()):
-            where.setdefault(rank_whereabouts(os.path.join(out, d), rank, threads.get(pid, [])), []).append(rank)
+            text = rank_whereabouts(os.path.join(out, d), rank, threads.get(pid, []))
+            if rank in rank_at:
+                text = f"at {rank_at[rank]}: {text}"
+            where.setdefault(text, []).append(rank)
         for text, ranks in sorted(where.items(), key=lambda kv: kv[1][0]):
             print(f"  {'rank' if len(ranks) == 1 else 'ranks'} {rank_ranges(ranks)}: {text}")
 

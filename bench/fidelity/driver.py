@@ -29,6 +29,7 @@ import time
 
 import host_watch
 import op_times
+import whereabouts
 
 DTYPE_BYTES = 2  # the graph's ops are bf16
 
@@ -165,12 +166,15 @@ class Runner:
         self.ops = self.program["ops"]
         self.buffers = {}
         self.groups = {}
+        # r<R>.at beside the result: what this rank is about to do (whereabouts.py; a hung run's snapshot)
+        self.at = whereabouts.Whereabouts(re.sub(r"\.json$", "", args.out) + ".at" if args.out else "")
 
     def init(self):
         a, torch, dist = self.a, self.torch, self.dist
         self.op_calls = None  # --op-timing nccl: (label, iteration, t0_ns, t1_ns) of measured comm calls
         if a.op_timing == "nccl" and not a.cpu:
             self.start_op_times()
+        self.at.note("init: the world's process group")
         if a.env_init:
             if not a.cpu:
                 torch.cuda.set_device(self.dev)
@@ -183,6 +187,7 @@ class Runner:
             if c["id"] == 0:
                 self.groups[0] = dist.group.WORLD
             else:  # every rank creates every group, in the graph's order
+                self.at.note(f"init: group {c['id']} of {len(comms) - 1}, members {c['members']}")
                 self.groups[c["id"]] = dist.new_group(ranks=c["members"])
         self.compute = torch.cuda.current_stream() if not a.cpu else None
         self.side = torch.cuda.Stream() if not a.cpu else None
@@ -304,6 +309,7 @@ class Runner:
         """Enqueues `fn` on the op's stream after its dependencies. `timed`:
         CUDA events around it; `brackets`: the host clock around the call
         (NCCL's operations are matched to it by op_times.py)."""
+        self.at.note(f"iteration {self.iteration} op {indices[0]} {op.get('type', '')} {op.get('label', '')}")
         if self.a.cpu:
             fn()
             return
@@ -372,6 +378,7 @@ class Runner:
                 done = torch.cuda.Event(blocking=True)
                 done.record(self.compute)
                 done_marks.append(done)
+            self.at.note(f"all {a.iterations} iterations enqueued: waiting for the GPU")
             if a.cpu:
                 marks.append(time.perf_counter())
                 times = [1e3 * (marks[i + 1] - marks[i]) for i in range(len(marks) - 1)]

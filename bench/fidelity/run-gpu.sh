@@ -112,7 +112,8 @@ run_truth() {  # NAME TAG LATE
 # Shortly before RUN_TIMEOUT (10 s, or half of it when shorter than 20 s),
 # every rank still running leaves its Python stacks in its log (SIGUSR1:
 # driver.py's faulthandler) and its threads' names, states, wait channels and
-# syscalls in hang-threads.txt (a "# rank R pid P" line before each rank's),
+# syscalls in hang-threads.txt (a "# rank R pid P at: ..." line before each
+# rank's, with the op driver.py noted last in r<R>.at: whereabouts.py),
 # so that a hung run says where it waits; as root also each main thread's
 # kernel stack (hang-kernel-stacks.txt); and the MPS server log's last 200
 # lines (mps-server-tail.log). Every rank is signalled first and
@@ -123,7 +124,7 @@ run_truth() {  # NAME TAG LATE
 hang_watch() {  # TAG "RANK..." PID... (the ranks' `timeout` processes, one per rank, same order)
   local tag="$1" rank_of=($2); shift 2
   sleep $(( RUN_TIMEOUT >= 20 ? RUN_TIMEOUT - 10 : RUN_TIMEOUT / 2 ))
-  local p py t r i=0 pys=() ranks=()
+  local p py t r at i=0 pys=() ranks=()
   for p in "$@"; do
     for py in $(pgrep -P "$p"); do pys+=("$py"); ranks+=("${rank_of[$i]}"); done
     i=$((i + 1))
@@ -132,7 +133,8 @@ hang_watch() {  # TAG "RANK..." PID... (the ranks' `timeout` processes, one per 
   for ((r = 0; r < ${#pys[@]}; r++)); do
     py=${pys[$r]}
     [[ -d /proc/$py/task ]] || continue
-    echo "# rank ${ranks[$r]} pid $py"
+    at=""; read -r at < "$OUT/$tag/r${ranks[$r]}.at" 2>/dev/null || true   # driver.py's whereabouts.py
+    echo "# rank ${ranks[$r]} pid $py${at:+ at: $at}"
     for t in /proc/"$py"/task/*; do thread_line "$py" "$t"; done
   done > "$OUT/$tag/hang-threads.txt" 2>/dev/null
   [[ -s "$OUT/$tag/hang-threads.txt" ]] || rm -f "$OUT/$tag/hang-threads.txt"
